@@ -19,36 +19,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from importlib.metadata import version
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, machine, update_readme_section  # noqa: E402
 
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text  # noqa: E402
+from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from retriever import build_index, open_retriever  # noqa: E402
 
 KS = (1, 3, 10)
-START, END = "<!-- retrieval_quality:start -->", "<!-- retrieval_quality:end -->"
-
-
-def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    import torch
-
-    return {"cpu_cores": os.cpu_count(), "cpu": cpu, "gpu": "none" if not torch.cuda.is_available() else
-            torch.cuda.get_device_name(0), "python": platform.python_version(),
-            "packages": {name: version(name) for name in ("bm25s", "faiss-cpu", "sentence-transformers", "torch",
-                                                           "numpy")}}
 
 
 def quality(results, questions) -> dict:
@@ -100,7 +84,7 @@ def speed(bm25, queries: list[str], reps: int) -> dict:
 
 def markdown(report: dict) -> str:
     q, s = report["quality"], report["speed"]
-    lines = [START, "## Retrieval quality", "",
+    lines = ["## Retrieval quality", "",
              f"`python bench/retrieval_quality.py` — {report['questions']} test questions of the bundled world "
              f"against its {report['passages']:,} passages; machine: {report['machine']['cpu_cores']} CPU cores "
              f"({report['machine']['cpu']}), GPU: {report['machine']['gpu']}. hit@k: any supporting passage in the "
@@ -128,18 +112,8 @@ def markdown(report: dict) -> str:
               f"{report['dense_qps']['qps_best']:,.0f} queries/s. Same scores as raw bm25s: "
               f"{s['same_scores_as_raw_bm25s']}. Ours is faster because it selects the top k among passages with a "
               "non-zero score: bm25s's `argpartition` over all N scores, almost all zero, is a slow case for "
-              "introselect.", END]
+              "introselect."]
     return "\n".join(lines) + "\n"
-
-
-def update_readme(section: str) -> None:
-    readme = ROOT / "bench" / "README.md"
-    text = readme.read_text() if readme.exists() else "# Benchmarks\n\nResults are kept in `bench/results/`.\n"
-    if START in text and END in text:
-        text = text[:text.index(START)] + section.rstrip("\n") + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    atomic_write_text(readme, text)
 
 
 def main() -> None:
@@ -155,7 +129,7 @@ def main() -> None:
     report = {"benchmark": "retrieval_quality", "corpus": os.path.relpath(args.corpus, ROOT),
               "questions": len(questions),
               "multi_support_questions": sum(len(q["supporting_ids"]) > 1 for q in questions),
-              "machine": machine(), "build_seconds": {}, "quality": {}}
+              "machine": machine(("bm25s", "faiss-cpu", "sentence-transformers", "torch", "numpy")), "build_seconds": {}, "quality": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("bm25", "dense"):
             start = time.perf_counter()
@@ -172,7 +146,7 @@ def main() -> None:
                 report["dense_qps"] = best_qps(lambda: retriever.search(queries, 3), len(queries),
                                                max(2, args.reps // 3))
     atomic_write_json(args.out, report)
-    update_readme(markdown(report))
+    update_readme_section("retrieval_quality", markdown(report))
     print(f"wrote {args.out} and bench/README.md")
 
 

@@ -93,3 +93,33 @@ def read_run_info(run_dir: str | Path) -> dict:
     if not path.is_file():
         raise InspoError(f"{run_dir} is not a run directory (no {RUN_INFO_FILE}); pass a directory under runs/")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+SUMMARY_FILE = "summary.json"
+CHECKPOINTS_DIR = "checkpoints"
+
+
+def trained_model_dir(run_dir: str | Path) -> Path:
+    """The policy a run ended with: `checkpoints/final`, else its newest `checkpoints/checkpoint-<step>`."""
+    checkpoints = Path(run_dir) / CHECKPOINTS_DIR
+    if (checkpoints / "final" / "config.json").is_file():
+        return checkpoints / "final"
+    steps = sorted((p for p in checkpoints.glob("checkpoint-*") if (p / "config.json").is_file()),
+                   key=lambda p: int(p.name.rsplit("-", 1)[-1]) if p.name.rsplit("-", 1)[-1].isdigit() else -1)
+    if not steps:
+        raise InspoError(f"run {run_dir} has no saved policy under {checkpoints} (checkpoints/final or "
+                         "checkpoints/checkpoint-<step>); train it first or resume it with `inspo train --resume`")
+    return steps[-1]
+
+
+def best_instruction(run_dir: str | Path, recipe: Recipe) -> str:
+    """The run's best instruction (`summary.json` → best_instruction), else the recipe's first instruction."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if path.is_file():
+        try:
+            best = json.loads(path.read_text(encoding="utf-8")).get("best_instruction")
+        except json.JSONDecodeError as e:
+            raise InspoError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); restore it or delete it") from None
+        if isinstance(best, str) and best.strip():
+            return best
+    return recipe.population.instructions[0]

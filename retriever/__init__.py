@@ -24,8 +24,8 @@ from retriever.corpus import Passage
 from retriever.index import KINDS, MemoryEstimate, bm25_in_memory, build_index, open_index, read_index_meta
 from retriever.search import Retriever
 
-__all__ = ["KINDS", "MemoryEstimate", "Passage", "Retriever", "build_index", "open_index", "open_retriever",
-           "read_index_meta"]
+__all__ = ["KINDS", "MemoryEstimate", "Passage", "Retriever", "build_index", "open_from_config", "open_index",
+           "open_retriever", "read_index_meta"]
 
 _IN_MEMORY: dict[tuple, Retriever] = {}
 _IN_MEMORY_LOCK = threading.Lock()
@@ -60,3 +60,13 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
             return _IN_MEMORY[key]
     raise InspoError(f"retriever {text!r} is neither an index directory, a corpus .jsonl file nor an http(s):// URL; "
                      f"build an index with `inspo index --corpus CORPUS --out DIR`, or check the path")
+
+
+def open_from_config(config) -> Retriever:
+    """The retriever a recipe's `retriever` section describes: its server URL, its index, or BM25 over its corpus."""
+    from inspo_cli.config import resolve_path
+
+    if config.kind == "http" or config.url:
+        return open_retriever(config.url, timeout_s=config.timeout_s)
+    spec = config.index if config.index else config.corpus
+    return open_retriever(resolve_path(spec) or spec)

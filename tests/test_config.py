@@ -176,3 +176,9 @@ def test_resolved_recipe_round_trips(tmp_path, minimal):
     again = load_recipe(write(tmp_path, dump_recipe(recipe), "resolved.yaml"))
     assert again == recipe
     assert set(yaml.safe_load(dump_recipe(recipe))) == set(recipe_to_dict(Recipe()))
+
+
+@pytest.mark.parametrize("value, expected", [("off", "off"), ("on", "on"), ("auto", "auto"), ("false", "off")])
+def test_chat_template_accepts_bare_on_and_off(value, expected):
+    # YAML 1.1 reads a bare `off` as false; the recipe means the string.
+    assert load_recipe(None, [f"model.chat_template={value}"]).model.chat_template == expected

@@ -148,12 +148,15 @@ def _build(cls: type, raw: Any, prefix: str, where) -> Any:
     if not isinstance(raw, dict):
         raise RecipeError(f"{where(prefix.rstrip('.'))}: expected a mapping of keys for {section}, got {_show(raw)}")
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    names = list(fields)
     kwargs = {}
     for key, value in raw.items():
         dotted = f"{prefix}{key}"
         if key not in names:
             raise RecipeError(f"{where(dotted)}: unknown key{_suggest(str(key), names)}; valid keys in {section}: {', '.join(names)}")
+        if isinstance(value, bool) and "yaml_bool" in fields[key].metadata:
+            value = fields[key].metadata["yaml_bool"][value]  # YAML 1.1 reads a bare on/off as a boolean
         kwargs[key] = _coerce(value, hints[key], dotted, where)
     try:
         return cls(**kwargs)

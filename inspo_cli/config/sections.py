@@ -91,7 +91,8 @@ class ModelConfig:
 
     name_or_path: str = "Qwen/Qwen2.5-3B"
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    chat_template: str = "auto"  # auto (use it if the tokenizer has one) | on | off (plain text, as for base models)
+    # auto (use it if the tokenizer has one) | on | off (plain text, as for base models)
+    chat_template: str = field(default="auto", metadata={"yaml_bool": {True: "on", False: "off"}})
     backend: str = "transformers"  # transformers | vllm
     vllm_mode: str = "colocate"  # colocate | server
     vllm_gpu_memory_utilization: float = 0.4
@@ -117,7 +118,7 @@ class ModelConfig:
 class RolloutConfig:
     """The multi-turn Search-R1 protocol: limits per turn and per trajectory, and sampling (App. B)."""
 
-    max_turns: int = 4
+    max_turns: int = 4  # turns that may search; one more turn without search follows (0: answer without search)
     max_tokens_per_turn: int = 500
     max_observation_tokens: int = 500
     max_prompt_tokens: int = 4096
@@ -126,7 +127,9 @@ class RolloutConfig:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        for name, example in (("max_turns", "4"), ("max_tokens_per_turn", "500"), ("max_observation_tokens", "500"),
+        _require(self.max_turns >= 0, "max_turns", f"must be >= 0 (got {self.max_turns}); 0 answers without search, "
+                 "the paper uses 4")
+        for name, example in (("max_tokens_per_turn", "500"), ("max_observation_tokens", "500"),
                               ("max_prompt_tokens", "4096"), ("max_total_tokens", "8192")):
             _positive(getattr(self, name), name, example)
         _require(self.max_total_tokens > self.max_tokens_per_turn, "max_total_tokens",
@@ -261,13 +264,18 @@ class EvaluationConfig:
     """What `inspo evaluate` (and evaluation during training) runs."""
 
     benchmarks: list[str] = field(default_factory=lambda: ["world"])
-    method: str = "agent"  # direct | rag | ircot | search-o1 | agent
+    method: str = "agent"  # direct | rag | ircot | search-o1 | agent, comma-separated, or all
     limit: int | None = None
     batch_size: int = 32
+    temperature: float = 0.0  # 0 = greedy decoding, as the paper's evaluation
 
     def __post_init__(self) -> None:
         _require(bool(self.benchmarks), "benchmarks", "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
-        _one_of(self.method, ("direct", "rag", "ircot", "search-o1", "agent"), "method")
+        methods = ("direct", "rag", "ircot", "search-o1", "agent")
+        names = [m.strip() for m in self.method.split(",")]
+        _require(self.method.strip() == "all" or (all(n in methods for n in names) and all(names)), "method",
+                 f"must be one of {', '.join(methods)}, a comma-separated list of them, or all (got {self.method!r})")
+        _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature}); 0 is greedy")
         _positive(self.limit, "limit", "500")
         _positive(self.batch_size, "batch_size", "32")
 

@@ -1,0 +1,198 @@
+"""Policy backends: batched token-level generation behind one small interface.
+
+The rollout engine hands a backend whole contexts as token ids and gets back exactly the ids that were
+sampled, so the loss later sees the same tokens the policy produced (no decode/re-encode drift). A turn ends
+at a stop string (`</search>`, `</answer>`), at the end-of-sequence token, or at its token budget; each
+context has its own budget.
+
+- `TransformersBackend`: `model.generate` with left padding and the KV cache, on CPU or GPU. Rows finish
+  independently (a stopping criterion marks each row the moment its turn ends). It does not report
+  log-probs: TRL recomputes them for the transformers path.
+- `VLLMBackend`: a `vllm.LLM` (the `vllm` extra) fed token ids; reports sampled-token log-probs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from inspo_cli.config import ModelConfig, RolloutConfig
+from inspo_cli.errors import InspoError
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]
+    finish: str  # "stop" (a stop string), "eos" or "length"
+    logprobs: list[float] | None = None
+
+
+class PolicyBackend(Protocol):
+    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
+                 stop: Sequence[str]) -> list[Generation]:
+        """One continuation per context, each at most `max_new_tokens[i]` tokens, ending at a stop string or EOS."""
+        ...
+
+
+def _stop_token_ids(tokenizer, model_eos) -> set[int]:
+    ids = set()
+    for value in (model_eos, tokenizer.eos_token_id):
+        if value is None:
+            continue
+        ids.update(value if isinstance(value, (list, tuple)) else [value])
+    return ids
+
+
+class _TurnEnd:
+    """Stopping criterion: records, per row, how many tokens it generated when its turn ended and why."""
+
+    def __init__(self, tokenizer, start: int, budgets: list[int], stop: Sequence[str], eos_ids: set[int],
+                 may_end_stop):
+        import torch
+
+        self.tokenizer = tokenizer
+        self.start = start
+        self.budgets = budgets
+        self.stop = tuple(stop)
+        self.eos_ids = torch.tensor(sorted(eos_ids) or [-1])
+        self.may_end_stop = may_end_stop  # bool tensor over the vocabulary: token text has a stop string's last char
+        self.length: list[int | None] = [None] * len(budgets)
+        self.finish: list[str | None] = [None] * len(budgets)
+        self._tail = max((len(s) for s in stop), default=1) + 8  # tokens to decode to find a stop string
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        n = input_ids.shape[1] - self.start
+        last = input_ids[:, -1]
+        is_eos = torch.isin(last, self.eos_ids.to(last.device)).tolist()
+        may_stop = self.may_end_stop[last.cpu()].tolist() if self.stop else [False] * len(is_eos)
+        for row in range(len(self.budgets)):
+            if self.finish[row] is not None:
+                continue
+            if is_eos[row]:
+                self._end(row, n, "eos")
+            elif may_stop[row] and self._has_stop(input_ids[row, max(self.start, input_ids.shape[1] - self._tail):]):
+                self._end(row, n, "stop")
+            elif n >= self.budgets[row]:
+                self._end(row, n, "length")
+        return torch.tensor([f is not None for f in self.finish], device=input_ids.device)
+
+    def _has_stop(self, tail) -> bool:
+        text = self.tokenizer.decode(tail.tolist(), skip_special_tokens=False)
+        return any(s in text for s in self.stop)
+
+    def _end(self, row: int, n: int, why: str) -> None:
+        self.length[row], self.finish[row] = n, why
+
+
+def _chars_marking_stop(tokenizer, stop: Sequence[str]):
+    """A bool per vocabulary id: does the token's decoded text contain the last character of some stop string?"""
+    import torch
+
+    last_chars = {s[-1] for s in stop}
+    size = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
+    # Decoded, not raw vocabulary strings: byte-level BPE spells "\n" as "Ċ" in its vocabulary.
+    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False)
+    return torch.tensor([any(c in text for c in last_chars) for text in texts], dtype=torch.bool)
+
+
+class TransformersBackend:
+    """Batched `generate` over a transformers causal LM (left padding, KV cache, per-row stopping)."""
+
+    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 32):
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.top_p, self.batch_size = temperature, top_p, batch_size
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_ids = _stop_token_ids(tokenizer, getattr(model.generation_config, "eos_token_id", None))
+        self._stop_masks: dict[tuple[str, ...], object] = {}
+
+    def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
+        if len(contexts) != len(max_new_tokens):
+            raise ValueError("generate(): one max_new_tokens entry per context")
+        # Similar lengths share a batch, so little compute goes to padding.
+        order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
+        out: list[Generation | None] = [None] * len(contexts)
+        for first in range(0, len(order), self.batch_size):
+            rows = order[first:first + self.batch_size]
+            results = self._generate_batch([contexts[i] for i in rows], [max_new_tokens[i] for i in rows], stop)
+            for i, result in zip(rows, results):
+                out[i] = result
+        return out  # type: ignore[return-value]
+
+    def _generate_batch(self, contexts, budgets, stop) -> list[Generation]:
+        import torch
+
+        key = tuple(stop)
+        if key and key not in self._stop_masks:
+            self._stop_masks[key] = _chars_marking_stop(self.tokenizer, key)
+        width = max(len(c) for c in contexts)
+        device = self.model.device
+        input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(contexts), width), dtype=torch.long)
+        for row, context in enumerate(contexts):
+            input_ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)
+            attention[row, width - len(context):] = 1
+        turn_end = _TurnEnd(self.tokenizer, width, list(budgets), key, self.eos_ids, self._stop_masks.get(key))
+        # top_k=0 switches off the top-k=50 that generation configs often carry: sample the full distribution.
+        sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0} \
+            if self.temperature > 0 else {"do_sample": False}
+        with torch.inference_mode():
+            sequences = self.model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention.to(device), max_new_tokens=max(budgets),
+                stopping_criteria=[turn_end], pad_token_id=self.pad_id, use_cache=True,
+                **sampling)
+        generated = sequences[:, width:].tolist()
+        results = []
+        for row, ids in enumerate(generated):
+            length = turn_end.length[row] if turn_end.length[row] is not None else len(ids)
+            results.append(Generation(ids[:length], turn_end.finish[row] or "length"))
+        return results
+
+
+class VLLMBackend:
+    """A `vllm.LLM` fed token ids; stop strings end a turn and stay in the output, as the protocol needs."""
+
+    def __init__(self, llm, temperature: float = 1.0, top_p: float = 1.0):
+        self.llm, self.temperature, self.top_p = llm, temperature, top_p
+
+    def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = [SamplingParams(max_tokens=n, temperature=self.temperature, top_p=self.top_p, stop=list(stop),
+                                 include_stop_str_in_output=True, logprobs=0) for n in max_new_tokens]
+        prompts = [TokensPrompt(prompt_token_ids=list(c)) for c in contexts]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        results = []
+        for output in outputs:
+            sample = output.outputs[0]
+            ids = list(sample.token_ids)
+            logprobs = [entry[token].logprob if entry and token in entry else math.nan
+                        for token, entry in zip(ids, sample.logprobs or [None] * len(ids))]
+            if sample.finish_reason == "length":
+                finish = "length"
+            else:  # vLLM's stop_reason is the matched stop string, or None when EOS ended the turn
+                finish = "stop" if isinstance(sample.stop_reason, str) else "eos"
+            results.append(Generation(ids, finish, logprobs))
+        return results
+
+
+def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None):
+    """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed."""
+    from inspo_cli.models import load_model, load_tokenizer, resolve_dtype, resolve_model_path
+
+    if model.backend == "vllm":
+        try:
+            from vllm import LLM
+        except ImportError:
+            raise InspoError("model.backend is vllm but vLLM is not installed; install it with "
+                             "`pip install -e \".[vllm]\"` (CUDA only) or set model.backend=transformers") from None
+        tokenizer = load_tokenizer(model)
+        dtype = str(resolve_dtype(model.dtype, "cuda")).removeprefix("torch.")
+        llm = LLM(model=resolve_model_path(model.name_or_path), dtype=dtype,
+                  gpu_memory_utilization=model.vllm_gpu_memory_utilization, enable_prefix_caching=True)
+        return VLLMBackend(llm, rollout.temperature, rollout.top_p), tokenizer
+    policy, tokenizer = load_model(model, device)
+    return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size), tokenizer

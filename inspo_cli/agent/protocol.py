@@ -1,0 +1,79 @@
+"""The Search-R1 text protocol: how a prompt is built, how an action is read, how an observation is written.
+
+A trajectory is plain text the policy writes turn by turn:
+
+    <think> ... </think> <search> query </search>
+    <information>Doc 1(Title: "T") text
+    Doc 2(Title: "T") text</information>          <- inserted by the environment, masked out of the loss
+    <think> ... </think> <answer> Paris </answer>
+
+Everything here matches Search-R1 (`search_r1/llm_agent/generation.py`) so that checkpoints and instructions
+move between the two projects unchanged: the prompt is `<instruction> Question: <question>\n`, passages are
+rendered with their quoted title line, and an unparsable action gets Search-R1's corrective observation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from retriever.corpus import Passage
+
+STOP_STRINGS = ("</search>", "</answer>")
+
+# Search-R1's own wording, so a policy trained with either project reacts to it the same way.
+CORRECTIVE_OBSERVATION = (
+    "\nMy previous action is invalid. If I want to search, I should put the query between <search> and "
+    "</search>. If I want to give the final answer, I should put the answer between <answer> and </answer>. "
+    "Let me try again.\n"
+)
+
+_ACTION_RE = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # "search" | "answer" | "invalid"
+    content: str = ""
+
+
+def parse_action(text: str) -> Action:
+    """The first complete `<search>`/`<answer>` element of one turn's text, as Search-R1 reads it."""
+    match = _ACTION_RE.search(text)
+    if match is None:
+        return Action("invalid")
+    content = match.group(2).strip()
+    if match.group(1) == "search" and not content:
+        return Action("invalid")  # an empty query would only waste a retriever call
+    return Action(match.group(1), content)
+
+
+def format_passages(passages: Sequence[Passage]) -> str:
+    """Search-R1's `_passages2string`: one `Doc i(Title: <title line>) <text>` line per passage."""
+    lines = []
+    for i, passage in enumerate(passages, start=1):
+        title_line, _, text = passage.contents.partition("\n")
+        lines.append(f"Doc {i}(Title: {title_line}) {text}")
+    return "\n".join(lines)
+
+
+def observation_parts(passages: Sequence[Passage]) -> tuple[str, str, str]:
+    """(opening, body, closing) of an observation; the body alone is truncated when it is too long."""
+    return "\n\n<information>", format_passages(passages), "</information>\n\n"
+
+
+def user_message(instruction: str, question: str) -> str:
+    """The instruction with the question: at `{question}` if the instruction has it, else appended."""
+    if "{question}" in instruction:
+        return instruction.replace("{question}", question.strip())
+    return f"{instruction.strip()} Question: {question.strip()}\n"
+
+
+def build_prompt(tokenizer, instruction: str, question: str, chat: bool) -> str:
+    """The prompt text: a chat-template user turn for instruct models, plain text for base models (as in the paper)."""
+    message = user_message(instruction, question)
+    if not chat:
+        return message
+    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
+                                         add_generation_prompt=True)

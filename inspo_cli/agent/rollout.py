@@ -1,0 +1,162 @@
+"""The rollout engine: (instruction, question) pairs in, Search-R1 trajectories with loss masks out.
+
+    engine = RolloutEngine(backend, retriever, tokenizer, recipe.rollout, topk=3, chat=True)
+    trajectories = engine.run(instructions, questions)
+
+Turn by turn, every unfinished trajectory generates until `</search>`, `</answer>` or end of sequence. The
+queries of all of them go to the retriever in *one* call per turn; each gets its observation appended
+(`<information>…</information>`, mask 0). An unparsable action gets the corrective observation instead. A
+trajectory ends at `<answer>`, at EOS, or when its context is full; after `max_turns` turns with search, one
+last turn is generated without search.
+
+Token ids are never re-encoded: the completion is the exact concatenation of the ids the backend sampled and
+the ids of the inserted observations, and `completion_mask` marks which is which.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from inspo_cli.agent.backends import PolicyBackend
+from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION, STOP_STRINGS, build_prompt, observation_parts, parse_action
+from inspo_cli.config import RolloutConfig
+from inspo_cli.rewards import extract_answer
+from retriever.search import Retriever
+
+STOP_REASONS = ("answer", "eos", "max_turns", "context")
+
+
+@dataclass
+class Trajectory:
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    completion_mask: list[int] = field(default_factory=list)  # 1 = sampled by the policy, 0 = inserted observation
+    # Per completion token (0.0 on observation tokens); None as soon as one generation came without them.
+    logprobs: list[float] | None = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
+    retrieved: list[list[str]] = field(default_factory=list)  # passage ids per search
+    turns: int = 0
+    invalid_actions: int = 0
+    prompt_truncated: bool = False
+    answer: str | None = None
+    stop_reason: str | None = None  # one of STOP_REASONS
+    response: str = ""  # the decoded completion, observations included
+
+    @property
+    def num_searches(self) -> int:
+        return len(self.queries)
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    def append(self, ids: Sequence[int], mask_value: int, logprobs: Sequence[float] | None = None) -> None:
+        self.completion_ids.extend(ids)
+        self.completion_mask.extend([mask_value] * len(ids))
+        if mask_value == 1 and logprobs is None:
+            self.logprobs = None
+        elif self.logprobs is not None:
+            self.logprobs.extend(logprobs if mask_value == 1 else [0.0] * len(ids))
+
+    def summary(self) -> dict:
+        """The JSON-friendly facts about a trajectory (no token ids)."""
+        return {"answer": self.answer, "stop_reason": self.stop_reason, "searches": self.num_searches,
+                "queries": self.queries, "retrieved": self.retrieved, "turns": self.turns,
+                "invalid_actions": self.invalid_actions, "completion_tokens": len(self.completion_ids),
+                "policy_tokens": sum(self.completion_mask), "prompt_truncated": self.prompt_truncated}
+
+
+class RolloutEngine:
+    def __init__(self, backend: PolicyBackend, retriever: Retriever, tokenizer, config: RolloutConfig,
+                 topk: int = 3, chat: bool = True):
+        self.backend, self.retriever, self.tokenizer = backend, retriever, tokenizer
+        self.config, self.topk, self.chat = config, topk, chat
+        self._corrective_ids = self._encode(CORRECTIVE_OBSERVATION)
+        self.retriever_calls = 0
+        self.retrieval_seconds = 0.0
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prompt_ids(self, instruction: str, question: str) -> list[int]:
+        text = build_prompt(self.tokenizer, instruction, question, self.chat)
+        # A chat template already writes its BOS; plain text gets the tokenizer's usual special tokens.
+        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
+
+    def run(self, instructions: Sequence[str], questions: Sequence[str]) -> list[Trajectory]:
+        if len(instructions) != len(questions):
+            raise ValueError(f"run(): {len(instructions)} instructions for {len(questions)} questions")
+        return self.run_prompts([self.prompt_ids(i, q) for i, q in zip(instructions, questions)])
+
+    def run_prompts(self, prompts: Sequence[Sequence[int]]) -> list[Trajectory]:
+        """Roll out from ready-made prompt ids (TRL hands prompts over this way)."""
+        limit = self.config.max_prompt_tokens
+        trajectories = []
+        for ids in prompts:
+            ids = list(ids)
+            trajectory = Trajectory(prompt_ids=ids[-limit:], prompt_truncated=len(ids) > limit)  # keep the question
+            trajectories.append(trajectory)
+        for turn in range(self.config.max_turns + 1):
+            active = [t for t in trajectories if not t.done]
+            if not active:
+                break
+            self._turn(active, search_allowed=turn < self.config.max_turns)
+        for trajectory in trajectories:
+            trajectory.response = self.tokenizer.decode(trajectory.completion_ids, skip_special_tokens=True)
+            trajectory.answer = extract_answer(self.tokenizer.decode(
+                [i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if m],
+                skip_special_tokens=True)) if trajectory.stop_reason == "answer" else None
+        return trajectories
+
+    def _room(self, trajectory: Trajectory) -> int:
+        return self.config.max_total_tokens - len(trajectory.prompt_ids) - len(trajectory.completion_ids)
+
+    def _turn(self, active: list[Trajectory], search_allowed: bool) -> None:
+        budgets = [min(self.config.max_tokens_per_turn, self._room(t)) for t in active]
+        for trajectory, budget in zip(active, budgets):
+            if budget <= 0:
+                trajectory.stop_reason = "context"
+        active = [t for t, b in zip(active, budgets) if b > 0]
+        budgets = [b for b in budgets if b > 0]
+        if not active:
+            return
+        generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active], budgets, STOP_STRINGS)
+        searching: list[tuple[Trajectory, str]] = []
+        for trajectory, generation in zip(active, generations):
+            trajectory.append(generation.token_ids, 1, generation.logprobs)
+            trajectory.turns += 1
+            action = parse_action(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
+            if action.kind == "answer":
+                trajectory.stop_reason = "answer"
+            elif generation.finish == "eos":
+                trajectory.stop_reason = "eos"  # the policy ended its turn without an answer
+            elif not search_allowed:
+                trajectory.stop_reason = "max_turns"
+            elif action.kind == "search":
+                searching.append((trajectory, action.content))
+            else:
+                trajectory.invalid_actions += 1
+                self._observe(trajectory, [], self._corrective_ids, [])
+        if searching:
+            self._search(searching)
+
+    def _search(self, searching: list[tuple[Trajectory, str]]) -> None:
+        started = time.perf_counter()
+        results = self.retriever.search([query for _, query in searching], k=self.topk)
+        self.retrieval_seconds += time.perf_counter() - started
+        self.retriever_calls += 1
+        for (trajectory, query), passages in zip(searching, results):
+            trajectory.queries.append(query)
+            trajectory.retrieved.append([p.id for p in passages])
+            opening, body, closing = (self._encode(part) for part in observation_parts(passages))
+            self._observe(trajectory, opening, body, closing)
+
+    def _observe(self, trajectory: Trajectory, opening: list[int], body: list[int], closing: list[int]) -> None:
+        """Append an observation, cutting its body to the per-observation and whole-context limits."""
+        room = min(self.config.max_observation_tokens, self._room(trajectory)) - len(opening) - len(closing)
+        if room <= 0:
+            trajectory.stop_reason = "context"
+            return
+        trajectory.append(opening + body[:room] + closing, 0)

@@ -1,0 +1,161 @@
+"""`inspo evaluate`: the paper's inference methods on QA benchmarks, reported in Table 1's layout.
+
+    inspo evaluate --benchmarks world --model smollm2-135m-instruct --method all --limit 20
+    inspo evaluate --benchmarks nq,hotpotqa --model Qwen/Qwen2.5-3B-Instruct --method rag,agent --limit 500 \
+        --retriever http://127.0.0.1:8000/retrieve
+    inspo evaluate --run runs/qwen3b-inspo --benchmarks nq,triviaqa,popqa,hotpotqa,2wikimultihopqa,musique,bamboogle
+
+Writes results.json, results.csv, results.md and predictions.jsonl (one row per method and question) into
+--out (default: evals/<timestamp>, or <run>/eval-<timestamp> with --run), and prints the EM table.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from inspo_cli.commands.recipe import SetOption
+from inspo_cli.console import console, err_console, progress_bar, user_errors
+from inspo_cli.errors import InspoError
+
+
+def parse_methods(text: str) -> list[str]:
+    from inspo_cli.evaluation import METHOD_NAMES
+
+    names = list(METHOD_NAMES) if text.strip().lower() == "all" else [m.strip().lower() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METHOD_NAMES]
+    if unknown or not names:
+        raise InspoError(f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
+                         f"{', '.join(METHOD_NAMES)} or all (comma-separated)")
+    return list(dict.fromkeys(names))
+
+
+def read_instruction(value: str) -> str:
+    """--instruction: a text file's contents if VALUE is an existing file, else VALUE itself."""
+    path = Path(value).expanduser()
+    if len(value) < 4096 and path.is_file():
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            raise InspoError(f"--instruction file {path} is empty; write the instruction in it")
+        return text
+    if not value.strip():
+        raise InspoError("--instruction is empty; pass the instruction's text or a file that holds it")
+    return value
+
+
+def _load_questions(names: list[str], recipe, split: str | None, limit: int | None) -> dict:
+    from inspo_cli.benchmarks import load_benchmark, parse_benchmark_names
+
+    return {name: load_benchmark(name, split, data_dir=recipe.data.benchmarks_dir, world_dir=recipe.data.world_dir,
+                                 limit=limit) for name in parse_benchmark_names(names)}
+
+
+@user_errors
+def evaluate(
+    benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
+                                                           "nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, "
+                                                           "bamboogle.")] = None,
+    method: Annotated[Optional[str], typer.Option(help="direct, rag, ircot, search-o1, agent (comma-separated), "
+                                                       "or all.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Hub id, local directory, or packaged model "
+                                                      "(smollm2-135m-instruct, gemma3-270m).")] = None,
+    instruction: Annotated[Optional[str], typer.Option(help="agent: the instruction, as text or a file; default: the "
+                                                            "recipe's first (Search-R1's, App. F).")] = None,
+    run: Annotated[Optional[Path], typer.Option(help="A training run directory: its policy, best instruction "
+                                                     "and recipe.")] = None,
+    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML for model, retriever and limits (default: "
+                                                        "paper defaults).")] = None,
+    retriever: Annotated[Optional[str], typer.Option(help="Index directory, corpus .jsonl or server URL; default: "
+                                                          "BM25 over the bundled world, in-process.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="First N questions per benchmark.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Benchmark split (default: the one the paper reports).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Questions generated together.")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature; 0 is greedy "
+                                                              "(default: evaluation.temperature).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Directory for results (default: evals/<timestamp>).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed for sampling.")] = 0,
+    overrides: SetOption = None,
+) -> None:
+    """Evaluate inference methods on benchmarks: a Table-1 style EM table, plus F1, SubEM and searches."""
+    from inspo_cli.config import load_recipe
+    from inspo_cli.runs import RECIPE_FILE, best_instruction, read_run_info, trained_model_dir
+
+    overrides = list(overrides or [])
+    if run is not None:
+        read_run_info(run)
+        if recipe is not None:
+            raise InspoError("--run and --recipe both name a recipe; drop --recipe (the run's own recipe is used)")
+        recipe = run / RECIPE_FILE
+    for flag, key, value in (("--model", "model.name_or_path", model if model is not None else
+                              (str(trained_model_dir(run)) if run is not None else None)),
+                             ("--temperature", "evaluation.temperature", temperature),
+                             ("--batch-size", "evaluation.batch_size", batch_size),
+                             ("--limit", "evaluation.limit", limit)):
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")  # a JSON scalar is a YAML scalar, quotes included
+    config = load_recipe(recipe, overrides)
+    methods = parse_methods(method or config.evaluation.method)
+    if instruction is not None:
+        agent_instruction = read_instruction(instruction)
+    elif run is not None:
+        agent_instruction = best_instruction(run, config)
+    else:
+        agent_instruction = config.population.instructions[0]
+    names = benchmarks.split(",") if benchmarks else config.evaluation.benchmarks
+    questions = _load_questions(names, config, split, config.evaluation.limit)
+    out_dir = _out_dir(out, run)
+    _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir, split)
+
+
+def _out_dir(out: Path | None, run: Path | None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = out if out is not None else (run / f"eval-{stamp}" if run is not None else Path("evals") / stamp)
+    if target.exists() and any(target.iterdir()):
+        raise InspoError(f"--out {target} already holds files; choose a new directory so earlier results are kept")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InspoError(f"cannot create --out {target}: {e.strerror}") from None
+    return target
+
+
+def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, split) -> None:
+    import torch
+
+    from inspo_cli.agent import load_backend
+    from inspo_cli.evaluation import MethodContext, evaluate_methods
+    from inspo_cli.evaluation.report import rich_table, write_results
+    from inspo_cli.jsonio import atomic_write_jsonl
+    from inspo_cli.models import uses_chat_template
+    from retriever import open_from_config, open_retriever
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    rollout = config.rollout
+    rollout.temperature = config.evaluation.temperature
+    with err_console.status(f"loading {config.model.name_or_path} and the retriever"):
+        backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device)
+        search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
+    ctx = MethodContext(backend, tokenizer, search, rollout, topk=config.retriever.topk,
+                        chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction)
+    rows: list[dict] = []
+    total = len(methods) * sum(len(q) for q in questions.values())
+    with progress_bar() as progress:
+        task = progress.add_task("evaluating", total=total)
+        scores = evaluate_methods(methods, questions, ctx, config.evaluation.batch_size,
+                                  on_batch=lambda n: progress.advance(task, n), on_prediction=rows.append)
+    info = {"model": config.model.name_or_path, "methods": methods, "benchmarks": list(questions),
+            "retriever": retriever_spec or (config.retriever.url or config.retriever.index or config.retriever.corpus),
+            "split": split, "limit": config.evaluation.limit, "temperature": config.evaluation.temperature,
+            "topk": config.retriever.topk, "chat_template": ctx.chat, "instruction": instruction}
+    atomic_write_jsonl(out_dir / "predictions.jsonl", rows)
+    write_results(out_dir, scores, info)
+    console.print(rich_table(scores, "em"))
+    console.print(rich_table(scores, "searches"))
+    console.print(f"results: {out_dir}/results.md (and .json, .csv); predictions: {out_dir}/predictions.jsonl")

@@ -1,0 +1,75 @@
+"""Evaluation results in the paper's Table 1 layout: methods as rows, benchmarks as columns, then the average.
+
+Writes `results.json` (everything), `results.csv` (one row per method and benchmark), `results.md` (EM table,
+then F1, SubEM and searches per question) and shows the EM table in the terminal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from rich.table import Table
+
+from inspo_cli.benchmarks import BENCHMARKS
+from inspo_cli.evaluation.runner import SCORE_FIELDS, averages
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text
+
+METRIC_TITLES = {"em": "Exact match", "f1": "F1", "subem": "SubEM", "searches": "Searches per question"}
+
+
+def display_name(benchmark: str) -> str:
+    spec = BENCHMARKS.get(benchmark)
+    return spec.display_name if spec else ("World" if benchmark == "world" else benchmark)
+
+
+def _cell(value: float, metric: str) -> str:
+    return f"{value:.2f}" if metric == "searches" else f"{100 * value:.1f}"
+
+
+def table_rows(scores: dict, metric: str) -> tuple[list[str], list[list[str]]]:
+    benchmarks = list(next(iter(scores.values()), {}))
+    header = ["Method", *map(display_name, benchmarks), "Avg."]
+    avg = averages(scores)
+    rows = [[method, *(_cell(scores[method][b][metric], metric) for b in benchmarks), _cell(avg[method][metric], metric)]
+            for method in scores]
+    return header, rows
+
+
+def rich_table(scores: dict, metric: str = "em", title: str | None = None) -> Table:
+    header, rows = table_rows(scores, metric)
+    unit = "" if metric == "searches" else " (%)"
+    table = Table(title=title or f"{METRIC_TITLES[metric]}{unit}")
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def markdown(scores: dict, info: dict) -> str:
+    lines = [f"# Evaluation: {info.get('model', '')}", ""]
+    for key in ("retriever", "split", "limit", "temperature"):
+        if info.get(key) is not None:
+            lines.append(f"- {key}: {info[key]}")
+    lines.append("")
+    for metric in SCORE_FIELDS:
+        header, rows = table_rows(scores, metric)
+        unit = "" if metric == "searches" else " (%)"
+        lines += [f"## {METRIC_TITLES[metric]}{unit}", "", "| " + " | ".join(header) + " |",
+                  "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    return "\n".join(lines)
+
+
+def write_results(out_dir: Path, scores: dict, info: dict) -> None:
+    atomic_write_json(out_dir / "results.json", {**info, "scores": scores, "average": averages(scores)})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["method", "benchmark", *SCORE_FIELDS, "n", "seconds", "retrieval_seconds"])
+    for method, per_benchmark in scores.items():
+        for benchmark, s in per_benchmark.items():
+            writer.writerow([method, benchmark, *(f"{s[f]:.4f}" for f in SCORE_FIELDS), s["n"], s["seconds"],
+                             s["retrieval_seconds"]])
+    atomic_write_text(out_dir / "results.csv", buffer.getvalue())
+    atomic_write_text(out_dir / "results.md", markdown(scores, info))

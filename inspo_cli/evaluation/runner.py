@@ -1,0 +1,84 @@
+"""Running methods over benchmarks and scoring them: EM (the paper's metric), F1 and SubEM, searches per question.
+
+    scores, predictions = evaluate_methods(["rag", "agent"], {"world": questions}, ctx, batch_size=32)
+
+Questions go to a method in batches of `batch_size` (each batch is one batched generation per turn and one
+retriever call per turn). Progress is reported per batch through `on_batch(n_questions)`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from inspo_cli.benchmarks import Question
+from inspo_cli.evaluation.methods import MethodContext, Prediction, get_method
+from inspo_cli.rewards import METRICS
+
+SCORE_FIELDS = ("em", "f1", "subem", "searches")
+
+
+@dataclass
+class Score:
+    n: int = 0
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SCORE_FIELDS, 0.0))
+    seconds: float = 0.0
+    retrieval_seconds: float = 0.0
+
+    def add(self, row: dict) -> None:
+        self.n += 1
+        for name in SCORE_FIELDS:
+            self.sums[name] += row[name]
+
+    def as_dict(self) -> dict:
+        means = {name: (self.sums[name] / self.n if self.n else 0.0) for name in SCORE_FIELDS}
+        return {**means, "n": self.n, "seconds": round(self.seconds, 2),
+                "retrieval_seconds": round(self.retrieval_seconds, 2)}
+
+
+def score_prediction(question: Question, prediction: Prediction) -> dict:
+    row = {name: METRICS[name](prediction.answer, question.golden_answers) for name in ("em", "f1", "subem")}
+    row["searches"] = prediction.searches
+    return row
+
+
+def prediction_row(method: str, question: Question, prediction: Prediction, scores: dict) -> dict:
+    return {"method": method, "benchmark": question.source, "id": question.id, "question": question.question,
+            "golden_answers": list(question.golden_answers), "prediction": prediction.answer, **scores,
+            "stop_reason": prediction.stop_reason, "queries": prediction.queries,
+            "retrieved": prediction.retrieved, "response": prediction.response}
+
+
+def evaluate_methods(methods: Sequence[str], benchmarks: dict[str, list[Question]], ctx: MethodContext,
+                     batch_size: int, on_batch: Callable[[int], None] = lambda n: None,
+                     on_prediction: Callable[[dict], None] = lambda row: None) -> dict[str, dict[str, dict]]:
+    """{method: {benchmark: score dict}}; every prediction row also goes to `on_prediction` as it is made."""
+    scores: dict[str, dict[str, dict]] = {}
+    for method in methods:
+        run = get_method(method)
+        scores[method] = {}
+        for benchmark, questions in benchmarks.items():
+            score = Score()
+            for first in range(0, len(questions), batch_size):
+                batch = questions[first:first + batch_size]
+                retrieval_before, started = ctx.retrieval_seconds, time.perf_counter()
+                predictions = run(ctx, [q.question for q in batch])
+                score.seconds += time.perf_counter() - started
+                score.retrieval_seconds += ctx.retrieval_seconds - retrieval_before
+                for question, prediction in zip(batch, predictions):
+                    row = score_prediction(question, prediction)
+                    score.add(row)
+                    on_prediction(prediction_row(method, question, prediction, row))
+                on_batch(len(batch))
+            scores[method][benchmark] = score.as_dict()
+    return scores
+
+
+def averages(scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
+    """Per method, the unweighted mean over benchmarks (the paper's "Avg." column)."""
+    out = {}
+    for method, per_benchmark in scores.items():
+        values = list(per_benchmark.values())
+        out[method] = {name: sum(v[name] for v in values) / len(values) for name in SCORE_FIELDS} if values else {}
+    return out

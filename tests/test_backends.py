@@ -1,0 +1,77 @@
+"""TransformersBackend on a tiny random model: exact ids, per-row budgets, stop strings, padding-independence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fake_retrievers import OverlapRetriever
+from inspo_cli.agent import RolloutEngine, TransformersBackend
+from inspo_cli.config import ModelConfig, RolloutConfig
+from inspo_cli.models import load_model
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), device="cpu")
+
+
+def greedy(tiny, batch_size=8):
+    model, tokenizer = tiny
+    return TransformersBackend(model, tokenizer, temperature=0.0, batch_size=batch_size)
+
+
+def contexts(tokenizer):
+    return [tokenizer.encode(text) for text in
+            ["who founded Hokin Works?", "the river", "Answer the given question. Question: when was the castle built?"]]
+
+
+def test_greedy_tokens_are_the_models_argmax_one_by_one(tiny):
+    model, tokenizer = tiny
+    ctx = contexts(tokenizer)
+    generations = greedy(tiny).generate(ctx, [12, 12, 12])
+    for context, generation in zip(ctx, generations):
+        ids = torch.tensor([context + generation.token_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0]
+        predicted = logits[len(context) - 1:-1].argmax(-1).tolist()  # unpadded, one forward pass
+        assert generation.token_ids == predicted
+
+
+def test_batched_and_left_padded_equals_one_at_a_time(tiny):
+    _, tokenizer = tiny
+    ctx = contexts(tokenizer)
+    together = greedy(tiny, batch_size=8).generate(ctx, [10, 5, 8])
+    alone = greedy(tiny, batch_size=1).generate(ctx, [10, 5, 8])
+    assert [g.token_ids for g in together] == [g.token_ids for g in alone]
+    assert [len(g.token_ids) for g in together] == [10, 5, 8]
+    assert {g.finish for g in together} == {"length"}
+
+
+def test_a_row_stops_right_after_its_stop_string(tiny):
+    _, tokenizer = tiny
+    ctx = contexts(tokenizer)
+    free = greedy(tiny).generate(ctx, [20, 20, 20])
+    target = free[0].token_ids
+    stop = tokenizer.decode(target[4:7])  # text the model is known to produce, ending at a token boundary
+    assert stop.strip(), "the tiny model produced only whitespace; pick another seed"
+    first_end = next(n for n in range(1, 21) if stop in tokenizer.decode(target[:n]))
+    stopped = greedy(tiny).generate(ctx, [20, 20, 20], stop=[stop])
+    assert stopped[0].token_ids == target[:first_end] and stopped[0].finish == "stop"
+    for other, reference in zip(stopped[1:], free[1:]):  # rows without the string are untouched
+        assert reference.token_ids[:len(other.token_ids)] == other.token_ids
+
+
+def test_engine_with_a_real_model_keeps_lengths_and_masks_consistent(tiny):
+    model, tokenizer = tiny
+    torch.manual_seed(0)
+    backend = TransformersBackend(model, tokenizer, temperature=1.0, batch_size=4)
+    config = RolloutConfig(max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256,
+                           max_total_tokens=200)
+    engine = RolloutEngine(backend, OverlapRetriever(), tokenizer, config, topk=2, chat=True)
+    trajectories = engine.run(["Answer the given question."] * 6, [f"question {i}?" for i in range(6)])
+    for t in trajectories:
+        assert len(t.completion_ids) == len(t.completion_mask)
+        assert len(t.prompt_ids) + len(t.completion_ids) <= 200
+        assert t.stop_reason in ("answer", "eos", "max_turns", "context")
+        assert sum(t.completion_mask) >= 1 and t.turns >= 1

@@ -1,0 +1,155 @@
+"""The rollout engine against a scripted policy (the `PolicyBackend` seam) and the tiny tokenizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_retrievers import OverlapRetriever
+from inspo_cli.agent import CORRECTIVE_OBSERVATION, Generation, RolloutEngine, parse_action
+from inspo_cli.agent.protocol import build_prompt, format_passages, user_message
+from inspo_cli.config import RolloutConfig
+from retriever.corpus import Passage
+
+
+class ScriptedPolicy:
+    """Answers each trajectory with its script, one turn per call; records every call for the assertions."""
+
+    def __init__(self, tokenizer, scripts: dict[str, list[str]]):
+        self.tokenizer, self.scripts = tokenizer, scripts
+        self.calls: list[dict] = []
+        self.turns: dict[str, int] = {}
+
+    def generate(self, contexts, max_new_tokens, stop=()):
+        self.calls.append({"contexts": [list(c) for c in contexts], "budgets": list(max_new_tokens)})
+        out = []
+        for context, budget in zip(contexts, max_new_tokens):
+            text = self.tokenizer.decode(context)
+            key = next(k for k in self.scripts if k in text)
+            turn = self.turns.get(key, 0)
+            self.turns[key] = turn + 1
+            script = self.scripts[key]
+            reply = script[min(turn, len(script) - 1)]
+            eos = reply.endswith("<EOS>")
+            ids = self.tokenizer(reply.removesuffix("<EOS>"), add_special_tokens=False)["input_ids"]
+            ids = ids + [self.tokenizer.eos_token_id] if eos else ids
+            finish = "eos" if eos else ("stop" if any(reply.endswith(s) for s in stop) else "length")
+            if len(ids) > budget:
+                ids, finish = ids[:budget], "length"
+            out.append(Generation(ids, finish))
+        return out
+
+
+def engine_for(tokenizer, scripts, retriever=None, **limits) -> tuple[RolloutEngine, ScriptedPolicy, OverlapRetriever]:
+    policy = ScriptedPolicy(tokenizer, scripts)
+    retriever = retriever or OverlapRetriever()
+    config = RolloutConfig(**{"max_turns": 3, "max_tokens_per_turn": 64, "max_observation_tokens": 400,
+                              "max_prompt_tokens": 512, "max_total_tokens": 2048, **limits})
+    return RolloutEngine(policy, retriever, tokenizer, config, topk=2, chat=True), policy, retriever
+
+
+SEARCH_THEN_ANSWER = ["<think> look it up </think> <search> violin of Vell </search>",
+                      "<think> found it </think> <answer> 1714 </answer>"]
+
+
+def decode_masked(tokenizer, trajectory, value):
+    return tokenizer.decode([i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if m == value])
+
+
+def test_generated_tokens_are_kept_exactly_and_observations_are_masked(tiny_tokenizer):
+    engine, policy, _ = engine_for(tiny_tokenizer, {"Q1": SEARCH_THEN_ANSWER})
+    [t] = engine.run(["Answer the question."], ["Q1 when was the violin recorded?"])
+    generated = [tiny_tokenizer(text, add_special_tokens=False)["input_ids"] for text in SEARCH_THEN_ANSWER]
+    assert [i for i, m in zip(t.completion_ids, t.completion_mask) if m == 1] == generated[0] + generated[1]
+    # The second turn saw exactly prompt + first turn + observation: no decode/re-encode anywhere.
+    assert policy.calls[1]["contexts"][0] == t.prompt_ids + t.completion_ids[:-len(generated[1])]
+    observation = decode_masked(tiny_tokenizer, t, 0)
+    assert observation == ('\n\n<information>Doc 1(Title: "Castle") The castle of Vell was recorded in 1707. It is known '
+                           'for the violin nearby.\nDoc 2(Title: "Violin") The violin of Vell was recorded in 1714. It '
+                           'is known for the harbour nearby.</information>\n\n')
+    assert (t.answer, t.stop_reason, t.num_searches, t.turns) == ("1714", "answer", 1, 2)
+    assert t.queries == ["violin of Vell"] and t.retrieved == [["p1", "p2"]]
+    assert len(t.completion_mask) == len(t.completion_ids) and t.logprobs is None  # scripted: no log-probs
+
+
+def test_one_retriever_call_per_turn_for_the_whole_batch(tiny_tokenizer):
+    scripts = {"Q1": SEARCH_THEN_ANSWER, "Q2": ["<answer> now </answer>"],
+               "Q3": ["<search> comet </search>", "<search> canal </search>", "<answer> x </answer>"]}
+    engine, policy, retriever = engine_for(tiny_tokenizer, scripts)
+    trajectories = engine.run(["I."] * 3, ["Q1 a", "Q2 b", "Q3 c"])
+    assert retriever.calls == [2, 1]  # turn 1: Q1 and Q3 together; turn 2: Q3 alone
+    assert [len(c["contexts"]) for c in policy.calls] == [3, 2, 1]
+    assert [t.num_searches for t in trajectories] == [1, 0, 2]
+    assert [t.answer for t in trajectories] == ["1714", "now", "x"]
+
+
+def test_max_turns_then_one_last_turn_without_search(tiny_tokenizer):
+    engine, policy, retriever = engine_for(tiny_tokenizer, {"Q1": ["<search> river </search>"]}, max_turns=2)
+    [t] = engine.run(["I."], ["Q1 loops"])
+    assert (t.num_searches, t.turns, t.stop_reason, t.answer) == (2, 3, "max_turns", None)
+    assert retriever.calls == [1, 1]  # the third turn's search is not run
+
+
+def test_unparsable_action_gets_the_corrective_observation(tiny_tokenizer):
+    engine, _, retriever = engine_for(tiny_tokenizer, {"Q1": ["I think it is Paris.", "<answer> Paris </answer>"]})
+    [t] = engine.run(["I."], ["Q1 capital?"])
+    assert decode_masked(tiny_tokenizer, t, 0) == CORRECTIVE_OBSERVATION
+    assert (t.invalid_actions, t.answer, t.stop_reason, retriever.calls) == (1, "Paris", "answer", [])
+
+
+def test_eos_without_answer_ends_the_trajectory(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>"]})
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert (t.stop_reason, t.answer, t.turns) == ("eos", None, 1)
+    assert t.completion_ids[-1] == tiny_tokenizer.eos_token_id and t.completion_mask[-1] == 1
+
+
+def test_answer_comes_from_the_response_not_the_instruction(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<search> river </search>"]}, max_turns=1)
+    [t] = engine.run(["For example, <answer> Beijing </answer>."], ["Q1 ?"])
+    assert t.answer is None and t.stop_reason == "max_turns"
+
+
+def test_observations_are_cut_to_their_token_limit(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": SEARCH_THEN_ANSWER}, max_observation_tokens=30)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert t.completion_mask.count(0) == 30
+    assert decode_masked(tiny_tokenizer, t, 0).endswith("</information>\n\n")
+    assert t.answer == "1714"  # the policy still gets its next turn
+
+
+def test_context_cap_and_per_turn_budgets(tiny_tokenizer):
+    long_turn = "<think> " + "the river and the castle " * 20 + "</think> <search> river </search>"
+    engine, policy, _ = engine_for(tiny_tokenizer, {"Q1": [long_turn]}, max_tokens_per_turn=40,
+                                   max_total_tokens=160, max_turns=4)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert all(b <= 40 for call in policy.calls for b in call["budgets"])
+    assert len(t.prompt_ids) + len(t.completion_ids) <= 160
+    assert t.stop_reason == "context"
+
+
+def test_long_prompts_keep_their_end(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<answer> a </answer>"]}, max_prompt_tokens=20)
+    [t] = engine.run(["the river " * 50], ["Q1 ?"])
+    assert t.prompt_truncated and len(t.prompt_ids) == 20
+    assert tiny_tokenizer.decode(t.prompt_ids).endswith("assistant\n")
+
+
+@pytest.mark.parametrize("text, kind, content", [
+    ("<think> x </think> <search> who? </search>", "search", "who?"),
+    ("<answer> 42 </answer>", "answer", "42"),
+    ("<search>  </search>", "invalid", ""),
+    ("<search> unterminated", "invalid", ""),
+    ("no tags at all", "invalid", ""),
+])
+def test_parse_action(text, kind, content):
+    assert parse_action(text).kind == kind and parse_action(text).content == content
+
+
+def test_prompt_format_matches_search_r1(tiny_tokenizer):
+    assert user_message("Answer it.", "who?") == "Answer it. Question: who?\n"
+    assert user_message("Q: {question}\nA:", " who? ") == "Q: who?\nA:"
+    assert build_prompt(tiny_tokenizer, "Answer it.", "who?", chat=False) == "Answer it. Question: who?\n"
+    chat = build_prompt(tiny_tokenizer, "Answer it.", "who?", chat=True)
+    assert chat == "<|im_start|>user\nAnswer it. Question: who?\n<|im_end|>\n<|im_start|>assistant\n"
+    passages = [Passage("a", "Paris", "Capital of France."), Passage("b", "", "No title.")]
+    assert format_passages(passages) == 'Doc 1(Title: "Paris") Capital of France.\nDoc 2(Title: "") No title.'
