@@ -75,3 +75,34 @@ def test_engine_with_a_real_model_keeps_lengths_and_masks_consistent(tiny):
         assert len(t.prompt_ids) + len(t.completion_ids) <= 200
         assert t.stop_reason in ("answer", "eos", "max_turns", "context")
         assert sum(t.completion_mask) >= 1 and t.turns >= 1
+
+
+class Spy:
+    """Wraps a real backend and records what it returned for each context."""
+
+    def __init__(self, backend):
+        self.backend, self.returned = backend, []
+
+    def generate(self, contexts, max_new_tokens, stop=()):
+        generations = self.backend.generate(contexts, max_new_tokens, stop)
+        self.returned.extend((list(c), g.token_ids) for c, g in zip(contexts, generations))
+        return generations
+
+
+def test_a_random_model_gets_corrected_until_max_turns_and_masks_match_what_it_sampled(tiny):
+    model, tokenizer = tiny
+    torch.manual_seed(1)
+    spy = Spy(TransformersBackend(model, tokenizer, temperature=1.0, batch_size=4))
+    config = RolloutConfig(max_turns=2, max_tokens_per_turn=10, max_observation_tokens=64, max_prompt_tokens=256,
+                           max_total_tokens=400)
+    engine = RolloutEngine(spy, OverlapRetriever(), tokenizer, config, topk=2, chat=True)
+    trajectories = engine.run(["Answer the given question."] * 3, ["who?", "when?", "where?"])
+    for t in trajectories:
+        # Rebuild the completion from the backend's own outputs and the observations: it must match id for id.
+        turns = [ids for context, ids in spy.returned if context[:len(t.prompt_ids)] == t.prompt_ids
+                 and context[len(t.prompt_ids):] == t.completion_ids[:len(context) - len(t.prompt_ids)]]
+        assert [i for i, m in zip(t.completion_ids, t.completion_mask) if m == 1] == [i for ids in turns for i in ids]
+        observations = tokenizer.decode([i for i, m in zip(t.completion_ids, t.completion_mask) if m == 0])
+        if t.stop_reason == "max_turns":  # random text is never a valid action: corrected after each search turn
+            assert t.turns == 3 and t.invalid_actions == 2 and observations.count("My previous action is invalid") == 2
+    assert any(t.stop_reason == "max_turns" for t in trajectories)
