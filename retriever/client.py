@@ -4,19 +4,28 @@ or by Search-R1's own `retrieval_server.py` (same API).
     with HTTPRetriever("http://10.0.0.5:8000") as retriever:
         hits = retriever.search(["who founded Hokin Works?"], k=3)
 
-One pooled keep-alive connection set is shared by all threads. Connection errors, timeouts, 5xx and 429
+One pool of keep-alive connections is shared by all threads. Connection errors, timeouts, 5xx and 429
 are retried with exponential backoff (a server's Retry-After wins); a 4xx is the caller's mistake and
 raises at once with the server's message. Long query lists are split to fit the server's limit.
+
+HTTP goes through the standard library's `http.client` rather than httpx, which spent ~0.4 ms more CPU per
+request and ~1.4 ms more on a 600 KB answer (512 queries x 3 passages, read in 64 KB steps) on the 2-core
+machine of bench/retriever_http.py; bodies are (de)serialised with orjson. Requests go straight to the
+server: proxy environment variables (HTTP_PROXY ...) are not consulted.
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
-import json
+import http.client
+import select
+import threading
 import time
 from typing import Optional, Sequence
+from urllib.parse import unquote, urlsplit
 
-import httpx
+import orjson
 
 from inspo_cli.errors import InspoError
 from retriever.corpus import Passage, parse_contents
@@ -30,10 +39,17 @@ def normalize_url(url: str) -> tuple[str, str]:
     if not url.startswith(("http://", "https://")):
         raise InspoError(f"retriever URL {url!r} must start with http:// or https://, e.g. http://127.0.0.1:8000")
     base = url[: -len("/retrieve")] if url.endswith("/retrieve") else url
+    parts = urlsplit(base)
+    try:
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError as error:  # a port that is not a number, or out of range
+        raise InspoError(f"retriever URL {url!r} is not valid ({error}); e.g. http://127.0.0.1:8000") from None
+    if not parts.hostname:
+        raise InspoError(f"retriever URL {url!r} has no host; e.g. http://127.0.0.1:8000")
     return base, base + "/retrieve"
 
 
-def _retry_after_s(response: httpx.Response) -> Optional[float]:
+def _retry_after_s(response) -> Optional[float]:
     value = response.headers.get("retry-after")
     if not value:
         return None
@@ -47,7 +63,7 @@ def _retry_after_s(response: httpx.Response) -> Optional[float]:
         return None
 
 
-def _server_message(response: httpx.Response) -> str:
+def _server_message(response: "_Response") -> str:
     try:
         body = response.json()
     except ValueError:
@@ -59,13 +75,113 @@ def _server_message(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-def _transport_reason(error: httpx.TransportError, timeout_s: float) -> str:
-    if isinstance(error, httpx.TimeoutException):
+def _transport_reason(error: Exception, timeout_s: float) -> str:
+    if isinstance(error, TimeoutError):  # socket.timeout too
         return f"timed out after {timeout_s:g}s"
-    text = str(error).lower()
-    if isinstance(error, httpx.ConnectError) and "refused" in text:
+    if isinstance(error, ConnectionRefusedError):
         return "connection refused"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+_TRANSPORT_ERRORS = (OSError, http.client.HTTPException)  # what a request can raise short of an HTTP answer
+
+
+class _Response:
+    """What the client keeps of an HTTP answer: status, headers (case-insensitive) and the whole body."""
+
+    def __init__(self, status_code: int, reason_phrase: str, headers, content: bytes):
+        self.status_code = status_code
+        self.reason_phrase = reason_phrase
+        self.headers = headers
+        self.content = content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self):
+        return orjson.loads(self.content)
+
+
+def _readable(sock) -> bool:
+    if hasattr(select, "poll"):  # unlike select(), not limited to descriptors below 1024
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+class _ConnectionPool:
+    """Keep-alive HTTP/1.1 connections to one server, shared by threads: a request takes an idle connection
+    (or opens one), reads the whole answer, and gives it back; at most `size` idle ones are kept."""
+
+    def __init__(self, base_url: str, timeout_s: float, connect_timeout_s: float, size: int):
+        parts = urlsplit(base_url)
+        self._connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._host, self._port = parts.hostname, parts.port
+        self._prefix = parts.path  # a server mounted below a path, e.g. http://host/retriever
+        self._headers = {"Content-Type": "application/json"}
+        if parts.username is not None:  # http://user:password@host, as httpx honoured it
+            token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
+        self._timeout_s, self._connect_timeout_s, self._size = timeout_s, connect_timeout_s, size
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def request(self, method: str, path: str, body: Optional[bytes] = None,
+                timeout_s: Optional[float] = None) -> _Response:
+        """One request and its whole answer; raises what `_TRANSPORT_ERRORS` names when there is no answer."""
+        timeout_s = timeout_s or self._timeout_s
+        while True:
+            conn = self._take_idle()
+            reused = conn is not None
+            if conn is None:
+                conn = self._connection_class(self._host, self._port, timeout=min(timeout_s, self._connect_timeout_s))
+                conn.connect()
+            try:
+                conn.sock.settimeout(timeout_s)
+                conn.request(method, self._prefix + path, body=body, headers=self._headers)
+                answer = conn.getresponse()
+                content = answer.read()
+            except ConnectionError:
+                conn.close()
+                if reused:  # the server closed this kept-alive connection meanwhile: go again on a fresh one
+                    continue  # (safe to resend: a search changes nothing on the server)
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if answer.will_close:
+                conn.close()
+            else:
+                self._give_back(conn)
+            return _Response(answer.status, answer.reason, answer.headers, content)
+
+    def _take_idle(self) -> Optional[http.client.HTTPConnection]:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            # An idle keep-alive connection is readable only when the server has closed it (or broke protocol)
+            if conn.sock is not None and not _readable(conn.sock):
+                return conn
+            conn.close()
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def _passage(doc: dict, score) -> Passage:
@@ -79,12 +195,34 @@ def _passage(doc: dict, score) -> Passage:
     return Passage(str(doc.get("id", "")), title, text, None if score is None else float(score))
 
 
+def _passages(hits: list) -> list[Passage]:
+    """One query's hits as Passages. This runs for every hit of every response, so the common shape (a
+    document with a string id and string contents, a float score) is parsed inline, contents split as
+    `parse_contents` does; anything else goes through `_passage`."""
+    out = []
+    for hit in hits:
+        doc = hit.get("document")
+        score = hit.get("score")
+        if type(doc) is dict and type(score) is float:
+            id_, contents = doc.get("id"), doc.get("contents")
+            if type(id_) is str and type(contents) is str:
+                first, sep, rest = contents.partition("\n")
+                if sep and len(first) >= 2 and first[0] == '"' and first[-1] == '"':
+                    out.append(Passage(id_, first[1:-1], rest, score))
+                else:
+                    out.append(Passage(id_, "", contents, score))
+                continue
+        out.append(_passage(doc, score) if "document" in hit else _passage(hit, None))
+    return out
+
+
 class HTTPRetriever:
     """A `Retriever` that asks a Search-R1 compatible server (see module docstring).
 
     `max_retries` counts every attempt, the first included (3: one try and two retries); waits are
     `backoff_s`, 2x, 4x ... `max_queries_per_request` caps one request; the server's own limit (from its
-    `/health`, when it has one) lowers it further.
+    `/health`, when it has one) lowers it further. `pool_size` is how many idle connections are kept;
+    more threads at once each open their own.
     """
 
     def __init__(self, url: str, timeout_s: float = 30.0, max_retries: int = 3, backoff_s: float = 0.5,
@@ -100,10 +238,7 @@ class HTTPRetriever:
         self.max_queries_per_request = max_queries_per_request
         self._server_max_queries: Optional[int] = None
         self._limits_known = False
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
-        )
+        self._pool = _ConnectionPool(self.base_url, timeout_s, connect_timeout_s=10.0, size=pool_size)
 
     # --- Retriever protocol -------------------------------------------------------------------------
 
@@ -133,8 +268,8 @@ class HTTPRetriever:
     def _learn_limits(self) -> None:
         """Ask /health once for the server's max queries; a server without /health (Search-R1's) is fine."""
         try:
-            response = self._client.get(self.base_url + "/health", timeout=min(self.timeout_s, 5.0))
-        except httpx.TransportError:
+            response = self._pool.request("GET", "/health", timeout_s=min(self.timeout_s, 5.0))
+        except _TRANSPORT_ERRORS:
             return  # unreachable: the request itself will retry and explain
         self._limits_known = True
         if response.status_code == 200:
@@ -144,18 +279,19 @@ class HTTPRetriever:
                 pass
 
     def _post(self, payload: dict) -> dict:
+        body = orjson.dumps(payload)
         reason = "no attempt"
         for attempt in range(self.max_retries):
             wait = self.backoff_s * (2 ** attempt)
             try:
-                response = self._client.post(self.url, json=payload)
-            except httpx.TransportError as error:
+                response = self._pool.request("POST", "/retrieve", body)
+            except _TRANSPORT_ERRORS as error:
                 reason = _transport_reason(error, self.timeout_s)
             else:
                 if response.status_code == 200:
                     try:
-                        return json.loads(response.content)
-                    except ValueError:
+                        return orjson.loads(response.content)  # ~3x faster than json.loads on big answers
+                    except orjson.JSONDecodeError:
                         raise InspoError(f"retriever at {self.url} answered with a body that is not JSON; is it "
                                          "a Search-R1 compatible /retrieve endpoint?") from None
                 message = _server_message(response)
@@ -182,14 +318,13 @@ class HTTPRetriever:
             raise InspoError(f"retriever at {self.url} answered {got} for {expected} queries; "
                              "is it a Search-R1 compatible /retrieve endpoint?")
         try:
-            return [[_passage(hit["document"], hit.get("score")) if "document" in hit else _passage(hit, None)
-                     for hit in hits] for hits in result]
+            return [_passages(hits) for hits in result]
         except (TypeError, AttributeError, KeyError, ValueError) as error:
             raise InspoError(f"retriever at {self.url} answered hits of an unexpected shape ({error}); "
                              "expected Search-R1's {'document': {'id', 'contents'}, 'score'}") from None
 
     def close(self) -> None:
-        self._client.close()
+        self._pool.close()
 
     def __enter__(self) -> "HTTPRetriever":
         return self

