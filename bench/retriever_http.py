@@ -17,30 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import platform
 import random
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from importlib.metadata import version
-from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, machine, update_readme_section  # noqa: E402
 
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text  # noqa: E402
+from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from retriever import open_retriever  # noqa: E402
 from retriever.client import HTTPRetriever  # noqa: E402
 
 WORLD = ROOT / "data" / "world"
 RESULTS = ROOT / "bench" / "results" / "retriever_http.json"
 README = ROOT / "bench" / "README.md"
-START, END = "<!-- retriever_http:start -->", "<!-- retriever_http:end -->"
 BATCH_SIZES = (1, 64, 512)
 MIN_SECONDS = 3.0  # each throughput cell runs at least this long (and at least 2 calls)
 LOAD_REQUESTS, LOAD_IN_FLIGHT = 2000, 128
@@ -172,17 +166,6 @@ async def load_test(url: str, questions: list[str]) -> dict:
     }
 
 
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu_cores": os.cpu_count(), "cpu": cpu, "gpu": "none", "python": platform.python_version(),
-            "packages": {name: version(name) for name in ("fastapi", "uvicorn", "orjson", "bm25s")}}
-
-
 def write_readme_section(results: dict) -> None:
     """Replace this benchmark's section of bench/README.md (between its markers), leaving the rest alone."""
     m, load = results["machine"], results["load"]
@@ -190,7 +173,7 @@ def write_readme_section(results: dict) -> None:
     cell = results["throughput"][big]
     over_us = 1000 * cell["http_overhead_ms_per_call"] / int(big)
     search_us = 1e6 / cell["in_process"]["queries_per_s"]
-    lines = [START, "## Retriever over HTTP", "",
+    lines = ["## Retriever over HTTP", "",
              f"`python bench/retriever_http.py` — BM25 (bm25s) over the bundled world's {results['passages']:,} "
              f"passages, k={K}, queries = the world's {results['questions']:,} questions; "
              "`inspo serve-retriever` in its own process on loopback, `HTTPRetriever` as the client; "
@@ -220,15 +203,8 @@ def write_readme_section(results: dict) -> None:
               "(0.66x). This world's BM25 is so cheap that the rest still shows; a retriever spending "
               f"{4 * over_us / 1000:.2f} ms or more per query (a dense encoder, BM25 over wiki-18) keeps HTTP at 0.8x "
               "of in-process or better. At one query per call the round trip dominates: rollouts should send all of "
-              "a step's queries in one request.", END]
-    section = "\n".join(lines) + "\n"
-    text = (README.read_text(encoding="utf-8") if README.exists()
-            else "# Benchmarks\n\nResults are kept in `bench/results/`.\n")
-    if START in text and END in text:
-        text = text[:text.index(START)] + section.rstrip("\n") + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    atomic_write_text(README, text)
+              "a step's queries in one request."]
+    update_readme_section("retriever_http", "\n".join(lines))
 
 
 def main() -> None:
@@ -260,7 +236,7 @@ def main() -> None:
         server.wait(timeout=10)
 
     results = {
-        "benchmark": "retriever_http", "machine": machine(), "k": K, "questions": len(questions),
+        "benchmark": "retriever_http", "machine": machine(("fastapi", "uvicorn", "orjson", "bm25s")), "k": K, "questions": len(questions),
         "passages": getattr(retriever, "num_docs", None),
         "retriever": "BM25 in memory (open_retriever on data/world/corpus.jsonl)",
         "server": {"command": "inspo serve-retriever", "process": "separate", "batch_window_ms": 2.0,
