@@ -3,12 +3,12 @@
 INSPO follows Search-R1: train on the NQ + HotpotQA training sets, report exact match on seven test sets, all
 from FlashRAG's preprocessed copies on the Hugging Face hub. This module turns a benchmark name into `Question`s:
 from a local file when there is one (data/benchmarks/<name>/<split>.jsonl, .parquet or .json), else from the hub,
-else with a one-line error saying where to put the file. `world` (the bundled synthetic world) is read from
+else with a one-line error saying where to put the file. Downloading and the status listing are in
+`benchmark_fetch`. `world` (the bundled synthetic world) is read from
 data/world/<split>.jsonl in the same row format.
 
     questions = load_benchmark("hotpotqa", limit=500)          # HotpotQA dev, the split Search-R1 scores
     train = load_train_mixture(limit=1000)                     # 500 NQ train, then 500 HotpotQA train
-    fetch_benchmarks(parse_benchmark_names("all"))             # online: write data/benchmarks/<name>/<split>.jsonl
 
 Facts relied on (public sources):
 - Hub repo RUC-NLPIR/FlashRAG_datasets (CC BY-SA 4.0) has one config per dataset, each split at <config>/<split>.jsonl
@@ -28,10 +28,9 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_jsonl
 
 HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
 WORLD = "world"
@@ -359,87 +358,3 @@ def load_train_mixture(data_dir: str | os.PathLike = DEFAULT_DATA_DIR, limit: in
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InspoError(f"limit must be a positive integer or None (got {limit!r}); e.g. limit=500")
-
-
-# -- fetching and status ----------------------------------------------------------------------------------------
-
-def _fetch_plan(names: Iterable[str], splits: Sequence[str] | None) -> list[tuple[str, str]]:
-    plan: list[tuple[str, str]] = []
-    for name in parse_benchmark_names(names if isinstance(names, str) else list(names)):
-        if name == WORLD:
-            raise InspoError("'world' is the bundled synthetic world, nothing to download; "
-                             "regenerate it with `inspo data world --out data/world`")
-        pairs = ([(n, "train") for n in TRAIN_MIXTURE] if name == TRAIN_MIXTURE_NAME
-                 else [(name, s) for s in (splits or (BENCHMARKS[name].test_split,))])
-        for bench, split in pairs:
-            if split not in BENCHMARKS[bench].splits:
-                raise InspoError(f"FlashRAG has no {split!r} split for {bench!r} (it has "
-                                 f"{', '.join(BENCHMARKS[bench].splits)}); pick one of those")
-            if (bench, split) not in plan:
-                plan.append((bench, split))
-    return plan
-
-
-def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
-                     data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
-                     progress: Callable[[int, int], None] | None = None) -> list[Path]:
-    """Download benchmark splits (default: the one Search-R1 reports; nq_hotpotqa = both train splits) from the
-    hub and write data_dir/<name>/<split>.jsonl atomically, in FlashRAG's row format. Returns the paths written;
-    `progress(done, total)` is called before the first download and after each file.
-    """
-    plan = _fetch_plan(names, splits)
-    if not hub_allowed():
-        wanted = ", ".join(f"{name}/{split}" for name, split in plan)
-        raise InspoError(f"cannot download {wanted} from {HUB_REPO}: {_offline_setting()}; unset it on a machine that "
-                         f"reaches huggingface.co, or copy FlashRAG's <name>/<split>.jsonl files into {data_dir}/ by hand")
-    written: list[Path] = []
-    if progress:
-        progress(0, len(plan))
-    for name, split in plan:
-        spec, out = BENCHMARKS[name], Path(data_dir) / name / f"{split}.jsonl"
-        try:
-            rows = _hub_rows(spec, split)
-        except _HubFailed as e:
-            raise InspoError(f"could not download {name!r} split {split!r} from {HUB_REPO} ({e}); check the network "
-                             f"(and HF_TOKEN), or copy FlashRAG's {spec.config}/{split}.jsonl to {out} by hand") from None
-        _questions_from_rows(_located(spec, split, rows), name, split, None)  # never write rows we cannot read
-        atomic_write_jsonl(out, rows)
-        written.append(out)
-        if progress:
-            progress(len(written), len(plan))
-    return written
-
-
-def count_rows(path: str | os.PathLike) -> int:
-    """Rows in a benchmark file without parsing it (JSONL: non-empty lines; parquet: its metadata)."""
-    path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(path).metadata.num_rows
-    with path.open("rb") as f:
-        is_array = f.read(4096).lstrip().startswith(b"[")
-        f.seek(0)
-        return len(json.load(f)) if is_array else sum(1 for line in f if line.strip())
-
-
-def benchmark_status(data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
-                     world_dir: str | os.PathLike = DEFAULT_WORLD_DIR) -> list[dict]:
-    """One dict per split a run can use (seven test splits, the two training splits, the world's three):
-    name, display_name, split, role (test/train/world), path (None if absent), rows, expected_rows, expected_path.
-    """
-    entries = [(n, BENCHMARKS[n].test_split, "test", Path(data_dir) / n) for n in TEST_BENCHMARKS]
-    entries += [(n, "train", "train", Path(data_dir) / n) for n in TRAIN_MIXTURE]
-    entries += [(WORLD, split, "world", Path(world_dir)) for split in WORLD_SPLITS]
-    status = []
-    for name, split, role, folder in entries:
-        spec, path, rows = BENCHMARKS.get(name), _find_split_file(folder, split), None
-        try:
-            rows = count_rows(path) if path is not None else None
-        except (OSError, ValueError):  # unreadable: shown as present with unknown size
-            pass
-        status.append({"name": name, "display_name": spec.display_name if spec else "World (synthetic)",
-                       "split": split, "role": role, "path": str(path) if path else None, "rows": rows,
-                       "expected_rows": spec.splits.get(split) if spec else None,
-                       "expected_path": str(folder / f"{split}.jsonl")})
-    return status

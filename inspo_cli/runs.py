@@ -104,12 +104,12 @@ def trained_model_dir(run_dir: str | Path) -> Path:
     checkpoints = Path(run_dir) / CHECKPOINTS_DIR
     if (checkpoints / "final" / "config.json").is_file():
         return checkpoints / "final"
-    steps = sorted((p for p in checkpoints.glob("checkpoint-*") if (p / "config.json").is_file()),
-                   key=lambda p: int(p.name.rsplit("-", 1)[-1]) if p.name.rsplit("-", 1)[-1].isdigit() else -1)
+    steps = {int(p.name.removeprefix("checkpoint-")): p for p in checkpoints.glob("checkpoint-*")
+             if p.name.removeprefix("checkpoint-").isdigit() and (p / "config.json").is_file()}
     if not steps:
         raise InspoError(f"run {run_dir} has no saved policy under {checkpoints} (checkpoints/final or "
                          "checkpoints/checkpoint-<step>); train it first or resume it with `inspo train --resume`")
-    return steps[-1]
+    return steps[max(steps)]
 
 
 def best_instruction(run_dir: str | Path, recipe: Recipe) -> str:

@@ -196,24 +196,8 @@ def _passage(doc: dict, score) -> Passage:
 
 
 def _passages(hits: list) -> list[Passage]:
-    """One query's hits as Passages. This runs for every hit of every response, so the common shape (a
-    document with a string id and string contents, a float score) is parsed inline, contents split as
-    `parse_contents` does; anything else goes through `_passage`."""
-    out = []
-    for hit in hits:
-        doc = hit.get("document")
-        score = hit.get("score")
-        if type(doc) is dict and type(score) is float:
-            id_, contents = doc.get("id"), doc.get("contents")
-            if type(id_) is str and type(contents) is str:
-                first, sep, rest = contents.partition("\n")
-                if sep and len(first) >= 2 and first[0] == '"' and first[-1] == '"':
-                    out.append(Passage(id_, first[1:-1], rest, score))
-                else:
-                    out.append(Passage(id_, "", contents, score))
-                continue
-        out.append(_passage(doc, score) if "document" in hit else _passage(hit, None))
-    return out
+    """One query's hits as Passages: Search-R1's `{"document", "score"}` rows, or bare documents."""
+    return [_passage(hit["document"], hit.get("score")) if "document" in hit else _passage(hit, None) for hit in hits]
 
 
 class HTTPRetriever:

@@ -14,14 +14,13 @@ from inspo_cli.benchmarks import (
     TEST_BENCHMARKS,
     TRAIN_MIXTURE,
     Question,
-    benchmark_status,
-    fetch_benchmarks,
     load_benchmark,
     load_questions,
     load_train_mixture,
     local_path,
     parse_benchmark_names,
 )
+from inspo_cli.benchmark_fetch import benchmark_status, fetch_benchmarks
 from inspo_cli.errors import InspoError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"

@@ -36,7 +36,8 @@ def test_all_five_methods_write_a_table_1_report(tiny_model_dir, tmp_path):
 
 def test_a_run_directory_supplies_policy_instruction_and_recipe(tiny_model_dir, tmp_path, repo_root):
     run = tmp_path / "run"
-    shutil.copytree(tiny_model_dir, run / "checkpoints" / "checkpoint-4")
+    for step in (4, 10, 9):  # the newest by step number, not by name
+        shutil.copytree(tiny_model_dir, run / "checkpoints" / f"checkpoint-{step}")
     (run / "run.json").write_text(json.dumps({"name": "run"}))
     (run / "recipe.yaml").write_text((repo_root / "recipes" / "demo.yaml").read_text())
     (run / "summary.json").write_text(json.dumps({"best_instruction": "Search, then answer. {question}"}))
@@ -45,7 +46,7 @@ def test_a_run_directory_supplies_policy_instruction_and_recipe(tiny_model_dir, 
     [eval_dir] = run.glob("eval-*")
     results = json.loads((eval_dir / "results.json").read_text())
     assert results["instruction"] == "Search, then answer. {question}"
-    assert results["model"].endswith("checkpoint-4")
+    assert results["model"].endswith("checkpoint-10")
 
 
 @pytest.mark.parametrize("args, fragments", [

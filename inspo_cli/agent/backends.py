@@ -87,15 +87,19 @@ class _TurnEnd:
         self.length[row], self.finish[row] = n, why
 
 
-def _chars_marking_stop(tokenizer, stop: Sequence[str]):
-    """A bool per vocabulary id: does the token's decoded text contain the last character of some stop string?"""
+def _chars_marking_stop(tokenizer, stop: Sequence[str], model_vocab: int):
+    """A bool per vocabulary id: does the token's decoded text contain the last character of some stop string?
+
+    Sized to the model's output layer, which is often padded beyond the tokenizer (Qwen2.5: 151,936 vs 151,665)."""
     import torch
 
     last_chars = {s[-1] for s in stop}
-    size = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
+    size = max(model_vocab, len(tokenizer))
     # Decoded, not raw vocabulary strings: byte-level BPE spells "\n" as "Ċ" in its vocabulary.
-    texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False)
-    return torch.tensor([any(c in text for c in last_chars) for text in texts], dtype=torch.bool)
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False)
+    mask = torch.zeros(size, dtype=torch.bool)  # ids past the tokenizer decode to nothing
+    mask[:len(texts)] = torch.tensor([any(c in text for c in last_chars) for text in texts], dtype=torch.bool)
+    return mask
 
 
 class TransformersBackend:
@@ -126,7 +130,8 @@ class TransformersBackend:
 
         key = tuple(stop)
         if key and key not in self._stop_masks:
-            self._stop_masks[key] = _chars_marking_stop(self.tokenizer, key)
+            self._stop_masks[key] = _chars_marking_stop(self.tokenizer, key,
+                                                        self.model.get_output_embeddings().weight.shape[0])
         width = max(len(c) for c in contexts)
         device = self.model.device
         input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)

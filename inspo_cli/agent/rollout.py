@@ -60,13 +60,6 @@ class Trajectory:
         elif self.logprobs is not None:
             self.logprobs.extend(logprobs if mask_value == 1 else [0.0] * len(ids))
 
-    def summary(self) -> dict:
-        """The JSON-friendly facts about a trajectory (no token ids)."""
-        return {"answer": self.answer, "stop_reason": self.stop_reason, "searches": self.num_searches,
-                "queries": self.queries, "retrieved": self.retrieved, "turns": self.turns,
-                "invalid_actions": self.invalid_actions, "completion_tokens": len(self.completion_ids),
-                "policy_tokens": sum(self.completion_mask), "prompt_truncated": self.prompt_truncated}
-
 
 class RolloutEngine:
     def __init__(self, backend: PolicyBackend, retriever: Retriever, tokenizer, config: RolloutConfig,

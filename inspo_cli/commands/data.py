@@ -87,7 +87,7 @@ def fetch(
     out: Annotated[Path, typer.Option("--out", help="Where local benchmark files live.")] = DEFAULT_BENCHMARKS_DIR,
 ) -> None:
     """Download FlashRAG benchmark files from the Hugging Face hub into OUT/<name>/<split>.jsonl."""
-    from inspo_cli.benchmarks import fetch_benchmarks
+    from inspo_cli.benchmark_fetch import fetch_benchmarks
 
     progress, task = progress_bar(), None
 
@@ -113,7 +113,7 @@ def list_data(
     world_dir: Annotated[Path, typer.Option(help="The synthetic world to report on.")] = DEFAULT_WORLD_DIR,
 ) -> None:
     """Show which benchmarks and splits are available locally, and where missing ones belong."""
-    from inspo_cli.benchmarks import benchmark_status
+    from inspo_cli.benchmark_fetch import benchmark_status
     from inspo_cli.config import resolve_path
 
     data_dir = resolve_path(str(data_dir)) or data_dir

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from jinja2.exceptions import TemplateError
+
 from inspo_cli.agent import RolloutEngine
 from inspo_cli.agent.protocol import format_passages
 from inspo_cli.config import RolloutConfig
@@ -56,7 +58,7 @@ class MethodContext:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        except Exception:  # some templates (e.g. Gemma's) reject a system turn: fold it into the user turn
+        except TemplateError:  # some templates reject a system turn (they raise from the template): fold it in
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": f"{system}\n\n{user}"}],
                                                       tokenize=False, add_generation_prompt=True)
         return text + prefix

@@ -97,8 +97,6 @@ def search_o1(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
             for row, hits, analysis in zip(searching, results, analyses):
                 retrieved[row].append([p.id for p in hits])
                 reasoning[row] += f"\n\n{BEGIN_RESULT}{_final_information(analysis)}{END_RESULT}\n\n"
-        open_rows = searching
-    for row in open_rows:
-        stop_reason[row] = "max_turns"
+        open_rows = searching  # every row that searched has a search left for the next turn, or ends there
     return [Prediction(boxed_answer(reasoning[r]), reasoning[r], len(queries[r]), queries[r], retrieved[r],
                        stop_reason[r]) for r in range(n)]
