@@ -9,6 +9,7 @@ context has its own budget.
   independently (a stopping criterion marks each row the moment its turn ends). It does not report
   log-probs: TRL recomputes them for the transformers path.
 - `VLLMBackend`: a `vllm.LLM` (the `vllm` extra) fed token ids; reports sampled-token log-probs.
+- `VLLMServerBackend`: a `trl vllm-serve` server through TRL's client (training with vllm_mode=server).
 """
 
 from __future__ import annotations
@@ -182,6 +183,37 @@ class VLLMBackend:
                 finish = "stop" if isinstance(sample.stop_reason, str) else "eos"
             results.append(Generation(ids, finish, logprobs))
         return results
+
+
+class VLLMServerBackend:
+    """A vLLM server started with `trl vllm-serve`, through TRL's `VLLMClient` (TRL syncs the weights into it).
+
+    The client takes one `max_tokens` per request, so contexts are sent in groups of equal budget; it does not
+    return why a sequence ended, so that is read off the tokens (EOS id, a trailing stop string, else length).
+    """
+
+    def __init__(self, client, tokenizer, temperature: float = 1.0, top_p: float = 1.0):
+        self.client, self.tokenizer = client, tokenizer
+        self.temperature, self.top_p = temperature, top_p
+        self.eos_ids = _stop_token_ids(tokenizer, None)
+
+    def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
+        by_budget: dict[int, list[int]] = {}
+        for i, n in enumerate(max_new_tokens):
+            by_budget.setdefault(n, []).append(i)
+        out: list[Generation | None] = [None] * len(contexts)
+        for budget, rows in by_budget.items():
+            result = self.client.generate(
+                prompts=[list(contexts[i]) for i in rows], temperature=self.temperature, top_p=self.top_p, top_k=0,
+                max_tokens=budget, logprobs=0,
+                generation_kwargs={"stop": list(stop), "include_stop_str_in_output": True})
+            for i, ids, logprobs in zip(rows, result["completion_ids"], result["logprobs"]):
+                ids = list(ids)
+                tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
+                finish = ("eos" if ids and ids[-1] in self.eos_ids else
+                          "stop" if any(tail.endswith(s) for s in stop) else "length")
+                out[i] = Generation(ids, finish, [entry[0] if entry else math.nan for entry in logprobs])
+        return out  # type: ignore[return-value]
 
 
 def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None):

@@ -143,7 +143,8 @@ class RewardConfig:
     """Outcome reward on the answer extracted from the generated response only."""
 
     metric: str = "em"  # em | subem | f1
-    format_weight: float = 0.0  # optional shaping: reward for a well-formed trajectory without a correct answer
+    # optional shaping: the reward of a wrong answer in a well-formed trajectory (parsed actions, >= 1 search, an answer)
+    format_weight: float = 0.0
 
     def __post_init__(self) -> None:
         _one_of(self.metric, ("em", "subem", "f1"), "metric")
@@ -152,13 +153,14 @@ class RewardConfig:
 
 @dataclass
 class TrainingConfig:
-    """GRPO optimisation (App. B). Batch sizes count questions; each question gets `group_size` rollouts."""
+    """GRPO optimisation (App. B). `batch_size` and `mini_batch_size` count questions (each gets `group_size`
+    rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass."""
 
     steps: int = 300
     group_size: int = 5
     batch_size: int = 512
     mini_batch_size: int = 256
-    micro_batch_size: int = 64
+    micro_batch_size: int = 8  # per device: 8 GPUs x 8 = the paper's micro-batch of 64
     learning_rate: float = 5e-7
     lr_scheduler: str = "cosine"  # cosine | linear | constant
     warmup_ratio: float = 0.1
@@ -176,8 +178,9 @@ class TrainingConfig:
         _require(self.group_size >= 2, "group_size", f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
         _require(self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0, "mini_batch_size",
                  f"must divide batch_size ({self.batch_size}); got {self.mini_batch_size}")
-        _require(self.micro_batch_size <= self.mini_batch_size, "micro_batch_size",
-                 f"must be <= mini_batch_size ({self.mini_batch_size}); got {self.micro_batch_size}")
+        _require(self.micro_batch_size <= self.mini_batch_size * self.group_size, "micro_batch_size",
+                 f"counts trajectories per device and pass, so must be <= mini_batch_size x group_size "
+                 f"({self.mini_batch_size * self.group_size}); got {self.micro_batch_size}")
         _one_of(self.lr_scheduler, ("cosine", "linear", "constant"), "lr_scheduler")
         _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")

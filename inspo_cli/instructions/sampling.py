@@ -1,0 +1,49 @@
+"""Which instruction each question is rolled out with: the seam between the trainer and the population.
+
+    source = StaticInstruction(SEARCH_R1_INSTRUCTION)
+    picks = source.sample(["world:q1", "world:q2"], step=3)     # one Pick per question
+    source.observe(picks, [0.4, 0.0])                           # mean group reward each pick earned
+
+The trainer asks once per question *group* (all `group_size` rollouts of a question share an instruction,
+so GRPO's group baseline compares like with like) and reports each group's mean reward back. The static
+baseline ignores the rewards; the INSPO population (issue 6) implements the same two calls with softmax
+sampling over importance weights.
+
+Sampling must agree across processes without communication: with several GPUs, one question's group can be
+split over two ranks, so a source must give the same answer for the same (step, key) on every rank (seed any
+randomness from them with a stable hash, not Python's per-process `hash`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Pick:
+    instruction_id: str
+    text: str
+
+
+class InstructionSource(Protocol):
+    def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
+        """One instruction per question key, the same on every process for the same (step, key)."""
+        ...
+
+    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
+        """The mean reward each (question group, instruction) pair earned this step."""
+        ...
+
+
+class StaticInstruction:
+    """Search-R1's setting: one fixed instruction for every question (the paper's main baseline)."""
+
+    def __init__(self, text: str, instruction_id: str = "i0"):
+        self.pick = Pick(instruction_id, text)
+
+    def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
+        return [self.pick] * len(keys)
+
+    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
+        return None

@@ -1,0 +1,43 @@
+"""The outcome reward GRPO optimises: a QA metric on the answer the policy generated, nothing else.
+
+    reward = make_reward_func(RewardConfig(metric="em"))
+    reward(completions=[...], answer=["Paris", None], golden_answers=[["Paris"], ["Rome"]], well_formed=[True, False])
+    -> [1.0, 0.0]
+
+`answer` is extracted by the rollout engine from *policy-generated tokens only* (never from the prompt or an
+inserted passage), so an instruction's example `<answer>` tag or a passage that happens to contain the
+answer cannot earn reward. With `format_weight > 0` (Search-R1's format-shaped variant), a well-formed
+trajectory with a wrong answer earns `format_weight` instead of 0; a correct answer always earns the metric.
+Well-formed (decided by the trainer) means: every action parsed, an answer came, and the policy searched at
+least once when search was allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from inspo_cli.config import RewardConfig
+from inspo_cli.rewards import METRICS, exact_match
+
+
+def outcome_rewards(answers: Sequence[str | None], golden_answers: Sequence[Sequence[str]],
+                    well_formed: Sequence[bool], metric: str = "em", format_weight: float = 0.0) -> list[float]:
+    score = METRICS[metric]
+    rewards = []
+    for answer, gold, formed in zip(answers, golden_answers, well_formed, strict=True):
+        value = score(answer, gold)
+        rewards.append(value if value > 0 or not formed else max(value, format_weight))
+    return rewards
+
+
+def make_reward_func(config: RewardConfig):
+    """A TRL reward function `(completions, answer, golden_answers, well_formed, **kwargs) -> list[float]`."""
+
+    def outcome(completions, answer, golden_answers, well_formed, log_metric=None, **kwargs) -> list[float]:
+        if log_metric is not None:  # EM is reported whatever the reward is, so runs stay comparable
+            em = [exact_match(a, g) for a, g in zip(answer, golden_answers)]
+            log_metric("em", sum(em) / max(len(em), 1))
+        return outcome_rewards(answer, golden_answers, well_formed, config.metric, config.format_weight)
+
+    outcome.__name__ = f"outcome_{config.metric}"
+    return outcome

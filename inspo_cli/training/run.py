@@ -1,0 +1,150 @@
+"""One training run, start to finish: build the trainer from a recipe, train (or resume), save, summarise.
+
+    run_training(recipe, run_dir)                       # a fresh run in a directory made by create_run_dir
+    run_training(recipe, run_dir, resume=True)          # continue from its newest checkpoint
+
+The run directory ends up holding recipe.yaml and run.json (from `create_run_dir`), metrics.jsonl,
+tensorboard/, plots/*.png, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler
+and RNG states), checkpoints/final/ (the policy as a plain model directory, LoRA merged) and summary.json,
+the layout `inspo evaluate --run` reads.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.runs import CHECKPOINTS_DIR, SUMMARY_FILE
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete HF checkpoint (it has trainer_state.json, written last) under checkpoints/."""
+    found = {}
+    for path in (run_dir / CHECKPOINTS_DIR).glob("checkpoint-*"):
+        number = path.name.removeprefix("checkpoint-")
+        if number.isdigit() and (path / "trainer_state.json").is_file():
+            found[int(number)] = path
+    return found[max(found)] if found else None
+
+
+def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: str | None = None) -> dict:
+    import torch
+    from accelerate import PartialState
+    from transformers import PrinterCallback, ProgressCallback
+
+    from inspo_cli.instructions.sampling import StaticInstruction
+    from inspo_cli.models import load_tokenizer, resolve_model_path, uses_chat_template
+    from inspo_cli.training.run_logger import RunLogger, plot_curves, truncate_metrics
+    from inspo_cli.training.setup import (grpo_config, initial_instructions, lora_config, question_dataset, schedule,
+                                          train_questions)
+    from inspo_cli.training.trainer import SearchGRPOTrainer
+    from retriever import open_from_config
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
+    _quiet_libraries()
+    if recipe.population.enabled:
+        raise InspoError("population.enabled=true: the INSPO instruction population is not in this version yet; "
+                         "set population.enabled=false to train with the static instruction (Search-R1)")
+    state = PartialState()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    checkpoint = None
+    if resume:
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise InspoError(f"{run_dir} has no complete checkpoint to resume from (checkpoints/checkpoint-N with "
+                             "trainer_state.json); start a new run instead")
+        if state.is_main_process:
+            truncate_metrics(run_dir, int(checkpoint.name.removeprefix("checkpoint-")))
+    state.wait_for_everyone()
+
+    plan = schedule(recipe, state.num_processes)
+    args = grpo_config(recipe, run_dir / CHECKPOINTS_DIR, state.num_processes, device)
+    tokenizer = load_tokenizer(recipe.model)
+    instruction = initial_instructions(recipe)[0]
+    logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step)
+    trainer = SearchGRPOTrainer(
+        model=resolve_model_path(recipe.model.name_or_path), args=args,
+        train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
+        instructions=StaticInstruction(instruction), retriever=open_from_config(recipe.retriever),
+        rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
+        chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
+        generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size, peft_config=lora_config(recipe), callbacks=[logger])
+    for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
+        trainer.remove_callback(callback)
+
+    started = time.time()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    wall = time.time() - started
+    _save_final(trainer, tokenizer, run_dir / CHECKPOINTS_DIR / "final", state)
+    summary = {}
+    if state.is_main_process:
+        plots = plot_curves(run_dir)
+        summary = _summary(run_dir, recipe, instruction, wall, checkpoint, plots)
+        atomic_write_json(run_dir / SUMMARY_FILE, summary)
+    state.wait_for_everyone()
+    return summary
+
+
+def _quiet_libraries() -> None:
+    """RunLogger's step lines are the output; per-file tqdm bars and v6 deprecation notices are noise here."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+
+
+def _save_final(trainer, tokenizer, final: Path, state) -> None:
+    """The trained policy as a plain model directory (LoRA merged into the base), written then renamed."""
+    tmp = final.with_name(".final.tmp")
+    if state.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    state.wait_for_everyone()
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_and_unload"):  # a peft model
+        if state.is_main_process:
+            model.merge_and_unload().save_pretrained(tmp)
+    else:
+        trainer.save_model(str(tmp))  # gathers sharded (ZeRO-3 / FSDP) weights
+    if state.is_main_process:
+        tokenizer.save_pretrained(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    state.wait_for_everyone()
+
+
+def _summary(run_dir: Path, recipe: Recipe, instruction: str, wall: float, resumed_from: Path | None,
+             plots: list[Path]) -> dict:
+    from inspo_cli.training.run_logger import read_metrics
+
+    rows = read_metrics(run_dir)
+
+    def mean(key: str, part: list[dict]) -> float | None:
+        values = [row[key] for row in part if row.get(key) is not None]
+        return sum(values) / len(values) if values else None
+
+    window = max(1, len(rows) // 4)
+    return {
+        "steps": rows[-1]["step"] if rows else 0,
+        "updates": rows[-1]["update"] if rows else 0,
+        "wall_seconds": round(wall, 1),
+        "resumed_from": str(resumed_from.relative_to(run_dir)) if resumed_from else None,
+        "reward_first_quarter": mean("reward", rows[:window]),
+        "reward_last_quarter": mean("reward", rows[-window:]),
+        "em_first_quarter": mean("em", rows[:window]),
+        "em_last_quarter": mean("em", rows[-window:]),
+        "final": rows[-1] if rows else None,
+        "best_instruction": instruction,
+        "instructions": [{"id": "i0", "text": instruction}],
+        "model": f"{CHECKPOINTS_DIR}/final",
+        "metrics": "metrics.jsonl",
+        "plots": [str(p.relative_to(run_dir)) for p in plots],
+        "recipe_model": recipe.model.name_or_path,
+    }

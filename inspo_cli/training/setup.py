@@ -1,0 +1,147 @@
+"""From a recipe to the pieces `SearchGRPOTrainer` needs: GRPOConfig, the question dataset, LoRA, instructions.
+
+Batch sizes in a recipe follow the paper (App. B) and Search-R1: `batch_size` and `mini_batch_size` count
+*questions* (each gets `group_size` rollouts), `micro_batch_size` counts *trajectories per device* in one
+forward/backward pass. One training step generates `batch_size × group_size` trajectories and makes
+`batch_size / mini_batch_size` optimizer updates on them. In TRL's terms:
+
+    per_device_train_batch_size = micro_batch_size
+    gradient_accumulation_steps = mini_batch_size × group_size / (micro_batch_size × processes)
+    steps_per_generation        = gradient_accumulation_steps × batch_size / mini_batch_size
+    max_steps                   = steps × batch_size / mini_batch_size            (optimizer updates)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+
+
+@dataclass(frozen=True)
+class Schedule:
+    updates_per_step: int
+    gradient_accumulation_steps: int
+    steps_per_generation: int
+    max_updates: int
+
+
+def schedule(recipe: Recipe, processes: int = 1) -> Schedule:
+    t = recipe.training
+    trajectories = t.mini_batch_size * t.group_size
+    per_pass = t.micro_batch_size * processes
+    if trajectories % per_pass:
+        raise InspoError(
+            f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} trajectories per "
+            f"pass must divide a mini-batch of {t.mini_batch_size} questions × group_size {t.group_size} = "
+            f"{trajectories} trajectories; choose a micro_batch_size that divides {trajectories // processes}")
+    accumulation = trajectories // per_pass
+    updates = t.batch_size // t.mini_batch_size
+    return Schedule(updates, accumulation, accumulation * updates, t.steps * updates)
+
+
+def grpo_config(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu"):
+    from trl import GRPOConfig
+
+    from inspo_cli.models import resolve_dtype
+
+    t, r, m = recipe.training, recipe.rollout, recipe.model
+    plan = schedule(recipe, processes)
+    dtype = resolve_dtype(m.dtype, device)
+    return GRPOConfig(
+        output_dir=str(checkpoints_dir),
+        per_device_train_batch_size=t.micro_batch_size,
+        gradient_accumulation_steps=plan.gradient_accumulation_steps,
+        steps_per_generation=plan.steps_per_generation,
+        num_generations=t.group_size,
+        num_iterations=1,
+        max_steps=plan.max_updates,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=round(t.warmup_ratio * plan.max_updates),
+        beta=t.kl_beta,
+        epsilon=t.clip_epsilon,
+        max_grad_norm=t.max_grad_norm,
+        scale_rewards="group",
+        temperature=r.temperature,
+        top_p=r.top_p,
+        max_completion_length=r.max_total_tokens,
+        mask_truncated_completions=False,  # it would zero every trajectory that does not end in EOS
+        logging_steps=plan.updates_per_step,
+        save_strategy="steps",
+        save_steps=t.save_every * plan.updates_per_step,
+        save_only_model=False,  # optimizer, scheduler and RNG states are what make --resume exact
+        seed=recipe.run.seed,
+        report_to="none",  # metrics.jsonl and TensorBoard are written by RunLogger, per training step
+        disable_tqdm=True,
+        use_cpu=device == "cpu",
+        bf16=str(dtype) == "torch.bfloat16" and device != "cpu",
+        model_init_kwargs={"dtype": dtype},
+        gradient_checkpointing=m.gradient_checkpointing,
+        use_vllm=m.backend == "vllm",
+        vllm_mode=m.vllm_mode,
+        vllm_gpu_memory_utilization=m.vllm_gpu_memory_utilization,
+        log_completions=False,
+    )
+
+
+def lora_config(recipe: Recipe):
+    if not recipe.model.lora:
+        return None
+    from peft import LoraConfig
+
+    m = recipe.model
+    return LoraConfig(r=m.lora_rank, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
+                      target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def train_questions(recipe: Recipe):
+    """The training questions the recipe names: the bundled world, the paper's NQ+HotpotQA mixture, or a file."""
+    from inspo_cli.benchmarks import TRAIN_MIXTURE_NAME, WORLD, load_benchmark, load_questions, load_train_mixture
+
+    d = recipe.data
+    if d.train == WORLD:
+        return load_benchmark(WORLD, "train", world_dir=d.world_dir, limit=d.max_train_questions)
+    if d.train == TRAIN_MIXTURE_NAME:
+        return load_train_mixture(d.benchmarks_dir, limit=d.max_train_questions)
+    return load_questions(d.train, limit=d.max_train_questions)
+
+
+def question_dataset(questions):
+    """TRL's dataset: `prompt` is the bare question (the rollout engine adds the instruction), plus the keys
+    the reward and the instruction source need."""
+    from datasets import Dataset
+
+    if not questions:
+        raise InspoError("data.train has no questions; point it at a non-empty file or use data.train=world")
+    return Dataset.from_list([{"prompt": q.question, "qid": f"{q.source}:{q.id}",
+                               "golden_answers": list(q.golden_answers)} for q in questions])
+
+
+def initial_instructions(recipe: Recipe) -> list[str]:
+    """The recipe's instructions, or those of `population.instruction_file` (plain text, or JSONL with "text")."""
+    path = recipe.population.instruction_file
+    if path is None:
+        return list(recipe.population.instructions)
+    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).suffix != ".jsonl":
+        return [text.strip()] if text.strip() else _empty(path)
+    texts = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line).get("text")
+        except (json.JSONDecodeError, AttributeError):
+            value = None
+        if not isinstance(value, str) or not value.strip():
+            raise InspoError(f"{path}:{n}: each line must be a JSON object with a non-empty \"text\" field")
+        texts.append(value)
+    return texts or _empty(path)
+
+
+def _empty(path) -> list[str]:
+    raise InspoError(f"population.instruction_file {path} holds no instruction; write one or remove the key")

@@ -1,0 +1,191 @@
+"""`SearchGRPOTrainer`: TRL's GRPOTrainer, generating multi-turn search trajectories through the rollout engine.
+
+It adds four things to GRPOTrainer and nothing else:
+1. **Instruction per question group** — before each generation batch it asks an `InstructionSource` for one
+   instruction per question (static here; the INSPO population in issue 6 plugs into the same call) and,
+   once rewards are in, reports each group's mean reward back to it.
+2. **Multi-turn rollouts** through TRL's `rollout_func`: the engine interleaves generation with retrieval
+   and returns the observation mask as `env_mask`, which TRL multiplies into the loss mask, so inserted
+   `<information>` passages get no gradient.
+3. **Search metrics**: EM, searches per trajectory, valid-action rate, prompt/response length and the share
+   of observation tokens, averaged over all processes like TRL's own metrics.
+4. **Phase timing**: wall seconds per logged step spent in generation, retrieval, scoring (log-probs of the
+   reference/old policy and rewards) and the update (forward, backward, optimizer).
+
+The two overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`) are why trl is
+pinned exactly; `tests/test_trainer.py` covers them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from typing import Sequence
+
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOTrainer
+from trl.models import unwrap_model_for_generation
+
+from inspo_cli.agent.backends import TransformersBackend, VLLMBackend, VLLMServerBackend
+from inspo_cli.agent.rollout import RolloutEngine, Trajectory
+from inspo_cli.config import RewardConfig, RolloutConfig
+from inspo_cli.instructions.sampling import InstructionSource, Pick
+from inspo_cli.training.reward import make_reward_func
+from retriever.search import Retriever
+
+PHASES = ("generation", "retrieval", "scoring", "update")
+
+
+def _score_only_labelled_positions_everywhere() -> None:
+    """TRL's fused LM head scores only labelled positions (the completion) on Triton devices, but every position,
+    prompt and padding included, elsewhere, to keep tile shapes fixed for compilers. Nothing is compiled on CPU,
+    so score only the completion there too: the update step of the CPU demo gets about twice as fast, and the
+    log-probs are identical (each position is computed independently)."""
+    from trl.trainer import utils as trl_utils
+
+    if getattr(trl_utils._use_triton, "_inspo", False):
+        return
+    original = trl_utils._use_triton
+
+    def compact(device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    compact._inspo = True
+    trl_utils._use_triton = compact
+
+
+class SearchGRPOTrainer(GRPOTrainer):
+    def __init__(self, *, model, args, train_dataset, processing_class, instructions: InstructionSource,
+                 retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
+                 chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
+                 callbacks=None):
+        _score_only_labelled_positions_everywhere()
+        self.instructions = instructions
+        self.updates_per_step = updates_per_step  # optimizer updates per generation batch (batch / mini-batch)
+        self.phase_seconds: dict[str, float] = defaultdict(float)
+        self._picks: list[Pick] = []
+        self._generate_and_score_seconds = 0.0
+        self._rollout_seconds = 0.0
+        super().__init__(model=model, reward_funcs=[make_reward_func(reward)], args=args,
+                         train_dataset=train_dataset, processing_class=processing_class, peft_config=peft_config,
+                         rollout_func=self._rollout, callbacks=callbacks)
+        self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
+                                    rollout, topk=topk, chat=chat)
+
+    def _backend(self, rollout: RolloutConfig, batch_size: int):
+        if not self.use_vllm:
+            # The model is swapped for its unwrapped form around every rollout (see `_policy_for_generation`).
+            return TransformersBackend(self.model, self.processing_class, rollout.temperature, rollout.top_p,
+                                       batch_size)
+        if self.vllm_mode == "colocate":
+            return VLLMBackend(self.vllm_generation.llm, rollout.temperature, rollout.top_p)
+        return VLLMServerBackend(self.vllm_generation.vllm_client, self.processing_class, rollout.temperature,
+                                 rollout.top_p)
+
+    @property
+    def step(self) -> int:
+        """The current training step in generation batches (a step may hold several optimizer updates)."""
+        return self.state.global_step // self.updates_per_step
+
+    # -- generation ----------------------------------------------------------------------------------------
+
+    def _generate_and_score_completions(self, inputs):
+        started = time.perf_counter()
+        self._picks = self.instructions.sample([x["qid"] for x in inputs], self.step)
+        for x, pick in zip(inputs, self._picks):
+            x["instruction_id"] = pick.instruction_id
+        self._rollout_seconds = 0.0
+        output = super()._generate_and_score_completions(inputs)
+        elapsed = time.perf_counter() - started
+        self._generate_and_score_seconds += elapsed
+        self.phase_seconds["scoring"] += elapsed - self._rollout_seconds
+        return output
+
+    def _rollout(self, prompts: list[str], trainer=None) -> dict:
+        """TRL's rollout_func: the questions of this process's generation batch in, token ids and masks out."""
+        started = time.perf_counter()
+        retrieval_before = self.engine.retrieval_seconds
+        with self._policy_for_generation():
+            trajectories = self.engine.run([p.text for p in self._picks], prompts)
+        for t in trajectories:
+            if not t.completion_ids:  # a prompt that filled the context: one masked EOS keeps TRL's shapes valid
+                t.append([self.processing_class.eos_token_id], 0)
+        retrieval = self.engine.retrieval_seconds - retrieval_before
+        self._rollout_seconds = time.perf_counter() - started
+        self.phase_seconds["retrieval"] += retrieval
+        self.phase_seconds["generation"] += self._rollout_seconds - retrieval
+        self._log_rollout_metrics(trajectories)
+        logprobs = [t.logprobs for t in trajectories]
+        return {
+            "prompt_ids": [t.prompt_ids for t in trajectories],
+            "completion_ids": [t.completion_ids for t in trajectories],
+            "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
+            "env_mask": [t.completion_mask for t in trajectories],
+            "answer": [t.answer for t in trajectories],
+            "well_formed": [self._followed_protocol(t) for t in trajectories],
+        }
+
+    def _followed_protocol(self, t: Trajectory) -> bool:
+        """For the format-shaped reward: every action parsed, the answer came, and (when search is allowed) the
+        policy searched first. Without that last clause a small policy learns to answer at once and never search."""
+        searched = t.num_searches > 0 or self.engine.config.max_turns == 0
+        return t.stop_reason == "answer" and t.invalid_actions == 0 and searched
+
+    @contextlib.contextmanager
+    def _policy_for_generation(self):
+        if self.use_vllm:  # TRL synced the weights into vLLM before calling rollout_func
+            yield
+            return
+        with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs)
+              as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False)):
+            self.engine.backend.model = unwrapped
+            yield
+
+    def _log_rollout_metrics(self, trajectories: Sequence[Trajectory]) -> None:
+        n = len(trajectories)
+        policy = [sum(t.completion_mask) for t in trajectories]
+        total = [len(t.completion_ids) for t in trajectories]
+        turns = sum(t.turns for t in trajectories)
+        values = {
+            "search/searches_per_trajectory": sum(t.num_searches for t in trajectories) / n,
+            "search/valid_action_rate": 1 - sum(t.invalid_actions for t in trajectories) / max(turns, 1),
+            "search/answered": sum(t.stop_reason == "answer" for t in trajectories) / n,
+            "search/turns": turns / n,
+            "length/prompt": sum(len(t.prompt_ids) for t in trajectories) / n,
+            "length/response": sum(policy) / n,
+            "length/observation_share": 1 - sum(policy) / max(sum(total), 1),
+        }
+        for name, value in values.items():
+            self._log_metric(name, value)
+
+    # -- rewards back to the instruction source --------------------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training:
+            picks = gather_object(list(self._picks))  # every process's picks, in the order rewards were gathered
+            weights = self.reward_weights.to(rewards_per_func.device)
+            rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
+            group_picks = picks[::self.num_generations]
+            self.instructions.observe(group_picks, rewards.mean(dim=1).tolist())
+        return rewards_per_func
+
+    # -- timing --------------------------------------------------------------------------------------------
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        started, generating_before = time.perf_counter(), self._generate_and_score_seconds
+        output = super().training_step(model, inputs, num_items_in_batch)
+        generating = self._generate_and_score_seconds - generating_before
+        self.phase_seconds["update"] += time.perf_counter() - started - generating
+        return output
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training and "loss" in logs:
+            for phase in PHASES:
+                logs[f"time/{phase}"] = self.phase_seconds.get(phase, 0.0)
+            self.phase_seconds.clear()
+        super().log(logs, start_time)

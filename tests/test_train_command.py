@@ -1,0 +1,166 @@
+"""`inspo train` end to end: the run directory, bad input, and a run killed for real then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_cli import assert_one_line_error, invoke
+
+TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update"}
+STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
+             "search/valid_action_rate", "length/prompt", "length/response", "length/observation_share", "kl",
+             "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
+
+
+def write_recipe(tmp_path: Path, repo_root: Path, model: str, **sections) -> Path:
+    recipe = {
+        "data": {"train": "world", "world_dir": str(repo_root / "data/world")},
+        "retriever": {"kind": "bm25", "corpus": str(repo_root / "data/world/corpus.jsonl"), "topk": 2},
+        "model": {"name_or_path": model, "dtype": "float32", "chat_template": "off"},
+        "rollout": {"max_turns": 1, "max_tokens_per_turn": 32, "max_observation_tokens": 64,
+                    "max_prompt_tokens": 256, "max_total_tokens": 384},
+        "reward": {"format_weight": 0.2},
+        "training": {"steps": 3, "group_size": 2, "batch_size": 2, "mini_batch_size": 2, "micro_batch_size": 4,
+                     "learning_rate": 1e-4, "kl_beta": 0.001, "warmup_ratio": 0.0, "save_every": 1},
+        "population": {"instructions": [WORKED_EXAMPLE]},
+        "run": {"seed": 3},
+    }
+    for section, values in sections.items():
+        recipe[section].update(values)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+WORKED_EXAMPLE = (
+    "Answer the question. To look something up, write <search> your query </search>. When you know the answer, "
+    "write it as <answer> short answer </answer>.\nExample:\nQuestion: Who founded Hokin Works?\n"
+    "<search> Hokin Works founder </search>\n<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded by "
+    "Ada Vell.</information>\n<answer> Ada Vell </answer>\nQuestion: {question}\n"
+)
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def train_process(*args: str, cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    return subprocess.Popen([sys.executable, "-m", "inspo_cli", "train", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+# -- bad input: one line, exit 2, nothing trained ----------------------------------------------------------------
+
+def test_resume_of_a_directory_that_is_not_a_run_is_refused(tmp_path):
+    assert_one_line_error(invoke("train", "--resume", tmp_path), str(tmp_path), "not a run directory")
+
+
+def test_resume_takes_the_runs_own_recipe(tmp_path, repo_root):
+    result = invoke("train", "--resume", tmp_path, "--set", "training.steps=3")
+    assert_one_line_error(result, "--resume continues a run with its own recipe")
+
+
+def test_micro_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "no-such-model")
+    result = invoke("train", "--recipe", recipe, "--set", "training.micro_batch_size=3", "--output-dir", tmp_path / "runs")
+    assert_one_line_error(result, "training.micro_batch_size=3", "must divide a mini-batch")
+
+
+def test_a_run_without_checkpoints_cannot_be_resumed(tmp_path, repo_root):
+    from inspo_cli.config import load_recipe
+    from inspo_cli.runs import create_run_dir
+
+    run = create_run_dir(load_recipe(write_recipe(tmp_path, repo_root, "x")), output_dir=tmp_path / "runs")
+    assert_one_line_error(invoke("train", "--resume", run), "no complete checkpoint to resume from")
+
+
+# -- real runs ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_model_dir):
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 2})
+    result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "tiny")
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "runs" / "tiny"
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(STEP_KEYS <= set(r) for r in rows), STEP_KEYS - set(rows[0])
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    for png in ("reward.png", "search.png"):
+        assert (run / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["best_instruction"] == WORKED_EXAMPLE
+    assert (run / "checkpoints/final/model.safetensors").is_file() and (run / "checkpoints/checkpoint-2").is_dir()
+    assert "checkpoints/final" in result.output
+
+    evaluated = invoke("evaluate", "--run", run, "--method", "agent", "--limit", "2", "--out", tmp_path / "eval",
+                       "--device", "cpu")
+    assert evaluated.exit_code == 0, evaluated.output
+    info = json.loads((tmp_path / "eval/results.json").read_text())
+    assert info["model"].endswith("checkpoints/final") and info["instruction"] == WORKED_EXAMPLE
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root):
+    """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
+    after its second checkpoint, resumed, compared with the same seed run straight through."""
+    recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct", training={"steps": 4})
+    runs = tmp_path / "runs"
+    straight = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight", cwd=repo_root)
+    output, _ = straight.communicate(timeout=900)
+    assert straight.returncode == 0, output
+
+    killed = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "killed", cwd=repo_root)
+    second = runs / "killed/checkpoints/checkpoint-2/trainer_state.json"
+    deadline = time.time() + 900
+    while not second.is_file() and killed.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=60)
+    assert killed.returncode == -signal.SIGKILL and not (runs / "killed/summary.json").exists()
+
+    resumed = train_process("--resume", str(runs / "killed"), cwd=repo_root)
+    output, _ = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, output
+    expected, got = metrics(runs / "straight"), metrics(runs / "killed")
+    assert [r["step"] for r in got] == [1, 2, 3, 4]
+    assert any(r["grad_norm"] > 0 for r in expected)  # the policy did change: resuming had state to restore
+    for want, have in zip(expected, got):
+        want = {k: v for k, v in want.items() if k not in TIMING_KEYS}
+        have = {k: v for k, v in have.items() if k not in TIMING_KEYS}
+        assert have == pytest.approx(want, rel=1e-5, abs=1e-7), want["step"]
+    assert json.loads((runs / "killed/summary.json").read_text())["resumed_from"] == "checkpoints/checkpoint-2"
+
+
+@pytest.mark.slow
+def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_dir):
+    """`accelerate launch --num_processes 2` on CPU (gloo): one run directory, one writer, the same schedule."""
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
+                          training={"steps": 2, "save_every": 2, "micro_batch_size": 2})
+    runs = tmp_path / "runs"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2", "-m", "inspo_cli",
+                           "train", "--recipe", str(recipe), "--output-dir", str(runs)],
+                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run,) = runs.iterdir()  # rank 1 did not make a directory of its own
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [1, 2]  # written once, by the main process
+    assert all(STEP_KEYS <= set(r) for r in rows)
+    # 2 questions x 2 rollouts per step, split over 2 processes (2 trajectories each): TRL's token count is gathered
+    # over both, and our per-process means are averaged over both, so they agree on all 4 trajectories
+    first = rows[0]
+    assert first["num_tokens"] == pytest.approx(4 * (first["length/prompt"] + first["length/response"]))
+    assert (run / "checkpoints/final/model.safetensors").is_file() and (run / "checkpoints/checkpoint-2").is_dir()
+    assert json.loads((run / "summary.json").read_text())["steps"] == 2

@@ -1,0 +1,182 @@
+"""SearchGRPOTrainer on a tiny random Llama: the real TRL loss, real masks, a scripted policy at the backend seam."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fake_retrievers import OverlapRetriever
+from inspo_cli.agent import Generation
+from inspo_cli.benchmarks import Question
+from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig
+from inspo_cli.instructions.sampling import Pick, StaticInstruction
+from inspo_cli.models import load_tokenizer
+from inspo_cli.training.setup import grpo_config, question_dataset, schedule
+from inspo_cli.training.trainer import SearchGRPOTrainer
+
+QUESTIONS = [Question("q1", "Who founded Hokin Works?", ("Ada Vell",), "t"),
+             Question("q2", "When was the violin of Vell recorded?", ("1714",), "t")]
+GROUP = 2
+
+
+class AlternatingPolicy:
+    """Turn 1: a search. Turn 2: the right answer on even rows, a wrong one on odd rows (so rewards differ)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, contexts, max_new_tokens, stop=()):
+        out = []
+        for row, context in enumerate(contexts):
+            text = self.tokenizer.decode(context)
+            if "<information>" not in text:
+                reply = "<think> look it up </think> <search> founder of Hokin Works </search>"
+            else:
+                gold = "Ada Vell" if "Hokin" in text.split("Question:")[-1].split("\n")[0] else "1714"
+                reply = f"<think> found it </think> <answer> {gold if row % 2 == 0 else 'castle'} </answer>"
+            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"][:max_new_tokens[row]]
+            out.append(Generation(ids, "stop"))
+        return out
+
+
+class RecordingSource(StaticInstruction):
+    def __init__(self, text):
+        super().__init__(text, "rec")
+        self.sampled: list[tuple[list[str], int]] = []
+        self.observed: list[tuple[list[Pick], list[float]]] = []
+
+    def sample(self, keys, step):
+        self.sampled.append((list(keys), step))
+        return super().sample(keys, step)
+
+    def observe(self, picks, group_rewards):
+        self.observed.append((list(picks), list(group_rewards)))
+
+
+def tiny_recipe(model_dir, **training) -> Recipe:
+    return Recipe(model=ModelConfig(name_or_path=str(model_dir), dtype="float32"),
+                  rollout=RolloutConfig(max_turns=2, max_tokens_per_turn=64, max_observation_tokens=64,
+                                        max_prompt_tokens=256, max_total_tokens=512),
+                  training=TrainingConfig(**{"steps": 1, "group_size": GROUP, "batch_size": 2, "mini_batch_size": 2,
+                                             "micro_batch_size": 4, "learning_rate": 1e-3, "kl_beta": 0.0,
+                                             "warmup_ratio": 0.0, **training}))
+
+
+@pytest.fixture
+def make_trainer(tmp_path, tiny_model_dir):
+    def make(source=None, **training):
+        recipe = tiny_recipe(tiny_model_dir, **training)
+        tokenizer = load_tokenizer(recipe.model)
+        trainer = SearchGRPOTrainer(
+            model=str(tiny_model_dir), args=grpo_config(recipe, tmp_path / "checkpoints"),
+            train_dataset=question_dataset(QUESTIONS), processing_class=tokenizer,
+            instructions=source or StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
+            rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True)
+        trainer.engine.backend = AlternatingPolicy(tokenizer)
+        trainer.model.train()
+        return trainer
+
+    return make
+
+
+def generation_batch():
+    """What TRL's sampler hands over: each question repeated group_size times, consecutively."""
+    return [{"prompt": q.question, "qid": f"t:{q.id}", "golden_answers": list(q.golden_answers)}
+            for q in QUESTIONS for _ in range(GROUP)]
+
+
+def test_observation_tokens_get_zero_gradient_and_generated_tokens_do_not(make_trainer):
+    trainer = make_trainer()
+    inputs = trainer._generate_and_score_completions(generation_batch())
+    assert inputs["advantages"].abs().min() > 0  # right vs wrong answers within each group
+
+    # TRL computes log-probs with a fused LM head straight from the final hidden states, so the gradient is read
+    # there: the final norm's output at position j feeds only the prediction of completion token j.
+    captured = {}
+
+    def keep_hidden(module, args, output):
+        output.retain_grad()
+        captured["hidden"] = output
+
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # set by train()
+    handle = trainer.model.model.norm.register_forward_hook(keep_hidden)
+    try:
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+    finally:
+        handle.remove()
+
+    prompt, completion = inputs["prompt_ids"].shape[1], inputs["completion_ids"].shape[1]
+    grad_per_token = captured["hidden"].grad[:, prompt - 1:prompt - 1 + completion].abs().sum(-1)
+    policy = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
+    observation = inputs["completion_mask"].bool() & ~inputs["tool_mask"].bool()
+    assert observation.sum() > 0 and policy.sum() > 0
+    assert torch.all(grad_per_token[observation] == 0)
+    assert torch.all(grad_per_token[policy] > 0)
+
+
+def test_env_mask_marks_exactly_the_inserted_passages(make_trainer):
+    trainer = make_trainer()
+    inputs = trainer._generate_and_score_completions(generation_batch())
+    tokenizer = trainer.processing_class
+    for row in range(len(generation_batch())):
+        ids = inputs["completion_ids"][row][inputs["completion_mask"][row].bool()]
+        mask = inputs["tool_mask"][row][inputs["completion_mask"][row].bool()]
+        inserted = tokenizer.decode(ids[mask == 0])
+        generated = tokenizer.decode(ids[mask == 1])
+        assert inserted.strip().startswith("<information>") and inserted.strip().endswith("</information>")
+        assert "<search>" in generated and "<answer>" in generated and "<information>" not in generated
+
+
+def test_instruction_is_sampled_per_question_and_rewards_go_back_per_group(make_trainer):
+    source = RecordingSource("Use the search engine wisely.")
+    trainer = make_trainer(source)
+    inputs = trainer._generate_and_score_completions(generation_batch())
+    assert source.sampled == [(["t:q1", "t:q1", "t:q2", "t:q2"], 0)]
+    (picks, rewards), = source.observed
+    assert [p.instruction_id for p in picks] == ["rec", "rec"]  # one per question group
+    assert rewards == [0.5, 0.5]  # one right, one wrong answer in each group
+    prompt = trainer.processing_class.decode(inputs["prompt_ids"][0][inputs["prompt_mask"][0].bool()])
+    assert "Use the search engine wisely. Question: Who founded Hokin Works?" in prompt
+
+
+def test_rollout_metrics_and_phase_times_are_logged(make_trainer):
+    trainer = make_trainer()
+    trainer._generate_and_score_completions(generation_batch())
+    metrics = trainer._metrics["train"]
+    assert metrics["em"] == [0.5]
+    assert metrics["search/searches_per_trajectory"] == [1.0]
+    assert metrics["search/valid_action_rate"] == [1.0]
+    assert 0 < metrics["length/observation_share"][0] < 1
+    assert trainer.phase_seconds["generation"] > 0 and "retrieval" in trainer.phase_seconds
+
+
+def test_a_training_step_changes_every_trained_parameter(make_trainer):
+    trainer = make_trainer()
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()
+    changed = [n for n, p in trainer.model.named_parameters() if p.requires_grad and not torch.equal(p, before[n])]
+    assert sorted(changed) == sorted(before)
+    assert set(trainer.phase_seconds) == set()  # reset after the step was logged
+    logged = trainer.state.log_history[0]
+    assert {"time/generation", "time/retrieval", "time/scoring", "time/update", "em", "reward"} <= set(logged)
+
+
+def test_schedule_maps_question_batches_onto_trl(tiny_model_dir):
+    paper = Recipe(training=TrainingConfig(batch_size=512, mini_batch_size=256, micro_batch_size=8, group_size=5))
+    plan = schedule(paper, processes=8)
+    # 256 questions x 5 rollouts = 1280 trajectories per update = 8 per pass x 8 GPUs x 20 accumulation steps
+    assert (plan.updates_per_step, plan.gradient_accumulation_steps, plan.steps_per_generation, plan.max_updates) \
+        == (2, 20, 40, 600)
+    args = grpo_config(paper, tiny_model_dir / "ckpt", processes=8)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.steps_per_generation,
+            args.max_steps) == (8, 20, 40, 600)
+    assert (args.num_generations, args.beta, args.epsilon, args.mask_truncated_completions) == (5, 0.001, 0.2, False)
+
+
+def test_micro_batch_that_does_not_divide_a_mini_batch_is_refused():
+    from inspo_cli.errors import InspoError
+
+    recipe = Recipe(training=TrainingConfig(batch_size=4, mini_batch_size=4, micro_batch_size=3, group_size=4))
+    with pytest.raises(InspoError, match="training.micro_batch_size=3"):
+        schedule(recipe)

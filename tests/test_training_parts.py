@@ -1,0 +1,85 @@
+"""The plain-Python parts of training: reward, instructions, metrics file, checkpoints, the paper recipes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inspo_cli.config import RewardConfig, load_recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.training.reward import make_reward_func, outcome_rewards
+from inspo_cli.training.run import latest_checkpoint
+from inspo_cli.training.run_logger import read_metrics, truncate_metrics
+from inspo_cli.training.setup import initial_instructions, schedule
+
+
+def test_outcome_reward_is_the_metric_and_format_shaping_only_lifts_wrong_well_formed_answers():
+    answers = ["Ada Vell", "Paris", "Paris", None]
+    gold = [["ada vell"], ["Rome"], ["Rome"], ["Rome"]]
+    formed = [True, True, False, False]
+    assert outcome_rewards(answers, gold, formed) == [1.0, 0.0, 0.0, 0.0]
+    assert outcome_rewards(answers, gold, formed, format_weight=0.2) == [1.0, 0.2, 0.0, 0.0]
+    assert outcome_rewards(["the Rome city"], [["Rome"]], [True], metric="subem") == [1.0]
+    assert outcome_rewards(["Rome city"], [["Rome"]], [True], metric="f1") == [pytest.approx(2 / 3)]
+
+
+def test_reward_func_reports_em_whatever_the_reward():
+    logged = []
+    reward = make_reward_func(RewardConfig(metric="f1", format_weight=0.1))
+    values = reward(completions=["", ""], answer=["Rome city", "Rome"], golden_answers=[["Rome"], ["Rome"]],
+                    well_formed=[True, True], log_metric=lambda name, value: logged.append((name, value)))
+    assert values == [pytest.approx(2 / 3), 1.0] and logged == [("em", 0.5)]
+    assert reward.__name__ == "outcome_f1"
+
+
+def test_instructions_from_a_text_file_or_jsonl(tmp_path):
+    recipe = load_recipe(None, check_paths=False)
+    assert initial_instructions(recipe) == recipe.population.instructions
+    text = tmp_path / "i.txt"
+    text.write_text("  Search first, then answer.\n")
+    recipe.population.instruction_file = str(text)
+    assert initial_instructions(recipe) == ["Search first, then answer."]
+    rows = tmp_path / "i.jsonl"
+    rows.write_text(json.dumps({"text": "one"}) + "\n\n" + json.dumps({"text": "two", "id": 3}) + "\n")
+    recipe.population.instruction_file = str(rows)
+    assert initial_instructions(recipe) == ["one", "two"]
+    rows.write_text(json.dumps({"text": "one"}) + "\n" + json.dumps({"txt": "two"}) + "\n")
+    with pytest.raises(InspoError, match=r"i.jsonl:2: each line must be a JSON object with a non-empty \"text\""):
+        initial_instructions(recipe)
+    text.write_text("\n")
+    recipe.population.instruction_file = str(text)
+    with pytest.raises(InspoError, match="holds no instruction"):
+        initial_instructions(recipe)
+
+
+def test_resume_drops_metrics_written_after_the_checkpoint_and_a_torn_last_line(tmp_path):
+    rows = [{"step": s, "update": 2 * s, "reward": s / 10} for s in range(1, 5)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 5, "upd')
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
+    truncate_metrics(tmp_path, last_update=4)
+    assert read_metrics(tmp_path) == rows[:2]
+
+
+def test_latest_checkpoint_is_the_newest_complete_one(tmp_path):
+    assert latest_checkpoint(tmp_path) is None
+    for step, complete in ((4, True), (10, True), (12, False), (9, True)):
+        path = tmp_path / "checkpoints" / f"checkpoint-{step}"
+        path.mkdir(parents=True)
+        if complete:
+            (path / "trainer_state.json").write_text("{}")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-10"  # 12 was cut off before its state was written
+
+
+@pytest.mark.parametrize("size, lr, turns", [("3b", 5e-7, 4), ("7b", 3e-7, 6)])
+def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
+    recipe = load_recipe(repo_root / f"recipes/qwen2.5-{size}/search-r1.yaml", check_paths=False)
+    t, r = recipe.training, recipe.rollout
+    assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.model.chat_template == "off"
+    assert (t.group_size, t.batch_size, t.mini_batch_size, t.steps) == (5, 512, 256, 300)
+    assert (t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon) == (lr, "cosine", 0.1, 0.001, 0.2)
+    assert (r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens) == (turns, 500, 500, 4096)
+    assert (r.temperature, r.top_p, recipe.retriever.topk, recipe.retriever.kind) == (1.0, 1.0, 3, "http")
+    assert not recipe.population.enabled and recipe.data.train == "nq_hotpotqa"
+    assert t.micro_batch_size * 8 == 64  # per device, 8 GPUs: the paper's micro-batch
+    assert schedule(recipe, processes=8).max_updates == 600  # 300 steps x 2 mini-batches
