@@ -164,3 +164,18 @@ def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_di
     assert first["num_tokens"] == pytest.approx(4 * (first["length/prompt"] + first["length/response"]))
     assert (run / "checkpoints/final/model.safetensors").is_file() and (run / "checkpoints/checkpoint-2").is_dir()
     assert json.loads((run / "summary.json").read_text())["steps"] == 2
+
+
+@pytest.mark.slow
+def test_inspo_train_with_no_arguments_runs_the_demo(tmp_path, repo_root, monkeypatch):
+    """The README's first command: `inspo train` trains recipes/demo.yaml (SmolLM2, the world, BM25) to the end."""
+    monkeypatch.chdir(tmp_path)  # run directories go under ./runs, as for a user
+    result = invoke("train")
+    assert result.exit_code == 0, result.output
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("demo-")
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == list(range(1, 9))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 8 and (run / "checkpoints/final/model.safetensors").is_file()
+    assert f"policy:  runs/{run.name}/checkpoints/final" in result.output

@@ -44,6 +44,7 @@ class RecordingSource(StaticInstruction):
         super().__init__(text, "rec")
         self.sampled: list[tuple[list[str], int]] = []
         self.observed: list[tuple[list[Pick], list[float]]] = []
+        self.ended: list[int] = []
 
     def sample(self, keys, step):
         self.sampled.append((list(keys), step))
@@ -51,6 +52,9 @@ class RecordingSource(StaticInstruction):
 
     def observe(self, picks, group_rewards):
         self.observed.append((list(picks), list(group_rewards)))
+
+    def end_step(self, step):
+        self.ended.append(step)
 
 
 def tiny_recipe(model_dir, **training) -> Recipe:
@@ -115,6 +119,29 @@ def test_observation_tokens_get_zero_gradient_and_generated_tokens_do_not(make_t
     assert torch.all(grad_per_token[policy] > 0)
 
 
+def test_scoring_only_completion_positions_on_cpu_gives_the_same_log_probs(make_trainer, monkeypatch):
+    from trl.trainer import utils as trl_utils
+
+    from inspo_cli.training import trainer as ours
+
+    trainer = make_trainer()
+    inputs = trainer._generate_and_score_completions(generation_batch())
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    keep = inputs["completion_ids"].shape[1]
+
+    def logps():
+        with torch.no_grad():
+            return trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, keep)[0]
+
+    compact = logps()
+    assert getattr(trl_utils._use_triton, "_inspo", False)
+    monkeypatch.setattr(trl_utils, "_use_triton", ours.trl_original_use_triton())  # TRL's own: every position
+    full = logps()
+    scored = inputs["completion_mask"].bool()
+    assert torch.allclose(compact[scored], full[scored], atol=1e-5)
+
+
 def test_env_mask_marks_exactly_the_inserted_passages(make_trainer):
     trainer = make_trainer()
     inputs = trainer._generate_and_score_completions(generation_batch())
@@ -136,6 +163,7 @@ def test_instruction_is_sampled_per_question_and_rewards_go_back_per_group(make_
     (picks, rewards), = source.observed
     assert [p.instruction_id for p in picks] == ["rec", "rec"]  # one per question group
     assert rewards == [0.5, 0.5]  # one right, one wrong answer in each group
+    assert source.ended == [0]
     prompt = trainer.processing_class.decode(inputs["prompt_ids"][0][inputs["prompt_mask"][0].bool()])
     assert "Use the search engine wisely. Question: Who founded Hokin Works?" in prompt
 

@@ -143,7 +143,7 @@ class RewardConfig:
     """Outcome reward on the answer extracted from the generated response only."""
 
     metric: str = "em"  # em | subem | f1
-    # optional shaping: the reward of a wrong answer in a well-formed trajectory (parsed actions, >= 1 search, an answer)
+    # optional shaping: the reward of a wrong answer in a well-formed trajectory (every action parsed, ends in an answer)
     format_weight: float = 0.0
 
     def __post_init__(self) -> None:

@@ -3,11 +3,12 @@
     source = StaticInstruction(SEARCH_R1_INSTRUCTION)
     picks = source.sample(["world:q1", "world:q2"], step=3)     # one Pick per question
     source.observe(picks, [0.4, 0.0])                           # mean group reward each pick earned
+    source.end_step(3)                                          # fold the step's rewards into the weights
 
 The trainer asks once per question *group* (all `group_size` rollouts of a question share an instruction,
 so GRPO's group baseline compares like with like) and reports each group's mean reward back. The static
-baseline ignores the rewards; the INSPO population (issue 6) implements the same two calls with softmax
-sampling over importance weights.
+baseline ignores the rewards; the INSPO population (`population.py`) implements the same three calls with
+softmax sampling over importance weights.
 
 Sampling must agree across processes without communication: with several GPUs, one question's group can be
 split over two ranks, so a source must give the same answer for the same (step, key) on every rank (seed any
@@ -35,6 +36,10 @@ class InstructionSource(Protocol):
         """The mean reward each (question group, instruction) pair earned this step."""
         ...
 
+    def end_step(self, step: int) -> None:
+        """The step is over: fold the rewards observed during it into the sampling weights."""
+        ...
+
 
 class StaticInstruction:
     """Search-R1's setting: one fixed instruction for every question (the paper's main baseline)."""
@@ -46,4 +51,7 @@ class StaticInstruction:
         return [self.pick] * len(keys)
 
     def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
+        return None
+
+    def end_step(self, step: int) -> None:
         return None

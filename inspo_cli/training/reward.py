@@ -8,8 +8,8 @@
 inserted passage), so an instruction's example `<answer>` tag or a passage that happens to contain the
 answer cannot earn reward. With `format_weight > 0` (Search-R1's format-shaped variant), a well-formed
 trajectory with a wrong answer earns `format_weight` instead of 0; a correct answer always earns the metric.
-Well-formed (decided by the trainer) means: every action parsed, an answer came, and the policy searched at
-least once when search was allowed.
+Well-formed (decided by the trainer) means: every action parsed and the trajectory ended in an answer. It
+does not require a search: a policy too small to use passages learns to answer at once (the CPU demo shows it).
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ PHASES = ("generation", "retrieval", "scoring", "update")
 def _score_only_labelled_positions_everywhere() -> None:
     """TRL's fused LM head scores only labelled positions (the completion) on Triton devices, but every position,
     prompt and padding included, elsewhere, to keep tile shapes fixed for compilers. Nothing is compiled on CPU,
-    so score only the completion there too: the update step of the CPU demo gets about twice as fast, and the
-    log-probs are identical (each position is computed independently)."""
+    so score only the completion there too: the LM-head work of a CPU update shrinks to the completion tokens, and
+    the log-probs are the same (each position is computed on its own; tests/test_trainer.py compares them)."""
     from trl.trainer import utils as trl_utils
 
     if getattr(trl_utils._use_triton, "_inspo", False):
@@ -53,7 +53,15 @@ def _score_only_labelled_positions_everywhere() -> None:
         return device.type == "cpu" or original(device)
 
     compact._inspo = True
+    compact.original = original
     trl_utils._use_triton = compact
+
+
+def trl_original_use_triton():
+    """TRL's own choice (for the test that compares both)."""
+    from trl.trainer import utils as trl_utils
+
+    return getattr(trl_utils._use_triton, "original", trl_utils._use_triton)
 
 
 class SearchGRPOTrainer(GRPOTrainer):
@@ -127,11 +135,10 @@ class SearchGRPOTrainer(GRPOTrainer):
             "well_formed": [self._followed_protocol(t) for t in trajectories],
         }
 
-    def _followed_protocol(self, t: Trajectory) -> bool:
-        """For the format-shaped reward: every action parsed, the answer came, and (when search is allowed) the
-        policy searched first. Without that last clause a small policy learns to answer at once and never search."""
-        searched = t.num_searches > 0 or self.engine.config.max_turns == 0
-        return t.stop_reason == "answer" and t.invalid_actions == 0 and searched
+    @staticmethod
+    def _followed_protocol(t: Trajectory) -> bool:
+        """For the format-shaped reward, as Search-R1's: every action parsed and the trajectory ended in an answer."""
+        return t.stop_reason == "answer" and t.invalid_actions == 0
 
     @contextlib.contextmanager
     def _policy_for_generation(self):
@@ -172,6 +179,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
             group_picks = picks[::self.num_generations]
             self.instructions.observe(group_picks, rewards.mean(dim=1).tolist())
+            self.instructions.end_step(self.step)  # one generation batch per training step
         return rewards_per_func
 
     # -- timing --------------------------------------------------------------------------------------------

@@ -1,0 +1,266 @@
+"""The INSPO instruction population: importance weights, softmax sampling, pruning (paper §3.1, Alg. 1).
+
+Each candidate instruction I_j carries an importance weight w_j, the moving average of the mean group reward
+it earned over the last `weight_window` steps in which it was used (eq. 6; 0 before its first use). Questions
+draw their instruction from softmax(w / temperature) over the alive candidates (eq. 4). Every `prune_every`
+steps the bottom half by weight is dropped (successive halving, never below `n_parent`); every `evolve_every`
+steps before `evolve_until` the top `n_parent` become parents of a new generation (evolution itself, which
+needs the optimizer LM, lives elsewhere and uses `parents`, `keep_only_parents`, `add`, `reset_weights`).
+
+    population = InstructionPopulation(recipe.population, seed=recipe.run.seed)
+    picks = population.sample(question_keys, step)       # one Pick per key, identical on every process
+    population.observe(group_picks, group_mean_rewards)  # any number of times during the step
+    population.end_step(step)                            # weights now include this step
+    if population.should_prune(step):
+        population.prune(step)
+
+Draws are reproducible without communication between processes: the draw for (seed, step, key) comes from a
+generator seeded with sha256 of those three, and weights are means taken with `math.fsum`, which does not
+depend on the order rewards were observed in. The state is plain JSON (`state_dict`), and `records()` gives
+every candidate ever seen, alive or pruned, for the run's instructions.jsonl.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from inspo_cli.errors import InspoError
+from inspo_cli.instructions.sampling import Pick
+
+if TYPE_CHECKING:
+    from inspo_cli.config.sections import PopulationConfig
+
+PROPOSERS = ("initial", "reflection", "paraphrase", "history", "rewrite")
+STATE_VERSION = 1
+
+
+def normalize_text(text: str) -> str:
+    """The form two instructions are compared in: whitespace runs collapsed, ends stripped."""
+    return " ".join(text.split())
+
+
+@dataclass
+class Candidate:
+    """One instruction and everything the run learned about it."""
+
+    id: str
+    text: str
+    parent: str | None  # the id it was evolved from; None for the initial population
+    proposer: str  # one of PROPOSERS
+    step_born: int
+    verification_score: float | None = None
+    step_rewards: list[list[float]] = field(default_factory=list)  # [step, mean group reward, groups] per used step
+    recent_means: list[float] = field(default_factory=list)  # the last <= weight_window step means: eq. 6's window
+    weight_history: list[list[float]] = field(default_factory=list)  # [step, weight] after every step it was alive
+    step_pruned: int | None = None
+
+    @property
+    def weight(self) -> float:
+        """w_j of eq. 6; 0 for an instruction not used since it was born or since the last reset."""
+        return math.fsum(self.recent_means) / len(self.recent_means) if self.recent_means else 0.0
+
+    @property
+    def alive(self) -> bool:
+        return self.step_pruned is None
+
+
+class InstructionPopulation:
+    """The candidates of one run, implementing `InstructionSource` (see sampling.py)."""
+
+    def __init__(self, config: PopulationConfig, seed: int, initial_texts: Sequence[str] | None = None):
+        """`initial_texts` defaults to `config.instructions`; each becomes an "initial" candidate born at step 0."""
+        self.config = config
+        self.seed = int(seed)
+        self._candidates: dict[str, Candidate] = {}  # every candidate ever, in creation order
+        self._next_id = 0
+        self._pending: dict[str, list[float]] = {}  # group rewards observed during the current step
+        self._last_step_ended: int | None = None
+        texts = list(config.instructions if initial_texts is None else initial_texts)
+        if len(texts) > config.size:
+            raise InspoError(f"population: {len(texts)} initial instructions but population.size is {config.size}; "
+                             "raise population.size or give fewer instructions")
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InspoError(f"population: initial instruction {i} is empty; remove it or write the instruction")
+            if self.add(text, parent=None, proposer="initial", step=0) is None:
+                raise InspoError(f"population: initial instruction {i} repeats an earlier one (ignoring whitespace); "
+                                 "remove the duplicate")
+
+    # -- the candidates ----------------------------------------------------------------------------------
+
+    def __getitem__(self, instruction_id: str) -> Candidate:
+        return self._candidates[instruction_id]
+
+    def __len__(self) -> int:
+        """The number of alive candidates."""
+        return len(self.alive())
+
+    def alive(self) -> list[Candidate]:
+        """The current population, in creation order."""
+        return [c for c in self._candidates.values() if c.alive]
+
+    def weights(self) -> dict[str, float]:
+        return {c.id: c.weight for c in self.alive()}
+
+    def add(self, text: str, parent: str | None, proposer: str, step: int,
+            verification_score: float | None = None) -> Candidate | None:
+        """A new alive candidate, or None when the population is full or an alive one has the same text."""
+        if not text.strip():
+            raise ValueError("an instruction must not be empty")
+        if proposer not in PROPOSERS:
+            raise ValueError(f"proposer must be one of {PROPOSERS}, got {proposer!r}")
+        if parent is not None and parent not in self._candidates:
+            raise ValueError(f"unknown parent instruction id {parent!r}")
+        alive = self.alive()
+        if len(alive) >= self.config.size:
+            return None
+        normalized = normalize_text(text)
+        if any(normalize_text(c.text) == normalized for c in alive):
+            return None
+        candidate = Candidate(id=f"i{self._next_id}", text=text.strip(), parent=parent, proposer=proposer,
+                              step_born=step, verification_score=verification_score)
+        self._next_id += 1  # ids are never reused, so instructions.jsonl rows stay unambiguous
+        self._candidates[candidate.id] = candidate
+        return candidate
+
+    # -- sampling (eq. 4) --------------------------------------------------------------------------------
+
+    def probabilities(self) -> dict[str, float]:
+        """softmax(w / temperature) over the alive candidates, in creation order."""
+        alive = self.alive()
+        if not alive:
+            raise RuntimeError("the population has no alive candidates")
+        scaled = [c.weight / self.config.temperature for c in alive]
+        top = max(scaled)  # subtracting the max keeps exp() from overflowing at low temperatures
+        exps = [math.exp(s - top) for s in scaled]
+        total = math.fsum(exps)
+        return {c.id: e / total for c, e in zip(alive, exps)}
+
+    def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
+        """One instruction per key; the same key at the same step gets the same pick in every process."""
+        probabilities = self.probabilities()
+        ids = list(probabilities)
+        cumulative, running = [], 0.0
+        for instruction_id in ids:
+            running += probabilities[instruction_id]
+            cumulative.append(running)
+        chosen: dict[str, Pick] = {}
+        for key in keys:
+            if key not in chosen:
+                u = self._uniform(step, key) * running  # scaled by the sum so rounding never falls off the end
+                index = next((i for i, edge in enumerate(cumulative) if u < edge), len(ids) - 1)
+                candidate = self._candidates[ids[index]]
+                chosen[key] = Pick(candidate.id, candidate.text)
+        return [chosen[key] for key in keys]
+
+    def _uniform(self, step: int, key: str) -> float:
+        # Python's hash() is salted per process; sha256 is the same everywhere
+        digest = hashlib.sha256(f"{self.seed}\x00{step}\x00{key}".encode("utf-8")).digest()
+        return random.Random(int.from_bytes(digest[:8], "big")).random()
+
+    # -- weights (eq. 6) ---------------------------------------------------------------------------------
+
+    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
+        """Record each group's mean reward against its instruction; counted in the weights at `end_step`."""
+        if len(picks) != len(group_rewards):
+            raise ValueError(f"{len(picks)} picks but {len(group_rewards)} group rewards")
+        for pick, reward in zip(picks, group_rewards):
+            if pick.instruction_id not in self._candidates:
+                raise ValueError(f"reward for unknown instruction id {pick.instruction_id!r}")
+            self._pending.setdefault(pick.instruction_id, []).append(float(reward))
+
+    def end_step(self, step: int) -> None:
+        """Fold the step's rewards into the weights: r̄_{t,j} = mean group reward, w_j = mean of the last n r̄."""
+        if self._last_step_ended is not None and step <= self._last_step_ended:
+            raise ValueError(f"end_step({step}) after end_step({self._last_step_ended}); steps must increase")
+        for instruction_id, rewards in self._pending.items():
+            candidate = self._candidates[instruction_id]
+            step_mean = math.fsum(rewards) / len(rewards)
+            candidate.step_rewards.append([step, step_mean, len(rewards)])
+            candidate.recent_means.append(step_mean)
+            del candidate.recent_means[:-self.config.weight_window]
+        for candidate in self.alive():
+            candidate.weight_history.append([step, candidate.weight])
+        self._pending = {}
+        self._last_step_ended = step
+
+    def reset_weights(self) -> None:
+        """Alg. 1 line 17: a new generation starts with every weight at 0, parents included."""
+        for candidate in self.alive():
+            candidate.recent_means = []
+
+    # -- schedule, pruning, parents ----------------------------------------------------------------------
+
+    def should_prune(self, step: int) -> bool:
+        return step > 0 and step % self.config.prune_every == 0
+
+    def should_evolve(self, step: int) -> bool:
+        return step > 0 and step % self.config.evolve_every == 0 and step < self.config.evolve_until
+
+    def ranked(self) -> list[Candidate]:
+        """Alive candidates, best weight first; ties keep the older candidate first so ranking is deterministic."""
+        order = {instruction_id: i for i, instruction_id in enumerate(self._candidates)}
+        return sorted(self.alive(), key=lambda c: (-c.weight, order[c.id]))
+
+    def prune(self, step: int) -> list[str]:
+        """Successive halving: keep the best max(n_parent, ceil(size / 2)); returns the pruned ids."""
+        ranked = self.ranked()
+        if len(ranked) <= self.config.n_parent:
+            return []
+        keep = max(self.config.n_parent, math.ceil(len(ranked) / 2))
+        return self._retire(ranked[keep:], step)
+
+    def parents(self) -> list[Candidate]:
+        """The top n_parent alive candidates by weight: the parents of the next generation."""
+        return self.ranked()[:self.config.n_parent]
+
+    def keep_only_parents(self, step: int) -> list[str]:
+        """Alg. 1 line 17, P_t <- P_parent: retire every alive non-parent before refilling; returns their ids."""
+        return self._retire(self.ranked()[self.config.n_parent:], step)
+
+    def best(self) -> Candidate:
+        """I* = argmax_j w_j, the instruction the run hands to inference."""
+        return self.ranked()[0]
+
+    def _retire(self, candidates: Sequence[Candidate], step: int) -> list[str]:
+        for candidate in candidates:
+            candidate.step_pruned = step
+        return [c.id for c in candidates]
+
+    # -- persistence -------------------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        """One row per candidate ever created (alive or pruned), in creation order, for instructions.jsonl."""
+        return [{**asdict(c), "weight": c.weight, "alive": c.alive} for c in self._candidates.values()]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume, as JSON-serialisable data."""
+        return {
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "next_id": self._next_id,
+            "last_step_ended": self._last_step_ended,
+            "pending": {k: list(v) for k, v in self._pending.items()},
+            "candidates": [asdict(c) for c in self._candidates.values()],
+        }
+
+    @classmethod
+    def from_state_dict(cls, config: PopulationConfig, state: dict[str, Any]) -> InstructionPopulation:
+        """The population `state_dict` described, with the recipe's (possibly changed) hyperparameters."""
+        if state.get("version") != STATE_VERSION:
+            raise InspoError(f"population state version {state.get('version')!r} is not {STATE_VERSION}; "
+                             "resume with the inspo version that wrote the run, or start a new run")
+        population = cls(config, state["seed"], initial_texts=[])
+        population._next_id = state["next_id"]
+        population._last_step_ended = state["last_step_ended"]
+        population._pending = {k: list(v) for k, v in state["pending"].items()}
+        for row in state["candidates"]:
+            candidate = Candidate(**{**row, "step_rewards": [list(r) for r in row["step_rewards"]],
+                                     "recent_means": list(row["recent_means"]),
+                                     "weight_history": [list(h) for h in row["weight_history"]]})
+            population._candidates[candidate.id] = candidate
+        return population
