@@ -7,8 +7,9 @@
    GRPOConfig (16 trajectories per step: 4 questions x group 4, micro-batch 8) and the same budget of new tokens.
    The policy is SmolLM2-135M's architecture with *random* weights, so neither side stops early (no EOS, no stop
    string) and both do exactly the same work: the difference is our rollout engine (turn bookkeeping, stop
-   criterion, masks), instruction sampling and metrics. Step time is TRL's own `step_time` (all of
-   `training_step`, generation included); the first step of each run is a warm-up and is dropped; runs alternate.
+   criterion, masks), instruction sampling and metrics. Both use the same CPU LM-head setting (see `run_plain`);
+   one more plain run shows TRL as shipped. Step time is TRL's own `step_time` (all of `training_step`,
+   generation included); the first step of each run is a warm-up and is dropped; runs alternate.
 2. Phases, search on: the real SmolLM2 under a worked-example instruction with BM25 over the bundled world (two
    search turns), and our per-step split into generation, retrieval, scoring and update.
 
@@ -84,9 +85,19 @@ def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
     return [row for row in trainer.state.log_history if "step_time" in row]
 
 
-def run_plain(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
+def run_plain(recipe: Recipe, questions, out: Path, device: str, as_shipped: bool = False) -> list[dict]:
+    """Plain GRPOTrainer. By default with the same CPU LM-head setting ours uses (score completion positions only,
+    see `_score_only_labelled_positions_everywhere`), so the comparison isolates the rollout engine; `as_shipped`
+    restores TRL's own setting (every position scored on CPU)."""
     from datasets import Dataset
     from trl import GRPOTrainer
+    from trl.trainer import utils as trl_utils
+
+    from inspo_cli.training.trainer import _score_only_labelled_positions_everywhere, trl_original_use_triton
+
+    _score_only_labelled_positions_everywhere()
+    if as_shipped:
+        trl_utils._use_triton = trl_original_use_triton()
 
     from inspo_cli.rewards import exact_match, extract_answer
 
@@ -102,6 +113,7 @@ def run_plain(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
     trainer = GRPOTrainer(model=resolve_model_path(recipe.model.name_or_path), reward_funcs=[em], args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     trainer.train()
+    _score_only_labelled_positions_everywhere()  # back to the setting every other run uses
     return [row for row in trainer.state.log_history if "step_time" in row]
 
 
@@ -119,14 +131,14 @@ def main() -> None:
         tmp = Path(tmp)
         random_model = random_weights_copy(args.model, tmp / "random")
         overhead = recipe_for(str(random_model), args.steps, args.max_new, max_turns=0)
-        steps = {"ours": [], "plain": []}
-        for repeat in range(args.repeats):
-            for name, run in (("plain", run_plain), ("ours", run_ours)):
-                started = time.perf_counter()
-                rows = run(overhead, questions, tmp / f"{name}-{repeat}", args.device)
-                steps[name] += [{"seconds": r["step_time"], "tokens": r["completions/mean_length"]} for r in rows[1:]]
-                print(f"{name} run {repeat + 1}: {time.perf_counter() - started:.0f}s, steps "
-                      + ", ".join(f"{r['step_time']:.1f}s" for r in rows))
+        steps = {"ours": [], "plain": [], "plain_as_shipped": []}
+        runs = [("plain", run_plain), ("ours", run_ours)] * args.repeats
+        runs.append(("plain_as_shipped", lambda *a: run_plain(*a, as_shipped=True)))
+        for i, (name, run) in enumerate(runs):
+            started = time.perf_counter()
+            rows = run(overhead, questions, tmp / f"{name}-{i}", args.device)
+            steps[name] += [{"seconds": r["step_time"], "tokens": r["completions/mean_length"]} for r in rows[1:]]
+            print(f"{name}: {time.perf_counter() - started:.0f}s, steps " + ", ".join(f"{r['step_time']:.1f}s" for r in rows))
         phases_recipe = recipe_for(args.model, args.steps, 48, max_turns=2)
         phase_rows = run_ours(phases_recipe, questions, tmp / "phases", args.device)[1:]
 
@@ -167,6 +179,11 @@ Search off, same single-turn batch ({s['trajectories_per_step']} trajectories of
 | plain TRL `GRPOTrainer` | {o['median_step_seconds']['plain']:.2f} s | {o['mean_new_tokens']['plain']:.1f} |
 | `SearchGRPOTrainer` (rollout engine, `max_turns=0`) | {o['median_step_seconds']['ours']:.2f} s | {o['mean_new_tokens']['ours']:.1f} |
 | ratio | **{o['ratio']:.3f}x** (target <= 1.1x) | |
+| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | {o['median_step_seconds']['plain_as_shipped']:.2f} s | {o['mean_new_tokens']['plain_as_shipped']:.1f} |
+
+Both rows of the ratio use the same LM-head setting (`SearchGRPOTrainer` makes TRL's fused LM head score only
+completion positions on CPU, as TRL already does on GPUs), so the ratio is the cost of the rollout engine,
+instruction sampling and metrics alone. On a GPU the setting is TRL's own on both sides.
 
 Multi-turn step with search on ({s['model']}, worked-example instruction, BM25 over the world, up to two searches;
 {p['searches_per_trajectory']:.2f} searches per trajectory, {p['observation_share']:.0%} of completion tokens are

@@ -21,11 +21,11 @@ STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_pe
              "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
 
 
-def write_recipe(tmp_path: Path, repo_root: Path, model: str, **sections) -> Path:
+def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -> Path:
     recipe = {
         "data": {"train": "world", "world_dir": str(repo_root / "data/world")},
         "retriever": {"kind": "bm25", "corpus": str(repo_root / "data/world/corpus.jsonl"), "topk": 2},
-        "model": {"name_or_path": model, "dtype": "float32", "chat_template": "off"},
+        "model": {"name_or_path": model_name, "dtype": "float32", "chat_template": "off"},
         "rollout": {"max_turns": 1, "max_tokens_per_turn": 32, "max_observation_tokens": 64,
                     "max_prompt_tokens": 256, "max_total_tokens": 384},
         "reward": {"format_weight": 0.2},
@@ -108,6 +108,21 @@ def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_mod
     assert evaluated.exit_code == 0, evaluated.output
     info = json.loads((tmp_path / "eval/results.json").read_text())
     assert info["model"].endswith("checkpoints/final") and info["instruction"] == WORKED_EXAMPLE
+
+
+@pytest.mark.slow
+def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root, tiny_model_dir):
+    from safetensors.torch import load_file
+
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), model={"lora": True, "lora_rank": 4},
+                          training={"steps": 1, "save_every": 1})
+    result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "lora")
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "runs/lora"
+    assert (run / "checkpoints/checkpoint-1/adapter_model.safetensors").is_file()  # checkpoints hold the adapter
+    merged = load_file(run / "checkpoints/final/model.safetensors")  # the final policy is a plain model
+    assert not any("lora" in name for name in merged) and "model.embed_tokens.weight" in merged
+    assert "kl" in metrics(run)[0]  # the reference is the base model with the adapter switched off
 
 
 @pytest.mark.slow
