@@ -1,0 +1,271 @@
+"""The optimizer LM: one interface in front of Gemini, Claude, OpenAI-compatible servers and local models.
+
+INSPO asks an LLM for new instructions every few steps (§3.3). Whatever answers, the rest of the code sees
+only `LanguageModel.complete(prompt) -> str`; this file adds what every provider needs the same way:
+
+    optimizer = open_optimizer(recipe.optimizer)     # reads the key from $GEMINI_API_KEY (or api_key_env)
+    text = optimizer.complete(prompt)                # retries 429/5xx/timeouts, enforces the budget
+    summary["optimizer"] = optimizer.accounting()    # calls, retries, tokens, seconds: safe to write out
+
+Providers live in `lm_clients.py`; each makes exactly one attempt per `attempt(prompt)` call (their SDKs'
+own retries are off) and reports a failure as `AttemptFailed`. `OptimizerLM` owns retries (exponential
+backoff with jitter, honouring Retry-After), the call/token budget and the accounting, so every provider
+behaves alike. API keys come only from the environment and never appear in errors, reprs, logs or accounting.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+
+from inspo_cli.errors import InspoError
+
+if TYPE_CHECKING:
+    from inspo_cli.config import OptimizerConfig
+
+logger = logging.getLogger(__name__)
+
+INITIAL_BACKOFF_S = 1.0  # the first retry waits 0.5-1 s, the n-th 0.5-1 x 2^(n-1) s ...
+MAX_BACKOFF_S = 30.0  # ... up to this
+RETRY_AFTER_CAP_S = 60.0  # a server asking for a longer pause gets this; the run should not stall for hours
+RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
+
+
+class LanguageModel(Protocol):
+    """The seam the instruction proposers call (DESIGN.md §2). Tests pass any object with this method."""
+
+    def complete(self, prompt: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer and what it cost. Token counts are the provider's own (estimated only where it gave none)."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    usage_estimated: bool = False
+
+
+class AttemptFailed(Exception):
+    """One attempt at a provider failed. `reason` completes "<provider> model M at URL ..." in a sentence."""
+
+    def __init__(self, reason: str, *, retryable: bool, status: int | None = None,
+                 retry_after_s: float | None = None, hint: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.hint = hint
+
+
+class ProviderClient(Protocol):
+    """One provider's transport: a single attempt per call, no retries, no budget (lm_clients.py)."""
+
+    provider: str
+    model: str
+    endpoint: str  # where requests go, for error messages; never contains the key
+
+    def attempt(self, prompt: str) -> Completion: ...
+
+
+class OptimizerBudgetExhausted(InspoError):
+    """The run has spent optimizer.max_calls or optimizer.max_total_tokens; raised before any further call."""
+
+
+def http_failure(status: int, detail: str = "", retry_after: str | None = None) -> AttemptFailed:
+    """The failure for an HTTP error status: 408, 429 and 5xx may succeed later, other 4xx never do."""
+    detail = " ".join(str(detail).split())[:200]
+    reason = f"answered HTTP {status}" + (f" ({detail})" if detail else "")
+    if status in (401, 403):
+        hint = "check the API key in the environment variable named by optimizer.api_key_env"
+    elif status == 404:
+        hint = "check optimizer.model and optimizer.base_url"
+    elif status == 429:
+        hint = "the provider is rate-limiting; wait, lower the call rate, or raise optimizer.max_retries"
+    elif status in RETRYABLE_STATUSES:
+        hint = "the server is failing; try again later or raise optimizer.max_retries"
+    else:
+        hint = "check optimizer.model, optimizer.temperature and optimizer.max_output_tokens"
+    return AttemptFailed(reason, retryable=status in RETRYABLE_STATUSES, status=status,
+                         retry_after_s=parse_retry_after(retry_after), hint=hint)
+
+
+def timeout_failure(timeout_s: float) -> AttemptFailed:
+    return AttemptFailed(f"timed out after {timeout_s:g} s", retryable=True,
+                         hint="raise optimizer.timeout_s or optimizer.max_retries")
+
+
+def connection_failure(error: BaseException) -> AttemptFailed:
+    why = " ".join(str(error).split())[:160] or type(error).__name__
+    return AttemptFailed(f"could not be reached ({why})", retryable=True,
+                         hint="check optimizer.base_url and that the server is up")
+
+
+def malformed_response(provider: str, what: str) -> AttemptFailed:
+    return AttemptFailed(f"returned a malformed response ({what})", retryable=False,
+                         hint=f"check that optimizer.base_url points at a {provider} endpoint")
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (seconds or an HTTP date), capped; None when absent or unreadable."""
+    if value is None or not str(value).strip():
+        return None
+    value = str(value).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
+
+
+def retry_after_from_headers(headers: Mapping[str, str] | None) -> str | None:
+    """Retry-After, or Anthropic/OpenAI's millisecond variant converted to seconds."""
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return str(float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    return headers.get("retry-after")
+
+
+class OptimizerLM:
+    """A `LanguageModel` with retries, a call/token budget and accounting around one `ProviderClient`."""
+
+    def __init__(self, client: ProviderClient, *, max_retries: int = 5, max_calls: int | None = None,
+                 max_total_tokens: int | None = None, secret: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
+        self._client = client
+        self.max_retries = max_retries
+        self.max_calls = max_calls
+        self.max_total_tokens = max_total_tokens
+        self._redact = _redactor(secret)
+        self._sleep = sleep  # tests pass a recorder so backoff costs no time
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()  # proposers may call from several threads; budget checks must not race
+        self._calls = self._failed_calls = self._retries = self._estimated_usage_calls = 0
+        self._input_tokens = self._output_tokens = 0
+        self._wall_s = 0.0
+
+    def __repr__(self) -> str:
+        return f"OptimizerLM({self._client.provider}, model={self._client.model!r}, endpoint={self._client.endpoint!r})"
+
+    def complete(self, prompt: str) -> str:
+        return self.complete_with_usage(prompt).text
+
+    def complete_with_usage(self, prompt: str) -> Completion:
+        self._reserve_call()
+        started = time.monotonic()
+        try:
+            completion = self._attempt_with_retries(prompt)
+        except BaseException:
+            with self._lock:
+                self._failed_calls += 1
+            raise
+        finally:
+            with self._lock:
+                self._wall_s += time.monotonic() - started
+        with self._lock:
+            self._input_tokens += completion.input_tokens
+            self._output_tokens += completion.output_tokens
+            self._estimated_usage_calls += completion.usage_estimated
+        return completion
+
+    def accounting(self) -> dict:
+        """What the optimizer cost so far, for the run's summary.json (no key, no prompts)."""
+        with self._lock:
+            return {"provider": self._client.provider, "model": self._client.model, "calls": self._calls,
+                    "failed_calls": self._failed_calls, "retries": self._retries,
+                    "input_tokens": self._input_tokens, "output_tokens": self._output_tokens,
+                    "total_tokens": self._input_tokens + self._output_tokens,
+                    "estimated_usage_calls": self._estimated_usage_calls, "wall_s": round(self._wall_s, 3),
+                    "max_calls": self.max_calls, "max_total_tokens": self.max_total_tokens}
+
+    def _reserve_call(self) -> None:
+        with self._lock:
+            if self.max_calls is not None and self._calls >= self.max_calls:
+                raise OptimizerBudgetExhausted(
+                    f"optimizer budget exhausted: {self._calls} calls (optimizer.max_calls); raise it, or set it to "
+                    "null for no limit, to let the optimizer write more instructions")
+            spent = self._input_tokens + self._output_tokens
+            if self.max_total_tokens is not None and spent >= self.max_total_tokens:
+                raise OptimizerBudgetExhausted(
+                    f"optimizer budget exhausted: {spent} of {self.max_total_tokens} tokens "
+                    "(optimizer.max_total_tokens); raise it, or set it to null for no limit, to let the optimizer "
+                    "write more instructions")
+            self._calls += 1
+
+    def _attempt_with_retries(self, prompt: str) -> Completion:
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._client.attempt(prompt)
+            except AttemptFailed as failure:
+                if not failure.retryable or attempt == attempts:
+                    raise InspoError(self._describe(failure, attempt)) from None  # SDK errors may carry headers
+                delay = self._backoff_s(attempt, failure.retry_after_s)
+                logger.warning("%s", self._redact(
+                    f"optimizer {self._client.provider} {failure.reason}; retry {attempt} of {self.max_retries} "
+                    f"in {delay:.1f} s"))
+                with self._lock:
+                    self._retries += 1
+                self._sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _backoff_s(self, retry: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return retry_after_s  # the server knows when it will take us again (already capped)
+        # "Equal jitter": half fixed, half random, so clients that failed together do not retry together.
+        return min(MAX_BACKOFF_S, INITIAL_BACKOFF_S * 2 ** (retry - 1)) * self._rng.uniform(0.5, 1.0)
+
+    def _describe(self, failure: AttemptFailed, attempts: int) -> str:
+        client = self._client
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        message = (f"optimizer LM call failed: {client.provider} model {client.model!r} at {client.endpoint} "
+                   f"{failure.reason}{tries}" + (f"; {failure.hint}" if failure.hint else ""))
+        return self._redact(" ".join(message.split()))  # one line, whatever the server sent
+
+
+def _redactor(secret: str | None) -> Callable[[str], str]:
+    """Removes the key from text that may quote a server's error (some echo what they were sent)."""
+    if not secret:
+        return lambda text: text
+    return lambda text: text.replace(secret, "[redacted]")
+
+
+def read_api_key(config: OptimizerConfig) -> str | None:
+    """The key from the environment variable named by optimizer.api_key_env; None for local models."""
+    if config.provider == "local":
+        return None
+    name = config.api_key_env
+    key = os.environ.get(name or "", "").strip()
+    if not key:
+        extra = (" (a server without authentication, such as vLLM, accepts any value, e.g. EMPTY)"
+                 if config.provider == "openai" else "")
+        raise InspoError(f"optimizer.provider is {config.provider} but the environment variable {name} is not set; "
+                         f"export {name}=<your key>{extra}, or set optimizer.api_key_env to the variable that holds it")
+    return key
+
+
+def open_optimizer(config: OptimizerConfig, *, sleep: Callable[[float], None] = time.sleep,
+                   rng: random.Random | None = None) -> OptimizerLM:
+    """The optimizer LM a recipe's `optimizer:` section describes, ready to `complete(prompt)`."""
+    from inspo_cli.instructions.lm_clients import build_client
+
+    key = read_api_key(config)
+    return OptimizerLM(build_client(config, key), max_retries=config.max_retries, max_calls=config.max_calls,
+                       max_total_tokens=config.max_total_tokens, secret=key, sleep=sleep, rng=rng)

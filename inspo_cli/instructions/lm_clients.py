@@ -1,0 +1,314 @@
+"""The four optimizer-LM providers, each a `ProviderClient` (see lm.py) that makes exactly one attempt per call.
+
+    client = build_client(config, api_key)   # config: OptimizerConfig; api_key from lm.read_api_key
+    completion = client.attempt(prompt)      # Completion, or raises AttemptFailed
+
+- gemini: the `google-genai` SDK, POST {base_url}/v1beta/models/{model}:generateContent, key in x-goog-api-key.
+- anthropic: the `anthropic` SDK, POST {base_url}/v1/messages (anthropic >= 2 sends the key as a Bearer token).
+- openai: any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, ...) through plain httpx,
+  POST {base_url}/chat/completions with `Authorization: Bearer <key>`; no openai package needed.
+- local: a transformers model loaded with `inspo_cli.models.load_model` on first use (the offline default).
+
+The SDKs' own retries are switched off so `OptimizerLM` retries every provider the same way. Every SDK error is
+translated into `AttemptFailed` here, so nothing above this file imports an SDK or sees its exception types.
+SDKs are imported inside the constructors: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from inspo_cli.instructions.lm import (AttemptFailed, Completion, ProviderClient, connection_failure, http_failure,
+                                       malformed_response, retry_after_from_headers, timeout_failure)
+
+if TYPE_CHECKING:
+    from inspo_cli.config import OptimizerConfig
+
+
+def build_client(config: OptimizerConfig, api_key: str | None) -> ProviderClient:
+    """The client for `config.provider`; `api_key` is None only for local models."""
+    if config.provider == "local":
+        return LocalTransformersClient(config)
+    assert api_key, "read_api_key refuses a missing key before this point"
+    clients = {"gemini": GeminiClient, "anthropic": AnthropicClient, "openai": OpenAICompatibleClient}
+    return clients[config.provider](config, api_key)
+
+
+class GeminiClient:
+    """Google's Gemini API through `google-genai`."""
+
+    provider = "gemini"
+    DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+    # Pinned so the endpoint in error messages is the one actually called; google-genai 3.x defaults to v1,
+    # older releases to v1beta, and Google's REST reference documents generateContent under v1beta.
+    API_VERSION = "v1beta"
+
+    def __init__(self, config: OptimizerConfig, api_key: str):
+        from google import genai
+        from google.genai import types
+
+        self.model = config.model
+        self._timeout_s = config.timeout_s
+        base_url = (config.base_url or self.DEFAULT_BASE_URL).rstrip("/")
+        self.endpoint = f"{base_url}/{self.API_VERSION}/models/{config.model}:generateContent"
+        options = types.HttpOptions(base_url=base_url, api_version=self.API_VERSION,
+                                    timeout=max(1, round(config.timeout_s * 1000)),  # milliseconds
+                                    retry_options=types.HttpRetryOptions(attempts=1))
+        self._sdk = genai.Client(api_key=api_key, vertexai=False, http_options=options)
+        # No tools are passed, so automatic function calling has nothing to do but log a line per call.
+        self._generation = types.GenerateContentConfig(
+            temperature=config.temperature, max_output_tokens=config.max_output_tokens,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+
+    def __repr__(self) -> str:
+        return f"GeminiClient(model={self.model!r}, endpoint={self.endpoint!r})"
+
+    def attempt(self, prompt: str) -> Completion:
+        from google.genai import errors
+        from pydantic import ValidationError
+
+        try:
+            response = self._sdk.models.generate_content(model=self.model, contents=prompt, config=self._generation)
+        except errors.APIError as e:
+            headers = getattr(e.response, "headers", None)
+            raise http_failure(e.code or 500, e.message or e.status or "", retry_after_from_headers(headers)) from None
+        except _httpx_errors("TimeoutException"):
+            raise timeout_failure(self._timeout_s) from None
+        except _httpx_errors("TransportError") as e:
+            raise connection_failure(e) from None
+        except (json.JSONDecodeError, ValidationError, errors.UnknownApiResponseError) as e:
+            raise malformed_response(self.provider, f"not a generateContent response: {type(e).__name__}") from None
+        return self._completion(response, prompt)
+
+    def _completion(self, response: Any, prompt: str) -> Completion:
+        candidates = response.candidates or []
+        if not candidates:
+            blocked = getattr(response.prompt_feedback, "block_reason", None)
+            if blocked:
+                raise AttemptFailed(f"returned no candidates (prompt blocked: {_enum_name(blocked)})", retryable=False,
+                                    hint="the provider's safety filter refused the prompt")
+            raise malformed_response(self.provider, "no candidates")
+        candidate = candidates[0]
+        parts = (candidate.content.parts if candidate.content else None) or []
+        texts = [part.text for part in parts if part.text and not part.thought]  # thought summaries are not answers
+        if not texts:
+            finish = _enum_name(candidate.finish_reason)
+            if finish == "MAX_TOKENS":
+                raise AttemptFailed("returned no text (finish reason MAX_TOKENS)", retryable=False,
+                                    hint="raise optimizer.max_output_tokens (thinking models spend some on thoughts)")
+            raise malformed_response(self.provider, f"no text in the first candidate, finish reason {finish}")
+        usage = response.usage_metadata
+        output_tokens = None
+        if usage is not None and usage.candidates_token_count is not None:
+            output_tokens = usage.candidates_token_count + (usage.thoughts_token_count or 0)  # thoughts are billed
+        return completion_with_usage("".join(texts), prompt, usage and usage.prompt_token_count, output_tokens)
+
+
+class AnthropicClient:
+    """Anthropic's Messages API through the `anthropic` SDK."""
+
+    provider = "anthropic"
+    DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+    def __init__(self, config: OptimizerConfig, api_key: str):
+        import anthropic
+
+        self.model = config.model
+        self._timeout_s = config.timeout_s
+        self._max_tokens = config.max_output_tokens
+        base_url = (config.base_url or self.DEFAULT_BASE_URL).rstrip("/")
+        self.endpoint = f"{base_url}/v1/messages"
+        self._sdk = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=config.timeout_s, max_retries=0)
+        # anthropic >= 1.0 dropped `temperature` from create()'s signature; the API still takes it (via extra_body)
+        # on models that support sampling, while newer models reject it, so send it only when it is not the
+        # API's default of 1.0.
+        self._extra_body = {"temperature": config.temperature} if config.temperature != 1.0 else None
+
+    def __repr__(self) -> str:
+        return f"AnthropicClient(model={self.model!r}, endpoint={self.endpoint!r})"
+
+    def attempt(self, prompt: str) -> Completion:
+        import anthropic
+
+        try:
+            message = self._sdk.messages.create(model=self.model, max_tokens=self._max_tokens,
+                                                messages=[{"role": "user", "content": prompt}],
+                                                extra_body=self._extra_body)
+        except anthropic.APIStatusError as e:
+            retry_after = retry_after_from_headers(e.response.headers)
+            raise http_failure(e.status_code, error_detail(e.body), retry_after) from None
+        except anthropic.APITimeoutError:
+            raise timeout_failure(self._timeout_s) from None
+        except anthropic.APIConnectionError as e:
+            raise connection_failure(e.__cause__ or e) from None
+        except anthropic.APIResponseValidationError as e:
+            raise malformed_response(self.provider, f"not a Messages response: {type(e).__name__}") from None
+        return self._completion(message, prompt)
+
+    def _completion(self, message: Any, prompt: str) -> Completion:
+        # The SDK does not validate bodies strictly: a non-JSON body comes back as a str, missing fields as None.
+        if isinstance(message, (str, bytes)):
+            raise malformed_response(self.provider, "body is not JSON")
+        content = _field(message, "content")
+        if not isinstance(content, list):
+            raise malformed_response(self.provider, "no content list")
+        texts = [_field(block, "text") for block in content if _field(block, "type") == "text"]
+        texts = [text for text in texts if isinstance(text, str) and text]
+        if not texts:
+            stop = _field(message, "stop_reason")
+            if stop == "max_tokens":
+                raise AttemptFailed("returned no text (stop reason max_tokens)", retryable=False,
+                                    hint="raise optimizer.max_output_tokens")
+            raise malformed_response(self.provider, f"no text block, stop reason {stop}")
+        usage = _field(message, "usage")
+        input_tokens = _field(usage, "input_tokens")
+        if isinstance(input_tokens, int):  # cached prompt tokens are reported apart but are input all the same
+            for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+                input_tokens += _field(usage, cached) or 0
+        return completion_with_usage("".join(texts), prompt, input_tokens, _field(usage, "output_tokens"))
+
+
+class OpenAICompatibleClient:
+    """Any server speaking OpenAI's chat-completions API (OpenAI, vLLM, llama.cpp, Ollama, ...), via httpx."""
+
+    provider = "openai"
+    DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+    def __init__(self, config: OptimizerConfig, api_key: str):
+        import httpx
+
+        self.model = config.model
+        self._timeout_s = config.timeout_s
+        self.endpoint = f"{(config.base_url or self.DEFAULT_BASE_URL).rstrip('/')}/chat/completions"
+        self._http = httpx.Client(timeout=config.timeout_s, headers={"Authorization": f"Bearer {api_key}"})
+        # max_tokens, not max_completion_tokens: every OpenAI-compatible server accepts it.
+        self._request = {"model": config.model, "temperature": config.temperature,
+                         "max_tokens": config.max_output_tokens}
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleClient(model={self.model!r}, endpoint={self.endpoint!r})"
+
+    def attempt(self, prompt: str) -> Completion:
+        import httpx
+
+        try:
+            response = self._http.post(self.endpoint,
+                                       json={**self._request, "messages": [{"role": "user", "content": prompt}]})
+        except httpx.TimeoutException:
+            raise timeout_failure(self._timeout_s) from None
+        except httpx.TransportError as e:
+            raise connection_failure(e) from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code >= 300:
+            detail = error_detail(body if body is not None else response.text)
+            raise http_failure(response.status_code, detail, retry_after_from_headers(response.headers))
+        if not isinstance(body, dict):
+            raise malformed_response(self.provider, "body is not a JSON object")
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise malformed_response(self.provider, "no choices")
+        text = _field(_field(choices[0], "message"), "content")
+        if not isinstance(text, str) or not text:
+            finish = _field(choices[0], "finish_reason")
+            if finish == "length":
+                raise AttemptFailed("returned no text (finish reason length)", retryable=False,
+                                    hint="raise optimizer.max_output_tokens")
+            raise malformed_response(self.provider, f"no message content in the first choice, finish reason {finish}")
+        usage = body.get("usage")
+        return completion_with_usage(text, prompt, _field(usage, "prompt_tokens"), _field(usage, "completion_tokens"))
+
+
+class LocalTransformersClient:
+    """A transformers model on this machine: no key, no network. Loaded on the first call, then kept."""
+
+    provider = "local"
+
+    def __init__(self, config: OptimizerConfig):
+        self.model = config.model  # a packaged name (smollm2-135m-instruct), a directory or a cached hub id
+        self.endpoint = f"local:{config.model}"
+        self._temperature = config.temperature
+        self._max_new_tokens = config.max_output_tokens
+        self._loaded: tuple[Any, Any] | None = None  # (model, tokenizer)
+
+    def __repr__(self) -> str:
+        return f"LocalTransformersClient(model={self.model!r}, loaded={self._loaded is not None})"
+
+    def attempt(self, prompt: str) -> Completion:
+        import torch
+
+        from inspo_cli.models import uses_chat_template
+
+        model, tokenizer = self._load()
+        if uses_chat_template(tokenizer, "auto"):
+            text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                 add_generation_prompt=True)
+            encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        else:
+            encoded = tokenizer(prompt, return_tensors="pt")
+        encoded = encoded.to(model.device)
+        greedy = self._temperature == 0
+        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self._temperature}
+        with torch.no_grad():
+            output = model.generate(**encoded, max_new_tokens=self._max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                    **sampling)
+        prompt_length = encoded["input_ids"].shape[1]
+        new_tokens = output[0, prompt_length:]
+        return Completion(text=tokenizer.decode(new_tokens, skip_special_tokens=True),
+                          input_tokens=int(prompt_length), output_tokens=int(new_tokens.shape[0]))
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            from inspo_cli.config import ModelConfig
+            from inspo_cli.models import load_model
+
+            self._loaded = load_model(ModelConfig(name_or_path=self.model, dtype="auto"))
+        return self._loaded
+
+
+def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_tokens: Any) -> Completion:
+    """A Completion with the provider's counts, or ~4 characters per token where it reported none."""
+    if isinstance(input_tokens, int) and isinstance(output_tokens, int):
+        return Completion(text, input_tokens, output_tokens)
+    return Completion(text, input_tokens if isinstance(input_tokens, int) else _estimate_tokens(prompt),
+                      output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text), usage_estimated=True)
+
+
+def error_detail(body: Any) -> str:
+    """The human part of an error body: {"error": {"message": ...}} (all three APIs), or the text itself."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            return str(error.get("message") or error.get("type") or error.get("status") or "")
+        return str(error)
+    return "" if body is None else str(body)[:200]
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A field of an SDK object or a plain dict, None when absent (leniently parsed bodies can be either)."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _enum_name(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+def _httpx_errors(name: str) -> tuple[type[BaseException], ...]:
+    """`name` from httpx and from httpx2 (the fork newer SDKs use), whichever are installed."""
+    found = []
+    for module_name in ("httpx", "httpx2"):
+        try:
+            found.append(getattr(importlib.import_module(module_name), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)

@@ -1,0 +1,341 @@
+"""The optimizer LM against fake provider servers on loopback: the real SDKs (google-genai, anthropic) and httpx
+talk HTTP to a `ThreadingHTTPServer` that records what they sent and answers what a test scripts.
+
+Each provider is checked for the path and key header it really uses, success with token accounting, a 429
+then success (one retry honouring Retry-After), 500 until max_retries, no retry on 400, a timeout, an
+unreachable server and malformed bodies; then the budget, the missing key, that the key never leaks, and
+the local transformers client on a tiny random model. Backoff sleeps are recorded, not slept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from inspo_cli.config import OptimizerConfig
+from inspo_cli.errors import InspoError
+from inspo_cli.instructions.lm import (RETRY_AFTER_CAP_S, OptimizerBudgetExhausted, open_optimizer,
+                                       parse_retry_after, retry_after_from_headers)
+
+KEY = "sk-FAKE-inspo-7c1e9b42d0-KEY"  # distinctive, so any leak is found by a substring search
+KEY_ENV = "INSPO_TEST_OPTIMIZER_KEY"
+ANSWER = "<ins_1> Think, then search. </ins_1>"
+PROVIDERS = ["gemini", "anthropic", "openai"]
+MODELS = {"gemini": "gemini-test", "anthropic": "claude-test", "openai": "served-model"}
+PATHS = {"gemini": "/v1beta/models/gemini-test:generateContent", "anthropic": "/v1/messages",
+         "openai": "/v1/chat/completions"}
+
+
+def success_body(provider: str, text: str = ANSWER, input_tokens: int = 11, output_tokens: int = 7) -> dict:
+    if provider == "gemini":
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": input_tokens, "candidatesTokenCount": output_tokens}}
+    if provider == "anthropic":
+        return {"id": "msg_1", "type": "message", "role": "assistant", "model": MODELS[provider],
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": MODELS[provider],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}}
+
+
+EMPTY_BODIES = {"gemini": {"candidates": []}, "openai": {"choices": []},
+                "anthropic": {**success_body("anthropic"), "content": []}}
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # None: the provider's success body; a dict is sent as JSON, a str as text/html
+    headers: dict = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass
+class SeenRequest:
+    path: str
+    headers: dict  # lower-cased names
+    body: dict
+
+
+class FakeProvider:
+    """One provider's API on 127.0.0.1: answers the scripted replies in order, the last one repeating."""
+
+    def __init__(self, provider: str, replies: list[Reply]):
+        self.provider, self.replies, self.requests = provider, list(replies), []
+        self.released = threading.Event()  # set on close, so handlers that "hang" return at once
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                fake.requests.append(SeenRequest(self.path, {k.lower(): v for k, v in self.headers.items()},
+                                                 json.loads(raw or b"{}")))
+                reply = fake.replies[min(len(fake.requests), len(fake.replies)) - 1]
+                if reply.delay_s and fake.released.wait(reply.delay_s):
+                    return
+                body = success_body(fake.provider) if reply.body is None else reply.body
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(reply.status)
+                self.send_header("content-type", "text/html" if isinstance(body, str) else "application/json")
+                self.send_header("content-length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.handle_error = lambda request, address: None  # clients that timed out close their socket
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+        self.thread.start()
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.root + "/v1" if self.provider == "openai" else self.root  # OpenAI's base URL includes /v1
+
+    def close(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(provider: str, *replies: Reply) -> FakeProvider:
+        servers.append(FakeProvider(provider, list(replies) or [Reply()]))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.delenv("GOOGLE_GENAI_API_VERSION", raising=False)
+
+
+def optimizer(provider: str, base_url: str, sleeps: list | None = None, **overrides):
+    settings = dict(provider=provider, model=MODELS[provider], base_url=base_url, api_key_env=KEY_ENV,
+                    temperature=0.3, max_output_tokens=64, timeout_s=5.0, max_retries=2)
+    settings.update(overrides)
+    return open_optimizer(OptimizerConfig(**settings), sleep=(sleeps if sleeps is not None else []).append)
+
+
+def prompt_sent(provider: str, body: dict) -> str:
+    if provider == "gemini":
+        return body["contents"][0]["parts"][0]["text"]
+    return body["messages"][0]["content"]
+
+
+def key_header_ok(provider: str, headers: dict) -> bool:
+    if provider == "gemini":
+        return headers.get("x-goog-api-key") == KEY and "authorization" not in headers
+    return headers.get("authorization") == f"Bearer {KEY}"  # anthropic >= 2 sends a Bearer token, not x-api-key
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_success_sends_the_real_request_and_counts_tokens(serve, provider):
+    server = serve(provider)
+    lm = optimizer(provider, server.base_url)
+    assert lm.complete("Improve <ins_0> this </ins_0>") == ANSWER
+    [request] = server.requests
+    assert request.path == PATHS[provider]
+    assert key_header_ok(provider, request.headers)
+    assert prompt_sent(provider, request.body) == "Improve <ins_0> this </ins_0>"
+    if provider == "gemini":
+        assert request.body["generationConfig"] == {"temperature": 0.3, "maxOutputTokens": 64}
+    else:
+        body = request.body
+        assert (body["model"], body["max_tokens"], body["temperature"]) == (MODELS[provider], 64, 0.3)
+    if provider == "anthropic":
+        assert request.headers.get("anthropic-version")
+    counts = lm.accounting()
+    expected = {"calls": 1, "retries": 0, "failed_calls": 0, "input_tokens": 11, "output_tokens": 7, "total_tokens": 18}
+    assert {name: counts[name] for name in expected} == expected
+    assert counts["wall_s"] >= 0 and counts["provider"] == provider
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_429_is_retried_after_the_servers_retry_after(serve, provider):
+    server = serve(provider, Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "3"}), Reply())
+    sleeps = []
+    lm = optimizer(provider, server.base_url, sleeps)
+    assert lm.complete("p") == ANSWER
+    assert sleeps == [3.0] and len(server.requests) == 2
+    assert (lm.accounting()["retries"], lm.accounting()["calls"], lm.accounting()["input_tokens"]) == (1, 1, 11)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_500_is_retried_with_backoff_then_fails_on_one_line(serve, provider):
+    server = serve(provider, Reply(500, {"error": {"message": "internal\nerror"}}))
+    sleeps = []
+    lm = optimizer(provider, server.base_url, sleeps, max_retries=3)
+    with pytest.raises(InspoError) as caught:
+        lm.complete("p")
+    message = str(caught.value)
+    assert len(server.requests) == 4 and len(sleeps) == 3
+    for retry, delay in enumerate(sleeps):  # exponential, jittered within [0.5, 1] x 2^retry seconds
+        assert 0.5 * 2 ** retry <= delay <= 2 ** retry
+    assert "\n" not in message and "HTTP 500" in message and "after 4 attempts" in message
+    assert f"{provider} model '{MODELS[provider]}' at {server.root}{PATHS[provider]} answered HTTP 500" in message
+    assert lm.accounting()["failed_calls"] == 1 and lm.accounting()["retries"] == 3
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_other_4xx_fail_at_once_with_the_servers_reason(serve, provider):
+    server = serve(provider, Reply(400, {"error": {"message": "max_tokens is too large"}}))
+    sleeps = []
+    with pytest.raises(InspoError, match=r"HTTP 400 \(max_tokens is too large\)") as caught:
+        optimizer(provider, server.base_url, sleeps).complete("p")
+    assert len(server.requests) == 1 and sleeps == [] and "attempts" not in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeout_is_retried_then_reported(serve, provider):
+    server = serve(provider, Reply(delay_s=10))
+    sleeps = []
+    with pytest.raises(InspoError, match=r"timed out after 0.25 s after 2 attempts") as caught:
+        optimizer(provider, server.base_url, sleeps, timeout_s=0.25, max_retries=1).complete("p")
+    assert len(server.requests) == 2 and len(sleeps) == 1 and provider in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_unreachable_server_is_retried_then_reported(provider):
+    base_url = f"http://127.0.0.1:{closed_port()}"
+    sleeps = []
+    with pytest.raises(InspoError, match=r"could not be reached .* after 2 attempts; check optimizer.base_url"):
+        optimizer(provider, base_url, sleeps, max_retries=1).complete("p")
+    assert len(sleeps) == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("body", ["not json", "missing fields", "empty"])
+def test_malformed_bodies_raise_a_clear_error(serve, provider, body):
+    reply = {"not json": "<html>502 bad gateway</html>", "missing fields": {}, "empty": EMPTY_BODIES[provider]}[body]
+    server = serve(provider, Reply(200, reply))
+    with pytest.raises(InspoError) as caught:
+        optimizer(provider, server.base_url).complete("p")
+    message = str(caught.value)
+    assert f"{provider} model" in message and "malformed response" in message and "\n" not in message
+    assert type(caught.value) is InspoError and len(server.requests) == 1  # not retried, not a KeyError
+
+
+def test_call_budget_is_checked_before_calling(serve):
+    server = serve("openai")
+    lm = optimizer("openai", server.base_url, max_calls=2)
+    lm.complete("a"), lm.complete("b")
+    with pytest.raises(OptimizerBudgetExhausted,
+                       match=r"optimizer budget exhausted: 2 calls \(optimizer.max_calls\); raise it"):
+        lm.complete("c")
+    assert len(server.requests) == 2 and isinstance(OptimizerBudgetExhausted("x"), InspoError)
+
+
+def test_token_budget_counts_input_and_output(serve):
+    server = serve("anthropic")
+    lm = optimizer("anthropic", server.base_url, max_total_tokens=30)
+    lm.complete("a"), lm.complete("b")  # 18 tokens each: the second starts under budget, ends over it
+    with pytest.raises(OptimizerBudgetExhausted, match=r"36 of 30 tokens \(optimizer.max_total_tokens\)"):
+        lm.complete("c")
+    assert len(server.requests) == 2 and lm.accounting()["total_tokens"] == 36
+
+
+def test_missing_usage_is_estimated_and_flagged(serve):
+    body = success_body("openai")
+    del body["usage"]
+    lm = optimizer("openai", serve("openai", Reply(200, body)).base_url)
+    completion = lm.complete_with_usage("x" * 40)
+    assert completion.usage_estimated and completion.input_tokens == 10
+    assert lm.accounting()["estimated_usage_calls"] == 1
+
+
+def test_anthropic_temperature_is_left_out_at_the_api_default(serve):
+    server = serve("anthropic")
+    optimizer("anthropic", server.base_url, temperature=1.0).complete("p")
+    assert "temperature" not in server.requests[0].body  # newer Claude models reject it
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_missing_key_names_the_variable(monkeypatch, provider):
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(InspoError, match=f"environment variable {KEY_ENV} is not set"):
+        optimizer(provider, "http://127.0.0.1:9")
+    default_env = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}[provider]
+    monkeypatch.setenv(default_env, "  ")
+    with pytest.raises(InspoError, match=default_env):
+        open_optimizer(OptimizerConfig(provider=provider, model=MODELS[provider]))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_key_never_leaks(serve, provider, caplog):
+    caplog.set_level(logging.DEBUG)  # SDK and httpx debug logs included
+    echo = {"error": {"message": f"invalid api key {KEY}"}}  # some servers quote what they were sent
+    server = serve(provider, Reply(401, echo), Reply(500, echo), Reply(200, f"<html>{KEY}</html>"),
+                   Reply(429, echo), Reply(200, echo))
+    lm = optimizer(provider, server.base_url, max_retries=1)
+    errors = []
+    for _ in range(3):  # 401; 500 then a non-JSON body; 429 then a malformed JSON body
+        with pytest.raises(InspoError) as caught:
+            lm.complete("p")
+        errors.append(caught.value)
+    assert len(server.requests) == 5 and "[redacted]" in str(errors[0])  # the server did echo it
+    texts = [repr(lm), str(lm.accounting()), caplog.text]
+    for error in errors:
+        texts += [str(error), repr(error), "".join(traceback.format_exception(error))]
+    assert all(KEY not in text for text in texts)
+
+
+def test_retry_after_parsing():
+    assert parse_retry_after("2.5") == 2.5 and parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert parse_retry_after("100000") == RETRY_AFTER_CAP_S and parse_retry_after("-3") == 0.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: go now
+    assert retry_after_from_headers({"retry-after-ms": "1500", "retry-after": "9"}) == "1.5"
+
+
+def test_local_model_loads_lazily_answers_and_counts_tokens(tiny_model_dir, tiny_tokenizer):
+    lm = open_optimizer(OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0,
+                                        max_output_tokens=6))
+    assert "loaded=False" in repr(lm._client)  # opening costs nothing until the first proposal
+    first = lm.complete_with_usage("Improve the instruction.")
+    assert "loaded=True" in repr(lm._client)
+    chat = tiny_tokenizer.apply_chat_template([{"role": "user", "content": "Improve the instruction."}],
+                                              tokenize=False, add_generation_prompt=True)
+    assert first.input_tokens == len(tiny_tokenizer(chat, add_special_tokens=False)["input_ids"])
+    assert isinstance(first.text, str) and 1 <= first.output_tokens <= 6
+    assert lm.complete_with_usage("Improve the instruction.") == first  # temperature 0 is greedy
+    assert lm.accounting()["calls"] == 2 and lm.accounting()["output_tokens"] == 2 * first.output_tokens
+
+
+def test_importing_the_layer_loads_no_sdk():
+    heavy = ("anthropic", "google.genai", "torch", "transformers", "httpx")
+    code = ("import sys, inspo_cli.instructions.lm, inspo_cli.instructions.lm_clients; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"
