@@ -126,6 +126,44 @@ def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root,
 
 
 @pytest.mark.slow
+def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, repo_root, tiny_model_dir):
+    import shutil
+
+    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+                  "size": 2, "n_parent": 1, "prune_every": 2, "evolve_until": 0}
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
+                          training={"steps": 3, "save_every": 1})
+    runs = tmp_path / "runs"
+    for name in ("straight", "resumed"):
+        result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", name)
+        assert result.exit_code == 0, result.output
+    straight, resumed = runs / "straight", runs / "resumed"
+    assert [r["population/size"] for r in metrics(straight)] == [2, 1, 1]  # halved at step 2 (prune_every)
+    records = [json.loads(line) for line in (straight / "instructions.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["step_pruned"]) for r in records] == [("i0", None), ("i1", 2)]  # equal weights: older kept
+    assert all(len(r["weight_history"]) >= 2 for r in records)
+    assert (straight / "best_instruction.txt").read_text().strip() == WORKED_EXAMPLE.strip()
+    assert (straight / "checkpoints/checkpoint-1/population.json").is_file()
+
+    # interrupt "resumed" after step 1: drop what it wrote later, as a kill would have, and resume it
+    for later in ("checkpoint-2", "checkpoint-3", "final"):
+        shutil.rmtree(resumed / "checkpoints" / later)
+    (resumed / "summary.json").unlink()
+    result = invoke("train", "--resume", resumed)
+    assert result.exit_code == 0, result.output
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
+    for have, want in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):
+        assert have == pytest.approx(want)
+    assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
+
+
+def test_evolution_is_refused_until_it_exists(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "x", population={"enabled": True, "evolve_until": 150})
+    result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs")
+    assert_one_line_error(result, "population.evolve_until=0")
+
+
+@pytest.mark.slow
 def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root):
     """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
     after its second checkpoint, resumed, compared with the same seed run straight through."""

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 from inspo_cli.runs import CHECKPOINTS_DIR, SUMMARY_FILE
+
+BEST_INSTRUCTION_FILE = "best_instruction.txt"
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -37,19 +39,20 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     from accelerate import PartialState
     from transformers import PrinterCallback, ProgressCallback
 
-    from inspo_cli.instructions.sampling import StaticInstruction
     from inspo_cli.models import load_tokenizer, resolve_model_path, uses_chat_template
     from inspo_cli.training.run_logger import RunLogger, plot_curves, truncate_metrics
-    from inspo_cli.training.setup import (grpo_config, initial_instructions, lora_config, question_dataset, schedule,
-                                          train_questions)
+    from inspo_cli.training.setup import grpo_config, lora_config, question_dataset, schedule, train_questions
     from inspo_cli.training.trainer import SearchGRPOTrainer
     from retriever import open_from_config
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
     _quiet_libraries()
-    if recipe.population.enabled:
-        raise InspoError("population.enabled=true: the INSPO instruction population is not in this version yet; "
-                         "set population.enabled=false to train with the static instruction (Search-R1)")
+    population = recipe.population
+    if population.enabled and (population.evolve_until > 0 or population.initial_rewrites):
+        raise InspoError("population: evolving new instructions (population.evolve_until > 0 or "
+                         "population.initial_rewrites) is not in this version yet; set population.evolve_until=0 "
+                         "and population.initial_rewrites=false to train with the recipe's instructions, sampled by "
+                         "weight and pruned")
     state = PartialState()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     checkpoint = None
@@ -65,12 +68,12 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     plan = schedule(recipe, state.num_processes)
     args = grpo_config(recipe, run_dir / CHECKPOINTS_DIR, state.num_processes, device)
     tokenizer = load_tokenizer(recipe.model)
-    instruction = initial_instructions(recipe)[0]
-    logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step)
+    instructions = _instruction_source(recipe, checkpoint)
+    logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step, instructions=instructions)
     trainer = SearchGRPOTrainer(
         model=resolve_model_path(recipe.model.name_or_path), args=args,
         train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
-        instructions=StaticInstruction(instruction), retriever=open_from_config(recipe.retriever),
+        instructions=instructions, retriever=open_from_config(recipe.retriever),
         rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
         chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
         generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size, peft_config=lora_config(recipe), callbacks=[logger])
@@ -84,10 +87,32 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     summary = {}
     if state.is_main_process:
         plots = plot_curves(run_dir)
-        summary = _summary(run_dir, recipe, instruction, wall, checkpoint, plots)
+        summary = _summary(run_dir, recipe, instructions, wall, checkpoint, plots)
+        atomic_write_text(run_dir / BEST_INSTRUCTION_FILE, summary["best_instruction"] + "\n")
         atomic_write_json(run_dir / SUMMARY_FILE, summary)
     state.wait_for_everyone()
     return summary
+
+
+def _instruction_source(recipe: Recipe, checkpoint: Path | None):
+    """The static instruction (Search-R1), or the INSPO population: fresh, or as the checkpoint saved it."""
+    import json
+
+    from inspo_cli.instructions.population import InstructionPopulation
+    from inspo_cli.instructions.sampling import StaticInstruction
+    from inspo_cli.training.setup import initial_instructions
+    from inspo_cli.training.trainer import POPULATION_FILE
+
+    texts = initial_instructions(recipe)
+    if not recipe.population.enabled:
+        return StaticInstruction(texts[0])
+    if checkpoint is None:
+        return InstructionPopulation(recipe.population, seed=recipe.run.seed, initial_texts=texts)
+    path = checkpoint / POPULATION_FILE
+    if not path.is_file():
+        raise InspoError(f"{checkpoint} has no {POPULATION_FILE} although population.enabled is true; it was "
+                         "written without the population, so it cannot be resumed with one")
+    return InstructionPopulation.from_state_dict(recipe.population, json.loads(path.read_text(encoding="utf-8")))
 
 
 def _quiet_libraries() -> None:
@@ -120,8 +145,9 @@ def _save_final(trainer, tokenizer, final: Path, state) -> None:
     state.wait_for_everyone()
 
 
-def _summary(run_dir: Path, recipe: Recipe, instruction: str, wall: float, resumed_from: Path | None,
+def _summary(run_dir: Path, recipe: Recipe, instructions, wall: float, resumed_from: Path | None,
              plots: list[Path]) -> dict:
+    from inspo_cli.instructions.population import InstructionPopulation
     from inspo_cli.training.run_logger import read_metrics
 
     rows = read_metrics(run_dir)
@@ -130,6 +156,13 @@ def _summary(run_dir: Path, recipe: Recipe, instruction: str, wall: float, resum
         values = [row[key] for row in part if row.get(key) is not None]
         return sum(values) / len(values) if values else None
 
+    if isinstance(instructions, InstructionPopulation):
+        best = instructions.best()
+        best_text, best_id = best.text, best.id
+        listed = [{"id": c.id, "text": c.text, "weight": c.weight, "alive": c.alive} for c in instructions.alive()]
+    else:
+        best_text, best_id = instructions.pick.text, instructions.pick.instruction_id
+        listed = [{"id": best_id, "text": best_text}]
     window = max(1, len(rows) // 4)
     return {
         "steps": rows[-1]["step"] if rows else 0,
@@ -141,8 +174,9 @@ def _summary(run_dir: Path, recipe: Recipe, instruction: str, wall: float, resum
         "em_first_quarter": mean("em", rows[:window]),
         "em_last_quarter": mean("em", rows[-window:]),
         "final": rows[-1] if rows else None,
-        "best_instruction": instruction,
-        "instructions": [{"id": "i0", "text": instruction}],
+        "best_instruction": best_text,
+        "best_instruction_id": best_id,
+        "instructions": listed,
         "model": f"{CHECKPOINTS_DIR}/final",
         "metrics": "metrics.jsonl",
         "plots": [str(p.relative_to(run_dir)) for p in plots],

@@ -21,6 +21,7 @@ from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_jsonl, iter_jsonl
 
 METRICS_FILE = "metrics.jsonl"
+INSTRUCTIONS_FILE = "instructions.jsonl"  # every candidate instruction ever, when the population is on
 TENSORBOARD_DIR = "tensorboard"
 PLOTS_DIR = "plots"
 _SKIP = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}
@@ -49,9 +50,9 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 class RunLogger(TrainerCallback):
-    def __init__(self, run_dir: Path, steps: int, updates_per_step: int, console=None):
+    def __init__(self, run_dir: Path, steps: int, updates_per_step: int, instructions=None):
         self.run_dir, self.steps, self.updates_per_step = run_dir, steps, updates_per_step
-        self.console = console
+        self.instructions = instructions  # a population (has `records`) gets instructions.jsonl rewritten per step
         self._writer = None
         self._progress = None
         self._task = None
@@ -86,6 +87,8 @@ class RunLogger(TrainerCallback):
             f.write(json.dumps(row) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        if hasattr(self.instructions, "records"):
+            atomic_write_jsonl(self.run_dir / INSTRUCTIONS_FILE, self.instructions.records())
         for key, value in row.items():
             if key not in ("step", "time") and value is not None:
                 self._writer.add_scalar(key, value, step)
@@ -108,7 +111,9 @@ def step_line(row: dict, steps: int) -> str:
 
     return (f"step {row['step']}/{steps}  reward {fmt('reward')} ± {fmt('reward_std')}  EM {fmt('em')}  "
             f"searches {fmt('search/searches_per_trajectory', '.2f')}  valid {fmt('search/valid_action_rate', '.2f')}  "
-            f"len {fmt('length/response', '.0f')}  kl {fmt('kl', '.4f')}  {row['step_seconds']:.1f}s "
+            f"len {fmt('length/response', '.0f')}  kl {fmt('kl', '.4f')}  "
+            + (f"pop {fmt('population/size', '.0f')}  " if "population/size" in row else "")
+            + f"{row['step_seconds']:.1f}s "
             f"(gen {fmt('time/generation', '.1f')} ret {fmt('time/retrieval', '.2f')} "
             f"score {fmt('time/scoring', '.1f')} upd {fmt('time/update', '.1f')})")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -31,11 +32,14 @@ from trl.models import unwrap_model_for_generation
 from inspo_cli.agent.backends import TransformersBackend, VLLMBackend, VLLMServerBackend
 from inspo_cli.agent.rollout import RolloutEngine, Trajectory
 from inspo_cli.config import RewardConfig, RolloutConfig
+from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.sampling import InstructionSource, Pick
+from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.training.reward import make_reward_func
 from retriever.search import Retriever
 
 PHASES = ("generation", "retrieval", "scoring", "update")
+POPULATION_FILE = "population.json"  # in each checkpoint directory, when the population is on
 
 
 def _score_only_labelled_positions_everywhere() -> None:
@@ -179,8 +183,33 @@ class SearchGRPOTrainer(GRPOTrainer):
             rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
             group_picks = picks[::self.num_generations]
             self.instructions.observe(group_picks, rewards.mean(dim=1).tolist())
-            self.instructions.end_step(self.step)  # one generation batch per training step
+            self._end_step(self.step + 1)  # one generation batch per training step; steps count from 1
         return rewards_per_func
+
+    def _end_step(self, step: int) -> None:
+        """Fold the step's rewards into the instruction weights; prune the population when scheduled. Every
+        process does this on the same gathered rewards, so every process holds the same population."""
+        self.instructions.end_step(step)
+        if not isinstance(self.instructions, InstructionPopulation):
+            return
+        population = self.instructions
+        pruned = population.prune(step) if population.should_prune(step) else []
+        self._log_metric("population/size", len(population))
+        self._log_metric("population/pruned", len(pruned))
+        self._log_metric("population/best_weight", population.best().weight)
+        self._log_metric("population/prompt_length", sum(len(c.text) for c in population.alive()) / len(population))
+        for instruction_id, probability in population.probabilities().items():
+            self._log_metric(f"population/probability/{instruction_id}", probability)
+            self._log_metric(f"population/weight/{instruction_id}", population[instruction_id].weight)
+
+    def _save_checkpoint(self, model, trial):
+        """The population goes into the checkpoint before HF writes trainer_state.json, the file whose presence
+        marks a checkpoint complete, so a resumed run never finds weights without their population."""
+        if isinstance(self.instructions, InstructionPopulation) and self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(folder / POPULATION_FILE, self.instructions.state_dict())
+        super()._save_checkpoint(model, trial)
 
     # -- timing --------------------------------------------------------------------------------------------
 
