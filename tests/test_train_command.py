@@ -15,7 +15,8 @@ import yaml
 
 from test_cli import assert_one_line_error, invoke
 
-TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update"}
+TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
+               "time/evolution"}
 STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
              "search/valid_action_rate", "length/prompt", "length/response", "length/observation_share", "kl",
              "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
@@ -143,7 +144,7 @@ def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, re
     assert [(r["id"], r["step_pruned"]) for r in records] == [("i0", None), ("i1", 2)]  # equal weights: older kept
     assert all(len(r["weight_history"]) >= 2 for r in records)
     assert (straight / "best_instruction.txt").read_text().strip() == WORKED_EXAMPLE.strip()
-    assert (straight / "checkpoints/checkpoint-1/population.json").is_file()
+    assert (straight / "checkpoints/checkpoint-1/coevolution.json").is_file()
 
     # interrupt "resumed" after step 1: drop what it wrote later, as a kill would have, and resume it
     for later in ("checkpoint-2", "checkpoint-3", "final"):
@@ -157,10 +158,99 @@ def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, re
     assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
 
 
-def test_evolution_is_refused_until_it_exists(tmp_path, repo_root):
+def test_evolution_without_the_optimizer_key_is_a_one_line_error(tmp_path, repo_root, monkeypatch):
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     recipe = write_recipe(tmp_path, repo_root, "x", population={"enabled": True, "evolve_until": 150})
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs")
-    assert_one_line_error(result, "population.evolve_until=0")
+    assert_one_line_error(result, "GEMINI_API_KEY")
+
+
+class ScriptedOptimizer:
+    """An OpenAI-compatible chat server on loopback that answers request i with answers[i % len(answers)]."""
+
+    def __init__(self, answers: list[str]):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.answers, self.prompts = list(answers), []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.prompts.append(body["messages"][-1]["content"])
+                text = outer.answers[(len(outer.prompts) - 1) % len(outer.answers)]
+                reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
+                                                 "finish_reason": "stop"}],
+                                    "usage": {"prompt_tokens": 100, "completion_tokens": 20}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+
+@pytest.mark.slow
+def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_model_dir, monkeypatch):
+    """Alg. 1 end to end on the tiny model, with a scripted optimizer behind a real OpenAI-compatible client."""
+    import shutil
+
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
+    answers = ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: "
+               "{question}\n</ins_2><ins_3>Look it up first. Question: {question}\n</ins_3>"]
+    optimizer = ScriptedOptimizer(answers)
+    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
+                  "candidates_per_call": 3, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1,
+                  "max_verify_rounds": 2}
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
+                          training={"steps": 3, "save_every": 1})
+    text = recipe.read_text() + (f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: {optimizer.url}\n"
+                                 "  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    recipe.write_text(text)
+    runs = tmp_path / "runs"
+    for name in ("straight", "resumed"):
+        result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", name)
+        assert result.exit_code == 0, result.output
+    run = runs / "straight"
+    (evolution,) = json.loads((run / "evolutions.json").read_text())
+    assert evolution["step"] == 2 and evolution["optimizer_calls"] >= 1
+    # round 1: two distinct candidates (the third repeats the first), the better one accepted (accept_top_n 1);
+    # round 2: the same answer again, so the accepted one is now a duplicate and the other fills the population
+    assert [(c["round"], c["reason"]) for c in evolution["candidates"]] == [
+        (1, "accepted"), (1, "not in top-n"), (2, "duplicate"), (2, "accepted")]
+    assert evolution["stop_reason"] == "population full" and evolution["verification_rollouts"] == 2 * 2 + 1 * 2
+    records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["step_pruned"]) for r in records[:2]] == [("i0", None), ("i1", 1)]  # halved at step 1
+    born = [r for r in records if r["proposer"] == "reflection"]
+    assert born and all(r["parent"] is not None and r["verification_score"] is not None for r in born)
+    assert "Look it up first" in " ".join(r["text"] for r in born)
+    rows = metrics(run)
+    assert [r.get("population/evolved", 0) for r in rows] == [0, 1, 0]
+    summary = json.loads((run / "summary.json").read_text())
+    overhead = summary["overhead"]
+    assert overhead["evolutions"] == 1 and overhead["verification_rollouts"] > 0
+    assert overhead["optimizer"]["calls"] >= 1 and "sk-test" not in (run / "summary.json").read_text()
+    assert "reflect" in optimizer.prompts[0].lower() or "<example>" in optimizer.prompts[0]
+
+    # the second run, cut back to step 2 (after the evolution) and resumed, ends with the same population
+    resumed = runs / "resumed"
+    for later in ("checkpoint-3", "final"):
+        shutil.rmtree(resumed / "checkpoints" / later)
+    (resumed / "summary.json").unlink()
+    result = invoke("train", "--resume", resumed)
+    assert result.exit_code == 0, result.output
+    assert (resumed / "instructions.jsonl").read_text() == (run / "instructions.jsonl").read_text()
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
+    for have, want in zip(strip(metrics(resumed)), strip(metrics(run)), strict=True):
+        assert have == pytest.approx(want)
 
 
 @pytest.mark.slow

@@ -163,6 +163,7 @@ def test_instruction_is_sampled_per_question_and_rewards_go_back_per_group(make_
     (picks, rewards), = source.observed
     assert [p.instruction_id for p in picks] == ["rec", "rec"]  # one per question group
     assert rewards == [0.5, 0.5]  # one right, one wrong answer in each group
+    trainer._end_step(1)  # what the step-end callback does after the step's last optimizer update
     assert source.ended == [1]  # the step just completed, counting from 1 as metrics.jsonl does
     prompt = trainer.processing_class.decode(inputs["prompt_ids"][0][inputs["prompt_mask"][0].bool()])
     assert "Use the search engine wisely. Question: Who founded Hokin Works?" in prompt

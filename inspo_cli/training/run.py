@@ -22,6 +22,7 @@ from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 from inspo_cli.runs import CHECKPOINTS_DIR, SUMMARY_FILE
 
 BEST_INSTRUCTION_FILE = "best_instruction.txt"
+EVOLUTIONS_FILE = "evolutions.json"  # every evolution: candidates proposed, verification scores, accepted or why not
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -47,12 +48,6 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
     _quiet_libraries()
-    population = recipe.population
-    if population.enabled and (population.evolve_until > 0 or population.initial_rewrites):
-        raise InspoError("population: evolving new instructions (population.evolve_until > 0 or "
-                         "population.initial_rewrites) is not in this version yet; set population.evolve_until=0 "
-                         "and population.initial_rewrites=false to train with the recipe's instructions, sampled by "
-                         "weight and pruned")
     state = PartialState()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     checkpoint = None
@@ -67,8 +62,8 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
 
     plan = schedule(recipe, state.num_processes)
     args = grpo_config(recipe, run_dir / CHECKPOINTS_DIR, state.num_processes, device)
+    instructions, coevolution = _instruction_source(recipe, checkpoint, state)  # a missing API key fails here, early
     tokenizer = load_tokenizer(recipe.model)
-    instructions = _instruction_source(recipe, checkpoint)
     logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step, instructions=instructions)
     trainer = SearchGRPOTrainer(
         model=resolve_model_path(recipe.model.name_or_path), args=args,
@@ -76,7 +71,12 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
         instructions=instructions, retriever=open_from_config(recipe.retriever),
         rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
         chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
-        generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size, peft_config=lora_config(recipe), callbacks=[logger])
+        generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
+        peft_config=lora_config(recipe), callbacks=[logger], coevolution=coevolution)
+    if coevolution is not None:
+        from inspo_cli.training.coevolution import PolicyVerifier
+
+        coevolution.verifier = PolicyVerifier(trainer, recipe.reward)
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
@@ -88,31 +88,63 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     if state.is_main_process:
         plots = plot_curves(run_dir)
         summary = _summary(run_dir, recipe, instructions, wall, checkpoint, plots)
+        if coevolution is not None:
+            summary["overhead"] = _overhead(coevolution, recipe, summary["steps"], wall)
+            atomic_write_json(run_dir / EVOLUTIONS_FILE, coevolution.reports)
         atomic_write_text(run_dir / BEST_INSTRUCTION_FILE, summary["best_instruction"] + "\n")
         atomic_write_json(run_dir / SUMMARY_FILE, summary)
     state.wait_for_everyone()
     return summary
 
 
-def _instruction_source(recipe: Recipe, checkpoint: Path | None):
-    """The static instruction (Search-R1), or the INSPO population: fresh, or as the checkpoint saved it."""
+def _instruction_source(recipe: Recipe, checkpoint: Path | None, state):
+    """(source, coevolution): the static instruction (Search-R1), or the INSPO population with its replay
+    buffer and optimizer, fresh or as the checkpoint saved them."""
     import json
 
+    from inspo_cli.instructions.evolution import initial_rewrites
     from inspo_cli.instructions.population import InstructionPopulation
+    from inspo_cli.instructions.replay import ReplayBuffer
     from inspo_cli.instructions.sampling import StaticInstruction
+    from inspo_cli.training.coevolution import CoEvolution, MainProcessLM
     from inspo_cli.training.setup import initial_instructions
-    from inspo_cli.training.trainer import POPULATION_FILE
+    from inspo_cli.training.trainer import COEVOLUTION_FILE
 
     texts = initial_instructions(recipe)
-    if not recipe.population.enabled:
-        return StaticInstruction(texts[0])
-    if checkpoint is None:
-        return InstructionPopulation(recipe.population, seed=recipe.run.seed, initial_texts=texts)
-    path = checkpoint / POPULATION_FILE
-    if not path.is_file():
-        raise InspoError(f"{checkpoint} has no {POPULATION_FILE} although population.enabled is true; it was "
-                         "written without the population, so it cannot be resumed with one")
-    return InstructionPopulation.from_state_dict(recipe.population, json.loads(path.read_text(encoding="utf-8")))
+    config = recipe.population
+    if not config.enabled:
+        return StaticInstruction(texts[0]), None
+    lm = None
+    if config.evolve_until > 0 or config.initial_rewrites:
+        from inspo_cli.instructions.lm import open_optimizer
+
+        lm = MainProcessLM(open_optimizer(recipe.optimizer) if state.is_main_process else None, state)
+    if checkpoint is not None:
+        path = checkpoint / COEVOLUTION_FILE
+        if not path.is_file():
+            raise InspoError(f"{checkpoint} has no {COEVOLUTION_FILE} although population.enabled is true; it was "
+                             "written without the population, so it cannot be resumed with one")
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        coevolution = CoEvolution(InstructionPopulation.from_state_dict(config, saved["population"]), config, lm,
+                                  None, recipe.run.seed, ReplayBuffer.from_state_dict(saved["replay"]))
+        coevolution.reports = list(saved.get("evolutions", []))
+        return coevolution.population, coevolution
+    if config.initial_rewrites:
+        texts = [texts[0], *initial_rewrites(texts[0], lm, config.size - 1)][:config.size]
+    population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
+    return population, CoEvolution(population, config, lm, None, recipe.run.seed)
+
+
+def _overhead(coevolution, recipe: Recipe, steps: int, wall: float) -> dict:
+    """The paper's App. C account: what evolving instructions cost next to training."""
+    reports = coevolution.reports
+    seconds = sum(r["wall_s"] for r in reports)
+    lm = getattr(coevolution.lm, "lm", None)
+    return {"evolutions": len(reports), "evolution_seconds": round(seconds, 2),
+            "share_of_wall_time": round(seconds / wall, 4) if wall else None,
+            "verification_rollouts": sum(r["verification_rollouts"] for r in reports),
+            "training_rollouts": steps * recipe.training.batch_size * recipe.training.group_size,
+            "optimizer": lm.accounting() if hasattr(lm, "accounting") else None}
 
 
 def _quiet_libraries() -> None:

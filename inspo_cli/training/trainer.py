@@ -26,20 +26,22 @@ from typing import Sequence
 
 import torch
 from accelerate.utils import gather_object
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 from inspo_cli.agent.backends import TransformersBackend, VLLMBackend, VLLMServerBackend
 from inspo_cli.agent.rollout import RolloutEngine, Trajectory
 from inspo_cli.config import RewardConfig, RolloutConfig
-from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import InstructionSource, Pick
 from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.training.coevolution import CoEvolution
 from inspo_cli.training.reward import make_reward_func
 from retriever.search import Retriever
 
 PHASES = ("generation", "retrieval", "scoring", "update")
-POPULATION_FILE = "population.json"  # in each checkpoint directory, when the population is on
+COEVOLUTION_FILE = "coevolution.json"  # population, replay buffer, evolutions: in each checkpoint, with INSPO
 
 
 def _score_only_labelled_positions_everywhere() -> None:
@@ -72,9 +74,10 @@ class SearchGRPOTrainer(GRPOTrainer):
     def __init__(self, *, model, args, train_dataset, processing_class, instructions: InstructionSource,
                  retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
-                 callbacks=None):
+                 callbacks=None, coevolution: CoEvolution | None = None):
         _score_only_labelled_positions_everywhere()
         self.instructions = instructions
+        self.coevolution = coevolution  # INSPO: replay buffer, pruning, evolution (None: static instruction)
         self.updates_per_step = updates_per_step  # optimizer updates per generation batch (batch / mini-batch)
         self.phase_seconds: dict[str, float] = defaultdict(float)
         self._picks: list[Pick] = []
@@ -82,7 +85,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._rollout_seconds = 0.0
         super().__init__(model=model, reward_funcs=[make_reward_func(reward)], args=args,
                          train_dataset=train_dataset, processing_class=processing_class, peft_config=peft_config,
-                         rollout_func=self._rollout, callbacks=callbacks)
+                         rollout_func=self._rollout, callbacks=[*(callbacks or []), _StepEnd(self)])
         self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
                                     rollout, topk=topk, chat=chat)
 
@@ -183,32 +186,34 @@ class SearchGRPOTrainer(GRPOTrainer):
             rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
             group_picks = picks[::self.num_generations]
             self.instructions.observe(group_picks, rewards.mean(dim=1).tolist())
-            self._end_step(self.step + 1)  # one generation batch per training step; steps count from 1
+            if self.coevolution is not None and self.coevolution.evolving:
+                self._remember(inputs, completions, rewards.flatten().tolist())
         return rewards_per_func
 
+    def _remember(self, inputs, completions, rewards: list[float]) -> None:
+        """Every rollout of the step, from all processes, into the replay buffer (Alg. 1 line 15)."""
+        local = [(x["instruction_id"], x["qid"], x["prompt"], x["golden_answers"],
+                  c if isinstance(c, str) else c[-1]["content"]) for x, c in zip(inputs, completions)]
+        rows = gather_object(local)  # in the order the rewards were gathered
+        self.coevolution.remember(experiences_from(*map(list, zip(*rows)), rewards, step=self.step + 1))
+
     def _end_step(self, step: int) -> None:
-        """Fold the step's rewards into the instruction weights; prune the population when scheduled. Every
-        process does this on the same gathered rewards, so every process holds the same population."""
-        self.instructions.end_step(step)
-        if not isinstance(self.instructions, InstructionPopulation):
+        """After the step's last optimizer update: fold its rewards into the instruction weights, and (INSPO)
+        prune and evolve as scheduled. Every process does this on the same gathered data."""
+        if self.coevolution is None:
+            self.instructions.end_step(step)
             return
-        population = self.instructions
-        pruned = population.prune(step) if population.should_prune(step) else []
-        self._log_metric("population/size", len(population))
-        self._log_metric("population/pruned", len(pruned))
-        self._log_metric("population/best_weight", population.best().weight)
-        self._log_metric("population/prompt_length", sum(len(c.text) for c in population.alive()) / len(population))
-        for instruction_id, probability in population.probabilities().items():
-            self._log_metric(f"population/probability/{instruction_id}", probability)
-            self._log_metric(f"population/weight/{instruction_id}", population[instruction_id].weight)
+        for name, value in self.coevolution.end_step(step).items():
+            self._metrics["train"][name].append(value)
+        self.instructions = self.coevolution.population
 
     def _save_checkpoint(self, model, trial):
         """The population goes into the checkpoint before HF writes trainer_state.json, the file whose presence
         marks a checkpoint complete, so a resumed run never finds weights without their population."""
-        if isinstance(self.instructions, InstructionPopulation) and self.args.should_save:
+        if self.coevolution is not None and self.args.should_save:
             folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
             folder.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(folder / POPULATION_FILE, self.instructions.state_dict())
+            atomic_write_json(folder / COEVOLUTION_FILE, self.coevolution.state_dict())
         super()._save_checkpoint(model, trial)
 
     # -- timing --------------------------------------------------------------------------------------------
@@ -226,3 +231,14 @@ class SearchGRPOTrainer(GRPOTrainer):
                 logs[f"time/{phase}"] = self.phase_seconds.get(phase, 0.0)
             self.phase_seconds.clear()
         super().log(logs, start_time)
+
+
+class _StepEnd(TrainerCallback):
+    """Calls `SearchGRPOTrainer._end_step` once a training step's last optimizer update is done."""
+
+    def __init__(self, trainer: SearchGRPOTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.trainer.updates_per_step == 0:
+            self.trainer._end_step(state.global_step // self.trainer.updates_per_step)

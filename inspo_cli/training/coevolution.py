@@ -1,0 +1,136 @@
+"""INSPO inside training: what the trainer does at the end of every step when the population is on.
+
+    coevo = CoEvolution(population, recipe.population, optimizer_lm, verifier, seed, accelerator)
+    coevo.remember(experiences)          # every rollout of the step, from all processes (replay buffer, line 15)
+    coevo.end_step(step)                 # weights (eq. 6), pruning every K_p, evolution every K_e until T_e
+
+Every process holds the same population and replay buffer, because each sees the same gathered rewards and
+rollouts and draws its randomness from (seed, step). Two things must not run once per process: the optimizer
+LM (`MainProcessLM` calls it on the main process and broadcasts the answer, or the error) and verification
+(`PolicyVerifier` rolls each candidate out on this process's share of D_B and sums the rewards over all
+processes), so all ranks accept the same candidates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from typing import Sequence
+
+from inspo_cli.config import PopulationConfig, RewardConfig
+from inspo_cli.errors import InspoError
+from inspo_cli.instructions.evolution import EvolutionReport, evolve
+from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
+from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
+from inspo_cli.training.reward import outcome_rewards
+
+
+def step_rng(seed: int, step: int, purpose: str) -> random.Random:
+    digest = hashlib.sha256(f"{seed}\x00{step}\x00{purpose}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class MainProcessLM:
+    """The optimizer LM, called on the main process only; every process gets the same text or the same error."""
+
+    def __init__(self, lm: LanguageModel | None, accelerator):
+        self.lm, self.accelerator = lm, accelerator
+
+    def complete(self, prompt: str) -> str:
+        if self.accelerator.num_processes == 1:
+            return self.lm.complete(prompt)
+        from accelerate.utils import broadcast_object_list
+
+        payload: list = [None]
+        if self.accelerator.is_main_process:
+            try:
+                payload = [("ok", self.lm.complete(prompt))]
+            except OptimizerBudgetExhausted as e:
+                payload = [("budget", str(e))]
+            except InspoError as e:
+                payload = [("error", str(e))]
+        kind, value = broadcast_object_list(payload)[0]
+        if kind == "budget":
+            raise OptimizerBudgetExhausted(value)
+        if kind == "error":
+            raise InspoError(value)
+        return value
+
+
+class PolicyVerifier:
+    """Alg. 1 line 21's verification: the current policy rolled out under each candidate on D_B, mean reward."""
+
+    def __init__(self, trainer, reward: RewardConfig):
+        self.trainer, self.reward = trainer, reward
+        self.rollouts = 0
+        self.seconds = 0.0
+
+    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion]) -> list[float]:
+        import torch
+
+        started = time.perf_counter()
+        accelerator = self.trainer.accelerator
+        mine = list(questions)[accelerator.process_index::accelerator.num_processes]
+        pairs = [(text, q) for text in instructions for q in mine]  # one batched rollout for all candidates
+        totals = torch.zeros(len(instructions), 2, device=accelerator.device)
+        if pairs:
+            with self.trainer._policy_for_generation():
+                trajectories = self.trainer.engine.run([t for t, _ in pairs], [q.question for _, q in pairs])
+            rewards = outcome_rewards([t.answer for t in trajectories], [q.golden_answers for _, q in pairs],
+                                      [self.trainer._followed_protocol(t) for t in trajectories],
+                                      self.reward.metric, self.reward.format_weight)
+            for i in range(len(instructions)):
+                chunk = rewards[i * len(mine):(i + 1) * len(mine)]
+                totals[i, 0], totals[i, 1] = sum(chunk), len(chunk)
+        totals = accelerator.reduce(totals, reduction="sum") if accelerator.num_processes > 1 else totals
+        self.rollouts += len(instructions) * len(questions)
+        self.seconds += time.perf_counter() - started
+        return [float(s / n) if n else 0.0 for s, n in totals.tolist()]
+
+
+class CoEvolution:
+    def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel | None,
+                 verifier, seed: int, buffer: ReplayBuffer | None = None):
+        self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
+        self.buffer = buffer or ReplayBuffer(config.replay_capacity)
+        self.reports: list[dict] = []
+
+    @property
+    def evolving(self) -> bool:
+        return self.config.evolve_until > 0
+
+    def remember(self, experiences: Sequence[Experience]) -> None:
+        if self.evolving:
+            self.buffer.extend(experiences)
+
+    def end_step(self, step: int) -> dict[str, float]:
+        """Weights, then pruning, then evolution, as scheduled; returns the step's population metrics."""
+        population = self.population
+        population.end_step(step)
+        pruned = population.prune(step) if population.should_prune(step) else []
+        report: EvolutionReport | None = None
+        if self.evolving and population.should_evolve(step) and len(self.buffer) > 0:
+            report = evolve(population, self.buffer, self.lm, self.verifier, self.config, step,
+                            step_rng(self.seed, step, "evolve"))
+            self.reports.append(report.as_dict())
+        metrics = {"population/size": len(population), "population/pruned": len(pruned),
+                   "population/best_weight": population.best().weight,
+                   "population/prompt_length": sum(len(c.text) for c in population.alive()) / len(population)}
+        if report is not None:
+            metrics.update({"population/evolved": 1, "population/accepted": len(report.accepted()),
+                            "population/proposed": len(report.candidates), "time/evolution": report.wall_s})
+        for instruction_id, probability in population.probabilities().items():
+            metrics[f"population/probability/{instruction_id}"] = probability
+            metrics[f"population/weight/{instruction_id}"] = population[instruction_id].weight
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
+                "evolutions": self.reports}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.population = InstructionPopulation.from_state_dict(self.config, state["population"])
+        self.buffer = ReplayBuffer.from_state_dict(state["replay"])
+        self.reports = list(state.get("evolutions", []))
