@@ -322,3 +322,50 @@ def test_inspo_train_with_no_arguments_runs_the_demo(tmp_path, repo_root, monkey
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 8 and (run / "checkpoints/final/model.safetensors").is_file()
     assert f"policy:  runs/{run.name}/checkpoints/final" in result.output
+
+
+@pytest.mark.slow
+def test_inspo_evolve_with_a_frozen_policy_writes_the_same_outputs_and_resumes(tmp_path, repo_root, tiny_model_dir,
+                                                                               monkeypatch):
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
+    optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
+                                   "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
+    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
+                  "candidates_per_call": 2, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1}
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 3})
+    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+                      f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    runs = tmp_path / "runs"
+    result = invoke("evolve", "--recipe", recipe, "--output-dir", runs, "--name", "straight", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    run = runs / "straight"
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [1, 2, 3] and [r.get("population/evolved", 0) for r in rows] == [0, 1, 0]
+    assert {"reward", "em", "search/searches_per_trajectory", "population/size"} <= set(rows[0])
+    (evolution,) = json.loads((run / "evolutions.json").read_text())
+    assert any(c["reason"] == "accepted" for c in evolution["candidates"])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["frozen_policy"] and summary["overhead"]["verification_rollouts"] > 0
+    assert (run / "best_instruction.txt").read_text().strip() == summary["best_instruction"].strip()
+    assert not (run / "checkpoints").exists()  # the policy never changes
+
+    # a run stopped after step 2 (its recipe said 2 steps), then told to go on to 3 and resumed
+    result = invoke("evolve", "--recipe", recipe, "--output-dir", runs, "--name", "resumed", "--device", "cpu",
+                    "--set", "training.steps=2")
+    assert result.exit_code == 0, result.output
+    resumed = runs / "resumed"
+    (resumed / "summary.json").unlink()
+    (resumed / "recipe.yaml").write_text((resumed / "recipe.yaml").read_text().replace("steps: 2", "steps: 3"))
+    result = invoke("evolve", "--resume", resumed, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert (resumed / "instructions.jsonl").read_text() == (run / "instructions.jsonl").read_text()
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
+    for have, want in zip(strip(metrics(resumed)), strip(metrics(run)), strict=True):
+        assert have == pytest.approx(want)
+
+
+def test_inspo_evolve_needs_a_population(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "x")
+    result = invoke("evolve", "--recipe", recipe, "--output-dir", tmp_path / "runs")
+    assert_one_line_error(result, "population.enabled=true")

@@ -13,6 +13,7 @@ processes), so all ranks accept the same candidates.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import time
@@ -24,7 +25,7 @@ from inspo_cli.instructions.evolution import EvolutionReport, evolve
 from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
-from inspo_cli.training.reward import outcome_rewards
+from inspo_cli.training.reward import followed_protocol, outcome_rewards
 
 
 def step_rng(seed: int, step: int, purpose: str) -> random.Random:
@@ -60,34 +61,41 @@ class MainProcessLM:
 
 
 class PolicyVerifier:
-    """Alg. 1 line 21's verification: the current policy rolled out under each candidate on D_B, mean reward."""
+    """Alg. 1 line 21's verification: the current policy rolled out under each candidate on D_B, mean reward.
 
-    def __init__(self, trainer, reward: RewardConfig):
-        self.trainer, self.reward = trainer, reward
+    `engine` is the rollout engine over the policy; `generation` a context manager factory that readies the
+    policy for generation (the trainer's unwrap-and-no-grad; nothing for a frozen policy); `accelerator`
+    (optional) splits D_B over processes and sums the rewards back."""
+
+    def __init__(self, engine, reward: RewardConfig, generation=contextlib.nullcontext, accelerator=None):
+        self.engine, self.reward, self.generation, self.accelerator = engine, reward, generation, accelerator
         self.rollouts = 0
         self.seconds = 0.0
 
     def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion]) -> list[float]:
-        import torch
-
         started = time.perf_counter()
-        accelerator = self.trainer.accelerator
-        mine = list(questions)[accelerator.process_index::accelerator.num_processes]
+        rank, world = (self.accelerator.process_index, self.accelerator.num_processes) if self.accelerator else (0, 1)
+        mine = list(questions)[rank::world]
         pairs = [(text, q) for text in instructions for q in mine]  # one batched rollout for all candidates
-        totals = torch.zeros(len(instructions), 2, device=accelerator.device)
+        totals = [[0.0, 0] for _ in instructions]
         if pairs:
-            with self.trainer._policy_for_generation():
-                trajectories = self.trainer.engine.run([t for t, _ in pairs], [q.question for _, q in pairs])
+            with self.generation():
+                trajectories = self.engine.run([t for t, _ in pairs], [q.question for _, q in pairs])
             rewards = outcome_rewards([t.answer for t in trajectories], [q.golden_answers for _, q in pairs],
-                                      [self.trainer._followed_protocol(t) for t in trajectories],
-                                      self.reward.metric, self.reward.format_weight)
+                                      [followed_protocol(t) for t in trajectories], self.reward.metric,
+                                      self.reward.format_weight)
             for i in range(len(instructions)):
                 chunk = rewards[i * len(mine):(i + 1) * len(mine)]
-                totals[i, 0], totals[i, 1] = sum(chunk), len(chunk)
-        totals = accelerator.reduce(totals, reduction="sum") if accelerator.num_processes > 1 else totals
+                totals[i] = [sum(chunk), len(chunk)]
+        if world > 1:
+            import torch
+
+            summed = self.accelerator.reduce(torch.tensor(totals, dtype=torch.float64,
+                                                          device=self.accelerator.device), reduction="sum")
+            totals = summed.tolist()
         self.rollouts += len(instructions) * len(questions)
         self.seconds += time.perf_counter() - started
-        return [float(s / n) if n else 0.0 for s, n in totals.tolist()]
+        return [s / n if n else 0.0 for s, n in totals]
 
 
 class CoEvolution:

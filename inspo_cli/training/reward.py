@@ -20,6 +20,11 @@ from inspo_cli.config import RewardConfig
 from inspo_cli.rewards import METRICS, exact_match
 
 
+def followed_protocol(trajectory) -> bool:
+    """Well-formed for the format-shaped reward, as Search-R1's check: every action parsed, ended in an answer."""
+    return trajectory.stop_reason == "answer" and trajectory.invalid_actions == 0
+
+
 def outcome_rewards(answers: Sequence[str | None], golden_answers: Sequence[Sequence[str]],
                     well_formed: Sequence[bool], metric: str = "em", format_weight: float = 0.0) -> list[float]:
     score = METRICS[metric]

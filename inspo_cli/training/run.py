@@ -76,7 +76,8 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     if coevolution is not None:
         from inspo_cli.training.coevolution import PolicyVerifier
 
-        coevolution.verifier = PolicyVerifier(trainer, recipe.reward)
+        coevolution.verifier = PolicyVerifier(trainer.engine, recipe.reward, trainer._policy_for_generation,
+                                              trainer.accelerator)
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 

@@ -37,7 +37,7 @@ from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import InstructionSource, Pick
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.training.coevolution import CoEvolution
-from inspo_cli.training.reward import make_reward_func
+from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
 
 PHASES = ("generation", "retrieval", "scoring", "update")
@@ -139,13 +139,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
             "env_mask": [t.completion_mask for t in trajectories],
             "answer": [t.answer for t in trajectories],
-            "well_formed": [self._followed_protocol(t) for t in trajectories],
+            "well_formed": [followed_protocol(t) for t in trajectories],
         }
-
-    @staticmethod
-    def _followed_protocol(t: Trajectory) -> bool:
-        """For the format-shaped reward, as Search-R1's: every action parsed and the trajectory ended in an answer."""
-        return t.stop_reason == "answer" and t.invalid_actions == 0
 
     @contextlib.contextmanager
     def _policy_for_generation(self):
