@@ -29,6 +29,8 @@ from _common import ROOT, machine, update_readme_section
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
+from rollout_engine import INSTRUCTION  # noqa: E402  the worked-example instruction SmolLM2 follows
+
 from inspo_cli.agent.protocol import build_prompt  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RetrieverConfig, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
@@ -37,13 +39,6 @@ from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
 from inspo_cli.training.setup import grpo_config, question_dataset  # noqa: E402
 
-INSTRUCTION = (
-    "Answer the question. To look something up, write <search> your query </search> and the results will appear "
-    "between <information> and </information>. When you know the answer, write it as <answer> short answer </answer>.\n"
-    "Example:\nQuestion: Who founded Hokin Works?\n<search> Hokin Works founder </search>\n"
-    "<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded by Ada Vell.</information>\n"
-    "<answer> Ada Vell </answer>\nQuestion: {question}\n"
-)
 PHASES = ("generation", "retrieval", "scoring", "update")
 
 

@@ -123,3 +123,17 @@ def best_instruction(run_dir: str | Path, recipe: Recipe) -> str:
         if isinstance(best, str) and best.strip():
             return best
     return recipe.population.instructions[0]
+
+
+def unfinished_run_recipe(run_dir: str | Path, conflicting: dict[str, object]) -> Recipe:
+    """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet), and no
+    flag that would change the recipe (`conflicting`: flag name -> value given) may be set."""
+    from inspo_cli.config import load_recipe
+
+    given = [flag for flag, value in conflicting.items() if value]
+    if given:
+        raise InspoError(f"--resume continues a run with its own recipe; drop {', '.join(given)}")
+    read_run_info(run_dir)
+    if (Path(run_dir) / SUMMARY_FILE).is_file():
+        raise InspoError(f"run {run_dir} already finished (it has {SUMMARY_FILE}); start a new run instead")
+    return load_recipe(Path(run_dir) / RECIPE_FILE)

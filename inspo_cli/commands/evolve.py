@@ -34,17 +34,12 @@ def evolve(
 ) -> None:
     """Evolve instructions with INSPO's population / prune / evolve / verify loop and a frozen policy."""
     from inspo_cli.config import load_recipe
-    from inspo_cli.runs import RECIPE_FILE, create_run_dir, read_run_info
+    from inspo_cli.runs import create_run_dir, unfinished_run_recipe
     from inspo_cli.training.frozen import run_evolve
 
     if resume is not None:
-        if recipe is not None or overrides or model is not None or name is not None or output_dir is not None:
-            raise InspoError("--resume continues a run with its own recipe; drop --recipe, --set, --model, --name "
-                             "and --output-dir")
-        read_run_info(resume)
-        if (resume / "summary.json").is_file():
-            raise InspoError(f"run {resume} already finished (it has summary.json); start a new run instead")
-        config = load_recipe(resume / RECIPE_FILE)
+        config = unfinished_run_recipe(resume, {"--recipe": recipe, "--set": overrides, "--model": model,
+                                                 "--name": name, "--output-dir": output_dir})
         run_dir = resume
     else:
         if recipe is None:

@@ -18,7 +18,6 @@ import typer
 
 from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, user_errors
-from inspo_cli.errors import InspoError
 
 DEMO_RECIPE = "recipes/demo.yaml"
 
@@ -39,17 +38,12 @@ def train(
     from accelerate.utils import broadcast_object_list
 
     from inspo_cli.config import PROJECT_ROOT, load_recipe
-    from inspo_cli.runs import RECIPE_FILE, create_run_dir, read_run_info
+    from inspo_cli.runs import create_run_dir, unfinished_run_recipe
     from inspo_cli.training.run import run_training
 
     if resume is not None:
-        if recipe is not None or overrides or name is not None or output_dir is not None:
-            raise InspoError("--resume continues a run with its own recipe; drop --recipe, --set, --name and "
-                             "--output-dir")
-        read_run_info(resume)
-        if (resume / "summary.json").is_file():
-            raise InspoError(f"run {resume} already finished (it has summary.json); start a new run instead")
-        config = load_recipe(resume / RECIPE_FILE)
+        config = unfinished_run_recipe(resume, {"--recipe": recipe, "--set": overrides, "--name": name,
+                                                 "--output-dir": output_dir})
         run_dir = resume
     else:
         recipe_path = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
