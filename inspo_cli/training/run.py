@@ -6,7 +6,8 @@
 The run directory ends up holding recipe.yaml and run.json (from `create_run_dir`), metrics.jsonl,
 tensorboard/, plots/*.png, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler
 and RNG states), checkpoints/final/ (the policy as a plain model directory, LoRA merged) and summary.json,
-the layout `inspo evaluate --run` reads.
+the layout `inspo evaluate --run` reads. With INSPO (`population.enabled`) also instructions.jsonl,
+evolutions.json, best_instruction.txt, and coevolution.json in every checkpoint.
 """
 
 from __future__ import annotations

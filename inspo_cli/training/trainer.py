@@ -1,9 +1,10 @@
 """`SearchGRPOTrainer`: TRL's GRPOTrainer, generating multi-turn search trajectories through the rollout engine.
 
-It adds four things to GRPOTrainer and nothing else:
+It adds these things to GRPOTrainer and nothing else:
 1. **Instruction per question group** — before each generation batch it asks an `InstructionSource` for one
-   instruction per question (static here; the INSPO population in issue 6 plugs into the same call) and,
-   once rewards are in, reports each group's mean reward back to it.
+   instruction per question (the static Search-R1 instruction, or INSPO's population), reports each group's
+   mean reward back once rewards are in, and at the end of every step (after its last optimizer update) lets
+   `CoEvolution` fold weights, prune and evolve; the population and replay buffer are saved in checkpoints.
 2. **Multi-turn rollouts** through TRL's `rollout_func`: the engine interleaves generation with retrieval
    and returns the observation mask as `env_mask`, which TRL multiplies into the loss mask, so inserted
    `<information>` passages get no gradient.
@@ -12,8 +13,8 @@ It adds four things to GRPOTrainer and nothing else:
 4. **Phase timing**: wall seconds per logged step spent in generation, retrieval, scoring (log-probs of the
    reference/old policy and rewards) and the update (forward, backward, optimizer).
 
-The two overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`) are why trl is
-pinned exactly; `tests/test_trainer.py` covers them.
+The overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`, `_save_checkpoint`) are
+why trl is pinned exactly; `tests/test_trainer.py` and `tests/test_train_command.py` cover them.
 """
 
 from __future__ import annotations
