@@ -369,3 +369,28 @@ def test_inspo_evolve_needs_a_population(tmp_path, repo_root):
     recipe = write_recipe(tmp_path, repo_root, "x")
     result = invoke("evolve", "--recipe", recipe, "--output-dir", tmp_path / "runs")
     assert_one_line_error(result, "population.enabled=true")
+
+
+@pytest.mark.slow
+def test_inspo_with_two_processes_calls_the_optimizer_once_per_proposal(tmp_path, repo_root, tiny_model_dir):
+    """Under `accelerate launch` only the main process calls the optimizer; every rank accepts the same candidates
+    (or the ranks would disagree on the population and the run would fail or diverge)."""
+    optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
+                                   "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
+    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
+                  "candidates_per_call": 2, "failures_per_call": 2, "verify_size": 4, "accept_top_n": 1}
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
+                          training={"steps": 3, "save_every": 1, "micro_batch_size": 2})
+    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+                      f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "SCRIPTED_KEY": "k"}
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "-m", "inspo_cli", "train", "--recipe",
+                           str(recipe), "--output-dir", str(tmp_path / "runs"), "--name", "mp"],
+                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = tmp_path / "runs/mp"
+    (evolution,) = json.loads((run / "evolutions.json").read_text())
+    assert len(optimizer.prompts) == evolution["optimizer_calls"] == 2  # one per proposal, not one per rank
+    assert [r["population/size"] for r in metrics(run)] == [1, 3, 2]
