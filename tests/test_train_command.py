@@ -248,6 +248,8 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     result = invoke("train", "--resume", resumed)
     assert result.exit_code == 0, result.output
     assert (resumed / "instructions.jsonl").read_text() == (run / "instructions.jsonl").read_text()
+    calls = [json.loads((r / "summary.json").read_text())["overhead"]["optimizer"]["calls"] for r in (run, resumed)]
+    assert calls[0] == calls[1] == 2  # the resumed run's budget counts the calls made before the interruption
     strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
     for have, want in zip(strip(metrics(resumed)), strip(metrics(run)), strict=True):
         assert have == pytest.approx(want)

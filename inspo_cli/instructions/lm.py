@@ -195,6 +195,14 @@ class OptimizerLM:
                     "estimated_usage_calls": self._estimated_usage_calls, "wall_s": round(self._wall_s, 3),
                     "max_calls": self.max_calls, "max_total_tokens": self.max_total_tokens}
 
+    def restore(self, accounting: dict) -> None:
+        """Continue the counts (and so the budget) of an earlier process: a resumed run saved `accounting()`."""
+        with self._lock:
+            self._calls, self._failed_calls = int(accounting["calls"]), int(accounting["failed_calls"])
+            self._retries, self._wall_s = int(accounting["retries"]), float(accounting["wall_s"])
+            self._input_tokens, self._output_tokens = int(accounting["input_tokens"]), int(accounting["output_tokens"])
+            self._estimated_usage_calls = int(accounting["estimated_usage_calls"])
+
     def _reserve_call(self) -> None:
         with self._lock:
             if self.max_calls is not None and self._calls >= self.max_calls:

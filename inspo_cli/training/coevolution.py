@@ -134,9 +134,14 @@ class CoEvolution:
             metrics[f"population/weight/{instruction_id}"] = population[instruction_id].weight
         return metrics
 
+    def optimizer_accounting(self) -> dict | None:
+        """The optimizer's calls, tokens and seconds so far (known on the main process, which makes the calls)."""
+        lm = getattr(self.lm, "lm", self.lm)
+        return lm.accounting() if hasattr(lm, "accounting") else None
+
     def state_dict(self) -> dict:
         return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
-                "evolutions": self.reports}
+                "evolutions": self.reports, "optimizer": self.optimizer_accounting()}
 
     def load_state_dict(self, state: dict) -> None:
         self.population = InstructionPopulation.from_state_dict(self.config, state["population"])

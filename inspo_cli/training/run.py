@@ -130,6 +130,9 @@ def _instruction_source(recipe: Recipe, checkpoint: Path | None, state):
         coevolution = CoEvolution(InstructionPopulation.from_state_dict(config, saved["population"]), config, lm,
                                   None, recipe.run.seed, ReplayBuffer.from_state_dict(saved["replay"]))
         coevolution.reports = list(saved.get("evolutions", []))
+        optimizer = getattr(lm, "lm", None)
+        if optimizer is not None and saved.get("optimizer"):
+            optimizer.restore(saved["optimizer"])  # the budget carries over the interruption
         return coevolution.population, coevolution
     if config.initial_rewrites:
         texts = [texts[0], *initial_rewrites(texts[0], lm, config.size - 1)][:config.size]
@@ -141,12 +144,11 @@ def _overhead(coevolution, recipe: Recipe, steps: int, wall: float) -> dict:
     """The paper's App. C account: what evolving instructions cost next to training."""
     reports = coevolution.reports
     seconds = sum(r["wall_s"] for r in reports)
-    lm = getattr(coevolution.lm, "lm", None)
     return {"evolutions": len(reports), "evolution_seconds": round(seconds, 2),
             "share_of_wall_time": round(seconds / wall, 4) if wall else None,
             "verification_rollouts": sum(r["verification_rollouts"] for r in reports),
             "training_rollouts": steps * recipe.training.batch_size * recipe.training.group_size,
-            "optimizer": lm.accounting() if hasattr(lm, "accounting") else None}
+            "optimizer": coevolution.optimizer_accounting()}
 
 
 def _quiet_libraries() -> None:
