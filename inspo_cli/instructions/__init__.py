@@ -1,4 +1,5 @@
-"""Instructions: the built-in texts, and (issue 6) the population machinery. Plain Python, no torch."""
+"""Instructions: the built-in texts and INSPO's machinery — sampling, the population, the replay buffer, the
+optimizer's prompts and LMs, and evolution. Plain Python: nothing here imports torch."""
 
 from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
 
