@@ -61,6 +61,23 @@ class Trajectory:
             self.logprobs.extend(logprobs if mask_value == 1 else [0.0] * len(ids))
 
 
+def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Means over a batch, under the metric names training logs: searches, valid actions, lengths, observations."""
+    n = max(len(trajectories), 1)
+    policy = sum(sum(t.completion_mask) for t in trajectories)
+    total = sum(len(t.completion_ids) for t in trajectories)
+    turns = sum(t.turns for t in trajectories)
+    return {
+        "search/searches_per_trajectory": sum(t.num_searches for t in trajectories) / n,
+        "search/valid_action_rate": 1 - sum(t.invalid_actions for t in trajectories) / max(turns, 1),
+        "search/answered": sum(t.stop_reason == "answer" for t in trajectories) / n,
+        "search/turns": turns / n,
+        "length/prompt": sum(len(t.prompt_ids) for t in trajectories) / n,
+        "length/response": policy / n,
+        "length/observation_share": 1 - policy / max(total, 1),
+    }
+
+
 class RolloutEngine:
     def __init__(self, backend: PolicyBackend, retriever: Retriever, tokenizer, config: RolloutConfig,
                  topk: int = 3, chat: bool = True):

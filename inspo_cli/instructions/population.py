@@ -22,14 +22,12 @@ every candidate ever seen, alive or pruned, for the run's instructions.jsonl.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import random
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.sampling import Pick
+from inspo_cli.instructions.sampling import Pick, stable_random
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
@@ -151,16 +149,12 @@ class InstructionPopulation:
         chosen: dict[str, Pick] = {}
         for key in keys:
             if key not in chosen:
-                u = self._uniform(step, key) * running  # scaled by the sum so rounding never falls off the end
+                # scaled by the sum so rounding never falls off the end
+                u = stable_random(self.seed, step, key).random() * running
                 index = next((i for i, edge in enumerate(cumulative) if u < edge), len(ids) - 1)
                 candidate = self._candidates[ids[index]]
                 chosen[key] = Pick(candidate.id, candidate.text)
         return [chosen[key] for key in keys]
-
-    def _uniform(self, step: int, key: str) -> float:
-        # Python's hash() is salted per process; sha256 is the same everywhere
-        digest = hashlib.sha256(f"{self.seed}\x00{step}\x00{key}".encode("utf-8")).digest()
-        return random.Random(int.from_bytes(digest[:8], "big")).random()
 
     # -- weights (eq. 6) ---------------------------------------------------------------------------------
 

@@ -17,6 +17,8 @@ randomness from them with a stable hash, not Python's per-process `hash`).
 
 from __future__ import annotations
 
+import hashlib
+import random
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -39,6 +41,12 @@ class InstructionSource(Protocol):
     def end_step(self, step: int) -> None:
         """The step is over: fold the rewards observed during it into the sampling weights."""
         ...
+
+
+def stable_random(seed: int, step: int, key: str) -> random.Random:
+    """The same generator for the same (seed, step, key) in every process (Python's hash() is salted per process)."""
+    digest = hashlib.sha256(f"{seed}\x00{step}\x00{key}".encode("utf-8")).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 class StaticInstruction:

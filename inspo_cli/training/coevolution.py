@@ -14,9 +14,6 @@ processes), so all ranks accept the same candidates.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import random
-import time
 from typing import Sequence
 
 from inspo_cli.config import PopulationConfig, RewardConfig
@@ -25,12 +22,8 @@ from inspo_cli.instructions.evolution import EvolutionReport, evolve
 from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
+from inspo_cli.instructions.sampling import stable_random
 from inspo_cli.training.reward import followed_protocol, outcome_rewards
-
-
-def step_rng(seed: int, step: int, purpose: str) -> random.Random:
-    digest = hashlib.sha256(f"{seed}\x00{step}\x00{purpose}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 class MainProcessLM:
@@ -69,11 +62,8 @@ class PolicyVerifier:
 
     def __init__(self, engine, reward: RewardConfig, generation=contextlib.nullcontext, accelerator=None):
         self.engine, self.reward, self.generation, self.accelerator = engine, reward, generation, accelerator
-        self.rollouts = 0
-        self.seconds = 0.0
 
     def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion]) -> list[float]:
-        started = time.perf_counter()
         rank, world = (self.accelerator.process_index, self.accelerator.num_processes) if self.accelerator else (0, 1)
         mine = list(questions)[rank::world]
         pairs = [(text, q) for text in instructions for q in mine]  # one batched rollout for all candidates
@@ -93,8 +83,6 @@ class PolicyVerifier:
             summed = self.accelerator.reduce(torch.tensor(totals, dtype=torch.float64,
                                                           device=self.accelerator.device), reduction="sum")
             totals = summed.tolist()
-        self.rollouts += len(instructions) * len(questions)
-        self.seconds += time.perf_counter() - started
         return [s / n if n else 0.0 for s, n in totals]
 
 
@@ -121,7 +109,7 @@ class CoEvolution:
         report: EvolutionReport | None = None
         if self.evolving and population.should_evolve(step) and len(self.buffer) > 0:
             report = evolve(population, self.buffer, self.lm, self.verifier, self.config, step,
-                            step_rng(self.seed, step, "evolve"))
+                            stable_random(self.seed, step, "evolve"))
             self.reports.append(report.as_dict())
         metrics = {"population/size": len(population), "population/pruned": len(pruned),
                    "population/best_weight": population.best().weight,
@@ -142,8 +130,3 @@ class CoEvolution:
     def state_dict(self) -> dict:
         return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
                 "evolutions": self.reports, "optimizer": self.optimizer_accounting()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.population = InstructionPopulation.from_state_dict(self.config, state["population"])
-        self.buffer = ReplayBuffer.from_state_dict(state["replay"])
-        self.reports = list(state.get("evolutions", []))

@@ -33,9 +33,10 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
     from inspo_cli.console import progress_bar
     from inspo_cli.instructions.replay import experiences_from
     from inspo_cli.models import uses_chat_template
-    from inspo_cli.training.coevolution import PolicyVerifier, step_rng
+    from inspo_cli.instructions.sampling import stable_random
+    from inspo_cli.training.coevolution import PolicyVerifier
     from inspo_cli.training.reward import followed_protocol, outcome_rewards
-    from inspo_cli.training.run import BEST_INSTRUCTION_FILE, EVOLUTIONS_FILE, _instruction_source, _overhead
+    from inspo_cli.training.run import BEST_INSTRUCTION_FILE, EVOLUTIONS_FILE, instruction_source, overhead_account
     from inspo_cli.training.run_logger import (INSTRUCTIONS_FILE, METRICS_FILE, plot_curves, read_metrics,
                                                step_line, truncate_metrics)
     from inspo_cli.training.setup import train_questions
@@ -53,7 +54,7 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
             raise InspoError(f"{run_dir} has no {STATE_FILE} to resume from; start a new run instead")
         start = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))["step"]
         truncate_metrics(run_dir, start)  # rows are keyed by "update", which is the step here
-    population, coevolution = _instruction_source(recipe, run_dir if resume else None, state)
+    population, coevolution = instruction_source(recipe, run_dir if resume else None, state)
     questions = train_questions(recipe)
     t, r = recipe.training, recipe.rollout
     backend, tokenizer = load_backend(recipe.model, r, batch_size=t.batch_size * t.group_size, device=device)
@@ -67,7 +68,7 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
         for step in range(start + 1, t.steps + 1):
             step_started = time.perf_counter()
             torch.manual_seed(recipe.run.seed * 100_003 + step)  # sampling is reproducible step by step
-            picked = step_rng(recipe.run.seed, step, "questions").sample(range(len(questions)),
+            picked = stable_random(recipe.run.seed, step, "questions").sample(range(len(questions)),
                                                                          min(t.batch_size, len(questions)))
             batch = [questions[i] for i in picked]
             keys = [f"{q.source}:{q.id}" for q in batch]
@@ -108,7 +109,7 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
                "reward_first": rows[0]["reward"] if rows else None, "reward_last": rows[-1]["reward"] if rows else None,
                "best_instruction": best.text, "best_instruction_id": best.id,
                "instructions": [{"id": c.id, "text": c.text, "weight": c.weight} for c in population.alive()],
-               "overhead": _overhead(coevolution, recipe, t.steps, wall),
+               "overhead": overhead_account(coevolution, recipe, t.steps, wall),
                "plots": [str(p.relative_to(run_dir)) for p in plots]}
     atomic_write_json(run_dir / EVOLUTIONS_FILE, coevolution.reports)
     atomic_write_text(run_dir / BEST_INSTRUCTION_FILE, best.text + "\n")
@@ -119,12 +120,8 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
 def _rollout_metrics(trajectories, rewards: list[float], golden) -> dict:
     from statistics import mean, pstdev
 
+    from inspo_cli.agent.rollout import summarize
     from inspo_cli.rewards import exact_match
 
-    turns = sum(x.turns for x in trajectories)
     return {"reward": mean(rewards), "reward_std": pstdev(rewards),
-            "em": mean(exact_match(x.answer, g) for x, g in zip(trajectories, golden)),
-            "search/searches_per_trajectory": mean(x.num_searches for x in trajectories),
-            "search/valid_action_rate": 1 - sum(x.invalid_actions for x in trajectories) / max(turns, 1),
-            "search/answered": mean(x.stop_reason == "answer" for x in trajectories),
-            "length/response": mean(sum(x.completion_mask) for x in trajectories)}
+            "em": mean(exact_match(x.answer, g) for x, g in zip(trajectories, golden)), **summarize(trajectories)}

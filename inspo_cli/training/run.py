@@ -63,7 +63,7 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
 
     plan = schedule(recipe, state.num_processes)
     args = grpo_config(recipe, run_dir / CHECKPOINTS_DIR, state.num_processes, device)
-    instructions, coevolution = _instruction_source(recipe, checkpoint, state)  # a missing API key fails here, early
+    instructions, coevolution = instruction_source(recipe, checkpoint, state)  # a missing API key fails here, early
     tokenizer = load_tokenizer(recipe.model)
     logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step, instructions=instructions)
     trainer = SearchGRPOTrainer(
@@ -91,7 +91,7 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
         plots = plot_curves(run_dir)
         summary = _summary(run_dir, recipe, instructions, wall, checkpoint, plots)
         if coevolution is not None:
-            summary["overhead"] = _overhead(coevolution, recipe, summary["steps"], wall)
+            summary["overhead"] = overhead_account(coevolution, recipe, summary["steps"], wall)
             atomic_write_json(run_dir / EVOLUTIONS_FILE, coevolution.reports)
         atomic_write_text(run_dir / BEST_INSTRUCTION_FILE, summary["best_instruction"] + "\n")
         atomic_write_json(run_dir / SUMMARY_FILE, summary)
@@ -99,7 +99,7 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     return summary
 
 
-def _instruction_source(recipe: Recipe, checkpoint: Path | None, state):
+def instruction_source(recipe: Recipe, checkpoint: Path | None, state):
     """(source, coevolution): the static instruction (Search-R1), or the INSPO population with its replay
     buffer and optimizer, fresh or as the checkpoint saved them."""
     import json
@@ -140,7 +140,7 @@ def _instruction_source(recipe: Recipe, checkpoint: Path | None, state):
     return population, CoEvolution(population, config, lm, None, recipe.run.seed)
 
 
-def _overhead(coevolution, recipe: Recipe, steps: int, wall: float) -> dict:
+def overhead_account(coevolution, recipe: Recipe, steps: int, wall: float) -> dict:
     """The paper's App. C account: what evolving instructions cost next to training."""
     reports = coevolution.reports
     seconds = sum(r["wall_s"] for r in reports)

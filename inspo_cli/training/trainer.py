@@ -32,7 +32,7 @@ from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 from inspo_cli.agent.backends import TransformersBackend, VLLMBackend, VLLMServerBackend
-from inspo_cli.agent.rollout import RolloutEngine, Trajectory
+from inspo_cli.agent.rollout import RolloutEngine, Trajectory, summarize
 from inspo_cli.config import RewardConfig, RolloutConfig
 from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import InstructionSource, Pick
@@ -156,20 +156,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             yield
 
     def _log_rollout_metrics(self, trajectories: Sequence[Trajectory]) -> None:
-        n = len(trajectories)
-        policy = [sum(t.completion_mask) for t in trajectories]
-        total = [len(t.completion_ids) for t in trajectories]
-        turns = sum(t.turns for t in trajectories)
-        values = {
-            "search/searches_per_trajectory": sum(t.num_searches for t in trajectories) / n,
-            "search/valid_action_rate": 1 - sum(t.invalid_actions for t in trajectories) / max(turns, 1),
-            "search/answered": sum(t.stop_reason == "answer" for t in trajectories) / n,
-            "search/turns": turns / n,
-            "length/prompt": sum(len(t.prompt_ids) for t in trajectories) / n,
-            "length/response": sum(policy) / n,
-            "length/observation_share": 1 - sum(policy) / max(sum(total), 1),
-        }
-        for name, value in values.items():
+        for name, value in summarize(trajectories).items():
             self._log_metric(name, value)
 
     # -- rewards back to the instruction source --------------------------------------------------------------
@@ -201,7 +188,6 @@ class SearchGRPOTrainer(GRPOTrainer):
             return
         for name, value in self.coevolution.end_step(step).items():
             self._metrics["train"][name].append(value)
-        self.instructions = self.coevolution.population
 
     def _save_checkpoint(self, model, trial):
         """The population goes into the checkpoint before HF writes trainer_state.json, the file whose presence
