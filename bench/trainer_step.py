@@ -1,7 +1,7 @@
 """Trainer step time: `SearchGRPOTrainer` against plain TRL `GRPOTrainer`, and the phases of a multi-turn step.
 
     python bench/trainer_step.py                     # CPU, SmolLM2-135M-sized models, ~12 min on 2 cores
-    python bench/trainer_step.py --device cuda --steps 6
+    python bench/trainer_step.py --device cuda --dtype bfloat16 --skip-phases --tag _cuda   # bench/results/trainer_step_cuda.json
 
 1. Overhead, search off. Both trainers get the same questions under the same instruction (plain text), the same
    GRPOConfig (16 trajectories per step: 4 questions x group 4, micro-batch 8) and the same budget of new tokens.
@@ -54,9 +54,9 @@ def random_weights_copy(name: str, out: Path) -> Path:
     return out
 
 
-def recipe_for(model: str, steps: int, max_new: int, max_turns: int) -> Recipe:
+def recipe_for(model: str, steps: int, max_new: int, max_turns: int, dtype: str = "float32") -> Recipe:
     return Recipe(
-        model=ModelConfig(name_or_path=model, dtype="float32", chat_template="off"),
+        model=ModelConfig(name_or_path=model, dtype=dtype, chat_template="off"),
         retriever=RetrieverConfig(kind="bm25", corpus=str(ROOT / "data/world/corpus.jsonl"), topk=3),
         rollout=RolloutConfig(max_turns=max_turns, max_tokens_per_turn=max_new, max_observation_tokens=128,
                               max_prompt_tokens=512, max_total_tokens=1024),
@@ -119,51 +119,60 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="steps per run (the first is a warm-up)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per trainer, alternating")
     parser.add_argument("--max-new", type=int, default=64)
+    parser.add_argument("--dtype", default="float32", help="policy precision (bfloat16 on GPUs)")
+    parser.add_argument("--skip-phases", action="store_true", help="only the overhead part (it needs no trained weights)")
+    parser.add_argument("--tag", default="", help="suffix of the results file and README section, e.g. _cuda")
     args = parser.parse_args()
     questions = load_benchmark("world", "train", world_dir=ROOT / "data/world", limit=64)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         random_model = random_weights_copy(args.model, tmp / "random")
-        overhead = recipe_for(str(random_model), args.steps, args.max_new, max_turns=0)
-        steps = {"ours": [], "plain": [], "plain_as_shipped": []}
+        overhead = recipe_for(str(random_model), args.steps, args.max_new, max_turns=0, dtype=args.dtype)
+        steps = {"ours": [], "plain": []}
         runs = [("plain", run_plain), ("ours", run_ours)] * args.repeats
-        runs.append(("plain_as_shipped", lambda *a: run_plain(*a, as_shipped=True)))
+        if args.device == "cpu":  # on GPUs TRL's own LM-head setting is the one both sides use already
+            steps["plain_as_shipped"] = []
+            runs.append(("plain_as_shipped", lambda *a: run_plain(*a, as_shipped=True)))
         for i, (name, run) in enumerate(runs):
             started = time.perf_counter()
             rows = run(overhead, questions, tmp / f"{name}-{i}", args.device)
             steps[name] += [{"seconds": r["step_time"], "tokens": r["completions/mean_length"]} for r in rows[1:]]
             print(f"{name}: {time.perf_counter() - started:.0f}s, steps " + ", ".join(f"{r['step_time']:.1f}s" for r in rows))
-        phases_recipe = recipe_for(args.model, args.steps, 48, max_turns=2)
-        phase_rows = run_ours(phases_recipe, questions, tmp / "phases", args.device)[1:]
+        if not args.skip_phases:
+            phases_recipe = recipe_for(args.model, args.steps, 48, max_turns=2, dtype=args.dtype)
+            phase_rows = run_ours(phases_recipe, questions, tmp / "phases", args.device)[1:]
 
     seconds = {name: statistics.median(s["seconds"] for s in rows) for name, rows in steps.items()}
     tokens = {name: statistics.mean(s["tokens"] for s in rows) for name, rows in steps.items()}
-    phases = {p: statistics.mean(r[f"time/{p}"] for r in phase_rows) for p in PHASES}
     result = {
         "machine": machine(("torch", "trl", "transformers")),
-        "setup": {"model": args.model, "device": args.device, "trajectories_per_step": 16, "max_new_tokens": args.max_new,
-                  "steps_per_run": args.steps, "repeats": args.repeats},
+        "setup": {"model": args.model, "device": args.device, "dtype": args.dtype, "trajectories_per_step": 16,
+                  "max_new_tokens": args.max_new, "steps_per_run": args.steps, "repeats": args.repeats},
         "overhead": {"median_step_seconds": seconds, "mean_new_tokens": tokens,
                      "ratio": seconds["ours"] / seconds["plain"], "steps": steps},
-        "multi_turn_phases": {"seconds": phases, "step_seconds": statistics.mean(r["step_time"] for r in phase_rows),
-                              "searches_per_trajectory": statistics.mean(r["search/searches_per_trajectory"]
-                                                                         for r in phase_rows),
-                              "observation_share": statistics.mean(r["length/observation_share"] for r in phase_rows)},
     }
-    atomic_write_json(ROOT / "bench/results/trainer_step.json", result)
-    write_section(result)
+    if not args.skip_phases:
+        result["multi_turn_phases"] = {
+            "seconds": {p: statistics.mean(r[f"time/{p}"] for r in phase_rows) for p in PHASES},
+            "step_seconds": statistics.mean(r["step_time"] for r in phase_rows),
+            "searches_per_trajectory": statistics.mean(r["search/searches_per_trajectory"] for r in phase_rows),
+            "observation_share": statistics.mean(r["length/observation_share"] for r in phase_rows)}
+    atomic_write_json(ROOT / f"bench/results/trainer_step{args.tag}.json", result)
+    write_section(result, args.tag)
     print(f"ours {seconds['ours']:.2f}s vs plain {seconds['plain']:.2f}s per step: {result['overhead']['ratio']:.3f}x")
 
 
-def write_section(result: dict) -> None:
-    m, s, o, p = result["machine"], result["setup"], result["overhead"], result["multi_turn_phases"]
-    total = sum(p["seconds"].values())
-    phase_rows = "\n".join(f"| {name} | {sec:.1f} s | {sec / total:.0%} |" for name, sec in p["seconds"].items())
-    update_readme_section("trainer_step", f"""
-## Trainer step
+def write_section(result: dict, tag: str = "") -> None:
+    m, s, o = result["machine"], result["setup"], result["overhead"]
+    title = "Trainer step" + (f" ({s['device']}, {s.get('dtype', 'float32')})" if tag else "")
+    command = "python bench/trainer_step.py" + (f" --device {s['device']} --dtype {s.get('dtype')} --skip-phases "
+                                               f"--tag {tag}" if tag else "")
+    text = f"""
+## {title}
 
-`python bench/trainer_step.py` — {s['device']}, machine: {m['cpu_cores']} CPU cores, GPU: {m['gpu']}; trl {m['packages'].get('trl')}.
+`{command}` — {s['device']}, machine: {m['cpu_cores']} CPU cores, GPU: {m['gpu']}; torch {m['packages'].get('torch')},
+trl {m['packages'].get('trl')}, transformers {m['packages'].get('transformers')}.
 
 Search off, same single-turn batch ({s['trajectories_per_step']} trajectories of {s['max_new_tokens']} new tokens,
 {s['model']}'s architecture with random weights so both sides generate every token); median of
@@ -174,12 +183,19 @@ Search off, same single-turn batch ({s['trajectories_per_step']} trajectories of
 | plain TRL `GRPOTrainer` | {o['median_step_seconds']['plain']:.2f} s | {o['mean_new_tokens']['plain']:.1f} |
 | `SearchGRPOTrainer` (rollout engine, `max_turns=0`) | {o['median_step_seconds']['ours']:.2f} s | {o['mean_new_tokens']['ours']:.1f} |
 | ratio | **{o['ratio']:.3f}x** (target <= 1.1x) | |
-| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | {o['median_step_seconds']['plain_as_shipped']:.2f} s | {o['mean_new_tokens']['plain_as_shipped']:.1f} |
-
+""" + (f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | {o['median_step_seconds']['plain_as_shipped']:.2f} s | {o['mean_new_tokens']['plain_as_shipped']:.1f} |
+""" if "plain_as_shipped" in o["median_step_seconds"] else "") + """
 Both rows of the ratio use the same LM-head setting (`SearchGRPOTrainer` makes TRL's fused LM head score only
 completion positions on CPU, as TRL already does on GPUs), so the ratio is the cost of the rollout engine,
 instruction sampling and metrics alone. On a GPU the setting is TRL's own on both sides.
-
+"""
+    if "multi_turn_phases" not in result:
+        update_readme_section(f"trainer_step{tag}", text)
+        return
+    p = result["multi_turn_phases"]
+    total = sum(p["seconds"].values())
+    phase_rows = "\n".join(f"| {name} | {sec:.1f} s | {sec / total:.0%} |" for name, sec in p["seconds"].items())
+    update_readme_section(f"trainer_step{tag}", text + f"""
 Multi-turn step with search on ({s['model']}, worked-example instruction, BM25 over the world, up to two searches;
 {p['searches_per_trajectory']:.2f} searches per trajectory, {p['observation_share']:.0%} of completion tokens are
 inserted passages), mean over {s['steps_per_run'] - 1} steps, {p['step_seconds']:.1f} s per step:

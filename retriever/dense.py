@@ -11,8 +11,11 @@ faiss types (`--faiss`): `flat` (exact, `IndexFlatIP`), `hnsw` (`IndexHNSWFlat`,
 fp16 storage (documented choice): faiss's own `QT_fp16` scalar quantizer (`IndexScalarQuantizer` for flat,
 `IndexHNSWSQ` for hnsw), which halves both the file and the RAM at search time with no training and a
 negligible accuracy change; ivfpq already stores m-byte codes, so fp16 does not apply to it.
-GPU (untested here, kept thin): encoding uses CUDA when torch sees it; search moves the index to all GPUs
-(sharded) with `faiss.index_cpu_to_all_gpus` when faiss was built with GPUs (faiss-gpu-cu12, `[faiss-gpu]`).
+GPU: encoding uses CUDA when torch sees it, in float16 unless `dtype` says otherwise (as Search-R1's E5 server
+does). Search moves the index to all GPUs, sharded: with `faiss.index_cpu_to_all_gpus` when faiss was built with
+GPUs (faiss-gpu-cu12, `[faiss-gpu]`); otherwise, for flat indexes, with `TorchFlatIndex` (exact inner product by
+torch matrix products on each GPU), because the pip faiss-gpu wheels need CUDA 12 and a GPU node often has
+only faiss-cpu. hnsw (and ivfpq without faiss-gpu) stays on the CPU.
 """
 
 from __future__ import annotations
@@ -51,15 +54,77 @@ class Encoder:
         modes = [getattr(module, "pooling_mode", None) for module in self.model]
         return next((str(m) for m in modes if m), "unknown")
 
+    @property
+    def dtype(self) -> str:
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
     def describe(self) -> dict:
-        return {"name": self.name, "dim": self.dim, "pooling": self.pooling, "normalized": True,
+        return {"name": self.name, "dim": self.dim, "pooling": self.pooling, "normalized": True, "dtype": self.dtype,
+                "device": str(self.model.device),
                 "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix,
                 "max_seq_length": int(self.model.max_seq_length)}
 
     def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
-        vectors = self.model.encode([prefix + t for t in texts], batch_size=self.batch_size, normalize_embeddings=True,
+        texts = [prefix + t for t in texts]
+        if self._tokenizer() is not None:
+            return self._encode_pipelined(texts)
+        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                     convert_to_numpy=True, show_progress_bar=False)
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    _PIPELINE_KEYS = {"input_ids", "attention_mask", "token_type_ids"}
+
+    def _tokenizer(self):
+        """A private copy of the model's Rust tokenizer (truncating at max_seq_length, padding to the longest), or
+        None when the model is not a plain text transformer whose features we know how to build."""
+        if not hasattr(self, "_fast"):
+            self._fast = None
+            try:
+                template = self.model.preprocess(["a"])
+                backend = self.model.tokenizer.backend_tokenizer
+            except (AttributeError, TypeError, ValueError):
+                return None
+            tensors = {k for k, v in template.items() if hasattr(v, "shape")}
+            first = self.model[0]
+            if tensors - self._PIPELINE_KEYS or not {"input_ids", "attention_mask"} <= tensors \
+                    or template.get("modality", "text") != "text" or getattr(first, "do_lower_case", False):
+                return None
+            from tokenizers import Tokenizer
+
+            fast = Tokenizer.from_str(backend.to_str())
+            fast.enable_truncation(int(self.model.max_seq_length))
+            pad = self.model.tokenizer
+            fast.enable_padding(pad_id=pad.pad_token_id, pad_token=pad.pad_token)
+            self._fast = (fast, sorted(tensors), {k: v for k, v in template.items() if not hasattr(v, "shape")})
+        return self._fast
+
+    def _encode_pipelined(self, texts: list[str]) -> np.ndarray:
+        """sentence-transformers' encode (longest first, batches, forward, normalise), with the tokenizer's Rust
+        core called directly on a background thread while the model encodes the previous batch: the transformers
+        tokenizer wrapper's Python post-processing otherwise caps a GPU at a few thousand passages/s."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        import torch
+
+        fast, keys, extra = self._tokenizer()
+        fields = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+        def tokenize(rows: list[int]) -> dict:
+            encodings = fast.encode_batch([texts[i].strip() for i in rows])
+            return {k: torch.from_numpy(np.array([getattr(e, fields[k]) for e in encodings], dtype=np.int64))
+                    for k in keys}
+
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        device = self.model.device
+        with ThreadPoolExecutor(max_workers=1) as pool, torch.inference_mode():
+            pending = [pool.submit(tokenize, b) for b in batches]
+            for rows, future in zip(batches, pending):
+                features = {k: v.to(device, non_blocking=True) for k, v in future.result().items()} | extra
+                vectors = self.model(features)["sentence_embedding"].float()
+                out[rows] = torch.nn.functional.normalize(vectors, dim=1).cpu().numpy()
+        return out
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(texts, self.query_prefix)
@@ -81,9 +146,22 @@ def resolve_device(device: str) -> str:
     return "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
 
 
+ENCODER_DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+def resolve_encoder_dtype(dtype: str, device: str) -> str:
+    """`auto` is float16 on CUDA (tensor cores; what Search-R1's E5 server uses) and float32 on the CPU."""
+    if dtype not in ENCODER_DTYPES:
+        raise InspoError(f"--encoder-dtype {dtype!r} is not one of {', '.join(ENCODER_DTYPES)}")
+    if dtype == "auto":
+        return "float16" if device == "cuda" else "float32"
+    return dtype
+
+
 def load_encoder(name: str | None = None, device: str = "auto", batch_size: int = 64,
-                 query_prefix: str | None = None, passage_prefix: str | None = None) -> Encoder:
-    """Load `name` (a hub id, a local directory, or None for the packaged MiniLM) on `device`.
+                 query_prefix: str | None = None, passage_prefix: str | None = None,
+                 dtype: str = "auto") -> Encoder:
+    """Load `name` (a hub id, a local directory, or None for the packaged MiniLM) on `device` in `dtype`.
 
     E5 models (name contains "e5") get Search-R1's "query: "/"passage: " prefixes unless prefixes are given.
     """
@@ -102,8 +180,10 @@ def load_encoder(name: str | None = None, device: str = "auto", batch_size: int 
         query_prefix = "query: " if is_e5 else ""
     if passage_prefix is None:
         passage_prefix = "passage: " if is_e5 else ""
+    device = resolve_device(device)
+    dtype = resolve_encoder_dtype(dtype, device)
     try:
-        model = SentenceTransformer(source, device=resolve_device(device))
+        model = SentenceTransformer(source, device=device)
     except OSError as e:
         if Path(source).exists():
             raise InspoError(f"--encoder {source}: cannot load a sentence-transformers/transformers model from "
@@ -112,6 +192,10 @@ def load_encoder(name: str | None = None, device: str = "auto", batch_size: int 
                          "network here); download it where there is network (`huggingface-cli download "
                          f"{name} --local-dir DIR`), copy DIR here and pass --encoder DIR, or use the "
                          f"packaged {DEFAULT_ENCODER} (the default)") from None
+    if dtype != "float32":
+        import torch
+
+        model.to(getattr(torch, dtype))
     return Encoder(name, model, query_prefix, passage_prefix, batch_size)
 
 
@@ -168,20 +252,99 @@ def new_faiss_index(faiss_type: str, dim: int, fp16: bool, n: int):
     raise InspoError(f"--faiss {faiss_type!r} is not one of {', '.join(FAISS_TYPES)}")
 
 
-def to_gpus(index, fp16: bool):
-    """Shard `index` over all GPUs when faiss has them (flat and ivfpq); otherwise return it unchanged."""
+def stored_vectors(index) -> np.ndarray:
+    """The (n, d) vectors a flat index holds, as stored (float32, or float16 for the fp16 scalar quantizer)."""
     import faiss
 
-    if not hasattr(faiss, "get_num_gpus") or faiss.get_num_gpus() == 0 or isinstance(index, faiss.IndexHNSW):
+    n, d = index.ntotal, index.d
+    if isinstance(index, faiss.IndexScalarQuantizer):
+        if index.sq.qtype != faiss.ScalarQuantizer.QT_fp16:
+            raise InspoError("only float16 scalar-quantised flat indexes can be moved to GPUs")
+        return faiss.vector_to_array(index.codes).view(np.float16).reshape(n, d)
+    return faiss.rev_swig_ptr(index.get_xb(), n * d).reshape(n, d)  # a view, no copy
+
+
+class TorchFlatIndex:
+    """Exact inner-product search over vectors sharded across torch devices (the GPUs), faiss's `search` API.
+
+    Each shard is scored against the query batch with one matrix product per block of rows (blocks bounded so
+    the score matrix stays near 1 GiB), top-k per block, then a merge of every block's and shard's candidates.
+    float16 storage is scored with float16 products (tensor cores); its `k + 32` best rows per block are then
+    rescored in float32 from the stored vectors, so rounding of the fp16 scores cannot reorder the results.
+    """
+
+    RESCORE_MARGIN = 32
+
+    def __init__(self, vectors: np.ndarray, devices: Sequence[str], block_bytes: int = 1 << 30):
+        import torch
+
+        if not devices:
+            raise ValueError("TorchFlatIndex needs at least one device")
+        self.ntotal, self.d = int(vectors.shape[0]), int(vectors.shape[1])
+        self.dtype = torch.float16 if vectors.dtype == np.float16 else torch.float32
+        self.block_bytes = block_bytes
+        self.shards = []  # (first row, tensor on its device)
+        bounds = np.linspace(0, self.ntotal, len(devices) + 1).astype(np.int64)
+        step = max(1, (256 << 20) // max(1, self.d * vectors.itemsize))  # copy 256 MB at a time: no host-side copy
+        for device, lo, hi in zip(devices, bounds[:-1], bounds[1:]):
+            shard = torch.empty((int(hi - lo), self.d), dtype=self.dtype, device=device)
+            for start in range(int(lo), int(hi), step):
+                stop = min(int(hi), start + step)
+                shard[start - lo:stop - lo].copy_(torch.from_numpy(np.ascontiguousarray(vectors[start:stop])))
+            self.shards.append((int(lo), shard))
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        k = min(k, self.ntotal)
+        scores, rows = [], []
+        with torch.inference_mode():
+            for lo, shard in self.shards:
+                if len(shard) == 0:
+                    continue
+                q32 = torch.from_numpy(queries).to(shard.device)
+                q = q32.to(self.dtype)
+                block = max(k, self.block_bytes // max(1, len(queries) * 4))
+                for start in range(0, len(shard), block):
+                    part = shard[start:start + block]
+                    s = q @ part.T
+                    if self.dtype == torch.float16:
+                        _, cand = s.topk(min(len(part), k + self.RESCORE_MARGIN), dim=1)
+                        exact = torch.einsum("qd,qmd->qm", q32, part[cand].float())
+                        top, pos = exact.topk(min(len(part), k), dim=1)
+                        idx = cand.gather(1, pos)
+                    else:
+                        top, idx = s.topk(min(len(part), k), dim=1)
+                    scores.append(top.float().cpu())
+                    rows.append((idx + lo + start).cpu())
+        all_scores, all_rows = torch.cat(scores, dim=1), torch.cat(rows, dim=1)
+        best, pos = all_scores.topk(k, dim=1)
+        return best.numpy(), all_rows.gather(1, pos).numpy().astype(np.int64)
+
+
+def to_gpus(index, fp16: bool):
+    """Shard `index` over all GPUs: faiss's own GPU index when faiss has GPUs (flat and ivfpq), else
+    `TorchFlatIndex` for flat indexes when torch sees CUDA GPUs; otherwise return it unchanged (CPU)."""
+    import faiss
+
+    if isinstance(index, faiss.IndexHNSW):
         return index
-    if isinstance(index, faiss.IndexScalarQuantizer):  # GPUs have no flat-SQ index: decode to a float16 GpuIndexFlat
-        flat = faiss.IndexFlatIP(index.d)
-        flat.add(index.reconstruct_n(0, index.ntotal))
-        index = flat
-    options = faiss.GpuMultipleClonerOptions()
-    options.shard = True
-    options.useFloat16 = fp16
-    return faiss.index_cpu_to_all_gpus(index, co=options)
+    if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+        if isinstance(index, faiss.IndexScalarQuantizer):  # GPUs have no flat-SQ index: decode to a float16 GpuIndexFlat
+            flat = faiss.IndexFlatIP(index.d)
+            flat.add(index.reconstruct_n(0, index.ntotal))
+            index = flat
+        options = faiss.GpuMultipleClonerOptions()
+        options.shard = True
+        options.useFloat16 = fp16
+        return faiss.index_cpu_to_all_gpus(index, co=options)
+    import torch
+
+    if torch.cuda.is_available() and isinstance(index, (faiss.IndexFlat, faiss.IndexScalarQuantizer)) \
+            and index.metric_type == faiss.METRIC_INNER_PRODUCT:
+        return TorchFlatIndex(stored_vectors(index), [f"cuda:{i}" for i in range(torch.cuda.device_count())])
+    return index
 
 
 class DenseRetriever:

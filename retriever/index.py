@@ -123,6 +123,7 @@ def check_memory(estimate: MemoryEstimate, kind: str, faiss_type: str, fp16: boo
 
 def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "bm25", *, encoder=None,
                 faiss_type: str = "flat", fp16: bool = False, batch_size: int = 64, device: str = "auto",
+                encoder_dtype: str = "auto",
                 max_memory_gb: float | None = None, force: bool = False,
                 on_estimate: Callable[[MemoryEstimate], None] | None = None,
                 progress: Progress | None = None) -> dict:
@@ -154,7 +155,7 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
         progress("loading encoder", 0, None)
         if encoder is None or isinstance(encoder, (str, os.PathLike)):
             loaded_encoder = load_encoder(None if encoder is None else str(encoder), device=device,
-                                          batch_size=batch_size)
+                                          batch_size=batch_size, dtype=encoder_dtype)
         else:  # an already loaded `Encoder` (or a test double with the same methods)
             loaded_encoder = encoder
     elif kind == "lucene":

@@ -55,6 +55,8 @@ def index(
                                                                           "(half the disk and RAM).")] = None,
     batch_size: Annotated[int, typer.Option(help="kind=dense: passages per encoder batch.")] = 64,
     device: Annotated[str, typer.Option(help="kind=dense: where to encode: cpu, cuda or auto.")] = "auto",
+    encoder_dtype: Annotated[str, typer.Option(help="kind=dense: encoder precision: auto (float16 on CUDA, float32 "
+                                                    "on CPU), float32, float16 or bfloat16.")] = "auto",
     max_memory_gb: Annotated[Optional[float], typer.Option(help="Refuse to build when the estimate exceeds this; "
                                                                 "default: 80% of available RAM.")] = None,
     force: Annotated[bool, typer.Option(help="Replace an existing index in --out.")] = False,
@@ -88,7 +90,7 @@ def index(
             progress.update(task, description=phase, completed=done, total=total)
 
         meta = build_index(corpus, out, kind, encoder=encoder or defaults.get("encoder"), faiss_type=faiss_type,
-                           fp16=fp16, batch_size=batch_size, device=device, max_memory_gb=max_memory_gb, force=force,
+                           fp16=fp16, batch_size=batch_size, device=device, encoder_dtype=encoder_dtype, max_memory_gb=max_memory_gb, force=force,
                            on_estimate=lambda e: console.print(
                                f"corpus {corpus}: ~{e.passages:,} passages; memory needed to build the {kind} index: {e}"),
                            progress=report)
@@ -101,5 +103,8 @@ def index(
                                   f"{meta['encoder']['name']}, dim {meta['encoder']['dim']})" if kind == "dense" else ""))
     table.add_row("passages", f"{meta['corpus']['passages']:,}")
     table.add_row("time", f"{elapsed:.1f}s")
+    if kind == "dense":
+        table.add_row("encoding", f"{meta['corpus']['passages'] / max(elapsed, 1e-9):,.0f} passages/s overall "
+                                  f"({meta['encoder'].get('device', '?')}, {meta['encoder'].get('dtype', '?')})")
     table.add_row("size on disk", f"{_dir_size(Path(out)) / 1e6:,.1f} MB")
     console.print(table)
