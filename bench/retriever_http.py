@@ -1,6 +1,7 @@
 """Benchmark: what does serving the retriever over HTTP cost, and does the server batch under load?
 
     python bench/retriever_http.py            # about 1-2 minutes on 2 cores; writes bench/results/retriever_http.json
+    python bench/retriever_http.py --tag _16core   # another machine: retriever_http_16core.json, its own section
 
 1. Throughput (queries/s) of BM25 over the bundled world's corpus, in-process vs through `inspo
    serve-retriever` + `HTTPRetriever`, at 1, 64 and 512 queries per call (one caller, calls in sequence).
@@ -15,6 +16,7 @@ the world's 2,000 questions (train+dev+test), cycled as needed.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
@@ -166,9 +168,11 @@ async def load_test(url: str, questions: list[str]) -> dict:
     }
 
 
-def write_readme_section(results: dict) -> None:
+def write_readme_section(results: dict, tag: str = "") -> None:
     """Replace this benchmark's section of bench/README.md (between its markers), leaving the rest alone."""
     m, load = results["machine"], results["load"]
+    if tag:
+        return write_tagged_section(results, tag)
     big = str(max(BATCH_SIZES))
     cell = results["throughput"][big]
     over_us = 1000 * cell["http_overhead_ms_per_call"] / int(big)
@@ -194,20 +198,46 @@ def write_readme_section(results: dict) -> None:
               f"At {big} queries per request HTTP adds {over_us:.0f} µs per query to the search's "
               f"{search_us:.0f} µs. "
               "A one-off breakdown of the median 512-query call (timestamps in client and server, calls "
-              "interleaved as here) finds ~8.4 ms: the client turning the answer into `Passage`s (~2.7 ms) and "
-              "orjson-decoding it (~1.8 ms); the server's orjson encoding of three passages (~1.2 KB) per query "
-              "(~1.4 ms), reading the request (~1 ms), handing the batch to the search thread and back (~0.8 ms), "
-              "and moving ~620 KB through loopback (~0.6 ms). The mean in the table also carries the slower calls "
-              "of a shared 2-core machine; from run to run the 512 ratio moves by a few hundredths. Before orjson on "
-              "both sides and `http.client` in place of httpx in the client, HTTP added ~24 ms per 512 queries "
-              "(0.66x). This world's BM25 is so cheap that the rest still shows; a retriever spending "
-              f"{4 * over_us / 1000:.2f} ms or more per query (a dense encoder, BM25 over wiki-18) keeps HTTP at 0.8x "
-              "of in-process or better. At one query per call the round trip dominates: rollouts should send all of "
-              "a step's queries in one request."]
+              "interleaved as here) finds ~8-9 ms: the client orjson-decoding the answer (~2.3 ms) and turning it "
+              "into `Passage`s (~1.9 ms); the server's orjson encoding of three passages (~1.2 KB) per query "
+              "(~1 ms), reading and validating the request, handing the batch to the search thread and back, and "
+              "moving ~620 KB through loopback. The median call's ratio is ~0.8x here; the table's means also carry "
+              "the slower calls of a shared 2-core machine, where client, server and search compete for two cores, "
+              "and from run to run the 512 ratio moves by several hundredths. On 16 cores (the section 'Retriever over HTTP, 16 CPU cores' below) the "
+              "same code gives 0.94x. Before orjson on both sides and `http.client` in place of httpx in the client, "
+              "HTTP added ~24 ms per 512 queries (0.66x). This world's BM25 is so cheap that the rest still shows; a "
+              f"retriever spending {4 * over_us / 1000:.2f} ms or more per query (a dense encoder, BM25 over wiki-18) "
+              "keeps HTTP at 0.8x of in-process or better. At one query per call the round trip dominates: rollouts "
+              "should send all of a step's queries in one request."]
     update_readme_section("retriever_http", "\n".join(lines))
 
 
+def throughput_rows(results: dict) -> list[str]:
+    return ["| queries per call | in-process q/s | HTTP q/s | HTTP / in-process | HTTP cost per call |",
+            "|---|---|---|---|---|"] + [
+        f"| {batch} | {cell['in_process']['queries_per_s']:,.0f} | {cell['http']['queries_per_s']:,.0f} | "
+        f"{cell['http_over_in_process']:.2f}x | +{cell['http_overhead_ms_per_call']:.1f} ms |"
+        for batch, cell in results["throughput"].items()]
+
+
+def write_tagged_section(results: dict, tag: str) -> None:
+    """The same measurement on another machine, next to the main section (which it leaves alone)."""
+    m, load = results["machine"], results["load"]
+    lines = [f"## Retriever over HTTP, {m['cpu_cores']} CPU cores", "",
+             f"`python bench/retriever_http.py --tag {tag}` — the same benchmark on a machine with {m['cpu_cores']} "
+             f"CPU cores ({m['cpu']}), where client, server and search do not share two cores.", "",
+             *throughput_rows(results), "",
+             f"Load: {load['requests']:,} requests ({load['queries']:,} queries), {load['max_in_flight']} in flight: "
+             f"**{load['errors']} errors**, p50 {load['latency_ms']['p50']} ms, p99 {load['latency_ms']['p99']} ms, "
+             f"{load['total_s']} s in all; {load['retriever_calls']} retriever calls (mean "
+             f"{load['mean_queries_per_call']} queries per call)."]
+    update_readme_section(f"retriever_http{tag}", "\n".join(lines))
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tag", default="", help="suffix of the results file and README section, e.g. _16core")
+    args = parser.parse_args()
     questions = load_questions()
     corpus = str(WORLD / "corpus.jsonl")
     start = time.perf_counter()
@@ -247,9 +277,10 @@ def main() -> None:
         "load": load,
         "seconds": round(time.perf_counter() - start, 1),
     }
-    atomic_write_json(RESULTS, results)
-    write_readme_section(results)
-    print(f"wrote {RESULTS.relative_to(ROOT)} and the 'Retriever over HTTP' section of {README.relative_to(ROOT)}")
+    out = RESULTS.with_name(f"retriever_http{args.tag}.json")
+    atomic_write_json(out, results)
+    write_readme_section(results, args.tag)
+    print(f"wrote {out.relative_to(ROOT)} and the 'Retriever over HTTP' section of {README.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -45,8 +45,31 @@ def stemmer_name() -> str | None:
     return "english"
 
 
+def import_bm25s():
+    """bm25s, imported with JAX hidden unless the process already loaded JAX itself.
+
+    When JAX is installed, `import bm25s` runs a JAX computation (bm25s.selection probes `jax.lax.top_k`), which on
+    a GPU node makes JAX take 75% of the GPU's memory in whatever process imports it: the trainer's, with BM25
+    in-process. Our search selects its top k with numpy and never uses bm25s's JAX backend.
+    """
+    import sys
+
+    if "bm25s" in sys.modules:
+        return sys.modules["bm25s"]
+    hide = "jax" not in sys.modules
+    if hide:
+        sys.modules["jax"] = None  # `import jax` now raises ImportError: bm25s falls back to numpy
+    try:
+        import bm25s
+        import bm25s.tokenization  # noqa: F401
+    finally:
+        if hide and sys.modules.get("jax", 0) is None:
+            del sys.modules["jax"]
+    return bm25s
+
+
 def make_tokenizer(stemmer: str | None):
-    import bm25s.tokenization
+    bm25s = import_bm25s()
 
     stem_fn = None
     if stemmer is not None:
@@ -101,7 +124,7 @@ class BM25Builder:
 
     def finish(self, k1: float = K1, b: float = B):
         """The bm25s.BM25 index over everything added (Lucene idf and tf variant, as bm25s's default)."""
-        import bm25s
+        bm25s = import_bm25s()
 
         vocab = dict(self.tokenizer.get_vocab_dict())
         n, n_vocab = self.n_docs, len(vocab)
@@ -190,7 +213,7 @@ class BM25Retriever:
     @classmethod
     def load(cls, index_dir: Path, meta: dict, store: PassageStore, mmap: bool = False,
              n_threads: int | None = None) -> "BM25Retriever":
-        import bm25s
+        bm25s = import_bm25s()
 
         bm25 = bm25s.BM25.load(index_dir / "bm25s", mmap=mmap, show_progress=False)
         tokenizer = make_tokenizer(meta["bm25"]["tokenizer"]["stemmer"])

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from inspo_cli.errors import InspoError
-from retriever.corpus import Passage, parse_contents
+from retriever.corpus import Passage, make_passage, parse_contents
 
 MAX_RETRY_AFTER_S = 60.0  # never sleep longer than this on a server's say-so
 
@@ -196,8 +196,28 @@ def _passage(doc: dict, score) -> Passage:
 
 
 def _passages(hits: list) -> list[Passage]:
-    """One query's hits as Passages: Search-R1's `{"document", "score"}` rows, or bare documents."""
-    return [_passage(hit["document"], hit.get("score")) if "document" in hit else _passage(hit, None) for hit in hits]
+    """One query's hits as Passages: Search-R1's `{"document", "score"}` rows, or bare documents.
+
+    `_passage` inlined for the common row (runs for every hit of every request: ~1.5k per 512-query call)."""
+    out = []
+    for hit in hits:
+        if "document" not in hit:
+            doc, score = hit, None
+        else:
+            doc, score = hit["document"], hit.get("score")
+            score = None if score is None else float(score)
+        contents = doc.get("contents")
+        if contents is None:
+            out.append(_passage(doc, score))
+            continue
+        first, sep, rest = contents.partition("\n")  # parse_contents, inlined
+        if sep and len(first) >= 2 and first[0] == '"' and first[-1] == '"':
+            title, text = first[1:-1], rest
+        else:
+            title, text = "", contents
+        ident = doc.get("id", "")
+        out.append(make_passage(ident if type(ident) is str else str(ident), title, text, score))
+    return out
 
 
 class HTTPRetriever:

@@ -33,6 +33,18 @@ class Passage:
         return cls(id=str(row["id"]), title=title, text=text)
 
 
+_new = object.__new__
+
+
+def make_passage(id: str, title: str, text: str, score: float | None) -> Passage:
+    """`Passage(id, title, text, score)` for the hot paths (every hit of every search): fills the instance's
+    dict directly instead of the frozen dataclass's four `object.__setattr__` calls, twice as fast."""
+    p = _new(Passage)
+    d = p.__dict__
+    d["id"], d["title"], d["text"], d["score"] = id, title, text, score
+    return p
+
+
 def format_contents(title: str, text: str) -> str:
     return f'"{title}"\n{text}'
 

@@ -24,7 +24,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from inspo_cli.errors import InspoError
-from retriever.corpus import Passage, parse_contents
+from retriever.corpus import Passage, make_passage, parse_contents
 
 _DECODER = json.JSONDecoder()
 FINGERPRINT_BYTES = 1 << 20  # sha256 of the first MiB: cheap to check at every open, catches an edited corpus
@@ -138,7 +138,9 @@ class PassageStore:
             start, end = int(offsets[row]), int(offsets[row + 1])
             data = decode(os.pread(fd, end - start, start).decode("utf-8"))
             title, text = parse_contents(data["contents"])
-            out.append(Passage(str(data["id"]), title, text, None if scores is None else float(scores[i])))
+            ident = data["id"]
+            out.append(make_passage(ident if type(ident) is str else str(ident), title, text,
+                                    None if scores is None else float(scores[i])))
         return out
 
     def close(self) -> None:

@@ -162,6 +162,50 @@ def test_in_memory_bm25_from_a_corpus_file_matches_the_index_and_is_cached(bm25_
     assert [[h.id for h in hits] for hits in in_memory.search(questions, k=3)] == [[h.id for h in hits] for hits in from_dir]
 
 
+def test_bm25_never_starts_jax_which_would_take_the_gpus_memory(tmp_path, corpus300):
+    """bm25s runs a JAX computation when it is imported and JAX is installed (on a GPU node JAX then takes 75% of
+    the GPU's memory, in the trainer's process). Building and searching BM25 must not import JAX; a process that
+    imported JAX itself keeps it."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "site" / "jax"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "jax-was-imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (fake / "lax.py").write_text("def top_k(x, k):\n    raise RuntimeError('jax.lax.top_k ran')\n")
+    code = f"""
+import sys
+from retriever import build_index, open_index, open_retriever
+build_index({str(corpus300)!r}, {str(tmp_path / "idx")!r}, kind="bm25")
+assert open_index({str(tmp_path / "idx")!r}).search(["Hokin Works"], 3)[0]
+assert open_retriever({str(corpus300)!r}).search(["Hokin Works"], 3)[0]
+assert "jax" not in sys.modules, "jax left hidden or imported"
+import bm25s.selection
+assert bm25s.selection.JAX_IS_AVAILABLE is False
+"""
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path / 'site'}:{Path(__file__).resolve().parents[1]}"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not marker.exists()
+    already = subprocess.run([sys.executable, "-c", "import jax\nfrom retriever.bm25 import import_bm25s\n"
+                              "import_bm25s()\nimport sys\nassert sys.modules['jax'] is jax"],
+                             env=env, capture_output=True, text=True)
+    assert "jax.lax.top_k ran" in already.stderr  # bm25s used the JAX the process had loaded: left as it was
+
+
+def test_fast_passage_constructor_makes_ordinary_frozen_passages():
+    import dataclasses
+
+    from retriever.corpus import make_passage
+
+    p = make_passage("7", "Title", "text", 0.5)
+    assert p == Passage("7", "Title", "text") and hash(p) == hash(Passage("7", "Title", "text", 0.9))
+    assert p.score == 0.5 and p.contents == '"Title"\ntext' and p.with_score(1.0).score == 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.id = "8"
+
+
 def test_open_retriever_rejects_what_it_cannot_open(tmp_path):
     with pytest.raises(InspoError, match="neither an index directory"):
         open_retriever(tmp_path / "missing")
