@@ -313,7 +313,8 @@ def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_di
 
 @pytest.mark.slow
 def test_inspo_train_with_no_arguments_runs_the_demo(tmp_path, repo_root, monkeypatch):
-    """The README's first command: `inspo train` trains recipes/demo.yaml (SmolLM2, the world, BM25) to the end."""
+    """The README's first command: `inspo train` trains recipes/demo.yaml (SmolLM2, the world, BM25, INSPO with the
+    packaged SmolLM2 as the local optimizer) to the end, and the whole co-evolution loop shows."""
     monkeypatch.chdir(tmp_path)  # run directories go under ./runs, as for a user
     result = invoke("train")
     assert result.exit_code == 0, result.output
@@ -324,6 +325,21 @@ def test_inspo_train_with_no_arguments_runs_the_demo(tmp_path, repo_root, monkey
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 8 and (run / "checkpoints/final/model.safetensors").is_file()
     assert f"policy:  runs/{run.name}/checkpoints/final" in result.output
+    # one instruction; at step 2 the local optimizer wrote candidates (its answer opened with <ins_1>, so the 135M
+    # model's text parses), each verified by 8 rollouts before it could join; pruned again from step 4 on
+    sizes = [r["population/size"] for r in rows]
+    assert sizes[0] == 1 and sizes[1] > 1 and sizes[-1] < sizes[1]
+    (evolution,) = json.loads((run / "evolutions.json").read_text())
+    assert evolution["step"] == 2 and evolution["optimizer_calls"] == 1 and evolution["candidates"]
+    assert all(c["verification_score"] is not None for c in evolution["candidates"])
+    assert evolution["verification_rollouts"] == 8 * len(evolution["candidates"])
+    records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
+    assert records[0]["proposer"] == "initial" and {r["proposer"] for r in records[1:]} == {"reflection"}
+    assert any(r["step_pruned"] for r in records)
+    overhead = summary["overhead"]
+    assert overhead["optimizer"]["provider"] == "local" and overhead["optimizer"]["calls"] == 1
+    assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 8 * 16
+    assert (run / "best_instruction.txt").read_text().strip() in {r["text"].strip() for r in records}
 
 
 @pytest.mark.slow

@@ -224,9 +224,15 @@ class OpenAICompatibleClient:
 
 
 class LocalTransformersClient:
-    """A transformers model on this machine: no key, no network. Loaded on the first call, then kept."""
+    """A transformers model on this machine: no key, no network. Loaded on the first call, then kept.
+
+    Its answer is started with `RESPONSE_PREFIX` (the model continues after it, and the returned text includes it):
+    every optimizer prompt asks for candidates in `<ins_1>...</ins_1>` tags, which API models write but small local
+    models (the offline default is a 135M model) seldom do unprompted; opened for them, they write an instruction.
+    """
 
     provider = "local"
+    RESPONSE_PREFIX = "<ins_1>\n"
 
     def __init__(self, config: OptimizerConfig):
         self.model = config.model  # a packaged name (smollm2-135m-instruct), a directory or a cached hub id
@@ -247,9 +253,9 @@ class LocalTransformersClient:
         if uses_chat_template(tokenizer, "auto"):
             text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                                  add_generation_prompt=True)
-            encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+            encoded = tokenizer(text + self.RESPONSE_PREFIX, return_tensors="pt", add_special_tokens=False)
         else:
-            encoded = tokenizer(prompt, return_tensors="pt")
+            encoded = tokenizer(f"{prompt}\n\n{self.RESPONSE_PREFIX}", return_tensors="pt")
         encoded = encoded.to(model.device)
         greedy = self._temperature == 0
         sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self._temperature}
@@ -258,7 +264,7 @@ class LocalTransformersClient:
                                     **sampling)
         prompt_length = encoded["input_ids"].shape[1]
         new_tokens = output[0, prompt_length:]
-        return Completion(text=tokenizer.decode(new_tokens, skip_special_tokens=True),
+        return Completion(text=self.RESPONSE_PREFIX + tokenizer.decode(new_tokens, skip_special_tokens=True),
                           input_tokens=int(prompt_length), output_tokens=int(new_tokens.shape[0]))
 
     def _load(self) -> tuple[Any, Any]:
