@@ -43,6 +43,7 @@ SHAPES = {  # BertConfig fields of the two encoders
     "all-MiniLM-L6-v2": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
 }
 WIKI18 = 21_015_324
+DIM, K = 768, 3  # e5-base-v2's dimension; Search-R1's top-3
 
 
 def random_encoder(shape: str, tokenizer_dir: Path, out: Path) -> Path:
@@ -129,7 +130,7 @@ def overlap(a, b) -> float:
     return round(sum(len(set(x) & set(y)) for x, y in zip(a.tolist(), b.tolist())) / a.size, 5)
 
 
-def bench_search(sizes: list[int], full_size: int, on_row, dim: int = 768, k: int = 3) -> dict:
+def bench_search(sizes: list[int], full_size: int, on_row, dim: int = DIM, k: int = K) -> None:
     import faiss
     import numpy as np
     import torch
@@ -166,7 +167,6 @@ def bench_search(sizes: list[int], full_size: int, on_row, dim: int = 768, k: in
         del vectors, storages
         print("search", json.dumps(row), flush=True)
         on_row(row)
-    return {"dim": dim, "k": k}
 
 
 def wiring_check(tokenizer: Path, tmp: Path) -> dict:
@@ -233,7 +233,7 @@ def main() -> None:
     if "search" not in skip:
         sizes = [int(s) for s in args.sizes.split(",") if s]
         kept = [r for r in result.get("search", {}).get("rows", []) if r["n"] not in sizes + [args.full_size]]
-        result["search"] = {"dim": 768, "k": 3, "rows": kept}
+        result["search"] = {"dim": DIM, "k": K, "rows": kept}
 
         def on_row(row: dict) -> None:  # saved size by size: a run cut short keeps the sizes it finished
             result["search"]["rows"] = sorted(result["search"]["rows"] + [row], key=lambda r: r["n"])

@@ -185,39 +185,21 @@ class _ConnectionPool:
 
 
 def _passage(doc: dict, score) -> Passage:
-    """A Passage from one hit; tolerates Search-R1's BM25 rows, which carry title/text and may lack an id."""
+    """A Passage from one hit; tolerates Search-R1's BM25 rows, which carry title/text and may lack an id.
+    Runs for every hit of every request (~1.5k per 512-query call), hence `make_passage`."""
+    ident = doc.get("id", "")
+    ident = ident if type(ident) is str else str(ident)
+    score = None if score is None else float(score)
     contents = doc.get("contents")
     if contents is None:
-        return Passage(str(doc.get("id", "")), str(doc.get("title", "")), str(doc.get("text", "")),
-                       None if score is None else float(score))
+        return make_passage(ident, str(doc.get("title", "")), str(doc.get("text", "")), score)
     title, text = parse_contents(contents)
-    # the score goes straight into the constructor: Passage.with_score (dataclasses.replace) doubles parse time
-    return Passage(str(doc.get("id", "")), title, text, None if score is None else float(score))
+    return make_passage(ident, title, text, score)
 
 
 def _passages(hits: list) -> list[Passage]:
-    """One query's hits as Passages: Search-R1's `{"document", "score"}` rows, or bare documents.
-
-    `_passage` inlined for the common row (runs for every hit of every request: ~1.5k per 512-query call)."""
-    out = []
-    for hit in hits:
-        if "document" not in hit:
-            doc, score = hit, None
-        else:
-            doc, score = hit["document"], hit.get("score")
-            score = None if score is None else float(score)
-        contents = doc.get("contents")
-        if contents is None:
-            out.append(_passage(doc, score))
-            continue
-        first, sep, rest = contents.partition("\n")  # parse_contents, inlined
-        if sep and len(first) >= 2 and first[0] == '"' and first[-1] == '"':
-            title, text = first[1:-1], rest
-        else:
-            title, text = "", contents
-        ident = doc.get("id", "")
-        out.append(make_passage(ident if type(ident) is str else str(ident), title, text, score))
-    return out
+    """One query's hits as Passages: Search-R1's `{"document", "score"}` rows, or bare documents."""
+    return [_passage(hit["document"], hit.get("score")) if "document" in hit else _passage(hit, None) for hit in hits]
 
 
 class HTTPRetriever:

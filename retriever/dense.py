@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
@@ -48,6 +49,7 @@ class Encoder:
         self.batch_size = batch_size
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
+        self._pool = None  # the tokenizing thread of `_encode_pipelined`, started on first use
 
     @property
     def pooling(self) -> str:
@@ -102,8 +104,6 @@ class Encoder:
         """sentence-transformers' encode (longest first, batches, forward, normalise), with the tokenizer's Rust
         core called directly on a background thread while the model encodes the previous batch: the transformers
         tokenizer wrapper's Python post-processing otherwise caps a GPU at a few thousand passages/s."""
-        from concurrent.futures import ThreadPoolExecutor
-
         import torch
 
         fast, keys, extra = self._tokenizer()
@@ -118,10 +118,16 @@ class Encoder:
 
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         device = self.model.device
-        with ThreadPoolExecutor(max_workers=1) as pool, torch.inference_mode():
-            pending = [pool.submit(tokenize, b) for b in batches]
-            for rows, future in zip(batches, pending):
-                features = {k: v.to(device, non_blocking=True) for k, v in future.result().items()} | extra
+        if len(batches) > 1:
+            if self._pool is None:  # kept: encode runs once per corpus chunk while indexing
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoder-tokenize")
+            futures = [self._pool.submit(tokenize, b) for b in batches]
+            tokenized = (f.result() for f in futures)
+        else:  # one batch (a query batch at serving time) has nothing to overlap with
+            tokenized = (tokenize(b) for b in batches)
+        with torch.inference_mode():
+            for rows, tokens in zip(batches, tokenized):
+                features = {k: v.to(device, non_blocking=True) for k, v in tokens.items()} | extra
                 vectors = self.model(features)["sentence_embedding"].float()
                 out[rows] = torch.nn.functional.normalize(vectors, dim=1).cpu().numpy()
         return out

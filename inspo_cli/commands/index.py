@@ -90,7 +90,8 @@ def index(
             progress.update(task, description=phase, completed=done, total=total)
 
         meta = build_index(corpus, out, kind, encoder=encoder or defaults.get("encoder"), faiss_type=faiss_type,
-                           fp16=fp16, batch_size=batch_size, device=device, encoder_dtype=encoder_dtype, max_memory_gb=max_memory_gb, force=force,
+                           fp16=fp16, batch_size=batch_size, device=device, encoder_dtype=encoder_dtype,
+                           max_memory_gb=max_memory_gb, force=force,
                            on_estimate=lambda e: console.print(
                                f"corpus {corpus}: ~{e.passages:,} passages; memory needed to build the {kind} index: {e}"),
                            progress=report)
