@@ -151,7 +151,9 @@ def load_model(config: ModelConfig, device: str | None = None):
 
 
 def uses_chat_template(tokenizer, mode: str) -> bool:
-    """Instruct models get the instruction as a chat prompt; base models plain text, as in the paper."""
+    """Whether prompts go through the tokenizer's chat template. `auto` uses it whenever the tokenizer has one, as
+    Search-R1 does (Qwen2.5 *base* tokenizers have one, and the paper's App. F prompt shows it); a tokenizer without
+    one (e.g. Gemma-3 base) gets plain text. `off` forces plain text, `on` requires a template."""
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if mode == "on" and not has_template:
         raise InspoError("model.chat_template is 'on' but the tokenizer has no chat template; set model.chat_template=off")

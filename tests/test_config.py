@@ -44,6 +44,10 @@ def test_defaults_are_the_papers(minimal):
     assert (recipe.population.prune_every, recipe.population.evolve_every, recipe.population.evolve_until) == (5, 15, 150)
     assert recipe.population.instructions == [SEARCH_R1_INSTRUCTION]
     assert (recipe.retriever.topk, recipe.rollout.max_turns, recipe.rollout.max_tokens_per_turn) == (3, 4, 500)
+    t = recipe.training  # where TRL's defaults differ from eq. 2 / Search-R1's veRL, the recipe defaults to the latter
+    assert (t.loss_type, t.kl_bias_correction, t.vllm_is_correction, t.entropy_coef, t.weight_decay) == \
+        ("grpo", False, "off", 0.001, 0.01)
+    assert (recipe.model.chat_template, recipe.rollout.end_at_eos, t.eval_every) == ("auto", False, 100)
 
 
 def test_bundled_demo_recipe_is_valid(repo_root):
@@ -101,9 +105,19 @@ def test_wrong_types_are_named(minimal, override, expected):
     ("retriever.kind=elastic", "--set retriever.kind: must be one of bm25, dense, lucene, http (got 'elastic')"),
     ("population.n_parent=9", "--set population.n_parent: must be <= size (7)"),
     ("evaluation.method=cot", "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent"),
+    ("training.loss_type=dpo", "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo (got 'dpo')"),
+    ("training.vllm_is_correction=token", "--set training.vllm_is_correction: must be one of off, token_truncate"),
+    ("population.accept=best", "--set population.accept: must be one of beat_parent, top_n (got 'best')"),
+    ("evaluation.collapse_drop=1", "--set evaluation.collapse_drop: must be in [0, 1) (got 1.0)"),
+    ("training.eval_every=-1", "--set training.eval_every: must be >= 0 (got -1)"),
 ])
 def test_invalid_values_name_key_value_and_fix(minimal, override, expected):
     assert error_of(minimal, [override]).startswith(expected)
+
+
+def test_an_initial_instruction_over_the_length_cap_is_refused(minimal):
+    message = error_of(minimal, ["population.max_instruction_chars=10"])
+    assert "population.instructions: entry 0 has 553 characters, over max_instruction_chars (10)" in message
 
 
 def test_a_missing_required_field_is_attributed_to_the_file(minimal):
@@ -182,3 +196,9 @@ def test_resolved_recipe_round_trips(tmp_path, minimal):
 def test_chat_template_accepts_bare_on_and_off(value, expected):
     # YAML 1.1 reads a bare `off` as false; the recipe means the string.
     assert load_recipe(None, [f"model.chat_template={value}"]).model.chat_template == expected
+
+
+@pytest.mark.parametrize("value, expected", [("off", "off"), ("false", "off"), ("true", "sequence_mask"),
+                                             ("token_truncate", "token_truncate")])
+def test_vllm_is_correction_accepts_bare_on_and_off(value, expected):
+    assert load_recipe(None, [f"training.vllm_is_correction={value}"]).training.vllm_is_correction == expected

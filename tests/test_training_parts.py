@@ -75,11 +75,44 @@ def test_latest_checkpoint_is_the_newest_complete_one(tmp_path):
 def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
     recipe = load_recipe(repo_root / f"recipes/qwen2.5-{size}/search-r1.yaml", check_paths=False)
     t, r = recipe.training, recipe.rollout
-    assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.model.chat_template == "off"
+    # Search-R1 applies the tokenizer's chat template whenever it has one (Qwen2.5 base tokenizers do; App. F shows it)
+    assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.model.chat_template == "auto"
     assert (t.group_size, t.batch_size, t.mini_batch_size, t.steps) == (5, 512, 256, 300)
     assert (t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon) == (lr, "cosine", 0.1, 0.001, 0.2)
     assert (r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens) == (turns, 500, 500, 4096)
     assert (r.temperature, r.top_p, recipe.retriever.topk, recipe.retriever.kind) == (1.0, 1.0, 3, "http")
     assert not recipe.population.enabled and recipe.data.train == "nq_hotpotqa"
-    assert t.micro_batch_size * 8 == 64  # per device, 8 GPUs: the paper's micro-batch
     assert schedule(recipe, processes=8).max_updates == 600  # 300 steps x 2 mini-batches
+    assert not recipe.rollout.end_at_eos  # Search-R1: an EOS without a tag gets the corrective observation
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-3b/search-r1", "qwen2.5-7b/search-r1", "qwen2.5-3b/inspo",
+                                  "qwen2.5-7b/inspo"])
+def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
+    """TRL's own defaults differ from eq. 2 and Search-R1 (dapo loss, an importance-weighted KL, vLLM IS correction,
+    no weight decay or entropy bonus): the mapping overrides each of them, and every App. B row matches."""
+    from inspo_cli.training.setup import grpo_kwargs
+    from inspo_cli.training.trl_report import trl_report
+
+    recipe = load_recipe(repo_root / f"recipes/{name}.yaml", check_paths=False)
+    kwargs = grpo_kwargs(recipe, repo_root / "runs/x", processes=8, device="cuda")
+    assert kwargs["loss_type"] == "grpo" and kwargs["use_bias_correction_kl"] is False
+    assert kwargs["vllm_importance_sampling_correction"] is False
+    assert (kwargs["entropy_coef"], kwargs["weight_decay"], kwargs["beta"]) == (0.001, 0.01, 0.001)
+    report = trl_report(recipe, processes=8, device="cuda")
+    assert [row["setting"] for row in report["appendix_b"] if row["matches"] is not True] == ["micro-batch"]
+    assert report["appendix_b"][4]["matches"] == "equivalent"  # loss_type grpo: the micro-batch only sets memory
+    config = report["grpo_config"]
+    assert (config["loss_type"], config["use_bias_correction_kl"], config["vllm_importance_sampling_correction"],
+            config["bf16"], config["generation_batch_size"]) == ("grpo", False, False, True, 512 * 5)
+    assert config["epsilon_high"] is None and config["top_k"] == 0  # None: the upper clip is epsilon too
+    assert (report["population"] is not None) == name.endswith("inspo")
+
+
+def test_micro_batch_is_not_equivalent_under_a_token_level_loss(repo_root):
+    from inspo_cli.training.trl_report import trl_report
+
+    recipe = load_recipe(repo_root / "recipes/qwen2.5-3b/search-r1.yaml", ["training.loss_type=bnpo"],
+                         check_paths=False)
+    rows = {row["setting"]: row["matches"] for row in trl_report(recipe, processes=8)["appendix_b"]}
+    assert rows["micro-batch"] is False and rows["loss aggregation (eq. 2)"] is False

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.syntax import Syntax
+from rich.table import Table
 
 from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
 from inspo_cli.console import console, user_errors
@@ -28,12 +29,58 @@ def check(
     recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml.")],
     overrides: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
+    trl: Annotated[bool, typer.Option("--trl", help="Print the exact TRL GRPOConfig the recipe maps to, next to the "
+                                                    "paper's App. B settings (and INSPO's population).")] = False,
+    processes: Annotated[int, typer.Option(help="With --trl: the processes accelerate will launch (8 for one 8-GPU "
+                                                "node); they set gradient accumulation.", min=1)] = 1,
+    device: Annotated[Optional[str], typer.Option(help="With --trl: cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Validate RECIPE (types, values, referenced files) and print the resolved configuration."""
     resolved = load_recipe(recipe, overrides or [])
-    if as_json:
+    if trl:
+        _print_trl(resolved, processes, device, as_json)
+    elif as_json:
         console.print_json(json.dumps(recipe_to_dict(resolved)))
     elif console.is_terminal:
         console.print(Syntax(dump_recipe(resolved), "yaml", background_color="default"))
     else:
         typer.echo(dump_recipe(resolved), nl=False)
+
+
+def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> None:
+    import warnings
+
+    import yaml
+
+    from inspo_cli.errors import InspoError
+    from inspo_cli.training.trl_report import trl_report
+
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise InspoError(f"--device {device!r}: use cpu or cuda")
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' v6 renames, printed by GRPOConfig
+    report = trl_report(resolved, processes, device)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    table = Table(title=f"Paper (App. B, §4) vs this recipe, for {processes} process(es) on {device}")
+    for name in ("setting", "paper", "recipe", "TRL field / inspo", "check"):
+        table.add_column(name)
+    marks = {True: "[green]same[/]", False: "[red]differs[/]", "equivalent": "[yellow]equivalent[/]", None: "-"}
+    for row in report["appendix_b"]:
+        table.add_row(row["setting"], str(row["paper"]), str(row["recipe"]), row["target"], marks[row["matches"]])
+    console.print(table)
+    notes = [f"{row['setting']}: {row['note']}" for row in report["appendix_b"] if row["note"]]
+    console.print("\n".join(notes), soft_wrap=True)
+    set_by_inspo = set(report["set_by_inspo"])
+    config = report["grpo_config"]
+    lines = [f"{key}: {json.dumps(config[key])}" for key in sorted(config) if key in set_by_inspo]
+    lines += [f"{key}: {json.dumps(config[key])}  # TRL default" for key in sorted(config) if key not in set_by_inspo]
+    console.print("\n[bold]TRL GRPOConfig[/] (set by the recipe first, then TRL's defaults):", soft_wrap=True)
+    typer.echo("\n".join(lines))
+    if report["population"] is not None:
+        console.print("\n[bold]INSPO population[/] (inspo's own; TRL never sees it):")
+        typer.echo(yaml.safe_dump(report["population"], sort_keys=False, width=120), nl=False)

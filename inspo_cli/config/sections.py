@@ -122,9 +122,12 @@ class RolloutConfig:
     max_tokens_per_turn: int = 500
     max_observation_tokens: int = 500
     max_prompt_tokens: int = 4096
-    max_total_tokens: int = 8192
+    max_total_tokens: int = 8192  # prompt + completion; a trajectory that reaches it stops (Search-R1 cuts from the left)
     temperature: float = 1.0
     top_p: float = 1.0
+    # Search-R1 has no EOS branch: a turn that ends without a valid tag gets its corrective observation and the
+    # trajectory goes on (the EOS token is dropped, as its re-tokenised text has none). true: EOS ends it (reward 0).
+    end_at_eos: bool = False
 
     def __post_init__(self) -> None:
         _require(self.max_turns >= 0, "max_turns", f"must be >= 0 (got {self.max_turns}); 0 answers without search, "
@@ -151,6 +154,10 @@ class RewardConfig:
         _fraction(self.format_weight, "format_weight")
 
 
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
 @dataclass
 class TrainingConfig:
     """GRPO optimisation (App. B). `batch_size` and `mini_batch_size` count questions (each gets `group_size`
@@ -167,14 +174,29 @@ class TrainingConfig:
     kl_beta: float = 0.001
     clip_epsilon: float = 0.2
     max_grad_norm: float = 1.0
+    # Eq. 2 averages each trajectory's tokens, then the trajectories (TRL's "grpo"; TRL's own default is "dapo").
+    # Search-R1's veRL took one token mean over each micro-batch, which is TRL's "bnpo".
+    loss_type: str = "grpo"  # grpo | bnpo | dr_grpo | dapo
+    # TRL multiplies the KL term by the importance ratio by default (use_bias_correction_kl); eq. 2's beta*KL, and
+    # veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - logp) - 1 in both.
+    kl_bias_correction: bool = False
+    entropy_coef: float = 0.001  # Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it
+    weight_decay: float = 0.01  # Search-R1's veRL AdamW (the HF Trainer default is 0)
+    # TRL corrects for vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the
+    # paper does. off | token_truncate | token_mask | sequence_truncate | sequence_mask
+    # (a bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off)
+    vllm_is_correction: str = field(default="off", metadata={"yaml_bool": {True: "sequence_mask", False: "off"}})
+    vllm_is_clip: float = 3.0  # the importance-ratio bound C_max for vllm_is_correction
     save_every: int = 100
-    eval_every: int = 100
+    eval_every: int = 100  # evaluate the policy with its best instruction every N steps (App. B); 0: never
 
     def __post_init__(self) -> None:
         for name, example in (("steps", "300"), ("batch_size", "512"), ("mini_batch_size", "256"),
                               ("micro_batch_size", "64"), ("learning_rate", "5e-7"), ("save_every", "100"),
-                              ("eval_every", "100"), ("max_grad_norm", "1.0")):
+                              ("max_grad_norm", "1.0"), ("vllm_is_clip", "3.0")):
             _positive(getattr(self, name), name, example)
+        _require(self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every}); 0 turns evaluation during "
+                 "training off, the paper evaluates every 100 steps")
         _require(self.group_size >= 2, "group_size", f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
         _require(self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0, "mini_batch_size",
                  f"must divide batch_size ({self.batch_size}); got {self.mini_batch_size}")
@@ -185,6 +207,10 @@ class TrainingConfig:
         _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")
         _require(0 < self.clip_epsilon < 1, "clip_epsilon", f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
+        _one_of(self.loss_type, LOSS_TYPES, "loss_type")
+        _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
+        _require(self.entropy_coef >= 0, "entropy_coef", f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")
+        _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
 
 
 @dataclass
@@ -203,12 +229,17 @@ class PopulationConfig:
     evolve_every: int = 15  # K_e
     evolve_until: int = 150  # T_e
     proposer: str = "reflection"  # reflection | paraphrase | history
-    candidates_per_call: int = 6
+    candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
     failures_per_call: int = 4
     verify_size: int = 200  # |D_B|
-    accept_top_n: int = 3
-    max_verify_rounds: int = 5
-    replay_capacity: int = 4096
+    # Not the paper's numbers (it gives none; see the README's faithfulness table): which verified candidates join.
+    # beat_parent: those scoring at least their parent on the same D_B (§1: low performers are rejected), best first;
+    # top_n: the best accept_top_n whatever their score (Alg. 1 line 21 read literally).
+    accept: str = "beat_parent"  # beat_parent | top_n
+    accept_top_n: int = 6  # at most this many of one verified batch join
+    max_verify_rounds: int = 5  # App. C: "a maximum of 5 rounds of verification retrials"
+    max_instruction_chars: int = 12000  # longer candidates are dropped (and recorded): ~3k tokens of a 4,096 prompt
+    replay_capacity: int = 4096  # ours: the newest rollouts kept for reflection and D_B (the paper gives no size)
 
     def __post_init__(self) -> None:
         _require(bool(self.instructions) or self.instruction_file is not None, "instructions",
@@ -217,14 +248,20 @@ class PopulationConfig:
             _require(bool(text.strip()), "instructions", f"entry {i} is empty; remove it or write the instruction")
         for name, example in (("size", "7"), ("n_parent", "1"), ("temperature", "0.2"), ("weight_window", "5"),
                               ("prune_every", "5"), ("evolve_every", "15"), ("candidates_per_call", "6"),
-                              ("failures_per_call", "4"), ("verify_size", "200"), ("accept_top_n", "3"),
-                              ("max_verify_rounds", "5"), ("replay_capacity", "4096")):
+                              ("failures_per_call", "4"), ("verify_size", "200"), ("accept_top_n", "6"),
+                              ("max_verify_rounds", "5"), ("max_instruction_chars", "12000"),
+                              ("replay_capacity", "4096")):
             _positive(getattr(self, name), name, example)
         _require(self.evolve_until >= 0, "evolve_until", f"must be >= 0 (got {self.evolve_until}); 0 disables evolution")
         _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
         _require(len(self.instructions) <= self.size, "instructions",
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
         _one_of(self.proposer, ("reflection", "paraphrase", "history"), "proposer")
+        _one_of(self.accept, ("beat_parent", "top_n"), "accept")
+        for i, text in enumerate(self.instructions):
+            _require(len(text.strip()) <= self.max_instruction_chars, "instructions",
+                     f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
+                     f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars")
 
 
 _PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "local": None}
@@ -268,9 +305,14 @@ class EvaluationConfig:
 
     benchmarks: list[str] = field(default_factory=lambda: ["world"])
     method: str = "agent"  # direct | rag | ircot | search-o1 | agent, comma-separated, or all
+    split: str | None = None  # default: the split Search-R1 reports (test, or dev where there is no test)
     limit: int | None = None
     batch_size: int = 32
     temperature: float = 0.0  # 0 = greedy decoding, as the paper's evaluation
+    # Reward collapse (App. B reports "the final checkpoint before any reward collapse"): the mean training reward
+    # over the last collapse_window steps falls below (1 - collapse_drop) x its best earlier value. 0 disables it.
+    collapse_window: int = 10
+    collapse_drop: float = 0.5
 
     def __post_init__(self) -> None:
         _require(bool(self.benchmarks), "benchmarks", "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
@@ -281,6 +323,11 @@ class EvaluationConfig:
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature}); 0 is greedy")
         _positive(self.limit, "limit", "500")
         _positive(self.batch_size, "batch_size", "32")
+        _positive(self.collapse_window, "collapse_window", "10")
+        _require(0 <= self.collapse_drop < 1, "collapse_drop", f"must be in [0, 1) (got {self.collapse_drop}); "
+                 "0 disables collapse detection, 0.5 flags a halving")
+        if self.split is not None:
+            _require(bool(self.split.strip()), "split", "must name a split (train, dev, test) or be left out")
 
 
 @dataclass

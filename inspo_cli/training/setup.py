@@ -43,15 +43,15 @@ def schedule(recipe: Recipe, processes: int = 1) -> Schedule:
     return Schedule(updates, accumulation, accumulation * updates, t.steps * updates)
 
 
-def grpo_config(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu"):
-    from trl import GRPOConfig
-
+def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu") -> dict:
+    """Every value the recipe hands to TRL's `GRPOConfig`; the rest are TRL's defaults (`inspo recipe check --trl`
+    prints both). Where TRL's default differs from what the paper or Search-R1 ran, the value is set explicitly."""
     from inspo_cli.models import resolve_dtype
 
     t, r, m = recipe.training, recipe.rollout, recipe.model
     plan = schedule(recipe, processes)
     dtype = resolve_dtype(m.dtype, device)
-    return GRPOConfig(
+    return dict(
         output_dir=str(checkpoints_dir),
         per_device_train_batch_size=t.micro_batch_size,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,
@@ -62,8 +62,12 @@ def grpo_config(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, devic
         learning_rate=t.learning_rate,
         lr_scheduler_type=t.lr_scheduler,
         warmup_steps=round(t.warmup_ratio * plan.max_updates),
+        weight_decay=t.weight_decay,
         beta=t.kl_beta,
+        use_bias_correction_kl=t.kl_bias_correction,
         epsilon=t.clip_epsilon,
+        loss_type=t.loss_type,
+        entropy_coef=t.entropy_coef,
         max_grad_norm=t.max_grad_norm,
         scale_rewards="group",
         temperature=r.temperature,
@@ -84,8 +88,17 @@ def grpo_config(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, devic
         use_vllm=m.backend == "vllm",
         vllm_mode=m.vllm_mode,
         vllm_gpu_memory_utilization=m.vllm_gpu_memory_utilization,
+        vllm_importance_sampling_correction=t.vllm_is_correction != "off",
+        vllm_importance_sampling_mode="sequence_mask" if t.vllm_is_correction == "off" else t.vllm_is_correction,
+        vllm_importance_sampling_clip_max=t.vllm_is_clip,
         log_completions=False,
     )
+
+
+def grpo_config(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu"):
+    from trl import GRPOConfig
+
+    return GRPOConfig(**grpo_kwargs(recipe, checkpoints_dir, processes, device))
 
 
 def lora_config(recipe: Recipe):

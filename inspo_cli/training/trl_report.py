@@ -1,0 +1,143 @@
+"""What a recipe hands to TRL, and how it compares with the paper's App. B: `inspo recipe check --trl`.
+
+    report = trl_report(recipe, processes=8, device="cuda")
+    report["appendix_b"]     # one row per App. B / §4 setting: the paper's value, the recipe's, where it goes, match
+    report["grpo_config"]    # every GRPOConfig field as TRL holds it after its own __post_init__
+    report["set_by_inspo"]   # the fields the recipe sets; every other one is TRL's default
+
+The rows name where each value ends up: a `GRPOConfig` field, or the rollout engine / population for what TRL
+never sees (turn limits, passages, the INSPO schedule). The GRPOConfig is built for real, so TRL's own
+validation runs; on a machine without the requested GPU it is built for the CPU and the two device fields
+(`use_cpu`, `bf16`) are then set to what the GPU run will pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from inspo_cli.config import Recipe
+from inspo_cli.training.setup import grpo_kwargs, schedule
+
+# App. B and §4 "Setups"; the two values that depend on the model size are keyed by it
+_BY_SIZE = {"learning_rate": {"3b": 5e-7, "7b": 3e-7}, "max_turns": {"3b": 4, "7b": 6}}
+
+
+def model_size(name: str) -> str | None:
+    """'3b' or '7b' for the paper's Qwen2.5 sizes (from the model name), else None."""
+    match = re.search(r"(?<![\d.])([37])b\b", name.lower())
+    return f"{match.group(1)}b" if match else None
+
+
+_COMPARE = object()
+
+
+def _row(setting: str, paper, recipe_value, target: str, matches=_COMPARE, note: str = "") -> dict:
+    """`matches`: True/False, "equivalent" (another value with the same effect), or None (paper value unknown)."""
+    if matches is _COMPARE:
+        matches = paper == recipe_value
+    return {"setting": setting, "paper": paper, "recipe": recipe_value, "target": target, "matches": matches,
+            "note": note}
+
+
+def appendix_b_rows(recipe: Recipe, kwargs: dict, processes: int) -> list[dict]:
+    """The paper's training settings next to the recipe's, with the TRL field (or inspo component) each feeds."""
+    t, r, p = recipe.training, recipe.rollout, recipe.population
+    size = model_size(recipe.model.name_or_path)
+
+    def by_size(key: str):
+        values = _BY_SIZE[key]
+        return values[size] if size else " / ".join(f"{v:g} ({k.upper()})" for k, v in values.items())
+
+    plan = schedule(recipe, processes)
+    per_generation = kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] * processes
+    per_update = kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes
+    rows = [
+        _row("training steps", 300, t.steps, "max_steps",
+             note=f"{kwargs['max_steps']} optimizer updates, {plan.updates_per_step} per step"),
+        _row("group size G", 5, t.group_size, "num_generations"),
+        _row("batch (questions per step)", 512, t.batch_size, "steps_per_generation",
+             matches=512 == per_generation // t.group_size == t.batch_size,
+             note=f"{kwargs['per_device_train_batch_size']} x {kwargs['steps_per_generation']} x {processes} "
+                  f"process(es) = {per_generation} trajectories"),
+        _row("mini-batch (questions per update)", 256, t.mini_batch_size, "gradient_accumulation_steps",
+             matches=256 == per_update // t.group_size == t.mini_batch_size,
+             note=f"{kwargs['per_device_train_batch_size']} x {kwargs['gradient_accumulation_steps']} x {processes} "
+                  f"process(es) = {per_update} trajectories"),
+        _row("micro-batch", "64 questions over 8 GPUs", f"{t.micro_batch_size} trajectories per process",
+             "per_device_train_batch_size", matches="equivalent" if t.loss_type == "grpo" else False,
+             note="equivalent: with loss_type grpo the gradient does not depend on the micro-batch (memory only)"),
+        _row("learning rate", by_size("learning_rate"), t.learning_rate, "learning_rate",
+             **({} if size else {"matches": None})),
+        _row("LR schedule", "cosine", t.lr_scheduler, "lr_scheduler_type"),
+        _row("warm-up ratio", 0.1, t.warmup_ratio, "warmup_steps",
+             note=f"{kwargs['warmup_steps']} of {kwargs['max_steps']} updates"),
+        _row("max prompt length", 4096, r.max_prompt_tokens, "engine: rollout.max_prompt_tokens"),
+        _row("response tokens per turn", 500, r.max_tokens_per_turn, "engine: rollout.max_tokens_per_turn"),
+        _row("observation tokens per turn", 500, r.max_observation_tokens, "engine: rollout.max_observation_tokens"),
+        _row("max turns", by_size("max_turns"), r.max_turns, "engine: rollout.max_turns",
+             **({} if size else {"matches": None})),
+        _row("temperature", 1.0, r.temperature, "temperature"),
+        _row("top-p", 1.0, r.top_p, "top_p"),
+        _row("KL coefficient beta", 0.001, t.kl_beta, "beta"),
+        _row("clip ratio epsilon", 0.2, t.clip_epsilon, "epsilon"),
+        _row("retrieved passages", 3, recipe.retriever.topk, "engine: retriever.topk"),
+        _row("loss aggregation (eq. 2)", "grpo", t.loss_type, "loss_type"),
+        _row("KL term", "beta x k3 (no importance weight)", "beta x k3" + (" x ratio" if t.kl_bias_correction else ""),
+             "use_bias_correction_kl", matches=not t.kl_bias_correction),
+        _row("vLLM IS correction", "off", t.vllm_is_correction, "vllm_importance_sampling_correction"),
+        _row("prompt format (App. F)", "chat template", "chat template" if recipe.model.chat_template != "off"
+             else "plain text", "engine: model.chat_template",
+             note="App. F shows <|im_start|>assistant after the question; Search-R1 applies the template when the "
+                  "tokenizer has one"),
+        _row("weight decay (Search-R1 code)", 0.01, t.weight_decay, "weight_decay"),
+        _row("entropy bonus (Search-R1 code)", 0.001, t.entropy_coef, "entropy_coef"),
+    ]
+    if p.enabled:
+        rows += [
+            _row("population size N_P", 7, p.size, "inspo: population.size"),
+            _row("parents N_parent", 1, p.n_parent, "inspo: population.n_parent"),
+            _row("sampling temperature tau_s", 0.2, p.temperature, "inspo: population.temperature"),
+            _row("weight window n", 5, p.weight_window, "inspo: population.weight_window"),
+            _row("prune every K_p", 5, p.prune_every, "inspo: population.prune_every"),
+            _row("evolve every K_e", 15, p.evolve_every, "inspo: population.evolve_every"),
+            _row("evolve until T_e", 150, p.evolve_until, "inspo: population.evolve_until"),
+            _row("proposer", "reflection", p.proposer, "inspo: population.proposer"),
+            _row("failures per reflection", 4, p.failures_per_call, "inspo: population.failures_per_call"),
+            _row("verification set |D_B|", 200, p.verify_size, "inspo: population.verify_size"),
+            _row("candidates per evolution (App. C)", 6, p.candidates_per_call, "inspo: population.candidates_per_call"),
+            _row("verification rounds (App. C)", 5, p.max_verify_rounds, "inspo: population.max_verify_rounds"),
+            _row("optimizer", "gemini-2.5-pro", recipe.optimizer.model, "inspo: optimizer.model"),
+        ]
+    return rows
+
+
+def _plain(value):
+    """A JSON/YAML-friendly form of a GRPOConfig value (torch dtypes, enums and paths become strings)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
+    import torch
+    from trl import GRPOConfig
+
+    from inspo_cli.runs import CHECKPOINTS_DIR
+
+    kwargs = grpo_kwargs(recipe, Path(recipe.run.output_dir) / "<run>" / CHECKPOINTS_DIR, processes, device)
+    buildable = dict(kwargs)
+    if device != "cpu" and not torch.cuda.is_available():
+        buildable.update(use_cpu=True, bf16=False)  # TRL refuses bf16 without a GPU; restored below
+    values = GRPOConfig(**buildable).to_dict()
+    values.update(use_cpu=kwargs["use_cpu"], bf16=kwargs["bf16"])
+    # derived by TRL from the world size it runs in, i.e. the number of processes accelerate launches
+    values["generation_batch_size"] = kwargs["per_device_train_batch_size"] * processes * kwargs["steps_per_generation"]
+    return {"processes": processes, "device": device, "appendix_b": appendix_b_rows(recipe, kwargs, processes),
+            "grpo_config": _plain(values), "set_by_inspo": sorted(kwargs),
+            "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None}
