@@ -96,11 +96,37 @@ def test_unparsable_action_gets_the_corrective_observation(tiny_tokenizer):
     assert (t.invalid_actions, t.answer, t.stop_reason, retriever.calls) == (1, "Paris", "answer", [])
 
 
-def test_eos_without_answer_ends_the_trajectory(tiny_tokenizer):
-    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>"]})
+def test_eos_without_answer_gets_the_corrective_observation_and_goes_on_as_in_search_r1(tiny_tokenizer):
+    engine, policy, retriever = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>", "<search> violin </search>",
+                                                                   "<answer> 1714 </answer>"]})
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert (t.stop_reason, t.answer, t.turns, t.invalid_actions, t.num_searches) == ("answer", "1714", 3, 1, 1)
+    first_turn = tiny_tokenizer("I do not know.", add_special_tokens=False)["input_ids"]
+    corrective = tiny_tokenizer(CORRECTIVE_OBSERVATION, add_special_tokens=False)["input_ids"]
+    # the sampled EOS is dropped (Search-R1 re-tokenises the turn's text, which has none), the correction follows
+    assert t.completion_ids[:len(first_turn) + len(corrective)] == first_turn + corrective
+    assert tiny_tokenizer.eos_token_id not in t.completion_ids
+    assert policy.calls[1]["contexts"][0] == t.prompt_ids + first_turn + corrective
+
+
+def test_eos_on_the_last_turn_ends_it_without_an_answer(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>"]}, max_turns=0)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert (t.stop_reason, t.answer, t.turns) == ("max_turns", None, 1)
+
+
+def test_end_at_eos_keeps_the_old_behaviour(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>"]}, end_at_eos=True)
     [t] = engine.run(["I."], ["Q1 ?"])
     assert (t.stop_reason, t.answer, t.turns) == ("eos", None, 1)
     assert t.completion_ids[-1] == tiny_tokenizer.eos_token_id and t.completion_mask[-1] == 1
+
+
+def test_an_empty_search_is_searched_as_in_search_r1(tiny_tokenizer):
+    engine, _, retriever = engine_for(tiny_tokenizer, {"Q1": ["<search></search>", "<answer> x </answer>"]})
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert t.queries == [""] and retriever.calls == [1] and t.invalid_actions == 0
+    assert decode_masked(tiny_tokenizer, t, 0).startswith("\n\n<information>")
 
 
 def test_answer_comes_from_the_response_not_the_instruction(tiny_tokenizer):
@@ -137,7 +163,7 @@ def test_long_prompts_keep_their_end(tiny_tokenizer):
 @pytest.mark.parametrize("text, kind, content", [
     ("<think> x </think> <search> who? </search>", "search", "who?"),
     ("<answer> 42 </answer>", "answer", "42"),
-    ("<search>  </search>", "invalid", ""),
+    ("<search>  </search>", "search", ""),
     ("<search> unterminated", "invalid", ""),
     ("no tags at all", "invalid", ""),
 ])
@@ -148,6 +174,10 @@ def test_parse_action(text, kind, content):
 def test_prompt_format_matches_search_r1(tiny_tokenizer):
     assert user_message("Answer it.", "who?") == "Answer it. Question: who?\n"
     assert user_message("Q: {question}\nA:", " who? ") == "Q: who?\nA:"
+    # Search-R1's preprocessing: stripped, and "?" added where missing (most NQ questions lack it)
+    assert user_message("Answer it.", " when was the violin recorded \n") == \
+        "Answer it. Question: when was the violin recorded?\n"
+    assert user_message("Q: {question}\nA:", "who founded it") == "Q: who founded it?\nA:"
     assert build_prompt(tiny_tokenizer, "Answer it.", "who?", chat=False) == "Answer it. Question: who?\n"
     chat = build_prompt(tiny_tokenizer, "Answer it.", "who?", chat=True)
     assert chat == "<|im_start|>user\nAnswer it. Question: who?\n<|im_end|>\n<|im_start|>assistant\n"

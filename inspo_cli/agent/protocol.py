@@ -7,9 +7,11 @@ A trajectory is plain text the policy writes turn by turn:
     Doc 2(Title: "T") text</information>          <- inserted by the environment, masked out of the loss
     <think> ... </think> <answer> Paris </answer>
 
-Everything here matches Search-R1 (`search_r1/llm_agent/generation.py`) so that checkpoints and instructions
-move between the two projects unchanged: the prompt is `<instruction> Question: <question>\n`, passages are
-rendered with their quoted title line, and an unparsable action gets Search-R1's corrective observation.
+Everything here matches Search-R1 (`search_r1/llm_agent/generation.py`, `scripts/data_process/qa_search_*.py`) so
+that checkpoints and instructions move between the two projects unchanged: the question is stripped and gets a
+"?" when it has none, the user message is `<instruction> Question: <question>\n` (in the tokenizer's chat template
+when it has one), passages are rendered with their quoted title line, an empty `<search></search>` is searched like
+any other query, and an unparsable action gets Search-R1's corrective observation.
 """
 
 from __future__ import annotations
@@ -43,10 +45,7 @@ def parse_action(text: str) -> Action:
     match = _ACTION_RE.search(text)
     if match is None:
         return Action("invalid")
-    content = match.group(2).strip()
-    if match.group(1) == "search" and not content:
-        return Action("invalid")  # an empty query would only waste a retriever call
-    return Action(match.group(1), content)
+    return Action(match.group(1), match.group(2).strip())  # an empty query is searched too, as in Search-R1
 
 
 def format_passages(passages: Sequence[Passage]) -> str:
@@ -63,15 +62,23 @@ def observation_parts(passages: Sequence[Passage]) -> tuple[str, str, str]:
     return "\n\n<information>", format_passages(passages), "</information>\n\n"
 
 
+def search_r1_question(question: str) -> str:
+    """Search-R1's question preprocessing, for training and test sets alike: strip, then end it with "?"."""
+    question = question.strip()
+    return question if question.endswith("?") else f"{question}?"
+
+
 def user_message(instruction: str, question: str) -> str:
     """The instruction with the question: at `{question}` if the instruction has it, else appended."""
+    question = search_r1_question(question)
     if "{question}" in instruction:
-        return instruction.replace("{question}", question.strip())
-    return f"{instruction.strip()} Question: {question.strip()}\n"
+        return instruction.replace("{question}", question)
+    return f"{instruction.strip()} Question: {question}\n"
 
 
 def build_prompt(tokenizer, instruction: str, question: str, chat: bool) -> str:
-    """The prompt text: a chat-template user turn for instruct models, plain text for base models (as in the paper)."""
+    """The prompt text: the user message in the tokenizer's chat template (`chat`, see `models.uses_chat_template`),
+    else plain text."""
     message = user_message(instruction, question)
     if not chat:
         return message

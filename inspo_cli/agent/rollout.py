@@ -5,12 +5,14 @@
 
 Turn by turn, every unfinished trajectory generates until `</search>`, `</answer>` or end of sequence. The
 queries of all of them go to the retriever in *one* call per turn; each gets its observation appended
-(`<information>…</information>`, mask 0). An unparsable action gets the corrective observation instead. A
-trajectory ends at `<answer>`, at EOS, or when its context is full; after `max_turns` turns with search, one
+(`<information>…</information>`, mask 0). A turn without a valid action (no tag, or EOS before one) gets
+Search-R1's corrective observation instead and the trajectory goes on (`rollout.end_at_eos: true` ends it at EOS
+instead). A trajectory ends at `<answer>` or when its context is full; after `max_turns` turns with search, one
 last turn is generated without search.
 
-Token ids are never re-encoded: the completion is the exact concatenation of the ids the backend sampled and
-the ids of the inserted observations, and `completion_mask` marks which is which.
+Token ids are never re-encoded: the completion is the exact concatenation of the ids the backend sampled (less an
+EOS that the trajectory goes on past) and the ids of the inserted observations, and `completion_mask` marks which
+is which.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class RolloutEngine:
         self.backend, self.retriever, self.tokenizer = backend, retriever, tokenizer
         self.config, self.topk, self.chat = config, topk, chat
         self._corrective_ids = self._encode(CORRECTIVE_OBSERVATION)
+        self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
         self.retriever_calls = 0
         self.retrieval_seconds = 0.0
 
@@ -135,22 +138,33 @@ class RolloutEngine:
         generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active], budgets, STOP_STRINGS)
         searching: list[tuple[Trajectory, str]] = []
         for trajectory, generation in zip(active, generations):
-            trajectory.append(generation.token_ids, 1, generation.logprobs)
-            trajectory.turns += 1
             action = parse_action(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
+            ids, logprobs = generation.token_ids, generation.logprobs
+            eos = generation.finish == "eos"
+            if eos and action.kind != "answer" and not self.config.end_at_eos:
+                ids, logprobs = self._without_final_eos(ids, logprobs)
+            trajectory.append(ids, 1, logprobs)
+            trajectory.turns += 1
             if action.kind == "answer":
                 trajectory.stop_reason = "answer"
-            elif generation.finish == "eos":
+            elif eos and self.config.end_at_eos:
                 trajectory.stop_reason = "eos"  # the policy ended its turn without an answer
             elif not search_allowed:
                 trajectory.stop_reason = "max_turns"
             elif action.kind == "search":
                 searching.append((trajectory, action.content))
-            else:
+            else:  # no valid tag (EOS included, as in Search-R1): the corrective observation, then the next turn
                 trajectory.invalid_actions += 1
                 self._observe(trajectory, [], self._corrective_ids, [])
         if searching:
             self._search(searching)
+
+    def _without_final_eos(self, ids: list[int], logprobs: list[float] | None):
+        """Search-R1 re-tokenises each turn's decoded text, so an EOS the policy sampled never enters its context
+        or its loss; the trajectory goes on after it here too, so the EOS id is dropped the same way."""
+        if ids and ids[-1] in self._special_ids:
+            return ids[:-1], (logprobs[:-1] if logprobs is not None else None)
+        return ids, logprobs
 
     def _search(self, searching: list[tuple[Trajectory, str]]) -> None:
         started = time.perf_counter()
