@@ -12,8 +12,8 @@ import pytest
 
 from inspo_cli.config.sections import PopulationConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.evolution import (ACCEPTED, DUPLICATE, NO_ROOM, NOT_IN_TOP_N, evolve, initial_rewrites,
-                                              propose)
+from inspo_cli.instructions.evolution import (ACCEPTED, BELOW_PARENT, DUPLICATE, NO_ROOM, NOT_IN_TOP_N, TOO_LONG,
+                                              evolve, initial_rewrites, propose)
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
@@ -27,7 +27,8 @@ ROUND_1 = "<ins_1>Alpha: search twice.</ins_1>\n<ins_2>Beta: plan first.</ins_2>
 ROUND_2 = (f"<ins_0>{PARENT}</ins_0>\n<ins_1>Delta: guess.</ins_1>\n<ins_2>  Beta:   plan first. </ins_2>\n"
            "<ins_3>Epsilon: decompose.</ins_3>\n<ins_4>Zeta: cite.</ins_4>")
 SCORES = {"Alpha: search twice.": 0.3, "Beta: plan first.": 0.6, "Gamma: verify facts.": 0.5,
-          "Delta: guess.": 0.1, "Epsilon: decompose.": 0.9, "Zeta: cite.": 0.7}
+          "Delta: guess.": 0.1, "Epsilon: decompose.": 0.9, "Zeta: cite.": 0.7,
+          PARENT: 0.55, "Search first, then answer.": 0.4}  # the parents, verified beside their candidates
 
 
 class ScriptedLM:
@@ -57,7 +58,8 @@ class DictVerifier:
 
 def make_config(**overrides) -> PopulationConfig:
     settings = dict(instructions=list(TEXTS), size=4, n_parent=1, weight_window=5, candidates_per_call=3,
-                    failures_per_call=2, verify_size=3, accept_top_n=2, max_verify_rounds=3, proposer="reflection")
+                    failures_per_call=2, verify_size=3, accept="top_n", accept_top_n=2, max_verify_rounds=3,
+                    proposer="reflection")
     settings.update(overrides)
     return PopulationConfig(**settings)
 
@@ -111,10 +113,11 @@ def test_two_rounds_fill_the_population_with_the_top_n_of_each_batch():
     assert (report.parents, report.retired) == (["i0"], ["i2", "i1"])  # retired in weight order 0.5, 0.2
     assert (report.rounds, report.stop_reason, report.optimizer_error) == (2, "population full", None)
     assert (report.optimizer_calls, report.verification_calls) == (2, 2)
-    assert report.verification_rollouts == 3 * 3 + 3 * 3  # 3 fresh candidates x |D_B| = 3, twice
+    assert report.verification_rollouts == 4 * 3 + 4 * 3  # (parent + 3 fresh candidates) x |D_B| = 3, twice
     assert [instructions for instructions, _ in verifier.calls] == [  # duplicates are never rolled out
-        ["Alpha: search twice.", "Beta: plan first.", "Gamma: verify facts."],
-        ["Delta: guess.", "Epsilon: decompose.", "Zeta: cite."]]
+        [PARENT, "Alpha: search twice.", "Beta: plan first.", "Gamma: verify facts."],
+        [PARENT, "Delta: guess.", "Epsilon: decompose.", "Zeta: cite."]]
+    assert {c.parent_score for c in report.candidates if c.verification_score is not None} == {0.55}
     assert report.wall_s >= 0.0 and lm.answers == []
 
 
@@ -144,7 +147,7 @@ def test_verification_draws_verify_size_distinct_questions_from_the_buffer():
     report = evolve(make_population(config), make_buffer(), ScriptedLM(ROUND_1, ROUND_2), verifier, config, 15,
                     random.Random(0))
     assert [len(questions) for _, questions in verifier.calls] == [5, 5]
-    assert report.verification_rollouts == 3 * 5 * 2
+    assert report.verification_rollouts == (1 + 3) * 5 * 2
 
 
 def test_rounds_stop_after_max_verify_rounds_when_the_population_is_not_full():
@@ -155,7 +158,7 @@ def test_rounds_stop_after_max_verify_rounds_when_the_population_is_not_full():
     report = evolve(population, make_buffer(), lm, verifier, config, 15, random.Random(0))
     # 3 rounds, 3 calls; the answer without candidates costs no verification
     assert (report.rounds, report.stop_reason, report.optimizer_calls) == (3, "max_verify_rounds reached", 3)
-    assert report.verification_calls == 2 and report.verification_rollouts == 1 * 3 + 1 * 3
+    assert report.verification_calls == 2 and report.verification_rollouts == 2 * 3 + 2 * 3
     assert [c.text for c in population.alive()] == [PARENT, "Alpha: search twice.", "Gamma: verify facts."]
     assert [c.round for c in report.accepted()] == [1, 3]
 
@@ -215,8 +218,11 @@ def test_same_seed_same_evolution_and_report_is_json():
     row = json.loads(json.dumps(first))
     assert row["candidates"][0] == {"text": "Alpha: search twice.", "parent": row["candidates"][0]["parent"],
                                     "proposer": "reflection", "round": 1, "verification_score": 0.3,
-                                    "accepted": False, "reason": NOT_IN_TOP_N, "instruction_id": None}
-    assert row["verification_rollouts"] == 2 * sum(1 for c in row["candidates"] if c["reason"] != DUPLICATE)
+                                    "accepted": False, "reason": NOT_IN_TOP_N, "instruction_id": None,
+                                    "parent_score": SCORES[PARENT if row["candidates"][0]["parent"] == "i0" else
+                                                           "Search first, then answer."]}
+    verified = sum(1 for c in row["candidates"] if c["reason"] != DUPLICATE)
+    assert row["verification_rollouts"] == 2 * (verified + row["verification_calls"])  # the parent's rollouts too
 
 
 def test_paraphrase_and_history_prompts():
@@ -265,3 +271,83 @@ def test_a_full_population_stops_mid_round_without_asking_the_next_parent():
     report = evolve(population, make_buffer(), lm, DictVerifier(SCORES), config, 15, random.Random(0))
     assert len(lm.prompts) == 1 and report.optimizer_calls == 1 and report.rounds == 1
     assert len(population) == 4 and report.stop_reason == "population full"
+
+
+def test_beat_parent_rejects_candidates_that_score_below_the_parent_on_the_same_questions():
+    config = make_config(accept="beat_parent", accept_top_n=3, size=7, max_verify_rounds=1)
+    population, verifier = make_population(config), DictVerifier({**SCORES, PARENT: 0.5})
+    report = evolve(population, make_buffer(), ScriptedLM(ROUND_1), verifier, config, 15, random.Random(0))
+    # parent 0.5 on this D_B: Alpha 0.3 is below it; Beta 0.6 and Gamma 0.5 (a tie counts as good enough) join
+    assert outcomes(report) == [("Alpha: search twice.", 1, BELOW_PARENT), ("Beta: plan first.", 1, ACCEPTED),
+                                ("Gamma: verify facts.", 1, ACCEPTED)]
+    assert [c.parent_score for c in report.candidates] == [0.5, 0.5, 0.5]
+    assert verifier.calls[0][0][0] == PARENT and len(verifier.calls) == 1  # parent and candidates: one call
+    assert [c.text for c in population.alive()] == [PARENT, "Beta: plan first.", "Gamma: verify facts."]
+    assert report.verification_rollouts == 4 * 3 and report.stop_reason == "max_verify_rounds reached"
+
+    top_n = make_config(accept="top_n", accept_top_n=3, size=7, max_verify_rounds=1)  # Alg. 1 line 21 literally
+    population = make_population(top_n)
+    evolve(population, make_buffer(), ScriptedLM(ROUND_1), DictVerifier({**SCORES, PARENT: 0.5}), top_n, 15,
+           random.Random(0))
+    assert "Alpha: search twice." in [c.text for c in population.alive()]
+
+
+def test_all_candidates_below_the_parent_leave_the_parent_alone():
+    config = make_config(accept="beat_parent", size=7, max_verify_rounds=2)
+    population = make_population(config)
+    report = evolve(population, make_buffer(), ScriptedLM(ROUND_1, ROUND_1), DictVerifier({**SCORES, PARENT: 0.95}),
+                    config, 15, random.Random(0))
+    assert [c.id for c in population.alive()] == ["i0"] and report.accepted() == []
+    assert report.rounds == 2 and {c.reason for c in report.candidates} == {BELOW_PARENT}
+
+
+def test_over_long_candidates_are_recorded_not_dropped_silently():
+    long_text = "Plan: " + "search each entity separately. " * 20
+    config = make_config(max_instruction_chars=200, size=7, max_verify_rounds=1)
+    answer = f"<ins_1>{long_text}</ins_1><ins_2>Beta: plan first.</ins_2>"
+    verifier = DictVerifier(SCORES)
+    report = evolve(make_population(config), make_buffer(), ScriptedLM(answer), verifier, config, 15,
+                    random.Random(0))
+    assert [(c.reason, c.verification_score) for c in report.candidates] == [(TOO_LONG, None), (ACCEPTED, 0.6)]
+    assert report.candidates[0].text == long_text.strip() and verifier.calls[0][0] == [PARENT, "Beta: plan first."]
+
+
+def test_reflection_shows_the_parents_latest_failures_and_never_a_full_reward():
+    config = make_config(failures_per_call=3, max_verify_rounds=1)
+    buffer = ReplayBuffer(capacity=100)
+    buffer.extend([Experience("i0", "q1", "Q1?", ("a",), "parent-old-fail", 0.0, 1),
+                   Experience("i1", "q2", "Q2?", ("b",), "other-new-fail", 0.0, 2),
+                   Experience("i0", "q3", "Q3?", ("c",), "parent-new-fail", 0.0, 2),
+                   Experience("i0", "q4", "Q4?", ("d",), "parent-new-pass", 1.0, 2),
+                   Experience("i2", "q5", "Q5?", ("e",), "other-pass", 1.0, 2)])
+    lm = ScriptedLM(ROUND_1)
+    evolve(make_population(config), buffer, lm, DictVerifier(SCORES), config, 15, random.Random(0))
+    prompt = lm.prompts[0]
+    # the parent (i0) "still gets wrong": its newest failure, its older one, then another instruction's to fill up
+    assert prompt.index("parent-new-fail") < prompt.index("parent-old-fail") < prompt.index("other-new-fail")
+    assert "pass" not in prompt
+
+    config = make_config(failures_per_call=4, max_verify_rounds=1)  # only two failures exist: two are shown, not padded with successes
+    buffer = ReplayBuffer(capacity=10)
+    buffer.extend([Experience("i0", "q1", "Q1?", ("a",), "fail-1", 0.2, 2),
+                   Experience("i0", "q2", "Q2?", ("b",), "pass-2", 1.0, 2),
+                   Experience("i0", "q3", "Q3?", ("c",), "fail-3", 0.0, 2)])
+    lm = ScriptedLM(ROUND_1)
+    evolve(make_population(config), buffer, lm, DictVerifier(SCORES), config, 15, random.Random(0))
+    assert lm.prompts[0].index("fail-3") < lm.prompts[0].index("fail-1") and "pass-2" not in lm.prompts[0]
+
+
+def test_nothing_failed_means_no_reflection_and_no_crash():
+    config = make_config(size=7)
+    buffer = ReplayBuffer(capacity=10)
+    buffer.extend([Experience("i0", "q1", "Q1?", ("a",), "right", 1.0, 2)])
+    population, lm = make_population(config), ScriptedLM()
+    report = evolve(population, buffer, lm, DictVerifier(SCORES), config, 15, random.Random(0))
+    assert report.stop_reason == "no failed rollouts to reflect on" and lm.prompts == []
+    assert [c.id for c in population.alive()] == ["i0"]
+
+
+def test_initial_rewrites_keep_the_recipes_other_instructions_out():
+    lm = ScriptedLM("<ins_1>Think step by step.</ins_1><ins_2>R1: search.</ins_2><ins_3>R2: think.</ins_3>")
+    assert initial_rewrites(PARENT, lm, 2, keep=TEXTS) == ["R1: search.", "R2: think."]
+    assert initial_rewrites(PARENT, ScriptedLM(), 0) == []  # the recipe already fills the population: no call

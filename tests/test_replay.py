@@ -1,4 +1,4 @@
-"""The replay buffer: bounded FIFO, failure priority (low reward, then latest step), distinct questions, state."""
+"""The replay buffer: bounded FIFO, failure priority (the parent's, latest step, low reward), distinct questions."""
 
 from __future__ import annotations
 
@@ -27,15 +27,20 @@ def test_buffer_is_bounded_and_evicts_the_oldest():
     assert responses(buffer) == ["d", "e", "f"]
 
 
-def test_failures_rank_low_reward_first_then_latest_step():
+def test_failures_rank_the_parents_first_then_latest_step_then_low_reward():
     buffer = ReplayBuffer(capacity=10)
     buffer.extend([experience("old-fail", 0.0, 1), experience("new-fail", 0.0, 3), experience("new-pass", 1.0, 3),
                    experience("new-half", 0.5, 3), experience("mid-fail", 0.0, 2)])
     rng = random.Random(0)
-    assert responses(buffer.failures(2, rng)) == ["new-fail", "mid-fail"]
-    assert responses(buffer.failures(4, rng)) == ["new-fail", "mid-fail", "old-fail", "new-half"]
-    assert responses(buffer.failures(9, rng)) == ["new-fail", "mid-fail", "old-fail", "new-half", "new-pass"]
+    assert responses(buffer.failures(2, rng, "i0")) == ["new-fail", "new-half"]  # the latest step first
+    assert responses(buffer.failures(4, rng, "i0")) == ["new-fail", "new-half", "mid-fail", "old-fail"]
+    assert responses(buffer.failures(9, rng, "i0")) == ["new-fail", "new-half", "mid-fail", "old-fail"]  # never a pass
     assert buffer.failures(0, rng) == [] and ReplayBuffer(2).failures(3, rng) == []
+
+    other = Experience("i7", "k", "question k?", ("answer",), "response other-new-fail", 0.0, 3)
+    buffer.add(other)
+    assert responses(buffer.failures(5, rng, "i0"))[-1] == "other-new-fail"  # the parent's own come first
+    assert responses(buffer.failures(1, rng, "i7")) == ["other-new-fail"]
 
 
 def test_failures_sample_uniformly_among_ties_at_the_boundary():
@@ -52,6 +57,7 @@ def test_failures_sample_uniformly_among_ties_at_the_boundary():
     chosen = buffer.failures(7, random.Random(1))
     assert chosen[:6] == latest and chosen[6] in earlier
     assert buffer.failures(3, random.Random(42)) == buffer.failures(3, random.Random(42))
+    assert set(buffer.failures(3, random.Random(0), instruction_id="i0")) <= set(latest)
 
 
 def test_verification_questions_are_distinct_and_newest():

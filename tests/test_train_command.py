@@ -226,7 +226,9 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     # round 2: the same answer again, so the accepted one is now a duplicate and the other fills the population
     assert [(c["round"], c["reason"]) for c in evolution["candidates"]] == [
         (1, "accepted"), (1, "not in top-n"), (2, "duplicate"), (2, "accepted")]
-    assert evolution["stop_reason"] == "population full" and evolution["verification_rollouts"] == 2 * 2 + 1 * 2
+    # each verification rolls the parent out beside the candidates, on the same 2 questions
+    assert evolution["stop_reason"] == "population full" and evolution["verification_rollouts"] == (2 + 1) * 2 + (1 + 1) * 2
+    assert all(c["parent_score"] is not None for c in evolution["candidates"] if c["reason"] != "duplicate")
     records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
     assert [(r["id"], r["step_pruned"]) for r in records[:2]] == [("i0", None), ("i1", 1)]  # halved at step 1
     born = [r for r in records if r["proposer"] == "reflection"]

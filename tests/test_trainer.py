@@ -209,3 +209,58 @@ def test_micro_batch_that_does_not_divide_a_mini_batch_is_refused():
     recipe = Recipe(training=TrainingConfig(batch_size=4, mini_batch_size=4, micro_batch_size=3, group_size=4))
     with pytest.raises(InspoError, match="training.micro_batch_size=3"):
         schedule(recipe)
+
+
+class FakeVLLMGeneration:
+    """TRL's vllm_generation at the seam: counts weight syncs (no vLLM on a CPU machine)."""
+
+    def __init__(self):
+        self.syncs = 0
+
+    def sync_weights(self):
+        self.syncs += 1
+
+
+def test_verification_after_the_updates_rolls_out_the_new_weights_in_vllm(make_trainer):
+    """TRL syncs vLLM only when it generates, before the step's updates; evolution verifies after them. The trainer's
+    generation context pushes the updated weights first, once per optimizer step, also in server mode."""
+    trainer = make_trainer()
+    trainer.use_vllm, trainer.vllm_generation = True, FakeVLLMGeneration()
+    trainer._last_loaded_step = trainer.state.global_step  # TRL synced before the rollouts of this step
+    trainer.state.global_step += 2  # the step's two optimizer updates
+    with trainer._policy_for_generation():
+        pass
+    with trainer._policy_for_generation():  # a second rollout at the same weights: no second sync
+        pass
+    assert trainer.vllm_generation.syncs == 1 and trainer._last_loaded_step == trainer.state.global_step
+
+
+def test_every_process_enters_generation_even_without_verification_questions():
+    """Under ZeRO-3 the generation context gathers weights collectively: a rank with no share of D_B must still
+    enter it, or the others hang."""
+    import contextlib
+
+    from inspo_cli.instructions.replay import ReplayQuestion
+    from inspo_cli.training.coevolution import PolicyVerifier
+
+    class SecondOfTwo:
+        process_index, num_processes, device = 1, 2, torch.device("cpu")
+
+        def reduce(self, tensor, reduction):
+            assert reduction == "sum"
+            return tensor + torch.tensor([[1.0, 1.0], [0.0, 1.0]], dtype=tensor.dtype)  # rank 0: rewards 1 and 0
+
+    entered = []
+
+    @contextlib.contextmanager
+    def generation():
+        entered.append(True)
+        yield
+
+    class NoRollouts:
+        def run(self, instructions, questions):
+            raise AssertionError("this rank has no questions to roll out")
+
+    verifier = PolicyVerifier(NoRollouts(), RewardConfig(), generation, SecondOfTwo())
+    scores = verifier.score(["parent", "candidate"], [ReplayQuestion("k", "Q?", ("a",))])  # rank 0 takes the only one
+    assert entered == [True] and scores == [1.0, 0.0]

@@ -1,15 +1,17 @@
 """Evolution of the instruction population (paper §3.3, Alg. 1 lines 17-23): select, generate, verify.
 
 Every `evolve_every` steps the trainer calls `evolve`. The top `n_parent` instructions by weight become the
-parents and the only survivors; the optimizer LM proposes candidates from each parent (INSPO reflects on
-failed rollouts from the replay buffer; the paraphrase and history proposers are the paper's ablations); the
-current policy is rolled out with the candidates on a sample D_B of replay questions; the best
-`accept_top_n` join the population. Rounds repeat until the population holds `size` instructions or
-`max_verify_rounds` rounds are spent, then every weight restarts at 0.
+parents and the only survivors; the optimizer LM proposes candidates from each parent (INSPO reflects on the
+parent's failed rollouts from the replay buffer; the paraphrase and history proposers are the paper's ablations);
+the current policy is rolled out on a sample D_B of replay questions with the parent and its candidates in one
+batch, and candidates join by `population.accept`: `beat_parent` (those scoring at least the parent on the same
+D_B, best first, at most `accept_top_n`) or `top_n` (the best `accept_top_n` whatever their score). Rounds repeat
+until the population holds `size` instructions or `max_verify_rounds` rounds are spent, then every weight restarts
+at 0.
 
     report = evolve(population, buffer, optimizer, verifier, recipe.population, step, random.Random(seed))
     rows = report.as_dict()["candidates"]          # every proposal, accepted or not, and why
-    overhead += report.verification_rollouts       # |candidates| x |D_B| per verification, as in App. C
+    overhead += report.verification_rollouts       # (|candidates| + 1 parent) x |D_B| per verification
 
 `Verifier` is the seam to the policy: the trainer implements it with the batched rollout engine, tests with
 a dict. When the optimizer runs out of budget or fails (`InspoError`), evolution stops where it is and keeps
@@ -38,10 +40,16 @@ if TYPE_CHECKING:
 # What became of a proposed candidate
 ACCEPTED = "accepted"
 DUPLICATE = "duplicate"  # the same text (ignoring whitespace) as an alive instruction: never verified
+TOO_LONG = "too long"  # over population.max_instruction_chars: never verified
+BELOW_PARENT = "below parent"  # accept=beat_parent: scored lower than its parent on the same D_B
 NOT_IN_TOP_N = "not in top-n"  # verified, but accept_top_n others of its batch scored higher
-NO_ROOM = "no room"  # in the top n, but the population was already full
+NO_ROOM = "no room"  # good enough, but the population was already full
 
 HISTORY_LIMIT = 20  # OPRO shows its 20 best-scored instructions; more would only lengthen the prompt
+
+
+class NoFailures(ValueError):
+    """Every rollout in the replay buffer earned the full reward: nothing for the reflection to work on."""
 
 
 class Verifier(Protocol):
@@ -60,10 +68,11 @@ class ProposedCandidate:
     parent: str  # the parent's instruction id
     proposer: str
     round: int  # 1-based verification round
-    verification_score: float | None  # mean reward on D_B; None when never verified (a duplicate)
+    verification_score: float | None  # mean reward on D_B; None when never verified (a duplicate, too long)
     accepted: bool
-    reason: str  # ACCEPTED, DUPLICATE, NOT_IN_TOP_N or NO_ROOM
+    reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
     instruction_id: str | None = None  # its id in the population when accepted
+    parent_score: float | None = None  # the parent's mean reward on the same D_B, in the same verification call
 
 
 @dataclass
@@ -78,9 +87,10 @@ class EvolutionReport:
     rounds: int = 0
     optimizer_calls: int = 0  # calls that returned an answer
     verification_calls: int = 0
-    verification_rollouts: int = 0  # sum over verifications of len(candidates) x len(questions)
+    verification_rollouts: int = 0  # sum over verifications of (len(candidates) + 1 parent) x len(questions)
     wall_s: float = 0.0
-    stop_reason: str = ""  # "population full", "max_verify_rounds reached", "optimizer budget exhausted", ...
+    stop_reason: str = ""  # "population full", "max_verify_rounds reached", "optimizer budget exhausted",
+    # "no failed rollouts to reflect on", ...
     optimizer_error: str | None = None  # the optimizer's message when it stopped the evolution
 
     def accepted(self) -> list[ProposedCandidate]:
@@ -98,9 +108,11 @@ def proposal_prompt(proposer: str, parent: Candidate, population: InstructionPop
     """The App. E prompt asking the optimizer for `candidates_per_call` new instructions from `parent`."""
     n = config.candidates_per_call
     if proposer == "reflection":
-        failures = buffer.failures(config.failures_per_call, rng)
+        # App. E: "it still gets the following examples wrong": the parent's own latest failures first
+        failures = buffer.failures(config.failures_per_call, rng, instruction_id=parent.id)
         if not failures:
-            raise ValueError("the reflection proposer needs rollouts to reflect on, but the replay buffer is empty")
+            raise NoFailures("the reflection proposer needs failed rollouts to reflect on, and the replay buffer "
+                             "has none (every stored rollout earned the full reward)")
         return reflection_prompt(parent.text, failures, n)
     if proposer == "paraphrase":
         return paraphrase_prompt(parent.text, n)
@@ -113,7 +125,8 @@ def propose(proposer: str, parent: Candidate, population: InstructionPopulation,
             lm: LanguageModel, config: PopulationConfig, rng: random.Random) -> list[str]:
     """Up to `candidates_per_call` new instructions from one optimizer call, none equal to an alive one."""
     answer = lm.complete(proposal_prompt(proposer, parent, population, buffer, config, rng))
-    return parse_candidates(answer, n=config.candidates_per_call, exclude=[c.text for c in population.alive()])
+    return parse_candidates(answer, n=config.candidates_per_call, max_chars=config.max_instruction_chars,
+                            exclude=[c.text for c in population.alive()])
 
 
 def scored_history(population: InstructionPopulation, limit: int = HISTORY_LIMIT) -> list[tuple[str, float]]:
@@ -132,15 +145,20 @@ def scored_history(population: InstructionPopulation, limit: int = HISTORY_LIMIT
     return sorted(scores.values(), key=lambda pair: pair[1])[-limit:]
 
 
-def initial_rewrites(text: str, lm: LanguageModel, n: int) -> list[str]:
+def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] = (),
+                     max_chars: int | None = None) -> list[str]:
     """Up to n distinct rewrites of `text` for the initial population, from one paraphrase-template call.
 
-    The original is not among them; the caller builds the population as `[text, *rewrites][:size]`. Fewer
-    than n come back when the optimizer gave fewer usable ones (duplicates, empty or over-long blocks).
+    Neither the original nor any text in `keep` (the recipe's other instructions) is among them; the caller builds
+    the population as `[*recipe_instructions, *rewrites]`. Fewer than n come back when the optimizer gave fewer
+    usable ones (duplicates, empty blocks, or blocks over `max_chars`).
     """
     if not text.strip():
         raise ValueError("the instruction to rewrite is empty")
-    return parse_candidates(lm.complete(paraphrase_prompt(text, n)), n=n, exclude=[text])
+    if n <= 0:
+        return []
+    return parse_candidates(lm.complete(paraphrase_prompt(text, n)), n=n, max_chars=max_chars,
+                            exclude=[text, *keep])
 
 
 # -- evolving ----------------------------------------------------------------------------------------------
@@ -175,7 +193,10 @@ def _refill(population: InstructionPopulation, parents: Sequence[Candidate], buf
         for parent in rng.sample(list(parents), len(parents)):
             if len(population) >= config.size:
                 return "population full"
-            prompt = proposal_prompt(config.proposer, parent, population, buffer, config, rng)
+            try:
+                prompt = proposal_prompt(config.proposer, parent, population, buffer, config, rng)
+            except NoFailures:
+                return "no failed rollouts to reflect on"
             try:
                 answer = lm.complete(prompt)
             except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason
@@ -192,35 +213,44 @@ def _refill(population: InstructionPopulation, parents: Sequence[Candidate], buf
 def _verify_and_add(answer: str, parent: Candidate, round_number: int, population: InstructionPopulation,
                     buffer: ReplayBuffer, verifier: Verifier, config: PopulationConfig, step: int,
                     rng: random.Random, report: EvolutionReport) -> None:
-    """Line 21 for one optimizer answer: verify its new candidates on a fresh D_B and add the top n."""
-    alive_texts = [c.text for c in population.alive()]
-    alive_normalized = {normalize_text(t) for t in alive_texts}
+    """Line 21 for one optimizer answer: verify its new candidates, with their parent, on a fresh D_B; add the best."""
+    alive_normalized = {normalize_text(c.text) for c in population.alive()}
 
-    def record(text: str, score: float | None, reason: str, instruction_id: str | None = None) -> None:
+    def record(text: str, score: float | None, reason: str, instruction_id: str | None = None,
+               parent_score: float | None = None) -> None:
         report.candidates.append(ProposedCandidate(text, parent.id, config.proposer, round_number, score,
-                                                   reason == ACCEPTED, reason, instruction_id))
+                                                   reason == ACCEPTED, reason, instruction_id, parent_score))
 
-    for text in parse_candidates(answer):  # every block, so the duplicates `propose` drops are on record
+    fresh: list[str] = []
+    for text in parse_candidates(answer):  # every distinct block, so what is not verified is on record too
         if normalize_text(text) in alive_normalized:
             record(text, None, DUPLICATE)
-    fresh = parse_candidates(answer, n=config.candidates_per_call, exclude=alive_texts)  # as `propose` returns
+        elif len(text) > config.max_instruction_chars:
+            record(text, None, TOO_LONG)
+        elif len(fresh) < config.candidates_per_call:
+            fresh.append(text)
     if not fresh:
         return
     questions = buffer.verification_questions(config.verify_size, rng)  # D_B, drawn anew for every batch
-    scores = [float(s) for s in verifier.score(fresh, questions)]
-    if len(scores) != len(fresh) or not all(math.isfinite(s) for s in scores):
-        raise ValueError(f"the verifier must return one finite score per instruction: {len(fresh)} instructions, "
-                         f"got {scores}")
+    # The parent is rolled out in the same call on the same D_B, so "at least as good as the parent" compares
+    # like with like (the same questions, the same policy weights, the same batch).
+    scores = [float(s) for s in verifier.score([parent.text, *fresh], questions)]
+    if len(scores) != len(fresh) + 1 or not all(math.isfinite(s) for s in scores):
+        raise ValueError(f"the verifier must return one finite score per instruction: {len(fresh) + 1} "
+                         f"instructions, got {scores}")
+    parent_score, scores = scores[0], scores[1:]
     report.verification_calls += 1
-    report.verification_rollouts += len(fresh) * len(questions)
+    report.verification_rollouts += (len(fresh) + 1) * len(questions)
 
-    # Alg. 1 line 21: "Verify {I_new} on a validation set D_B and add the top-n candidates to P_new" (and §3.3
-    # Verify: "only the top-n best performing candidates are added to the new population P_t"). The paper
-    # asks for no comparison with the parent or any threshold, so the top n go in while there is room.
-    # sorted() is stable: of equal scores, the earlier proposal ranks first.
+    # Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
+    # accept=beat_parent a candidate must score at least its parent; either way at most accept_top_n join, best
+    # first (sorted() is stable: of equal scores, the earlier proposal ranks first).
     ranking = sorted(range(len(fresh)), key=lambda i: -scores[i])
     outcomes: dict[int, tuple[str, str | None]] = {}
-    for rank, i in enumerate(ranking):  # best first, so a nearly full population takes the best
+    for rank, i in enumerate(ranking):
+        if config.accept == "beat_parent" and scores[i] < parent_score:
+            outcomes[i] = (BELOW_PARENT, None)
+            continue
         if rank >= config.accept_top_n:
             outcomes[i] = (NOT_IN_TOP_N, None)
             continue
@@ -231,4 +261,4 @@ def _verify_and_add(answer: str, parent: Candidate, round_number: int, populatio
         else:
             outcomes[i] = (NO_ROOM if len(population) >= config.size else DUPLICATE, None)
     for i, text in enumerate(fresh):  # recorded in the order proposed
-        record(text, scores[i], *outcomes[i])
+        record(text, scores[i], *outcomes[i], parent_score=parent_score)

@@ -17,7 +17,8 @@ rollout (`Question: ...` then the response); several failures share one `<exampl
 Response/Correct answer pair after another, as the template's `...` shows.
 
 `parse_candidates` is lenient about what LLMs actually return: prose around the tags, a missing closing tag,
-numbering that skips or repeats, code fences; it drops empty, over-long and duplicate candidates.
+numbering that skips or repeats, code fences; it drops empty and duplicate candidates (and over-long ones when
+given a cap; evolution records those instead, see `evolution.TOO_LONG`).
 """
 
 from __future__ import annotations
@@ -130,14 +131,14 @@ _FENCE_LINE = re.compile(r"^\s*```[\w-]*\s*$")
 _HAS_WORD = re.compile(r"\w")  # "..." echoed from the template's "<ins_1>...</ins_1>" is not a candidate
 
 
-def parse_candidates(text: str, n: int | None = None, max_chars: int = 4000,
+def parse_candidates(text: str, n: int | None = None, max_chars: int | None = None,
                      exclude: Sequence[str] = ()) -> list[str]:
     """The instructions inside `<ins_k>...</ins_k>` tags, in order, at most n, each stripped.
 
     A block runs from its opening tag to the first closing tag (of any number) or, when that is missing, to
     the next opening tag or the end of the text. Blocks that are empty or punctuation only, longer than
-    `max_chars`, or equal (ignoring whitespace) to an earlier block or to a text in `exclude` (pass the
-    parent, which optimizers like to echo back as `<ins_0>`) are dropped.
+    `max_chars` (when given), or equal (ignoring whitespace) to an earlier block or to a text in `exclude` (pass
+    the parent, which optimizers like to echo back as `<ins_0>`) are dropped.
     """
     openings = list(_OPEN_TAG.finditer(text))
     seen = {normalize_text(t) for t in exclude}
@@ -150,7 +151,7 @@ def parse_candidates(text: str, n: int | None = None, max_chars: int = 4000,
             body = body[:closing.start()]
         body = _strip_code_fence(body).strip()
         normalized = normalize_text(body)
-        if not _HAS_WORD.search(body) or len(body) > max_chars or normalized in seen:
+        if not _HAS_WORD.search(body) or (max_chars is not None and len(body) > max_chars) or normalized in seen:
             continue
         seen.add(normalized)
         candidates.append(body)

@@ -1,12 +1,13 @@
 """The replay buffer B of INSPO (§3.2, Alg. 1 line 15): recent trajectories, for reflection and verification.
 
 Every rollout of a training step is stored as an `Experience` (instruction, question, response, reward,
-step). Evolution reads the buffer twice: the optimizer reflects on a few *failures* (low reward, latest steps
-first), and candidate instructions are verified on a sample of distinct *questions* D_B from it.
+step). Evolution reads the buffer twice: the optimizer reflects on a few *failures* of the parent instruction
+(latest step first, then lowest reward; other instructions' only to fill up), and candidate instructions are
+verified on a sample of distinct *questions* D_B from it.
 
     buffer = ReplayBuffer(capacity=recipe.population.replay_capacity)
     buffer.extend(experiences)                                   # after each step
-    failures = buffer.failures(4, random.Random(seed))           # for the reflection prompt
+    failures = buffer.failures(4, random.Random(seed), instruction_id=parent.id)   # for the reflection prompt
     questions = buffer.verification_questions(200, rng)          # |D_B| for verification
 
 The buffer is bounded: when full, the oldest experience is evicted, so it holds the latest steps. All
@@ -67,22 +68,29 @@ class ReplayBuffer:
     def extend(self, experiences: Iterable[Experience]) -> None:
         self._entries.extend(experiences)
 
-    def failures(self, k: int, rng: random.Random) -> list[Experience]:
-        """The k worst experiences, prioritising low reward first and, among equal rewards, the latest step.
+    def failures(self, k: int, rng: random.Random, instruction_id: str | None = None) -> list[Experience]:
+        """Up to k failed rollouts (reward below 1, the most any metric gives) for the reflection prompt.
 
-        The rule: rank every experience by (reward ascending, step descending) and take the first k. Where
-        the k-th place is tied (say 40 zero-reward rollouts of the latest step compete for 4 places), the
-        tied experiences are sampled uniformly with `rng`, so repeated evolutions see different failures
-        rather than always the oldest ones in the tie. The result is in rank order.
+        App. E shows the optimizer examples that *the parent* "still gets wrong", and §3.2 takes them from the
+        latest step. So the rule ranks failures by (not of `instruction_id`, step descending, reward ascending)
+        and takes the first k: the parent's latest failures first, others' only when the parent has too few. A
+        rollout that earned the full reward is never passed off as a failure, so fewer than k (even none) may
+        come back. Where the k-th place is tied (say 40 failures of the parent's latest step compete for 4
+        places), the tied ones are sampled uniformly with `rng`, so repeated evolutions see different failures.
+        The result is in rank order.
         """
-        if k <= 0 or not self._entries:
+        if k <= 0:
             return []
-        ranked = sorted(self._entries, key=_failure_rank)  # sorted() is stable: ties stay in arrival order
+
+        def rank(e: Experience) -> tuple[int, int, float]:
+            return (int(e.instruction_id != instruction_id), -e.step, e.reward)
+
+        ranked = sorted((e for e in self._entries if e.reward < 1.0), key=rank)  # stable: ties keep arrival order
         if len(ranked) <= k:
             return ranked
-        boundary = _failure_rank(ranked[k - 1])
-        certain = [e for e in ranked if _failure_rank(e) < boundary]
-        tied = [e for e in ranked if _failure_rank(e) == boundary]
+        boundary = rank(ranked[k - 1])
+        certain = [e for e in ranked if rank(e) < boundary]
+        tied = [e for e in ranked if rank(e) == boundary]
         chosen = sorted(rng.sample(range(len(tied)), k - len(certain)))
         return certain + [tied[i] for i in chosen]
 
@@ -112,10 +120,6 @@ class ReplayBuffer:
         buffer = cls(state["capacity"])
         buffer.extend(_experience(row) for row in state["entries"])
         return buffer
-
-
-def _failure_rank(experience: Experience) -> tuple[float, int]:
-    return (experience.reward, -experience.step)
 
 
 def _experience(row: dict[str, Any]) -> Experience:

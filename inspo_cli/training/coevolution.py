@@ -68,9 +68,12 @@ class PolicyVerifier:
         mine = list(questions)[rank::world]
         pairs = [(text, q) for text in instructions for q in mine]  # one batched rollout for all candidates
         totals = [[0.0, 0] for _ in instructions]
+        # Every process enters the generation context, also one whose share of D_B is empty: under ZeRO-3 it gathers
+        # the sharded weights collectively (and a vLLM weight sync is collective too), so a rank that skipped it
+        # would leave the others waiting for ever.
+        with self.generation():
+            trajectories = self.engine.run([t for t, _ in pairs], [q.question for _, q in pairs]) if pairs else []
         if pairs:
-            with self.generation():
-                trajectories = self.engine.run([t for t, _ in pairs], [q.question for _, q in pairs])
             rewards = outcome_rewards([t.answer for t in trajectories], [q.golden_answers for _, q in pairs],
                                       [followed_protocol(t) for t in trajectories], self.reward.metric,
                                       self.reward.format_weight)

@@ -134,8 +134,9 @@ def instruction_source(recipe: Recipe, checkpoint: Path | None, state):
         if optimizer is not None and saved.get("optimizer"):
             optimizer.restore(saved["optimizer"])  # the budget carries over the interruption
         return coevolution.population, coevolution
-    if config.initial_rewrites:
-        texts = [texts[0], *initial_rewrites(texts[0], lm, config.size - 1)][:config.size]
+    if config.initial_rewrites:  # the recipe's instructions stay; rewrites of the first fill the population
+        texts = [*texts, *initial_rewrites(texts[0], lm, config.size - len(texts), keep=texts,
+                                           max_chars=config.max_instruction_chars)]
     population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
     return population, CoEvolution(population, config, lm, None, recipe.run.seed)
 

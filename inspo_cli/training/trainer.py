@@ -145,7 +145,8 @@ class SearchGRPOTrainer(GRPOTrainer):
 
     @contextlib.contextmanager
     def _policy_for_generation(self):
-        if self.use_vllm:  # TRL synced the weights into vLLM before calling rollout_func
+        if self.use_vllm:
+            self._sync_vllm_weights()
             yield
             return
         with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
@@ -154,6 +155,14 @@ class SearchGRPOTrainer(GRPOTrainer):
               as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False)):
             self.engine.backend.model = unwrapped
             yield
+
+    def _sync_vllm_weights(self) -> None:
+        """Push the current weights into vLLM unless they are there already. TRL does this only when it generates,
+        i.e. before the step's updates; verification and evaluation run after them, and would otherwise roll out
+        the previous step's policy. Collective under ZeRO-3 and in server mode: every process calls it."""
+        if self.state.global_step != self._last_loaded_step:
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
 
     def _log_rollout_metrics(self, trajectories: Sequence[Trajectory]) -> None:
         for name, value in summarize(trajectories).items():
