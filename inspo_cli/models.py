@@ -112,6 +112,35 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     tokenizer.save_pretrained(out_dir)
 
 
+def merged_adapter_dir(adapter_dir: Path) -> Path:
+    """A checkpoint that holds only a LoRA adapter, as a plain model directory: merged into its base model once
+    and cached as `<adapter_dir>/merged` (written to a temporary directory, then renamed)."""
+    import json
+
+    target = adapter_dir / "merged"
+    if (target / "config.json").is_file():
+        return target
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base_name = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
+    try:
+        base = AutoModelForCausalLM.from_pretrained(resolve_model_path(base_name), dtype="auto")
+    except OSError as e:
+        raise InspoError(_not_found(base_name, e)) from None
+    merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    tokenizer_source = adapter_dir if (adapter_dir / "tokenizer_config.json").is_file() else resolve_model_path(base_name)
+    tmp = Path(tempfile.mkdtemp(dir=adapter_dir, prefix=".merged."))
+    try:
+        merged.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(tokenizer_source).save_pretrained(tmp)
+        shutil.rmtree(target, ignore_errors=True)  # a partial directory without config.json
+        os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 def resolve_dtype(dtype: str, device: str):
     """`auto` is float32 on CPU (several times faster than bf16 there) and bfloat16 on GPU."""
     import torch

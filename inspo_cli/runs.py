@@ -97,32 +97,30 @@ def read_run_info(run_dir: str | Path) -> dict:
 
 SUMMARY_FILE = "summary.json"
 CHECKPOINTS_DIR = "checkpoints"
+FINAL_DIR = "final"  # checkpoints/final: the trained policy as a plain model directory
+COEVOLUTION_FILE = "coevolution.json"  # INSPO's population, replay buffer and evolutions (in checkpoints; evolve's run dir)
 
 
-def trained_model_dir(run_dir: str | Path) -> Path:
-    """The policy a run ended with: `checkpoints/final`, else its newest `checkpoints/checkpoint-<step>`."""
-    checkpoints = Path(run_dir) / CHECKPOINTS_DIR
-    if (checkpoints / "final" / "config.json").is_file():
-        return checkpoints / "final"
-    steps = {int(p.name.removeprefix("checkpoint-")): p for p in checkpoints.glob("checkpoint-*")
-             if p.name.removeprefix("checkpoint-").isdigit() and (p / "config.json").is_file()}
-    if not steps:
-        raise InspoError(f"run {run_dir} has no saved policy under {checkpoints} (checkpoints/final or "
-                         "checkpoints/checkpoint-<step>); train it first or resume it with `inspo train --resume`")
-    return steps[max(steps)]
+def complete_checkpoints(run_dir: str | Path) -> dict[int, Path]:
+    """checkpoints/checkpoint-<update> directories that are complete (HF writes trainer_state.json last), keyed by
+    optimizer update; a training step is `batch_size / mini_batch_size` updates."""
+    found = {}
+    for path in (Path(run_dir) / CHECKPOINTS_DIR).glob("checkpoint-*"):
+        number = path.name.removeprefix("checkpoint-")
+        if number.isdigit() and (path / "trainer_state.json").is_file():
+            found[int(number)] = path
+    return dict(sorted(found.items()))
 
 
-def best_instruction(run_dir: str | Path, recipe: Recipe) -> str:
-    """The run's best instruction (`summary.json` → best_instruction), else the recipe's first instruction."""
+def read_summary(run_dir: str | Path) -> dict | None:
+    """summary.json of a finished run; None while it has none."""
     path = Path(run_dir) / SUMMARY_FILE
-    if path.is_file():
-        try:
-            best = json.loads(path.read_text(encoding="utf-8")).get("best_instruction")
-        except json.JSONDecodeError as e:
-            raise InspoError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); restore it or delete it") from None
-        if isinstance(best, str) and best.strip():
-            return best
-    return recipe.population.instructions[0]
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InspoError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); restore it or delete it") from None
 
 
 def unfinished_run_recipe(run_dir: str | Path, conflicting: dict[str, object]) -> Recipe:

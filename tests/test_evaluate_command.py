@@ -34,19 +34,64 @@ def test_all_five_methods_write_a_table_1_report(tiny_model_dir, tmp_path):
     assert len(predictions) == 15 and {"prediction", "golden_answers", "em", "f1", "subem", "queries"} <= set(predictions[0])
 
 
-def test_a_run_directory_supplies_policy_instruction_and_recipe(tiny_model_dir, tmp_path, repo_root):
+def make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root):
+    """A run killed after step 10 (the demo recipe: one update per step) whose saved populations each had another
+    best instruction, and whose reward collapsed after step 5."""
+    import yaml
+
+    from inspo_cli.config import load_recipe
+    from inspo_cli.instructions.population import InstructionPopulation
+    from inspo_cli.instructions.sampling import Pick
+
     run = tmp_path / "run"
-    for step in (4, 10, 9):  # the newest by step number, not by name
-        shutil.copytree(tiny_model_dir, run / "checkpoints" / f"checkpoint-{step}")
+    recipe = yaml.safe_load((repo_root / "recipes" / "demo.yaml").read_text())
+    recipe["evaluation"].update(collapse_window=2, collapse_drop=0.5)
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     (run / "run.json").write_text(json.dumps({"name": "run"}))
-    (run / "recipe.yaml").write_text((repo_root / "recipes" / "demo.yaml").read_text())
-    (run / "summary.json").write_text(json.dumps({"best_instruction": "Search, then answer. {question}"}))
-    result = invoke("evaluate", "--run", run, "--method", "agent", "--limit", 2, *FAST)
+    config = load_recipe(run / "recipe.yaml").population
+    for step in (4, 10, 9):  # the newest by step number, not by name
+        folder = run / "checkpoints" / f"checkpoint-{step}"
+        shutil.copytree(tiny_model_dir, folder)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        population = InstructionPopulation(config, seed=0, initial_texts=["Search first. {question}",
+                                                                          f"Best at step {step}. {{question}}"])
+        population.observe([Pick("i1", "")], [1.0])
+        population.end_step(step)
+        (folder / "coevolution.json").write_text(json.dumps({"population": population.state_dict()}))
+    rewards = [0.1, 0.3, 0.5, 0.6, 0.6, 0.5, 0.2, 0.0, 0.0, 0.0]  # 2-step means peak at step 5, halve by step 8
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": r}) + "\n"
+                                               for i, r in enumerate(rewards, start=1)))
+    return run
+
+
+def evaluated(run, *args):
+    result = invoke("evaluate", "--run", run, "--method", "agent", "--limit", 2, *args, *FAST)
     assert result.exit_code == 0, result.output
-    [eval_dir] = run.glob("eval-*")
-    results = json.loads((eval_dir / "results.json").read_text())
-    assert results["instruction"] == "Search, then answer. {question}"
-    assert results["model"].endswith("checkpoint-10")
+    newest = max(run.glob("eval-*"), key=lambda p: p.stat().st_mtime_ns)
+    results = json.loads((newest / "results.json").read_text())
+    shutil.rmtree(newest)  # the next call in the same second gets the same directory name
+    return results
+
+
+def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_population(tiny_model_dir, tmp_path,
+                                                                                      repo_root):
+    run = make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root)
+    latest = evaluated(run)  # no final policy yet: the newest checkpoint, with ITS best instruction
+    assert latest["model"].endswith("checkpoint-10") and latest["instruction"] == "Best at step 10. {question}"
+    assert (latest["checkpoint"], latest["instruction_id"]) == ("step 10 (checkpoint-10)", "i1")
+    early = evaluated(run, "--checkpoint", "4")
+    assert early["model"].endswith("checkpoint-4") and early["instruction"] == "Best at step 4. {question}"
+    # App. B: "the final checkpoint before any reward collapse": the reward peaked at step 5 and halved by step 8
+    assert evaluated(run, "--checkpoint", "best")["checkpoint"] == "step 4 (checkpoint-4)"
+    fixed = evaluated(run, "--checkpoint", "9", "--instruction", "Mine. {question}")
+    assert fixed["instruction"] == "Mine. {question}" and fixed["instruction_id"] is None
+
+    assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "7", *FAST), "--checkpoint '7'",
+                          "checkpoints at steps 4, 9, 10")
+    assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "final", *FAST), "no final policy yet",
+                          "inspo train --resume")
+    assert_one_line_error(invoke("evaluate", "--checkpoint", "4", *FAST), "--checkpoint", "--run")
 
 
 @pytest.mark.parametrize("args, fragments", [

@@ -16,7 +16,7 @@ import yaml
 from test_cli import assert_one_line_error, invoke
 
 TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
-               "time/evolution"}
+               "time/evolution", "time/evaluation"}
 STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
              "search/valid_action_rate", "length/prompt", "length/response", "length/observation_share", "kl",
              "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
@@ -33,6 +33,7 @@ def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -
         "training": {"steps": 3, "group_size": 2, "batch_size": 2, "mini_batch_size": 2, "micro_batch_size": 4,
                      "learning_rate": 1e-4, "kl_beta": 0.001, "warmup_ratio": 0.0, "save_every": 1},
         "population": {"instructions": [WORKED_EXAMPLE]},
+        "evaluation": {"limit": 2, "batch_size": 2},  # evaluated after the last step (training.eval_every 100)
         "run": {"seed": 3},
     }
     for section, values in sections.items():
@@ -89,18 +90,28 @@ def test_a_run_without_checkpoints_cannot_be_resumed(tmp_path, repo_root):
 
 @pytest.mark.slow
 def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_model_dir):
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 2})
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 1,
+                                                                              "eval_every": 1})
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "tiny")
     assert result.exit_code == 0, result.output
     run = tmp_path / "runs" / "tiny"
     rows = metrics(run)
     assert [r["step"] for r in rows] == [1, 2]
     assert all(STEP_KEYS <= set(r) for r in rows), STEP_KEYS - set(rows[0])
+    # App. B: evaluated every training.eval_every steps, greedily, with the best instruction, on held-out questions
+    assert all({"eval/em", "eval/world/em", "time/evaluation"} <= set(r) for r in rows)
+    for step in (1, 2):
+        evaluation = json.loads((run / f"evaluations/step-{step}/results.json").read_text())
+        assert evaluation["scores"]["agent"]["world"]["n"] == 2 and evaluation["temperature"] == 0.0
+        assert evaluation["instruction"] == WORKED_EXAMPLE and evaluation["step"] == step
+        assert len((run / f"evaluations/step-{step}/predictions.jsonl").read_text().splitlines()) == 2
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     for png in ("reward.png", "search.png"):
         assert (run / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["best_instruction"] == WORKED_EXAMPLE
+    assert [e["step"] for e in summary["evaluations"]] == [1, 2] and "world" in summary["evaluations"][0]
+    assert (summary["reward_collapse"], summary["selected_checkpoint"]) == (None, "final")
     assert (run / "checkpoints/final/model.safetensors").is_file() and (run / "checkpoints/checkpoint-2").is_dir()
     assert "checkpoints/final" in result.output
 
@@ -109,6 +120,16 @@ def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_mod
     assert evaluated.exit_code == 0, evaluated.output
     info = json.loads((tmp_path / "eval/results.json").read_text())
     assert info["model"].endswith("checkpoints/final") and info["instruction"] == WORKED_EXAMPLE
+    # the periodic evaluation of step 1 and `inspo evaluate --checkpoint 1` score the same policy the same way
+    evaluated = invoke("evaluate", "--run", run, "--checkpoint", "1", "--method", "agent", "--limit", "2",
+                       "--out", tmp_path / "eval-1", "--device", "cpu")
+    assert evaluated.exit_code == 0, evaluated.output
+    again = json.loads((tmp_path / "eval-1/results.json").read_text())
+    during = json.loads((run / "evaluations/step-1/results.json").read_text())
+    assert again["checkpoint"] == "step 1 (checkpoint-1)"
+    assert again["scores"]["agent"]["world"]["em"] == during["scores"]["agent"]["world"]["em"]
+    assert [json.loads(line)["response"] for line in (tmp_path / "eval-1/predictions.jsonl").open()] == \
+        [json.loads(line)["response"] for line in (run / "evaluations/step-1/predictions.jsonl").open()]
 
 
 @pytest.mark.slow
@@ -124,6 +145,12 @@ def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root,
     merged = load_file(run / "checkpoints/final/model.safetensors")  # the final policy is a plain model
     assert not any("lora" in name for name in merged) and "model.embed_tokens.weight" in merged
     assert "kl" in metrics(run)[0]  # the reference is the base model with the adapter switched off
+    # an adapter-only checkpoint is merged into its base once to be evaluated
+    evaluated = invoke("evaluate", "--run", run, "--checkpoint", "1", "--method", "agent", "--limit", "1",
+                       "--out", tmp_path / "eval", "--device", "cpu")
+    assert evaluated.exit_code == 0, evaluated.output
+    assert json.loads((tmp_path / "eval/results.json").read_text())["model"].endswith("checkpoint-1/merged")
+    assert (run / "checkpoints/checkpoint-1/merged/config.json").is_file()
 
 
 @pytest.mark.slow
@@ -331,6 +358,7 @@ def test_inspo_train_with_no_arguments_runs_the_demo(tmp_path, repo_root, monkey
     # model's text parses), each verified by 8 rollouts before it could join; pruned again from step 4 on
     sizes = [r["population/size"] for r in rows]
     assert sizes[0] == 1 and sizes[1] > 1 and sizes[-1] < sizes[1]
+    assert "eval/em" in rows[-1] and (run / "evaluations/step-8/results.json").is_file()  # training.eval_every 8
     (evolution,) = json.loads((run / "evolutions.json").read_text())
     assert evolution["step"] == 2 and evolution["optimizer_calls"] == 1 and evolution["candidates"]
     assert all(c["verification_score"] is not None for c in evolution["candidates"])

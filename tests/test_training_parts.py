@@ -116,3 +116,24 @@ def test_micro_batch_is_not_equivalent_under_a_token_level_loss(repo_root):
                          check_paths=False)
     rows = {row["setting"]: row["matches"] for row in trl_report(recipe, processes=8)["appendix_b"]}
     assert rows["micro-batch"] is False and rows["loss aggregation (eq. 2)"] is False
+
+
+def rows_of(rewards):
+    return [{"step": i, "reward": r} for i, r in enumerate(rewards, start=1)]
+
+
+def test_reward_collapse_is_a_window_mean_falling_below_a_share_of_its_peak():
+    from inspo_cli.training.collapse import detect_collapse
+
+    rising = [0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.6]
+    assert detect_collapse(rows_of(rising), window=3, drop=0.5) is None
+    collapsed = rising + [0.3, 0.1, 0.0, 0.0]  # 3-step means: ... 0.533 (steps 5-7, the peak) ... 0.133 at step 10
+    collapse = detect_collapse(rows_of(collapsed), window=3, drop=0.5)
+    assert (collapse.detected_at, collapse.peak_step) == (10, 7)
+    assert collapse.peak_reward == pytest.approx(1.6 / 3) and collapse.reward == pytest.approx(0.4 / 3)
+    assert "step 10" in collapse.describe() and "steps up to 7" in collapse.describe()
+    assert detect_collapse(rows_of(collapsed), window=3, drop=0.0) is None  # 0 turns the check off
+    assert detect_collapse(rows_of(collapsed[:2]), window=3, drop=0.5) is None  # too short to judge
+    assert detect_collapse(rows_of([0.0] * 12), window=3, drop=0.5) is None  # nothing to fall from
+    noisy = [0.3, 0.35, 0.28, 0.33, 0.3, 0.26, 0.31]  # noise around a plateau is not a collapse
+    assert detect_collapse(rows_of(noisy), window=3, drop=0.5) is None

@@ -14,6 +14,7 @@ context has its own budget.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -34,6 +35,19 @@ class PolicyBackend(Protocol):
                  stop: Sequence[str]) -> list[Generation]:
         """One continuation per context, each at most `max_new_tokens[i]` tokens, ending at a stop string or EOS."""
         ...
+
+
+class _Sampling:
+    """`with_sampling`: the same backend (model, server, caches shared) with other sampling settings, e.g. greedy
+    decoding for evaluation during training."""
+
+    temperature: float
+    top_p: float
+
+    def with_sampling(self, temperature: float, top_p: float = 1.0):
+        clone = copy.copy(self)
+        clone.temperature, clone.top_p = temperature, top_p
+        return clone
 
 
 def _stop_token_ids(tokenizer, model_eos) -> set[int]:
@@ -103,7 +117,7 @@ def _chars_marking_stop(tokenizer, stop: Sequence[str], model_vocab: int):
     return mask
 
 
-class TransformersBackend:
+class TransformersBackend(_Sampling):
     """Batched `generate` over a transformers causal LM (left padding, KV cache, per-row stopping)."""
 
     def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 32):
@@ -157,7 +171,7 @@ class TransformersBackend:
         return results
 
 
-class VLLMBackend:
+class VLLMBackend(_Sampling):
     """A `vllm.LLM` fed token ids; stop strings end a turn and stay in the output, as the protocol needs."""
 
     def __init__(self, llm, temperature: float = 1.0, top_p: float = 1.0):
@@ -185,7 +199,7 @@ class VLLMBackend:
         return results
 
 
-class VLLMServerBackend:
+class VLLMServerBackend(_Sampling):
     """A vLLM server started with `trl vllm-serve`, through TRL's `VLLMClient` (TRL syncs the weights into it).
 
     The client takes one `max_tokens` per request, so contexts are sent in groups of equal budget; it does not

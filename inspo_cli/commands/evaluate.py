@@ -4,6 +4,7 @@
     inspo evaluate --benchmarks nq,hotpotqa --model Qwen/Qwen2.5-3B-Instruct --method rag,agent --limit 500 \
         --retriever http://127.0.0.1:8000/retrieve
     inspo evaluate --run runs/qwen3b-inspo --benchmarks nq,triviaqa,popqa,hotpotqa,2wikimultihopqa,musique,bamboogle
+    inspo evaluate --run runs/qwen3b-inspo --checkpoint best     # App. B: the last checkpoint before a reward collapse
 
 Writes results.json, results.csv, results.md and predictions.jsonl (one row per method and question) into
 --out (default: evals/<timestamp>, or <run>/eval-<timestamp> with --run), and prints the EM table.
@@ -48,13 +49,6 @@ def read_instruction(value: str) -> str:
     return value
 
 
-def _load_questions(names: list[str], recipe, split: str | None, limit: int | None) -> dict:
-    from inspo_cli.benchmarks import load_benchmark, parse_benchmark_names
-
-    return {name: load_benchmark(name, split, data_dir=recipe.data.benchmarks_dir, world_dir=recipe.data.world_dir,
-                                 limit=limit) for name in parse_benchmark_names(names)}
-
-
 @user_errors
 def evaluate(
     benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
@@ -68,12 +62,17 @@ def evaluate(
                                                             "recipe's first (Search-R1's, App. F).")] = None,
     run: Annotated[Optional[Path], typer.Option(help="A training run directory: its policy, best instruction "
                                                      "and recipe.")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option(help="With --run: a training step, final, or best (App. B: the "
+                                                           "final checkpoint before any reward collapse); each is "
+                                                           "evaluated with the best instruction of its own saved "
+                                                           "population. Default: final, else the newest.")] = None,
     recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML for model, retriever and limits (default: "
                                                         "paper defaults).")] = None,
     retriever: Annotated[Optional[str], typer.Option(help="Index directory, corpus .jsonl or server URL; default: "
                                                           "BM25 over the bundled world, in-process.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="First N questions per benchmark.")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Benchmark split (default: the one the paper reports).")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Benchmark split (default: evaluation.split, else the one the "
+                                                      "paper reports).")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Questions generated together.")] = None,
     temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature; 0 is greedy "
                                                               "(default: evaluation.temperature).")] = None,
@@ -84,33 +83,45 @@ def evaluate(
 ) -> None:
     """Evaluate inference methods on benchmarks: a Table-1 style EM table, plus F1, SubEM and searches."""
     from inspo_cli.config import load_recipe
-    from inspo_cli.runs import RECIPE_FILE, best_instruction, read_run_info, trained_model_dir
+    from inspo_cli.evaluation.checkpoints import run_policy
+    from inspo_cli.evaluation.runner import evaluation_questions
+    from inspo_cli.runs import RECIPE_FILE, read_run_info
 
     overrides = list(overrides or [])
+    policy = None
     if run is not None:
         read_run_info(run)
         if recipe is not None:
             raise InspoError("--run and --recipe both name a recipe; drop --recipe (the run's own recipe is used)")
         recipe = run / RECIPE_FILE
+        policy = run_policy(run, load_recipe(recipe), checkpoint)
+    elif checkpoint is not None:
+        raise InspoError("--checkpoint picks a policy of a training run; add --run RUN_DIR")
     for flag, key, value in (("--model", "model.name_or_path", model if model is not None else
-                              (str(trained_model_dir(run)) if run is not None else None)),
+                              (str(policy.path) if policy is not None else None)),
                              ("--temperature", "evaluation.temperature", temperature),
                              ("--batch-size", "evaluation.batch_size", batch_size),
-                             ("--limit", "evaluation.limit", limit)):
+                             ("--limit", "evaluation.limit", limit),
+                             ("--split", "evaluation.split", split)):
         if value is not None:
             overrides.append(f"{key}={json.dumps(value)}")  # a JSON scalar is a YAML scalar, quotes included
     config = load_recipe(recipe, overrides)
     methods = parse_methods(method or config.evaluation.method)
     if instruction is not None:
         agent_instruction = read_instruction(instruction)
-    elif run is not None:
-        agent_instruction = best_instruction(run, config)
+    elif policy is not None:
+        agent_instruction = policy.instruction
     else:
         agent_instruction = config.population.instructions[0]
     names = benchmarks.split(",") if benchmarks else config.evaluation.benchmarks
-    questions = _load_questions(names, config, split, config.evaluation.limit)
+    questions = evaluation_questions(names, config.data, config.evaluation.split, config.evaluation.limit)
     out_dir = _out_dir(out, run)
-    _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir, split)
+    if policy is not None:
+        source = "--instruction" if instruction is not None else f"instruction {policy.instruction_id}"
+        err_console.print(f"evaluating {run} at {policy.label} with {source}", soft_wrap=True)
+    _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir,
+         {"checkpoint": policy.label if policy else None,
+          "instruction_id": policy.instruction_id if policy and instruction is None else None})
 
 
 def _out_dir(out: Path | None, run: Path | None) -> Path:
@@ -125,7 +136,7 @@ def _out_dir(out: Path | None, run: Path | None) -> Path:
     return target
 
 
-def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, split) -> None:
+def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, provenance: dict) -> None:
     import torch
 
     from inspo_cli.agent import load_backend
@@ -152,8 +163,9 @@ def _run(config, methods, questions, instruction, retriever_spec, device, seed, 
                                   on_batch=lambda n: progress.advance(task, n), on_prediction=rows.append)
     info = {"model": config.model.name_or_path, "methods": methods, "benchmarks": list(questions),
             "retriever": retriever_spec or (config.retriever.url or config.retriever.index or config.retriever.corpus),
-            "split": split, "limit": config.evaluation.limit, "temperature": config.evaluation.temperature,
-            "topk": config.retriever.topk, "chat_template": ctx.chat, "instruction": instruction}
+            "split": config.evaluation.split, "limit": config.evaluation.limit,
+            "temperature": config.evaluation.temperature, "topk": config.retriever.topk, "chat_template": ctx.chat,
+            "instruction": instruction, **provenance}
     atomic_write_jsonl(out_dir / "predictions.jsonl", rows)
     write_results(out_dir, scores, info)
     console.print(rich_table(scores, "em"))

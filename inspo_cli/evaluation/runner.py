@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from inspo_cli.benchmarks import Question
+from inspo_cli.benchmarks import Question, load_benchmark, parse_benchmark_names
+from inspo_cli.config import DataConfig
 from inspo_cli.evaluation.methods import MethodContext, Prediction, get_method
 from inspo_cli.rewards import METRICS
 
@@ -35,6 +36,13 @@ class Score:
         means = {name: (self.sums[name] / self.n if self.n else 0.0) for name in SCORE_FIELDS}
         return {**means, "n": self.n, "seconds": round(self.seconds, 2),
                 "retrieval_seconds": round(self.retrieval_seconds, 2)}
+
+
+def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: str | None,
+                         limit: int | None) -> dict[str, list[Question]]:
+    """{benchmark: its first `limit` questions of `split` (default: the split the paper reports)}."""
+    return {name: load_benchmark(name, split, data_dir=data.benchmarks_dir, world_dir=data.world_dir, limit=limit)
+            for name in parse_benchmark_names(names)}
 
 
 def score_prediction(question: Question, prediction: Prediction) -> dict:
@@ -73,6 +81,15 @@ def evaluate_methods(methods: Sequence[str], benchmarks: dict[str, list[Question
                 on_batch(len(batch))
             scores[method][benchmark] = score.as_dict()
     return scores
+
+
+def scores_from_rows(rows: Sequence[dict], benchmarks: Sequence[str]) -> dict[str, dict[str, dict]]:
+    """{method: {benchmark: score dict}} from prediction rows (e.g. gathered from several processes)."""
+    scores: dict[str, dict[str, Score]] = {}
+    for row in rows:
+        per_benchmark = scores.setdefault(row["method"], {name: Score() for name in benchmarks})
+        per_benchmark.setdefault(row["benchmark"], Score()).add(row)
+    return {method: {name: score.as_dict() for name, score in per.items()} for method, per in scores.items()}
 
 
 def averages(scores: dict[str, dict[str, dict]]) -> dict[str, dict]:

@@ -220,6 +220,10 @@ class InstructionPopulation:
         """I* = argmax_j w_j, the instruction the run hands to inference."""
         return self.ranked()[0]
 
+    def best_pick(self) -> Pick:
+        best = self.best()
+        return Pick(best.id, best.text)
+
     def _retire(self, candidates: Sequence[Candidate], step: int) -> list[str]:
         for candidate in candidates:
             candidate.step_pruned = step

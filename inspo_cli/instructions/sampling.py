@@ -42,6 +42,10 @@ class InstructionSource(Protocol):
         """The step is over: fold the rewards observed during it into the sampling weights."""
         ...
 
+    def best_pick(self) -> Pick:
+        """The instruction inference would use now (INSPO's I* = argmax w)."""
+        ...
+
 
 def stable_random(seed: int, step: int, key: str) -> random.Random:
     """The same generator for the same (seed, step, key) in every process (Python's hash() is salted per process)."""
@@ -63,3 +67,6 @@ class StaticInstruction:
 
     def end_step(self, step: int) -> None:
         return None
+
+    def best_pick(self) -> Pick:
+        return self.pick

@@ -20,9 +20,7 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from inspo_cli.runs import SUMMARY_FILE
-
-STATE_FILE = "coevolution.json"
+from inspo_cli.runs import COEVOLUTION_FILE, SUMMARY_FILE
 
 
 def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str | None = None) -> dict:
@@ -50,9 +48,9 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
         raise InspoError("inspo evolve runs in one process; launch it without accelerate")
     start = 0
     if resume:
-        if not (run_dir / STATE_FILE).is_file():
-            raise InspoError(f"{run_dir} has no {STATE_FILE} to resume from; start a new run instead")
-        start = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))["step"]
+        if not (run_dir / COEVOLUTION_FILE).is_file():
+            raise InspoError(f"{run_dir} has no {COEVOLUTION_FILE} to resume from; start a new run instead")
+        start = json.loads((run_dir / COEVOLUTION_FILE).read_text(encoding="utf-8"))["step"]
         truncate_metrics(run_dir, start)  # rows are keyed by "update", which is the step here
     population, coevolution = instruction_source(recipe, run_dir if resume else None, state)
     questions = train_questions(recipe)
@@ -96,7 +94,7 @@ def run_evolve(recipe: Recipe, run_dir: Path, resume: bool = False, device: str 
             with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
             atomic_write_jsonl(run_dir / INSTRUCTIONS_FILE, population.records())
-            atomic_write_json(run_dir / STATE_FILE, {"step": step, **coevolution.state_dict()})
+            atomic_write_json(run_dir / COEVOLUTION_FILE, {"step": step, **coevolution.state_dict()})
             progress.console.print(step_line(row, t.steps))
             progress.update(task, completed=step)
 

@@ -6,8 +6,9 @@
 The run directory ends up holding recipe.yaml and run.json (from `create_run_dir`), metrics.jsonl,
 tensorboard/, plots/*.png, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler
 and RNG states), checkpoints/final/ (the policy as a plain model directory, LoRA merged) and summary.json,
-the layout `inspo evaluate --run` reads. With INSPO (`population.enabled`) also instructions.jsonl,
-evolutions.json, best_instruction.txt, and coevolution.json in every checkpoint.
+the layout `inspo evaluate --run` reads, and evaluations/step-<N>/ (the periodic evaluations, App. B). With INSPO
+(`population.enabled`) also instructions.jsonl, evolutions.json, best_instruction.txt, and coevolution.json in
+every checkpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_text
-from inspo_cli.runs import CHECKPOINTS_DIR, SUMMARY_FILE
+from inspo_cli.runs import CHECKPOINTS_DIR, COEVOLUTION_FILE, FINAL_DIR, SUMMARY_FILE, complete_checkpoints
 
 BEST_INSTRUCTION_FILE = "best_instruction.txt"
 EVOLUTIONS_FILE = "evolutions.json"  # every evolution: candidates proposed, verification scores, accepted or why not
@@ -28,11 +29,7 @@ EVOLUTIONS_FILE = "evolutions.json"  # every evolution: candidates proposed, ver
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete HF checkpoint (it has trainer_state.json, written last) under checkpoints/."""
-    found = {}
-    for path in (run_dir / CHECKPOINTS_DIR).glob("checkpoint-*"):
-        number = path.name.removeprefix("checkpoint-")
-        if number.isdigit() and (path / "trainer_state.json").is_file():
-            found[int(number)] = path
+    found = complete_checkpoints(run_dir)
     return found[max(found)] if found else None
 
 
@@ -64,8 +61,10 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     plan = schedule(recipe, state.num_processes)
     args = grpo_config(recipe, run_dir / CHECKPOINTS_DIR, state.num_processes, device)
     instructions, coevolution = instruction_source(recipe, checkpoint, state)  # a missing API key fails here, early
+    evaluation = periodic_evaluation(recipe, run_dir)  # so does a missing evaluation set
     tokenizer = load_tokenizer(recipe.model)
-    logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step, instructions=instructions)
+    logger = RunLogger(run_dir, recipe.training.steps, plan.updates_per_step, instructions=instructions,
+                       collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
     trainer = SearchGRPOTrainer(
         model=resolve_model_path(recipe.model.name_or_path), args=args,
         train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
@@ -73,7 +72,7 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
         rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
         chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
         generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
-        peft_config=lora_config(recipe), callbacks=[logger], coevolution=coevolution)
+        peft_config=lora_config(recipe), callbacks=[logger], coevolution=coevolution, evaluation=evaluation)
     if coevolution is not None:
         from inspo_cli.training.coevolution import PolicyVerifier
 
@@ -85,7 +84,7 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     started = time.time()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     wall = time.time() - started
-    _save_final(trainer, tokenizer, run_dir / CHECKPOINTS_DIR / "final", state)
+    _save_final(trainer, tokenizer, run_dir / CHECKPOINTS_DIR / FINAL_DIR, state)
     summary = {}
     if state.is_main_process:
         plots = plot_curves(run_dir)
@@ -99,6 +98,22 @@ def run_training(recipe: Recipe, run_dir: Path, resume: bool = False, device: st
     return summary
 
 
+def periodic_evaluation(recipe: Recipe, run_dir: Path):
+    """App. B's evaluation every `training.eval_every` steps, with its questions loaded now (None when off)."""
+    from inspo_cli.evaluation.runner import evaluation_questions
+    from inspo_cli.training.periodic_eval import EVALUATIONS_DIR, PeriodicEvaluation
+
+    e = recipe.evaluation
+    if recipe.training.eval_every <= 0:
+        return None
+    try:
+        questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
+    except InspoError as error:
+        raise InspoError(f"{error} (evaluation during training, training.eval_every={recipe.training.eval_every}, "
+                         "needs it; or set training.eval_every=0)") from None
+    return PeriodicEvaluation(questions, e, recipe.training.eval_every, recipe.training.steps, run_dir / EVALUATIONS_DIR)
+
+
 def instruction_source(recipe: Recipe, checkpoint: Path | None, state):
     """(source, coevolution): the static instruction (Search-R1), or the INSPO population with its replay
     buffer and optimizer, fresh or as the checkpoint saved them."""
@@ -110,7 +125,6 @@ def instruction_source(recipe: Recipe, checkpoint: Path | None, state):
     from inspo_cli.instructions.sampling import StaticInstruction
     from inspo_cli.training.coevolution import CoEvolution, MainProcessLM
     from inspo_cli.training.setup import initial_instructions
-    from inspo_cli.training.trainer import COEVOLUTION_FILE
 
     texts = initial_instructions(recipe)
     config = recipe.population
@@ -184,7 +198,9 @@ def _save_final(trainer, tokenizer, final: Path, state) -> None:
 
 def _summary(run_dir: Path, recipe: Recipe, instructions, wall: float, resumed_from: Path | None,
              plots: list[Path]) -> dict:
+    from inspo_cli.evaluation.checkpoints import paper_choice
     from inspo_cli.instructions.population import InstructionPopulation
+    from inspo_cli.training.collapse import detect_collapse
     from inspo_cli.training.run_logger import read_metrics
 
     rows = read_metrics(run_dir)
@@ -201,6 +217,16 @@ def _summary(run_dir: Path, recipe: Recipe, instructions, wall: float, resumed_f
         best_text, best_id = instructions.pick.text, instructions.pick.instruction_id
         listed = [{"id": best_id, "text": best_text}]
     window = max(1, len(rows) // 4)
+    e = recipe.evaluation
+    collapse = detect_collapse(rows, e.collapse_window, e.collapse_drop)
+    try:
+        selected, _ = paper_choice(run_dir, recipe)
+    except InspoError as error:  # collapsed before the first checkpoint: say so, the run itself is fine
+        selected = str(error)
+    evaluations = [{"step": row["step"], "em": row["eval/em"],
+                    **{k.removeprefix("eval/").removesuffix("/em"): v for k, v in row.items()
+                       if k.startswith("eval/") and k.endswith("/em") and k != "eval/em"}}
+                   for row in rows if row.get("eval/em") is not None]
     return {
         "steps": rows[-1]["step"] if rows else 0,
         "updates": rows[-1]["update"] if rows else 0,
@@ -211,6 +237,9 @@ def _summary(run_dir: Path, recipe: Recipe, instructions, wall: float, resumed_f
         "em_first_quarter": mean("em", rows[:window]),
         "em_last_quarter": mean("em", rows[-window:]),
         "final": rows[-1] if rows else None,
+        "evaluations": evaluations,  # EM per periodic evaluation (files in evaluations/step-<N>/)
+        "reward_collapse": collapse.as_dict() if collapse else None,
+        "selected_checkpoint": selected,  # App. B: the final checkpoint before any reward collapse (--checkpoint best)
         "best_instruction": best_text,
         "best_instruction_id": best_id,
         "instructions": listed,

@@ -50,9 +50,12 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 class RunLogger(TrainerCallback):
-    def __init__(self, run_dir: Path, steps: int, updates_per_step: int, instructions=None):
+    def __init__(self, run_dir: Path, steps: int, updates_per_step: int, instructions=None,
+                 collapse: tuple[int, float] = (10, 0.0)):
         self.run_dir, self.steps, self.updates_per_step = run_dir, steps, updates_per_step
         self.instructions = instructions  # a population (has `records`) gets instructions.jsonl rewritten per step
+        self.collapse_window, self.collapse_drop = collapse  # evaluation.collapse_window / collapse_drop
+        self._collapse_reported = False
         self._writer = None
         self._progress = None
         self._task = None
@@ -96,6 +99,20 @@ class RunLogger(TrainerCallback):
         if self._progress is not None:
             self._progress.console.print(step_line(row, self.steps))
             self._progress.update(self._task, completed=step)
+        self._report_collapse()
+
+    def _report_collapse(self) -> None:
+        """Say once, as soon as it happens, that the reward collapsed, and which checkpoint App. B would report."""
+        from inspo_cli.training.collapse import detect_collapse
+
+        if self._collapse_reported:
+            return
+        collapse = detect_collapse(read_metrics(self.run_dir), self.collapse_window, self.collapse_drop)
+        if collapse is not None:
+            self._collapse_reported = True
+            message = (f"{collapse.describe()}; App. B reports the last checkpoint before it: "
+                       f"inspo evaluate --run {self.run_dir} --checkpoint best")
+            (self._progress.console if self._progress is not None else print)(message)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self._writer is not None:
@@ -113,6 +130,7 @@ def step_line(row: dict, steps: int) -> str:
             f"searches {fmt('search/searches_per_trajectory', '.2f')}  valid {fmt('search/valid_action_rate', '.2f')}  "
             f"len {fmt('length/response', '.0f')}  kl {fmt('kl', '.4f')}  "
             + (f"pop {fmt('population/size', '.0f')}  " if "population/size" in row else "")
+            + (f"eval EM {fmt('eval/em')}  " if "eval/em" in row else "")
             + f"{row['step_seconds']:.1f}s "
             f"(gen {fmt('time/generation', '.1f')} ret {fmt('time/retrieval', '.2f')} "
             f"score {fmt('time/scoring', '.1f')} upd {fmt('time/update', '.1f')})")
@@ -130,17 +148,17 @@ def plot_curves(run_dir: Path) -> list[Path]:
         return []
     out = run_dir / PLOTS_DIR
     out.mkdir(exist_ok=True)
-    figures = {"reward.png": (("reward", "reward"), ("em", "EM")),
+    figures = {"reward.png": (("reward", "reward"), ("em", "EM"), ("eval/em", "EM, held-out (greedy, I*)")),
                "search.png": (("search/searches_per_trajectory", "searches / trajectory"),
                               ("search/valid_action_rate", "valid-action rate"),
                               ("search/answered", "answered"))}
     written = []
-    steps = [row["step"] for row in rows]
     for name, series in figures.items():
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for key, label in series:
-            ax.plot(steps, [row.get(key) if row.get(key) is not None else math.nan for row in rows], marker="o",
-                    markersize=3, label=label)
+            points = [(row["step"], row[key]) for row in rows if row.get(key) is not None]
+            if points:  # the held-out EM exists only at evaluation steps: its points are joined across the gaps
+                ax.plot(*zip(*points), marker="o", markersize=3, label=label)
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
         ax.legend()

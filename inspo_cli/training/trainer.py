@@ -5,6 +5,7 @@ It adds these things to GRPOTrainer and nothing else:
    instruction per question (the static Search-R1 instruction, or INSPO's population), reports each group's
    mean reward back once rewards are in, and at the end of every step (after its last optimizer update) lets
    `CoEvolution` fold weights, prune and evolve; the population and replay buffer are saved in checkpoints.
+   Every `training.eval_every` steps `PeriodicEvaluation` scores the policy with its best instruction.
 2. **Multi-turn rollouts** through TRL's `rollout_func`: the engine interleaves generation with retrieval
    and returns the observation mask as `env_mask`, which TRL multiplies into the loss mask, so inserted
    `<information>` passages get no gradient.
@@ -37,12 +38,13 @@ from inspo_cli.config import RewardConfig, RolloutConfig
 from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import InstructionSource, Pick
 from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.runs import COEVOLUTION_FILE
 from inspo_cli.training.coevolution import CoEvolution
+from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
 
 PHASES = ("generation", "retrieval", "scoring", "update")
-COEVOLUTION_FILE = "coevolution.json"  # population, replay buffer, evolutions: in each checkpoint, with INSPO
 
 
 def _score_only_labelled_positions_everywhere() -> None:
@@ -75,10 +77,12 @@ class SearchGRPOTrainer(GRPOTrainer):
     def __init__(self, *, model, args, train_dataset, processing_class, instructions: InstructionSource,
                  retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
-                 callbacks=None, coevolution: CoEvolution | None = None):
+                 callbacks=None, coevolution: CoEvolution | None = None,
+                 evaluation: PeriodicEvaluation | None = None):
         _score_only_labelled_positions_everywhere()
         self.instructions = instructions
         self.coevolution = coevolution  # INSPO: replay buffer, pruning, evolution (None: static instruction)
+        self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
         self.updates_per_step = updates_per_step  # optimizer updates per generation batch (batch / mini-batch)
         self.phase_seconds: dict[str, float] = defaultdict(float)
         self._picks: list[Pick] = []
@@ -190,13 +194,19 @@ class SearchGRPOTrainer(GRPOTrainer):
         self.coevolution.remember(experiences_from(*map(list, zip(*rows)), rewards, step=self.step + 1))
 
     def _end_step(self, step: int) -> None:
-        """After the step's last optimizer update: fold its rewards into the instruction weights, and (INSPO)
-        prune and evolve as scheduled. Every process does this on the same gathered data."""
+        """After the step's last optimizer update: fold its rewards into the instruction weights, (INSPO) prune and
+        evolve as scheduled, then evaluate when due. Every process does this on the same gathered data."""
         if self.coevolution is None:
             self.instructions.end_step(step)
-            return
-        for name, value in self.coevolution.end_step(step).items():
-            self._metrics["train"][name].append(value)
+        else:
+            for name, value in self.coevolution.end_step(step).items():
+                self._metrics["train"][name].append(value)
+        if self.evaluation is not None and self.evaluation.due(step):
+            started, best = time.perf_counter(), self.instructions.best_pick()
+            metrics = self.evaluation.run(step, self.engine, self._policy_for_generation, best.text,
+                                          best.instruction_id, self.accelerator)
+            for name, value in {**metrics, "time/evaluation": time.perf_counter() - started}.items():
+                self._metrics["train"][name].append(value)
 
     def _save_checkpoint(self, model, trial):
         """The population goes into the checkpoint before HF writes trainer_state.json, the file whose presence

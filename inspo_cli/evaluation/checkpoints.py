@@ -1,0 +1,119 @@
+"""Which policy of a training run to evaluate, and with which instruction: `inspo evaluate --run DIR --checkpoint`.
+
+    policy = run_policy(run_dir, recipe, "best")      # App. B: the final checkpoint before any reward collapse
+    policy = run_policy(run_dir, recipe, "100")       # the checkpoint saved after training step 100
+    policy = run_policy(run_dir, recipe, "final")     # checkpoints/final
+    policy.path, policy.instruction                   # a model directory, and the I* of that checkpoint
+
+Every checkpoint is evaluated with the best instruction of *its own* population (argmax w in the coevolution.json
+saved with it), not the run's final one; a static-instruction run uses its instruction throughout. Checkpoints
+are named by optimizer update (HF's checkpoint-<update>); here they are addressed by training step, the number
+metrics.jsonl and the step lines show. A checkpoint that holds only a LoRA adapter is merged into its base model
+once (cached in the checkpoint's `merged/`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.runs import CHECKPOINTS_DIR, COEVOLUTION_FILE, FINAL_DIR, complete_checkpoints, read_summary
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    label: str  # "final" or "step 100 (checkpoint-200)", for reports
+    path: str  # what transformers / vLLM load: a model directory (adapters merged), or a frozen run's model
+    instruction: str
+    instruction_id: str
+    step: int | None  # the training step it was saved at (None: final)
+
+
+def checkpoint_steps(run_dir: Path, recipe: Recipe) -> dict[int, Path]:
+    """Complete checkpoints by training step."""
+    per_step = recipe.training.batch_size // recipe.training.mini_batch_size
+    return {update // per_step: path for update, path in complete_checkpoints(run_dir).items()}
+
+
+def paper_choice(run_dir: Path, recipe: Recipe) -> tuple[str, dict | None]:
+    """App. B's choice ("final" or a step) and the collapse it avoids: the last checkpoint at or before the peak
+    of the reward that later collapsed; without a collapse, the final policy (else the newest checkpoint)."""
+    from inspo_cli.training.collapse import detect_collapse
+    from inspo_cli.training.run_logger import read_metrics
+
+    e = recipe.evaluation
+    collapse = detect_collapse(read_metrics(run_dir), e.collapse_window, e.collapse_drop)
+    steps = checkpoint_steps(run_dir, recipe)
+    if collapse is None:
+        if (run_dir / CHECKPOINTS_DIR / FINAL_DIR / "config.json").is_file() or not steps:
+            return FINAL_DIR, None
+        return str(max(steps)), None
+    before = [step for step in steps if step <= collapse.peak_step]
+    if not before:
+        raise InspoError(f"{collapse.describe()}, and run {run_dir} saved no checkpoint by step {collapse.peak_step} "
+                         f"(its first is at step {min(steps) if steps else '-'}); evaluate one with --checkpoint N, "
+                         "and save more often next time (training.save_every)")
+    return str(max(before)), collapse.as_dict()
+
+
+def run_policy(run_dir: Path, recipe: Recipe, which: str | None = None) -> RunPolicy:
+    """The policy `which` names: None (final, else the newest checkpoint), "final", "best" or a training step."""
+    steps = checkpoint_steps(run_dir, recipe)
+    final = run_dir / CHECKPOINTS_DIR / FINAL_DIR
+    summary = read_summary(run_dir)
+    if summary is not None and summary.get("frozen_policy"):  # `inspo evolve`: the recipe's model, never trained
+        if which not in (None, FINAL_DIR, "best"):
+            raise InspoError(f"--checkpoint {which!r}: run {run_dir} is an `inspo evolve` run with a frozen policy and "
+                             "no checkpoints; leave --checkpoint out")
+        return RunPolicy("frozen policy", summary["policy"], summary["best_instruction"],
+                         summary["best_instruction_id"], None)
+    if which == "best":
+        which, _ = paper_choice(run_dir, recipe)
+    if which is None:
+        which = FINAL_DIR if (final / "config.json").is_file() else (str(max(steps)) if steps else FINAL_DIR)
+    if which == FINAL_DIR:
+        if not (final / "config.json").is_file() or summary is None:
+            raise InspoError(f"run {run_dir} has no final policy yet (unfinished){_available(steps)}; resume it with "
+                             "`inspo train --resume` or pick a checkpoint")
+        return RunPolicy(FINAL_DIR, str(final), summary["best_instruction"], summary.get("best_instruction_id", "i0"),
+                         None)
+    if not which.isdigit() or int(which) not in steps:
+        raise InspoError(f"--checkpoint {which!r}: run {run_dir} has no checkpoint at that step{_available(steps)}; "
+                         "use a step number, final or best")
+    step = int(which)
+    folder = steps[step]
+    text, instruction_id = _checkpoint_instruction(folder, recipe)
+    return RunPolicy(f"step {step} ({folder.name})", str(_loadable(folder)), text, instruction_id, step)
+
+
+def _available(steps: dict[int, Path]) -> str:
+    return f" (checkpoints at steps {', '.join(map(str, steps))})" if steps else " (and no checkpoints)"
+
+
+def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
+    """I* of the population saved with the checkpoint, or the static run's instruction."""
+    from inspo_cli.instructions.population import InstructionPopulation
+    from inspo_cli.training.setup import initial_instructions
+
+    state = folder / COEVOLUTION_FILE
+    if state.is_file():
+        saved = json.loads(state.read_text(encoding="utf-8"))
+        best = InstructionPopulation.from_state_dict(recipe.population, saved["population"]).best()
+        return best.text, best.id
+    if recipe.population.enabled:
+        raise InspoError(f"{folder} has no {COEVOLUTION_FILE}, so its instruction population is unknown; evaluate "
+                         "it with --instruction TEXT_OR_FILE")
+    return initial_instructions(recipe)[0], "i0"
+
+
+def _loadable(folder: Path) -> Path:
+    if (folder / "config.json").is_file():
+        return folder
+    if (folder / "adapter_config.json").is_file():
+        from inspo_cli.models import merged_adapter_dir
+
+        return merged_adapter_dir(folder)
+    raise InspoError(f"{folder} holds neither a model (config.json) nor a LoRA adapter (adapter_config.json)")
