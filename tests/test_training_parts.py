@@ -137,3 +137,26 @@ def test_reward_collapse_is_a_window_mean_falling_below_a_share_of_its_peak():
     assert detect_collapse(rows_of([0.0] * 12), window=3, drop=0.5) is None  # nothing to fall from
     noisy = [0.3, 0.35, 0.28, 0.33, 0.3, 0.26, 0.31]  # noise around a plateau is not a collapse
     assert detect_collapse(rows_of(noisy), window=3, drop=0.5) is None
+
+
+def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkeypatch):
+    """The recipe's instructions all stay (it used to keep only the first); optimizer rewrites fill the population."""
+    from types import SimpleNamespace
+
+    from inspo_cli.instructions import lm
+    from inspo_cli.training.run import instruction_source
+
+    class Rewriter:
+        prompts: list[str] = []
+
+        def complete(self, prompt):
+            self.prompts.append(prompt)
+            return "<ins_1>Second one.</ins_1><ins_2>Rewrite A.</ins_2><ins_3>Rewrite B.</ins_3><ins_4>Rewrite C.</ins_4>"
+
+    rewriter = Rewriter()
+    monkeypatch.setattr(lm, "open_optimizer", lambda config: rewriter)
+    recipe = load_recipe(None, ["population.enabled=true", "population.initial_rewrites=true", "population.size=4",
+                                "population.instructions=[First one., Second one.]"], check_paths=False)
+    population, _ = instruction_source(recipe, None, SimpleNamespace(is_main_process=True, num_processes=1))
+    assert [c.text for c in population.alive()] == ["First one.", "Second one.", "Rewrite A.", "Rewrite B."]
+    assert len(rewriter.prompts) == 1 and "First one." in rewriter.prompts[0]
