@@ -160,3 +160,25 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
     population, _ = instruction_source(recipe, None, SimpleNamespace(is_main_process=True, num_processes=1))
     assert [c.text for c in population.alive()] == ["First one.", "Second one.", "Rewrite A.", "Rewrite B."]
     assert len(rewriter.prompts) == 1 and "First one." in rewriter.prompts[0]
+
+
+def test_the_run_says_once_when_the_reward_collapses_also_across_a_resume(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from inspo_cli.training.run_logger import RunLogger
+
+    def train(rewards, first_step):
+        logger = RunLogger(tmp_path, steps=20, updates_per_step=1, collapse=(2, 0.5))
+        state = SimpleNamespace(is_world_process_zero=True, global_step=first_step - 1)
+        logger.on_train_begin(None, state, None)
+        for step, reward in enumerate(rewards, start=first_step):
+            state.global_step = step
+            logger.on_log(None, state, None, logs={"loss": 0.0, "reward": reward})
+        logger.on_train_end(None, state, None)
+        return capsys.readouterr().err
+
+    assert "collapse" not in train([0.1, 0.4, 0.6, 0.6], first_step=1)  # peak 0.6 over steps 3-4
+    # resumed after step 4: the earlier rows count, so the fall at steps 5-6 is seen as the collapse it is
+    output = train([0.2, 0.0, 0.0, 0.0], first_step=5)
+    assert output.count("reward collapse at step 6") == 1 and "steps up to 4" in output
+    assert f"inspo evaluate --run {tmp_path} --checkpoint best" in " ".join(output.split())

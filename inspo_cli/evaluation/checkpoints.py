@@ -29,7 +29,6 @@ class RunPolicy:
     path: str  # what transformers / vLLM load: a model directory (adapters merged), or a frozen run's model
     instruction: str
     instruction_id: str
-    step: int | None  # the training step it was saved at (None: final)
 
 
 def checkpoint_steps(run_dir: Path, recipe: Recipe) -> dict[int, Path]:
@@ -38,9 +37,9 @@ def checkpoint_steps(run_dir: Path, recipe: Recipe) -> dict[int, Path]:
     return {update // per_step: path for update, path in complete_checkpoints(run_dir).items()}
 
 
-def paper_choice(run_dir: Path, recipe: Recipe) -> tuple[str, dict | None]:
-    """App. B's choice ("final" or a step) and the collapse it avoids: the last checkpoint at or before the peak
-    of the reward that later collapsed; without a collapse, the final policy (else the newest checkpoint)."""
+def paper_choice(run_dir: Path, recipe: Recipe) -> str:
+    """App. B's choice, "final" or a step: the last checkpoint at or before the peak of the reward that later
+    collapsed; without a collapse, the final policy (else the newest checkpoint)."""
     from inspo_cli.training.collapse import detect_collapse
     from inspo_cli.training.run_logger import read_metrics
 
@@ -49,14 +48,14 @@ def paper_choice(run_dir: Path, recipe: Recipe) -> tuple[str, dict | None]:
     steps = checkpoint_steps(run_dir, recipe)
     if collapse is None:
         if (run_dir / CHECKPOINTS_DIR / FINAL_DIR / "config.json").is_file() or not steps:
-            return FINAL_DIR, None
-        return str(max(steps)), None
+            return FINAL_DIR
+        return str(max(steps))
     before = [step for step in steps if step <= collapse.peak_step]
     if not before:
         raise InspoError(f"{collapse.describe()}, and run {run_dir} saved no checkpoint by step {collapse.peak_step} "
                          f"(its first is at step {min(steps) if steps else '-'}); evaluate one with --checkpoint N, "
                          "and save more often next time (training.save_every)")
-    return str(max(before)), collapse.as_dict()
+    return str(max(before))
 
 
 def run_policy(run_dir: Path, recipe: Recipe, which: str | None = None) -> RunPolicy:
@@ -69,24 +68,23 @@ def run_policy(run_dir: Path, recipe: Recipe, which: str | None = None) -> RunPo
             raise InspoError(f"--checkpoint {which!r}: run {run_dir} is an `inspo evolve` run with a frozen policy and "
                              "no checkpoints; leave --checkpoint out")
         return RunPolicy("frozen policy", summary["policy"], summary["best_instruction"],
-                         summary["best_instruction_id"], None)
+                         summary["best_instruction_id"])
     if which == "best":
-        which, _ = paper_choice(run_dir, recipe)
+        which = paper_choice(run_dir, recipe)
     if which is None:
         which = FINAL_DIR if (final / "config.json").is_file() else (str(max(steps)) if steps else FINAL_DIR)
     if which == FINAL_DIR:
         if not (final / "config.json").is_file() or summary is None:
             raise InspoError(f"run {run_dir} has no final policy yet (unfinished){_available(steps)}; resume it with "
                              "`inspo train --resume` or pick a checkpoint")
-        return RunPolicy(FINAL_DIR, str(final), summary["best_instruction"], summary.get("best_instruction_id", "i0"),
-                         None)
+        return RunPolicy(FINAL_DIR, str(final), summary["best_instruction"], summary.get("best_instruction_id", "i0"))
     if not which.isdigit() or int(which) not in steps:
         raise InspoError(f"--checkpoint {which!r}: run {run_dir} has no checkpoint at that step{_available(steps)}; "
                          "use a step number, final or best")
     step = int(which)
     folder = steps[step]
     text, instruction_id = _checkpoint_instruction(folder, recipe)
-    return RunPolicy(f"step {step} ({folder.name})", str(_loadable(folder)), text, instruction_id, step)
+    return RunPolicy(f"step {step} ({folder.name})", str(_loadable(folder)), text, instruction_id)
 
 
 def _available(steps: dict[int, Path]) -> str:

@@ -87,8 +87,9 @@ def scores_from_rows(rows: Sequence[dict], benchmarks: Sequence[str]) -> dict[st
     """{method: {benchmark: score dict}} from prediction rows (e.g. gathered from several processes)."""
     scores: dict[str, dict[str, Score]] = {}
     for row in rows:
-        per_benchmark = scores.setdefault(row["method"], {name: Score() for name in benchmarks})
-        per_benchmark.setdefault(row["benchmark"], Score()).add(row)
+        if row["method"] not in scores:
+            scores[row["method"]] = {name: Score() for name in benchmarks}
+        scores[row["method"]].setdefault(row["benchmark"], Score()).add(row)
     return {method: {name: score.as_dict() for name, score in per.items()} for method, per in scores.items()}
 
 

@@ -220,7 +220,7 @@ def _summary(run_dir: Path, recipe: Recipe, instructions, wall: float, resumed_f
     e = recipe.evaluation
     collapse = detect_collapse(rows, e.collapse_window, e.collapse_drop)
     try:
-        selected, _ = paper_choice(run_dir, recipe)
+        selected = paper_choice(run_dir, recipe)
     except InspoError as error:  # collapsed before the first checkpoint: say so, the run itself is fine
         selected = str(error)
     evaluations = [{"step": row["step"], "em": row["eval/em"],

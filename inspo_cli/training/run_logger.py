@@ -56,6 +56,7 @@ class RunLogger(TrainerCallback):
         self.instructions = instructions  # a population (has `records`) gets instructions.jsonl rewritten per step
         self.collapse_window, self.collapse_drop = collapse  # evaluation.collapse_window / collapse_drop
         self._collapse_reported = False
+        self._rewards: list[dict] = []  # {"step", "reward"} of every step so far, for collapse detection
         self._writer = None
         self._progress = None
         self._task = None
@@ -73,6 +74,7 @@ class RunLogger(TrainerCallback):
         self._progress.start()
         done = state.global_step // self.updates_per_step
         self._task = self._progress.add_task("training", total=self.steps, completed=done)
+        self._rewards = [{"step": r["step"], "reward": r.get("reward")} for r in read_metrics(self.run_dir)]
         self._last_time = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -99,6 +101,7 @@ class RunLogger(TrainerCallback):
         if self._progress is not None:
             self._progress.console.print(step_line(row, self.steps))
             self._progress.update(self._task, completed=step)
+        self._rewards.append({"step": step, "reward": row.get("reward")})
         self._report_collapse()
 
     def _report_collapse(self) -> None:
@@ -107,12 +110,12 @@ class RunLogger(TrainerCallback):
 
         if self._collapse_reported:
             return
-        collapse = detect_collapse(read_metrics(self.run_dir), self.collapse_window, self.collapse_drop)
+        collapse = detect_collapse(self._rewards, self.collapse_window, self.collapse_drop)
         if collapse is not None:
             self._collapse_reported = True
             message = (f"{collapse.describe()}; App. B reports the last checkpoint before it: "
                        f"inspo evaluate --run {self.run_dir} --checkpoint best")
-            (self._progress.console if self._progress is not None else print)(message)
+            (self._progress.console.print if self._progress is not None else print)(message)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self._writer is not None:
