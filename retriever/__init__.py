@@ -1,6 +1,7 @@
 """Retrieval for inspo: the corpus format shared with Search-R1, index building, and search.
 
-Kept as a top-level package, separate from `inspo_cli`, so a retrieval node can run it on its own.
+A package on its own: it never imports `inspo_cli` (which builds on it), so a retrieval node can run it, and
+other code can use it, without the rest of inspo. Its user-facing errors are `RetrieverError`s.
 
     from retriever import open_retriever
     retriever = open_retriever("indexes/world-bm25")           # an index directory built by `inspo index`
@@ -8,27 +9,50 @@ Kept as a top-level package, separate from `inspo_cli`, so a retrieval node can 
     retriever = open_retriever("http://127.0.0.1:8000/retrieve", timeout_s=30)   # a Search-R1 server
     retriever.search(["who founded Hokin Works?"], k=3)        # -> [[Passage, ...]], best first
 
-Modules: `corpus` (the row format), `search` (the `Retriever` Protocol), `store` (streaming the corpus,
-reading hits by byte offset), `bm25` (bm25s), `dense` (encoder + faiss), `lucene` (pyserini, optional),
-`index` (building and opening index directories).
+Modules: `corpus` (the row format), `search` (the `Retriever` Protocol), `errors` (`RetrieverError`), `store`
+(streaming the corpus, reading hits by byte offset), `kinds` (the registry of index kinds), one module per kind:
+`bm25` (bm25s), `dense` (encoder + faiss), `lucene` (pyserini, optional); `index` (building and opening index
+directories), `client` and `server` (HTTP). Importing the package is cheap: the names below that live in
+`index` or `bm25` are imported on first use, and no engine (numpy, bm25s, faiss, torch) is loaded before then.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from inspo_cli.errors import InspoError
 from retriever.corpus import Passage
-from retriever.index import KINDS, MemoryEstimate, bm25_in_memory, build_index, open_index, read_index_meta
+from retriever.errors import RetrieverError
+from retriever.kinds import KINDS
 from retriever.search import Retriever
 
-__all__ = ["KINDS", "MemoryEstimate", "Passage", "Retriever", "build_index", "open_from_config", "open_index",
-           "open_retriever", "read_index_meta"]
+if TYPE_CHECKING:
+    from retriever.bm25 import bm25_in_memory
+    from retriever.index import MemoryEstimate, build_index, open_index, read_index_meta
 
+__all__ = ["KINDS", "MemoryEstimate", "Passage", "Retriever", "RetrieverError", "bm25_in_memory", "build_index",
+           "open_index", "open_retriever", "read_index_meta"]
+
+_LAZY = {"MemoryEstimate": "retriever.index", "build_index": "retriever.index", "open_index": "retriever.index",
+         "read_index_meta": "retriever.index", "bm25_in_memory": "retriever.bm25"}
 _IN_MEMORY: dict[tuple, Retriever] = {}
 _IN_MEMORY_LOCK = threading.Lock()
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'retriever' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
@@ -42,6 +66,8 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
         from retriever.client import HTTPRetriever
 
         return HTTPRetriever(text, **options)
+    from retriever.index import open_index
+
     path = Path(text).expanduser()
     if path.is_dir():
         return open_index(path, **options)
@@ -50,23 +76,15 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
             return open_index(path.parent, **options)
         unknown = set(options) - {"n_threads"}
         if unknown:
-            raise InspoError(f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to an "
-                             "in-memory BM25 corpus; only n_threads does")
+            raise RetrieverError(f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to "
+                                 "an in-memory BM25 corpus; only n_threads does")
+        from retriever.bm25 import bm25_in_memory
+
         stat = path.stat()
         key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, options.get("n_threads"))
         with _IN_MEMORY_LOCK:  # one build per corpus per process, even when threads ask at once
             if key not in _IN_MEMORY:
                 _IN_MEMORY[key] = bm25_in_memory(path, n_threads=options.get("n_threads"))
             return _IN_MEMORY[key]
-    raise InspoError(f"retriever {text!r} is neither an index directory, a corpus .jsonl file nor an http(s):// URL; "
-                     f"build an index with `inspo index --corpus CORPUS --out DIR`, or check the path")
-
-
-def open_from_config(config) -> Retriever:
-    """The retriever a recipe's `retriever` section describes: its server URL, its index, or BM25 over its corpus."""
-    from inspo_cli.config import resolve_path
-
-    if config.kind == "http" or config.url:
-        return open_retriever(config.url, timeout_s=config.timeout_s)
-    spec = config.index if config.index else config.corpus
-    return open_retriever(resolve_path(spec) or spec)
+    raise RetrieverError(f"retriever {text!r} is neither an index directory, a corpus .jsonl file nor an http(s):// "
+                         "URL; build an index with `inspo index --corpus CORPUS --out DIR`, or check the path")

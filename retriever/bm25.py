@@ -15,6 +15,9 @@ dependency); the choice is recorded in index.json and enforced when the index is
     builder = BM25Builder(make_tokenizer(stemmer_name()))
     for chunk in iter_corpus_chunks(corpus): builder.add(chunk.contents)
     builder.finish().save(out_dir / "bm25s")  # then: BM25Retriever.load(out_dir, meta, store)
+
+The index kind "bm25" (see `retriever.kinds`): `check_options`, `prepare`, `estimate`, `build` and `load` at the
+end of this module; `bm25_in_memory` builds the same index in memory, without writing anything.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from typing import Sequence
 
 import numpy as np
 
-from inspo_cli.errors import InspoError
 from retriever.corpus import Passage
+from retriever.errors import RetrieverError
+from retriever.kinds import BuildOptions, OpenOptions, Progress
 from retriever.search import checked_queries
-from retriever.store import PassageStore
+from retriever.store import (PassageStore, check_corpus_file, iter_corpus_chunks, open_passage_store, sample_lines,
+                             save_offsets)
 
 K1, B, METHOD = 1.5, 0.75, "lucene"  # bm25s's defaults; Lucene/pyserini use k1=0.9, b=0.4 (Search-R1's BM25)
 STOPWORDS = "en"
@@ -76,8 +81,8 @@ def make_tokenizer(stemmer: str | None):
         try:
             import Stemmer
         except ImportError:
-            raise InspoError(f"this BM25 index was built with the {stemmer} stemmer from PyStemmer, which is not "
-                             "installed here; pip install PyStemmer, or rebuild the index without it") from None
+            raise RetrieverError(f"this BM25 index was built with the {stemmer} stemmer from PyStemmer, which is not "
+                                 "installed here; pip install PyStemmer, or rebuild the index without it") from None
         stem_fn = Stemmer.Stemmer(stemmer).stemWord
     return bm25s.tokenization.Tokenizer(lower=True, stopwords=STOPWORDS, stemmer=stem_fn)
 
@@ -242,3 +247,54 @@ class BM25Retriever:
         else:
             ranked = [self._rank(ids, k) for ids in token_ids]
         return [self.store.get(rows, scores) for rows, scores in ranked]
+
+
+# -- the index kind "bm25" (retriever.kinds) ------------------------------------------------------------------
+
+def check_options(options: BuildOptions) -> None:
+    """Nothing to check: BM25 has no build options."""
+
+
+def prepare(options: BuildOptions, progress: Progress) -> str | None:
+    """The stemmer the index will be built with (recorded in index.json)."""
+    return stemmer_name()
+
+
+def estimate(corpus: Path, passages: int, stemmer: str | None, options: BuildOptions) -> tuple[int, str]:
+    return estimate_bm25_bytes(sample_lines(corpus), passages, stemmer)
+
+
+def build(corpus: Path, out_dir: Path, stemmer: str | None, options: BuildOptions, passages: int,
+          progress: Progress) -> tuple[int, dict]:
+    builder = BM25Builder(make_tokenizer(stemmer))
+    parts = []
+    for chunk in iter_corpus_chunks(corpus, chunk_size=10_000):
+        builder.add(chunk.contents)
+        parts.append(chunk.offsets)
+        progress("tokenising", builder.n_docs, max(passages, builder.n_docs))
+    save_offsets(out_dir, parts, corpus.stat().st_size)
+    progress("scoring", builder.n_docs, builder.n_docs)
+    n, tokens = builder.n_docs, builder.n_tokens
+    bm25 = builder.finish()
+    save_bm25(bm25, builder.tokenizer, out_dir)
+    return n, {"bm25": {"engine": "bm25s", "method": METHOD, "k1": K1, "b": B,
+                        "tokenizer": tokenizer_description(stemmer), "tokens": tokens,
+                        "vocabulary": len(bm25.vocab_dict)}}
+
+
+def load(index_dir: Path, meta: dict, options: OpenOptions) -> BM25Retriever:
+    store = open_passage_store(index_dir, meta["corpus"], options.corpus)
+    return BM25Retriever.load(index_dir, meta, store, mmap=options.mmap, n_threads=options.n_threads)
+
+
+def bm25_in_memory(corpus: str | os.PathLike, n_threads: int | None = None) -> BM25Retriever:
+    """A BM25 retriever over `corpus` built in memory (nothing written): the demo's zero-setup path."""
+    corpus = check_corpus_file(corpus).resolve()
+    builder = BM25Builder(make_tokenizer(stemmer_name()))
+    parts = []
+    for chunk in iter_corpus_chunks(corpus, chunk_size=10_000):
+        builder.add(chunk.contents)
+        parts.append(chunk.offsets)
+    offsets = np.concatenate([*parts, np.array([corpus.stat().st_size], dtype=np.int64)])
+    tokenizer = builder.tokenizer
+    return BM25Retriever(builder.finish(), tokenizer, PassageStore(corpus, offsets), n_threads=n_threads)

@@ -27,8 +27,8 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from inspo_cli.errors import InspoError
 from retriever.corpus import Passage, make_passage, parse_contents
+from retriever.errors import RetrieverError
 
 MAX_RETRY_AFTER_S = 60.0  # never sleep longer than this on a server's say-so
 
@@ -37,15 +37,15 @@ def normalize_url(url: str) -> tuple[str, str]:
     """(base URL, /retrieve URL) from a URL given with or without the `/retrieve` suffix."""
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise InspoError(f"retriever URL {url!r} must start with http:// or https://, e.g. http://127.0.0.1:8000")
+        raise RetrieverError(f"retriever URL {url!r} must start with http:// or https://, e.g. http://127.0.0.1:8000")
     base = url[: -len("/retrieve")] if url.endswith("/retrieve") else url
     parts = urlsplit(base)
     try:
         parts.port  # noqa: B018 - reading it checks it
     except ValueError as error:  # a port that is not a number, or out of range
-        raise InspoError(f"retriever URL {url!r} is not valid ({error}); e.g. http://127.0.0.1:8000") from None
+        raise RetrieverError(f"retriever URL {url!r} is not valid ({error}); e.g. http://127.0.0.1:8000") from None
     if not parts.hostname:
-        raise InspoError(f"retriever URL {url!r} has no host; e.g. http://127.0.0.1:8000")
+        raise RetrieverError(f"retriever URL {url!r} has no host; e.g. http://127.0.0.1:8000")
     return base, base + "/retrieve"
 
 
@@ -214,9 +214,9 @@ class HTTPRetriever:
     def __init__(self, url: str, timeout_s: float = 30.0, max_retries: int = 3, backoff_s: float = 0.5,
                  pool_size: int = 32, max_queries_per_request: int = 1024):
         if max_retries < 1:
-            raise InspoError(f"max_retries is {max_retries}; use 1 (no retry) or more")
+            raise RetrieverError(f"max_retries is {max_retries}; use 1 (no retry) or more")
         if timeout_s <= 0:
-            raise InspoError(f"timeout_s is {timeout_s}; use a positive number of seconds")
+            raise RetrieverError(f"timeout_s is {timeout_s}; use a positive number of seconds")
         self.base_url, self.url = normalize_url(url)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -278,12 +278,12 @@ class HTTPRetriever:
                     try:
                         return orjson.loads(response.content)  # ~3x faster than json.loads on big answers
                     except orjson.JSONDecodeError:
-                        raise InspoError(f"retriever at {self.url} answered with a body that is not JSON; is it "
-                                         "a Search-R1 compatible /retrieve endpoint?") from None
+                        raise RetrieverError(f"retriever at {self.url} answered with a body that is not JSON; is it "
+                                             "a Search-R1 compatible /retrieve endpoint?") from None
                 message = _server_message(response)
                 if response.status_code != 429 and response.status_code < 500:
-                    raise InspoError(f"retriever at {self.url} rejected the request "
-                                     f"(HTTP {response.status_code}): {message}")
+                    raise RetrieverError(f"retriever at {self.url} rejected the request "
+                                         f"(HTTP {response.status_code}): {message}")
                 reason = f"HTTP {response.status_code}: {message}"
                 retry_after = _retry_after_s(response)
                 if retry_after is not None:
@@ -292,22 +292,23 @@ class HTTPRetriever:
                 time.sleep(wait)
         tries = f"{self.max_retries} {'try' if self.max_retries == 1 else 'tries'}"
         if reason.startswith("HTTP "):
-            raise InspoError(f"retriever at {self.url} kept failing ({reason}) after {tries}; check the server's log")
+            raise RetrieverError(f"retriever at {self.url} kept failing ({reason}) after {tries}; "
+                                 "check the server's log")
         hint = ("start it with `inspo serve-retriever --index DIR`" if "refused" in reason
                 else "check that the server is up and the URL is right, or raise the timeout")
-        raise InspoError(f"retriever at {self.url} is not reachable ({reason}) after {tries}; {hint}")
+        raise RetrieverError(f"retriever at {self.url} is not reachable ({reason}) after {tries}; {hint}")
 
     def _parse(self, body: dict, expected: int) -> list[list[Passage]]:
         result = body.get("result") if isinstance(body, dict) else None
         if not isinstance(result, list) or len(result) != expected:
             got = f"{len(result)} result lists" if isinstance(result, list) else "no 'result' list"
-            raise InspoError(f"retriever at {self.url} answered {got} for {expected} queries; "
-                             "is it a Search-R1 compatible /retrieve endpoint?")
+            raise RetrieverError(f"retriever at {self.url} answered {got} for {expected} queries; "
+                                 "is it a Search-R1 compatible /retrieve endpoint?")
         try:
             return [_passages(hits) for hits in result]
         except (TypeError, AttributeError, KeyError, ValueError) as error:
-            raise InspoError(f"retriever at {self.url} answered hits of an unexpected shape ({error}); "
-                             "expected Search-R1's {'document': {'id', 'contents'}, 'score'}") from None
+            raise RetrieverError(f"retriever at {self.url} answered hits of an unexpected shape ({error}); "
+                                 "expected Search-R1's {'document': {'id', 'contents'}, 'score'}") from None
 
     def close(self) -> None:
         self._pool.close()

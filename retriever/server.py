@@ -36,9 +36,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from inspo_cli.errors import InspoError
 from retriever.batching import MicroBatcher
 from retriever.corpus import Passage
+from retriever.errors import RetrieverError
 from retriever.search import Retriever
 
 DEFAULT_TOPK = 3  # Search-R1's --topk default
@@ -213,13 +213,13 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """Bind (not yet listen on) host:port, or raise an InspoError that says why and what to do."""
+    """Bind (not yet listen on) host:port, or raise a RetrieverError that says why and what to do."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                              flags=socket.AI_PASSIVE)[0]
     except socket.gaierror as e:
-        raise InspoError(f"--host {host!r} is not an address of this machine ({e.strerror}); "
-                         "use 127.0.0.1, or 0.0.0.0 for every interface") from None
+        raise RetrieverError(f"--host {host!r} is not an address of this machine ({e.strerror}); "
+                             "use 127.0.0.1, or 0.0.0.0 for every interface") from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart at once after a stop (TIME_WAIT)
     try:
@@ -227,11 +227,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
-            raise InspoError(f"port {port} on {host} is already in use; stop whatever listens there "
-                             "or choose another --port") from None
+            raise RetrieverError(f"port {port} on {host} is already in use; stop whatever listens there "
+                                 "or choose another --port") from None
         if e.errno == errno.EACCES:
-            raise InspoError(f"no permission to listen on {host}:{port}; choose a --port above 1023") from None
-        raise InspoError(f"cannot listen on {host}:{port} ({e.strerror}); check --host and --port") from None
+            raise RetrieverError(f"no permission to listen on {host}:{port}; choose a --port above 1023") from None
+        raise RetrieverError(f"cannot listen on {host}:{port} ({e.strerror}); check --host and --port") from None
     return sock
 
 

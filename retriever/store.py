@@ -23,8 +23,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from inspo_cli.errors import InspoError
 from retriever.corpus import Passage, make_passage, parse_contents
+from retriever.errors import RetrieverError
 
 _DECODER = json.JSONDecoder()
 FINGERPRINT_BYTES = 1 << 20  # sha256 of the first MiB: cheap to check at every open, catches an edited corpus
@@ -48,13 +48,13 @@ def corpus_fingerprint(path: str | os.PathLike) -> dict:
 
 
 def check_corpus_file(path: str | os.PathLike) -> Path:
-    """The corpus path, or an InspoError saying what is wrong with it."""
+    """The corpus path, or a RetrieverError saying what is wrong with it."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise InspoError(f"corpus {path} does not exist; pass a Search-R1 JSONL corpus ({{\"id\", \"contents\"}} per line), "
-                         "e.g. data/world/corpus.jsonl")
+        raise RetrieverError(f"corpus {path} does not exist; pass a Search-R1 JSONL corpus "
+                             "({\"id\", \"contents\"} per line), e.g. data/world/corpus.jsonl")
     if not path.is_file():
-        raise InspoError(f"corpus {path} is not a file; pass the .jsonl file itself")
+        raise RetrieverError(f"corpus {path} is not a file; pass the .jsonl file itself")
     return path
 
 
@@ -63,18 +63,18 @@ def _parse_line(path: Path, lineno: int, line: bytes) -> str:
         row = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
-        raise InspoError(f"{path}:{lineno}: not valid JSON ({reason}); fix or remove that line") from None
+        raise RetrieverError(f"{path}:{lineno}: not valid JSON ({reason}); fix or remove that line") from None
     if not isinstance(row, dict):
-        raise InspoError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
+        raise RetrieverError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
     if "id" not in row or not isinstance(row.get("contents"), str):
         missing = "id" if "id" not in row else "contents (a string)"
-        raise InspoError(f"{path}:{lineno}: missing field {missing}; corpus rows need "
-                         '{"id": ..., "contents": "\\"Title\\"\\ntext"} (Search-R1 format)')
+        raise RetrieverError(f"{path}:{lineno}: missing field {missing}; corpus rows need "
+                             '{"id": ..., "contents": "\\"Title\\"\\ntext"} (Search-R1 format)')
     return row["contents"]
 
 
 def iter_corpus_chunks(path: str | os.PathLike, chunk_size: int = 10_000) -> Iterator[CorpusChunk]:
-    """Stream the corpus in chunks of `chunk_size` passages; a bad line is an InspoError naming file:line."""
+    """Stream the corpus in chunks of `chunk_size` passages; a bad line is a RetrieverError naming file:line."""
     path = check_corpus_file(path)
     offsets: list[int] = []
     contents: list[str] = []
@@ -93,8 +93,8 @@ def iter_corpus_chunks(path: str | os.PathLike, chunk_size: int = 10_000) -> Ite
     if contents:
         yield CorpusChunk(start_row, np.asarray(offsets, dtype=np.int64), contents)
     elif start_row == 0:
-        raise InspoError(f"corpus {path} has no passages; it needs one JSON row per line: "
-                         '{"id": ..., "contents": "\\"Title\\"\\ntext"}')
+        raise RetrieverError(f"corpus {path} has no passages; it needs one JSON row per line: "
+                             '{"id": ..., "contents": "\\"Title\\"\\ntext"}')
 
 
 def sample_lines(path: str | os.PathLike, n: int = 2000) -> list[str]:
@@ -104,6 +104,13 @@ def sample_lines(path: str | os.PathLike, n: int = 2000) -> list[str]:
         out.extend(chunk.contents)
         break
     return out
+
+
+def save_offsets(out_dir: Path, parts: list[np.ndarray], end: int) -> np.ndarray:
+    """Write `offsets.npy` (each passage's byte offset, then the corpus size) from the chunks' offsets."""
+    offsets = np.concatenate([*parts, np.array([end], dtype=np.int64)])
+    np.save(out_dir / "offsets.npy", offsets)
+    return offsets
 
 
 def estimate_passages(path: str | os.PathLike, sample: int = 2000) -> int:
@@ -162,12 +169,12 @@ def open_passage_store(index_dir: Path, corpus_meta: dict, corpus: str | os.Path
     """
     path = Path(corpus).expanduser().resolve() if corpus is not None else Path(corpus_meta["path"])
     if not path.is_file():
-        raise InspoError(f"index {index_dir} was built from corpus {corpus_meta['path']}, which is not there any more; "
-                         "put the corpus back at that path, pass its new location (corpus=PATH), "
-                         f"or rebuild with `inspo index --corpus NEW_PATH --out {index_dir} --force`")
+        raise RetrieverError(f"index {index_dir} was built from corpus {corpus_meta['path']}, which is not there "
+                             "any more; put the corpus back at that path, pass its new location (corpus=PATH), "
+                             f"or rebuild with `inspo index --corpus NEW_PATH --out {index_dir} --force`")
     now = corpus_fingerprint(path)
     if now["bytes"] != corpus_meta["bytes"] or now["sha256_first_mib"] != corpus_meta["sha256_first_mib"]:
-        raise InspoError(f"corpus {path} changed since index {index_dir} was built "
-                         f"({now['bytes']:,} bytes now, {corpus_meta['bytes']:,} then); rebuild with "
-                         f"`inspo index --corpus {path} --out {index_dir} --force`")
+        raise RetrieverError(f"corpus {path} changed since index {index_dir} was built "
+                             f"({now['bytes']:,} bytes now, {corpus_meta['bytes']:,} then); rebuild with "
+                             f"`inspo index --corpus {path} --out {index_dir} --force`")
     return PassageStore(path, np.load(index_dir / "offsets.npy"))  # 8 bytes a passage: 170 MB for wiki-18

@@ -15,10 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from fake_retrievers import OverlapRetriever
-from inspo_cli.errors import InspoError
 from retriever import client as client_module
 from retriever.client import HTTPRetriever, _retry_after_s, normalize_url
 from retriever.corpus import Passage
+from retriever.errors import RetrieverError
 from retriever.search import Retriever
 from retriever.server import create_app, serve_in_background
 
@@ -133,7 +133,7 @@ def test_4xx_is_not_retried_and_carries_the_server_message(served):
     url, _ = served
     with HTTPRetriever(url, backoff_s=5) as client:  # a retry would make this test take 5 s
         start = time.perf_counter()
-        with pytest.raises(InspoError, match=r"rejected the request \(HTTP 422\): topk 0 is out of range"):
+        with pytest.raises(RetrieverError, match=r"rejected the request \(HTTP 422\): topk 0 is out of range"):
             client.search(["comet"], 0)
         assert time.perf_counter() - start < 2
 
@@ -172,7 +172,7 @@ def test_hits_of_an_unknown_shape_are_explained(hit):
     app = FastAPI()
     app.post("/retrieve")(lambda: {"result": [[hit]]})
     with serve_in_background(app) as url, HTTPRetriever(url) as client:
-        with pytest.raises(InspoError, match="answered hits of an unexpected shape"):
+        with pytest.raises(RetrieverError, match="answered hits of an unexpected shape"):
             client.search(["q"], 1)
 
 
@@ -188,7 +188,8 @@ def test_retry_after_is_respected_on_429():
 def test_persistent_5xx_gives_up_with_the_last_reason():
     app = scripted_server([(500, {"error": "retriever failed: MemoryError"}, {})] * 5)
     with serve_in_background(app) as url, HTTPRetriever(url, max_retries=2, backoff_s=0.01) as client:
-        with pytest.raises(InspoError, match=r"kept failing \(HTTP 500: retriever failed: MemoryError\) after 2 tries"):
+        with pytest.raises(RetrieverError,
+                           match=r"kept failing \(HTTP 500: retriever failed: MemoryError\) after 2 tries"):
             client.search(["comet"], 1)
     assert app.state.posts == 2
 
@@ -196,7 +197,7 @@ def test_persistent_5xx_gives_up_with_the_last_reason():
 def test_nothing_listening_gives_a_clear_error():
     url = f"http://127.0.0.1:{free_port()}"
     with HTTPRetriever(url, max_retries=3, backoff_s=0.01, timeout_s=2) as client:
-        with pytest.raises(InspoError) as error:
+        with pytest.raises(RetrieverError) as error:
             client.search(["comet"], 3)
     assert str(error.value) == (f"retriever at {url}/retrieve is not reachable (connection refused) after 3 tries; "
                                 "start it with `inspo serve-retriever --index DIR`")
@@ -206,7 +207,7 @@ def test_a_non_search_r1_answer_is_explained():
     app = FastAPI()
     app.post("/retrieve")(lambda: {"results": []})
     with serve_in_background(app) as url, HTTPRetriever(url) as client:
-        with pytest.raises(InspoError, match="no 'result' list for 1 queries; is it a Search-R1 compatible"):
+        with pytest.raises(RetrieverError, match="no 'result' list for 1 queries; is it a Search-R1 compatible"):
             client.search(["comet"], 1)
 
 
@@ -244,7 +245,7 @@ def test_requests_carry_the_url_path_and_credentials():
 
 def test_a_server_that_never_answers_times_out():
     with raw_server(answer=False) as (url, _), HTTPRetriever(url, timeout_s=0.3, max_retries=1) as client:
-        with pytest.raises(InspoError, match=r"is not reachable \(timed out after 0.3s\) after 1 try"):
+        with pytest.raises(RetrieverError, match=r"is not reachable \(timed out after 0.3s\) after 1 try"):
             client.search(["q"], 1)
 
 
@@ -261,12 +262,12 @@ def test_threads_share_one_client(served):
 def test_url_and_retry_after_parsing():
     assert normalize_url("http://h:8000") == ("http://h:8000", "http://h:8000/retrieve")
     assert normalize_url(" http://h:8000/retrieve/ ") == ("http://h:8000", "http://h:8000/retrieve")
-    with pytest.raises(InspoError, match="must start with http://"):
+    with pytest.raises(RetrieverError, match="must start with http://"):
         normalize_url("127.0.0.1:8000")
-    with pytest.raises(InspoError, match="is not valid"):
+    with pytest.raises(RetrieverError, match="is not valid"):
         normalize_url("http://h:port")
     assert normalize_url("http://[::1]:8000/retrieve") == ("http://[::1]:8000", "http://[::1]:8000/retrieve")
-    with pytest.raises(InspoError, match="max_retries"):
+    with pytest.raises(RetrieverError, match="max_retries"):
         HTTPRetriever("http://h", max_retries=0)
 
     class FakeResponse:

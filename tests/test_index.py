@@ -17,10 +17,10 @@ import typer
 from typer.testing import CliRunner
 
 from inspo_cli.commands.index import index as index_command
-from inspo_cli.errors import InspoError
 from inspo_cli.world import generate_world, write_world
 from retriever import Passage, Retriever, build_index, open_index, open_retriever, read_index_meta
 from retriever.bm25 import BM25Builder, make_tokenizer
+from retriever.errors import RetrieverError
 
 WORLD_CORPUS = Path(__file__).resolve().parents[1] / "data" / "world" / "corpus.jsonl"
 
@@ -207,9 +207,9 @@ def test_fast_passage_constructor_makes_ordinary_frozen_passages():
 
 
 def test_open_retriever_rejects_what_it_cannot_open(tmp_path):
-    with pytest.raises(InspoError, match="neither an index directory"):
+    with pytest.raises(RetrieverError, match="neither an index directory"):
         open_retriever(tmp_path / "missing")
-    with pytest.raises(InspoError, match="no index.json"):
+    with pytest.raises(RetrieverError, match="no index.json"):
         open_retriever(tmp_path)
 
 
@@ -225,7 +225,7 @@ def test_moved_corpus_is_a_clear_error_and_can_be_pointed_at(tmp_path, corpus300
     corpus.write_bytes(corpus300.read_bytes())
     build_index(corpus, tmp_path / "idx")
     moved = corpus.rename(tmp_path / "elsewhere.jsonl")
-    with pytest.raises(InspoError, match=re.escape(str(corpus.resolve()))):
+    with pytest.raises(RetrieverError, match=re.escape(str(corpus.resolve()))):
         open_retriever(tmp_path / "idx")
     (hits,) = open_retriever(tmp_path / "idx", corpus=moved).search(["Hokin Works"], k=1)
     assert hits[0].title == "Hokin Works"
@@ -237,43 +237,43 @@ def test_changed_corpus_is_a_clear_error(tmp_path, corpus300):
     build_index(corpus, tmp_path / "idx")
     with corpus.open("a") as f:
         f.write(json.dumps({"id": "new", "contents": '"New"\nadded later'}) + "\n")
-    with pytest.raises(InspoError, match="changed since"):
+    with pytest.raises(RetrieverError, match="changed since"):
         open_retriever(tmp_path / "idx")
 
 
 # -- refusals ------------------------------------------------------------------------------------------------
 
 def test_bad_corpora_are_one_line_errors(tmp_path):
-    with pytest.raises(InspoError, match="does not exist"):
+    with pytest.raises(RetrieverError, match="does not exist"):
         build_index(tmp_path / "nope.jsonl", tmp_path / "out")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "contents": "\\"A\\"\\ntext"}\n\n{"id": "b", "contents": \n')
-    with pytest.raises(InspoError, match=re.escape(f"{bad}:3")):
+    with pytest.raises(RetrieverError, match=re.escape(f"{bad}:3")):
         build_index(bad, tmp_path / "out")
     no_contents = tmp_path / "fields.jsonl"
     no_contents.write_text('{"id": "a", "text": "x"}\n')
-    with pytest.raises(InspoError, match=r"fields.jsonl:1: missing field contents"):
+    with pytest.raises(RetrieverError, match=r"fields.jsonl:1: missing field contents"):
         build_index(no_contents, tmp_path / "out")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
-    with pytest.raises(InspoError, match="no passages"):
+    with pytest.raises(RetrieverError, match="no passages"):
         build_index(empty, tmp_path / "out")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
 
 
 def test_unknown_kind_and_faiss_type(tmp_path, corpus300):
-    with pytest.raises(InspoError, match="--kind 'sparse'"):
+    with pytest.raises(RetrieverError, match="--kind 'sparse'"):
         build_index(corpus300, tmp_path / "out", kind="sparse")
-    with pytest.raises(InspoError, match="--faiss 'ivf'"):
+    with pytest.raises(RetrieverError, match="--faiss 'ivf'"):
         build_index(corpus300, tmp_path / "out", kind="dense", faiss_type="ivf", encoder=HashingEncoder())
-    with pytest.raises(InspoError, match="drop --fp16"):
+    with pytest.raises(RetrieverError, match="drop --fp16"):
         build_index(corpus300, tmp_path / "out", kind="dense", faiss_type="ivfpq", fp16=True, encoder=HashingEncoder())
 
 
 def test_memory_estimate_over_the_limit_is_refused(tmp_path, corpus300):
-    with pytest.raises(InspoError, match=r"needs about \d+ MB \(.*pairs.*\), over --max-memory-gb 1e-06"):
+    with pytest.raises(RetrieverError, match=r"needs about \d+ MB \(.*pairs.*\), over --max-memory-gb 1e-06"):
         build_index(corpus300, tmp_path / "out", max_memory_gb=1e-6)
-    with pytest.raises(InspoError, match=r"--fp16 .* or --faiss ivfpq"):
+    with pytest.raises(RetrieverError, match=r"--fp16 .* or --faiss ivfpq"):
         build_index(corpus300, tmp_path / "out", kind="dense", encoder=HashingEncoder(), max_memory_gb=1e-6)
     assert not (tmp_path / "out").exists()
 
@@ -283,13 +283,13 @@ def test_output_directory_rules(tmp_path, corpus300):
     other.mkdir()
     (other / "keep.txt").write_text("mine")
     for force in (False, True):  # never deletes a directory that is not an index, even with --force
-        with pytest.raises(InspoError, match="not an inspo index"):
+        with pytest.raises(RetrieverError, match="not an inspo index"):
             build_index(corpus300, other, force=force)
     assert (other / "keep.txt").read_text() == "mine"
 
     out = tmp_path / "idx"
     first = build_index(corpus300, out)
-    with pytest.raises(InspoError, match="pass --force"):
+    with pytest.raises(RetrieverError, match="pass --force"):
         build_index(corpus300, out)
     second = build_index(corpus300, out, force=True)
     assert second["created"] >= first["created"] and read_index_meta(out)["kind"] == "bm25"
@@ -327,7 +327,7 @@ def test_dense_index_types_build_and_search(tmp_path, corpus300, faiss_type):
 
 
 def test_ivfpq_refuses_a_corpus_too_small_to_train(tmp_path, tiny_world):
-    with pytest.raises(InspoError, match="at least 256 passages"):
+    with pytest.raises(RetrieverError, match="at least 256 passages"):
         build_index(tiny_world / "corpus.jsonl", tmp_path / "idx", kind="dense", faiss_type="ivfpq",
                     encoder=HashingEncoder())
 
@@ -405,7 +405,7 @@ def test_encoder_precision_defaults_to_float16_on_cuda_only():
 
     assert resolve_encoder_dtype("auto", "cuda") == "float16" and resolve_encoder_dtype("auto", "cpu") == "float32"
     assert resolve_encoder_dtype("bfloat16", "cpu") == "bfloat16"
-    with pytest.raises(InspoError, match="--encoder-dtype 'float8' is not one of auto, float32, float16, bfloat16"):
+    with pytest.raises(RetrieverError, match="--encoder-dtype 'float8' is not one of auto, float32, float16, bfloat16"):
         resolve_encoder_dtype("float8", "cuda")
 
 
@@ -489,7 +489,7 @@ def test_fast_tokenizing_encoder_equals_sentence_transformers_encode():
 
 @pytest.mark.slow
 def test_e5_offline_is_a_clear_error(tmp_path, corpus300):
-    with pytest.raises(InspoError, match=r"'intfloat/e5-base-v2' is not available offline.*--encoder DIR"):
+    with pytest.raises(RetrieverError, match=r"'intfloat/e5-base-v2' is not available offline.*--encoder DIR"):
         build_index(corpus300, tmp_path / "idx", kind="dense", encoder="intfloat/e5-base-v2", device="cpu")
     assert not (tmp_path / "idx").exists()
 
@@ -499,7 +499,7 @@ def test_lucene_without_pyserini_says_how_to_install(tmp_path, corpus300):
     try:
         import pyserini  # noqa: F401
     except ImportError:
-        with pytest.raises(InspoError, match=r"pip install -e '\.\[lucene\]'"):
+        with pytest.raises(RetrieverError, match=r"pip install -e '\.\[lucene\]'"):
             build_index(corpus300, tmp_path / "idx", kind="lucene")
     else:
         pytest.skip("pyserini is installed; see test_lucene_round_trip")

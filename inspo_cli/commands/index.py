@@ -1,4 +1,4 @@
-"""`inspo index`: build a BM25, dense (encoder + faiss) or Lucene index of a Search-R1 corpus.
+"""`inspo index`: build an index of a Search-R1 corpus, of any kind in `retriever.kinds` (BM25, dense, Lucene).
 
     inspo index --corpus data/world/corpus.jsonl --out indexes/world-bm25                    # bm25s, seconds
     inspo index --corpus data/world/corpus.jsonl --kind dense --out indexes/world-minilm    # packaged MiniLM
@@ -21,6 +21,7 @@ from rich.table import Table
 
 from inspo_cli.console import console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
+from retriever.kinds import describe_kinds
 
 DEFAULT_KIND = "bm25"
 DEFAULT_FAISS = "flat"
@@ -45,8 +46,7 @@ def _dir_size(path: Path) -> int:
 def index(
     corpus: Annotated[Optional[Path], typer.Option(help="Search-R1 corpus JSONL: {\"id\", \"contents\"} per line.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Index directory to create.")] = None,
-    kind: Annotated[Optional[str], typer.Option(help="bm25 (bm25s, default), dense (encoder + faiss) or lucene "
-                                                     "(pyserini; needs the lucene extra).")] = None,
+    kind: Annotated[Optional[str], typer.Option(help=f"Index kind: {describe_kinds()}.")] = None,
     encoder: Annotated[Optional[str], typer.Option(help="kind=dense: sentence encoder, a hub id or local directory "
                                                         "(e.g. intfloat/e5-base-v2); default: the packaged "
                                                         "all-MiniLM-L6-v2.")] = None,
@@ -64,7 +64,7 @@ def index(
     overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Override a recipe field, e.g. --set "
                                                                           "retriever.corpus=wiki18.jsonl.")] = None,
 ) -> None:
-    """Build a BM25, dense or Lucene index of a Search-R1 corpus into a self-describing directory."""
+    """Build an index of a Search-R1 corpus, of any --kind, into a self-describing directory."""
     from retriever.index import build_index
 
     defaults = _recipe_defaults(recipe, overrides or []) if recipe is not None else {}

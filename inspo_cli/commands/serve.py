@@ -20,6 +20,9 @@ from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
 
 
+_GENERIC_META = ("format", "format_version", "kind", "corpus", "created", "build_seconds", "inspo_version")
+
+
 def _index_info(retriever, index: Path) -> dict:
     """What /health reports about what is served: from index.json for an index directory."""
     from retriever import read_index_meta
@@ -28,7 +31,7 @@ def _index_info(retriever, index: Path) -> dict:
         meta = read_index_meta(index)
         info = {"kind": meta["kind"], "passages": meta.get("corpus", {}).get("passages"), "path": str(index.resolve()),
                 "corpus": meta.get("corpus", {}).get("path"), "created": meta.get("created")}
-        info.update({key: meta[key] for key in ("encoder", "faiss", "bm25") if key in meta})
+        info.update({key: value for key, value in meta.items() if key not in _GENERIC_META})  # the kind's own
         return info
     return {"kind": "bm25 (in memory)", "passages": getattr(retriever, "num_docs", None),
             "corpus": str(index.resolve())}
