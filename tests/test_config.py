@@ -115,6 +115,22 @@ def test_invalid_values_name_key_value_and_fix(minimal, override, expected):
     assert error_of(minimal, [override]).startswith(expected)
 
 
+def test_proposer_and_method_are_checked_against_their_registries(minimal, monkeypatch):
+    from inspo_cli.evaluation.methods import METHODS
+    from inspo_cli.instructions.proposers import PROPOSERS
+
+    assert error_of(minimal, ["population.proposer=opro"]) == (
+        "--set population.proposer: must be one of reflection, paraphrase, history (got 'opro')")
+    assert error_of(minimal, ["evaluation.method=rag,cot"]).startswith(
+        "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent, a comma-separated list")
+    # a registry line is all a new strategy needs to be accepted (and listed) by the config
+    monkeypatch.setitem(PROPOSERS, "opro", "my_project.opro")
+    monkeypatch.setitem(METHODS, "cot", "my_project.cot")
+    recipe = load_recipe(minimal, ["population.proposer=opro", "evaluation.method=rag,cot"])
+    assert (recipe.population.proposer, recipe.evaluation.method) == ("opro", "rag,cot")
+    assert "opro" in error_of(minimal, ["population.proposer=nope"])
+
+
 def test_an_initial_instruction_over_the_length_cap_is_refused(minimal):
     message = error_of(minimal, ["population.max_instruction_chars=10"])
     assert "population.instructions: entry 0 has 553 characters, over max_instruction_chars (10)" in message

@@ -114,3 +114,9 @@ def test_existing_results_are_never_overwritten(tmp_path):
     result = invoke("evaluate", "--model", "smollm2-135m-instruct", "--out", out, "--limit", 1)
     assert_one_line_error(result, str(out), "already holds files")
     assert (out / "results.json").read_text() == "{}"
+
+
+def test_method_help_lists_the_registered_methods():
+    result = invoke("evaluate", "--help")
+    assert result.exit_code == 0
+    assert "direct, rag, ircot, search-o1, agent" in " ".join(result.output.replace("│", " ").split())

@@ -9,8 +9,8 @@ from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import RolloutConfig
 from inspo_cli.evaluation import MethodContext, averages, evaluate_methods, get_method
-from inspo_cli.evaluation.methods import short_answer
-from inspo_cli.evaluation.search_o1 import boxed_answer
+from inspo_cli.evaluation.methods.base import short_answer
+from inspo_cli.evaluation.methods.search_o1 import boxed_answer
 
 
 class RulePolicy:
@@ -130,3 +130,26 @@ def test_short_answer(response, answer):
 def test_boxed_answer_skips_the_echoed_template():
     assert boxed_answer(r"format \boxed{YOUR_ANSWER}. So \boxed{\text{Paris}}") == "Paris"
     assert boxed_answer(r"\boxed{YOUR_ANSWER}") is None and boxed_answer("no box") is None
+
+
+ECHO_METHOD = '''
+from inspo_cli.evaluation.methods.base import Prediction
+
+
+def predict(ctx, questions):
+    return [Prediction("1714", f"echo: {q}") for q in questions]
+'''
+
+
+def test_a_method_is_one_file_plus_one_registry_line(tiny_tokenizer, tmp_path, monkeypatch):
+    from inspo_cli.evaluation.methods import METHODS
+
+    assert list(METHODS) == ["direct", "rag", "ircot", "search-o1", "agent"]  # Table 1's order, which reports keep
+    with pytest.raises(ValueError, match="unknown inference method 'echo'; registered: direct, rag, ircot"):
+        get_method("echo")
+    (tmp_path / "echo_method.py").write_text(ECHO_METHOD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(METHODS, "echo", "echo_method")
+    ctx, _, _ = make_ctx(tiny_tokenizer, lambda text: "unused")
+    questions = [Question("a", QUESTIONS[0], ("1714",), "world")]
+    assert evaluate_methods(["echo"], {"world": questions}, ctx, batch_size=1)["echo"]["world"]["em"] == 1.0

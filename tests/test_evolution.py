@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 
 import pytest
 
@@ -16,6 +17,7 @@ from inspo_cli.instructions.evolution import (ACCEPTED, BELOW_PARENT, DUPLICATE,
                                               evolve, initial_rewrites, propose)
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.proposers import PROPOSERS
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
 from inspo_cli.instructions.sampling import Pick
 
@@ -239,6 +241,34 @@ def test_paraphrase_and_history_prompts():
     prompt = lm.prompts[0]  # weights 0.2, 0.5, 0.8 as 0-100 scores, worst first
     assert prompt.index("Think step by step.") < prompt.index("Search first") < prompt.index(PARENT)
     assert "<score_1> 20 </score_1>" in prompt and "<score_3> 80 </score_3>" in prompt
+
+
+SHOUT_PROPOSER = '''
+def prompt(parent, population, buffer, config, rng):
+    return f"SHOUT {config.candidates_per_call} VERSIONS OF: {parent.text.upper()}"
+'''
+
+
+def test_a_proposer_is_one_file_plus_one_registry_line(tmp_path, monkeypatch):
+    (tmp_path / "shout_proposer.py").write_text(SHOUT_PROPOSER)  # the file ...
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "shout_proposer", raising=False)
+    monkeypatch.setitem(PROPOSERS, "shout", "shout_proposer")  # ... and the line
+    config = make_config(proposer="shout")  # the config accepts the registered name
+    population, lm = make_population(config), ScriptedLM(ROUND_1, ROUND_2)
+    report = evolve(population, make_buffer(), lm, DictVerifier(SCORES), config, step=15, rng=random.Random(0))
+
+    assert lm.prompts[0] == f"SHOUT 3 VERSIONS OF: {PARENT.upper()}"
+    assert report.proposer == "shout" and report.stop_reason == "population full"
+    assert {c.proposer for c in report.candidates} == {"shout"}
+    assert {population[c.instruction_id].proposer for c in report.accepted()} == {"shout"}
+
+
+def test_an_unregistered_proposer_is_refused_with_the_registered_names():
+    config = make_config()
+    population = make_population(config)
+    with pytest.raises(ValueError, match="unknown proposer 'opro'; registered: reflection, paraphrase, history"):
+        propose("opro", population["i0"], population, make_buffer(), ScriptedLM(ROUND_1), config, random.Random(0))
 
 
 def test_initial_rewrites_are_distinct_and_exclude_the_original():

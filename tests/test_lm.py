@@ -24,8 +24,8 @@ import pytest
 
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import (RETRY_AFTER_CAP_S, OptimizerBudgetExhausted, open_optimizer,
-                                       parse_retry_after, retry_after_from_headers)
+from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer
+from inspo_cli.instructions.lm_errors import RETRY_AFTER_CAP_S, parse_retry_after, retry_after_from_headers
 
 KEY = "sk-FAKE-inspo-7c1e9b42d0-KEY"  # distinctive, so any leak is found by a substring search
 KEY_ENV = "INSPO_TEST_OPTIMIZER_KEY"
@@ -336,7 +336,8 @@ def test_local_model_loads_lazily_answers_and_counts_tokens(tiny_model_dir, tiny
 
 def test_importing_the_layer_loads_no_sdk():
     heavy = ("anthropic", "google.genai", "torch", "transformers", "httpx")
-    code = ("import sys, inspo_cli.instructions.lm, inspo_cli.instructions.lm_clients; "
+    code = ("import sys, inspo_cli.instructions.lm, inspo_cli.instructions.lm_clients, "
+            "inspo_cli.instructions.lm_errors; "
             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"

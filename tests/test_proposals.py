@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from inspo_cli.instructions.proposals import (
-    history_prompt,
-    paraphrase_prompt,
-    parse_candidates,
-    reflection_prompt,
-)
+from inspo_cli.instructions.proposers.base import parse_candidates
+from inspo_cli.instructions.proposers.history import history_prompt
+from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
+from inspo_cli.instructions.proposers.reflection import reflection_prompt
 from inspo_cli.instructions.replay import Experience
 
 RULES = (

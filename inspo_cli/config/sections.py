@@ -13,7 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from inspo_cli.evaluation.methods import METHODS
 from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
+from inspo_cli.instructions.proposers import PROPOSERS
+from inspo_cli.training.algorithms import ALGORITHMS
+from retriever.kinds import KINDS as RETRIEVER_KINDS
 
 
 class ConfigValueError(ValueError):
@@ -73,7 +77,7 @@ class RetrieverConfig:
     timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        _one_of(self.kind, ("bm25", "dense", "lucene", "http"), "kind")
+        _one_of(self.kind, (*RETRIEVER_KINDS, "http"), "kind")
         _one_of(self.faiss, ("flat", "hnsw", "ivfpq"), "faiss")
         _require(1 <= self.topk <= 100, "topk", f"must be between 1 and 100 (got {self.topk}); the paper uses 3")
         _positive(self.timeout_s, "timeout_s", "30")
@@ -163,6 +167,7 @@ class TrainingConfig:
     """GRPO optimisation (App. B). `batch_size` and `mini_batch_size` count questions (each gets `group_size`
     rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass."""
 
+    algorithm: str = "grpo"  # a name in inspo_cli.training.algorithms.ALGORITHMS
     steps: int = 300
     group_size: int = 5
     batch_size: int = 512
@@ -207,6 +212,7 @@ class TrainingConfig:
         _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")
         _require(0 < self.clip_epsilon < 1, "clip_epsilon", f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
+        _one_of(self.algorithm, tuple(ALGORITHMS), "algorithm")
         _one_of(self.loss_type, LOSS_TYPES, "loss_type")
         _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
         _require(self.entropy_coef >= 0, "entropy_coef", f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")
@@ -228,7 +234,7 @@ class PopulationConfig:
     prune_every: int = 5  # K_p
     evolve_every: int = 15  # K_e
     evolve_until: int = 150  # T_e
-    proposer: str = "reflection"  # reflection | paraphrase | history
+    proposer: str = "reflection"  # a name in instructions.proposers.PROPOSERS: reflection | paraphrase | history
     candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
     failures_per_call: int = 4
     verify_size: int = 200  # |D_B|
@@ -256,7 +262,7 @@ class PopulationConfig:
         _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
         _require(len(self.instructions) <= self.size, "instructions",
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
-        _one_of(self.proposer, ("reflection", "paraphrase", "history"), "proposer")
+        _one_of(self.proposer, tuple(PROPOSERS), "proposer")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
         for i, text in enumerate(self.instructions):
             _require(len(text.strip()) <= self.max_instruction_chars, "instructions",
@@ -304,7 +310,7 @@ class EvaluationConfig:
     """What `inspo evaluate` (and evaluation during training) runs."""
 
     benchmarks: list[str] = field(default_factory=lambda: ["world"])
-    method: str = "agent"  # direct | rag | ircot | search-o1 | agent, comma-separated, or all
+    method: str = "agent"  # names in evaluation.methods.METHODS (direct, rag, ...), comma-separated, or all
     split: str | None = None  # default: the split Search-R1 reports (test, or dev where there is no test)
     limit: int | None = None
     batch_size: int = 32
@@ -316,7 +322,7 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         _require(bool(self.benchmarks), "benchmarks", "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
-        methods = ("direct", "rag", "ircot", "search-o1", "agent")
+        methods = tuple(METHODS)
         names = [m.strip() for m in self.method.split(",")]
         _require(self.method.strip() == "all" or (all(n in methods for n in names) and all(names)), "method",
                  f"must be one of {', '.join(methods)}, a comma-separated list of them, or all (got {self.method!r})")

@@ -14,8 +14,9 @@ from typing import Callable, Sequence
 
 from inspo_cli.benchmarks import Question, load_benchmark, parse_benchmark_names
 from inspo_cli.config import DataConfig
-from inspo_cli.evaluation.methods import MethodContext, Prediction, get_method
-from inspo_cli.rewards import METRICS
+from inspo_cli.evaluation.methods import get_method
+from inspo_cli.evaluation.methods.base import MethodContext, Prediction
+from inspo_cli.metrics import METRICS
 
 SCORE_FIELDS = ("em", "f1", "subem", "searches")
 

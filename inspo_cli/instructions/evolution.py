@@ -2,7 +2,8 @@
 
 Every `evolve_every` steps the trainer calls `evolve`. The top `n_parent` instructions by weight become the
 parents and the only survivors; the optimizer LM proposes candidates from each parent (INSPO reflects on the
-parent's failed rollouts from the replay buffer; the paraphrase and history proposers are the paper's ablations);
+parent's failed rollouts from the replay buffer; the paraphrase and history proposers are the paper's ablations;
+each is a module registered in `proposers.PROPOSERS`, looked up by `population.proposer`);
 the current policy is rolled out on a sample D_B of replay questions with the parent and its candidates in one
 batch, and candidates join by `population.accept`: `beat_parent` (those scoring at least the parent on the same
 D_B, best first, at most `accept_top_n`) or `top_n` (the best `accept_top_n` whatever their score). Rounds repeat
@@ -31,7 +32,9 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
 from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
-from inspo_cli.instructions.proposals import history_prompt, paraphrase_prompt, parse_candidates, reflection_prompt
+from inspo_cli.instructions.proposers import load_proposer
+from inspo_cli.instructions.proposers.base import NoFailures, parse_candidates
+from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
 
 if TYPE_CHECKING:
@@ -44,12 +47,6 @@ TOO_LONG = "too long"  # over population.max_instruction_chars: never verified
 BELOW_PARENT = "below parent"  # accept=beat_parent: scored lower than its parent on the same D_B
 NOT_IN_TOP_N = "not in top-n"  # verified, but accept_top_n others of its batch scored higher
 NO_ROOM = "no room"  # good enough, but the population was already full
-
-HISTORY_LIMIT = 20  # OPRO shows its 20 best-scored instructions; more would only lengthen the prompt
-
-
-class NoFailures(ValueError):
-    """Every rollout in the replay buffer earned the full reward: nothing for the reflection to work on."""
 
 
 class Verifier(Protocol):
@@ -105,20 +102,10 @@ class EvolutionReport:
 
 def proposal_prompt(proposer: str, parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer,
                     config: PopulationConfig, rng: random.Random) -> str:
-    """The App. E prompt asking the optimizer for `candidates_per_call` new instructions from `parent`."""
-    n = config.candidates_per_call
-    if proposer == "reflection":
-        # App. E: "it still gets the following examples wrong": the parent's own latest failures first
-        failures = buffer.failures(config.failures_per_call, rng, instruction_id=parent.id)
-        if not failures:
-            raise NoFailures("the reflection proposer needs failed rollouts to reflect on, and the replay buffer "
-                             "has none (every stored rollout earned the full reward)")
-        return reflection_prompt(parent.text, failures, n)
-    if proposer == "paraphrase":
-        return paraphrase_prompt(parent.text, n)
-    if proposer == "history":
-        return history_prompt(scored_history(population), n)
-    raise ValueError(f"proposer must be reflection, paraphrase or history, got {proposer!r}")
+    """The prompt of the proposer registered as `proposer` (`proposers.PROPOSERS`), asking the optimizer for
+    `candidates_per_call` new instructions from `parent`. The reflection proposer raises `NoFailures` when the
+    replay buffer holds no failed rollout."""
+    return load_proposer(proposer)(parent, population, buffer, config, rng)
 
 
 def propose(proposer: str, parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer,
@@ -127,22 +114,6 @@ def propose(proposer: str, parent: Candidate, population: InstructionPopulation,
     answer = lm.complete(proposal_prompt(proposer, parent, population, buffer, config, rng))
     return parse_candidates(answer, n=config.candidates_per_call, max_chars=config.max_instruction_chars,
                             exclude=[c.text for c in population.alive()])
-
-
-def scored_history(population: InstructionPopulation, limit: int = HISTORY_LIMIT) -> list[tuple[str, float]]:
-    """(text, 100 x weight) of the best `limit` instructions with a measured weight, worst first (OPRO's order).
-
-    Every candidate ever created counts, pruned ones included (their weight is the one they were pruned
-    with); one whose weight was reset and not measured since is left out rather than shown as a false 0.
-    A text recorded twice keeps its newest score. Scores are clipped to the template's 0..100.
-    """
-    scores: dict[str, tuple[str, float]] = {}
-    for row in population.records():  # creation order, so a newer record of a text replaces the older
-        if row["recent_means"]:
-            scores[normalize_text(row["text"])] = (row["text"], min(100.0, max(0.0, 100.0 * row["weight"])))
-    if not scores:  # nothing measured yet: the alive instructions, unscored, are all the history there is
-        return [(c.text, 0.0) for c in population.alive()][-limit:]
-    return sorted(scores.values(), key=lambda pair: pair[1])[-limit:]
 
 
 def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] = (),

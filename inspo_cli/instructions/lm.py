@@ -8,23 +8,22 @@ only `LanguageModel.complete(prompt) -> str`; this file adds what every provider
     summary["optimizer"] = optimizer.accounting()    # calls, retries, tokens, seconds: safe to write out
 
 Providers live in `lm_clients.py`; each makes exactly one attempt per `attempt(prompt)` call (their SDKs'
-own retries are off) and reports a failure as `AttemptFailed`. `OptimizerLM` owns retries (exponential
+own retries are off) and reports a failure as `AttemptFailed` (`lm_errors.py`, which both files import). `OptimizerLM` owns retries (exponential
 backoff with jitter, honouring Retry-After), the call/token budget and the accounting, so every provider
 behaves alike. API keys come only from the environment and never appear in errors, reprs, logs or accounting.
 """
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
 import random
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.lm_errors import AttemptFailed, Completion, ProviderClient
 
 if TYPE_CHECKING:
     from inspo_cli.config import OptimizerConfig
@@ -33,8 +32,6 @@ logger = logging.getLogger(__name__)
 
 INITIAL_BACKOFF_S = 1.0  # the first retry waits 0.5-1 s, the n-th 0.5-1 x 2^(n-1) s ...
 MAX_BACKOFF_S = 30.0  # ... up to this
-RETRY_AFTER_CAP_S = 60.0  # a server asking for a longer pause gets this; the run should not stall for hours
-RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 
 
 class LanguageModel(Protocol):
@@ -43,104 +40,8 @@ class LanguageModel(Protocol):
     def complete(self, prompt: str) -> str: ...
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One answer and what it cost. Token counts are the provider's own (estimated only where it gave none)."""
-
-    text: str
-    input_tokens: int
-    output_tokens: int
-    usage_estimated: bool = False
-
-
-class AttemptFailed(Exception):
-    """One attempt at a provider failed. `reason` completes "<provider> model M at URL ..." in a sentence."""
-
-    def __init__(self, reason: str, *, retryable: bool, status: int | None = None,
-                 retry_after_s: float | None = None, hint: str = ""):
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-        self.status = status
-        self.retry_after_s = retry_after_s
-        self.hint = hint
-
-
-class ProviderClient(Protocol):
-    """One provider's transport: a single attempt per call, no retries, no budget (lm_clients.py)."""
-
-    provider: str
-    model: str
-    endpoint: str  # where requests go, for error messages; never contains the key
-
-    def attempt(self, prompt: str) -> Completion: ...
-
-
 class OptimizerBudgetExhausted(InspoError):
     """The run has spent optimizer.max_calls or optimizer.max_total_tokens; raised before any further call."""
-
-
-def http_failure(status: int, detail: str = "", retry_after: str | None = None) -> AttemptFailed:
-    """The failure for an HTTP error status: 408, 429 and 5xx may succeed later, other 4xx never do."""
-    detail = " ".join(str(detail).split())[:200]
-    reason = f"answered HTTP {status}" + (f" ({detail})" if detail else "")
-    if status in (401, 403):
-        hint = "check the API key in the environment variable named by optimizer.api_key_env"
-    elif status == 404:
-        hint = "check optimizer.model and optimizer.base_url"
-    elif status == 429:
-        hint = "the provider is rate-limiting; wait, lower the call rate, or raise optimizer.max_retries"
-    elif status in RETRYABLE_STATUSES:
-        hint = "the server is failing; try again later or raise optimizer.max_retries"
-    else:
-        hint = "check optimizer.model, optimizer.temperature and optimizer.max_output_tokens"
-    return AttemptFailed(reason, retryable=status in RETRYABLE_STATUSES, status=status,
-                         retry_after_s=parse_retry_after(retry_after), hint=hint)
-
-
-def timeout_failure(timeout_s: float) -> AttemptFailed:
-    return AttemptFailed(f"timed out after {timeout_s:g} s", retryable=True,
-                         hint="raise optimizer.timeout_s or optimizer.max_retries")
-
-
-def connection_failure(error: BaseException) -> AttemptFailed:
-    why = " ".join(str(error).split())[:160] or type(error).__name__
-    return AttemptFailed(f"could not be reached ({why})", retryable=True,
-                         hint="check optimizer.base_url and that the server is up")
-
-
-def malformed_response(provider: str, what: str) -> AttemptFailed:
-    return AttemptFailed(f"returned a malformed response ({what})", retryable=False,
-                         hint=f"check that optimizer.base_url points at a {provider} endpoint")
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (seconds or an HTTP date), capped; None when absent or unreadable."""
-    if value is None or not str(value).strip():
-        return None
-    value = str(value).strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
-
-
-def retry_after_from_headers(headers: Mapping[str, str] | None) -> str | None:
-    """Retry-After, or Anthropic/OpenAI's millisecond variant converted to seconds."""
-    if headers is None:
-        return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            return str(float(milliseconds) / 1000)
-        except ValueError:
-            pass
-    return headers.get("retry-after")
 
 
 class OptimizerLM:

@@ -1,4 +1,4 @@
-"""The four optimizer-LM providers, each a `ProviderClient` (see lm.py) that makes exactly one attempt per call.
+"""The four optimizer-LM providers, each a `ProviderClient` (lm_errors.py) that makes exactly one attempt per call.
 
     client = build_client(config, api_key)   # config: OptimizerConfig; api_key from lm.read_api_key
     completion = client.attempt(prompt)      # Completion, or raises AttemptFailed
@@ -7,7 +7,8 @@
 - anthropic: the `anthropic` SDK, POST {base_url}/v1/messages (anthropic >= 2 sends the key as a Bearer token).
 - openai: any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, ...) through plain httpx,
   POST {base_url}/chat/completions with `Authorization: Bearer <key>`; no openai package needed.
-- local: a transformers model loaded with `inspo_cli.models.load_model` on first use (the offline default).
+- local: a transformers model loaded with `inspo_cli.models.load_model` on first use (the offline default); it
+  needs torch, so it lives outside this torch-free package, in `inspo_cli/agent/local_optimizer.py`.
 
 The SDKs' own retries are switched off so `OptimizerLM` retries every provider the same way. Every SDK error is
 translated into `AttemptFailed` here, so nothing above this file imports an SDK or sees its exception types.
@@ -20,8 +21,9 @@ import importlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from inspo_cli.instructions.lm import (AttemptFailed, Completion, ProviderClient, connection_failure, http_failure,
-                                       malformed_response, retry_after_from_headers, timeout_failure)
+from inspo_cli.instructions.lm_errors import (AttemptFailed, Completion, ProviderClient, connection_failure,
+                                              http_failure, malformed_response, retry_after_from_headers,
+                                              timeout_failure)
 
 if TYPE_CHECKING:
     from inspo_cli.config import OptimizerConfig
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 def build_client(config: OptimizerConfig, api_key: str | None) -> ProviderClient:
     """The client for `config.provider`; `api_key` is None only for local models."""
     if config.provider == "local":
+        from inspo_cli.agent.local_optimizer import LocalTransformersClient  # torch: imported only when asked for
+
         return LocalTransformersClient(config)
     assert api_key, "read_api_key refuses a missing key before this point"
     clients = {"gemini": GeminiClient, "anthropic": AnthropicClient, "openai": OpenAICompatibleClient}
@@ -221,59 +225,6 @@ class OpenAICompatibleClient:
             raise malformed_response(self.provider, f"no message content in the first choice, finish reason {finish}")
         usage = body.get("usage")
         return completion_with_usage(text, prompt, _field(usage, "prompt_tokens"), _field(usage, "completion_tokens"))
-
-
-class LocalTransformersClient:
-    """A transformers model on this machine: no key, no network. Loaded on the first call, then kept.
-
-    Its answer is started with `RESPONSE_PREFIX` (the model continues after it, and the returned text includes it):
-    every optimizer prompt asks for candidates in `<ins_1>...</ins_1>` tags, which API models write but small local
-    models (the offline default is a 135M model) seldom do unprompted; opened for them, they write an instruction.
-    """
-
-    provider = "local"
-    RESPONSE_PREFIX = "<ins_1>\n"
-
-    def __init__(self, config: OptimizerConfig):
-        self.model = config.model  # a packaged name (smollm2-135m-instruct), a directory or a cached hub id
-        self.endpoint = f"local:{config.model}"
-        self._temperature = config.temperature
-        self._max_new_tokens = config.max_output_tokens
-        self._loaded: tuple[Any, Any] | None = None  # (model, tokenizer)
-
-    def __repr__(self) -> str:
-        return f"LocalTransformersClient(model={self.model!r}, loaded={self._loaded is not None})"
-
-    def attempt(self, prompt: str) -> Completion:
-        import torch
-
-        from inspo_cli.models import uses_chat_template
-
-        model, tokenizer = self._load()
-        if uses_chat_template(tokenizer, "auto"):
-            text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                 add_generation_prompt=True)
-            encoded = tokenizer(text + self.RESPONSE_PREFIX, return_tensors="pt", add_special_tokens=False)
-        else:
-            encoded = tokenizer(f"{prompt}\n\n{self.RESPONSE_PREFIX}", return_tensors="pt")
-        encoded = encoded.to(model.device)
-        greedy = self._temperature == 0
-        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self._temperature}
-        with torch.no_grad():
-            output = model.generate(**encoded, max_new_tokens=self._max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                    **sampling)
-        prompt_length = encoded["input_ids"].shape[1]
-        new_tokens = output[0, prompt_length:]
-        return Completion(text=self.RESPONSE_PREFIX + tokenizer.decode(new_tokens, skip_special_tokens=True),
-                          input_tokens=int(prompt_length), output_tokens=int(new_tokens.shape[0]))
-
-    def _load(self) -> tuple[Any, Any]:
-        if self._loaded is None:
-            from inspo_cli.config import ModelConfig
-            from inspo_cli.models import load_model
-
-            self._loaded = load_model(ModelConfig(name_or_path=self.model, dtype="auto"))
-        return self._loaded
 
 
 def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_tokens: Any) -> Completion:

@@ -27,12 +27,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.proposers import PROPOSERS as REGISTERED_PROPOSERS
 from inspo_cli.instructions.sampling import Pick, stable_random
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
 
-PROPOSERS = ("initial", "reflection", "paraphrase", "history", "rewrite")
+ORIGINS = ("initial", "rewrite")  # where a candidate can come from besides a registered proposer
 STATE_VERSION = 1
 
 
@@ -48,7 +49,7 @@ class Candidate:
     id: str
     text: str
     parent: str | None  # the id it was evolved from; None for the initial population
-    proposer: str  # one of PROPOSERS
+    proposer: str  # one of ORIGINS or a registered proposer (proposers.PROPOSERS)
     step_born: int
     verification_score: float | None = None
     step_rewards: list[list[float]] = field(default_factory=list)  # [step, mean group reward, groups] per used step
@@ -109,8 +110,8 @@ class InstructionPopulation:
         """A new alive candidate, or None when the population is full or an alive one has the same text."""
         if not text.strip():
             raise ValueError("an instruction must not be empty")
-        if proposer not in PROPOSERS:
-            raise ValueError(f"proposer must be one of {PROPOSERS}, got {proposer!r}")
+        if proposer not in ORIGINS and proposer not in REGISTERED_PROPOSERS:
+            raise ValueError(f"proposer must be one of {(*ORIGINS, *REGISTERED_PROPOSERS)}, got {proposer!r}")
         if parent is not None and parent not in self._candidates:
             raise ValueError(f"unknown parent instruction id {parent!r}")
         alive = self.alive()

@@ -12,7 +12,7 @@ import re
 from typing import Sequence
 
 from inspo_cli.agent.protocol import format_passages
-from inspo_cli.evaluation.methods import MethodContext, Prediction, short_answer
+from inspo_cli.evaluation.methods.base import MethodContext, Prediction, short_answer
 
 BEGIN_QUERY, END_QUERY = "<|begin_search_query|>", "<|end_search_query|>"
 BEGIN_RESULT, END_RESULT = "<|begin_search_result|>", "<|end_search_result|>"
@@ -63,7 +63,7 @@ def _final_information(text: str) -> str:
     return (after if mark else text).strip() or "No helpful information found."
 
 
-def search_o1(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
+def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     n, max_searches = len(questions), ctx.rollout.max_turns
     system = SEARCH_O1_INSTRUCTION.replace("{max_searches}", str(max_searches))
     reasoning = [""] * n

@@ -1,11 +1,7 @@
-"""The paper's inference methods behind one signature: questions in, predictions out, batched.
+"""What every inference method shares: its signature, the context it runs in, and what it returns.
 
-    method = METHODS["rag"]
-    predictions = method(ctx, ["who founded Hokin Works?", ...])
-
-`direct` and `rag` use FlashRAG's prompts (the baselines of Search-R1's and INSPO's Table 1); `agent` runs the
-Search-R1 protocol with an instruction through the rollout engine; `ircot` and `search-o1` are in their own
-modules. Every method reads its limits from the recipe's `rollout` section and searches through `ctx.retriever`.
+`MethodContext` carries the policy backend and its tokenizer, the retriever and the recipe's `rollout` limits;
+every method reads its limits from there and searches through `ctx.search`, which times retrieval.
 """
 
 from __future__ import annotations
@@ -13,19 +9,13 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Protocol, Sequence
 
 from jinja2.exceptions import TemplateError
 
-from inspo_cli.agent import RolloutEngine
-from inspo_cli.agent.protocol import format_passages
 from inspo_cli.config import RolloutConfig
-from inspo_cli.rewards import extract_answer
+from inspo_cli.metrics import extract_answer
 from retriever.search import Retriever
-
-DIRECT_INSTRUCTION = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
-RAG_INSTRUCTION = ("Answer the question based on the given document. Only give me the answer and do not output any "
-                   "other words.\nThe following are given documents.\n\n{reference}")
 
 
 @dataclass
@@ -80,6 +70,12 @@ class MethodContext:
         return results
 
 
+class Method(Protocol):
+    """An inference method: one prediction per question, generated in batches through `ctx`."""
+
+    def __call__(self, ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]: ...
+
+
 _LEAD_IN = re.compile(r"^\s*(the\s+)?(final\s+)?answer(\s+to\s+(this|the)\s+question)?\b(\s+is\b\s*[:：]?|\s*[:：])\s*",
                       re.IGNORECASE)
 
@@ -97,40 +93,3 @@ def short_answer(response: str) -> str | None:
         if line:
             return line
     return None
-
-
-def direct(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
-    prompts = [ctx.prompt(DIRECT_INSTRUCTION, f"Question: {q}", prefix="" if ctx.chat else "\nAnswer:") for q in questions]
-    responses = ctx.generate(prompts, ctx.rollout.max_tokens_per_turn, stop=["\n\n"])
-    return [Prediction(short_answer(r), r) for r in responses]
-
-
-def rag(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
-    results = ctx.search(questions)
-    prompts = [ctx.prompt(RAG_INSTRUCTION.format(reference=format_passages(passages)), f"Question: {q}",
-                          prefix="" if ctx.chat else "\nAnswer:") for q, passages in zip(questions, results)]
-    responses = ctx.generate(prompts, ctx.rollout.max_tokens_per_turn, stop=["\n\n"])
-    return [Prediction(short_answer(r), r, 1, [q], [[p.id for p in passages]])
-            for q, r, passages in zip(questions, responses, results)]
-
-
-def agent(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
-    engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat)
-    trajectories = engine.run([ctx.instruction] * len(questions), questions)
-    ctx.retrieval_seconds += engine.retrieval_seconds
-    return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason)
-            for t in trajectories]
-
-
-def _methods() -> dict[str, Callable[[MethodContext, Sequence[str]], list[Prediction]]]:
-    from inspo_cli.evaluation.ircot import ircot
-    from inspo_cli.evaluation.search_o1 import search_o1
-
-    return {"direct": direct, "rag": rag, "ircot": ircot, "search-o1": search_o1, "agent": agent}
-
-
-METHOD_NAMES = ("direct", "rag", "ircot", "search-o1", "agent")  # the paper's Table 1 order
-
-
-def get_method(name: str):
-    return _methods()[name]

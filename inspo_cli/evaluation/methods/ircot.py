@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from inspo_cli.evaluation.methods import MethodContext, Prediction
+from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 
 IRCOT_INSTRUCTION = (
     "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop reasoning "
@@ -41,7 +41,7 @@ def _answer_after_mark(thought: str) -> str | None:
     return answer or None
 
 
-def ircot(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
+def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     n = len(questions)
     passages = [[] for _ in range(n)]
     seen = [set() for _ in range(n)]

@@ -1,0 +1,17 @@
+"""The search agent (Search-R1's protocol, INSPO's and Search-R1's rows of Table 1): `ctx.instruction`, then
+multi-turn `<search>`/`<answer>` rollouts through the same engine training uses."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from inspo_cli.agent import RolloutEngine
+from inspo_cli.evaluation.methods.base import MethodContext, Prediction
+
+
+def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
+    engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat)
+    trajectories = engine.run([ctx.instruction] * len(questions), questions)
+    ctx.retrieval_seconds += engine.retrieval_seconds
+    return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason)
+            for t in trajectories]
