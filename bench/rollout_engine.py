@@ -25,17 +25,9 @@ from _common import ROOT, machine, update_readme_section
 from inspo_cli.agent import STOP_STRINGS, RolloutEngine, TransformersBackend
 from inspo_cli.benchmarks import load_benchmark
 from inspo_cli.config import ModelConfig, RolloutConfig
-from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
+from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION, WORKED_EXAMPLE_INSTRUCTION
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.models import load_model
-
-INSTRUCTION = (
-    "Answer the question. To look something up, write <search> your query </search> and the results will appear "
-    "between <information> and </information>. When you know the answer, write it as <answer> short answer </answer>.\n"
-    "Example:\nQuestion: Who founded Hokin Works?\n<search> Hokin Works founder </search>\n"
-    "<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded by Ada Vell.</information>\n"
-    "<answer> Ada Vell </answer>\nQuestion: {question}\n"
-)
 
 
 def plain_generate(model, tokenizer, prompts, batch: int, max_new: int) -> tuple[list[list[int]], float]:
@@ -111,7 +103,7 @@ def main() -> None:
 
     searching = engine(2, False)
     started = time.perf_counter()
-    with_search = searching.run([INSTRUCTION] * len(questions), questions)
+    with_search = searching.run([WORKED_EXAMPLE_INSTRUCTION] * len(questions), questions)
     wall = time.perf_counter() - started
     search_tokens = sum(sum(t.completion_mask) for t in with_search)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from inspo_cli.benchmarks import (BENCHMARKS, DEFAULT_DATA_DIR, DEFAULT_WORLD_DIR, HUB_REPO, TEST_BENCHMARKS,
-                                  TRAIN_MIXTURE, TRAIN_MIXTURE_NAME, WORLD, WORLD_SPLITS, _find_split_file, _HubFailed,
-                                  _hub_rows, _located, _offline_setting, _questions_from_rows, hub_allowed,
-                                  parse_benchmark_names)
+                                  TRAIN_MIXTURE, TRAIN_MIXTURE_NAME, WORLD, WORLD_SPLITS, HubDownloadError,
+                                  download_hub_rows, find_split_file, hub_allowed, hub_offline_reason,
+                                  parse_benchmark_names, questions_from_hub_rows)
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_jsonl
 
@@ -48,19 +48,20 @@ def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
     plan = _fetch_plan(names, splits)
     if not hub_allowed():
         wanted = ", ".join(f"{name}/{split}" for name, split in plan)
-        raise InspoError(f"cannot download {wanted} from {HUB_REPO}: {_offline_setting()}; unset it on a machine that "
-                         f"reaches huggingface.co, or copy FlashRAG's <name>/<split>.jsonl files into {data_dir}/ by hand")
+        raise InspoError(f"cannot download {wanted} from {HUB_REPO}: {hub_offline_reason()}; unset it on a machine "
+                         f"that reaches huggingface.co, or copy FlashRAG's <name>/<split>.jsonl files into {data_dir}/ "
+                         "by hand")
     written: list[Path] = []
     if progress:
         progress(0, len(plan))
     for name, split in plan:
         spec, out = BENCHMARKS[name], Path(data_dir) / name / f"{split}.jsonl"
         try:
-            rows = _hub_rows(spec, split)
-        except _HubFailed as e:
+            rows = download_hub_rows(spec, split)
+        except HubDownloadError as e:
             raise InspoError(f"could not download {name!r} split {split!r} from {HUB_REPO} ({e}); check the network "
                              f"(and HF_TOKEN), or copy FlashRAG's {spec.config}/{split}.jsonl to {out} by hand") from None
-        _questions_from_rows(_located(spec, split, rows), name, split, None)  # never write rows we cannot read
+        questions_from_hub_rows(spec, split, rows)  # never write rows we cannot read
         atomic_write_jsonl(out, rows)
         written.append(out)
         if progress:
@@ -91,7 +92,7 @@ def benchmark_status(data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
     entries += [(WORLD, split, "world", Path(world_dir)) for split in WORLD_SPLITS]
     status = []
     for name, split, role, folder in entries:
-        spec, path, rows = BENCHMARKS.get(name), _find_split_file(folder, split), None
+        spec, path, rows = BENCHMARKS.get(name), find_split_file(folder, split), None
         try:
             rows = count_rows(path) if path is not None else None
         except (OSError, ValueError):  # unreadable: shown as present with unknown size

@@ -46,13 +46,18 @@ _CORE_FIELDS = ("id", "question", "golden_answers", "metadata")
 
 @dataclass(frozen=True)
 class Question:
-    """One QA item. `id` is unique within `source` (the benchmark name); use (source, id) as a key across sets."""
+    """One QA item. `id` is unique within `source` (the benchmark name); `key` is unique across sets."""
 
     id: str
     question: str
     golden_answers: tuple[str, ...]
     source: str
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # every other field of the row
+
+    @property
+    def key(self) -> str:
+        """'<source>:<id>', e.g. 'nq:test_0': how the instruction population and the replay buffer name a question."""
+        return f"{self.source}:{self.id}"
 
 
 @dataclass(frozen=True)
@@ -126,10 +131,11 @@ def parse_benchmark_names(text: str | Iterable[str]) -> list[str]:
 
 def local_path(name: str, split: str, data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> Path | None:
     """The first of data_dir/<name>/<split>.jsonl, .parquet, .json that exists; None if none does."""
-    return _find_split_file(Path(data_dir) / name, split)
+    return find_split_file(Path(data_dir) / name, split)
 
 
-def _find_split_file(folder: Path, split: str) -> Path | None:
+def find_split_file(folder: Path, split: str) -> Path | None:
+    """The first of folder/<split>.jsonl, .parquet, .json that exists; None if none does."""
     for suffix in FILE_SUFFIXES:
         if (folder / f"{split}{suffix}").is_file():
             return folder / f"{split}{suffix}"
@@ -257,32 +263,36 @@ def _first_line(error: BaseException) -> str:
 
 # -- the hub ----------------------------------------------------------------------------------------------------
 
-def _offline_setting() -> str | None:
+def hub_offline_reason() -> str | None:
     """'HF_HUB_OFFLINE=1 is set' when an offline variable is on (offline, `datasets` would only retry and fail)."""
     on = [v for v in _OFFLINE_VARS if os.environ.get(v, "").strip().upper() in {"1", "ON", "YES", "TRUE"}]
     return f"{on[0]}={os.environ[on[0]]} is set" if on else None
 
 
 def hub_allowed() -> bool:
-    return _offline_setting() is None
+    return hub_offline_reason() is None
 
 
-class _HubFailed(Exception):
-    pass
+class HubDownloadError(Exception):
+    """`download_hub_rows` failed (network, auth, a renamed config...); the message is the cause's first line."""
 
 
-def _hub_rows(spec: BenchmarkSpec, split: str) -> list[dict]:
+def download_hub_rows(spec: BenchmarkSpec, split: str) -> list[dict]:
+    """The raw rows of one FlashRAG split from the hub, through `datasets.load_dataset` (and its cache)."""
     import datasets  # imported late: it is slow to import and only the hub path needs it
 
     try:
         dataset = datasets.load_dataset(HUB_REPO, spec.config, split=split)
         return [dict(row) for row in dataset]
     except Exception as e:  # network, auth, a renamed config...: all end in the same advice
-        raise _HubFailed(_first_line(e)) from e
+        raise HubDownloadError(_first_line(e)) from e
 
 
-def _located(spec: BenchmarkSpec, split: str, rows: list[dict]) -> Iterator[tuple[str, dict]]:
-    return ((f"{HUB_REPO}/{spec.config}/{split}.jsonl:{i}", row) for i, row in enumerate(rows, start=1))
+def questions_from_hub_rows(spec: BenchmarkSpec, split: str, rows: list[dict],
+                            limit: int | None = None) -> list[Question]:
+    """Validated questions from rows `download_hub_rows` returned; errors name HUB_REPO/<config>/<split>.jsonl:ROW."""
+    located = ((f"{HUB_REPO}/{spec.config}/{split}.jsonl:{i}", row) for i, row in enumerate(rows, start=1))
+    return _questions_from_rows(located, spec.name, split, limit)
 
 
 def _fetch_command(name: str, split: str) -> str:
@@ -311,7 +321,7 @@ def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathL
         return load_train_mixture(data_dir, limit=limit, allow_hub=allow_hub)
     if name == WORLD:
         split = split or "test"
-        path = _find_split_file(Path(world_dir), split)
+        path = find_split_file(Path(world_dir), split)
         if path is None:
             raise InspoError(f"synthetic world split {split!r} not found at {Path(world_dir) / f'{split}.jsonl'}; "
                              f"generate it with `inspo data world --out {world_dir}` or set data.world_dir")
@@ -329,14 +339,14 @@ def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathL
     fix = (f"put FlashRAG's {spec.config}/{split}.jsonl at {expected} (fields id, question, golden_answers) "
            f"or run `{_fetch_command(name, split)}` online")
     if not (hub_allowed() if allow_hub is None else allow_hub):
-        reason = _offline_setting() or "hub access is off"
+        reason = hub_offline_reason() or "hub access is off"
         raise InspoError(f"benchmark {name!r} split {split!r} not found ({reason}): {fix}")
     try:
-        rows = _hub_rows(spec, split)
-    except _HubFailed as e:
+        rows = download_hub_rows(spec, split)
+    except HubDownloadError as e:
         raise InspoError(f"benchmark {name!r} split {split!r} not found locally and {HUB_REPO} failed ({e}): "
                          f"{fix}") from None
-    return _questions_from_rows(_located(spec, split, rows), name, split, limit)
+    return questions_from_hub_rows(spec, split, rows, limit)
 
 
 def load_train_mixture(data_dir: str | os.PathLike = DEFAULT_DATA_DIR, limit: int | None = None,

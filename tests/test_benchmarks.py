@@ -98,6 +98,12 @@ def test_question_fields_aliases_and_metadata():
     hash(nq[0])  # usable as a dict key / in sets, metadata excluded
 
 
+def test_question_key_names_the_question_across_benchmarks():
+    nq, hotpot = load_benchmark("nq", data_dir=FIXTURES)[0], load_benchmark("hotpotqa", data_dir=FIXTURES)[0]
+    assert nq.key == "nq:test_0" and hotpot.key == f"hotpotqa:{hotpot.id}"
+    assert len({q.key for q in load_train_mixture(FIXTURES)}) == len(load_train_mixture(FIXTURES))
+
+
 def test_limit_takes_the_first_n_and_rejects_nonsense():
     assert [q.id for q in load_benchmark("nq", data_dir=FIXTURES, limit=2)] == ["test_0", "test_1"]
     assert len(load_benchmark("nq", data_dir=FIXTURES, limit=100)) == 5
@@ -261,6 +267,19 @@ def test_fetch_failure_and_bad_requests(tmp_path, monkeypatch):
     # load_benchmark falls back to the hub only when allowed, and reports its failure with the fix
     with pytest.raises(InspoError, match="inspo data fetch bamboogle"):
         load_benchmark("bamboogle", data_dir=tmp_path)
+
+
+def test_fetch_writes_nothing_when_a_hub_row_is_malformed(tmp_path, monkeypatch):
+    import datasets
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE")
+    rows = [{"id": "0", "question": "q?", "golden_answers": ["a"]}, {"id": "1", "question": "", "golden_answers": ["a"]}]
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: datasets.Dataset.from_list(rows))
+    with pytest.raises(InspoError) as error:
+        fetch_benchmarks(["bamboogle"], data_dir=tmp_path)
+    assert _single_line(error).startswith(f"{HUB_REPO}/bamboogle/test.jsonl:2: field 'question'")
+    assert not (tmp_path / "bamboogle").exists()
 
 
 def test_load_benchmark_reads_the_hub_when_the_file_is_absent(tmp_path, fake_hub):

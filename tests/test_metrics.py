@@ -2,7 +2,7 @@
 
 import pytest
 
-from inspo_cli.rewards import cover_exact_match, exact_match, extract_answer, f1_score, normalize_answer
+from inspo_cli.metrics import cover_exact_match, exact_match, extract_answer, f1_score, normalize_answer
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -16,7 +16,7 @@ import pytest
 
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import read_jsonl
-from inspo_cli.rewards import exact_match, normalize_answer
+from inspo_cli.metrics import exact_match, normalize_answer
 from inspo_cli.world import WORLD_FILES, WORLD_SIZES, World, WorldSize, generate_world, write_world
 from inspo_cli.world.entities import Organisation, Person
 from inspo_cli.world.names import BLOCKLIST, NameRegistry, twin_variants

@@ -24,7 +24,7 @@ from typing import Sequence
 from inspo_cli.agent.backends import PolicyBackend
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION, STOP_STRINGS, build_prompt, observation_parts, parse_action
 from inspo_cli.config import RolloutConfig
-from inspo_cli.rewards import extract_answer
+from inspo_cli.metrics import extract_answer
 from retriever.search import Retriever
 
 STOP_REASONS = ("answer", "eos", "max_turns", "context")

@@ -3,6 +3,11 @@
 `SEARCH_R1_INSTRUCTION` is Search-R1's instruction as printed in the INSPO paper (App. F), verbatim,
 typos included, because it is the static-instruction baseline every result is compared with. The question
 is appended by the rollout engine as `Question: ...`.
+
+`WORKED_EXAMPLE_INSTRUCTION` is a short instruction with one worked example of the search/answer protocol, the
+question placed at `{question}`. Small models follow it where Search-R1's instruction gets no tags at all
+(DESIGN.md §3), so the CPU demo (recipes/demo.yaml, which spells it out so the recipe stands alone), the tests
+and the benchmarks use it. Its text is measured: changing it changes their results.
 """
 
 SEARCH_R1_INSTRUCTION = (
@@ -12,4 +17,12 @@ SEARCH_R1_INSTRUCTION = (
     "</information>. You can search as many times as your want. If you find no further external knowledge "
     "needed, you can directly provide the answer inside <answer> and </answer>, without detailed "
     "illustrations. For example, <answer> Beijing </answer>."
+)
+
+WORKED_EXAMPLE_INSTRUCTION = (
+    "Answer the question. To look something up, write <search> your query </search> and the results will appear "
+    "between <information> and </information>. When you know the answer, write it as <answer> short answer </answer>.\n"
+    "Example:\nQuestion: Who founded Hokin Works?\n<search> Hokin Works founder </search>\n"
+    "<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded by Ada Vell.</information>\n"
+    "<answer> Ada Vell </answer>\nQuestion: {question}"
 )

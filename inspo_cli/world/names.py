@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from inspo_cli.rewards import normalize_answer
+from inspo_cli.metrics import normalize_answer
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from inspo_cli.errors import InspoError
-from inspo_cli.rewards import normalize_answer
+from inspo_cli.metrics import normalize_answer
 from inspo_cli.world.entities import City, Country, Entities, Organisation, Person
 from inspo_cli.world.passages import FactIndex
 from inspo_cli.world.sizes import SPLITS, WorldSize
