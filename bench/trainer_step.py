@@ -19,6 +19,7 @@ Writes bench/results/trainer_step.json and the "Trainer step" section of bench/R
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -29,11 +30,10 @@ from _common import ROOT, machine, update_readme_section
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from rollout_engine import INSTRUCTION  # noqa: E402  the worked-example instruction SmolLM2 follows
-
 from inspo_cli.agent.protocol import build_prompt  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RetrieverConfig, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
+from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.sampling import StaticInstruction  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
@@ -66,15 +66,14 @@ def recipe_for(model: str, steps: int, max_new: int, max_turns: int, dtype: str 
 
 
 def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
-    from retriever import open_from_config
-
+    from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.trainer import SearchGRPOTrainer
 
     tokenizer = load_tokenizer(recipe.model)
     trainer = SearchGRPOTrainer(
         model=resolve_model_path(recipe.model.name_or_path), args=grpo_config(recipe, out, device=device),
         train_dataset=question_dataset(questions), processing_class=tokenizer,
-        instructions=StaticInstruction(INSTRUCTION), retriever=open_from_config(recipe.retriever),
+        instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=open_from_config(recipe.retriever),
         rollout=recipe.rollout, reward=recipe.reward, topk=3, chat=False, generation_batch_size=16)
     trainer.train()
     return [row for row in trainer.state.log_history if "step_time" in row]
@@ -82,33 +81,28 @@ def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
 
 def run_plain(recipe: Recipe, questions, out: Path, device: str, as_shipped: bool = False) -> list[dict]:
     """Plain GRPOTrainer. By default with the same CPU LM-head setting ours uses (score completion positions only,
-    see `_score_only_labelled_positions_everywhere`), so the comparison isolates the rollout engine; `as_shipped`
+    see `score_only_labelled_positions_on_cpu`), so the comparison isolates the rollout engine; `as_shipped`
     restores TRL's own setting (every position scored on CPU)."""
     from datasets import Dataset
     from trl import GRPOTrainer
-    from trl.trainer import utils as trl_utils
 
-    from inspo_cli.training.trainer import _score_only_labelled_positions_everywhere, trl_original_use_triton
+    from inspo_cli.training.trainer import score_only_labelled_positions_on_cpu
 
-    _score_only_labelled_positions_everywhere()
-    if as_shipped:
-        trl_utils._use_triton = trl_original_use_triton()
-
-    from inspo_cli.rewards import exact_match, extract_answer
+    from inspo_cli.metrics import exact_match, extract_answer
 
     tokenizer = load_tokenizer(recipe.model)
     args = grpo_config(recipe, out, device=device)
     args.max_completion_length = recipe.rollout.max_tokens_per_turn
-    rows = [{"prompt": build_prompt(tokenizer, INSTRUCTION, q.question, False), "golden_answers": list(q.golden_answers)}
-            for q in questions]
+    rows = [{"prompt": build_prompt(tokenizer, WORKED_EXAMPLE_INSTRUCTION, q.question, False),
+             "golden_answers": list(q.golden_answers)} for q in questions]
 
     def em(completions, golden_answers, **kwargs):
         return [exact_match(extract_answer(c), g) for c, g in zip(completions, golden_answers)]
 
     trainer = GRPOTrainer(model=resolve_model_path(recipe.model.name_or_path), reward_funcs=[em], args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
-    trainer.train()
-    _score_only_labelled_positions_everywhere()  # back to the setting every other run uses
+    with contextlib.nullcontext() if as_shipped else score_only_labelled_positions_on_cpu():
+        trainer.train()
     return [row for row in trainer.state.log_history if "step_time" in row]
 
 

@@ -9,27 +9,25 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
-
-_UMASK = os.umask(0o022)  # read once at import: mkstemp creates 0600 files, ours get the usual 0666 & ~umask
-os.umask(_UMASK)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` so that the file is either the old one or the complete new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    # Created like any new file (0666 less the process's umask, applied by the OS), unlike mkstemp's 0600.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1,17 +1,35 @@
 """Run directories: one folder per run, everything needed to understand and reproduce it.
 
-    run_dir = create_run_dir(recipe, recipe_path="recipes/demo.yaml", command=sys.argv)
+    run = RunDir.create(recipe, recipe_path="recipes/demo.yaml", command=sys.argv)   # runs/<name>/
+    run = RunDir.open("runs/demo-20261122-101500")                                   # an existing run
+    run.metrics_file, run.latest_checkpoint(), run.summary(), run.resumable_recipe({...})
 
-creates `runs/<name>/` (name from `run.name`, else the recipe's file name and a timestamp; never reusing an
-existing directory) holding `recipe.yaml` (the fully resolved recipe, loadable by `load_recipe`) and
-`run.json` (seed, command, package versions, git revision and whether the checkout had local changes).
-Training later adds metrics.jsonl, instructions.jsonl, checkpoints/, plots/ and summary.json beside them.
+`RunDir` is the one owner of the layout: every file name below is spelled here and nowhere else, and so are
+checkpoint discovery and reading a finished or unfinished run. A new directory (named by `run.name`, else the
+recipe's file name and a timestamp; an existing directory is never reused) starts with
+
+    recipe.yaml          the fully resolved recipe (loadable by `load_recipe`)
+    run.json             seed, command, package versions, git revision and whether the checkout had local changes
+
+and the run adds
+
+    metrics.jsonl        one row per step (`append_metrics`); tensorboard/ the same scalars; plots/*.png
+    instructions.jsonl   every candidate instruction ever (INSPO)
+    evolutions.json      every evolution: candidates, verification scores, accepted or why not (INSPO)
+    coevolution.json     population, replay buffer and evolutions, to resume from: in every checkpoint of
+                         `inspo train`, in the run directory itself for `inspo evolve` (whose policy is frozen)
+    checkpoints/checkpoint-<update>/   HF Trainer checkpoints; complete once trainer_state.json is written
+    checkpoints/final/   the trained policy as a plain model directory (LoRA merged)
+    evaluations/step-<N>/  the periodic evaluations during training (App. B)
+    best_instruction.txt, summary.json   written last: a run with summary.json is finished
+
 All writes are atomic (`inspo_cli.jsonio`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import time
@@ -22,10 +40,8 @@ from typing import Sequence
 from inspo_cli import __version__
 from inspo_cli.config import PROJECT_ROOT, Recipe, dump_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text
+from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_jsonl
 
-RECIPE_FILE = "recipe.yaml"
-RUN_INFO_FILE = "run.json"
 TRACKED_PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "vllm", "bm25s", "faiss-cpu",
                     "pyserini", "anthropic", "google-genai")
 
@@ -63,75 +79,195 @@ def _unused_dir(output_dir: Path, name: str) -> Path:
     return candidate
 
 
-def create_run_dir(recipe: Recipe, recipe_path: str | Path | None = None, command: Sequence[str] = (),
-                   output_dir: str | Path | None = None) -> Path:
-    """Make a fresh run directory and record the resolved recipe and the environment in it."""
-    root = Path(output_dir if output_dir is not None else recipe.run.output_dir)
-    stem = Path(recipe_path).stem if recipe_path else "run"
-    name = recipe.run.name or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        run_dir = _unused_dir(root, name)
-        run_dir.mkdir()
-    except OSError as e:
-        raise InspoError(f"cannot create the run directory under {root}: {e.strerror}; pass --output-dir DIR") from None
-    atomic_write_text(run_dir / RECIPE_FILE, dump_recipe(recipe))
-    atomic_write_json(run_dir / RUN_INFO_FILE, {
-        "name": run_dir.name,
-        "seed": recipe.run.seed,
-        "recipe_source": str(recipe_path) if recipe_path else None,
-        "command": list(command),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "versions": package_versions(),
-        "git": git_state(),
-    })
-    return run_dir
 
 
-def read_run_info(run_dir: str | Path) -> dict:
-    path = Path(run_dir) / RUN_INFO_FILE
-    if not path.is_file():
-        raise InspoError(f"{run_dir} is not a run directory (no {RUN_INFO_FILE}); pass a directory under runs/")
-    return json.loads(path.read_text(encoding="utf-8"))
+class RunDir:
+    """One run's directory: where each file is, which checkpoints are complete, and what the run says about itself."""
 
+    RECIPE = "recipe.yaml"
+    INFO = "run.json"
+    METRICS = "metrics.jsonl"
+    INSTRUCTIONS = "instructions.jsonl"
+    EVOLUTIONS = "evolutions.json"
+    COEVOLUTION = "coevolution.json"
+    BEST_INSTRUCTION = "best_instruction.txt"
+    SUMMARY = "summary.json"
+    TENSORBOARD = "tensorboard"
+    PLOTS = "plots"
+    EVALUATIONS = "evaluations"
+    CHECKPOINTS = "checkpoints"
+    CHECKPOINT_PREFIX = "checkpoint-"  # HF Trainer's checkpoint-<optimizer update>
+    FINAL = "final"
+    CHECKPOINT_COMPLETE = "trainer_state.json"  # HF writes it last
 
-SUMMARY_FILE = "summary.json"
-CHECKPOINTS_DIR = "checkpoints"
-FINAL_DIR = "final"  # checkpoints/final: the trained policy as a plain model directory
-COEVOLUTION_FILE = "coevolution.json"  # INSPO's population, replay buffer and evolutions (in checkpoints; evolve's run dir)
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
 
+    def __fspath__(self) -> str:
+        return str(self.path)
 
-def complete_checkpoints(run_dir: str | Path) -> dict[int, Path]:
-    """checkpoints/checkpoint-<update> directories that are complete (HF writes trainer_state.json last), keyed by
-    optimizer update; a training step is `batch_size / mini_batch_size` updates."""
-    found = {}
-    for path in (Path(run_dir) / CHECKPOINTS_DIR).glob("checkpoint-*"):
-        number = path.name.removeprefix("checkpoint-")
-        if number.isdigit() and (path / "trainer_state.json").is_file():
-            found[int(number)] = path
-    return dict(sorted(found.items()))
+    def __str__(self) -> str:
+        return str(self.path)
 
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
 
-def read_summary(run_dir: str | Path) -> dict | None:
-    """summary.json of a finished run; None while it has none."""
-    path = Path(run_dir) / SUMMARY_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InspoError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); restore it or delete it") from None
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunDir) and other.path == self.path
 
+    def __hash__(self) -> int:
+        return hash(self.path)
 
-def unfinished_run_recipe(run_dir: str | Path, conflicting: dict[str, object]) -> Recipe:
-    """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet), and no
-    flag that would change the recipe (`conflicting`: flag name -> value given) may be set."""
-    from inspo_cli.config import load_recipe
+    # -- making and opening ---------------------------------------------------------------------------------
 
-    given = [flag for flag, value in conflicting.items() if value]
-    if given:
-        raise InspoError(f"--resume continues a run with its own recipe; drop {', '.join(given)}")
-    read_run_info(run_dir)
-    if (Path(run_dir) / SUMMARY_FILE).is_file():
-        raise InspoError(f"run {run_dir} already finished (it has {SUMMARY_FILE}); start a new run instead")
-    return load_recipe(Path(run_dir) / RECIPE_FILE)
+    @classmethod
+    def create(cls, recipe: Recipe, recipe_path: str | Path | None = None, command: Sequence[str] = (),
+               output_dir: str | Path | None = None) -> RunDir:
+        """Make a fresh run directory and record the resolved recipe and the environment in it."""
+        root = Path(output_dir if output_dir is not None else recipe.run.output_dir)
+        stem = Path(recipe_path).stem if recipe_path else "run"
+        name = recipe.run.name or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            run = cls(_unused_dir(root, name))
+            run.path.mkdir()
+        except OSError as e:
+            raise InspoError(f"cannot create the run directory under {root}: {e.strerror}; pass --output-dir DIR") \
+                from None
+        atomic_write_text(run.recipe_file, dump_recipe(recipe))
+        atomic_write_json(run.info_file, {
+            "name": run.path.name,
+            "seed": recipe.run.seed,
+            "recipe_source": str(recipe_path) if recipe_path else None,
+            "command": list(command),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "versions": package_versions(),
+            "git": git_state(),
+        })
+        return run
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        """An existing run directory (it has run.json), else a one-line error."""
+        run = cls(path)
+        run._require_run()
+        return run
+
+    def _require_run(self) -> None:
+        if not self.info_file.is_file():
+            raise InspoError(f"{self.path} is not a run directory (no {self.INFO}); pass a directory under runs/")
+
+    # -- where things are -----------------------------------------------------------------------------------
+
+    recipe_file = property(lambda self: self.path / self.RECIPE)
+    info_file = property(lambda self: self.path / self.INFO)
+    metrics_file = property(lambda self: self.path / self.METRICS)
+    instructions_file = property(lambda self: self.path / self.INSTRUCTIONS)
+    evolutions_file = property(lambda self: self.path / self.EVOLUTIONS)
+    coevolution_file = property(lambda self: self.path / self.COEVOLUTION)  # `inspo evolve`'s state
+    best_instruction_file = property(lambda self: self.path / self.BEST_INSTRUCTION)
+    summary_file = property(lambda self: self.path / self.SUMMARY)
+    tensorboard_dir = property(lambda self: self.path / self.TENSORBOARD)
+    plots_dir = property(lambda self: self.path / self.PLOTS)
+    evaluations_dir = property(lambda self: self.path / self.EVALUATIONS)
+    checkpoints_dir = property(lambda self: self.path / self.CHECKPOINTS)
+    final_dir = property(lambda self: self.checkpoints_dir / self.FINAL)
+
+    def relative(self, path: Path) -> str:
+        """`path` as the summary records it: relative to the run directory."""
+        return str(Path(path).relative_to(self.path))
+
+    def evaluation_dir(self, step: int) -> Path:
+        return self.evaluations_dir / f"step-{step}"
+
+    # -- checkpoints ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def checkpoint_name(cls, update: int) -> str:
+        return f"{cls.CHECKPOINT_PREFIX}{update}"
+
+    @classmethod
+    def checkpoint_update(cls, checkpoint: Path) -> int:
+        """The optimizer update a checkpoint-<update> directory was saved at."""
+        return int(Path(checkpoint).name.removeprefix(cls.CHECKPOINT_PREFIX))
+
+    @classmethod
+    def checkpoint_coevolution(cls, checkpoint: Path) -> Path:
+        """INSPO's state saved with a checkpoint."""
+        return Path(checkpoint) / cls.COEVOLUTION
+
+    def checkpoints(self) -> dict[int, Path]:
+        """Complete checkpoints by optimizer update, oldest first (a training step is `batch_size /
+        mini_batch_size` updates). One without trainer_state.json was cut off while being written."""
+        found = {}
+        for path in self.checkpoints_dir.glob(f"{self.CHECKPOINT_PREFIX}*"):
+            number = path.name.removeprefix(self.CHECKPOINT_PREFIX)
+            if number.isdigit() and (path / self.CHECKPOINT_COMPLETE).is_file():
+                found[int(number)] = path
+        return dict(sorted(found.items()))
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint, or None."""
+        found = self.checkpoints()
+        return found[max(found)] if found else None
+
+    def has_final_model(self) -> bool:
+        return (self.final_dir / "config.json").is_file()
+
+    # -- what the run says ----------------------------------------------------------------------------------
+
+    def info(self) -> dict:
+        self._require_run()
+        return json.loads(self.info_file.read_text(encoding="utf-8"))
+
+    def recipe(self) -> Recipe:
+        from inspo_cli.config import load_recipe
+
+        return load_recipe(self.recipe_file)
+
+    def summary(self) -> dict | None:
+        """summary.json of a finished run; None while it has none."""
+        path = self.summary_file
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InspoError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); restore it or delete it") from None
+
+    def resumable_recipe(self) -> Recipe:
+        """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet)."""
+        self._require_run()
+        if self.summary_file.is_file():
+            raise InspoError(f"run {self.path} already finished (it has {self.SUMMARY}); start a new run instead")
+        return self.recipe()
+
+    def metrics(self) -> list[dict]:
+        """The rows of metrics.jsonl; a last line cut short by a kill is left out (everything before it is intact)."""
+        rows: list[dict] = []
+        if self.metrics_file.is_file():
+            try:
+                for row in iter_jsonl(self.metrics_file):
+                    rows.append(row)
+            except InspoError:
+                pass
+        return rows
+
+    def append_metrics(self, row: dict) -> None:
+        """One step's row, on disk (fsync) before the step is reported done."""
+        with open(self.metrics_file, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def truncate_metrics(self, last_update: int) -> None:
+        """Keep only the rows logged at or before optimizer update `last_update` (the state being resumed)."""
+        if self.metrics_file.is_file():
+            atomic_write_jsonl(self.metrics_file, [row for row in self.metrics() if row.get("update", 0) <= last_update])
+
+    def write_outcome(self, summary: dict, best_instruction: str, evolutions: list[dict] | None) -> None:
+        """The finished run's files; summary.json last, since its presence marks the run finished."""
+        if evolutions is not None:
+            atomic_write_json(self.evolutions_file, evolutions)
+        atomic_write_text(self.best_instruction_file, best_instruction + "\n")
+        atomic_write_json(self.summary_file, summary)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION
 from test_cli import assert_one_line_error, invoke
 
 TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
@@ -32,7 +33,7 @@ def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -
         "reward": {"format_weight": 0.2},
         "training": {"steps": 3, "group_size": 2, "batch_size": 2, "mini_batch_size": 2, "micro_batch_size": 4,
                      "learning_rate": 1e-4, "kl_beta": 0.001, "warmup_ratio": 0.0, "save_every": 1},
-        "population": {"instructions": [WORKED_EXAMPLE]},
+        "population": {"instructions": [WORKED_EXAMPLE_INSTRUCTION]},
         "evaluation": {"limit": 2, "batch_size": 2},  # evaluated after the last step (training.eval_every 100)
         "run": {"seed": 3},
     }
@@ -41,14 +42,6 @@ def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return path
-
-
-WORKED_EXAMPLE = (
-    "Answer the question. To look something up, write <search> your query </search>. When you know the answer, "
-    "write it as <answer> short answer </answer>.\nExample:\nQuestion: Who founded Hokin Works?\n"
-    "<search> Hokin Works founder </search>\n<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded by "
-    "Ada Vell.</information>\n<answer> Ada Vell </answer>\nQuestion: {question}\n"
-)
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -80,9 +73,9 @@ def test_micro_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_
 
 def test_a_run_without_checkpoints_cannot_be_resumed(tmp_path, repo_root):
     from inspo_cli.config import load_recipe
-    from inspo_cli.runs import create_run_dir
+    from inspo_cli.runs import RunDir
 
-    run = create_run_dir(load_recipe(write_recipe(tmp_path, repo_root, "x")), output_dir=tmp_path / "runs")
+    run = RunDir.create(load_recipe(write_recipe(tmp_path, repo_root, "x")), output_dir=tmp_path / "runs").path
     assert_one_line_error(invoke("train", "--resume", run), "no complete checkpoint to resume from")
 
 
@@ -103,13 +96,13 @@ def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_mod
     for step in (1, 2):
         evaluation = json.loads((run / f"evaluations/step-{step}/results.json").read_text())
         assert evaluation["scores"]["agent"]["world"]["n"] == 2 and evaluation["temperature"] == 0.0
-        assert evaluation["instruction"] == WORKED_EXAMPLE and evaluation["step"] == step
+        assert evaluation["instruction"] == WORKED_EXAMPLE_INSTRUCTION and evaluation["step"] == step
         assert len((run / f"evaluations/step-{step}/predictions.jsonl").read_text().splitlines()) == 2
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     for png in ("reward.png", "search.png"):
         assert (run / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["best_instruction"] == WORKED_EXAMPLE
+    assert summary["steps"] == 2 and summary["best_instruction"] == WORKED_EXAMPLE_INSTRUCTION
     assert [e["step"] for e in summary["evaluations"]] == [1, 2] and "world" in summary["evaluations"][0]
     assert (summary["reward_collapse"], summary["selected_checkpoint"]) == (None, "final")
     assert (run / "checkpoints/final/model.safetensors").is_file() and (run / "checkpoints/checkpoint-2").is_dir()
@@ -119,7 +112,7 @@ def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_mod
                        "--device", "cpu")
     assert evaluated.exit_code == 0, evaluated.output
     info = json.loads((tmp_path / "eval/results.json").read_text())
-    assert info["model"].endswith("checkpoints/final") and info["instruction"] == WORKED_EXAMPLE
+    assert info["model"].endswith("checkpoints/final") and info["instruction"] == WORKED_EXAMPLE_INSTRUCTION
     # the periodic evaluation of step 1 and `inspo evaluate --checkpoint 1` score the same policy the same way
     evaluated = invoke("evaluate", "--run", run, "--checkpoint", "1", "--method", "agent", "--limit", "2",
                        "--out", tmp_path / "eval-1", "--device", "cpu")
@@ -157,7 +150,8 @@ def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root,
 def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, repo_root, tiny_model_dir):
     import shutil
 
-    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+    population = {"enabled": True,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
                   "size": 2, "n_parent": 1, "prune_every": 2, "evolve_until": 0}
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
                           training={"steps": 3, "save_every": 1})
@@ -170,7 +164,7 @@ def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, re
     records = [json.loads(line) for line in (straight / "instructions.jsonl").read_text().splitlines()]
     assert [(r["id"], r["step_pruned"]) for r in records] == [("i0", None), ("i1", 2)]  # equal weights: older kept
     assert all(len(r["weight_history"]) >= 2 for r in records)
-    assert (straight / "best_instruction.txt").read_text().strip() == WORKED_EXAMPLE.strip()
+    assert (straight / "best_instruction.txt").read_text().strip() == WORKED_EXAMPLE_INSTRUCTION.strip()
     assert (straight / "checkpoints/checkpoint-1/coevolution.json").is_file()
 
     # interrupt "resumed" after step 1: drop what it wrote later, as a kill would have, and resume it
@@ -233,7 +227,8 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     answers = ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: "
                "{question}\n</ins_2><ins_3>Look it up first. Question: {question}\n</ins_3>"]
     optimizer = ScriptedOptimizer(answers)
-    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+    population = {"enabled": True,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
                   "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
                   "candidates_per_call": 3, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1,
                   "max_verify_rounds": 2}
@@ -381,7 +376,8 @@ def test_inspo_evolve_with_a_frozen_policy_writes_the_same_outputs_and_resumes(t
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
     optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
                                    "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
-    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+    population = {"enabled": True,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
                   "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
                   "candidates_per_call": 2, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1}
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 3})
@@ -428,7 +424,8 @@ def test_inspo_with_two_processes_calls_the_optimizer_once_per_proposal(tmp_path
     (or the ranks would disagree on the population and the run would fail or diverge)."""
     optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
                                    "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
-    population = {"enabled": True, "instructions": [WORKED_EXAMPLE, "Search, then answer. Question: {question}\n"],
+    population = {"enabled": True,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
                   "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
                   "candidates_per_call": 2, "failures_per_call": 2, "verify_size": 4, "accept_top_n": 1}
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,

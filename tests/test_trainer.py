@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -24,6 +26,9 @@ class AlternatingPolicy:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
+
+    def generating_with(self, model):
+        return contextlib.nullcontext()  # scripted: no weights to swap in
 
     def generate(self, contexts, max_new_tokens, stop=()):
         out = []
@@ -122,8 +127,6 @@ def test_observation_tokens_get_zero_gradient_and_generated_tokens_do_not(make_t
 def test_scoring_only_completion_positions_on_cpu_gives_the_same_log_probs(make_trainer, monkeypatch):
     from trl.trainer import utils as trl_utils
 
-    from inspo_cli.training import trainer as ours
-
     trainer = make_trainer()
     inputs = trainer._generate_and_score_completions(generation_batch())
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
@@ -134,10 +137,15 @@ def test_scoring_only_completion_positions_on_cpu_gives_the_same_log_probs(make_
         with torch.no_grad():
             return trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, keep)[0]
 
+    asked = []  # TRL's own choice is consulted only when ours does not decide (not on CPU)
+    trl_choice = trl_utils._use_triton
+    monkeypatch.setattr(trl_utils, "_use_triton", lambda device: asked.append(device.type) or trl_choice(device))
+    spy = trl_utils._use_triton
     compact = logps()
-    assert getattr(trl_utils._use_triton, "_inspo", False)
-    monkeypatch.setattr(trl_utils, "_use_triton", ours.trl_original_use_triton())  # TRL's own: every position
+    assert asked == [] and trl_utils._use_triton is spy  # ours decided, and only while the trainer scored
+    trainer.compact_cpu_logprobs = False  # TRL's own: every position
     full = logps()
+    assert asked and not any(trl_choice(torch.device(d)) for d in asked)
     scored = inputs["completion_mask"].bool()
     assert torch.allclose(compact[scored], full[scored], atol=1e-5)
 

@@ -9,8 +9,7 @@ import pytest
 from inspo_cli.config import RewardConfig, load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.training.reward import make_reward_func, outcome_rewards
-from inspo_cli.training.run import latest_checkpoint
-from inspo_cli.training.run_logger import read_metrics, truncate_metrics
+from inspo_cli.runs import RunDir
 from inspo_cli.training.setup import initial_instructions, schedule
 
 
@@ -56,19 +55,22 @@ def test_instructions_from_a_text_file_or_jsonl(tmp_path):
 def test_resume_drops_metrics_written_after_the_checkpoint_and_a_torn_last_line(tmp_path):
     rows = [{"step": s, "update": 2 * s, "reward": s / 10} for s in range(1, 5)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 5, "upd')
-    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
-    truncate_metrics(tmp_path, last_update=4)
-    assert read_metrics(tmp_path) == rows[:2]
+    run = RunDir(tmp_path)
+    assert [r["step"] for r in run.metrics()] == [1, 2, 3, 4]
+    run.truncate_metrics(last_update=4)
+    assert run.metrics() == rows[:2]
 
 
 def test_latest_checkpoint_is_the_newest_complete_one(tmp_path):
-    assert latest_checkpoint(tmp_path) is None
+    run = RunDir(tmp_path)
+    assert run.latest_checkpoint() is None
     for step, complete in ((4, True), (10, True), (12, False), (9, True)):
         path = tmp_path / "checkpoints" / f"checkpoint-{step}"
         path.mkdir(parents=True)
         if complete:
             (path / "trainer_state.json").write_text("{}")
-    assert latest_checkpoint(tmp_path).name == "checkpoint-10"  # 12 was cut off before its state was written
+    assert run.latest_checkpoint().name == "checkpoint-10"  # 12 was cut off before its state was written
+    assert list(run.checkpoints()) == [4, 9, 10] and RunDir.checkpoint_update(run.latest_checkpoint()) == 10
 
 
 @pytest.mark.parametrize("size, lr, turns", [("3b", 5e-7, 4), ("7b", 3e-7, 6)])
@@ -144,7 +146,7 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
     from types import SimpleNamespace
 
     from inspo_cli.instructions import lm
-    from inspo_cli.training.run import instruction_source
+    from inspo_cli.training.coevolution import instruction_source
 
     class Rewriter:
         prompts: list[str] = []
@@ -165,10 +167,10 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
 def test_the_run_says_once_when_the_reward_collapses_also_across_a_resume(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from inspo_cli.training.run_logger import RunLogger
+    from inspo_cli.training.run_logger import RunLogger, StepLog
 
     def train(rewards, first_step):
-        logger = RunLogger(tmp_path, steps=20, updates_per_step=1, collapse=(2, 0.5))
+        logger = RunLogger(StepLog(RunDir(tmp_path), steps=20, collapse=(2, 0.5)), updates_per_step=1)
         state = SimpleNamespace(is_world_process_zero=True, global_step=first_step - 1)
         logger.on_train_begin(None, state, None)
         for step, reward in enumerate(rewards, start=first_step):

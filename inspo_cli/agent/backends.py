@@ -14,10 +14,11 @@ context has its own budget.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import ContextManager, Protocol, Sequence
 
 from inspo_cli.config import ModelConfig, RolloutConfig
 from inspo_cli.errors import InspoError
@@ -36,6 +37,12 @@ class PolicyBackend(Protocol):
         """One continuation per context, each at most `max_new_tokens[i]` tokens, ending at a stop string or EOS."""
         ...
 
+    def generating_with(self, model) -> ContextManager:
+        """Generate with `model` inside the block (the trainer's policy, unwrapped for generation), the backend's
+        own model again after it. A backend holding its own copy of the weights (vLLM) ignores it: the trainer
+        pushes new weights into it instead."""
+        ...
+
 
 class _Sampling:
     """`with_sampling`: the same backend (model, server, caches shared) with other sampling settings, e.g. greedy
@@ -48,6 +55,9 @@ class _Sampling:
         clone = copy.copy(self)
         clone.temperature, clone.top_p = temperature, top_p
         return clone
+
+    def generating_with(self, model) -> ContextManager:
+        return contextlib.nullcontext()  # the weights live in the engine; see PolicyBackend.generating_with
 
 
 def _stop_token_ids(tokenizer, model_eos) -> set[int]:
@@ -126,6 +136,14 @@ class TransformersBackend(_Sampling):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _stop_token_ids(tokenizer, getattr(model.generation_config, "eos_token_id", None))
         self._stop_masks: dict[tuple[str, ...], object] = {}
+
+    @contextlib.contextmanager
+    def generating_with(self, model):
+        own, self.model = self.model, model
+        try:
+            yield
+        finally:
+            self.model = own
 
     def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
         if len(contexts) != len(max_new_tokens):

@@ -23,11 +23,10 @@ import typer
 from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.methods import METHOD_NAMES  # the registry alone: cheap to import
 
 
 def parse_methods(text: str) -> list[str]:
-    from inspo_cli.evaluation import METHOD_NAMES
-
     names = list(METHOD_NAMES) if text.strip().lower() == "all" else [m.strip().lower() for m in text.split(",") if m.strip()]
     unknown = [m for m in names if m not in METHOD_NAMES]
     if unknown or not names:
@@ -54,7 +53,7 @@ def evaluate(
     benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
                                                            "nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, "
                                                            "bamboogle.")] = None,
-    method: Annotated[Optional[str], typer.Option(help="direct, rag, ircot, search-o1, agent (comma-separated), "
+    method: Annotated[Optional[str], typer.Option(help=f"{', '.join(METHOD_NAMES)} (comma-separated), "
                                                        "or all.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Hub id, local directory, or packaged model "
                                                       "(smollm2-135m-instruct, gemma3-270m).")] = None,
@@ -85,16 +84,16 @@ def evaluate(
     from inspo_cli.config import load_recipe
     from inspo_cli.evaluation.checkpoints import run_policy
     from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.runs import RECIPE_FILE, read_run_info
+    from inspo_cli.runs import RunDir
 
     overrides = list(overrides or [])
     policy = None
     if run is not None:
-        read_run_info(run)
+        trained = RunDir.open(run)
         if recipe is not None:
             raise InspoError("--run and --recipe both name a recipe; drop --recipe (the run's own recipe is used)")
-        recipe = run / RECIPE_FILE
-        policy = run_policy(run, load_recipe(recipe), checkpoint)
+        recipe = trained.recipe_file
+        policy = run_policy(trained, trained.recipe(), checkpoint)
     elif checkpoint is not None:
         raise InspoError("--checkpoint picks a policy of a training run; add --run RUN_DIR")
     for flag, key, value in (("--model", "model.name_or_path", model if model is not None else
@@ -144,7 +143,8 @@ def _run(config, methods, questions, instruction, retriever_spec, device, seed, 
     from inspo_cli.evaluation.report import rich_table, write_results
     from inspo_cli.jsonio import atomic_write_jsonl
     from inspo_cli.models import uses_chat_template
-    from retriever import open_from_config, open_retriever
+    from inspo_cli.retrieval import open_from_config
+    from retriever import open_retriever
 
     random.seed(seed)
     torch.manual_seed(seed)

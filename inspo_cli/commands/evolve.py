@@ -4,7 +4,8 @@
     inspo evolve --recipe recipes/qwen2.5-3b/inspo.yaml --model runs/qwen3b/checkpoints/final  # post-policy
     inspo evolve --resume runs/inspo-20261122-101500
 
-Writes a run directory like `inspo train` does (see `inspo_cli/training/frozen.py`) and prints where it is.
+The run itself is `inspo_cli.experiment.run("evolve", ...)` (the loop: `inspo_cli/frozen_policy_evolution.py`);
+this command parses flags and prints.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from inspo_cli.commands.recipe import SetOption
+from inspo_cli.commands.recipe import SetOption, refuse_with_resume
 from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
+from inspo_cli.runs import RunDir
 
 
 @user_errors
@@ -26,21 +28,20 @@ def evolve(
     recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML with population.enabled: true.")] = None,
     overrides: SetOption = None,
     model: Annotated[Optional[str], typer.Option(help="The frozen policy (default: the recipe's model), e.g. a "
-                                                      "trained run's checkpoints/final.")] = None,
+                                                      f"trained run's {RunDir.CHECKPOINTS}/{RunDir.FINAL}.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="A run directory to continue from its last step.")] = None,
     output_dir: Annotated[Optional[Path], typer.Option(help="Where new run directories go (default: runs/).")] = None,
     name: Annotated[Optional[str], typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Evolve instructions with INSPO's population / prune / evolve / verify loop and a frozen policy."""
+    from inspo_cli import experiment
     from inspo_cli.config import load_recipe
-    from inspo_cli.runs import create_run_dir, unfinished_run_recipe
-    from inspo_cli.training.frozen import run_evolve
 
+    config = None
     if resume is not None:
-        config = unfinished_run_recipe(resume, {"--recipe": recipe, "--set": overrides, "--model": model,
-                                                 "--name": name, "--output-dir": output_dir})
-        run_dir = resume
+        refuse_with_resume({"--recipe": recipe, "--set": overrides, "--model": model, "--name": name,
+                            "--output-dir": output_dir})
     else:
         if recipe is None:
             raise InspoError("--recipe is required: a recipe with population.enabled: true and an optimizer, e.g. "
@@ -51,16 +52,17 @@ def evolve(
         if name is not None:
             overrides.append(f"run.name={name}")
         config = load_recipe(recipe, overrides)
-        run_dir = create_run_dir(config, recipe, sys.argv, output_dir)
-    console.print(f"run directory: {run_dir}", soft_wrap=True)
     try:
-        summary = run_evolve(config, run_dir, resume=resume is not None, device=device)
-    except KeyboardInterrupt:
-        err_console.print(f"interrupted; continue from the last step with: inspo evolve --resume {run_dir}")
+        run = experiment.run("evolve", config, recipe_path=recipe, resume=resume, output_dir=output_dir,
+                             command=sys.argv, device=device,
+                             on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True))
+    except experiment.RunInterrupted as stop:
+        err_console.print(f"interrupted; continue from the last step with: inspo evolve --resume {stop.run}")
         raise typer.Exit(130) from None
+    summary = run.summary()
     overhead = summary["overhead"]
     console.print(f"evolved for {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min: "
                   f"{overhead['evolutions']} evolutions, {overhead['verification_rollouts']} verification rollouts; "
                   f"best instruction {summary['best_instruction_id']}", soft_wrap=True)
-    console.print(f"best instruction: {run_dir}/best_instruction.txt\ninstructions: {run_dir}/instructions.jsonl\n"
-                  f"evolutions: {run_dir}/evolutions.json\nsummary: {run_dir}/summary.json", soft_wrap=True)
+    console.print(f"best instruction: {run.best_instruction_file}\ninstructions: {run.instructions_file}\n"
+                  f"evolutions: {run.evolutions_file}\nsummary: {run.summary_file}", soft_wrap=True)

@@ -16,11 +16,19 @@ from rich.table import Table
 
 from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
 from inspo_cli.console import console, user_errors
+from inspo_cli.errors import InspoError
 
 app = typer.Typer(help="Validate recipes and show their fully resolved configuration.", no_args_is_help=True)
 
 SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override a recipe field, e.g. --set training.learning_rate=1e-6 (repeatable; values are YAML).")]
+
+
+def refuse_with_resume(given: dict[str, object]) -> None:
+    """--resume continues a run with its own recipe: flags that would change it (flag name -> value) are refused."""
+    flags = [flag for flag, value in given.items() if value]
+    if flags:
+        raise InspoError(f"--resume continues a run with its own recipe; drop {', '.join(flags)}")
 
 
 @app.command("check")

@@ -20,7 +20,9 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.runs import CHECKPOINTS_DIR, COEVOLUTION_FILE, FINAL_DIR, complete_checkpoints, read_summary
+from inspo_cli.runs import RunDir
+
+FINAL = RunDir.FINAL  # --checkpoint final
 
 
 @dataclass(frozen=True)
@@ -31,55 +33,54 @@ class RunPolicy:
     instruction_id: str
 
 
-def checkpoint_steps(run_dir: Path, recipe: Recipe) -> dict[int, Path]:
+def checkpoint_steps(run: RunDir, recipe: Recipe) -> dict[int, Path]:
     """Complete checkpoints by training step."""
     per_step = recipe.training.batch_size // recipe.training.mini_batch_size
-    return {update // per_step: path for update, path in complete_checkpoints(run_dir).items()}
+    return {update // per_step: path for update, path in run.checkpoints().items()}
 
 
-def paper_choice(run_dir: Path, recipe: Recipe) -> str:
+def paper_choice(run: RunDir, recipe: Recipe) -> str:
     """App. B's choice, "final" or a step: the last checkpoint at or before the peak of the reward that later
     collapsed; without a collapse, the final policy (else the newest checkpoint)."""
     from inspo_cli.training.collapse import detect_collapse
-    from inspo_cli.training.run_logger import read_metrics
 
     e = recipe.evaluation
-    collapse = detect_collapse(read_metrics(run_dir), e.collapse_window, e.collapse_drop)
-    steps = checkpoint_steps(run_dir, recipe)
+    collapse = detect_collapse(run.metrics(), e.collapse_window, e.collapse_drop)
+    steps = checkpoint_steps(run, recipe)
     if collapse is None:
-        if (run_dir / CHECKPOINTS_DIR / FINAL_DIR / "config.json").is_file() or not steps:
-            return FINAL_DIR
+        if run.has_final_model() or not steps:
+            return FINAL
         return str(max(steps))
     before = [step for step in steps if step <= collapse.peak_step]
     if not before:
-        raise InspoError(f"{collapse.describe()}, and run {run_dir} saved no checkpoint by step {collapse.peak_step} "
+        raise InspoError(f"{collapse.describe()}, and run {run} saved no checkpoint by step {collapse.peak_step} "
                          f"(its first is at step {min(steps) if steps else '-'}); evaluate one with --checkpoint N, "
                          "and save more often next time (training.save_every)")
     return str(max(before))
 
 
-def run_policy(run_dir: Path, recipe: Recipe, which: str | None = None) -> RunPolicy:
+def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPolicy:
     """The policy `which` names: None (final, else the newest checkpoint), "final", "best" or a training step."""
-    steps = checkpoint_steps(run_dir, recipe)
-    final = run_dir / CHECKPOINTS_DIR / FINAL_DIR
-    summary = read_summary(run_dir)
+    steps = checkpoint_steps(run, recipe)
+    summary = run.summary()
     if summary is not None and summary.get("frozen_policy"):  # `inspo evolve`: the recipe's model, never trained
-        if which not in (None, FINAL_DIR, "best"):
-            raise InspoError(f"--checkpoint {which!r}: run {run_dir} is an `inspo evolve` run with a frozen policy and "
+        if which not in (None, FINAL, "best"):
+            raise InspoError(f"--checkpoint {which!r}: run {run} is an `inspo evolve` run with a frozen policy and "
                              "no checkpoints; leave --checkpoint out")
-        return RunPolicy("frozen policy", summary["policy"], summary["best_instruction"],
+        return RunPolicy("frozen policy", summary["recipe_model"], summary["best_instruction"],
                          summary["best_instruction_id"])
     if which == "best":
-        which = paper_choice(run_dir, recipe)
+        which = paper_choice(run, recipe)
     if which is None:
-        which = FINAL_DIR if (final / "config.json").is_file() else (str(max(steps)) if steps else FINAL_DIR)
-    if which == FINAL_DIR:
-        if not (final / "config.json").is_file() or summary is None:
-            raise InspoError(f"run {run_dir} has no final policy yet (unfinished){_available(steps)}; resume it with "
+        which = FINAL if run.has_final_model() else (str(max(steps)) if steps else FINAL)
+    if which == FINAL:
+        if not run.has_final_model() or summary is None:
+            raise InspoError(f"run {run} has no final policy yet (unfinished){_available(steps)}; resume it with "
                              "`inspo train --resume` or pick a checkpoint")
-        return RunPolicy(FINAL_DIR, str(final), summary["best_instruction"], summary.get("best_instruction_id", "i0"))
+        return RunPolicy(FINAL, str(run.final_dir), summary["best_instruction"],
+                         summary.get("best_instruction_id", "i0"))
     if not which.isdigit() or int(which) not in steps:
-        raise InspoError(f"--checkpoint {which!r}: run {run_dir} has no checkpoint at that step{_available(steps)}; "
+        raise InspoError(f"--checkpoint {which!r}: run {run} has no checkpoint at that step{_available(steps)}; "
                          "use a step number, final or best")
     step = int(which)
     folder = steps[step]
@@ -96,13 +97,13 @@ def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
     from inspo_cli.instructions.population import InstructionPopulation
     from inspo_cli.training.setup import initial_instructions
 
-    state = folder / COEVOLUTION_FILE
+    state = RunDir.checkpoint_coevolution(folder)
     if state.is_file():
         saved = json.loads(state.read_text(encoding="utf-8"))
         best = InstructionPopulation.from_state_dict(recipe.population, saved["population"]).best()
         return best.text, best.id
     if recipe.population.enabled:
-        raise InspoError(f"{folder} has no {COEVOLUTION_FILE}, so its instruction population is unknown; evaluate "
+        raise InspoError(f"{folder} has no {state.name}, so its instruction population is unknown; evaluate "
                          "it with --instruction TEXT_OR_FILE")
     return initial_instructions(recipe)[0], "i0"
 

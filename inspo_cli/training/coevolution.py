@@ -1,8 +1,12 @@
-"""INSPO inside training: what the trainer does at the end of every step when the population is on.
+"""INSPO's step, shared by `inspo train` and `inspo evolve`: what happens at the end of every step with a population.
 
-    coevo = CoEvolution(population, recipe.population, optimizer_lm, verifier, seed, accelerator)
+    source, make_coevolution = instruction_source(recipe, saved_state_file_or_None, accelerator)
+    coevo = make_coevolution(PolicyVerifier(engine, recipe.reward, generation_context, accelerator))
     coevo.remember(experiences)          # every rollout of the step, from all processes (replay buffer, line 15)
     coevo.end_step(step)                 # weights (eq. 6), pruning every K_p, evolution every K_e until T_e
+
+`CoEvolution` gets its verifier when it is built: whoever owns the policy (the trainer, or the frozen-policy
+loop) builds the verifier and calls the factory `instruction_source` returned.
 
 Every process holds the same population and replay buffer, because each sees the same gathered rewards and
 rollouts and draws its randomness from (seed, step). Two things must not run once per process: the optimizer
@@ -14,28 +18,36 @@ processes), so all ranks accept the same candidates.
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
+import functools
+import json
+from pathlib import Path
+from typing import Callable, Sequence
 
-from inspo_cli.config import PopulationConfig, RewardConfig
+from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.evolution import EvolutionReport, evolve
+from inspo_cli.instructions.evolution import EvolutionReport, Verifier, evolve
 from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
-from inspo_cli.instructions.sampling import stable_random
-from inspo_cli.training.reward import followed_protocol, outcome_rewards
+from inspo_cli.instructions.sampling import InstructionSource, stable_random
+from inspo_cli.training.reward import rollout_and_score
 
 
 class MainProcessLM:
-    """The optimizer LM, called on the main process only; every process gets the same text or the same error."""
+    """The optimizer LM, called on the main process only; every process gets the same text or the same error.
 
-    def __init__(self, lm: LanguageModel | None, accelerator):
-        self.lm, self.accelerator = lm, accelerator
+    `broadcast` sends the main process's one-element list to all processes (accelerate's `broadcast_object_list`
+    unless given)."""
+
+    def __init__(self, lm: LanguageModel | None, accelerator, broadcast: Callable[[list], list] | None = None):
+        self.lm, self.accelerator, self._broadcast = lm, accelerator, broadcast
 
     def complete(self, prompt: str) -> str:
         if self.accelerator.num_processes == 1:
             return self.lm.complete(prompt)
-        from accelerate.utils import broadcast_object_list
+        broadcast = self._broadcast
+        if broadcast is None:
+            from accelerate.utils import broadcast_object_list as broadcast
 
         payload: list = [None]
         if self.accelerator.is_main_process:
@@ -45,7 +57,7 @@ class MainProcessLM:
                 payload = [("budget", str(e))]
             except InspoError as e:
                 payload = [("error", str(e))]
-        kind, value = broadcast_object_list(payload)[0]
+        kind, value = broadcast(payload)[0]
         if kind == "budget":
             raise OptimizerBudgetExhausted(value)
         if kind == "error":
@@ -72,11 +84,8 @@ class PolicyVerifier:
         # the sharded weights collectively (and a vLLM weight sync is collective too), so a rank that skipped it
         # would leave the others waiting for ever.
         with self.generation():
-            trajectories = self.engine.run([t for t, _ in pairs], [q.question for _, q in pairs]) if pairs else []
+            _, rewards = rollout_and_score(self.engine, [t for t, _ in pairs], [q for _, q in pairs], self.reward)
         if pairs:
-            rewards = outcome_rewards([t.answer for t in trajectories], [q.golden_answers for _, q in pairs],
-                                      [followed_protocol(t) for t in trajectories], self.reward.metric,
-                                      self.reward.format_weight)
             for i in range(len(instructions)):
                 chunk = rewards[i * len(mine):(i + 1) * len(mine)]
                 totals[i] = [sum(chunk), len(chunk)]
@@ -90,11 +99,13 @@ class PolicyVerifier:
 
 
 class CoEvolution:
+    """The population with its replay buffer, optimizer LM and verifier; `reports` lists every evolution so far."""
+
     def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel | None,
-                 verifier, seed: int, buffer: ReplayBuffer | None = None):
+                 verifier: Verifier, seed: int, buffer: ReplayBuffer | None = None, reports: Sequence[dict] = ()):
         self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
         self.buffer = buffer or ReplayBuffer(config.replay_capacity)
-        self.reports: list[dict] = []
+        self.reports: list[dict] = list(reports)
 
     @property
     def evolving(self) -> bool:
@@ -133,3 +144,43 @@ class CoEvolution:
     def state_dict(self) -> dict:
         return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
                 "evolutions": self.reports, "optimizer": self.optimizer_accounting()}
+
+
+CoEvolutionFactory = Callable[[Verifier], CoEvolution]
+
+
+def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple[InstructionSource,
+                                                                                 CoEvolutionFactory | None]:
+    """(source, make_coevolution): the static instruction (Search-R1) and None, or the INSPO population and a
+    factory that builds its `CoEvolution` around a verifier, fresh or as `saved` (a coevolution.json) left it.
+    A missing optimizer API key fails here, before any model loads."""
+    from inspo_cli.instructions.evolution import initial_rewrites
+    from inspo_cli.instructions.sampling import StaticInstruction
+    from inspo_cli.training.setup import initial_instructions
+
+    texts = initial_instructions(recipe)
+    config = recipe.population
+    if not config.enabled:
+        return StaticInstruction(texts[0]), None
+    lm = None
+    if config.evolve_until > 0 or config.initial_rewrites:
+        from inspo_cli.instructions.lm import open_optimizer
+
+        lm = MainProcessLM(open_optimizer(recipe.optimizer) if accelerator.is_main_process else None, accelerator)
+    if saved is not None:
+        if not saved.is_file():
+            raise InspoError(f"{saved.parent} has no {saved.name} although population.enabled is true; it was written "
+                             "without the population, so it cannot be resumed with one")
+        state = json.loads(saved.read_text(encoding="utf-8"))
+        population = InstructionPopulation.from_state_dict(config, state["population"])
+        optimizer = getattr(lm, "lm", None)
+        if optimizer is not None and state.get("optimizer"):
+            optimizer.restore(state["optimizer"])  # the budget carries over the interruption
+        return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed,
+                                             buffer=ReplayBuffer.from_state_dict(state["replay"]),
+                                             reports=state.get("evolutions", []))
+    if config.initial_rewrites:  # the recipe's instructions stay; rewrites of the first fill the population
+        texts = [*texts, *initial_rewrites(texts[0], lm, config.size - len(texts), keep=texts,
+                                           max_chars=config.max_instruction_chars)]
+    population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
+    return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed)

@@ -7,7 +7,7 @@ begins after the step where that best window ended (`peak_step`), so "before any
 checkpoint at or before `peak_step`. Short runs (fewer than `window` steps) never collapse, and `drop` 0 turns the
 check off.
 
-    collapse = detect_collapse(read_metrics(run_dir), window=10, drop=0.5)
+    collapse = detect_collapse(RunDir(path).metrics(), window=10, drop=0.5)
     if collapse: print(collapse.describe())
 """
 

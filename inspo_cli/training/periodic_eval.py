@@ -8,25 +8,22 @@ process returns the same metrics. The main process writes the usual evaluation f
 `evaluations/step-<N>/` (results.json/.csv/.md, predictions.jsonl); the metrics go into that step's row of
 metrics.jsonl and TensorBoard as `eval/<benchmark>/em` and `eval/em` (the average over benchmarks).
 
-    evaluation = PeriodicEvaluation(questions, recipe.evaluation, every=100, last_step=300, out_dir=run_dir / EVALUATIONS_DIR)
+    evaluation = PeriodicEvaluation(questions, recipe.evaluation, every=100, last_step=300, run=run)
     if evaluation.due(step):
         metrics = evaluation.run(step, engine, generation_context, instruction, instruction_id, accelerator)
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, ContextManager
 
 from inspo_cli.config import EvaluationConfig
-
-EVALUATIONS_DIR = "evaluations"
+from inspo_cli.runs import RunDir
 
 
 class PeriodicEvaluation:
-    def __init__(self, questions: dict, config: EvaluationConfig, every: int, last_step: int, out_dir: Path):
-        self.questions, self.config, self.every, self.last_step, self.out_dir = \
-            questions, config, every, last_step, out_dir
+    def __init__(self, questions: dict, config: EvaluationConfig, every: int, last_step: int, run: RunDir):
+        self.questions, self.config, self.every, self.last_step, self.run_dir = questions, config, every, last_step, run
 
     def due(self, step: int) -> bool:
         return self.every > 0 and (step % self.every == 0 or step == self.last_step)
@@ -52,7 +49,7 @@ class PeriodicEvaluation:
             rows = gather_object(rows)
         scores = scores_from_rows(rows, benchmarks=list(self.questions))
         if accelerator is None or accelerator.is_main_process:
-            out = self.out_dir / f"step-{step}"
+            out = self.run_dir.evaluation_dir(step)
             atomic_write_jsonl(out / "predictions.jsonl", rows)
             write_results(out, scores, {"model": f"training step {step}", "step": step, "methods": ["agent"],
                                         "benchmarks": list(self.questions), "split": self.config.split,

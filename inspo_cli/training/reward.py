@@ -1,4 +1,4 @@
-"""The outcome reward GRPO optimises: a QA metric on the answer the policy generated, nothing else.
+"""The outcome reward GRPO optimises: an `inspo_cli.metrics` score of the answer the policy generated, nothing else.
 
     reward = make_reward_func(RewardConfig(metric="em"))
     reward(completions=[...], answer=["Paris", None], golden_answers=[["Paris"], ["Rome"]], well_formed=[True, False])
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from inspo_cli.config import RewardConfig
-from inspo_cli.rewards import METRICS, exact_match
+from inspo_cli.metrics import METRICS, exact_match
 
 
 def followed_protocol(trajectory) -> bool:
@@ -33,6 +33,22 @@ def outcome_rewards(answers: Sequence[str | None], golden_answers: Sequence[Sequ
         value = score(answer, gold)
         rewards.append(value if value > 0 or not formed else max(value, format_weight))
     return rewards
+
+
+def trajectory_rewards(trajectories, golden_answers: Sequence[Sequence[str]], config: RewardConfig) -> list[float]:
+    """The reward of finished trajectories (what GRPO's reward function computes from the same fields)."""
+    return outcome_rewards([t.answer for t in trajectories], golden_answers, [followed_protocol(t) for t in trajectories],
+                           config.metric, config.format_weight)
+
+
+def rollout_and_score(engine, instructions: Sequence[str], questions: Sequence, config: RewardConfig):
+    """Roll out `instructions[i]` on `questions[i]` (anything with `.question` and `.golden_answers`), one batch;
+    returns (trajectories, rewards). Verification and `inspo evolve` score rollouts through this; the trainer's
+    rollouts are scored by TRL through `make_reward_func`, with the same rewards."""
+    if not questions:
+        return [], []
+    trajectories = engine.run(list(instructions), [q.question for q in questions])
+    return trajectories, trajectory_rewards(trajectories, [q.golden_answers for q in questions], config)
 
 
 def make_reward_func(config: RewardConfig):

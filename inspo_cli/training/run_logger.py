@@ -1,15 +1,15 @@
-"""Per-step training output: `metrics.jsonl`, TensorBoard, a rich progress line, and the PNG curves.
+"""Per-step output of a run: `metrics.jsonl`, TensorBoard, a rich progress line, and the PNG curves.
 
-`RunLogger` is a transformers `TrainerCallback`. Every training step (one generation batch; TRL logs once per
-step because `logging_steps` = optimizer updates per step) it appends one JSON row to `metrics.jsonl`, writes
-the same scalars to `tensorboard/`, and prints a one-line summary above a progress bar. Only the main process
-writes. On resume, rows past the checkpoint are dropped first (`truncate_metrics`), so the file always reads
-as one uninterrupted run.
+`StepLog` is the one writer of a step's row, for `inspo train` and `inspo evolve` alike: it appends the row to
+metrics.jsonl (fsync'd), writes the same scalars to tensorboard/, rewrites instructions.jsonl when the
+population is on, prints a one-line summary above a progress bar, and says once when the reward collapses.
+Only the main process writes. `RunLogger` is the transformers `TrainerCallback` that turns TRL's per-step logs
+(one per step, since `logging_steps` = optimizer updates per step) into rows for it. On resume, rows past the
+resumed state are dropped first (`RunDir.truncate_metrics`), so the file always reads as one uninterrupted run.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -17,42 +17,18 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_jsonl, iter_jsonl
+from inspo_cli.jsonio import atomic_write_jsonl
+from inspo_cli.runs import RunDir
 
-METRICS_FILE = "metrics.jsonl"
-INSTRUCTIONS_FILE = "instructions.jsonl"  # every candidate instruction ever, when the population is on
-TENSORBOARD_DIR = "tensorboard"
-PLOTS_DIR = "plots"
 _SKIP = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}
 
 
-def truncate_metrics(run_dir: Path, last_update: int) -> None:
-    """Keep only the rows logged at or before optimizer update `last_update` (the checkpoint being resumed)."""
-    path = run_dir / METRICS_FILE
-    if path.is_file():
-        atomic_write_jsonl(path, [row for row in _read_rows(path) if row.get("update", 0) <= last_update])
+class StepLog:
+    """Writes each step's row everywhere it goes; `open` before the first step, `close` after the last."""
 
-
-def _read_rows(path: Path) -> list[dict]:
-    rows = []
-    try:
-        for row in iter_jsonl(path):
-            rows.append(row)
-    except InspoError:  # a line cut short by a kill: everything before it is intact and kept
-        pass
-    return rows
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    path = run_dir / METRICS_FILE
-    return _read_rows(path) if path.is_file() else []
-
-
-class RunLogger(TrainerCallback):
-    def __init__(self, run_dir: Path, steps: int, updates_per_step: int, instructions=None,
-                 collapse: tuple[int, float] = (10, 0.0)):
-        self.run_dir, self.steps, self.updates_per_step = run_dir, steps, updates_per_step
+    def __init__(self, run: RunDir, steps: int, instructions=None, collapse: tuple[int, float] = (10, 0.0),
+                 description: str = "training"):
+        self.run, self.steps, self.description = run, steps, description
         self.instructions = instructions  # a population (has `records`) gets instructions.jsonl rewritten per step
         self.collapse_window, self.collapse_drop = collapse  # evaluation.collapse_window / collapse_drop
         self._collapse_reported = False
@@ -60,49 +36,41 @@ class RunLogger(TrainerCallback):
         self._writer = None
         self._progress = None
         self._task = None
-        self._last_time = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero:
-            return
+    def open(self, done: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        from inspo_cli.console import progress_bar
+        from inspo_cli.progress import progress_bar
 
-        self._writer = SummaryWriter(str(self.run_dir / TENSORBOARD_DIR))
+        self._writer = SummaryWriter(str(self.run.tensorboard_dir))
         self._progress = progress_bar()
         self._progress.start()
-        done = state.global_step // self.updates_per_step
-        self._task = self._progress.add_task("training", total=self.steps, completed=done)
-        self._rewards = [{"step": r["step"], "reward": r.get("reward")} for r in read_metrics(self.run_dir)]
-        self._last_time = time.perf_counter()
+        self._task = self._progress.add_task(self.description, total=self.steps, completed=done)
+        self._rewards = [{"step": r["step"], "reward": r.get("reward")} for r in self.run.metrics()]
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs or "loss" not in logs:
-            return  # the end-of-training summary log has no loss; it is not a step
-        step = state.global_step // self.updates_per_step
-        now = time.perf_counter()
-        row = {"step": step, "update": state.global_step, "time": round(time.time(), 3),
-               "step_seconds": round(now - self._last_time, 3)}
-        self._last_time = now
-        for key, value in logs.items():
-            if key not in _SKIP and isinstance(value, (int, float)) and not isinstance(value, bool):
-                row[key] = None if math.isnan(value) else value
-        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+    def write(self, row: dict) -> None:
+        self.run.append_metrics(row)
         if hasattr(self.instructions, "records"):
-            atomic_write_jsonl(self.run_dir / INSTRUCTIONS_FILE, self.instructions.records())
-        for key, value in row.items():
-            if key not in ("step", "time") and value is not None:
-                self._writer.add_scalar(key, value, step)
-        self._writer.flush()
+            atomic_write_jsonl(self.run.instructions_file, self.instructions.records())
+        if self._writer is not None:
+            for key, value in row.items():
+                if key not in ("step", "time") and value is not None:
+                    self._writer.add_scalar(key, value, row["step"])
+            self._writer.flush()
+        self._print(step_line(row, self.steps))
         if self._progress is not None:
-            self._progress.console.print(step_line(row, self.steps))
-            self._progress.update(self._task, completed=step)
-        self._rewards.append({"step": step, "reward": row.get("reward")})
+            self._progress.update(self._task, completed=row["step"])
+        self._rewards.append({"step": row["step"], "reward": row.get("reward")})
         self._report_collapse()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._progress is not None:
+            self._progress.stop()
+
+    def _print(self, line: str) -> None:
+        (self._progress.console.print if self._progress is not None else print)(line)
 
     def _report_collapse(self) -> None:
         """Say once, as soon as it happens, that the reward collapsed, and which checkpoint App. B would report."""
@@ -113,15 +81,37 @@ class RunLogger(TrainerCallback):
         collapse = detect_collapse(self._rewards, self.collapse_window, self.collapse_drop)
         if collapse is not None:
             self._collapse_reported = True
-            message = (f"{collapse.describe()}; App. B reports the last checkpoint before it: "
-                       f"inspo evaluate --run {self.run_dir} --checkpoint best")
-            (self._progress.console.print if self._progress is not None else print)(message)
+            self._print(f"{collapse.describe()}; App. B reports the last checkpoint before it: "
+                        f"inspo evaluate --run {self.run} --checkpoint best")
+
+
+class RunLogger(TrainerCallback):
+    """TRL's logs of each training step, as one `StepLog` row (main process only)."""
+
+    def __init__(self, log: StepLog, updates_per_step: int):
+        self.log, self.updates_per_step = log, updates_per_step
+        self._last_time = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.log.open(done=state.global_step // self.updates_per_step)
+            self._last_time = time.perf_counter()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "loss" not in logs:
+            return  # the end-of-training summary log has no loss; it is not a step
+        now = time.perf_counter()
+        row = {"step": state.global_step // self.updates_per_step, "update": state.global_step,
+               "time": round(time.time(), 3), "step_seconds": round(now - self._last_time, 3)}
+        self._last_time = now
+        for key, value in logs.items():
+            if key not in _SKIP and isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[key] = None if math.isnan(value) else value
+        self.log.write(row)
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self._writer is not None:
-            self._writer.close()
-        if self._progress is not None:
-            self._progress.stop()
+        if state.is_world_process_zero:
+            self.log.close()
 
 
 def step_line(row: dict, steps: int) -> str:
@@ -139,17 +129,17 @@ def step_line(row: dict, steps: int) -> str:
             f"score {fmt('time/scoring', '.1f')} upd {fmt('time/update', '.1f')})")
 
 
-def plot_curves(run_dir: Path) -> list[Path]:
+def plot_curves(run: RunDir) -> list[Path]:
     """PNG curves of the run so far: reward and EM, and search behaviour, against the training step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read_metrics(run_dir)
+    rows = run.metrics()
     if not rows:
         return []
-    out = run_dir / PLOTS_DIR
+    out = run.plots_dir
     out.mkdir(exist_ok=True)
     figures = {"reward.png": (("reward", "reward"), ("em", "EM"), ("eval/em", "EM, held-out (greedy, I*)")),
                "search.png": (("search/searches_per_trajectory", "searches / trajectory"),

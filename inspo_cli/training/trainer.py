@@ -14,8 +14,8 @@ It adds these things to GRPOTrainer and nothing else:
 4. **Phase timing**: wall seconds per logged step spent in generation, retrieval, scoring (log-probs of the
    reference/old policy and rewards) and the update (forward, backward, optimizer).
 
-The overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`, `_save_checkpoint`) are
-why trl is pinned exactly; `tests/test_trainer.py` and `tests/test_train_command.py` cover them.
+The overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`, `_save_checkpoint`,
+`_get_per_token_logps_and_entropies`) are why trl is pinned exactly; `tests/test_trainer.py` and `tests/test_train_command.py` cover them.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from inspo_cli.config import RewardConfig, RolloutConfig
 from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import InstructionSource, Pick
 from inspo_cli.jsonio import atomic_write_json
-from inspo_cli.runs import COEVOLUTION_FILE
-from inspo_cli.training.coevolution import CoEvolution
+from inspo_cli.runs import RunDir
+from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
@@ -47,41 +47,32 @@ from retriever.search import Retriever
 PHASES = ("generation", "retrieval", "scoring", "update")
 
 
-def _score_only_labelled_positions_everywhere() -> None:
+@contextlib.contextmanager
+def score_only_labelled_positions_on_cpu():
     """TRL's fused LM head scores only labelled positions (the completion) on Triton devices, but every position,
     prompt and padding included, elsewhere, to keep tile shapes fixed for compilers. Nothing is compiled on CPU,
     so score only the completion there too: the LM-head work of a CPU update shrinks to the completion tokens, and
-    the log-probs are the same (each position is computed on its own; tests/test_trainer.py compares them)."""
+    the log-probs are the same (each position is computed on its own; tests/test_trainer.py compares them).
+    TRL reads the choice from a module-level function, so it is swapped only while this trainer computes
+    log-probs, and put back after."""
     from trl.trainer import utils as trl_utils
 
-    if getattr(trl_utils._use_triton, "_inspo", False):
-        return
     original = trl_utils._use_triton
-
-    def compact(device) -> bool:
-        return device.type == "cpu" or original(device)
-
-    compact._inspo = True
-    compact.original = original
-    trl_utils._use_triton = compact
-
-
-def trl_original_use_triton():
-    """TRL's own choice (for the test that compares both)."""
-    from trl.trainer import utils as trl_utils
-
-    return getattr(trl_utils._use_triton, "original", trl_utils._use_triton)
+    trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
 
 
 class SearchGRPOTrainer(GRPOTrainer):
     def __init__(self, *, model, args, train_dataset, processing_class, instructions: InstructionSource,
                  retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
-                 callbacks=None, coevolution: CoEvolution | None = None,
-                 evaluation: PeriodicEvaluation | None = None):
-        _score_only_labelled_positions_everywhere()
+                 callbacks=None, coevolution: CoEvolutionFactory | None = None,
+                 evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True):
         self.instructions = instructions
-        self.coevolution = coevolution  # INSPO: replay buffer, pruning, evolution (None: static instruction)
+        self.compact_cpu_logprobs = compact_cpu_logprobs  # see `score_only_labelled_positions_on_cpu`
         self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
         self.updates_per_step = updates_per_step  # optimizer updates per generation batch (batch / mini-batch)
         self.phase_seconds: dict[str, float] = defaultdict(float)
@@ -93,6 +84,9 @@ class SearchGRPOTrainer(GRPOTrainer):
                          rollout_func=self._rollout, callbacks=[*(callbacks or []), _StepEnd(self)])
         self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
                                     rollout, topk=topk, chat=chat)
+        # INSPO: replay buffer, pruning, evolution (None: static instruction), verifying with this trainer's policy
+        self.coevolution = None if coevolution is None else coevolution(
+            PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))
 
     def _backend(self, rollout: RolloutConfig, batch_size: int):
         if not self.use_vllm:
@@ -156,8 +150,8 @@ class SearchGRPOTrainer(GRPOTrainer):
         with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
                                           gather_deepspeed3_params=self.args.ds3_gather_for_generation,
                                           gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs)
-              as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False)):
-            self.engine.backend.model = unwrapped
+              as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False),
+              self.engine.backend.generating_with(unwrapped)):
             yield
 
     def _sync_vllm_weights(self) -> None:
@@ -212,10 +206,14 @@ class SearchGRPOTrainer(GRPOTrainer):
         """The population goes into the checkpoint before HF writes trainer_state.json, the file whose presence
         marks a checkpoint complete, so a resumed run never finds weights without their population."""
         if self.coevolution is not None and self.args.should_save:
-            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            folder = Path(self._get_output_dir(trial=trial)) / RunDir.checkpoint_name(self.state.global_step)
             folder.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(folder / COEVOLUTION_FILE, self.coevolution.state_dict())
+            atomic_write_json(RunDir.checkpoint_coevolution(folder), self.coevolution.state_dict())
         super()._save_checkpoint(model, trial)
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        with score_only_labelled_positions_on_cpu() if self.compact_cpu_logprobs else contextlib.nullcontext():
+            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
 
     # -- timing --------------------------------------------------------------------------------------------
 

@@ -128,9 +128,9 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
     import torch
     from trl import GRPOConfig
 
-    from inspo_cli.runs import CHECKPOINTS_DIR
+    from inspo_cli.runs import RunDir
 
-    kwargs = grpo_kwargs(recipe, Path(recipe.run.output_dir) / "<run>" / CHECKPOINTS_DIR, processes, device)
+    kwargs = grpo_kwargs(recipe, RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir, processes, device)
     buildable = dict(kwargs)
     if device != "cpu" and not torch.cuda.is_available():
         buildable.update(use_cpu=True, bf16=False)  # TRL refuses bf16 without a GPU; restored below

@@ -1,0 +1,82 @@
+"""The run API below the CLI: a recipe in, a finished run directory out. `inspo train`, `inspo evolve` (and
+`inspo ablate`, which runs many) call it; the commands only parse flags, call it, and print.
+
+    run = experiment.run("train", recipe, recipe_path="recipes/demo.yaml", command=sys.argv)
+    run = experiment.run("evolve", resume="runs/inspo-20261122-101500")
+    run.summary()
+
+A fresh run gets a new directory (`RunDir.create`); under `accelerate launch` the main process creates it and
+the others wait for its name. `resume=` continues an unfinished run with the recipe stored in it. An interrupt
+(Ctrl-C) becomes `RunInterrupted`, which names the directory to resume.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.runs import RunDir
+
+KINDS = ("train", "evolve")  # train: GRPO with the instruction source; evolve: INSPO with a frozen policy
+
+
+class RunInterrupted(Exception):
+    def __init__(self, run: RunDir):
+        super().__init__(f"interrupted: {run}")
+        self.run = run
+
+
+def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | None = None,
+        resume: str | Path | None = None, output_dir: str | Path | None = None, command: Sequence[str] = (),
+        device: str | None = None, on_start: Callable[[RunDir], None] | None = None) -> RunDir:
+    """Run `kind` ("train" or "evolve") to the end and return its directory (summary.json written).
+
+    Either `recipe` (a fresh run; `recipe_path` names its file in run.json) or `resume` (an unfinished run
+    directory). `on_start(run)` is called on the main process once the directory exists, before any model
+    loads (the CLI prints where the run is)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if (recipe is None) == (resume is None):
+        raise ValueError("pass a recipe for a fresh run or resume= for an unfinished one, not both")
+    from accelerate import PartialState
+
+    state = PartialState()
+    if resume is not None:
+        directory = RunDir(resume)
+        recipe = directory.resumable_recipe()
+    else:
+        directory = _create(recipe, recipe_path, command, output_dir, state)
+    if on_start is not None and state.is_main_process:
+        on_start(directory)
+    try:
+        if kind == "train":
+            from inspo_cli.training.run import run_training
+
+            run_training(recipe, directory, resume=resume is not None, device=device)
+        else:
+            from inspo_cli.frozen_policy_evolution import run_evolve
+
+            run_evolve(recipe, directory, resume=resume is not None, device=device)
+    except KeyboardInterrupt:
+        raise RunInterrupted(directory) from None
+    return directory
+
+
+def _create(recipe: Recipe, recipe_path, command, output_dir, state) -> RunDir:
+    """A new run directory, made once: under `accelerate launch` by the main process, the others get its name."""
+    if state.num_processes == 1:
+        return RunDir.create(recipe, recipe_path, command, output_dir)
+    from accelerate.utils import broadcast_object_list
+
+    holder: list = [None]
+    if state.is_main_process:
+        try:
+            holder = [("ok", str(RunDir.create(recipe, recipe_path, command, output_dir).path))]
+        except InspoError as error:  # every process fails the same way instead of the others waiting
+            holder = [("error", str(error))]
+    outcome, value = broadcast_object_list(holder)[0]
+    if outcome == "error":
+        raise InspoError(value)
+    return RunDir(value)

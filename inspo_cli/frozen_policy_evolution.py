@@ -1,0 +1,118 @@
+"""`inspo evolve`: INSPO's population / prune / evolve / verify loop with a frozen policy (no gradient updates).
+
+Prompt optimisation before or after RL, the paper's pre-policy and post-policy ablations. Each step samples
+`training.batch_size` questions, gives each question group one instruction drawn from the population, rolls out
+`training.group_size` trajectories per question with the fixed policy, and hands the rewards to the same INSPO
+step the trainer uses (`inspo_cli.training.coevolution`), with the same step rows (`StepLog`) and the same
+summary (`inspo_cli.training.summary`). The run directory gets the files of `inspo train` except checkpoints:
+the policy does not change, and `coevolution.json` in the run directory, rewritten atomically after every step,
+is what `--resume` continues from exactly.
+
+    run_evolve(recipe, run)                 # fresh
+    run_evolve(recipe, run, resume=True)    # from the last completed step
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from statistics import mean, pstdev
+from typing import Sequence
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.runs import RunDir
+
+
+def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
+    from accelerate import PartialState
+
+    from inspo_cli.agent import RolloutEngine, load_backend
+    from inspo_cli.models import uses_chat_template
+    from inspo_cli.retrieval import open_from_config
+    from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
+    from inspo_cli.training.run_logger import StepLog
+    from inspo_cli.training.setup import train_questions
+    from inspo_cli.training.summary import finish_run
+
+    if not recipe.population.enabled:
+        raise InspoError("inspo evolve needs population.enabled=true (it evolves the instruction population); "
+                         "set it with --set population.enabled=true")
+    state = PartialState()
+    if state.num_processes > 1:
+        raise InspoError("inspo evolve runs in one process; launch it without accelerate")
+    start = 0
+    if resume:
+        if not run.coevolution_file.is_file():
+            raise InspoError(f"{run} has no {RunDir.COEVOLUTION} to resume from; start a new run instead")
+        start = json.loads(run.coevolution_file.read_text(encoding="utf-8"))["step"]
+        run.truncate_metrics(start)  # rows are keyed by "update", which is the step here
+    population, make_coevolution = instruction_source(recipe, run.coevolution_file if resume else None, state)
+    t = recipe.training
+    backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=t.batch_size * t.group_size,
+                                      device=device)
+    engine = RolloutEngine(backend, open_from_config(recipe.retriever), tokenizer, recipe.rollout,
+                           topk=recipe.retriever.topk, chat=uses_chat_template(tokenizer, recipe.model.chat_template))
+    coevolution = make_coevolution(PolicyVerifier(engine, recipe.reward))
+    log = StepLog(run, t.steps, instructions=population, description="evolving",
+                  collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
+    loop = FrozenPolicyEvolution(recipe, train_questions(recipe), engine, coevolution, log, run)
+    started = time.time()
+    log.open(done=start)
+    try:
+        loop.run_steps(start + 1, t.steps)
+    finally:
+        log.close()
+    return finish_run(run, recipe, population, coevolution, time.time() - started,
+                      f"step {start}" if resume else None, frozen_policy=True)
+
+
+class FrozenPolicyEvolution:
+    """The steps themselves, on a rollout engine over the frozen policy; each step's state is saved when it ends."""
+
+    def __init__(self, recipe: Recipe, questions: Sequence, engine, coevolution, log, run: RunDir):
+        self.recipe, self.questions, self.engine, self.coevolution, self.log, self.run = \
+            recipe, list(questions), engine, coevolution, log, run
+
+    def run_steps(self, first: int, last: int) -> None:
+        for step in range(first, last + 1):
+            row = self.step(step)
+            self.log.write(row)
+            atomic_write_json(self.run.coevolution_file, {"step": step, **self.coevolution.state_dict()})
+
+    def step(self, step: int) -> dict:
+        """One step: sample questions and their instructions, roll out, score, and let INSPO fold it in; the row."""
+        import torch
+
+        from inspo_cli.agent.rollout import summarize
+        from inspo_cli.instructions.replay import experiences_from
+        from inspo_cli.instructions.sampling import stable_random
+        from inspo_cli.metrics import exact_match
+        from inspo_cli.training.reward import rollout_and_score
+
+        started = time.perf_counter()
+        seed, g, population = self.recipe.run.seed, self.recipe.training.group_size, self.coevolution.population
+        torch.manual_seed(seed * 100_003 + step)  # sampling is reproducible step by step
+        picked = stable_random(seed, step, "questions").sample(range(len(self.questions)),
+                                                             min(self.recipe.training.batch_size, len(self.questions)))
+        batch = [self.questions[i] for i in picked]
+        picks = population.sample([q.key for q in batch], step - 1)
+        grouped = [(pick, q) for pick, q in zip(picks, batch) for _ in range(g)]
+        retrieval_before = self.engine.retrieval_seconds
+        trajectories, rewards = rollout_and_score(self.engine, [p.text for p, _ in grouped], [q for _, q in grouped],
+                                                  self.recipe.reward)
+        rollout_seconds = time.perf_counter() - started
+        retrieval_seconds = self.engine.retrieval_seconds - retrieval_before
+        population.observe(picks, [mean(rewards[i * g:(i + 1) * g]) for i in range(len(batch))])
+        golden = [q.golden_answers for _, q in grouped]
+        self.coevolution.remember(experiences_from(
+            [p.instruction_id for p, _ in grouped], [q.key for _, q in grouped], [q.question for _, q in grouped],
+            golden, [x.response for x in trajectories], rewards, step))
+        row = {"step": step, "update": step, "time": round(time.time(), 3),
+               "reward": mean(rewards), "reward_std": pstdev(rewards),
+               "em": mean(exact_match(x.answer, gold) for x, gold in zip(trajectories, golden)),
+               **summarize(trajectories), **self.coevolution.end_step(step),
+               "time/generation": rollout_seconds - retrieval_seconds, "time/retrieval": retrieval_seconds}
+        row["step_seconds"] = round(time.perf_counter() - started, 3)
+        return row

@@ -1,0 +1,182 @@
+"""INSPO's step without a model: `MainProcessLM`, `PolicyVerifier`, `CoEvolution` and the frozen-policy loop of
+`inspo evolve`, with a fake accelerator, a scripted optimizer and a rule-based rollout engine at the seams."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from inspo_cli.agent.rollout import Trajectory
+from inspo_cli.benchmarks import Question
+from inspo_cli.config import RewardConfig, load_recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.frozen_policy_evolution import FrozenPolicyEvolution
+from inspo_cli.instructions.lm import OptimizerBudgetExhausted
+from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.replay import ReplayQuestion
+from inspo_cli.runs import RunDir
+from inspo_cli.training.coevolution import CoEvolution, MainProcessLM, PolicyVerifier
+from inspo_cli.training.run_logger import StepLog
+from inspo_cli.training.summary import run_summary
+
+GOOD, BAD = "Search first, then answer. {question}", "Answer at once. {question}"
+
+
+class RuleEngine:
+    """A policy that answers right exactly when its instruction says "Search" (and counts what it was asked)."""
+
+    retrieval_seconds = 0.0
+
+    def __init__(self):
+        self.calls: list[tuple[list[str], list[str]]] = []
+
+    def run(self, instructions, questions):
+        self.calls.append((list(instructions), list(questions)))
+        return [Trajectory(prompt_ids=[1], completion_ids=[2, 3], completion_mask=[1, 1], turns=1,
+                           answer="Paris" if "Search" in text else "Rome", stop_reason="answer",
+                           response="<answer> ... </answer>") for text in instructions]
+
+
+def fake_accelerator(rank=0, world=1):
+    return SimpleNamespace(process_index=rank, num_processes=world, is_main_process=rank == 0, device="cpu",
+                           reduce=lambda tensor, reduction: tensor * world)  # every rank saw the same sums
+
+
+def paris(n):
+    return [ReplayQuestion(f"world:q{i}", f"capital {i}?", ("Paris",)) for i in range(n)]
+
+
+# -- MainProcessLM ---------------------------------------------------------------------------------------------
+
+class Optimizer:
+    def __init__(self, answer):
+        self.answer, self.prompts = answer, []
+
+    def complete(self, prompt):
+        self.prompts.append(prompt)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_main_process_lm_calls_the_optimizer_once_and_every_rank_gets_its_answer():
+    sent = []
+
+    def broadcast(payload):  # the main process's payload reaches every rank
+        if payload != [None]:
+            sent.append(payload)
+        return sent[-1]
+
+    optimizer = Optimizer("<ins_1>new</ins_1>")
+    main = MainProcessLM(optimizer, fake_accelerator(0, 2), broadcast)
+    other = MainProcessLM(None, fake_accelerator(1, 2), broadcast)  # ranks other than 0 have no optimizer at all
+    assert main.complete("p") == "<ins_1>new</ins_1>" and other.complete("p") == "<ins_1>new</ins_1>"
+    assert optimizer.prompts == ["p"]
+    assert MainProcessLM(optimizer, fake_accelerator()).complete("q") == "<ins_1>new</ins_1>"  # one process
+
+
+@pytest.mark.parametrize("error", [InspoError("optimizer key missing"), OptimizerBudgetExhausted("budget spent")])
+def test_main_process_lm_raises_the_main_process_error_on_every_rank(error):
+    sent = []
+
+    def broadcast(payload):
+        if payload != [None]:
+            sent.append(payload)
+        return sent[-1]
+
+    with pytest.raises(type(error), match=str(error)):
+        MainProcessLM(Optimizer(error), fake_accelerator(0, 2), broadcast).complete("p")
+    with pytest.raises(type(error), match=str(error)):
+        MainProcessLM(None, fake_accelerator(1, 2), broadcast).complete("p")
+
+
+# -- PolicyVerifier --------------------------------------------------------------------------------------------
+
+def test_verifier_scores_every_instruction_in_one_batched_rollout():
+    engine, entered = RuleEngine(), []
+    verifier = PolicyVerifier(engine, RewardConfig(), generation=lambda: entered.append(1) or contextlib.nullcontext())
+    assert verifier.score([GOOD, BAD], paris(3)) == [1.0, 0.0]
+    assert len(engine.calls) == 1 and engine.calls[0][0] == [GOOD] * 3 + [BAD] * 3 and entered == [1]
+
+
+def test_verifier_splits_the_questions_over_ranks_and_sums_them_back():
+    engine = RuleEngine()
+    verifier = PolicyVerifier(engine, RewardConfig(), accelerator=fake_accelerator(rank=1, world=2))
+    assert verifier.score([GOOD, BAD], paris(5)) == [1.0, 0.0]
+    assert engine.calls[0][1] == ["capital 1?", "capital 3?"] * 2  # rank 1's share: every second question
+
+
+def test_a_rank_without_questions_still_enters_generation():
+    engine, entered = RuleEngine(), []
+    verifier = PolicyVerifier(engine, RewardConfig(), lambda: entered.append(1) or contextlib.nullcontext(),
+                              fake_accelerator(rank=1, world=2))
+    assert verifier.score([GOOD], paris(1)) == [0.0] and entered == [1] and engine.calls == []
+
+
+# -- CoEvolution and the frozen-policy loop ----------------------------------------------------------------------
+
+def evolve_recipe(**population):
+    settings = {"enabled": "true", "instructions": f"[{json.dumps(BAD)}, {json.dumps(GOOD)}]", "size": 3,
+                "prune_every": 100, "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 1,
+                "failures_per_call": 1, "verify_size": 2, "accept_top_n": 1, "max_verify_rounds": 1, **population}
+    return load_recipe(None, [f"population.{k}={v}" for k, v in settings.items()]
+                       + ["training.steps=3", "training.batch_size=2", "training.mini_batch_size=2",
+                          "training.micro_batch_size=2", "training.group_size=2"], check_paths=False)
+
+
+def make_loop(tmp_path, recipe, optimizer):
+    population = InstructionPopulation(recipe.population, seed=recipe.run.seed,
+                                       initial_texts=recipe.population.instructions)
+    engine = RuleEngine()
+    coevolution = CoEvolution(population, recipe.population, optimizer, PolicyVerifier(engine, recipe.reward),
+                              recipe.run.seed)
+    questions = [Question(f"q{i}", f"capital {i}?", ("Paris",), "world") for i in range(4)]
+    tmp_path.mkdir(exist_ok=True)
+    run = RunDir(tmp_path)
+    log = StepLog(run, recipe.training.steps, instructions=population)  # not opened: no TensorBoard, no bar
+    return FrozenPolicyEvolution(recipe, questions, engine, coevolution, log, run), run
+
+
+def test_frozen_policy_loop_writes_a_row_per_step_evolves_on_schedule_and_saves_its_state(tmp_path, capsys):
+    recipe = evolve_recipe()
+    optimizer = Optimizer("<ins_1>Search twice, then answer. {question}</ins_1>")
+    loop, run = make_loop(tmp_path, recipe, optimizer)
+    loop.run_steps(1, 3)
+    rows = run.metrics()
+    assert [r["step"] for r in rows] == [1, 2, 3] == [r["update"] for r in rows]
+    assert [r.get("population/evolved", 0) for r in rows] == [0, 1, 0] and len(optimizer.prompts) == 1
+    # the rule policy is right exactly under instructions that say "Search": the rewards are the EM
+    assert all(r["reward"] == r["em"] for r in rows) and {"search/answered", "population/size"} <= set(rows[0])
+    state = json.loads(run.coevolution_file.read_text())
+    assert state["step"] == 3 and len(state["evolutions"]) == 1
+    texts = [json.loads(line)["text"] for line in run.instructions_file.read_text().splitlines()]
+    # the candidate says "Search", so it scores 1.0 on D_B, beats its parent (which has failures: BAD) and joins
+    assert "Search twice, then answer. {question}" in texts
+    assert state["evolutions"][0]["candidates"][0]["reason"] == "accepted"
+    assert "step 3/3" in capsys.readouterr().out
+
+
+def test_frozen_policy_loop_is_reproducible_step_by_step(tmp_path):
+    timing = ("time", "step_seconds", "time/generation", "time/retrieval", "time/evolution")
+    rows = []
+    for name in ("a", "b"):
+        loop, run = make_loop(tmp_path / name, evolve_recipe(evolve_until=0), None)
+        loop.run_steps(1, 3)
+        rows.append([{k: v for k, v in r.items() if k not in timing} for r in run.metrics()])
+    assert rows[0] == rows[1]
+
+
+def test_train_and_evolve_summaries_share_one_schema(tmp_path):
+    recipe = evolve_recipe(evolve_until=0)
+    loop, run = make_loop(tmp_path, recipe, None)
+    loop.run_steps(1, 2)
+    population = loop.coevolution.population
+    frozen = run_summary(run, recipe, population, 10.0, None, [], frozen_policy=True)
+    trained = run_summary(run, recipe, population, 10.0, None, [], frozen_policy=False)
+    assert set(frozen) == set(trained)
+    assert (frozen["model"], trained["model"]) == (None, "checkpoints/final")
+    assert frozen["selected_checkpoint"] is None and frozen["steps"] == 2 and frozen["recipe_model"]
+
