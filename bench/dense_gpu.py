@@ -81,7 +81,7 @@ def encoding_rate(encoder, corpus: Path, out: Path) -> dict:
 def bench_encoding(tokenizer: Path, tmp: Path, n_gpu: int, n_cpu: int) -> dict:
     import torch
 
-    from retriever.dense import load_encoder
+    from retriever.encoder import load_encoder
 
     corpus_gpu = wiki_like_corpus(tmp / "gpu.jsonl", n_gpu)
     corpus_cpu = wiki_like_corpus(tmp / "cpu.jsonl", n_cpu)

@@ -112,12 +112,6 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, RunDir) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
     # -- making and opening ---------------------------------------------------------------------------------
 
     @classmethod

@@ -52,7 +52,7 @@ def rows(path: Path) -> list[dict]:
 
 
 class HashingEncoder:
-    """A test double for `retriever.dense.Encoder`: normalised hashed bag of words (no model, instant)."""
+    """A test double for `retriever.encoder.Encoder`: normalised hashed bag of words (no model, instant)."""
 
     name, batch_size, dim = "hashing-test-encoder", 32, 64
 
@@ -401,7 +401,7 @@ def test_open_index_on_a_cuda_machine_shards_flat_indexes_with_torch(tmp_path, c
 
 
 def test_encoder_precision_defaults_to_float16_on_cuda_only():
-    from retriever.dense import resolve_encoder_dtype
+    from retriever.encoder import resolve_encoder_dtype
 
     assert resolve_encoder_dtype("auto", "cuda") == "float16" and resolve_encoder_dtype("auto", "cpu") == "float32"
     assert resolve_encoder_dtype("bfloat16", "cpu") == "bfloat16"
@@ -473,7 +473,7 @@ def test_dense_minilm_flat_round_trip(tmp_path, tiny_world):
 def test_fast_tokenizing_encoder_equals_sentence_transformers_encode():
     """`Encoder` tokenises with the Rust tokenizer on a thread (GPU speed); the vectors must be exactly those of
     sentence-transformers' own encode, long (truncated) and padded texts included."""
-    from retriever.dense import load_encoder
+    from retriever.encoder import load_encoder
 
     encoder = load_encoder(None, device="cpu", batch_size=16)
     texts = [row["contents"] for row in rows(WORLD_CORPUS)[:60]] + ["  padded  ", "word " * 700, "é ß 東京"]
