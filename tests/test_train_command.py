@@ -71,6 +71,12 @@ def test_micro_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_
     assert_one_line_error(result, "training.micro_batch_size=3", "must divide a mini-batch")
 
 
+def test_vllm_server_mode_on_cpu_is_refused_with_the_reason(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "no-such-model", model={"backend": "vllm", "vllm_mode": "server"})
+    result = invoke("train", "--recipe", recipe, "--device", "cpu", "--output-dir", tmp_path / "runs")
+    assert_one_line_error(result, "model.vllm_mode=server needs a GPU", "NCCL", "model.vllm_mode=colocate")
+
+
 def test_a_run_without_checkpoints_cannot_be_resumed(tmp_path, repo_root):
     from inspo_cli.config import load_recipe
     from inspo_cli.runs import RunDir

