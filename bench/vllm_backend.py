@@ -33,7 +33,7 @@ from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.models import load_model, load_tokenizer, resolve_model_path
 
 
-def tokens_per_second(trajectories) -> tuple[int, list[list[int]]]:
+def generated_tokens(trajectories) -> tuple[int, list[list[int]]]:
     ids = [t.completion_ids for t in trajectories]
     return sum(map(len, ids)), ids
 
@@ -79,7 +79,7 @@ def main() -> None:
         return sum(map(len, ids)), ids
 
     def engine(which):
-        return lambda: tokens_per_second(which.run(instructions, questions))
+        return lambda: generated_tokens(which.run(instructions, questions))
 
     runs = {"engine": engine(vllm_engine), "plain": plain}
     samples: dict[str, list[float]] = {name: [] for name in runs}

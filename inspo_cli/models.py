@@ -141,6 +141,13 @@ def merged_adapter_dir(adapter_dir: Path) -> Path:
     return target
 
 
+def default_device() -> str:
+    """cuda when torch sees a GPU, else cpu."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def resolve_dtype(dtype: str, device: str):
     """`auto` is float32 on CPU (several times faster than bf16 there) and bfloat16 on GPU."""
     import torch
@@ -166,10 +173,9 @@ def load_tokenizer(config: ModelConfig):
 
 def load_model(config: ModelConfig, device: str | None = None):
     """(model, tokenizer) for the policy, on `device` (default: cuda if available), in eval mode."""
-    import torch
     from transformers import AutoModelForCausalLM
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     tokenizer = load_tokenizer(config)
     path = resolve_model_path(config.name_or_path)
     try:

@@ -114,9 +114,6 @@ class Recorder:
     def generating_with(self, model):
         return self.backend.generating_with(model)
 
-    def with_sampling(self, temperature, top_p=1.0):
-        return self.backend.with_sampling(temperature, top_p)
-
 
 @pytest.fixture
 def process_state_restored():

@@ -52,13 +52,9 @@ class EngineSettings:
 
 def engine_settings(model: ModelConfig, device: str | None = None) -> EngineSettings:
     """The engine settings `model` asks for on `device` (default: cuda when torch sees a GPU, else cpu)."""
-    from inspo_cli.models import resolve_dtype
+    from inspo_cli.models import default_device, resolve_dtype
 
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = "cpu" if device == "cpu" else "cuda"
+    device = "cpu" if (device or default_device()) == "cpu" else "cuda"
     eager = {"on": True, "off": False}.get(model.vllm_enforce_eager, device == "cpu")
     dtype = str(resolve_dtype(model.dtype, device)).removeprefix("torch.")
     return EngineSettings(device, dtype, eager, model.vllm_gpu_memory_utilization,

@@ -64,9 +64,9 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
     from inspo_cli.training.trl_report import trl_report
 
     if device is None:
-        import torch
+        from inspo_cli.models import default_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = default_device()
     if device not in ("cpu", "cuda"):
         raise InspoError(f"--device {device!r}: use cpu or cuda")
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' v6 renames, printed by GRPOConfig

@@ -25,11 +25,10 @@ from inspo_cli.runs import RunDir
 
 
 def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
-    import torch
     from accelerate import PartialState
     from transformers import PrinterCallback, ProgressCallback
 
-    from inspo_cli.models import load_tokenizer, resolve_model_path, uses_chat_template
+    from inspo_cli.models import default_device, load_tokenizer, resolve_model_path, uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.algorithms import trainer_class
     from inspo_cli.training.coevolution import instruction_source
@@ -40,7 +39,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
     _quiet_libraries()
     state = PartialState()
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     checkpoint = None
     if resume:
         checkpoint = run.latest_checkpoint()
