@@ -185,6 +185,21 @@ def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, re
     assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
 
 
+@pytest.mark.slow
+def test_keep_checkpoints_deletes_all_but_the_newest(tmp_path, repo_root, tiny_model_dir):
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"steps": 3, "keep_checkpoints": 2})
+    result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "kept")
+    assert result.exit_code == 0, result.output
+    checkpoints = tmp_path / "runs/kept/checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    assert (checkpoints / "checkpoint-3/trainer_state.json").is_file() and (checkpoints / "final").is_dir()
+
+
+def test_keep_checkpoints_below_zero_is_a_one_line_error(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "x", training={"keep_checkpoints": -1})
+    assert_one_line_error(invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs"), "keep_checkpoints")
+
+
 def test_evolution_without_the_optimizer_key_is_a_one_line_error(tmp_path, repo_root, monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     recipe = write_recipe(tmp_path, repo_root, "x", population={"enabled": True, "evolve_until": 150})
@@ -289,7 +304,8 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
 def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root):
     """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
     after its second checkpoint, resumed, compared with the same seed run straight through."""
-    recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct", training={"steps": 4})
+    recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct", training={"steps": 4, "save_every": 2,
+                                                                                    "keep_checkpoints": 1})
     runs = tmp_path / "runs"
     straight = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight", cwd=repo_root)
     output, _ = straight.communicate(timeout=900)

@@ -77,6 +77,7 @@ def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, devic
         logging_steps=plan.updates_per_step,
         save_strategy="steps",
         save_steps=t.save_every * plan.updates_per_step,
+        save_total_limit=t.keep_checkpoints or None,
         save_only_model=False,  # optimizer, scheduler and RNG states are what make --resume exact
         seed=recipe.run.seed,
         report_to="none",  # metrics.jsonl and TensorBoard are written by RunLogger, per training step
