@@ -303,7 +303,7 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
 @pytest.mark.slow
 def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root):
     """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
-    after its second checkpoint, resumed, compared with the same seed run straight through."""
+    after its checkpoint at step 2, resumed, compared with the same seed run straight through."""
     recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct", training={"steps": 4, "save_every": 2,
                                                                                     "keep_checkpoints": 1})
     runs = tmp_path / "runs"
