@@ -119,7 +119,8 @@ def test_question_rows_have_the_flashrag_fields_types_and_hops(tmp_path, tiny):
     assert {split: len(r) for split, r in rows.items()} == WORLD_SIZES["tiny"].questions
     for split, split_rows in rows.items():
         for row in split_rows:
-            assert list(row) == ["id", "question", "golden_answers", "type", "hops", "supporting_ids"]
+            assert list(row) == ["id", "question", "golden_answers", "type", "hops", "supporting_ids", "searches"]
+            assert len(row["searches"]) == row["hops"] == len(row["supporting_ids"])
             assert row["id"].startswith(f"world-{split}-") and row["golden_answers"]
             assert row["hops"] == TYPES[row["type"]]
     assert {row["type"] for row in _rows(rows)} == set(TYPES)

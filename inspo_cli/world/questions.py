@@ -32,6 +32,7 @@ class QuestionDraft:
     text: str
     answers: list[str]
     support: list[tuple[str, str]]  # (entity id, fact) per hop
+    searches: list[str]  # the oracle's query per hop: only names in the question or found at an earlier hop
 
 
 def answers_for(value: object) -> list[str]:
@@ -86,61 +87,68 @@ class QuestionMaker:
         o = self.pick(self.ents.organisations)
         text = _q(self.t("In which year was {o} founded?", "When was {o} established?", "What year was {o} founded in?",
                          "In what year was {o} established?"), o=o.ref)
-        return QuestionDraft(("founded_year", o.id), text, answers_for(o.founded_year), [(o.id, "founded_year")])
+        return QuestionDraft(("founded_year", o.id), text, answers_for(o.founded_year), [(o.id, "founded_year")],
+                             [f"{o.ref} founded"])
 
     def org_founder(self):
         o = self.pick(self.ents.organisations)
         text = _q(self.t("Who founded {o}?", "Who was the founder of {o}?", "Who established {o}?",
                          "{o} was founded by whom?"), o=o.ref)
-        return QuestionDraft(("founder", o.id), text, answers_for(o.founder), [(o.id, "founder")])
+        return QuestionDraft(("founder", o.id), text, answers_for(o.founder), [(o.id, "founder")],
+                             [f"{o.ref} founder"])
 
     def org_hq(self):
         o = self.pick(self.ents.organisations)
         text = _q(self.t("In which city is {o} based?", "Where is {o} headquartered?",
                          "Which city is home to the headquarters of {o}?",
                          "In what city does {o} have its headquarters?"), o=o.ref)
-        return QuestionDraft(("hq", o.id), text, answers_for(o.hq), [(o.id, "hq")])
+        return QuestionDraft(("hq", o.id), text, answers_for(o.hq), [(o.id, "hq")], [f"{o.ref} headquarters"])
 
     def birth_city(self):
         p = self.pick(self.ents.people)
         text = _q(self.t("In which city was {p} born?", "Where was {p} born?", "What is the birthplace of {p}?",
                          "Which city was {p} born in?"), p=p.name)
-        return QuestionDraft(("birth_city", p.id), text, answers_for(p.birth_city), [(p.id, "birth_city")])
+        return QuestionDraft(("birth_city", p.id), text, answers_for(p.birth_city), [(p.id, "birth_city")],
+                             [f"{p.name} born"])
 
     def birth_year(self):
         p = self.pick(self.ents.people)
         text = _q(self.t("In which year was {p} born?", "When was {p} born?", "What year was {p} born in?"), p=p.name)
-        return QuestionDraft(("birth_year", p.id), text, answers_for(p.birth_year), [(p.id, "birth_year")])
+        return QuestionDraft(("birth_year", p.id), text, answers_for(p.birth_year), [(p.id, "birth_year")],
+                             [f"{p.name} born"])
 
     def employer(self):
         p = self.pick(self.staff)
         text = _q(self.t("Which organisation did {p} work for?", "For which organisation did {p} work?",
                          "Which organisation employed {p}?"), p=p.name)
-        return QuestionDraft(("employer", p.id), text, answers_for(p.employer), [(p.id, "employer")])
+        return QuestionDraft(("employer", p.id), text, answers_for(p.employer), [(p.id, "employer")],
+                             [f"{p.name} employed"])
 
     def founded_org(self):
         p = self.pick(self.founders)
         text = _q(self.t("Which organisation did {p} found?", "Which organisation was founded by {p}?",
                          "What organisation did {p} establish?"), p=p.name)
-        return QuestionDraft(("founded", p.id), text, answers_for(p.founded), [(p.id, "founded")])
+        return QuestionDraft(("founded", p.id), text, answers_for(p.founded), [(p.id, "founded")],
+                             [f"{p.name} founded"])
 
     def city_country(self):
         c = self.pick(self.ents.cities)
         text = _q(self.t("In which country is {c}?", "{c} is a city in which country?",
                          "Which country is {c} located in?", "In what country is the city of {c}?"), c=c.name)
-        return QuestionDraft(("country", c.id), text, answers_for(c.country), [(c.id, "country")])
+        return QuestionDraft(("country", c.id), text, answers_for(c.country), [(c.id, "country")], [f"{c.name} city"])
 
     def city_founded(self):
         c = self.pick(self.ents.cities)
         text = _q(self.t("In which year was {c} founded?", "When was the city of {c} founded?",
                          "What year was the city of {c} founded in?"), c=c.name)
-        return QuestionDraft(("city_founded", c.id), text, answers_for(c.founded_year), [(c.id, "founded_year")])
+        return QuestionDraft(("city_founded", c.id), text, answers_for(c.founded_year), [(c.id, "founded_year")],
+                             [f"{c.name} founded"])
 
     def capital(self):
         k = self.pick(self.ents.countries)
         text = _q(self.t("What is the capital of {k}?", "Which city is the capital of {k}?",
                          "What city serves as the capital of {k}?"), k=k.name)
-        return QuestionDraft(("capital", k.id), text, answers_for(k.capital), [(k.id, "capital")])
+        return QuestionDraft(("capital", k.id), text, answers_for(k.capital), [(k.id, "capital")], [f"{k.name} capital"])
 
     def term_start(self):
         p = self.pick(self.leaders)
@@ -148,12 +156,14 @@ class QuestionMaker:
         text = _q(self.t("In which year did {p} become {title} of {k}?", "When did {p} take office as {title} of {k}?",
                          "In what year did {p}'s term as {title} of {k} begin?"),
                   p=p.name, title=term.country.leader_title, k=term.country.name)
-        return QuestionDraft(("term_start", p.id), text, answers_for(term.start), [(p.id, "term")])
+        return QuestionDraft(("term_start", p.id), text, answers_for(term.start), [(p.id, "term")],
+                             [f"{p.name} {term.country.leader_title}"])
 
     def led_country(self):
         p = self.pick(self.leaders)
         text = _q(self.t("Which country did {p} lead?", "Of which country was {p} head of state?"), p=p.name)
-        return QuestionDraft(("led", p.id), text, answers_for(p.term.country), [(p.id, "term")])
+        return QuestionDraft(("led", p.id), text, answers_for(p.term.country), [(p.id, "term")],
+                             [f"{p.name} {p.term.country.leader_title}"])
 
     # -- bridge -------------------------------------------------------------------------------------------------------
     def founder_birth_city(self):
@@ -161,21 +171,23 @@ class QuestionMaker:
         text = _q(self.t("In which city was the founder of {o} born?", "Where was the founder of {o} born?",
                          "What is the birthplace of the person who founded {o}?"), o=o.ref)
         return QuestionDraft(("founder_birth_city", o.id), text, answers_for(o.founder.birth_city),
-                             [(o.id, "founder"), (o.founder.id, "birth_city")])
+                             [(o.id, "founder"), (o.founder.id, "birth_city")],
+                             [f"{o.ref} founder", f"{o.founder.name} born"])
 
     def founder_birth_year(self):
         o = self.pick(self.ents.organisations)
         text = _q(self.t("In which year was the founder of {o} born?", "When was the person who founded {o} born?"),
                   o=o.ref)
         return QuestionDraft(("founder_birth_year", o.id), text, answers_for(o.founder.birth_year),
-                             [(o.id, "founder"), (o.founder.id, "birth_year")])
+                             [(o.id, "founder"), (o.founder.id, "birth_year")],
+                             [f"{o.ref} founder", f"{o.founder.name} born"])
 
     def org_hq_country(self):
         o = self.pick(self.ents.organisations)
         text = _q(self.t("In which country is {o} headquartered?", "In which country are the headquarters of {o}?",
                          "{o} is based in which country?"), o=o.ref)
         return QuestionDraft(("hq_country", o.id), text, answers_for(o.hq.country),
-                             [(o.id, "hq"), (o.hq.id, "country")])
+                             [(o.id, "hq"), (o.hq.id, "country")], [f"{o.ref} headquarters", f"{o.hq.name} city"])
 
     def employer_founder(self):
         p = self.pick(self.staff)
@@ -183,7 +195,8 @@ class QuestionMaker:
                          "Who was the founder of the organisation that employed {p}?", "Who founded {p}'s employer?"),
                   p=p.name)
         return QuestionDraft(("employer_founder", p.id), text, answers_for(p.employer.founder),
-                             [(p.id, "employer"), (p.employer.id, "founder")])
+                             [(p.id, "employer"), (p.employer.id, "founder")],
+                             [f"{p.name} employed", f"{p.employer.ref} founder"])
 
     def employer_founded(self):
         p = self.pick(self.staff)
@@ -191,48 +204,55 @@ class QuestionMaker:
                          "When was {p}'s employer founded?",
                          "In what year was the organisation {p} worked for established?"), p=p.name)
         return QuestionDraft(("employer_founded", p.id), text, answers_for(p.employer.founded_year),
-                             [(p.id, "employer"), (p.employer.id, "founded_year")])
+                             [(p.id, "employer"), (p.employer.id, "founded_year")],
+                             [f"{p.name} employed", f"{p.employer.ref} founded"])
 
     def employer_hq(self):
         p = self.pick(self.staff)
         text = _q(self.t("In which city is the organisation {p} worked for based?",
                          "Where is the employer of {p} headquartered?"), p=p.name)
         return QuestionDraft(("employer_hq", p.id), text, answers_for(p.employer.hq),
-                             [(p.id, "employer"), (p.employer.id, "hq")])
+                             [(p.id, "employer"), (p.employer.id, "hq")],
+                             [f"{p.name} employed", f"{p.employer.ref} headquarters"])
 
     def birth_country(self):
         p = self.pick(self.ents.people)
         text = _q(self.t("In which country was {p} born?", "{p} was born in which country?"), p=p.name)
         return QuestionDraft(("birth_country", p.id), text, answers_for(p.birth_city.country),
-                             [(p.id, "birth_city"), (p.birth_city.id, "country")])
+                             [(p.id, "birth_city"), (p.birth_city.id, "country")],
+                             [f"{p.name} born", f"{p.birth_city.name} city"])
 
     def capital_founded(self):
         k = self.pick(self.ents.countries)
         text = _q(self.t("In which year was the capital of {k} founded?", "When was the capital city of {k} founded?"),
                   k=k.name)
         return QuestionDraft(("capital_founded", k.id), text, answers_for(k.capital.founded_year),
-                             [(k.id, "capital"), (k.capital.id, "founded_year")])
+                             [(k.id, "capital"), (k.capital.id, "founded_year")],
+                             [f"{k.name} capital", f"{k.capital.name} founded"])
 
     def city_capital(self):
         c = self.pick(self.ents.cities)
         text = _q(self.t("What is the capital of the country in which {c} lies?",
                          "Which city is the capital of the country where {c} is located?"), c=c.name)
         return QuestionDraft(("city_capital", c.id), text, answers_for(c.country.capital),
-                             [(c.id, "country"), (c.country.id, "capital")])
+                             [(c.id, "country"), (c.country.id, "capital")],
+                             [f"{c.name} city", f"{c.country.name} capital"])
 
     def founded_org_year(self):
         p = self.pick(self.founders)
         text = _q(self.t("In which year was the organisation founded by {p} established?",
                          "When was the organisation that {p} founded established?"), p=p.name)
         return QuestionDraft(("founded_org_year", p.id), text, answers_for(p.founded.founded_year),
-                             [(p.id, "founded"), (p.founded.id, "founded_year")])
+                             [(p.id, "founded"), (p.founded.id, "founded_year")],
+                             [f"{p.name} founded", f"{p.founded.ref} founded"])
 
     def founded_org_hq(self):
         p = self.pick(self.founders)
         text = _q(self.t("In which city is the organisation founded by {p} based?",
                          "Where is the organisation that {p} founded headquartered?"), p=p.name)
         return QuestionDraft(("founded_org_hq", p.id), text, answers_for(p.founded.hq),
-                             [(p.id, "founded"), (p.founded.id, "hq")])
+                             [(p.id, "founded"), (p.founded.id, "hq")],
+                             [f"{p.name} founded", f"{p.founded.ref} headquarters"])
 
     def leader_birth_city(self):
         p = self.pick(self.leaders)
@@ -241,7 +261,8 @@ class QuestionMaker:
                          "Where was the {title} of {k} whose term began in {start} born?"),
                   title=term.country.leader_title, k=term.country.name, start=term.start)
         return QuestionDraft(("leader_birth_city", p.id), text, answers_for(p.birth_city),
-                             [(p.id, "term"), (p.id, "birth_city")])
+                             [(p.id, "term"), (p.id, "birth_city")],
+                             [f"{term.country.leader_title} of {term.country.name} {term.start}", f"{p.name} born"])
 
     # -- comparison ---------------------------------------------------------------------------------------------------
     def pair(self, pool: list, year: Callable[[object], int]):
@@ -262,7 +283,9 @@ class QuestionMaker:
         winner = max(pair, key=year) if want_later else min(pair, key=year)
         text = _q(self.t(*(later if want_later else earlier)), a=name(a), b=name(b))
         key = ("compare", kind) + tuple(sorted((a.id, b.id)))
-        return QuestionDraft(key, text, answers_for(winner), [(a.id, fact), (b.id, fact)])
+        word = "born" if fact == "birth_year" else "founded"
+        return QuestionDraft(key, text, answers_for(winner), [(a.id, fact), (b.id, fact)],
+                             [f"{name(a)} {word}", f"{name(b)} {word}"])
 
     def older_organisation(self):
         return self.comparison("organisation", self.ents.organisations, lambda o: o.founded_year, "founded_year",
@@ -287,14 +310,15 @@ class QuestionMaker:
         return home if self.rng.random() < 0.7 else self.rng.choice(self.ents.countries)
 
     def temporal(self, subject: object, year: int, fact: str, country: Country, templates: tuple[str, ...],
-                 **names: str):
+                 search: str, **names: str):
         inside = [term for term in country.leaders if term.start < year < term.end]
         if len(inside) != 1:  # the year is before the chain or on a hand-over year
             return None
         leader = inside[0].person
         text = _q(self.t(*templates), k=country.name, title=country.leader_title, **names)
         return QuestionDraft(("temporal", subject.id, country.id), text, answers_for(leader),
-                             [(subject.id, fact), (leader.id, "term")])
+                             [(subject.id, fact), (leader.id, "term")],
+                             [search, f"{country.leader_title} of {country.name} {year}"])
 
     def leader_when_founded(self):
         o = self.pick(self.ents.organisations)
@@ -302,19 +326,20 @@ class QuestionMaker:
                              ("Who led {k} in the year {o} was founded?",
                               "Who was the {title} of {k} when {o} was founded?",
                               "Who was {k}'s head of state in the year {o} was established?",
-                              "When {o} was founded, who was the {title} of {k}?"), o=o.ref)
+                              "When {o} was founded, who was the {title} of {k}?"), f"{o.ref} founded", o=o.ref)
 
     def leader_when_born(self):
         p = self.pick(self.ents.people)
         return self.temporal(p, p.birth_year, "birth_year", self.country_for(p.birth_city.country),
                              ("Who was the {title} of {k} in the year {p} was born?", "Who led {k} when {p} was born?",
-                              "Who was head of state of {k} in the year of {p}'s birth?"), p=p.name)
+                              "Who was head of state of {k} in the year of {p}'s birth?"), f"{p.name} born", p=p.name)
 
     def leader_when_city(self):
         c = self.pick(self.ents.cities)
         return self.temporal(c, c.founded_year, "founded_year", self.country_for(c.country),
                              ("Who led {k} in the year {c} was founded?",
-                              "Who was the {title} of {k} when the city of {c} was founded?"), c=c.name)
+                              "Who was the {title} of {k} when the city of {c} was founded?"), f"{c.name} founded",
+                             c=c.name)
 
     # -- selection ----------------------------------------------------------------------------------------------------
     def acceptable(self, qtype: str, draft: QuestionDraft, answer_counts: dict[str, int], cap: int) -> bool:
@@ -381,6 +406,7 @@ def make_splits(rng: random.Random, entities: Entities, index: FactIndex, size: 
         width = max(4, len(str(len(rows[split]))))
         splits[split] = [{"id": f"world-{split}-{i:0{width}d}", "question": draft.text,
                           "golden_answers": draft.answers, "type": qtype, "hops": hops[qtype],
-                          "supporting_ids": [rng.choice(index[fact]) for fact in draft.support]}
+                          "supporting_ids": [rng.choice(index[fact]) for fact in draft.support],
+                          "searches": draft.searches}
                          for i, (qtype, draft) in enumerate(rows[split], start=1)]
     return splits

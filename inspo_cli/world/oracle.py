@@ -1,0 +1,105 @@
+"""Oracle trajectories for the synthetic world: what a policy that searches well would write.
+
+Every world question carries `searches`, one query per hop, naming only what the question names or what an
+earlier hop's passage reveals (the bridge entity, the year of a birth), and `supporting_ids`, the passages that
+hold each hop's fact. The oracle writes, turn by turn, `<search> query </search>` for each hop and then
+`<answer> gold </answer>`; the rollout engine runs those turns exactly as it runs a policy's (the recipe's
+retriever answers each search, observations are inserted, cut and masked out of the loss), so the result is
+token for token a trajectory the policy could have produced. A trajectory is kept only if it is grounded: every
+supporting passage was among the retrieved ones and (except for comparisons, whose answer is named in the
+question) the answer is in the observations as they were cut to `rollout.max_observation_tokens`.
+
+    trajectories = oracle_trajectories(engine, instruction, questions)   # [(question key, Trajectory)]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+from inspo_cli.agent.backends import Generation
+from inspo_cli.errors import InspoError
+from inspo_cli.metrics import normalize_answer
+
+
+def oracle_turns(searches: Sequence[str], answer: str) -> list[str]:
+    return [f"<search> {query} </search>" for query in searches] + [f"<answer> {answer} </answer>"]
+
+
+class OraclePolicy:
+    """A policy backend that writes scripted turns: for the context that starts with prompt P, the next of P's
+    turns (one per call, in order). Prompts must be distinct."""
+
+    def __init__(self, tokenizer, scripts: dict[tuple[int, ...], list[str]]):
+        self.tokenizer = tokenizer
+        self.scripts = {prompt: [tokenizer(t, add_special_tokens=False)["input_ids"] for t in turns]
+                        for prompt, turns in scripts.items()}
+        self.lengths = sorted({len(prompt) for prompt in scripts})
+        self.turn = Counter()
+
+    def _prompt(self, context: Sequence[int]) -> tuple[int, ...]:
+        for n in self.lengths:
+            prompt = tuple(context[:n])
+            if prompt in self.scripts:
+                return prompt
+        raise KeyError("a context that starts with none of the oracle's prompts")
+
+    def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
+        out = []
+        for context, budget in zip(contexts, max_new_tokens):
+            prompt = self._prompt(context)
+            turns = self.scripts[prompt]
+            ids = turns[min(self.turn[prompt], len(turns) - 1)]
+            self.turn[prompt] += 1
+            out.append(Generation(list(ids[:budget]), "stop" if len(ids) <= budget else "length"))
+        return out
+
+    def generating_with(self, model):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, object]]:
+    """(question key, trajectory) for every world question whose oracle trajectory is grounded and fits the
+    recipe's limits (`rollout.max_turns` >= its hops, `max_total_tokens`)."""
+    from inspo_cli.agent.rollout import RolloutEngine
+
+    missing = [q.key for q in questions if "searches" not in q.metadata or "supporting_ids" not in q.metadata]
+    if missing:
+        raise InspoError(f"data.trajectories=world-oracle needs world questions with searches and supporting_ids; "
+                         f"{missing[0]} has none (data.train must be the world: regenerate it with "
+                         "`inspo data world --out DIR --force` if it predates oracle searches)")
+    prompts, scripts = [], {}
+    for q in questions:
+        prompt = tuple(engine.prompt_ids(instruction, q.question)[-engine.config.max_prompt_tokens:])
+        prompts.append(prompt)
+        scripts[prompt] = oracle_turns(q.metadata["searches"], q.golden_answers[0])
+    if len(scripts) != len(questions):
+        raise InspoError("two world questions have the same prompt; the oracle cannot tell them apart")
+    oracle = RolloutEngine(OraclePolicy(engine.tokenizer, scripts), engine.retriever, engine.tokenizer, engine.config,
+                           topk=engine.topk, chat=engine.chat)
+    return [(q.key, t) for q, t in zip(questions, oracle.run_prompts(prompts)) if grounded(q, t, engine.tokenizer)]
+
+
+def grounded(question, trajectory, tokenizer) -> bool:
+    if trajectory.stop_reason != "answer":
+        return False
+    retrieved = {pid for ids in trajectory.retrieved for pid in ids}
+    if not set(question.metadata["supporting_ids"]) <= retrieved:
+        return False
+    if question.metadata.get("type") == "comparison":
+        return True
+    seen = tokenizer.decode([i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if not m])
+    return f" {normalize_answer(question.golden_answers[0])} " in f" {normalize_answer(seen)} "
+
+
+def coverage(questions, kept: Sequence[tuple[str, object]]) -> dict[str, tuple[int, int]]:
+    """(kept, total) per question type."""
+    keys = {key for key, _ in kept}
+    total, good = Counter(), Counter()
+    for q in questions:
+        qtype = q.metadata.get("type", "?")
+        total[qtype] += 1
+        good[qtype] += q.key in keys
+    return {qtype: (good[qtype], total[qtype]) for qtype in total}
