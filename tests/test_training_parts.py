@@ -111,6 +111,28 @@ def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
     assert (report["population"] is not None) == name.endswith("inspo")
 
 
+@pytest.mark.parametrize("size", ["3b", "7b"])
+def test_baseline_recipes_are_table_1s_rows(repo_root, size):
+    """SFT and GRPO without search train the base model with Search-R1's tool-free instruction; the inference rows
+    run the instruct model; SFT takes Search-R1's veRL SFT settings (the paper gives none)."""
+    from inspo_cli.instructions.defaults import R1_INSTRUCTION
+    from inspo_cli.training.sft import sft_kwargs
+
+    load = lambda name: load_recipe(repo_root / f"recipes/qwen2.5-{size}/{name}.yaml", check_paths=False)  # noqa: E731
+    base, sft, r1, inference = load("search-r1"), load("sft"), load("grpo-no-search"), load("inference")
+    for recipe in (sft, r1):
+        assert recipe.population.instructions == [R1_INSTRUCTION] and recipe.rollout.max_turns == 0
+        assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.data.train == "nq_hotpotqa"
+    assert r1.training == base.training and r1.reward == base.reward  # GRPO as Search-R1, only the tool removed
+    kwargs = sft_kwargs(sft, repo_root / "runs/x", processes=8, device="cuda")
+    assert (sft.training.algorithm, sft.data.trajectories, kwargs["max_steps"]) == ("sft", "answers", 2650)
+    assert (kwargs["learning_rate"], kwargs["adam_beta2"], kwargs["weight_decay"], kwargs["warmup_steps"],
+            kwargs["gradient_accumulation_steps"] * 16 * 8) == (1e-5, 0.95, 0.01, 265, 256)
+    assert inference.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}-Instruct"
+    assert inference.evaluation.method == "direct,rag,ircot,search-o1"
+    assert (inference.retriever, inference.evaluation.benchmarks) == (base.retriever, base.evaluation.benchmarks)
+
+
 def test_micro_batch_is_not_equivalent_under_a_token_level_loss(repo_root):
     from inspo_cli.training.trl_report import trl_report
 

@@ -37,8 +37,9 @@ def check(
     recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml.")],
     overrides: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
-    trl: Annotated[bool, typer.Option("--trl", help="Print the exact TRL GRPOConfig the recipe maps to, next to the "
-                                                    "paper's App. B settings (and INSPO's population).")] = False,
+    trl: Annotated[bool, typer.Option("--trl", help="Print the exact TRL GRPOConfig (SFTConfig for SFT) the recipe "
+                                                    "maps to, next to the paper's App. B settings (and INSPO's "
+                                                    "population).")] = False,
     processes: Annotated[int, typer.Option(help="With --trl: the processes accelerate will launch (8 for one 8-GPU "
                                                 "node); they set gradient accumulation.", min=1)] = 1,
     device: Annotated[Optional[str], typer.Option(help="With --trl: cpu or cuda (default: cuda when available).")] = None,
@@ -74,20 +75,24 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    table = Table(title=f"Paper (App. B, §4) vs this recipe, for {processes} process(es) on {device}")
-    for name in ("setting", "paper", "recipe", "TRL field / inspo", "check"):
-        table.add_column(name)
-    marks = {True: "[green]same[/]", False: "[red]differs[/]", "equivalent": "[yellow]equivalent[/]", None: "-"}
-    for row in report["appendix_b"]:
-        table.add_row(row["setting"], str(row["paper"]), str(row["recipe"]), row["target"], marks[row["matches"]])
-    console.print(table)
-    notes = [f"{row['setting']}: {row['note']}" for row in report["appendix_b"] if row["note"]]
-    console.print("\n".join(notes), soft_wrap=True)
+    if report["appendix_b"]:
+        table = Table(title=f"Paper (App. B, §4) vs this recipe, for {processes} process(es) on {device}")
+        for name in ("setting", "paper", "recipe", "TRL field / inspo", "check"):
+            table.add_column(name)
+        marks = {True: "[green]same[/]", False: "[red]differs[/]", "equivalent": "[yellow]equivalent[/]", None: "-"}
+        for row in report["appendix_b"]:
+            table.add_row(row["setting"], str(row["paper"]), str(row["recipe"]), row["target"], marks[row["matches"]])
+        console.print(table)
+        notes = [f"{row['setting']}: {row['note']}" for row in report["appendix_b"] if row["note"]]
+        console.print("\n".join(notes), soft_wrap=True)
+    else:
+        console.print("training.algorithm=sft: App. B lists the RL runs' settings; the paper gives none for SFT "
+                      "(the recipe's comment says where its values come from)", soft_wrap=True)
     set_by_inspo = set(report["set_by_inspo"])
-    config = report["grpo_config"]
+    name, config = ("SFTConfig", report["sft_config"]) if "sft_config" in report else ("GRPOConfig", report["grpo_config"])
     lines = [f"{key}: {json.dumps(config[key])}" for key in sorted(config) if key in set_by_inspo]
     lines += [f"{key}: {json.dumps(config[key])}  # TRL default" for key in sorted(config) if key not in set_by_inspo]
-    console.print("\n[bold]TRL GRPOConfig[/] (set by the recipe first, then TRL's defaults):", soft_wrap=True)
+    console.print(f"\n[bold]TRL {name}[/] (set by the recipe first, then TRL's defaults):", soft_wrap=True)
     typer.echo("\n".join(lines))
     if report["population"] is not None:
         console.print("\n[bold]INSPO population[/] (inspo's own; TRL never sees it):")

@@ -65,9 +65,14 @@ def _report(run, summary: dict) -> None:
     def show(value) -> str:
         return "-" if value is None else f"{value:.3f}"
 
-    console.print(f"trained {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min; reward "
-                  f"{show(summary['reward_first_quarter'])} (first quarter) -> {show(summary['reward_last_quarter'])} "
-                  f"(last quarter), EM {show(summary['em_first_quarter'])} -> {show(summary['em_last_quarter'])}",
+    if summary["reward_first_quarter"] is None and summary.get("loss_first_quarter") is not None:  # SFT
+        change = (f"loss {show(summary['loss_first_quarter'])} (first quarter) -> "
+                  f"{show(summary['loss_last_quarter'])} (last quarter)")
+    else:
+        change = (f"reward {show(summary['reward_first_quarter'])} (first quarter) -> "
+                  f"{show(summary['reward_last_quarter'])} (last quarter), EM {show(summary['em_first_quarter'])} -> "
+                  f"{show(summary['em_last_quarter'])}")
+    console.print(f"trained {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min; {change}",
                   soft_wrap=True)
     console.print(f"policy:  {run.final_dir}\nmetrics: {run.metrics_file} (TensorBoard: {run.tensorboard_dir})\n"
                   f"plots:   {', '.join(str(run.path / p) for p in summary['plots'])}\nsummary: {run.summary_file}\n"

@@ -19,6 +19,8 @@ from inspo_cli.instructions.proposers import PROPOSERS
 from inspo_cli.training.algorithms import ALGORITHMS
 from retriever.kinds import KINDS as RETRIEVER_KINDS
 
+TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
+
 
 class ConfigValueError(ValueError):
     """A field holds a value of the right type that is still invalid."""
@@ -56,9 +58,13 @@ class DataConfig:
     world_dir: str = "data/world"
     benchmarks_dir: str = "data/benchmarks"
     max_train_questions: int | None = None
+    # training.algorithm=sft: the targets (inspo_cli.training.sft): "answers" (question -> <answer> gold </answer>,
+    # the paper's SFT baseline) or "world-oracle" (the synthetic world's search-then-answer trajectories)
+    trajectories: str = "answers"
 
     def __post_init__(self) -> None:
         _require(bool(self.train.strip()), "train", "must not be empty; use world, nq_hotpotqa or a file path")
+        _one_of(self.trajectories, TRAJECTORY_SOURCES, "trajectories")
         _positive(self.max_train_questions, "max_train_questions", "1000")
 
 
@@ -171,9 +177,10 @@ VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "se
 @dataclass
 class TrainingConfig:
     """GRPO optimisation (App. B). `batch_size` and `mini_batch_size` count questions (each gets `group_size`
-    rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass."""
+    rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass. With
+    `algorithm: sft`, `batch_size` counts examples per optimizer update and `micro_batch_size` examples per pass."""
 
-    algorithm: str = "grpo"  # a name in inspo_cli.training.algorithms.ALGORITHMS
+    algorithm: str = "grpo"  # grpo | sft: a name in inspo_cli.training.algorithms.ALGORITHMS
     steps: int = 300
     group_size: int = 5
     batch_size: int = 512
@@ -193,6 +200,7 @@ class TrainingConfig:
     kl_bias_correction: bool = False
     entropy_coef: float = 0.001  # Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it
     weight_decay: float = 0.01  # Search-R1's veRL AdamW (the HF Trainer default is 0)
+    adam_beta2: float = 0.999  # AdamW's beta2: veRL's actor and HF's default; veRL's SFT trainer uses 0.95
     # TRL corrects for vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the
     # paper does. off | token_truncate | token_mask | sequence_truncate | sequence_mask
     # (a bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off)
@@ -374,3 +382,10 @@ class Recipe:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self) -> None:
+        if self.training.algorithm == "sft":
+            _require(not self.population.enabled, "population.enabled", "must be false with training.algorithm=sft: "
+                     "SFT trains with one static instruction, the first of population.instructions")
+            _require(self.model.backend == "transformers", "model.backend", "must be transformers with "
+                     f"training.algorithm=sft (TRL's SFTTrainer generates with the trained model; got {self.model.backend})")

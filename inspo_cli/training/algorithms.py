@@ -1,8 +1,9 @@
 """Training algorithms by name, for `training.algorithm`: one registry line each.
 
-Each entry is "module:class" of a trainer built with the keyword arguments `inspo_cli.training.run` passes
-(`SearchGRPOTrainer`'s); modules are imported only when a run uses them, so the config can validate a recipe
-against these names without importing torch or TRL.
+Each entry is "module:function", a builder that takes a `inspo_cli.training.run.TrainingContext` and returns a
+transformers `Trainer` (TRL's GRPOTrainer or SFTTrainer, extended); `run_training` does the rest (resume, final
+model, summary) the same way for all. Modules are imported only when a run uses them, so the config can validate
+a recipe against these names without importing torch or TRL.
 """
 
 from __future__ import annotations
@@ -10,10 +11,21 @@ from __future__ import annotations
 import importlib
 
 ALGORITHMS = {
-    "grpo": "inspo_cli.training.trainer:SearchGRPOTrainer",  # the paper's (eq. 2) through TRL's GRPOTrainer
+    "grpo": "inspo_cli.training.run:build_grpo",  # the paper's (eq. 2) through TRL's GRPOTrainer
+    "sft": "inspo_cli.training.sft:build_sft",  # TRL's SFTTrainer on `data.trajectories` (the SFT baseline)
 }
 
 
-def trainer_class(name: str):
-    module, _, attribute = ALGORITHMS[name].partition(":")
-    return getattr(importlib.import_module(module), attribute)
+def build_trainer(ctx):
+    module, _, attribute = ALGORITHMS[ctx.recipe.training.algorithm].partition(":")
+    return getattr(importlib.import_module(module), attribute)(ctx)
+
+
+def updates_per_step(recipe, processes: int) -> int:
+    """Optimizer updates per logged training step: batch / mini-batch for GRPO, one for SFT."""
+    from inspo_cli.training.setup import schedule, sft_accumulation
+
+    if recipe.training.algorithm == "sft":
+        sft_accumulation(recipe, processes)  # checks that the batch divides
+        return 1
+    return schedule(recipe, processes).updates_per_step

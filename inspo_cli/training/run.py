@@ -3,12 +3,12 @@
     run_training(recipe, run)                       # a fresh run in a directory made by `RunDir.create`
     run_training(recipe, run, resume=True)          # continue from its newest checkpoint
 
-The trainer class comes from `training.algorithm` (`inspo_cli.training.algorithms`). The run directory
-(`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl, tensorboard/, plots/, checkpoints/checkpoint-<update>/
-(HF Trainer checkpoints with optimizer, scheduler and RNG states, and INSPO's coevolution.json),
-checkpoints/final/ (the policy as a plain model directory, LoRA merged), evaluations/step-<N>/ (the periodic
-evaluations, App. B), with INSPO instructions.jsonl and evolutions.json, and best_instruction.txt and
-summary.json (`inspo_cli.training.summary`), the layout `inspo evaluate --run` reads.
+The trainer comes from `training.algorithm` (`inspo_cli.training.algorithms`): GRPO here (`build_grpo`), SFT
+in `inspo_cli.training.sft`. The run directory (`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl,
+tensorboard/, plots/, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler and RNG
+states, and INSPO's coevolution.json), checkpoints/final/ (the policy as a plain model directory, LoRA merged),
+evaluations/step-<N>/ (the periodic evaluations, App. B), with INSPO instructions.jsonl and evolutions.json, and
+best_instruction.txt and summary.json (`inspo_cli.training.summary`), the layout `inspo evaluate --run` reads.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from inspo_cli.config import Recipe
@@ -24,16 +25,30 @@ from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
 
 
+@dataclass
+class TrainingContext:
+    """What every algorithm's trainer is built from (`inspo_cli.training.algorithms`)."""
+
+    recipe: Recipe
+    run: RunDir
+    device: str
+    state: object  # accelerate's PartialState
+    tokenizer: object
+    instructions: object  # the InstructionSource the policy is prompted with
+    coevolution: object  # INSPO's CoEvolutionFactory, or None
+    evaluation: object  # PeriodicEvaluation, or None
+    callbacks: list
+    vllm_engine: object  # a context manager: vLLM's settings for a colocated engine while TRL starts it
+
+
 def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
     from accelerate import PartialState
     from transformers import PrinterCallback, ProgressCallback
 
-    from inspo_cli.models import default_device, load_tokenizer, resolve_model_path, uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from inspo_cli.training.algorithms import trainer_class
+    from inspo_cli.models import default_device, load_tokenizer
+    from inspo_cli.training.algorithms import build_trainer, updates_per_step
     from inspo_cli.training.coevolution import instruction_source
     from inspo_cli.training.run_logger import RunLogger, StepLog
-    from inspo_cli.training.setup import grpo_config, lora_config, question_dataset, schedule, train_questions
     from inspo_cli.training.summary import finish_run
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
@@ -51,25 +66,16 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
             run.truncate_metrics(RunDir.checkpoint_update(checkpoint))
     state.wait_for_everyone()
 
-    engine = _vllm_engine(recipe, device)
-    plan = schedule(recipe, state.num_processes)
-    args = grpo_config(recipe, run.checkpoints_dir, state.num_processes, device)
+    per_step = updates_per_step(recipe, state.num_processes)  # a batch that does not divide fails here, early
+    engine = _vllm_engine(recipe, device)  # so does vLLM server mode on CPU, or vLLM missing
     saved = RunDir.checkpoint_coevolution(checkpoint) if checkpoint is not None else None
     instructions, coevolution = instruction_source(recipe, saved, state)  # a missing API key fails here, early
     evaluation = periodic_evaluation(recipe, run)  # so does a missing evaluation set
     tokenizer = load_tokenizer(recipe.model)
     log = StepLog(run, recipe.training.steps, instructions=instructions,
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
-    with engine:  # TRL starts a colocated vLLM engine inside the trainer
-        trainer = trainer_class(recipe.training.algorithm)(
-            model=resolve_model_path(recipe.model.name_or_path), args=args,
-            train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
-            instructions=instructions, retriever=open_from_config(recipe.retriever),
-            rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
-            chat=uses_chat_template(tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
-            generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
-            peft_config=lora_config(recipe), callbacks=[RunLogger(log, plan.updates_per_step)],
-            coevolution=coevolution, evaluation=evaluation)
+    trainer = build_trainer(TrainingContext(recipe, run, device, state, tokenizer, instructions, coevolution,
+                                            evaluation, [RunLogger(log, per_step)], engine))
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
@@ -79,10 +85,32 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     _save_final(trainer, tokenizer, run.final_dir, state)
     summary = {}
     if state.is_main_process:
-        summary = finish_run(run, recipe, instructions, trainer.coevolution, wall,
+        summary = finish_run(run, recipe, instructions, getattr(trainer, "coevolution", None), wall,
                              run.relative(checkpoint) if checkpoint else None)
     state.wait_for_everyone()
     return summary
+
+
+def build_grpo(ctx: TrainingContext):
+    """GRPO (eq. 2) through `SearchGRPOTrainer`: multi-turn rollouts with search, INSPO's instruction source."""
+    from inspo_cli.models import resolve_model_path, uses_chat_template
+    from inspo_cli.retrieval import open_from_config
+    from inspo_cli.training.setup import grpo_config, lora_config, question_dataset, schedule, train_questions
+    from inspo_cli.training.trainer import SearchGRPOTrainer
+
+    recipe = ctx.recipe
+    plan = schedule(recipe, ctx.state.num_processes)
+    args = grpo_config(recipe, ctx.run.checkpoints_dir, ctx.state.num_processes, ctx.device)
+    with ctx.vllm_engine:  # TRL starts a colocated vLLM engine inside the trainer
+        return SearchGRPOTrainer(
+            model=resolve_model_path(recipe.model.name_or_path), args=args,
+            train_dataset=question_dataset(train_questions(recipe)), processing_class=ctx.tokenizer,
+            instructions=ctx.instructions, retriever=open_from_config(recipe.retriever),
+            rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
+            chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
+            generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
+            peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
+            evaluation=ctx.evaluation)
 
 
 def _vllm_engine(recipe: Recipe, device: str):

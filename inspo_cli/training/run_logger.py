@@ -119,6 +119,10 @@ def step_line(row: dict, steps: int) -> str:
         value = row.get(key)
         return "-" if value is None else format(value, spec)
 
+    if "reward" not in row and "loss" in row:  # supervised fine-tuning: no rollouts, no reward
+        return (f"step {row['step']}/{steps}  loss {fmt('loss', '.4f')}  token accuracy {fmt('mean_token_accuracy')}  "
+                f"lr {fmt('learning_rate', '.2e')}  " + (f"eval EM {fmt('eval/em')}  " if "eval/em" in row else "")
+                + f"{row['step_seconds']:.1f}s")
     return (f"step {row['step']}/{steps}  reward {fmt('reward')} ± {fmt('reward_std')}  EM {fmt('em')}  "
             f"searches {fmt('search/searches_per_trajectory', '.2f')}  valid {fmt('search/valid_action_rate', '.2f')}  "
             f"len {fmt('length/response', '.0f')}  kl {fmt('kl', '.4f')}  "
@@ -130,7 +134,8 @@ def step_line(row: dict, steps: int) -> str:
 
 
 def plot_curves(run: RunDir) -> list[Path]:
-    """PNG curves of the run so far: reward and EM, and search behaviour, against the training step."""
+    """PNG curves of the run so far against the training step: reward and EM, search behaviour, loss (a figure
+    whose series are all absent, such as rewards in SFT, is left out)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -144,9 +149,12 @@ def plot_curves(run: RunDir) -> list[Path]:
     figures = {"reward.png": (("reward", "reward"), ("em", "EM"), ("eval/em", "EM, held-out (greedy, I*)")),
                "search.png": (("search/searches_per_trajectory", "searches / trajectory"),
                               ("search/valid_action_rate", "valid-action rate"),
-                              ("search/answered", "answered"))}
+                              ("search/answered", "answered")),
+               "loss.png": (("loss", "training loss"), ("mean_token_accuracy", "token accuracy (SFT)"))}
     written = []
     for name, series in figures.items():
+        if not any(row.get(key) is not None for key, _ in series for row in rows):
+            continue  # e.g. no rollouts in SFT: no reward and no search curves
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for key, label in series:
             points = [(row["step"], row[key]) for row in rows if row.get(key) is not None]

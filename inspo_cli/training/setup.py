@@ -43,6 +43,17 @@ def schedule(recipe: Recipe, processes: int = 1) -> Schedule:
     return Schedule(updates, accumulation, accumulation * updates, t.steps * updates)
 
 
+def sft_accumulation(recipe: Recipe, processes: int = 1) -> int:
+    """SFT's gradient accumulation: `batch_size` examples per update over `micro_batch_size` per device and pass."""
+    t = recipe.training
+    per_pass = t.micro_batch_size * processes
+    if t.batch_size % per_pass:
+        raise InspoError(f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} "
+                         f"examples per pass must divide training.batch_size={t.batch_size} (SFT counts examples); "
+                         f"choose a micro_batch_size that divides {t.batch_size // processes}")
+    return t.batch_size // per_pass
+
+
 def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu") -> dict:
     """Every value the recipe hands to TRL's `GRPOConfig`; the rest are TRL's defaults (`inspo recipe check --trl`
     prints both). Where TRL's default differs from what the paper or Search-R1 ran, the value is set explicitly."""
@@ -63,6 +74,7 @@ def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, devic
         lr_scheduler_type=t.lr_scheduler,
         warmup_steps=round(t.warmup_ratio * plan.max_updates),
         weight_decay=t.weight_decay,
+        adam_beta2=t.adam_beta2,
         beta=t.kl_beta,
         use_bias_correction_kl=t.kl_bias_correction,
         epsilon=t.clip_epsilon,

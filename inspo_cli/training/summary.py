@@ -4,7 +4,7 @@
 
 draws the curves (plots/), builds the summary from metrics.jsonl, and writes evolutions.json (INSPO),
 best_instruction.txt and summary.json, the last marking the run finished. Keys, for both kinds of run:
-steps, updates, wall_seconds, resumed_from, reward/EM over the first and last quarter of the steps, the final
+steps, updates, wall_seconds, resumed_from, reward/EM/loss over the first and last quarter of the steps, the final
 row, the periodic evaluations, reward_collapse and the checkpoint App. B would report, the best instruction
 and the instructions alive at the end, `frozen_policy` (true for `inspo evolve`), the trained model's directory
 (None with a frozen policy), recipe_model, metrics and plots, and `overhead` (App. C's account of what
@@ -71,6 +71,8 @@ def run_summary(run: RunDir, recipe: Recipe, instructions, wall: float, resumed_
         "reward_last_quarter": mean("reward", rows[-window:]),
         "em_first_quarter": mean("em", rows[:window]),
         "em_last_quarter": mean("em", rows[-window:]),
+        "loss_first_quarter": mean("loss", rows[:window]),
+        "loss_last_quarter": mean("loss", rows[-window:]),
         "final": rows[-1] if rows else None,
         "evaluations": evaluations,  # EM per periodic evaluation (files in evaluations/step-<N>/)
         "reward_collapse": collapse.as_dict() if collapse else None,

@@ -125,19 +125,39 @@ def _plain(value):
 
 
 def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
-    import torch
-    from trl import GRPOConfig
-
+    """GRPO: App. B's rows and the GRPOConfig ("grpo_config"). SFT (`training.algorithm: sft`): the SFTConfig
+    ("sft_config"), and no App. B rows (those are the RL runs' settings)."""
     from inspo_cli.runs import RunDir
 
-    kwargs = grpo_kwargs(recipe, RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir, processes, device)
-    buildable = dict(kwargs)
-    if device != "cpu" and not torch.cuda.is_available():
-        buildable.update(use_cpu=True, bf16=False)  # TRL refuses bf16 without a GPU; restored below
-    values = GRPOConfig(**buildable).to_dict()
-    values.update(use_cpu=kwargs["use_cpu"], bf16=kwargs["bf16"])
+    checkpoints = RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir
+    common = {"processes": processes, "device": device,
+              "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None}
+    if recipe.training.algorithm == "sft":
+        from trl import SFTConfig
+
+        from inspo_cli.training.sft import sft_kwargs
+
+        kwargs = sft_kwargs(recipe, checkpoints, processes, device)
+        return {**common, "appendix_b": [], "sft_config": _plain(_built(SFTConfig, kwargs, device)),
+                "set_by_inspo": sorted(kwargs)}
+    from trl import GRPOConfig
+
+    kwargs = grpo_kwargs(recipe, checkpoints, processes, device)
+    values = _built(GRPOConfig, kwargs, device)
     # derived by TRL from the world size it runs in, i.e. the number of processes accelerate launches
     values["generation_batch_size"] = kwargs["per_device_train_batch_size"] * processes * kwargs["steps_per_generation"]
-    return {"processes": processes, "device": device, "appendix_b": appendix_b_rows(recipe, kwargs, processes),
-            "grpo_config": _plain(values), "set_by_inspo": sorted(kwargs),
-            "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None}
+    return {**common, "appendix_b": appendix_b_rows(recipe, kwargs, processes), "grpo_config": _plain(values),
+            "set_by_inspo": sorted(kwargs)}
+
+
+def _built(config_class, kwargs: dict, device: str) -> dict:
+    """The config as TRL holds it after its own validation; built for the CPU on a machine without the GPU asked
+    for (TRL refuses bf16 there), with the two device fields then set to what the GPU run will pass."""
+    import torch
+
+    buildable = dict(kwargs)
+    if device != "cpu" and not torch.cuda.is_available():
+        buildable.update(use_cpu=True, bf16=False)
+    values = config_class(**buildable).to_dict()
+    values.update(use_cpu=kwargs["use_cpu"], bf16=kwargs["bf16"])
+    return values

@@ -1,0 +1,187 @@
+"""Supervised fine-tuning through TRL's `SFTTrainer`: the paper's "SFT" baseline and warm starts.
+
+Every example is a prompt exactly as the rollout engine builds it for the recipe (its instruction, the question,
+chat template or plain text, cut to `rollout.max_prompt_tokens`) followed by a target completion in the Search-R1
+protocol. Only tokens the policy writes carry loss: the prompt and any `<information>` observation (inserted by the
+retriever) get label -100, as they get no gradient in GRPO. The examples reach TRL already tokenized, as
+`input_ids` plus `completion_mask` (TRL's `completion_only_loss` turns the mask into labels), so what is trained
+on is token for token what a rollout would hold.
+
+`data.trajectories` picks the targets:
+
+- `answers` (default): question → `<answer> gold </answer>`, the first golden answer; the paper's SFT row
+  (Table 1, "Model Inference": no search tool), evaluated with `rollout.max_turns: 0`.
+- `world-oracle`: the synthetic world's oracle trajectories (`inspo_cli.world.oracle`): its searches for the
+  entities each hop needs, the retrieved passages, then the answer; a warm start for a small policy.
+
+Batch sizes for SFT count examples: `batch_size` per optimizer update, `micro_batch_size` per device and pass
+(`group_size` and `mini_batch_size` are GRPO's and unused). `steps` counts optimizer updates; the examples are
+shuffled and repeated as needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+from trl import SFTTrainer
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.runs import RunDir
+
+TOKENS_FILE = "sft_tokens.json"  # in each checkpoint: TRL's running num_tokens, which TRL itself does not save
+
+
+def sft_examples(recipe: Recipe, engine, instruction: str) -> list[dict]:
+    """Tokenized examples ({input_ids, completion_mask}) for the recipe's `data.trajectories`."""
+    from inspo_cli.training.setup import train_questions
+
+    questions = train_questions(recipe)
+    source = recipe.data.trajectories
+    if source == "answers":
+        examples = [answer_example(engine, instruction, q.question, q.golden_answers[0]) for q in questions]
+    else:
+        from inspo_cli.world.oracle import oracle_trajectories
+
+        trajectories = oracle_trajectories(engine, instruction, questions)
+        examples = [{"input_ids": t.prompt_ids + t.completion_ids,
+                     "completion_mask": [0] * len(t.prompt_ids) + t.completion_mask} for _, t in trajectories]
+    if not examples:
+        raise InspoError(f"data.trajectories={source} gave no training example for data.train={recipe.data.train}")
+    return examples
+
+
+def answer_example(engine, instruction: str, question: str, answer: str) -> dict:
+    prompt = engine.prompt_ids(instruction, question)[-engine.config.max_prompt_tokens:]
+    completion = engine.tokenizer(f"<answer> {answer} </answer>", add_special_tokens=False)["input_ids"]
+    completion = completion[:max(engine.config.max_total_tokens - len(prompt), 0)]
+    return {"input_ids": prompt + completion, "completion_mask": [0] * len(prompt) + [1] * len(completion)}
+
+
+def sft_kwargs(recipe: Recipe, checkpoints_dir, processes: int = 1, device: str = "cpu") -> dict:
+    """Every value the recipe hands to TRL's `SFTConfig`; the rest are TRL's defaults."""
+    from inspo_cli.models import resolve_dtype
+    from inspo_cli.training.setup import sft_accumulation
+
+    t, m = recipe.training, recipe.model
+    dtype = resolve_dtype(m.dtype, device)
+    return dict(
+        output_dir=str(checkpoints_dir),
+        per_device_train_batch_size=t.micro_batch_size,
+        gradient_accumulation_steps=sft_accumulation(recipe, processes),
+        max_steps=t.steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=round(t.warmup_ratio * t.steps),
+        weight_decay=t.weight_decay,
+        adam_beta2=t.adam_beta2,
+        max_grad_norm=t.max_grad_norm,
+        completion_only_loss=True,  # labels from completion_mask: prompt and observations get none
+        max_length=None,  # the examples are cut to the rollout limits already
+        packing=False,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=t.save_every,
+        save_total_limit=t.keep_checkpoints or None,
+        save_only_model=False,  # optimizer, scheduler and RNG states are what make --resume exact
+        seed=recipe.run.seed,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=device == "cpu",
+        bf16=str(dtype) == "torch.bfloat16" and device != "cpu",
+        model_init_kwargs={"dtype": dtype},
+        gradient_checkpointing=m.gradient_checkpointing,
+    )
+
+
+def build_sft(ctx):
+    """`training.algorithm: sft`: a `SearchSFTTrainer` on the recipe's examples."""
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from inspo_cli.agent.rollout import RolloutEngine
+    from inspo_cli.models import resolve_model_path, uses_chat_template
+    from inspo_cli.retrieval import open_from_config
+    from inspo_cli.training.setup import lora_config
+
+    recipe = ctx.recipe  # the recipe guarantees a static instruction and the transformers backend
+    r = recipe.rollout
+    # the retriever is opened only when something searches: oracle trajectories, or evaluation with search turns
+    searching = recipe.data.trajectories != "answers" or (ctx.evaluation is not None and r.max_turns > 0)
+    engine = RolloutEngine(None, open_from_config(recipe.retriever) if searching else None, ctx.tokenizer, r,
+                           topk=recipe.retriever.topk, chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template))
+    started = time.perf_counter()
+    examples = sft_examples(recipe, engine, ctx.instructions.best_pick().text)
+    if ctx.state.is_main_process:
+        print(f"sft: {len(examples)} examples from data.trajectories={recipe.data.trajectories} "
+              f"({time.perf_counter() - started:.1f}s)", flush=True)
+    args = SFTConfig(**sft_kwargs(recipe, ctx.run.checkpoints_dir, ctx.state.num_processes, ctx.device))
+    return SearchSFTTrainer(model=resolve_model_path(recipe.model.name_or_path), args=args,
+                            train_dataset=Dataset.from_list(examples),
+                            processing_class=ctx.tokenizer, peft_config=lora_config(recipe),
+                            callbacks=ctx.callbacks, engine=engine, instructions=ctx.instructions,
+                            evaluation=ctx.evaluation)
+
+
+class SearchSFTTrainer(SFTTrainer):
+    """TRL's SFTTrainer plus App. B's evaluation during training: every `training.eval_every` steps the policy is
+    rolled out, greedily, with the run's instruction through the rollout engine (search included), as GRPO runs are."""
+
+    def __init__(self, *, engine, instructions, evaluation=None, callbacks=None, **kwargs):
+        self.engine, self.instructions, self.evaluation = engine, instructions, evaluation
+        super().__init__(callbacks=[*(callbacks or []), _Evaluate(self)], **kwargs)
+        if engine is not None:  # it generates with this trainer's model (swapped in unwrapped while it evaluates)
+            from inspo_cli.agent.backends import TransformersBackend
+
+            r = engine.config
+            engine.backend = TransformersBackend(self.model, self.processing_class, r.temperature, r.top_p,
+                                                 evaluation.config.batch_size if evaluation else 32)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        if resume_from_checkpoint:  # TRL counts num_tokens from 0 in every process; a resumed run goes on counting
+            saved = Path(resume_from_checkpoint) / TOKENS_FILE
+            if saved.is_file():
+                self._total_train_tokens = json.loads(saved.read_text(encoding="utf-8"))["num_tokens"]
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _save_checkpoint(self, model, trial):
+        """The token count goes in before HF writes trainer_state.json, the file that marks a checkpoint complete."""
+        if self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / RunDir.checkpoint_name(self.state.global_step)
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(folder / TOKENS_FILE, {"num_tokens": self._total_train_tokens})
+        super()._save_checkpoint(model, trial)
+
+    @contextlib.contextmanager
+    def _policy_for_generation(self):
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad(), self.engine.backend.generating_with(model):
+                yield
+        finally:
+            model.train(was_training)
+
+    def _evaluate_step(self, step: int) -> None:
+        if self.evaluation is None or not self.evaluation.due(step):
+            return
+        started, best = time.perf_counter(), self.instructions.best_pick()
+        metrics = self.evaluation.run(step, self.engine, self._policy_for_generation, best.text,
+                                      best.instruction_id, self.accelerator)
+        for name, value in {**metrics, "time/evaluation": time.perf_counter() - started}.items():
+            self._metrics["train"][name].append(value)
+
+
+class _Evaluate(TrainerCallback):
+    def __init__(self, trainer: SearchSFTTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer._evaluate_step(state.global_step)

@@ -1,0 +1,201 @@
+"""`training.algorithm: sft` (TRL's SFTTrainer) and the world's oracle trajectories: exact masks, no gradient on
+observations, and `inspo train` / `--resume` / `inspo evaluate --run` on an SFT run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from inspo_cli.agent.rollout import RolloutEngine
+from inspo_cli.benchmarks import WORLD, load_benchmark
+from inspo_cli.config import DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig, TrainingConfig
+from inspo_cli.models import load_tokenizer
+from inspo_cli.retrieval import open_from_config
+from inspo_cli.world.oracle import coverage, oracle_trajectories
+from test_cli import assert_one_line_error, invoke
+from test_train_command import TIMING_KEYS, metrics, write_recipe
+
+REPO = Path(__file__).resolve().parent.parent
+# the tiny model's 400-token vocabulary spells the world's passages almost letter by letter: room for two per search
+ROLLOUT = RolloutConfig(max_turns=2, max_tokens_per_turn=48, max_observation_tokens=1024, max_prompt_tokens=256,
+                        max_total_tokens=2048)
+INSTRUCTION = "Search, then answer. Question: {question}\n"
+
+
+@pytest.fixture(scope="module")
+def world_retriever():
+    return open_from_config(RetrieverConfig(kind="bm25", corpus=str(REPO / "data/world/corpus.jsonl"), topk=2))
+
+
+def world_engine(tokenizer, retriever, rollout=ROLLOUT) -> RolloutEngine:
+    return RolloutEngine(None, retriever, tokenizer, rollout, topk=2, chat=False)
+
+
+RELATION = re.compile(r" (founded|born|founder|employed|headquarters|city|capital|President|Premier|Chancellor|"
+                      r"Prime Minister|First Minister)$")
+
+
+def test_world_questions_search_only_for_what_the_question_names(repo_root):
+    """The oracle's first query names an entity of the question; a second one is for what the first hop found."""
+    for q in load_benchmark(WORLD, "train", world_dir=repo_root / "data/world"):
+        searches, hops = q.metadata["searches"], q.metadata["hops"]
+        assert len(searches) == hops and all(s.strip() for s in searches)
+        if q.metadata["type"] in ("single_hop", "comparison"):
+            assert all(RELATION.sub("", s).removeprefix("the ") in q.question for s in searches), q
+        assert not any(a.lower() in " ".join(searches).lower() for a in q.golden_answers
+                       if q.metadata["type"] != "comparison"), q
+
+
+def test_oracle_trajectories_are_grounded_and_mask_exactly_the_observations(tiny_model_dir, world_retriever):
+    tokenizer = load_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
+    questions = load_benchmark(WORLD, "train", world_dir=REPO / "data/world", limit=60)
+    kept = oracle_trajectories(world_engine(tokenizer, world_retriever), INSTRUCTION, questions)
+    by_type = coverage(questions, kept)
+    assert all(by_type[t][0] >= 0.9 * by_type[t][1] for t in ("single_hop", "bridge", "comparison")), by_type
+    for key, t in kept:
+        q = next(q for q in questions if q.key == key)
+        policy = tokenizer.decode([i for i, m in zip(t.completion_ids, t.completion_mask) if m])
+        assert policy == "".join(f"<search> {s} </search>" for s in q.metadata["searches"]) \
+            + f"<answer> {q.golden_answers[0]} </answer>"
+        runs = observation_runs(t.completion_ids, t.completion_mask)
+        assert len(runs) == q.metadata["hops"] and t.num_searches == q.metadata["hops"]
+        for run in runs:
+            text = tokenizer.decode(run)
+            assert text.startswith("\n\n<information>") and text.endswith("</information>\n\n"), text
+
+
+def observation_runs(ids, mask) -> list[list[int]]:
+    runs, current = [], []
+    for i, m in zip(ids, mask):
+        if m == 0:
+            current.append(i)
+        elif current:
+            runs, current = runs + [current], []
+    return runs + ([current] if current else [])
+
+
+def sft_recipe(model_dir, trajectories: str, **training) -> Recipe:
+    return Recipe(data=DataConfig(world_dir=str(REPO / "data/world"), max_train_questions=8, trajectories=trajectories),
+                  retriever=RetrieverConfig(kind="bm25", corpus=str(REPO / "data/world/corpus.jsonl"), topk=2),
+                  model=ModelConfig(name_or_path=str(model_dir), dtype="float32", chat_template="off"),
+                  rollout=ROLLOUT,
+                  training=TrainingConfig(**{"algorithm": "sft", "steps": 1, "batch_size": 4, "mini_batch_size": 4,
+                                             "micro_batch_size": 4, "learning_rate": 1e-3, "warmup_ratio": 0.0,
+                                             **training}))
+
+
+def test_sft_gives_observation_tokens_no_gradient_and_every_written_token_one(tmp_path, tiny_model_dir,
+                                                                              world_retriever):
+    from trl import SFTConfig
+
+    from inspo_cli.training.sft import SearchSFTTrainer, sft_examples, sft_kwargs
+
+    recipe = sft_recipe(tiny_model_dir, "world-oracle")
+    tokenizer = load_tokenizer(recipe.model)
+    examples = sft_examples(recipe, world_engine(tokenizer, world_retriever), INSTRUCTION)
+    from datasets import Dataset
+
+    trainer = SearchSFTTrainer(model=str(tiny_model_dir), args=SFTConfig(**sft_kwargs(recipe, tmp_path)),
+                               train_dataset=Dataset.from_list(examples),
+                               processing_class=tokenizer, engine=None, instructions=None)
+    batch = next(iter(trainer.get_train_dataloader()))
+    captured = {}
+
+    def keep_hidden(module, args, output):
+        output.retain_grad()
+        captured["hidden"] = output
+
+    handle = trainer.model.model.norm.register_forward_hook(keep_hidden)
+    try:
+        trainer.compute_loss(trainer.model, batch).backward()
+    finally:
+        handle.remove()
+    # the final norm's output at position j feeds only the prediction of token j + 1
+    grad = captured["hidden"].grad[:, :-1].abs().sum(-1)
+    labels = batch["labels"][:, 1:]
+    assert torch.all(grad[labels == -100] == 0) and torch.all(grad[labels != -100] > 0)
+    # and the labelled tokens are exactly those the policy writes: no prompt and no observation token
+    by_ids = {tuple(e["input_ids"]): e["completion_mask"] for e in examples}
+    for ids, row in zip(batch["input_ids"].tolist(), batch["labels"].tolist()):
+        mask = next(m for full, m in by_ids.items() if list(full) == ids[:len(full)])
+        assert [i for i, m in zip(ids, mask) if m] == [i for i in row if i != -100]
+        assert 0 in mask[mask.index(1):]  # an observation after the policy's first token
+
+
+def test_answer_targets_are_the_first_golden_answer_after_the_evaluation_prompt(tiny_model_dir, world_retriever):
+    from inspo_cli.training.sft import sft_examples
+
+    recipe = sft_recipe(tiny_model_dir, "answers")
+    tokenizer = load_tokenizer(recipe.model)
+    engine = world_engine(tokenizer, world_retriever)
+    questions = load_benchmark(WORLD, "train", world_dir=REPO / "data/world", limit=8)
+    for q, example in zip(questions, sft_examples(recipe, engine, "Answer directly. Question: {question}\n")):
+        prompt = engine.prompt_ids("Answer directly. Question: {question}\n", q.question)
+        assert example["input_ids"][:len(prompt)] == prompt and not any(example["completion_mask"][:len(prompt)])
+        assert tokenizer.decode(example["input_ids"][len(prompt):]) == f"<answer> {q.golden_answers[0]} </answer>"
+
+
+def test_sft_with_a_population_or_an_unknown_trajectory_source_is_a_one_line_error(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "x", training={"algorithm": "sft"}, population={"enabled": True})
+    assert_one_line_error(invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs"), "population.enabled")
+    recipe = write_recipe(tmp_path, repo_root, "x", data={"trajectories": "oracle"})
+    assert_one_line_error(invoke("recipe", "check", recipe), "trajectories", "world-oracle")
+
+
+@pytest.mark.slow
+def test_sft_run_trains_resumes_and_is_evaluable(tmp_path, repo_root, tiny_model_dir):
+    """`inspo train` with algorithm sft on the world's oracle trajectories: the usual run directory; a run cut back to
+    its first checkpoint and resumed ends with the same metrics; `inspo evaluate --run` reads it."""
+    import shutil
+
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
+                          data={"trajectories": "world-oracle", "max_train_questions": 16},
+                          rollout={"max_turns": 2, "max_observation_tokens": 256, "max_total_tokens": 768},
+                          training={"algorithm": "sft", "steps": 3, "batch_size": 4, "mini_batch_size": 4,
+                                    "micro_batch_size": 2, "eval_every": 2})
+    runs = tmp_path / "runs"
+    for name in ("straight", "resumed"):
+        result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", name)
+        assert result.exit_code == 0, result.output
+    straight, resumed = runs / "straight", runs / "resumed"
+    rows = metrics(straight)
+    assert [r["step"] for r in rows] == [1, 2, 3] and all(r["loss"] > 0 for r in rows)
+    assert "eval/em" in rows[1] and (straight / "evaluations/step-2/results.json").is_file()
+    assert (straight / "checkpoints/final/model.safetensors").is_file() and (straight / "plots/loss.png").is_file()
+    summary = json.loads((straight / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["overhead"] is None
+
+    for later in ("checkpoint-2", "checkpoint-3", "final"):
+        shutil.rmtree(resumed / "checkpoints" / later)
+    (resumed / "summary.json").unlink()
+    result = invoke("train", "--resume", resumed)
+    assert result.exit_code == 0, result.output
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
+    for have, want in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):
+        assert have == pytest.approx(want)
+
+    result = invoke("evaluate", "--run", straight, "--limit", "2")
+    assert result.exit_code == 0, result.output
+
+
+def test_an_sft_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_path, repo_root):
+    recipe = write_recipe(tmp_path, repo_root, "no-such-model",
+                          training={"algorithm": "sft", "batch_size": 4, "mini_batch_size": 4, "micro_batch_size": 3})
+    assert_one_line_error(invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs"),
+                          "training.micro_batch_size=3", "training.batch_size=4")
+
+
+def test_recipe_check_trl_shows_the_sft_config(repo_root):
+    recipe = repo_root / "recipes/qwen2.5-3b/sft.yaml"
+    result = invoke("recipe", "check", recipe, "--trl", "--json", "--processes", "8", "--device", "cuda")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["appendix_b"] == [] and "grpo_config" not in report
+    config = report["sft_config"]
+    assert (config["completion_only_loss"], config["gradient_accumulation_steps"], config["adam_beta2"]) == (True, 2, 0.95)
+    text = invoke("recipe", "check", recipe, "--trl", "--processes", "8", "--device", "cuda")
+    assert text.exit_code == 0 and "TRL SFTConfig" in text.stdout and "adam_beta1: 0.9  # TRL default" in text.stdout
