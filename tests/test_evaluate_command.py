@@ -31,7 +31,8 @@ def test_all_five_methods_write_a_table_1_report(tiny_model_dir, tmp_path):
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 5 and {r["benchmark"] for r in rows} == {"world"}
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").open()]
-    assert len(predictions) == 15 and {"prediction", "golden_answers", "em", "f1", "subem", "queries"} <= set(predictions[0])
+    assert len(predictions) == 15 and {"prediction", "golden_answers", "em", "f1", "subem", "queries", "turns",
+                                      "invalid_actions"} <= set(predictions[0])
 
 
 def make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root):

@@ -105,6 +105,7 @@ def test_agent_runs_the_search_r1_protocol(tiny_tokenizer):
     ctx, _, retriever = make_ctx(tiny_tokenizer, reply)
     predictions = get_method("agent")(ctx, QUESTIONS)
     assert [(p.answer, p.searches, p.stop_reason) for p in predictions] == [("1714", 1, "answer")] * 2
+    assert [(p.turns, p.invalid_actions) for p in predictions] == [(2, 0)] * 2  # a search turn, an answer turn
     assert retriever.calls == [2]
 
 

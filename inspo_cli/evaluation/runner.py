@@ -55,7 +55,8 @@ def score_prediction(question: Question, prediction: Prediction) -> dict:
 def prediction_row(method: str, question: Question, prediction: Prediction, scores: dict) -> dict:
     return {"method": method, "benchmark": question.source, "id": question.id, "question": question.question,
             "golden_answers": list(question.golden_answers), "prediction": prediction.answer, **scores,
-            "stop_reason": prediction.stop_reason, "queries": prediction.queries,
+            "stop_reason": prediction.stop_reason, "turns": prediction.turns,
+            "invalid_actions": prediction.invalid_actions, "queries": prediction.queries,
             "retrieved": prediction.retrieved, "response": prediction.response}
 
 

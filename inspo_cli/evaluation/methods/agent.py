@@ -13,5 +13,6 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat)
     trajectories = engine.run([ctx.instruction] * len(questions), questions)
     ctx.retrieval_seconds += engine.retrieval_seconds
-    return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason)
+    return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason, t.turns,
+                       t.invalid_actions)
             for t in trajectories]

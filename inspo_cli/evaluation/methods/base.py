@@ -26,6 +26,8 @@ class Prediction:
     queries: list[str] = field(default_factory=list)
     retrieved: list[list[str]] = field(default_factory=list)
     stop_reason: str | None = None
+    turns: int = 0  # the agent's policy turns, and how many of them held no valid action (no tag)
+    invalid_actions: int = 0
 
 
 @dataclass
