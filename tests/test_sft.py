@@ -17,7 +17,7 @@ from inspo_cli.models import load_tokenizer
 from inspo_cli.retrieval import open_from_config
 from inspo_cli.world.oracle import coverage, oracle_trajectories
 from test_cli import assert_one_line_error, invoke
-from test_train_command import TIMING_KEYS, metrics, write_recipe
+from test_train_command import metrics, resume_after_a_cut, write_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 # the tiny model's 400-token vocabulary spells the world's passages almost letter by letter: room for two per search
@@ -150,8 +150,6 @@ def test_sft_with_a_population_or_an_unknown_trajectory_source_is_a_one_line_err
 def test_sft_run_trains_resumes_and_is_evaluable(tmp_path, repo_root, tiny_model_dir):
     """`inspo train` with algorithm sft on the world's oracle trajectories: the usual run directory; a run cut back to
     its first checkpoint and resumed ends with the same metrics; `inspo evaluate --run` reads it."""
-    import shutil
-
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
                           data={"trajectories": "world-oracle", "max_train_questions": 16},
                           rollout={"max_turns": 2, "max_observation_tokens": 256, "max_total_tokens": 768},
@@ -169,14 +167,7 @@ def test_sft_run_trains_resumes_and_is_evaluable(tmp_path, repo_root, tiny_model
     summary = json.loads((straight / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["overhead"] is None
 
-    for later in ("checkpoint-2", "checkpoint-3", "final"):
-        shutil.rmtree(resumed / "checkpoints" / later)
-    (resumed / "summary.json").unlink()
-    result = invoke("train", "--resume", resumed)
-    assert result.exit_code == 0, result.output
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
-    for have, want in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):
-        assert have == pytest.approx(want)
+    resume_after_a_cut(resumed, straight)
 
     result = invoke("evaluate", "--run", straight, "--limit", "2")
     assert result.exit_code == 0, result.output

@@ -48,6 +48,21 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def resume_after_a_cut(resumed: Path, straight: Path) -> None:
+    """Cut `resumed` (a copy of `straight`, 3 steps, saved every step) back to its checkpoint at step 1 by dropping
+    what it wrote later, as a kill would have; resume it; it must end with the same metrics as `straight`."""
+    import shutil
+
+    for later in ("checkpoint-2", "checkpoint-3", "final"):
+        shutil.rmtree(resumed / "checkpoints" / later)
+    (resumed / "summary.json").unlink()
+    result = invoke("train", "--resume", resumed)
+    assert result.exit_code == 0, result.output
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
+    for have, want in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):
+        assert have == pytest.approx(want)
+
+
 def train_process(*args: str, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     return subprocess.Popen([sys.executable, "-m", "inspo_cli", "train", *args], cwd=cwd, env=env,
@@ -154,8 +169,6 @@ def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root,
 
 @pytest.mark.slow
 def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, repo_root, tiny_model_dir):
-    import shutil
-
     population = {"enabled": True,
                   "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
                   "size": 2, "n_parent": 1, "prune_every": 2, "evolve_until": 0}
@@ -173,15 +186,7 @@ def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, re
     assert (straight / "best_instruction.txt").read_text().strip() == WORKED_EXAMPLE_INSTRUCTION.strip()
     assert (straight / "checkpoints/checkpoint-1/coevolution.json").is_file()
 
-    # interrupt "resumed" after step 1: drop what it wrote later, as a kill would have, and resume it
-    for later in ("checkpoint-2", "checkpoint-3", "final"):
-        shutil.rmtree(resumed / "checkpoints" / later)
-    (resumed / "summary.json").unlink()
-    result = invoke("train", "--resume", resumed)
-    assert result.exit_code == 0, result.output
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
-    for have, want in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):
-        assert have == pytest.approx(want)
+    resume_after_a_cut(resumed, straight)
     assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
 
 
@@ -305,7 +310,7 @@ def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root
     """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
     after its checkpoint at step 2, resumed, compared with the same seed run straight through."""
     recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct", training={"steps": 3, "save_every": 2,
-                                                                                    "keep_checkpoints": 1})
+                                                                                    "keep_checkpoints": 1, "eval_every": 0})
     runs = tmp_path / "runs"
     straight = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight", cwd=repo_root)
     output, _ = straight.communicate(timeout=900)
@@ -361,23 +366,23 @@ def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_di
 def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeypatch):
     """The README's first command: `inspo train` trains recipes/demo.yaml (SmolLM2, the world, BM25, INSPO with the
     packaged SmolLM2 as the local optimizer) to the end, and the whole co-evolution loop shows, then the policy is
-    evaluated on held-out questions. Half the demo's 8 steps, to keep CI short: evolution (step 2), pruning (steps
-    2 and 4) and the evaluation after the last step all happen within them."""
+    evaluated on held-out questions. 3 of the demo's 8 steps, to keep CI short, pruning every 3 steps instead of 2:
+    evolution (step 2), pruning (step 3) and the evaluation after the last step all happen within them."""
     monkeypatch.chdir(tmp_path)  # run directories go under ./runs, as for a user
-    result = invoke("train", "--set", "training.steps=4")
+    result = invoke("train", "--set", "training.steps=3", "--set", "population.prune_every=3")
     assert result.exit_code == 0, result.output
     (run,) = (tmp_path / "runs").iterdir()
     assert run.name.startswith("demo-")
     rows = metrics(run)
-    assert [r["step"] for r in rows] == list(range(1, 5))
+    assert [r["step"] for r in rows] == list(range(1, 4))
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["steps"] == 4 and (run / "checkpoints/final/model.safetensors").is_file()
+    assert summary["steps"] == 3 and (run / "checkpoints/final/model.safetensors").is_file()
     assert f"policy:  runs/{run.name}/checkpoints/final" in result.output
     # one instruction; at step 2 the local optimizer wrote candidates (its answer opened with <ins_1>, so the 135M
-    # model's text parses), each verified by 8 rollouts before it could join; pruned again at step 4
+    # model's text parses), each verified by 8 rollouts before it could join; pruned again at step 3
     sizes = [r["population/size"] for r in rows]
     assert sizes[0] == 1 and sizes[1] > 1 and sizes[-1] < sizes[1]
-    assert "eval/em" in rows[-1] and (run / "evaluations/step-4/results.json").is_file()  # after the last step
+    assert "eval/em" in rows[-1] and (run / "evaluations/step-3/results.json").is_file()  # after the last step
     # the optimizer may be asked again (max_verify_rounds 3) when a 135M model's answer holds no candidate
     (evolution,) = json.loads((run / "evolutions.json").read_text())
     assert evolution["step"] == 2 and 1 <= evolution["optimizer_calls"] <= 3 and evolution["candidates"]
@@ -389,7 +394,7 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     assert any(r["step_pruned"] for r in records)
     overhead = summary["overhead"]
     assert overhead["optimizer"]["provider"] == "local" and overhead["optimizer"]["calls"] == evolution["optimizer_calls"]
-    assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 4 * 16
+    assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 3 * 16
     assert (run / "best_instruction.txt").read_text().strip() in {r["text"].strip() for r in records}
 
 

@@ -54,41 +54,24 @@ def sft_accumulation(recipe: Recipe, processes: int = 1) -> int:
     return t.batch_size // per_pass
 
 
-def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu") -> dict:
-    """Every value the recipe hands to TRL's `GRPOConfig`; the rest are TRL's defaults (`inspo recipe check --trl`
-    prints both). Where TRL's default differs from what the paper or Search-R1 ran, the value is set explicitly."""
+def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_updates: int, save_steps: int) -> dict:
+    """What `GRPOConfig` and `SFTConfig` get alike: the optimizer and its schedule, checkpoints, seed, device."""
     from inspo_cli.models import resolve_dtype
 
-    t, r, m = recipe.training, recipe.rollout, recipe.model
-    plan = schedule(recipe, processes)
+    t, m = recipe.training, recipe.model
     dtype = resolve_dtype(m.dtype, device)
     return dict(
         output_dir=str(checkpoints_dir),
         per_device_train_batch_size=t.micro_batch_size,
-        gradient_accumulation_steps=plan.gradient_accumulation_steps,
-        steps_per_generation=plan.steps_per_generation,
-        num_generations=t.group_size,
-        num_iterations=1,
-        max_steps=plan.max_updates,
+        max_steps=max_updates,
         learning_rate=t.learning_rate,
         lr_scheduler_type=t.lr_scheduler,
-        warmup_steps=round(t.warmup_ratio * plan.max_updates),
+        warmup_steps=round(t.warmup_ratio * max_updates),
         weight_decay=t.weight_decay,
         adam_beta2=t.adam_beta2,
-        beta=t.kl_beta,
-        use_bias_correction_kl=t.kl_bias_correction,
-        epsilon=t.clip_epsilon,
-        loss_type=t.loss_type,
-        entropy_coef=t.entropy_coef,
         max_grad_norm=t.max_grad_norm,
-        scale_rewards="group",
-        temperature=r.temperature,
-        top_p=r.top_p,
-        max_completion_length=r.max_total_tokens,
-        mask_truncated_completions=False,  # it would zero every trajectory that does not end in EOS
-        logging_steps=plan.updates_per_step,
         save_strategy="steps",
-        save_steps=t.save_every * plan.updates_per_step,
+        save_steps=save_steps,
         save_total_limit=t.keep_checkpoints or None,
         save_only_model=False,  # optimizer, scheduler and RNG states are what make --resume exact
         seed=recipe.run.seed,
@@ -98,6 +81,31 @@ def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, devic
         bf16=str(dtype) == "torch.bfloat16" and device != "cpu",
         model_init_kwargs={"dtype": dtype},
         gradient_checkpointing=m.gradient_checkpointing,
+    )
+
+
+def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu") -> dict:
+    """Every value the recipe hands to TRL's `GRPOConfig`; the rest are TRL's defaults (`inspo recipe check --trl`
+    prints both). Where TRL's default differs from what the paper or Search-R1 ran, the value is set explicitly."""
+    t, r, m = recipe.training, recipe.rollout, recipe.model
+    plan = schedule(recipe, processes)
+    return dict(
+        **shared_kwargs(recipe, checkpoints_dir, device, plan.max_updates, t.save_every * plan.updates_per_step),
+        gradient_accumulation_steps=plan.gradient_accumulation_steps,
+        steps_per_generation=plan.steps_per_generation,
+        num_generations=t.group_size,
+        num_iterations=1,
+        beta=t.kl_beta,
+        use_bias_correction_kl=t.kl_bias_correction,
+        epsilon=t.clip_epsilon,
+        loss_type=t.loss_type,
+        entropy_coef=t.entropy_coef,
+        scale_rewards="group",
+        temperature=r.temperature,
+        top_p=r.top_p,
+        max_completion_length=r.max_total_tokens,
+        mask_truncated_completions=False,  # it would zero every trajectory that does not end in EOS
+        logging_steps=plan.updates_per_step,
         use_vllm=m.backend == "vllm",
         vllm_mode=m.vllm_mode,
         vllm_gpu_memory_utilization=m.vllm_gpu_memory_utilization,

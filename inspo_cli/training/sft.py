@@ -66,37 +66,16 @@ def answer_example(engine, instruction: str, question: str, answer: str) -> dict
 
 def sft_kwargs(recipe: Recipe, checkpoints_dir, processes: int = 1, device: str = "cpu") -> dict:
     """Every value the recipe hands to TRL's `SFTConfig`; the rest are TRL's defaults."""
-    from inspo_cli.models import resolve_dtype
-    from inspo_cli.training.setup import sft_accumulation
+    from inspo_cli.training.setup import sft_accumulation, shared_kwargs
 
-    t, m = recipe.training, recipe.model
-    dtype = resolve_dtype(m.dtype, device)
+    t = recipe.training
     return dict(
-        output_dir=str(checkpoints_dir),
-        per_device_train_batch_size=t.micro_batch_size,
+        **shared_kwargs(recipe, checkpoints_dir, device, t.steps, t.save_every),
         gradient_accumulation_steps=sft_accumulation(recipe, processes),
-        max_steps=t.steps,
-        learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler,
-        warmup_steps=round(t.warmup_ratio * t.steps),
-        weight_decay=t.weight_decay,
-        adam_beta2=t.adam_beta2,
-        max_grad_norm=t.max_grad_norm,
         completion_only_loss=True,  # labels from completion_mask: prompt and observations get none
         max_length=None,  # the examples are cut to the rollout limits already
         packing=False,
         logging_steps=1,
-        save_strategy="steps",
-        save_steps=t.save_every,
-        save_total_limit=t.keep_checkpoints or None,
-        save_only_model=False,  # optimizer, scheduler and RNG states are what make --resume exact
-        seed=recipe.run.seed,
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=device == "cpu",
-        bf16=str(dtype) == "torch.bfloat16" and device != "cpu",
-        model_init_kwargs={"dtype": dtype},
-        gradient_checkpointing=m.gradient_checkpointing,
     )
 
 

@@ -14,6 +14,7 @@ question) the answer is in the observations as they were cut to `rollout.max_obs
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import Sequence
 
@@ -55,9 +56,7 @@ class OraclePolicy:
         return out
 
     def generating_with(self, model):
-        import contextlib
-
-        return contextlib.nullcontext()
+        return contextlib.nullcontext()  # scripted: no weights
 
 
 def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, object]]:
