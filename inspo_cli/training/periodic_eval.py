@@ -9,12 +9,12 @@ process returns the same metrics. The main process writes the usual evaluation f
 metrics.jsonl and TensorBoard as `eval/<benchmark>/em` and `eval/em` (the average over benchmarks).
 
     evaluation = PeriodicEvaluation(questions, recipe.evaluation, every=100, last_step=300, run=run)
-    if evaluation.due(step):
-        metrics = evaluation.run(step, engine, generation_context, instruction, instruction_id, accelerator)
+    metrics = evaluation.after_step(step, engine, generation_context, instructions, accelerator)  # {} when not due
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable, ContextManager
 
 from inspo_cli.config import EvaluationConfig
@@ -27,6 +27,16 @@ class PeriodicEvaluation:
 
     def due(self, step: int) -> bool:
         return self.every > 0 and (step % self.every == 0 or step == self.last_step)
+
+    def after_step(self, step: int, engine, generation: Callable[[], ContextManager], instructions,
+                   accelerator=None) -> dict[str, float]:
+        """When due: `run` with the instruction source's best instruction now, its metrics plus
+        `time/evaluation`; {} otherwise. What both trainers call at the end of a step."""
+        if not self.due(step):
+            return {}
+        started, best = time.perf_counter(), instructions.best_pick()
+        metrics = self.run(step, engine, generation, best.text, best.instruction_id, accelerator)
+        return {**metrics, "time/evaluation": time.perf_counter() - started}
 
     def run(self, step: int, engine, generation: Callable[[], ContextManager], instruction: str,
             instruction_id: str, accelerator=None) -> dict[str, float]:

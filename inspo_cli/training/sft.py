@@ -149,13 +149,10 @@ class SearchSFTTrainer(SFTTrainer):
             model.train(was_training)
 
     def _evaluate_step(self, step: int) -> None:
-        if self.evaluation is None or not self.evaluation.due(step):
-            return
-        started, best = time.perf_counter(), self.instructions.best_pick()
-        metrics = self.evaluation.run(step, self.engine, self._policy_for_generation, best.text,
-                                      best.instruction_id, self.accelerator)
-        for name, value in {**metrics, "time/evaluation": time.perf_counter() - started}.items():
-            self._metrics["train"][name].append(value)
+        if self.evaluation is not None:
+            for name, value in self.evaluation.after_step(step, self.engine, self._policy_for_generation,
+                                                          self.instructions, self.accelerator).items():
+                self._metrics["train"][name].append(value)
 
 
 class _Evaluate(TrainerCallback):

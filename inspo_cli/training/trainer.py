@@ -195,11 +195,9 @@ class SearchGRPOTrainer(GRPOTrainer):
         else:
             for name, value in self.coevolution.end_step(step).items():
                 self._metrics["train"][name].append(value)
-        if self.evaluation is not None and self.evaluation.due(step):
-            started, best = time.perf_counter(), self.instructions.best_pick()
-            metrics = self.evaluation.run(step, self.engine, self._policy_for_generation, best.text,
-                                          best.instruction_id, self.accelerator)
-            for name, value in {**metrics, "time/evaluation": time.perf_counter() - started}.items():
+        if self.evaluation is not None:
+            for name, value in self.evaluation.after_step(step, self.engine, self._policy_for_generation,
+                                                          self.instructions, self.accelerator).items():
                 self._metrics["train"][name].append(value)
 
     def _save_checkpoint(self, model, trial):

@@ -21,7 +21,8 @@ from typing import Callable
 
 from inspo_cli.world.entities import Entities, build_entities
 from inspo_cli.world.passages import render_passages
-from inspo_cli.world.questions import QUESTION_TYPES, make_splits
+from inspo_cli.world.questions import QUESTION_TYPES
+from inspo_cli.world.splits import make_splits
 from inspo_cli.world.sizes import SPLITS, WORLD_SIZES, WorldSize, resolve_size
 from inspo_cli.world.writer import WORLD_FILES, write_world
 from retriever.corpus import Passage

@@ -1,8 +1,8 @@
 """Questions over the world's fact graph: single-hop, bridge, comparison and temporal, with their evidence.
 
 Every question names its entities exactly and has one correct answer, given with natural aliases. Its
-`supporting_ids` hold one passage per needed fact, in hop order, taken from the `FactIndex` (so the fact is
-literally in that passage). Questions whose answer appears in their own text are discarded, and no single
+support names one (entity, fact) per hop, for which the splits (`inspo_cli.world.splits`) pick a passage of the
+`FactIndex` (so the fact is literally in that passage), and `searches` the oracle's query per hop. Questions whose answer appears in their own text are discarded, and no single
 answer may account for more than a small share of a type, so guessing without searching does not pay.
 Templates for each phrasing live next to the builder that fills them.
 """
@@ -17,8 +17,6 @@ from typing import Callable
 from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
 from inspo_cli.world.entities import City, Country, Entities, Organisation, Person
-from inspo_cli.world.passages import FactIndex
-from inspo_cli.world.sizes import SPLITS, WorldSize
 
 # (type, share of all questions, hops)
 QUESTION_TYPES: tuple[tuple[str, float, int], ...] = (("single_hop", 0.35, 1), ("bridge", 0.25, 2),
@@ -376,37 +374,3 @@ class QuestionMaker:
             drafts.append(draft)
             tick()
         return drafts
-
-
-def type_counts(total: int) -> dict[str, int]:
-    """Split `total` over the question types by their shares (largest remainder, ties in type order)."""
-    exact = {qtype: share * total for qtype, share, _ in QUESTION_TYPES}
-    counts = {qtype: math.floor(value) for qtype, value in exact.items()}
-    by_remainder = sorted(exact, key=lambda qtype: -(exact[qtype] - counts[qtype]))
-    for qtype in by_remainder[:total - sum(counts.values())]:
-        counts[qtype] += 1
-    return counts
-
-
-def make_splits(rng: random.Random, entities: Entities, index: FactIndex, size: WorldSize,
-                tick: Callable[[], None] = lambda: None) -> dict[str, list[dict]]:
-    """Question rows per split, stratified by type; each fact is asked at most once across all splits."""
-    per_split = {split: type_counts(count) for split, count in size.questions.items()}
-    maker = QuestionMaker(rng, entities)
-    hops = {qtype: hop for qtype, _, hop in QUESTION_TYPES}
-    rows: dict[str, list[tuple[str, QuestionDraft]]] = {split: [] for split in SPLITS}
-    for qtype, _, _ in QUESTION_TYPES:
-        pool = maker.make(qtype, sum(per_split[split][qtype] for split in SPLITS), tick)
-        for split in SPLITS:
-            taken, pool = pool[:per_split[split][qtype]], pool[per_split[split][qtype]:]
-            rows[split] += [(qtype, draft) for draft in taken]
-    splits: dict[str, list[dict]] = {}
-    for split in SPLITS:
-        rng.shuffle(rows[split])
-        width = max(4, len(str(len(rows[split]))))
-        splits[split] = [{"id": f"world-{split}-{i:0{width}d}", "question": draft.text,
-                          "golden_answers": draft.answers, "type": qtype, "hops": hops[qtype],
-                          "supporting_ids": [rng.choice(index[fact]) for fact in draft.support],
-                          "searches": draft.searches}
-                         for i, (qtype, draft) in enumerate(rows[split], start=1)]
-    return splits
