@@ -98,6 +98,7 @@ class RunDir:
     CHECKPOINTS = "checkpoints"
     CHECKPOINT_PREFIX = "checkpoint-"  # HF Trainer's checkpoint-<optimizer update>
     FINAL = "final"
+    SAMPLING = "sampling"  # rejection sampling's phase 1 (inspo_cli.training.rejection_sampling)
     CHECKPOINT_COMPLETE = "trainer_state.json"  # HF writes it last
 
     def __init__(self, path: str | Path):
@@ -166,6 +167,8 @@ class RunDir:
     evaluations_dir = property(lambda self: self.path / self.EVALUATIONS)
     checkpoints_dir = property(lambda self: self.path / self.CHECKPOINTS)
     final_dir = property(lambda self: self.checkpoints_dir / self.FINAL)
+    sampling_dir = property(lambda self: self.path / self.SAMPLING)
+    sampling_summary_file = property(lambda self: self.sampling_dir / self.SUMMARY)  # written last: phase 1 is done
 
     def relative(self, path: Path) -> str:
         """`path` as the summary records it: relative to the run directory."""
@@ -173,6 +176,10 @@ class RunDir:
 
     def evaluation_dir(self, step: int) -> Path:
         return self.evaluations_dir / f"step-{step}"
+
+    def sampling_batch_file(self, index: int) -> Path:
+        """Rejection sampling's phase 1: the trajectories of one batch of questions."""
+        return self.sampling_dir / f"batch-{index:05d}.jsonl"
 
     # -- checkpoints ----------------------------------------------------------------------------------------
 

@@ -90,16 +90,23 @@ def sft_recipe(model_dir, trajectories: str, **training) -> Recipe:
 
 def test_sft_gives_observation_tokens_no_gradient_and_every_written_token_one(tmp_path, tiny_model_dir,
                                                                               world_retriever):
-    from trl import SFTConfig
-
-    from inspo_cli.training.sft import SearchSFTTrainer, sft_examples, sft_kwargs
+    from inspo_cli.training.sft import sft_examples
 
     recipe = sft_recipe(tiny_model_dir, "world-oracle")
     tokenizer = load_tokenizer(recipe.model)
     examples = sft_examples(recipe, world_engine(tokenizer, world_retriever), INSTRUCTION)
-    from datasets import Dataset
+    assert_loss_only_on_written_tokens(tmp_path, recipe, tokenizer, examples)
 
-    trainer = SearchSFTTrainer(model=str(tiny_model_dir), args=SFTConfig(**sft_kwargs(recipe, tmp_path)),
+
+def assert_loss_only_on_written_tokens(tmp_path, recipe, tokenizer, examples) -> None:
+    """Back-propagating TRL's SFT loss on a batch of `examples` gives zero gradient at every prompt and observation
+    position and a nonzero one at every token the policy wrote; the labels are exactly those tokens."""
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from inspo_cli.training.sft import SearchSFTTrainer, sft_kwargs
+
+    trainer = SearchSFTTrainer(model=recipe.model.name_or_path, args=SFTConfig(**sft_kwargs(recipe, tmp_path)),
                                train_dataset=Dataset.from_list(examples),
                                processing_class=tokenizer, engine=None, instructions=None)
     batch = next(iter(trainer.get_train_dataloader()))

@@ -38,7 +38,7 @@ def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -
         "run": {"seed": 3},
     }
     for section, values in sections.items():
-        recipe[section].update(values)
+        recipe.setdefault(section, {}).update(values)
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return path

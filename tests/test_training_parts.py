@@ -114,7 +114,8 @@ def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
 @pytest.mark.parametrize("size", ["3b", "7b"])
 def test_baseline_recipes_are_table_1s_rows(repo_root, size):
     """SFT and GRPO without search train the base model with Search-R1's tool-free instruction; the inference rows
-    run the instruct model; SFT takes Search-R1's veRL SFT settings (the paper gives none)."""
+    run the instruct model; SFT takes Search-R1's veRL SFT settings (the paper gives none), and so does rejection
+    sampling, on what the instruct model answers right with Search-R1's search setup."""
     from inspo_cli.instructions.defaults import R1_INSTRUCTION
     from inspo_cli.training.sft import sft_kwargs
 
@@ -130,6 +131,17 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
             kwargs["gradient_accumulation_steps"] * 16 * 8) == (1e-5, 0.95, 0.01, 265, 256)
     assert inference.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}-Instruct"
     assert inference.evaluation.method == "direct,rag,ircot,search-o1"
+    # rejection sampling: the instruct model samples 5 per question with Search-R1's search setup, the base model
+    # is fine-tuned with the SFT row's optimizer and number of updates
+    rs = load("rejection-sampling")
+    assert (rs.training.algorithm, rs.model.name_or_path, rs.sampling.model, rs.sampling.samples) == (
+        "rejection-sampling", f"Qwen/Qwen2.5-{size.upper()}", f"Qwen/Qwen2.5-{size.upper()}-Instruct", 5)
+    assert (rs.rollout, rs.retriever, rs.reward, rs.population) == (base.rollout, base.retriever, base.reward,
+                                                                      base.population)
+    rs_kwargs = sft_kwargs(rs, repo_root / "runs/x", processes=8, device="cuda")
+    assert {k: v for k, v in rs_kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")} \
+        == {k: v for k, v in kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")}
+    assert rs_kwargs["per_device_train_batch_size"] * rs_kwargs["gradient_accumulation_steps"] * 8 == 256
     assert (inference.retriever, inference.evaluation.benchmarks) == (base.retriever, base.evaluation.benchmarks)
 
 

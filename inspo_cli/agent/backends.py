@@ -247,8 +247,11 @@ class VLLMServerBackend(_Sampling):
         return out  # type: ignore[return-value]
 
 
-def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None):
-    """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed."""
+def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None,
+                 process_index: int = 0, num_processes: int = 1):
+    """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed. In one of
+    several processes (`accelerate launch`), vLLM joins the processes' own torch.distributed world as TRL's
+    colocated engine does (external launcher, a seed per process)."""
     from inspo_cli.models import load_model, load_tokenizer, resolve_model_path
 
     if model.backend == "vllm":
@@ -258,8 +261,9 @@ def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 3
         from vllm import LLM
 
         tokenizer = load_tokenizer(model)
-        llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True, seed=0,
-                  **engine_settings(model, device).llm_kwargs())
+        launched = dict(distributed_executor_backend="external_launcher") if num_processes > 1 else {}
+        llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True, seed=process_index,
+                  **launched, **engine_settings(model, device).llm_kwargs())
         return VLLMBackend(llm, rollout.temperature, rollout.top_p), tokenizer
     policy, tokenizer = load_model(model, device)
     return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size), tokenizer

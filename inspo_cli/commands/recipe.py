@@ -86,7 +86,7 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
         notes = [f"{row['setting']}: {row['note']}" for row in report["appendix_b"] if row["note"]]
         console.print("\n".join(notes), soft_wrap=True)
     else:
-        console.print("training.algorithm=sft: App. B lists the RL runs' settings; the paper gives none for SFT "
+        console.print(f"training.algorithm={resolved.training.algorithm}: App. B lists the RL runs' settings; the paper gives none for SFT "
                       "(the recipe's comment says where its values come from)", soft_wrap=True)
     set_by_inspo = set(report["set_by_inspo"])
     name, config = ("SFTConfig", report["sft_config"]) if "sft_config" in report else ("GRPOConfig", report["grpo_config"])

@@ -12,11 +12,12 @@ from inspo_cli.config.sections import (
     RewardConfig,
     RolloutConfig,
     RunConfig,
+    SamplingConfig,
     TrainingConfig,
 )
 
 __all__ = [
     "PROJECT_ROOT", "RecipeError", "dump_recipe", "load_recipe", "recipe_to_dict", "resolve_path",
     "DataConfig", "EvaluationConfig", "ModelConfig", "OptimizerConfig", "PopulationConfig", "Recipe",
-    "RetrieverConfig", "RewardConfig", "RolloutConfig", "RunConfig", "TrainingConfig",
+    "RetrieverConfig", "RewardConfig", "RolloutConfig", "RunConfig", "SamplingConfig", "TrainingConfig",
 ]

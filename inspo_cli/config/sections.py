@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from inspo_cli.evaluation.methods import METHODS
 from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
 from inspo_cli.instructions.proposers import PROPOSERS
-from inspo_cli.training.algorithms import ALGORITHMS
+from inspo_cli.training.algorithms import ALGORITHMS, SFT_ALGORITHMS
 from retriever.kinds import KINDS as RETRIEVER_KINDS
 
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
@@ -177,10 +177,10 @@ VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "se
 @dataclass
 class TrainingConfig:
     """GRPO optimisation (App. B). `batch_size` and `mini_batch_size` count questions (each gets `group_size`
-    rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass. With
-    `algorithm: sft`, `batch_size` counts examples per optimizer update and `micro_batch_size` examples per pass."""
+    rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass. With `algorithm:
+    sft` or `rejection-sampling`, `batch_size` counts examples per optimizer update, `micro_batch_size` per pass."""
 
-    algorithm: str = "grpo"  # grpo | sft: a name in inspo_cli.training.algorithms.ALGORITHMS
+    algorithm: str = "grpo"  # grpo | sft | rejection-sampling: a name in inspo_cli.training.algorithms.ALGORITHMS
     steps: int = 300
     group_size: int = 5
     batch_size: int = 512
@@ -356,6 +356,24 @@ class EvaluationConfig:
 
 
 @dataclass
+class SamplingConfig:
+    """Phase 1 of `training.algorithm: rejection-sampling` (Search-R1's rejection-sampling baseline, the paper's
+    tool-integrated "SFT" row): `samples` trajectories per training question from `model`, with search, kept when
+    their reward is 1. Search-R1 samples five per question with the instruct model."""
+
+    model: str = ""  # the sampler: a hub id, local directory or packaged model; empty: model.name_or_path
+    backend: str = "transformers"  # transformers | vllm (the sampler only; SFT itself trains with transformers)
+    samples: int = 5  # trajectories per question (Search-R1: "five candidate responses per training prompt")
+    batch_size: int = 64  # questions rolled out and saved together: a killed phase 1 resumes at the first unsaved batch
+    generation_batch_size: int = 32  # sequences per transformers generate() call (vLLM schedules its own)
+
+    def __post_init__(self) -> None:
+        _one_of(self.backend, ("transformers", "vllm"), "backend")
+        for name, example in (("samples", "5"), ("batch_size", "64"), ("generation_batch_size", "32")):
+            _positive(getattr(self, name), name, example)
+
+
+@dataclass
 class RunConfig:
     """Where a run writes and how it is seeded."""
 
@@ -381,11 +399,14 @@ class Recipe:
     population: PopulationConfig = field(default_factory=PopulationConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
-        if self.training.algorithm == "sft":
-            _require(not self.population.enabled, "population.enabled", "must be false with training.algorithm=sft: "
-                     "SFT trains with one static instruction, the first of population.instructions")
-            _require(self.model.backend == "transformers", "model.backend", "must be transformers with "
-                     f"training.algorithm=sft (TRL's SFTTrainer generates with the trained model; got {self.model.backend})")
+        algorithm = self.training.algorithm
+        if algorithm in SFT_ALGORITHMS:
+            _require(not self.population.enabled, "population.enabled", f"must be false with training.algorithm="
+                     f"{algorithm}: SFT trains with one static instruction, the first of population.instructions")
+            _require(self.model.backend == "transformers", "model.backend", f"must be transformers with training."
+                     f"algorithm={algorithm} (TRL's SFTTrainer generates with the trained model; got {self.model.backend}); "
+                     "sampling.backend picks rejection sampling's sampler")

@@ -13,7 +13,10 @@ import importlib
 ALGORITHMS = {
     "grpo": "inspo_cli.training.run:build_grpo",  # the paper's (eq. 2) through TRL's GRPOTrainer
     "sft": "inspo_cli.training.sft:build_sft",  # TRL's SFTTrainer on `data.trajectories` (the SFT baseline)
+    # Search-R1's rejection sampling: sample with search, keep the correct trajectories, then SFTTrainer on them
+    "rejection-sampling": "inspo_cli.training.rejection_sampling:build_rejection_sampling",
 }
+SFT_ALGORITHMS = ("sft", "rejection-sampling")  # trained by TRL's SFTTrainer: examples, not question groups
 
 
 def build_trainer(ctx):
@@ -25,7 +28,7 @@ def updates_per_step(recipe, processes: int) -> int:
     """Optimizer updates per logged training step: batch / mini-batch for GRPO, one for SFT."""
     from inspo_cli.training.setup import schedule, sft_accumulation
 
-    if recipe.training.algorithm == "sft":
+    if recipe.training.algorithm in SFT_ALGORITHMS:
         sft_accumulation(recipe, processes)  # checks that the batch divides
         return 1
     return schedule(recipe, processes).updates_per_step

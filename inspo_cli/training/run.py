@@ -4,7 +4,7 @@
     run_training(recipe, run, resume=True)          # continue from its newest checkpoint
 
 The trainer comes from `training.algorithm` (`inspo_cli.training.algorithms`): GRPO here (`build_grpo`), SFT
-in `inspo_cli.training.sft`. The run directory (`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl,
+in `inspo_cli.training.sft`, rejection sampling (sampling/, then SFT) in `inspo_cli.training.rejection_sampling`. The run directory (`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl,
 tensorboard/, plots/, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler and RNG
 states, and INSPO's coevolution.json), checkpoints/final/ (the policy as a plain model directory, LoRA merged),
 evaluations/step-<N>/ (the periodic evaluations, App. B), with INSPO instructions.jsonl and evolutions.json, and
@@ -58,12 +58,14 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     checkpoint = None
     if resume:
         checkpoint = run.latest_checkpoint()
-        if checkpoint is None:
+        # rejection sampling's phase 1 keeps its own progress (sampling/): a run cut before its first checkpoint
+        # goes on sampling where it stopped, then trains from the start
+        if checkpoint is None and recipe.training.algorithm != "rejection-sampling":
             raise InspoError(f"{run} has no complete checkpoint to resume from ({RunDir.CHECKPOINTS}/"
                              f"{RunDir.CHECKPOINT_PREFIX}N with {RunDir.CHECKPOINT_COMPLETE}); "
                              "start a new run instead")
         if state.is_main_process:
-            run.truncate_metrics(RunDir.checkpoint_update(checkpoint))
+            run.truncate_metrics(RunDir.checkpoint_update(checkpoint) if checkpoint else 0)
     state.wait_for_everyone()
 
     per_step = updates_per_step(recipe, state.num_processes)  # a batch that does not divide fails here, early

@@ -80,26 +80,41 @@ def sft_kwargs(recipe: Recipe, checkpoints_dir, processes: int = 1, device: str 
 
 
 def build_sft(ctx):
-    """`training.algorithm: sft`: a `SearchSFTTrainer` on the recipe's examples."""
-    from datasets import Dataset
-    from trl import SFTConfig
-
-    from inspo_cli.agent.rollout import RolloutEngine
-    from inspo_cli.models import resolve_model_path, uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from inspo_cli.training.setup import lora_config
-
+    """`training.algorithm: sft`: a `SearchSFTTrainer` on the recipe's `data.trajectories`."""
     recipe = ctx.recipe  # the recipe guarantees a static instruction and the transformers backend
-    r = recipe.rollout
     # the retriever is opened only when something searches: oracle trajectories, or evaluation with search turns
-    searching = recipe.data.trajectories != "answers" or (ctx.evaluation is not None and r.max_turns > 0)
-    engine = RolloutEngine(None, open_from_config(recipe.retriever) if searching else None, ctx.tokenizer, r,
-                           topk=recipe.retriever.topk, chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template))
+    engine = sft_engine(ctx, searching=recipe.data.trajectories != "answers")
     started = time.perf_counter()
     examples = sft_examples(recipe, engine, ctx.instructions.best_pick().text)
     if ctx.state.is_main_process:
         print(f"sft: {len(examples)} examples from data.trajectories={recipe.data.trajectories} "
               f"({time.perf_counter() - started:.1f}s)", flush=True)
+    return sft_trainer(ctx, engine, examples)
+
+
+def sft_engine(ctx, searching: bool):
+    """The rollout engine SFT builds its prompts with and evaluates through (its backend is set by the trainer);
+    with a retriever when `searching` or when evaluation during training searches."""
+    from inspo_cli.agent.rollout import RolloutEngine
+    from inspo_cli.models import uses_chat_template
+    from inspo_cli.retrieval import open_from_config
+
+    recipe = ctx.recipe
+    r = recipe.rollout
+    searching = searching or (ctx.evaluation is not None and r.max_turns > 0)
+    return RolloutEngine(None, open_from_config(recipe.retriever) if searching else None, ctx.tokenizer, r,
+                         topk=recipe.retriever.topk, chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template))
+
+
+def sft_trainer(ctx, engine, examples: list[dict]):
+    """A `SearchSFTTrainer` on tokenized examples ({input_ids, completion_mask})."""
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from inspo_cli.models import resolve_model_path
+    from inspo_cli.training.setup import lora_config
+
+    recipe = ctx.recipe
     args = SFTConfig(**sft_kwargs(recipe, ctx.run.checkpoints_dir, ctx.state.num_processes, ctx.device))
     return SearchSFTTrainer(model=resolve_model_path(recipe.model.name_or_path), args=args,
                             train_dataset=Dataset.from_list(examples),

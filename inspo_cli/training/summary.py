@@ -8,10 +8,12 @@ steps, updates, wall_seconds, resumed_from, reward/EM/loss over the first and la
 row, the periodic evaluations, reward_collapse and the checkpoint App. B would report, the best instruction
 and the instructions alive at the end, `frozen_policy` (true for `inspo evolve`), the trained model's directory
 (None with a frozen policy), recipe_model, metrics and plots, and `overhead` (App. C's account of what
-evolution cost; None without a population).
+evolution cost; None without a population), and `sampling` for rejection sampling (its phase 1 in numbers).
 """
 
 from __future__ import annotations
+
+import json
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
@@ -28,6 +30,8 @@ def finish_run(run: RunDir, recipe: Recipe, instructions, coevolution, wall: flo
                           frozen_policy)
     if coevolution is not None:
         summary["overhead"] = overhead_account(coevolution, recipe, summary["steps"], wall)
+    if run.sampling_summary_file.is_file():  # rejection sampling's phase 1
+        summary["sampling"] = json.loads(run.sampling_summary_file.read_text(encoding="utf-8"))
     run.write_outcome(summary, summary["best_instruction"],
                       coevolution.reports if coevolution is not None else None)
     return summary

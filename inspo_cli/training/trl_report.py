@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from inspo_cli.config import Recipe
+from inspo_cli.training.algorithms import SFT_ALGORITHMS
 from inspo_cli.training.setup import grpo_kwargs, schedule
 
 # App. B and §4 "Setups"; the two values that depend on the model size are keyed by it
@@ -125,14 +126,15 @@ def _plain(value):
 
 
 def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
-    """GRPO: App. B's rows and the GRPOConfig ("grpo_config"). SFT (`training.algorithm: sft`): the SFTConfig
+    """GRPO: App. B's rows and the GRPOConfig ("grpo_config"). SFT (`training.algorithm: sft` or
+    rejection-sampling): the SFTConfig
     ("sft_config"), and no App. B rows (those are the RL runs' settings)."""
     from inspo_cli.runs import RunDir
 
     checkpoints = RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir
     common = {"processes": processes, "device": device,
               "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None}
-    if recipe.training.algorithm == "sft":
+    if recipe.training.algorithm in SFT_ALGORITHMS:
         from trl import SFTConfig
 
         from inspo_cli.training.sft import sft_kwargs
