@@ -56,6 +56,9 @@ PACKAGED_MODELS = {
 }
 
 
+ADAPTER_CONFIG = "adapter_config.json"  # PEFT's: a directory holding a LoRA adapter, not a whole model
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("INSPO_CACHE", Path.home() / ".cache" / "inspo")).expanduser()
 
@@ -67,11 +70,25 @@ def resolve_model_path(name_or_path: str) -> str:
         return str(_cached_packaged_model(packaged))
     path = Path(name_or_path).expanduser()
     if path.exists():
+        if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+            return str(merged_adapter_dir(path, cache_dir() / "merged" / f"{path.resolve().name}-{_digest(path)}"))
         if not (path / "config.json").is_file():
             raise InspoError(f"model directory {path} has no config.json; point model.name_or_path at a directory "
-                             "written by save_pretrained, a hub id, or one of " + ", ".join(PACKAGED_MODELS))
+                             "written by save_pretrained (or a LoRA adapter's, with adapter_config.json), a hub id, "
+                             "or one of " + ", ".join(PACKAGED_MODELS))
         return str(path.resolve())
     return name_or_path  # a hub id
+
+
+def _digest(adapter_dir: Path) -> str:
+    """Names the merged copy of an adapter after its contents, so a changed adapter is merged again."""
+    import hashlib
+
+    sha = hashlib.sha256()
+    for name in (ADAPTER_CONFIG, "adapter_model.safetensors"):
+        if (adapter_dir / name).is_file():
+            sha.update((adapter_dir / name).read_bytes())
+    return sha.hexdigest()[:12]
 
 
 def _cached_packaged_model(packaged: PackagedModel) -> Path:
@@ -112,25 +129,28 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     tokenizer.save_pretrained(out_dir)
 
 
-def merged_adapter_dir(adapter_dir: Path) -> Path:
-    """A checkpoint that holds only a LoRA adapter, as a plain model directory: merged into its base model once
-    and cached as `<adapter_dir>/merged` (written to a temporary directory, then renamed)."""
+def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
+    """A directory that holds only a LoRA adapter (a checkpoint, or an adapter given as the model), as a plain model
+    directory: merged into its base model once and cached as `target` (default `<adapter_dir>/merged`; written to a
+    temporary directory, then renamed). The base is `base_model_name_or_path` of adapter_config.json: a hub id, a
+    directory or a packaged model's name."""
     import json
 
-    target = adapter_dir / "merged"
+    target = target or adapter_dir / "merged"
     if (target / "config.json").is_file():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base_name = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
+    base_name = json.loads((adapter_dir / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
     try:
         base = AutoModelForCausalLM.from_pretrained(resolve_model_path(base_name), dtype="auto")
     except OSError as e:
         raise InspoError(_not_found(base_name, e)) from None
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
     tokenizer_source = adapter_dir if (adapter_dir / "tokenizer_config.json").is_file() else resolve_model_path(base_name)
-    tmp = Path(tempfile.mkdtemp(dir=adapter_dir, prefix=".merged."))
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         merged.save_pretrained(tmp)
         AutoTokenizer.from_pretrained(tokenizer_source).save_pretrained(tmp)

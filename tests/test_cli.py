@@ -60,7 +60,7 @@ def test_recipe_check_prints_the_resolved_recipe(repo_root):
 def test_recipe_check_json(repo_root):
     result = invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["model"]["name_or_path"] == "smollm2-135m-instruct"
+    assert json.loads(result.stdout)["model"]["name_or_path"].endswith("data/warm-start/smollm2-135m-world")
 
 
 def test_recipe_check_trl_shows_what_trl_receives_next_to_app_b(repo_root):

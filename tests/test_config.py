@@ -52,7 +52,7 @@ def test_defaults_are_the_papers(minimal):
 
 def test_bundled_demo_recipe_is_valid(repo_root):
     recipe = load_recipe(repo_root / "recipes" / "demo.yaml")
-    assert recipe.model.name_or_path == "smollm2-135m-instruct"
+    assert recipe.model.name_or_path == str(repo_root / "data/warm-start/smollm2-135m-world")  # found from any cwd
     assert recipe.retriever.corpus.endswith("data/world/corpus.jsonl")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -76,3 +77,27 @@ def test_gemma3_base_model_loads_as_plain_text_model(cache):
     model, tokenizer = load_model(ModelConfig(name_or_path="gemma3-270m", dtype="float32"), device="cpu")
     assert sum(p.numel() for p in model.parameters()) > 200e6
     assert not uses_chat_template(tokenizer, "auto")  # a base model: the paper prompts it with plain text
+
+
+def test_a_lora_adapter_directory_is_a_model_merged_once_into_its_base(tmp_path, cache, tiny_model_dir):
+    """A shipped adapter (adapter_config.json naming its base, adapter weights) loads as base + adapter merged,
+    cached by content under $INSPO_CACHE/merged; a changed adapter is merged again."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    adapter = tmp_path / "adapter"
+    peft_model.save_pretrained(adapter)
+    want = {k: v.clone() for k, v in peft_model.merge_and_unload().state_dict().items()}
+
+    merged = resolve_model_path(str(adapter))
+    assert merged.startswith(str(cache / "merged" / "adapter-")) and not (adapter / "merged").exists()
+    got = AutoModelForCausalLM.from_pretrained(merged).state_dict()
+    assert got and all(torch.allclose(got[k], want[k]) for k in got)
+    assert resolve_model_path(str(adapter)) == merged  # cached
+    load_tokenizer(ModelConfig(name_or_path=str(adapter)))  # the base's tokenizer comes along
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, "lora_alpha": 16}))
+    assert resolve_model_path(str(adapter)) != merged

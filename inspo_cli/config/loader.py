@@ -245,9 +245,17 @@ def _check_paths(recipe: Recipe, where) -> None:
     elif retriever.kind == "bm25":
         retriever.corpus = _existing(retriever.corpus, "retriever.corpus", where,
                                      "set retriever.corpus=PATH to a Search-R1 corpus JSONL, or generate data/world")
+    # a local model (or LoRA adapter) directory is found as data paths are; a hub id or packaged name stays as it is
+    recipe.model.name_or_path = _local_or_as_is(recipe.model.name_or_path)
+    recipe.sampling.model = _local_or_as_is(recipe.sampling.model)
     if recipe.population.instruction_file is not None:
         recipe.population.instruction_file = _existing(recipe.population.instruction_file, "population.instruction_file",
                                                        where, "write the file or remove the key")
+
+
+def _local_or_as_is(value: str) -> str:
+    found = resolve_path(value) if value.strip() else None
+    return str(found) if found is not None else value
 
 
 def _existing(value: str, key: str, where, fix: str) -> str:
