@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from inspo_cli.config.sections import ConfigValueError, Recipe
+from inspo_cli.config.sections import Recipe
+from inspo_cli.config.validation import ConfigValueError
 from inspo_cli.errors import InspoError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from inspo_cli.config.validation import ConfigValueError, _fraction, _one_of, _positive, _require
 from inspo_cli.evaluation.methods import METHODS
 from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
 from inspo_cli.instructions.proposers import PROPOSERS
@@ -20,34 +21,6 @@ from inspo_cli.training.algorithms import ALGORITHMS, SFT_ALGORITHMS
 from retriever.kinds import KINDS as RETRIEVER_KINDS
 
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
-
-
-class ConfigValueError(ValueError):
-    """A field holds a value of the right type that is still invalid."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(message)
-        self.field_name = field_name
-        self.message = message
-
-
-def _require(condition: bool, field_name: str, message: str) -> None:
-    if not condition:
-        raise ConfigValueError(field_name, message)
-
-
-def _one_of(value: str, choices: tuple[str, ...], field_name: str) -> None:
-    _require(value in choices, field_name, f"must be one of {', '.join(choices)} (got {value!r})")
-
-
-def _positive(value: float | int | None, field_name: str, example: str) -> None:
-    if value is not None:
-        _require(value > 0, field_name, f"must be > 0 (got {value!r}); use e.g. {example}")
-
-
-def _fraction(value: float, field_name: str, *, closed: bool = True) -> None:
-    ok = 0 <= value <= 1 if closed else 0 < value <= 1
-    _require(ok, field_name, f"must be in {'[0, 1]' if closed else '(0, 1]'} (got {value!r})")
 
 
 @dataclass
