@@ -17,6 +17,7 @@ ALGORITHMS = {
     "rejection-sampling": "inspo_cli.training.rejection_sampling:build_rejection_sampling",
 }
 SFT_ALGORITHMS = ("sft", "rejection-sampling")  # trained by TRL's SFTTrainer: examples, not question groups
+PROGRESS_BEFORE_TRAINING = ("rejection-sampling",)  # a phase before training that saves (and resumes) its own work
 
 
 def build_trainer(ctx):

@@ -4,7 +4,8 @@
     run_training(recipe, run, resume=True)          # continue from its newest checkpoint
 
 The trainer comes from `training.algorithm` (`inspo_cli.training.algorithms`): GRPO here (`build_grpo`), SFT
-in `inspo_cli.training.sft`, rejection sampling (sampling/, then SFT) in `inspo_cli.training.rejection_sampling`. The run directory (`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl,
+in `inspo_cli.training.sft`, rejection sampling (sampling/, then SFT) in `inspo_cli.training.rejection_sampling`.
+The run directory (`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl,
 tensorboard/, plots/, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler and RNG
 states, and INSPO's coevolution.json), checkpoints/final/ (the policy as a plain model directory, LoRA merged),
 evaluations/step-<N>/ (the periodic evaluations, App. B), with INSPO instructions.jsonl and evolutions.json, and
@@ -46,7 +47,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     from transformers import PrinterCallback, ProgressCallback
 
     from inspo_cli.models import default_device, load_tokenizer
-    from inspo_cli.training.algorithms import build_trainer, updates_per_step
+    from inspo_cli.training.algorithms import PROGRESS_BEFORE_TRAINING, build_trainer, updates_per_step
     from inspo_cli.training.coevolution import instruction_source
     from inspo_cli.training.run_logger import RunLogger, StepLog
     from inspo_cli.training.summary import finish_run
@@ -58,9 +59,9 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     checkpoint = None
     if resume:
         checkpoint = run.latest_checkpoint()
-        # rejection sampling's phase 1 keeps its own progress (sampling/): a run cut before its first checkpoint
-        # goes on sampling where it stopped, then trains from the start
-        if checkpoint is None and recipe.training.algorithm != "rejection-sampling":
+        # an algorithm whose first phase keeps its own progress (rejection sampling's sampling/) resumes a run cut
+        # before its first checkpoint: that phase goes on where it stopped, then training starts
+        if checkpoint is None and recipe.training.algorithm not in PROGRESS_BEFORE_TRAINING:
             raise InspoError(f"{run} has no complete checkpoint to resume from ({RunDir.CHECKPOINTS}/"
                              f"{RunDir.CHECKPOINT_PREFIX}N with {RunDir.CHECKPOINT_COMPLETE}); "
                              "start a new run instead")
