@@ -145,6 +145,36 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
     assert (inference.retriever, inference.evaluation.benchmarks) == (base.retriever, base.evaluation.benchmarks)
 
 
+def test_laptop_table_1_rows_differ_from_the_demo_only_where_the_row_must(repo_root):
+    """bench/world_table1.py compares methods, so its recipes are the INSPO demo with one thing changed each: the
+    same starting policy, retriever, reward, limits, learning rate and number of updates everywhere."""
+    from dataclasses import replace
+
+    load = lambda name: load_recipe(repo_root / f"recipes/{name}.yaml")  # noqa: E731  (paths checked too)
+    demo, r1 = load("demo"), load("world-table1/search-r1")
+    rows = {name: load(f"world-table1/{name}") for name in ("sft", "grpo-no-search", "rejection-sampling",
+                                                              "inference")}
+    assert r1.population == replace(demo.population, enabled=False) and r1.training == demo.training
+    for recipe in (r1, *rows.values()):
+        assert (recipe.model, recipe.retriever, recipe.reward, recipe.run) == (demo.model, demo.retriever,
+                                                                                demo.reward, demo.run)
+        assert (recipe.training.learning_rate, recipe.training.steps) == (demo.training.learning_rate, 8)
+        assert recipe.evaluation.limit == 100 and not recipe.population.enabled
+    no_tool = rows["grpo-no-search"]
+    assert no_tool.rollout == replace(demo.rollout, max_turns=0) and no_tool.training == demo.training
+    assert "<search>" not in no_tool.population.instructions[0] and "{question}" in no_tool.population.instructions[0]
+    sft = rows["sft"]
+    assert (sft.training.algorithm, sft.data.trajectories, sft.rollout, sft.population.instructions) == (
+        "sft", "answers", no_tool.rollout, no_tool.population.instructions)
+    rs = rows["rejection-sampling"]  # as many sampled trajectories as one GRPO run's rollouts
+    assert (rs.training.algorithm, rs.rollout, rs.population.instructions) == (
+        "rejection-sampling", demo.rollout, demo.population.instructions)
+    assert rs.data.max_train_questions * rs.sampling.samples == demo.training.steps * demo.training.batch_size \
+        * demo.training.group_size and rs.sampling.model in ("", demo.model.name_or_path)
+    assert rows["inference"].evaluation.method == "direct,rag,ircot,search-o1,agent"
+    assert rows["inference"].rollout == demo.rollout
+
+
 def test_micro_batch_is_not_equivalent_under_a_token_level_loss(repo_root):
     from inspo_cli.training.trl_report import trl_report
 
