@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from inspo_cli import __version__
-from inspo_cli.commands import data, evaluate, evolve, index, recipe, serve, train
+from inspo_cli.commands import ablate, data, evaluate, evolve, index, recipe, serve, train
 
 app = typer.Typer(
     name="inspo",
@@ -26,6 +26,7 @@ app.command("serve-retriever")(serve.serve_retriever)
 app.command("train")(train.train)
 app.command("evolve")(evolve.evolve)
 app.command("evaluate")(evaluate.evaluate)
+app.command("ablate")(ablate.ablate)
 app.add_typer(recipe.app, name="recipe")
 app.add_typer(data.app, name="data")
 

@@ -51,7 +51,11 @@ def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | No
     if on_start is not None and state.is_main_process:
         on_start(directory)
     try:
-        if kind == "train":
+        if kind == "train" and recipe.population.enabled and recipe.population.stage != "online":
+            from inspo_cli.training.stages import run_staged  # Fig. 3's pre-RL / post-RL: evolve and train chained
+
+            run_staged(recipe, directory, resume=resume is not None, device=device)
+        elif kind == "train":
             from inspo_cli.training.run import run_training
 
             run_training(recipe, directory, resume=resume is not None, device=device)

@@ -39,6 +39,9 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     if not recipe.population.enabled:
         raise InspoError("inspo evolve needs population.enabled=true (it evolves the instruction population); "
                          "set it with --set population.enabled=true")
+    if recipe.population.stage != "online":
+        raise InspoError(f"population.stage {recipe.population.stage} chains evolve and train: run it with inspo train; "
+                         "inspo evolve itself is the offline loop (drop population.stage)")
     state = PartialState()
     if state.num_processes > 1:
         raise InspoError("inspo evolve runs in one process; launch it without accelerate")

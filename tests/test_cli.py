@@ -35,7 +35,8 @@ def test_version():
 
 
 @pytest.mark.parametrize("command", [[], ["recipe"], ["recipe", "check"], ["data"], ["data", "world"],
-                                     ["data", "fetch"], ["data", "list"], ["index"], ["serve-retriever"], ["evaluate"]])
+                                     ["data", "fetch"], ["data", "list"], ["index"], ["serve-retriever"], ["evaluate"],
+                                     ["ablate"]])
 def test_every_command_explains_itself(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0
@@ -45,7 +46,7 @@ def test_every_command_explains_itself(command):
 def test_only_working_commands_are_registered():
     # Commands from later milestones appear only once they work.
     names = {command.name for command in app.registered_groups} | {c.name for c in app.registered_commands}
-    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate"}
+    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate", "ablate"}
 
 
 def test_recipe_check_prints_the_resolved_recipe(repo_root):

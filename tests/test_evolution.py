@@ -381,3 +381,22 @@ def test_initial_rewrites_keep_the_recipes_other_instructions_out():
     lm = ScriptedLM("<ins_1>Think step by step.</ins_1><ins_2>R1: search.</ins_2><ins_3>R2: think.</ins_3>")
     assert initial_rewrites(PARENT, lm, 2, keep=TEXTS) == ["R1: search.", "R2: think."]
     assert initial_rewrites(PARENT, ScriptedLM(), 0) == []  # the recipe already fills the population: no call
+
+
+def test_without_verification_the_first_accept_top_n_join_unverified_and_nothing_is_rolled_out():
+    # Fig. 3's "prune + expand" bar: population.verify false
+    config = make_config(verify=False)  # size 4, top-2 per answer
+    population, verifier = make_population(config), DictVerifier(SCORES)
+    report = evolve(population, make_buffer(), ScriptedLM(ROUND_1, ROUND_2), verifier, config, 15, random.Random(0))
+    # round 1: Alpha and Beta join in proposal order (top 2 of 3), Gamma is third: i0 + 2 = 3 < 4, so round 2;
+    # round 2: parent and Beta are duplicates, Delta joins (population full), Epsilon would be second: no room.
+    assert outcomes(report) == [
+        ("Alpha: search twice.", 1, ACCEPTED), ("Beta: plan first.", 1, ACCEPTED),
+        ("Gamma: verify facts.", 1, NOT_IN_TOP_N),
+        (PARENT, 2, DUPLICATE), ("Beta:   plan first.", 2, DUPLICATE),
+        ("Delta: guess.", 2, ACCEPTED), ("Epsilon: decompose.", 2, NO_ROOM), ("Zeta: cite.", 2, NOT_IN_TOP_N)]
+    assert verifier.calls == [] and (report.verification_calls, report.verification_rollouts) == (0, 0)
+    assert all(c.verification_score is None and c.parent_score is None for c in report.candidates)
+    assert [c.text for c in population.alive()] == [PARENT, "Alpha: search twice.", "Beta: plan first.",
+                                                     "Delta: guess."]
+    assert population["i3"].verification_score is None

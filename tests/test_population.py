@@ -143,6 +143,8 @@ def test_schedule_follows_algorithm_1():
     population = make(prune_every=5, evolve_every=15, evolve_until=150)
     assert [s for s in range(0, 31) if population.should_prune(s)] == [5, 10, 15, 20, 25, 30]
     assert [s for s in range(0, 160) if population.should_evolve(s)] == [15, 30, 45, 60, 75, 90, 105, 120, 135]
+    population = make(prune_every=5, prune=False)  # Fig. 3's constant population: never pruned
+    assert [s for s in range(0, 31) if population.should_prune(s)] == []
     assert not make(evolve_until=0).should_evolve(15)
 
 

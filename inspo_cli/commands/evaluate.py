@@ -13,7 +13,6 @@ Writes results.json, results.csv, results.md and predictions.jsonl (one row per 
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -136,38 +135,16 @@ def _out_dir(out: Path | None, run: Path | None) -> Path:
 
 
 def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, provenance: dict) -> None:
-    import torch
+    from inspo_cli.evaluation.report import rich_table
+    from inspo_cli.evaluation.session import run_evaluation
 
-    from inspo_cli.agent import load_backend
-    from inspo_cli.evaluation import MethodContext, evaluate_methods
-    from inspo_cli.evaluation.report import rich_table, write_results
-    from inspo_cli.jsonio import atomic_write_jsonl
-    from inspo_cli.models import uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from retriever import open_retriever
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-    rollout = config.rollout
-    rollout.temperature = config.evaluation.temperature
-    with err_console.status(f"loading {config.model.name_or_path} and the retriever"):
-        backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device)
-        search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
-    ctx = MethodContext(backend, tokenizer, search, rollout, topk=config.retriever.topk,
-                        chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction)
-    rows: list[dict] = []
     total = len(methods) * sum(len(q) for q in questions.values())
+    err_console.print(f"loading {config.model.name_or_path} and the retriever")
     with progress_bar() as progress:
         task = progress.add_task("evaluating", total=total)
-        scores = evaluate_methods(methods, questions, ctx, config.evaluation.batch_size,
-                                  on_batch=lambda n: progress.advance(task, n), on_prediction=rows.append)
-    info = {"model": config.model.name_or_path, "methods": methods, "benchmarks": list(questions),
-            "retriever": retriever_spec or (config.retriever.url or config.retriever.index or config.retriever.corpus),
-            "split": config.evaluation.split, "limit": config.evaluation.limit,
-            "temperature": config.evaluation.temperature, "topk": config.retriever.topk, "chat_template": ctx.chat,
-            "instruction": instruction, **provenance}
-    atomic_write_jsonl(out_dir / "predictions.jsonl", rows)
-    write_results(out_dir, scores, info)
+        scores = run_evaluation(config, methods, questions, instruction, out_dir, provenance,
+                                retriever_spec=retriever_spec, device=device, seed=seed,
+                                on_batch=lambda n: progress.advance(task, n))
     console.print(rich_table(scores, "em"))
     console.print(rich_table(scores, "searches"))
     console.print(f"results: {out_dir}/results.md (and .json, .csv); predictions: {out_dir}/predictions.jsonl")

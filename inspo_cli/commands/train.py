@@ -74,6 +74,11 @@ def _report(run, summary: dict) -> None:
                   f"{show(summary['em_last_quarter'])}")
     console.print(f"trained {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min; {change}",
                   soft_wrap=True)
-    console.print(f"policy:  {run.final_dir}\nmetrics: {run.metrics_file} (TensorBoard: {run.tensorboard_dir})\n"
+    if summary.get("stages"):  # population.stage pre-rl / post-rl
+        console.print("stages:  " + ", then ".join(f"{s['kind']} ({run.path / s['dir']}, {s['wall_seconds'] / 60:.1f} "
+                                                    "min)" for s in summary["stages"]), soft_wrap=True)
+    metrics = run.path / summary["metrics"]
+    console.print(f"policy:  {run.path / summary['model']}\nmetrics: {metrics} (TensorBoard: "
+                  f"{metrics.parent / run.TENSORBOARD})\n"
                   f"plots:   {', '.join(str(run.path / p) for p in summary['plots'])}\nsummary: {run.summary_file}\n"
                   f"evaluate it: inspo evaluate --run {run} --limit 50", soft_wrap=True)

@@ -211,11 +211,19 @@ class TrainingConfig:
         _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
 
 
+STAGES = ("online", "pre-rl", "post-rl")
+
+
 @dataclass
 class PopulationConfig:
     """The instruction population of INSPO (§3, Alg. 1). `enabled: false` is the static-instruction baseline."""
 
     enabled: bool = False
+    # When the instruction is optimised (Fig. 3's stage ablation): online (INSPO: during RL), pre-rl (`inspo evolve`
+    # with the initial policy for offline_steps, then static GRPO with its best instruction) or post-rl (static GRPO,
+    # then `inspo evolve` with the trained policy; the policy is evaluated with that best instruction)
+    stage: str = "online"
+    offline_steps: int | None = None  # the pre-rl/post-rl evolve stage's steps; default: evolve_until (T_e)
     instructions: list[str] = field(default_factory=lambda: [SEARCH_R1_INSTRUCTION])
     instruction_file: str | None = None  # a text file (one instruction) or JSONL with a "text" field per line
     initial_rewrites: bool = False  # fill the population with optimizer rewrites of the first instruction
@@ -224,12 +232,14 @@ class PopulationConfig:
     temperature: float = 0.2  # tau_s in softmax(w / tau_s)
     weight_window: int = 5  # n: moving-average window of mean group reward
     prune_every: int = 5  # K_p
+    prune: bool = True  # false: no periodic pruning (Fig. 3's "constant population" ablation, with evolve_until 0)
     evolve_every: int = 15  # K_e
     evolve_until: int = 150  # T_e
     proposer: str = "reflection"  # a name in instructions.proposers.PROPOSERS: reflection | paraphrase | history
     candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
     failures_per_call: int = 4
     verify_size: int = 200  # |D_B|
+    verify: bool = True  # false: candidates join unverified, in proposal order (Fig. 3's "prune + expand")
     # Not the paper's numbers (it gives none; see the README's faithfulness table): which verified candidates join.
     # beat_parent: those scoring at least their parent on the same D_B (§1: low performers are rejected), best first;
     # top_n: the best accept_top_n whatever their score (Alg. 1 line 21 read literally).
@@ -256,10 +266,23 @@ class PopulationConfig:
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
         _one_of(self.proposer, tuple(PROPOSERS), "proposer")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
+        _one_of(self.stage, STAGES, "stage")
+        if self.offline_steps is not None:
+            _positive(self.offline_steps, "offline_steps", "150")
+        _require(self.stage == "online" or self.enabled, "stage",
+                 f"{self.stage} optimises the instruction population, so it needs population.enabled: true")
+        _require(self.stage == "online" or self.evolve_steps > 0, "stage",
+                 f"{self.stage} evolves for population.offline_steps (default: evolve_until), which is 0; set "
+                 "population.offline_steps")
         for i, text in enumerate(self.instructions):
             _require(len(text.strip()) <= self.max_instruction_chars, "instructions",
                      f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
                      f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars")
+
+    @property
+    def evolve_steps(self) -> int:
+        """Steps of the offline evolve stage of pre-rl / post-rl."""
+        return self.offline_steps if self.offline_steps is not None else self.evolve_until
 
 
 _PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "local": None}

@@ -69,6 +69,13 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
                              "no checkpoints; leave --checkpoint out")
         return RunPolicy("frozen policy", summary["recipe_model"], summary["best_instruction"],
                          summary["best_instruction_id"])
+    if summary is not None and summary.get("stage") in ("pre-rl", "post-rl"):  # evolve and train chained
+        if which not in (None, FINAL):
+            training = next(s["dir"] for s in summary["stages"] if s["kind"] == "train")
+            raise InspoError(f"--checkpoint {which!r}: run {run} chains stages ({summary['stage']}); pick a checkpoint "
+                             f"of its training stage with --run {run.path / training}")
+        return RunPolicy(FINAL, str(run.path / summary["model"]), summary["best_instruction"],
+                         summary["best_instruction_id"])
     if which == "best":
         which = paper_choice(run, recipe)
     if which is None:

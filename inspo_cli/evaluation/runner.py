@@ -102,3 +102,4 @@ def averages(scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
         values = list(per_benchmark.values())
         out[method] = {name: sum(v[name] for v in values) / len(values) for name in SCORE_FIELDS} if values else {}
     return out
+

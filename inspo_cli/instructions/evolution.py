@@ -5,7 +5,8 @@ parents and the only survivors; the optimizer LM proposes candidates from each p
 parent's failed rollouts from the replay buffer; the paraphrase and history proposers are the paper's ablations;
 each is a module registered in `proposers.PROPOSERS`, looked up by `population.proposer`);
 the current policy is rolled out on a sample D_B of replay questions with the parent and its candidates in one
-batch, and candidates join by `population.accept`: `beat_parent` (those scoring at least the parent on the same
+batch (unless `population.verify` is false, the "prune + expand" ablation: the first `accept_top_n` join
+unverified), and candidates join by `population.accept`: `beat_parent` (those scoring at least the parent on the same
 D_B, best first, at most `accept_top_n`) or `top_n` (the best `accept_top_n` whatever their score). Rounds repeat
 until the population holds `size` instructions or `max_verify_rounds` rounds are spent, then every weight restarts
 at 0.
@@ -65,7 +66,7 @@ class ProposedCandidate:
     parent: str  # the parent's instruction id
     proposer: str
     round: int  # 1-based verification round
-    verification_score: float | None  # mean reward on D_B; None when never verified (a duplicate, too long)
+    verification_score: float | None  # mean reward on D_B; None when never verified (duplicate, too long, verify off)
     accepted: bool
     reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
     instruction_id: str | None = None  # its id in the population when accepted
@@ -201,6 +202,16 @@ def _verify_and_add(answer: str, parent: Candidate, round_number: int, populatio
         elif len(fresh) < config.candidates_per_call:
             fresh.append(text)
     if not fresh:
+        return
+    if not config.verify:  # Fig. 3's "prune + expand" ablation: no rollouts, the first accept_top_n join
+        for rank, text in enumerate(fresh):
+            added = None if rank >= config.accept_top_n else population.add(text, parent=parent.id,
+                                                                              proposer=config.proposer, step=step)
+            if added is not None:
+                record(text, None, ACCEPTED, added.id)
+            else:
+                record(text, None, NOT_IN_TOP_N if rank >= config.accept_top_n else
+                       NO_ROOM if len(population) >= config.size else DUPLICATE)
         return
     questions = buffer.verification_questions(config.verify_size, rng)  # D_B, drawn anew for every batch
     # The parent is rolled out in the same call on the same D_B, so "at least as good as the parent" compares

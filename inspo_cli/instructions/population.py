@@ -191,7 +191,7 @@ class InstructionPopulation:
     # -- schedule, pruning, parents ----------------------------------------------------------------------
 
     def should_prune(self, step: int) -> bool:
-        return step > 0 and step % self.config.prune_every == 0
+        return self.config.prune and step > 0 and step % self.config.prune_every == 0
 
     def should_evolve(self, step: int) -> bool:
         return step > 0 and step % self.config.evolve_every == 0 and step < self.config.evolve_until

@@ -1,0 +1,116 @@
+"""An ablation's directory: the one owner of its layout.
+
+    plan.json            the plan (variants, seeds, runs); a re-run must plan the same, and then continues
+    recipes/<variant>.yaml   each variant's resolved recipe (what `--print-commands` hands to `inspo train`)
+    runs/<variant>-s<seed>/  one run directory per run (`RunDir`)
+    failures.json        runs that failed in their last attempt, with the error; cleared when they finish
+    ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average, mean ± 95% CI
+
+    ablation = AblationDir.start("runs/ablations/inspo-fig3", plan)   # new, or the same plan again
+    ablation = AblationDir.open("runs/ablations/inspo-fig3")          # an existing one (--collect)
+    ablation.status(run)      # "finished" | "partial" | "absent"
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from inspo_cli.ablation.plan import Plan, PlannedRun
+from inspo_cli.config import dump_recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text
+from inspo_cli.runs import RunDir
+
+FINISHED, PARTIAL, ABSENT = "finished", "partial", "absent"
+
+
+class AblationDir:
+    PLAN = "plan.json"
+    RECIPES = "recipes"
+    RUNS = "runs"
+    FAILURES = "failures.json"
+    TABLE = "ablation"  # .md, .json, .csv
+
+    def __init__(self, path: str | Path, plan: Plan):
+        self.path, self.plan = Path(path), plan
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @classmethod
+    def start(cls, path: str | Path, plan: Plan) -> AblationDir:
+        """A new ablation directory with `plan`, or an existing one whose plan is the same (to continue it)."""
+        path = Path(path)
+        if (path / cls.PLAN).is_file():
+            existing = cls.open(path)
+            if not existing.plan.same_as(plan):
+                raise InspoError(f"{path} holds another ablation (its {cls.PLAN} plans other variants or seeds); "
+                                 "pass --out NEW_DIR, or the same arguments as before to continue it")
+            return existing
+        if path.exists() and any(path.iterdir()):
+            raise InspoError(f"{path} already holds files but no {cls.PLAN}; pass --out NEW_DIR")
+        ablation = cls(path, plan)
+        ablation.write_plan()
+        return ablation
+
+    @classmethod
+    def open(cls, path: str | Path) -> AblationDir:
+        path = Path(path)
+        file = path / cls.PLAN
+        if not file.is_file():
+            raise InspoError(f"{path} is not an ablation directory (no {cls.PLAN}); pass the --out of an "
+                             "`inspo ablate` run")
+        try:
+            return cls(path, Plan.from_dict(json.loads(file.read_text(encoding="utf-8"))))
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise InspoError(f"{file} is not a valid plan ({error}); restore it or start a new --out") from None
+
+    def write_plan(self) -> None:
+        """plan.json and every variant's resolved recipe (written before any run starts)."""
+        from inspo_cli.ablation.plan import resolve
+
+        try:
+            self.recipes_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InspoError(f"cannot create {self.path}: {e.strerror}; pass --out DIR") from None
+        for variant in self.plan.variants:
+            atomic_write_text(self.recipe_file(variant.name), dump_recipe(resolve(variant)))
+        atomic_write_json(self.path / self.PLAN, self.plan.as_dict())
+
+    recipes_dir = property(lambda self: self.path / self.RECIPES)
+    runs_dir = property(lambda self: self.path / self.RUNS)
+    failures_file = property(lambda self: self.path / self.FAILURES)
+
+    def recipe_file(self, variant: str) -> Path:
+        return self.recipes_dir / f"{variant}.yaml"
+
+    def table_file(self, suffix: str) -> Path:
+        return self.path / f"{self.TABLE}.{suffix}"
+
+    def run_dir(self, run: PlannedRun) -> RunDir:
+        return RunDir(self.runs_dir / run.name)
+
+    def status(self, run: PlannedRun) -> str:
+        directory = self.run_dir(run)
+        if directory.summary_file.is_file():
+            return FINISHED
+        return PARTIAL if directory.info_file.is_file() else ABSENT
+
+    def failures(self) -> dict[str, str]:
+        if not self.failures_file.is_file():
+            return {}
+        try:
+            return json.loads(self.failures_file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            return {}
+
+    def record_failure(self, run: PlannedRun, message: str | None) -> None:
+        """Note (or, with None, clear) the failure of a run's last attempt."""
+        failures = self.failures()
+        if message is None:
+            if failures.pop(run.name, None) is None:
+                return
+        else:
+            failures[run.name] = message
+        atomic_write_json(self.failures_file, failures)

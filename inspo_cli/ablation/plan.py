@@ -1,0 +1,267 @@
+"""Ablation plans: which variants of a recipe to train, over which seeds.
+
+A plan is a list of variants (a recipe file plus `--set` overrides) times a list of seeds; each (variant, seed) is
+one run. Plans come from the paper's named ablations, from studies that bundle them, or from a sweep file:
+
+    plan = plan_axes("recipes/qwen2.5-3b/inspo.yaml", [("proposer", ["paraphrase"])], seeds=[0, 1, 2])
+    plan = plan_study("recipes/qwen2.5-3b/inspo.yaml", "fig3", seeds=[0, 1, 2])
+    plan = plan_sweep(yaml.safe_load(open("sweep.yaml")), "sweep.yaml", recipe=None, seeds=None)
+    plan.runs()          # seed-major: every variant of seed 0, then seed 1, ...
+
+Every variant's recipe is resolved (`load_recipe`) when planned, so a bad override fails before anything runs,
+and variants that resolve to the same recipe are planned once: Fig. 3's three "full INSPO" bars (stage online,
+proposer reflection, components full) are one run per seed, listed with all three bar names. The base recipe is
+always a variant (named after its file) for the named ablations and studies; a sweep lists its own.
+
+Named ablations (`AXES`): proposer (reflection | paraphrase | history), components (constant: no pruning and no
+evolution; no-verify: prune + expand without verification; full), n-parent and temperature (Fig. 6, any values),
+and stage (online | pre | post: `population.stage`). `search-r1` is the static-instruction reference
+(`population.enabled=false`) that Fig. 6 and Table 1 compare against.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from inspo_cli.config import Recipe, dump_recipe, load_recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.instructions.proposers import PROPOSERS
+
+PAPER_SEEDS = (0, 1, 2)  # Fig. 2 and Fig. 5: three seeds
+SEARCH_R1 = ("search-r1", ["population.enabled=false"])  # the static-instruction baseline
+
+
+def _choices(options: dict[str, list[str]]):
+    def overrides(value: str) -> list[str]:
+        if value not in options:
+            raise ValueError(f"one of {', '.join(options)}")
+        return options[value]
+    return overrides
+
+
+def _number(key: str, kind: type, minimum: float):
+    def overrides(value: str) -> list[str]:
+        try:
+            number = kind(value)
+        except ValueError:
+            number = None
+        if number is None or number < minimum or (kind is float and number == minimum):
+            raise ValueError(f"a number {'>' if kind is float else '>='} {minimum}")
+        return [f"{key}={number}"]
+    return overrides
+
+
+# axis -> (value -> its overrides). Every axis varies INSPO's population, so the base must have one.
+AXES = {
+    "stage": _choices({"online": ["population.stage=online"], "pre": ["population.stage=pre-rl"],
+                       "post": ["population.stage=post-rl"]}),
+    "proposer": _choices({name: [f"population.proposer={name}"] for name in PROPOSERS}),
+    "components": _choices({"constant": ["population.prune=false", "population.evolve_until=0"],
+                            "no-verify": ["population.prune=true", "population.verify=false"],
+                            "full": ["population.prune=true", "population.verify=true"]}),
+    "n-parent": _number("population.n_parent", int, 1),
+    "temperature": _number("population.temperature", float, 0.0),
+}
+
+# study -> its axes and values, and whether the Search-R1 reference joins
+STUDIES = {
+    "fig3": ([("stage", ["pre", "post", "online"]), ("proposer", ["reflection", "paraphrase", "history"]),
+              ("components", ["constant", "no-verify", "full"])], False),
+    "fig6": ([("n-parent", ["1", "2", "3"]), ("temperature", ["0.05", "0.2", "1.0"])], True),
+    "table1": ([], True),
+}
+# Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
+TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class Variant:
+    name: str  # its runs are <name>-s<seed>
+    recipe: str  # the recipe file it starts from
+    overrides: list[str] = field(default_factory=list)  # --set on top of it, in order
+    bars: list[str] = field(default_factory=list)  # what it stands for: "proposer=paraphrase", ...
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    name: str
+    variant: str
+    seed: int
+
+
+@dataclass
+class Plan:
+    name: str  # what the ablation is, e.g. "inspo-fig3"; the default directory's name
+    variants: list[Variant]
+    seeds: list[int]
+
+    def runs(self) -> list[PlannedRun]:
+        """Seed-major, so a plan cut short still has every variant of its first seeds."""
+        return [PlannedRun(run_name(v.name, s), v.name, s) for s in self.seeds for v in self.variants]
+
+    def variant(self, name: str) -> Variant:
+        return next(v for v in self.variants if v.name == name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "seeds": list(self.seeds), "variants": [asdict(v) for v in self.variants],
+                "runs": [asdict(r) for r in self.runs()]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Plan:
+        return cls(data["name"], [Variant(**v) for v in data["variants"]], list(data["seeds"]))
+
+    def same_as(self, other: Plan) -> bool:
+        """The same variants (names, recipes, overrides) and seeds; what it is called does not matter."""
+        def key(plan: Plan) -> str:
+            return json.dumps({k: v for k, v in plan.as_dict().items() if k != "name"}, sort_keys=True)
+        return key(self) == key(other)
+
+
+def run_name(variant: str, seed: int) -> str:
+    return f"{variant}-s{seed}"
+
+
+def resolve(variant: Variant, common: Sequence[str] = ()) -> Recipe:
+    """The variant's recipe with its overrides; a bad one fails here, naming the variant."""
+    try:
+        return load_recipe(variant.recipe, [*common, *variant.overrides])
+    except InspoError as error:
+        raise InspoError(f"variant {variant.name}: {error}") from None
+
+
+class _Planner:
+    """Collects variants, merging those that resolve to the same recipe (their bars join the first)."""
+
+    def __init__(self, common: Sequence[str]):
+        self.common, self.variants, self._by_recipe = list(common), [], {}
+
+    def add(self, variant: Variant) -> Variant:
+        if not _NAME.match(variant.name):
+            raise InspoError(f"variant name {variant.name!r} must be letters, digits, '.', '_' or '-' (it names "
+                             "run directories)")
+        if any(v.name == variant.name for v in self.variants):
+            raise InspoError(f"variant {variant.name!r} is listed twice; give each variant its own name")
+        recipe = resolve(variant, self.common)
+        key = dump_recipe(recipe)
+        if key in self._by_recipe:
+            same = self._by_recipe[key]
+            same.bars.extend(b for b in variant.bars if b not in same.bars)
+            return same
+        variant.overrides = [*self.common, *variant.overrides]
+        self._by_recipe[key] = variant
+        self.variants.append(variant)
+        return variant
+
+    def plan(self, name: str, seeds: Sequence[int]) -> Plan:
+        if not self.variants:
+            raise InspoError("the ablation plans no variant; name an ablation (e.g. --proposer paraphrase), a "
+                             "--study, or a --sweep file with variants or a grid")
+        return Plan(name, self.variants, _seeds(seeds))
+
+
+def _seeds(seeds: Sequence[int]) -> list[int]:
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise InspoError(f"seeds must be distinct non-negative integers, e.g. --seeds 0,1,2 (got {seeds})")
+    return seeds
+
+
+def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], seeds: Sequence[int] = PAPER_SEEDS,
+              common: Sequence[str] = (), reference: bool = False, name: str | None = None) -> Plan:
+    """The base recipe, one variant per (axis, value), and (reference) the Search-R1 baseline."""
+    recipe = str(recipe)
+    planner = _Planner(common)
+    base = planner.add(Variant(Path(recipe).stem, recipe))
+    if axes and not resolve(base).population.enabled:
+        raise InspoError(f"--{axes[0][0]} ablates INSPO's instruction population, but {recipe} has "
+                         "population.enabled: false; pass an INSPO recipe such as recipes/qwen2.5-3b/inspo.yaml")
+    for axis, values in axes:
+        if axis not in AXES:
+            raise InspoError(f"unknown ablation axis {axis!r}; choose from {', '.join(AXES)}")
+        for value in values:
+            try:
+                overrides = AXES[axis](str(value))
+            except ValueError as error:
+                raise InspoError(f"--{axis} {value!r}: must be {error}") from None
+            planner.add(Variant(f"{axis}-{value}", recipe, list(overrides), [f"{axis}={value}"]))
+    if reference:
+        planner.add(Variant(SEARCH_R1[0], recipe, list(SEARCH_R1[1]), ["search-r1"]))
+    return planner.plan(name or f"{Path(recipe).stem}-{'-'.join(a for a, _ in axes) or 'base'}", seeds)
+
+
+def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEEDS, common: Sequence[str] = ()) -> Plan:
+    """A paper figure or table: fig3 (stage, proposer, components), fig6 (N_parent, tau_s, and Search-R1), table1
+    (INSPO, Search-R1 and the trained baselines found beside the recipe)."""
+    if study not in STUDIES:
+        raise InspoError(f"unknown study {study!r}; choose from {', '.join(STUDIES)}")
+    axes, reference = STUDIES[study]
+    name = f"{Path(recipe).stem}-{study}"
+    if study != "table1":
+        return plan_axes(recipe, axes, seeds, common, reference, name)
+    planner = _Planner(common)
+    planner.add(Variant(Path(recipe).stem, str(recipe), bars=["INSPO"]))
+    siblings = [Path(recipe).parent / f for f in TABLE1_SIBLINGS if (Path(recipe).parent / f).is_file()]
+    if not any(s.name == "search-r1.yaml" for s in siblings):
+        planner.add(Variant(SEARCH_R1[0], str(recipe), list(SEARCH_R1[1]), ["search-r1"]))
+    for sibling in siblings:
+        planner.add(Variant(sibling.stem, str(sibling), bars=[sibling.stem]))
+    return planner.plan(name, seeds)
+
+
+SWEEP_KEYS = ("recipe", "seeds", "set", "variants", "grid")
+
+
+def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds: Sequence[int] | None = None,
+               common: Sequence[str] = ()) -> Plan:
+    """A sweep file's plan. Keys: recipe (the base; --recipe wins), seeds, set (overrides for every variant),
+    variants (name: [overrides] or name: {recipe: FILE, set: [overrides]}), grid (key: [values], one variant per
+    combination). `--seeds` and `--set` on the command line win over / add to the file's."""
+    if not isinstance(sweep, dict):
+        raise InspoError(f"{source}: a sweep file is a mapping with {', '.join(SWEEP_KEYS)}")
+    unknown = [k for k in sweep if k not in SWEEP_KEYS]
+    if unknown:
+        raise InspoError(f"{source}: unknown key {unknown[0]!r}; a sweep file has {', '.join(SWEEP_KEYS)}")
+    base = str(recipe) if recipe is not None else sweep.get("recipe")
+    if not base:
+        raise InspoError(f"{source}: name the base recipe with 'recipe: FILE' in the file or --recipe")
+    file_set = _string_list(sweep.get("set", []), f"{source}: set")
+    planner = _Planner([*file_set, *common])
+    variants = sweep.get("variants") or {}
+    if not isinstance(variants, dict):
+        raise InspoError(f"{source}: variants must map a name to its overrides, e.g. 'search-r1: "
+                         "[population.enabled=false]'")
+    for name, spec in variants.items():
+        if isinstance(spec, dict):
+            extra = [k for k in spec if k not in ("recipe", "set")]
+            if extra:
+                raise InspoError(f"{source}: variant {name}: unknown key {extra[0]!r}; use recipe and set")
+            planner.add(Variant(str(name), str(spec.get("recipe") or base),
+                                _string_list(spec.get("set", []), f"{source}: variant {name}"), [str(name)]))
+        else:
+            planner.add(Variant(str(name), base, _string_list(spec or [], f"{source}: variant {name}"), [str(name)]))
+    grid = sweep.get("grid") or {}
+    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+        raise InspoError(f"{source}: grid must map a recipe key to a non-empty list of values, e.g. "
+                         "'population.n_parent: [1, 2, 3]'")
+    for combination in itertools.product(*grid.values()) if grid else ():
+        pairs = list(zip(grid, combination))
+        name = "_".join(f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in pairs)
+        planner.add(Variant(name, base, [f"{key}={json.dumps(value)}" for key, value in pairs],
+                            [", ".join(f"{key}={value}" for key, value in pairs)]))
+    file_seeds = sweep.get("seeds", list(PAPER_SEEDS))
+    if not isinstance(file_seeds, list) or not all(isinstance(s, int) for s in file_seeds):
+        raise InspoError(f"{source}: seeds must be a list of integers, e.g. [0, 1, 2]")
+    return planner.plan(Path(source).stem, seeds if seeds is not None else file_seeds)
+
+
+def _string_list(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
+        raise InspoError(f"{where}: must be a list of KEY=VALUE overrides, e.g. [training.steps=2]")
+    return list(value)

@@ -1,0 +1,128 @@
+"""Running an ablation's plan: every run through the run API, skipping finished ones and resuming cut-off ones.
+
+    outcome = run_plan(ablation, device=None, on_event=print)
+    outcome.failed        # names of runs that failed this time (the others went on)
+
+For each planned run, in plan order (seed-major): a finished run (summary.json) is skipped; a run directory
+without summary.json was cut off and is resumed (`experiment.run(..., resume=DIR)`: from its last checkpoint);
+otherwise (or when it was cut before its first checkpoint, with nothing to continue from) the run starts fresh
+from `recipes/<variant>.yaml` with its seed and name, in `runs/`. A finished run
+without an evaluation after its last step (`training.eval_every: 0`) is evaluated here, with its final policy and
+best instruction on the recipe's evaluation settings. A run that fails with an error is recorded in
+failures.json and the next one starts; Ctrl-C stops the ablation (re-running the command continues it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
+from inspo_cli.ablation.plan import PlannedRun
+from inspo_cli.ablation.table import METHOD, final_results_file
+from inspo_cli.errors import USER_ERRORS
+from inspo_cli.runs import RunDir
+from inspo_cli.training.stages import resume_possible
+
+
+@dataclass
+class Outcome:
+    finished: list[str] = field(default_factory=list)  # finished and evaluated
+    skipped: list[str] = field(default_factory=list)  # already finished before this invocation
+    failed: list[str] = field(default_factory=list)
+
+
+def run_plan(ablation: AblationDir, device: str | None = None,
+             on_event: Callable[[str], None] = lambda line: None) -> Outcome:
+    outcome = Outcome()
+    runs = ablation.plan.runs()
+    for index, run in enumerate(runs, 1):
+        prefix = f"[{index}/{len(runs)}] {run.name}"
+        status = ablation.status(run)
+        started = time.monotonic()
+        try:
+            if status == FINISHED:
+                outcome.skipped.append(run.name)
+            else:
+                resume = status != ABSENT and resume_possible(ablation.run_dir(run))
+                on_event(f"{prefix}: " + ("resuming" if resume else "training" if status == ABSENT else
+                                          "starting over (cut off before its first checkpoint)"))
+                _train(ablation, run, resume, device)
+            if _evaluate_if_needed(ablation, run, device):
+                on_event(f"{prefix}: evaluated")
+        except KeyboardInterrupt:
+            raise
+        except USER_ERRORS as error:
+            _failed(ablation, run, str(error), outcome, on_event, prefix)
+            continue
+        except Exception as error:  # a bug in one variant must not stop the others; its traceback is printed
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            _failed(ablation, run, f"{type(error).__name__}: {error}", outcome, on_event, prefix)
+            continue
+        ablation.record_failure(run, None)
+        if status != FINISHED:
+            outcome.finished.append(run.name)
+            on_event(f"{prefix}: done in {(time.monotonic() - started) / 60:.1f} min")
+    return outcome
+
+
+def _failed(ablation, run, message, outcome, on_event, prefix) -> None:
+    message = " ".join(message.split())
+    ablation.record_failure(run, message)
+    outcome.failed.append(run.name)
+    on_event(f"{prefix}: failed: {message}")
+
+
+def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None) -> None:
+    from inspo_cli import experiment
+    from inspo_cli.config import load_recipe
+
+    directory = ablation.run_dir(run)
+    if resume:
+        experiment.run("train", resume=directory, device=device)
+        return
+    if directory.path.exists():  # cut off before its first checkpoint: nothing in it to continue from
+        shutil.rmtree(directory.path)
+    recipe_file = ablation.recipe_file(run.variant)
+    recipe = load_recipe(recipe_file, [f"run.seed={run.seed}", f"run.name={run.name}"])
+    experiment.run("train", recipe, recipe_path=recipe_file, output_dir=ablation.runs_dir, device=device,
+                   command=command_line(ablation, run))
+
+
+def command_line(ablation: AblationDir, run: PlannedRun, launcher: str = "inspo") -> list[str]:
+    """The `inspo train` command that makes this run (what --print-commands prints and run.json records)."""
+    prefix = launcher.split() if launcher != "inspo" else ["inspo"]
+    if prefix != ["inspo"]:
+        prefix = [*prefix, "-m", "inspo_cli"]
+    return [*prefix, "train", "--recipe", str(ablation.recipe_file(run.variant)), "--set", f"run.seed={run.seed}",
+            "--name", run.name, "--output-dir", str(ablation.runs_dir)]
+
+
+def _evaluate_if_needed(ablation: AblationDir, run: PlannedRun, device: str | None) -> bool:
+    """Evaluate a finished run after its last step unless it did so itself; True when it evaluated."""
+    directory = ablation.run_dir(run)
+    target = final_results_file(directory)
+    if target is None or target.is_file():
+        return False
+    evaluate_final(directory, target.parent, device)
+    return True
+
+
+def evaluate_final(directory: RunDir, out_dir, device: str | None) -> None:
+    from inspo_cli.evaluation.checkpoints import run_policy
+    from inspo_cli.evaluation.runner import evaluation_questions
+    from inspo_cli.evaluation.session import run_evaluation
+
+    recipe = directory.recipe()
+    policy = run_policy(directory, recipe, None)
+    recipe.model.name_or_path = policy.path
+    e = recipe.evaluation
+    questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
+    run_evaluation(recipe, [METHOD], questions, policy.instruction, out_dir,
+                   {"checkpoint": policy.label, "instruction_id": policy.instruction_id}, device=device,
+                   seed=recipe.run.seed)

@@ -1,0 +1,121 @@
+"""The ablation table: one row per variant, EM per benchmark and their average, mean ± 95% CI over seeds.
+
+    table = collect(ablation)          # reads each run's final evaluation; never loads a model
+    write_table(ablation, table)       # ablation.md, ablation.json, ablation.csv
+
+A run's result is its evaluation after its last step (`evaluations/step-<last>/results.json`: the final policy
+with its best instruction, greedy, on the recipe's `evaluation.benchmarks`), written by the run itself when
+`training.eval_every` > 0 and by `inspo ablate` otherwise. Seeds are grouped by variant: a cell is the mean of
+that variant's seeds and the half-width of its 95% t interval; "avg." is each seed's mean over benchmarks (the
+paper's Avg. column), then the mean and interval of those. Runs without a result are listed with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
+from inspo_cli.ablation.plan import PlannedRun, run_name
+from inspo_cli.ablation.stats import mean_ci
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text
+from inspo_cli.runs import RunDir
+
+METHOD = "agent"  # the trained policy with its best instruction
+
+
+def final_results_file(run: RunDir) -> Path | None:
+    """Where a finished run's final evaluation is (or would be); None while the run is unfinished."""
+    summary = run.summary()
+    return None if summary is None else run.evaluation_dir(summary["steps"]) / "results.json"
+
+
+def run_em(run: RunDir) -> dict[str, float] | None:
+    """{benchmark: EM} of a run's final evaluation, or None when it has none."""
+    file = final_results_file(run)
+    if file is None or not file.is_file():
+        return None
+    scores = json.loads(file.read_text(encoding="utf-8"))["scores"][METHOD]
+    return {benchmark: score["em"] for benchmark, score in scores.items()}
+
+
+def collect(ablation: AblationDir) -> dict:
+    plan, failures = ablation.plan, ablation.failures()
+    rows, benchmarks = [], []
+    for variant in plan.variants:
+        by_seed: dict[int, dict[str, float]] = {}
+        missing = []
+        for seed in plan.seeds:
+            run = PlannedRun(run_name(variant.name, seed), variant.name, seed)
+            em = run_em(ablation.run_dir(run))
+            if em is None:
+                missing.append({"run": run.name, "seed": seed, "why": _why(ablation, run, failures)})
+                continue
+            by_seed[seed] = em
+            benchmarks.extend(b for b in em if b not in benchmarks)
+        rows.append({"variant": variant.name, "bars": variant.bars, "recipe": variant.recipe,
+                     "overrides": variant.overrides, "seeds": sorted(by_seed), "per_seed": by_seed,
+                     "missing": missing})
+    for row in rows:
+        by_seed = row["per_seed"]
+        row["em"] = {b: mean_ci([em[b] for em in by_seed.values() if b in em]).as_dict()
+                     for b in benchmarks if any(b in em for em in by_seed.values())}
+        averages = [sum(em.values()) / len(em) for em in by_seed.values()]
+        row["average"] = mean_ci(averages).as_dict() if averages else None
+        row["n"] = len(by_seed)
+    return {"name": plan.name, "seeds": plan.seeds, "benchmarks": benchmarks, "rows": rows}
+
+
+def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str]) -> str:
+    if run.name in failures:
+        return f"failed: {failures[run.name]}"
+    status = ablation.status(run)
+    if status == ABSENT:
+        return "not run"
+    if status == PARTIAL:
+        return "unfinished"
+    return "finished, not evaluated (training.eval_every is 0): `inspo ablate` evaluates it"
+
+
+def cell(interval: dict | None) -> str:
+    if interval is None:
+        return "-"
+    if interval["ci95"] is None:
+        return f"{interval['mean']:.3f}"
+    return f"{interval['mean']:.3f} ± {interval['ci95']:.3f}"
+
+
+def markdown(table: dict) -> str:
+    benchmarks = table["benchmarks"]
+    header = ["variant", "stands for", "n", *benchmarks, "avg."]
+    lines = [f"# Ablation {table['name']}", "",
+             "Exact match, mean ± 95% CI over seeds (Student's t; n = seeds with a result; one seed: no interval).",
+             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table["rows"]:
+        cells = [row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]),
+                 *(cell(row["em"].get(b)) for b in benchmarks), f"**{cell(row['average'])}**"]
+        lines.append("| " + " | ".join(cells) + " |")
+    missing = [m for row in table["rows"] for m in row["missing"]]
+    if missing:
+        lines += ["", "Runs without a result:", ""] + [f"- {m['run']}: {m['why']}" for m in missing]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(ablation: AblationDir, table: dict) -> None:
+    atomic_write_json(ablation.table_file("json"), table)
+    atomic_write_text(ablation.table_file("md"), markdown(table))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    columns = [*table["benchmarks"], "avg"]
+    writer.writerow(["variant", "stands_for", "n", "seeds",
+                     *(f"{c}_{part}" for c in columns for part in ("mean", "ci95"))])
+    for row in table["rows"]:
+        values = []
+        for interval in [*(row["em"].get(b) for b in table["benchmarks"]), row["average"]]:
+            values += ["", ""] if interval is None else [f"{interval['mean']:.4f}", "" if interval["ci95"] is None
+                                                         else f"{interval['ci95']:.4f}"]
+        writer.writerow([row["variant"], "; ".join(row["bars"]), row["n"], " ".join(map(str, row["seeds"])),
+                         *values])
+    atomic_write_text(ablation.table_file("csv"), buffer.getvalue())

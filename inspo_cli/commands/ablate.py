@@ -1,0 +1,193 @@
+"""`inspo ablate`: the paper's ablations (or any sweep) as variants x seeds, run, evaluated and tabulated.
+
+    inspo ablate --recipe recipes/qwen2.5-3b/inspo.yaml --proposer paraphrase --dry-run
+    inspo ablate --recipe recipes/qwen2.5-3b/inspo.yaml --study fig3 --seeds 0,1,2
+    inspo ablate --sweep sweep.yaml --json --dry-run                   # the plan as JSON, for pipelines
+    inspo ablate --study fig6 --print-commands --launcher "accelerate launch --config_file recipes/accelerate/8gpu.yaml"
+    inspo ablate --collect runs/ablations/inspo-fig3                  # the table from runs finished elsewhere
+
+Exit codes: 0 every run finished and has a result; 1 some run failed or has no result (the others ran; the table
+holds what there is); 2 bad input (one line on stderr); 130 interrupted (the same command continues).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from inspo_cli.commands.recipe import SetOption
+from inspo_cli.console import console, err_console, user_errors
+from inspo_cli.errors import InspoError
+
+DEMO_RECIPE = "recipes/demo.yaml"
+ABLATIONS_DIR = Path("runs/ablations")
+
+
+@user_errors
+def ablate(
+    recipe: Annotated[Optional[Path], typer.Option(help=f"Base recipe (default: the sweep file's, else "
+                                                        f"{DEMO_RECIPE}).")] = None,
+    proposer: Annotated[Optional[str], typer.Option(help="Proposers to compare, comma-separated: reflection (INSPO), "
+                                                         "paraphrase, history (Fig. 3).")] = None,
+    stage: Annotated[Optional[str], typer.Option(help="When the instruction is optimised, comma-separated: online "
+                                                      "(INSPO), pre (before RL), post (after RL) (Fig. 3).")] = None,
+    components: Annotated[Optional[str], typer.Option(help="Population components, comma-separated: constant (no "
+                                                           "pruning, no evolution), no-verify (prune + expand without "
+                                                           "verification), full (Fig. 3).")] = None,
+    n_parent: Annotated[Optional[str], typer.Option(help="Values of population.n_parent, comma-separated "
+                                                         "(Fig. 6a).")] = None,
+    temperature: Annotated[Optional[str], typer.Option(help="Values of population.temperature (tau_s), "
+                                                            "comma-separated (Fig. 6b).")] = None,
+    study: Annotated[Optional[str], typer.Option(help="A paper experiment: fig3 (stage, proposer, components), fig6 "
+                                                      "(N_parent, tau_s, vs Search-R1), table1 (INSPO, Search-R1 and "
+                                                      "the trained baselines beside the recipe).")] = None,
+    sweep: Annotated[Optional[Path], typer.Option(help="A sweep file (YAML): recipe, seeds, set, variants, "
+                                                       "grid.")] = None,
+    seeds: Annotated[Optional[str], typer.Option(help="Seeds, comma-separated (default: the sweep file's, else "
+                                                      "0,1,2).")] = None,
+    overrides: SetOption = None,
+    out: Annotated[Optional[Path], typer.Option(help="The ablation directory (default: runs/ablations/<name>); the "
+                                                     "same command with the same --out continues it.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned runs and exit.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan (--dry-run) or the table as JSON.")] = False,
+    print_commands: Annotated[bool, typer.Option("--print-commands", help="Write the plan and print one training "
+                                                 "command per unfinished run (for SLURM, job arrays); then "
+                                                 "--collect.")] = False,
+    launcher: Annotated[str, typer.Option(help="With --print-commands: what starts a run, e.g. \"accelerate launch "
+                                               "--config_file recipes/accelerate/8gpu.yaml\".")] = "inspo",
+    collect: Annotated[Optional[Path], typer.Option(help="Build the table of this ablation directory from its "
+                                                         "finished runs; loads no model.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+) -> None:
+    """Train and evaluate the variants of an ablation over seeds; write ablation.md/.json/.csv with 95% CIs."""
+    from inspo_cli.ablation.directory import AblationDir
+
+    axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
+                                              ("n-parent", n_parent), ("temperature", temperature)) if value]
+    if collect is not None:
+        if axes or study or sweep or dry_run or print_commands:
+            raise InspoError("--collect reads an existing ablation directory; drop the other planning flags")
+        _finish(AblationDir.open(collect), as_json)
+        return
+    plan = _plan(recipe, axes, study, sweep, seeds, overrides or [])
+    target = out if out is not None else ABLATIONS_DIR / plan.name
+    if dry_run:
+        _print_plan(plan, target, as_json)
+        return
+    ablation = AblationDir.start(target, plan)
+    if print_commands:
+        _print_commands(ablation, launcher)
+        return
+    _run(ablation, device, as_json)
+
+
+def _plan(recipe, axes, study, sweep, seeds, overrides):
+    from inspo_cli.ablation.plan import PAPER_SEEDS, plan_axes, plan_study, plan_sweep
+    from inspo_cli.config import PROJECT_ROOT
+
+    chosen = [flag for flag, given in (("--study", study), ("--sweep", sweep), ("an axis flag", axes)) if given]
+    if len(chosen) != 1:
+        raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --n-parent, --temperature; "
+                         "several may be combined), a --study, or a --sweep file" +
+                         (f" (got {' and '.join(chosen)})" if chosen else ""))
+    seed_list = _parse_seeds(seeds)
+    if sweep is not None:
+        return plan_sweep(_read_sweep(sweep), str(sweep), recipe, seed_list, overrides)
+    base = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
+    seed_list = seed_list if seed_list is not None else list(PAPER_SEEDS)
+    if study is not None:
+        return plan_study(base, study, seed_list, overrides)
+    return plan_axes(base, [(name, [v.strip() for v in value.split(",") if v.strip()]) for name, value in axes],
+                     seed_list, overrides)
+
+
+def _parse_seeds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InspoError(f"--seeds {text!r}: must be integers separated by commas, e.g. 0,1,2") from None
+
+
+def _read_sweep(path: Path):
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InspoError(f"cannot read --sweep {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise InspoError(f"--sweep {path} is not valid YAML: {' '.join(str(e).split())}") from None
+
+
+def _print_plan(plan, target: Path, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({**plan.as_dict(), "out": str(target)}, indent=2))
+        return
+    typer.echo(f"ablation {plan.name}: {len(plan.variants)} variants x {len(plan.seeds)} seeds "
+               f"({', '.join(map(str, plan.seeds))}) = {len(plan.runs())} runs -> {target}")
+    width = max(len(v.name) for v in plan.variants)
+    for v in plan.variants:
+        settings = " ".join([v.recipe, *(f"--set {shlex.quote(o)}" for o in v.overrides)])
+        typer.echo(f"  {v.name:<{width}}  stands for: {', '.join(v.bars) or '(base recipe)'}\n"
+                   f"  {'':<{width}}  {settings}")
+    typer.echo(f"runs, in order: {' '.join(r.name for r in plan.runs())}")
+
+
+def _print_commands(ablation, launcher: str) -> None:
+    from inspo_cli.ablation.directory import FINISHED
+    from inspo_cli.ablation.runner import command_line
+
+    pending = [r for r in ablation.plan.runs() if ablation.status(r) != FINISHED]
+    for run in pending:
+        typer.echo(shlex.join(command_line(ablation, run, launcher)))
+    err_console.print(f"{len(pending)} of {len(ablation.plan.runs())} runs to go; afterwards: inspo ablate "
+                      f"--collect {ablation}")
+
+
+def _run(ablation, device: str | None, as_json: bool) -> None:
+    from inspo_cli.ablation.runner import run_plan
+
+    err_console.print(f"ablation {ablation.plan.name}: {len(ablation.plan.runs())} runs in {ablation}")
+    try:
+        run_plan(ablation, device, on_event=lambda line: err_console.print(escape(line)))
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted; the same command continues it (finished runs are kept): {ablation}")
+        raise typer.Exit(130) from None
+    _finish(ablation, as_json)
+
+
+def _finish(ablation, as_json: bool) -> None:
+    from inspo_cli.ablation.table import collect, write_table
+
+    table = collect(ablation)
+    write_table(ablation, table)
+    if as_json:
+        typer.echo(json.dumps(table, indent=2))
+    else:
+        _print_table(table)
+        console.print(f"table: {ablation.table_file('md')} (and .json, .csv)")
+    missing = [m for row in table["rows"] for m in row["missing"]]
+    if missing:
+        err_console.print(f"{len(missing)} runs without a result: " + "; ".join(f"{m['run']} ({m['why']})"
+                                                                               for m in missing[:5]))
+        raise typer.Exit(1)
+
+
+def _print_table(table: dict) -> None:
+    from inspo_cli.ablation.table import cell
+
+    shown = Table(title=f"ablation {table['name']}: EM, mean ± 95% CI over seeds", title_justify="left")
+    for column in ("variant", "stands for", "n", *table["benchmarks"], "avg."):
+        shown.add_column(column)
+    for row in table["rows"]:
+        shown.add_row(row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]),
+                      *(cell(row["em"].get(b)) for b in table["benchmarks"]), cell(row["average"]))
+    console.print(shown)

@@ -1,0 +1,251 @@
+"""`inspo ablate`: planning (paper ablations, studies, sweep files), the CI arithmetic, grouping by variant, the
+ablation directory, --print-commands and --collect. No model is loaded here; the end-to-end run is in
+test_ablate_run.py."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inspo_cli.ablation.directory import AblationDir
+from inspo_cli.ablation.plan import plan_axes, plan_study, plan_sweep
+from inspo_cli.ablation.stats import mean_ci, t_quantile_975
+from inspo_cli.ablation.table import collect, write_table
+from test_cli import assert_one_line_error, invoke
+
+INSPO_3B = "recipes/qwen2.5-3b/inspo.yaml"
+
+
+# -- the arithmetic ------------------------------------------------------------------------------------------------
+
+def test_mean_ci_is_students_t_over_the_values():
+    # 0.2, 0.3, 0.4: mean 0.3, s = 0.1, t(0.975, 2) = 4.3027 -> half-width 4.3027 * 0.1 / sqrt(3) = 0.24841
+    interval = mean_ci([0.2, 0.3, 0.4])
+    assert (interval.mean, interval.n) == (pytest.approx(0.3), 3)
+    assert interval.half_width == pytest.approx(0.248414, abs=1e-6)
+    assert (interval.low, interval.high) == (pytest.approx(0.051586, abs=1e-6), pytest.approx(0.548414, abs=1e-6))
+    assert str(interval) == "0.300 ± 0.248"
+    # two values 0.5, 0.7: s = 0.141421, t(0.975, 1) = 12.7062 -> 12.7062 * 0.141421 / sqrt(2) = 1.27062
+    assert mean_ci([0.5, 0.7]).half_width == pytest.approx(1.270620, abs=1e-6)
+    assert mean_ci([0.4, 0.4, 0.4]).half_width == pytest.approx(0.0, abs=1e-12)
+    one = mean_ci([0.25])
+    assert (one.mean, one.half_width, one.n, str(one)) == (0.25, None, 1, "0.250 (n=1)")
+    with pytest.raises(ValueError):
+        mean_ci([])
+
+
+def test_t_quantiles_match_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 3, 5, 10, 29, 30, 31, 40, 100, 1000):
+        assert t_quantile_975(df) == pytest.approx(float(stats.t.ppf(0.975, df)), abs=1e-5)
+
+
+# -- plans ---------------------------------------------------------------------------------------------------------
+
+def test_a_named_ablation_plans_the_base_and_each_value_over_seeds_seed_major(repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    plan = plan_axes(INSPO_3B, [("proposer", ["paraphrase"])], seeds=[0, 1, 2])
+    assert [(v.name, v.overrides, v.bars) for v in plan.variants] == [
+        ("inspo", [], []), ("proposer-paraphrase", ["population.proposer=paraphrase"], ["proposer=paraphrase"])]
+    assert [r.name for r in plan.runs()] == ["inspo-s0", "proposer-paraphrase-s0", "inspo-s1",
+                                             "proposer-paraphrase-s1", "inspo-s2", "proposer-paraphrase-s2"]
+
+
+def test_fig3_plans_nine_bars_in_seven_variants_sharing_full_inspo(repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    plan = plan_study(INSPO_3B, "fig3", seeds=[0])
+    bars = {v.name: v.bars for v in plan.variants}
+    assert bars == {"inspo": ["stage=online", "proposer=reflection", "components=full"],
+                    "stage-pre": ["stage=pre"], "stage-post": ["stage=post"],
+                    "proposer-paraphrase": ["proposer=paraphrase"], "proposer-history": ["proposer=history"],
+                    "components-constant": ["components=constant"], "components-no-verify": ["components=no-verify"]}
+    assert sum(len(b) for b in bars.values()) == 9
+    assert plan.variant("components-constant").overrides == ["population.prune=false", "population.evolve_until=0"]
+    assert plan.variant("stage-pre").overrides == ["population.stage=pre-rl"]
+
+
+def test_fig6_and_table1_compare_against_search_r1(repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    fig6 = plan_study(INSPO_3B, "fig6", seeds=[0, 1, 2])
+    assert [v.name for v in fig6.variants] == ["inspo", "n-parent-2", "n-parent-3", "temperature-0.05",
+                                               "temperature-1.0", "search-r1"]
+    assert fig6.variant("inspo").bars == ["n-parent=1", "temperature=0.2"]  # the paper's values are the base's
+    assert fig6.variant("search-r1").overrides == ["population.enabled=false"]
+    table1 = plan_study(INSPO_3B, "table1", seeds=[0])
+    assert [(v.name, Path(v.recipe).name) for v in table1.variants] == [
+        ("inspo", "inspo.yaml"), ("search-r1", "search-r1.yaml"), ("rejection-sampling", "rejection-sampling.yaml"),
+        ("sft", "sft.yaml"), ("grpo-no-search", "grpo-no-search.yaml")]
+    demo = plan_study("recipes/demo.yaml", "table1", seeds=[0])  # no trained baselines beside it: the override
+    assert [(v.name, v.overrides) for v in demo.variants] == [("demo", []),
+                                                              ("search-r1", ["population.enabled=false"])]
+
+
+def test_a_sweep_file_plans_named_variants_and_a_grid_with_common_overrides(repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    sweep = {"recipe": "recipes/demo.yaml", "seeds": [3, 4], "set": ["training.steps=2"],
+             "variants": {"static": ["population.enabled=false"], "sft": {"recipe": "recipes/world-table1/sft.yaml"}},
+             "grid": {"population.n_parent": [1, 2], "population.temperature": [0.05, 1.0]}}
+    plan = plan_sweep(sweep, "sweeps/small.yaml", common=["evaluation.limit=4"])
+    assert plan.name == "small" and plan.seeds == [3, 4]
+    assert [v.name for v in plan.variants] == ["static", "sft", "n_parent-1_temperature-0.05",
+                                               "n_parent-1_temperature-1.0", "n_parent-2_temperature-0.05",
+                                               "n_parent-2_temperature-1.0"]
+    assert plan.variant("static").overrides == ["training.steps=2", "evaluation.limit=4", "population.enabled=false"]
+    assert plan.variant("sft").recipe == "recipes/world-table1/sft.yaml"
+    assert plan.variant("n_parent-2_temperature-1.0").overrides[-2:] == ["population.n_parent=2",
+                                                                         "population.temperature=1.0"]
+    assert plan_sweep(sweep, "s.yaml", seeds=[9]).seeds == [9]  # --seeds wins over the file
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ({"recipe": "recipes/demo.yaml", "variant": {}}, "unknown key 'variant'"),
+    ({"variants": {"a": []}}, "name the base recipe"),
+    ({"recipe": "recipes/demo.yaml", "grid": {"population.n_parent": 2}}, "grid must map"),
+    ({"recipe": "recipes/demo.yaml", "variants": {"a": ["population.size"]}}, "KEY=VALUE"),
+    ({"recipe": "recipes/demo.yaml", "variants": {"a": ["population.sise=3"]}}, "variant a"),
+    ({"recipe": "recipes/demo.yaml", "variants": {"a b": []}}, "letters, digits"),
+    ({"recipe": "recipes/demo.yaml"}, "plans no variant"),
+])
+def test_bad_sweep_files_fail_before_anything_runs(repo_root, monkeypatch, sweep, message):
+    from inspo_cli.errors import InspoError
+
+    monkeypatch.chdir(repo_root)
+    with pytest.raises(InspoError, match=message):
+        plan_sweep(sweep, "s.yaml")
+
+
+# -- the command ---------------------------------------------------------------------------------------------------
+
+def test_dry_run_prints_the_plan_and_writes_nothing(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    result = invoke("ablate", "--recipe", INSPO_3B, "--proposer", "paraphrase", "--dry-run", "--out", tmp_path / "a")
+    assert result.exit_code == 0, result.output
+    assert "2 variants x 3 seeds (0, 1, 2) = 6 runs" in result.output
+    assert "--set population.proposer=paraphrase" in result.output and not (tmp_path / "a").exists()
+    result = invoke("ablate", "--recipe", INSPO_3B, "--study", "fig3", "--dry-run", "--json", "--seeds", "0,1")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert len(plan["variants"]) == 7 and len(plan["runs"]) == 14
+    assert sum(len(v["bars"]) for v in plan["variants"]) == 9 and plan["out"] == "runs/ablations/inspo-fig3"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--recipe", INSPO_3B, "--proposer", "bogus"], "--proposer 'bogus': must be one of reflection, paraphrase"),
+    (["--recipe", INSPO_3B, "--n-parent", "0"], "--n-parent '0': must be a number >= 1"),
+    (["--recipe", "recipes/qwen2.5-3b/search-r1.yaml", "--proposer", "paraphrase"], "population.enabled: false"),
+    (["--recipe", INSPO_3B], "name one ablation"),
+    (["--recipe", INSPO_3B, "--study", "fig3", "--proposer", "history"], "--study and an axis flag"),
+    (["--recipe", INSPO_3B, "--study", "fig9"], "unknown study 'fig9'"),
+    (["--recipe", INSPO_3B, "--study", "fig3", "--seeds", "0,0"], "distinct"),
+    (["--recipe", INSPO_3B, "--study", "fig3", "--seeds", "one"], "--seeds 'one'"),
+])
+def test_bad_ablation_arguments_are_one_line_errors(repo_root, monkeypatch, args, message):
+    monkeypatch.chdir(repo_root)
+    assert_one_line_error(invoke("ablate", *args, "--dry-run"), message)
+
+
+def test_print_commands_writes_the_plan_and_one_train_command_per_run(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    out = tmp_path / "abl"
+    result = invoke("ablate", "--recipe", INSPO_3B, "--n-parent", "2", "--seeds", "0,1", "--out", out,
+                    "--print-commands", "--launcher", "accelerate launch --config_file recipes/accelerate/8gpu.yaml")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert len(lines) == 4
+    first = shlex.split(lines[0])
+    assert first[:6] == ["accelerate", "launch", "--config_file", "recipes/accelerate/8gpu.yaml", "-m", "inspo_cli"]
+    assert first[6:] == ["train", "--recipe", str(out / "recipes/inspo.yaml"), "--set", "run.seed=0", "--name",
+                         "inspo-s0", "--output-dir", str(out / "runs")]
+    assert json.loads((out / "plan.json").read_text())["seeds"] == [0, 1]
+    check = invoke("recipe", "check", out / "recipes/n-parent-2.yaml", "--json")
+    assert check.exit_code == 0 and json.loads(check.stdout)["population"]["n_parent"] == 2
+    # the same arguments continue the ablation; another plan in the same directory is refused
+    assert invoke("ablate", "--recipe", INSPO_3B, "--n-parent", "2", "--seeds", "0,1", "--out", out,
+                  "--print-commands").exit_code == 0
+    assert_one_line_error(invoke("ablate", "--recipe", INSPO_3B, "--n-parent", "3", "--seeds", "0,1", "--out", out,
+                                 "--print-commands"), "holds another ablation")
+
+
+# -- the table -----------------------------------------------------------------------------------------------------
+
+def fake_run(ablation: AblationDir, name: str, em: dict[str, float], steps: int = 4) -> None:
+    """A finished run directory with an evaluation after its last step, as training leaves it."""
+    run = ablation.runs_dir / name
+    (run / f"evaluations/step-{steps}").mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    (run / "summary.json").write_text(json.dumps({"steps": steps}))
+    scores = {b: {"em": v, "f1": v, "subem": v, "searches": 1.0, "n": 10} for b, v in em.items()}
+    (run / f"evaluations/step-{steps}/results.json").write_text(json.dumps({"scores": {"agent": scores}}))
+
+
+def test_the_table_groups_seeds_by_variant_and_averages_benchmarks_per_seed_first(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    plan = plan_axes("recipes/demo.yaml", [("n-parent", ["2"])], seeds=[0, 1, 2])
+    ablation = AblationDir.start(tmp_path / "abl", plan)
+    # demo: nq 0.2, 0.3, 0.4 and hotpotqa 0.6, 0.6, 0.9 over seeds 0, 1, 2
+    for seed, nq, hotpot in ((0, 0.2, 0.6), (1, 0.3, 0.6), (2, 0.4, 0.9)):
+        fake_run(ablation, f"demo-s{seed}", {"nq": nq, "hotpotqa": hotpot})
+    # n-parent-2: seeds 0 and 1 only (seed 2 failed); seed 1's values are far from seed 0's
+    fake_run(ablation, "n-parent-2-s0", {"nq": 0.5, "hotpotqa": 0.1})
+    fake_run(ablation, "n-parent-2-s1", {"nq": 0.7, "hotpotqa": 0.3})
+    ablation.record_failure(plan.runs()[-1], "out of memory")
+
+    table = collect(ablation)
+    assert table["benchmarks"] == ["nq", "hotpotqa"]
+    demo, varied = table["rows"]
+    assert demo["n"] == 3 and demo["em"]["nq"]["mean"] == pytest.approx(0.3)
+    assert demo["em"]["nq"]["ci95"] == pytest.approx(0.248414, abs=1e-6)
+    # avg. per seed: 0.4, 0.45, 0.65 -> mean 0.5, s = 0.132288, t(2) = 4.3027 -> 4.3027 * 0.132288 / sqrt(3) = 0.328621
+    assert demo["average"]["mean"] == pytest.approx(0.5)
+    assert demo["average"]["ci95"] == pytest.approx(0.328621, abs=1e-6)
+    # n-parent-2: nq 0.5, 0.7 -> 0.6 ± 1.270620; avg per seed 0.3, 0.5 -> 0.4 ± 1.270620
+    assert varied["n"] == 2 and varied["seeds"] == [0, 1]
+    assert (varied["em"]["nq"]["mean"], varied["average"]["mean"]) == (pytest.approx(0.6), pytest.approx(0.4))
+    assert varied["average"]["ci95"] == pytest.approx(1.270620, abs=1e-6)
+    assert varied["missing"] == [{"run": "n-parent-2-s2", "seed": 2, "why": "failed: out of memory"}]
+
+    write_table(ablation, table)
+    md = (tmp_path / "abl/ablation.md").read_text()
+    assert "| demo | (base recipe) | 3 | 0.300 ± 0.248 | 0.700 ± 0.430 | **0.500 ± 0.329** |" in md
+    assert "- n-parent-2-s2: failed: out of memory" in md
+    rows = (tmp_path / "abl/ablation.csv").read_text().splitlines()
+    assert rows[0] == "variant,stands_for,n,seeds,nq_mean,nq_ci95,hotpotqa_mean,hotpotqa_ci95,avg_mean,avg_ci95"
+    assert rows[2] == "n-parent-2,n-parent=2,2,0 1,0.6000,1.2706,0.2000,1.2706,0.4000,1.2706"
+
+
+def test_collect_builds_the_table_of_runs_finished_elsewhere_and_exits_1_while_some_are_missing(
+        repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    out = tmp_path / "abl"
+    assert invoke("ablate", "--recipe", "recipes/demo.yaml", "--components", "no-verify", "--seeds", "0",
+                  "--out", out, "--print-commands").exit_code == 0
+    ablation = AblationDir.open(out)
+    fake_run(ablation, "demo-s0", {"world": 0.35})
+    result = invoke("ablate", "--collect", out)
+    assert result.exit_code == 1
+    assert "components-no-verify-s0 (not run)" in result.output
+    fake_run(ablation, "components-no-verify-s0", {"world": 0.25})
+    result = invoke("ablate", "--collect", out, "--json")
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout)
+    assert [(r["variant"], r["average"]["mean"], r["average"]["ci95"]) for r in table["rows"]] == [
+        ("demo", 0.35, None), ("components-no-verify", 0.25, None)]
+    assert (out / "ablation.md").is_file() and (out / "ablation.csv").is_file()
+    assert_one_line_error(invoke("ablate", "--collect", tmp_path), "not an ablation directory")
+
+
+def test_a_sweep_file_from_the_command_line(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"recipe": "recipes/demo.yaml", "seeds": [0, 1],
+                                     "variants": {"inspo": [], "static": ["population.enabled=false"]}}))
+    result = invoke("ablate", "--sweep", sweep, "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["name"] for r in json.loads(result.stdout)["runs"]] == ["inspo-s0", "static-s0", "inspo-s1",
+                                                                      "static-s1"]
+    sweep.write_text("recipe: [unclosed")
+    assert_one_line_error(invoke("ablate", "--sweep", sweep, "--dry-run"), "not valid YAML")
