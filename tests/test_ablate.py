@@ -152,12 +152,14 @@ def test_print_commands_writes_the_plan_and_one_train_command_per_run(repo_root,
     monkeypatch.chdir(repo_root)
     out = tmp_path / "abl"
     result = invoke("ablate", "--recipe", INSPO_3B, "--n-parent", "2", "--seeds", "0,1", "--out", out,
-                    "--print-commands", "--launcher", "accelerate launch --config_file recipes/accelerate/8gpu.yaml")
+                    "--print-commands", "--launcher",
+                    "accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml")
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(lines) == 4
     first = shlex.split(lines[0])
-    assert first[:6] == ["accelerate", "launch", "--config_file", "recipes/accelerate/8gpu.yaml", "-m", "inspo_cli"]
+    assert first[:6] == ["accelerate", "launch", "--config_file", "recipes/accelerate/8gpu-zero3.yaml", "-m",
+                         "inspo_cli"]
     assert first[6:] == ["train", "--recipe", str(out / "recipes/inspo.yaml"), "--set", "run.seed=0", "--name",
                          "inspo-s0", "--output-dir", str(out / "runs")]
     assert json.loads((out / "plan.json").read_text())["seeds"] == [0, 1]

@@ -3,7 +3,8 @@
     inspo ablate --recipe recipes/qwen2.5-3b/inspo.yaml --proposer paraphrase --dry-run
     inspo ablate --recipe recipes/qwen2.5-3b/inspo.yaml --study fig3 --seeds 0,1,2
     inspo ablate --sweep sweep.yaml --json --dry-run                   # the plan as JSON, for pipelines
-    inspo ablate --study fig6 --print-commands --launcher "accelerate launch --config_file recipes/accelerate/8gpu.yaml"
+    inspo ablate --study fig6 --print-commands \
+        --launcher "accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml"
     inspo ablate --collect runs/ablations/inspo-fig3                  # the table from runs finished elsewhere
 
 Exit codes: 0 every run finished and has a result; 1 some run failed or has no result (the others ran; the table
@@ -60,7 +61,7 @@ def ablate(
                                                  "command per unfinished run (for SLURM, job arrays); then "
                                                  "--collect.")] = False,
     launcher: Annotated[str, typer.Option(help="With --print-commands: what starts a run, e.g. \"accelerate launch "
-                                               "--config_file recipes/accelerate/8gpu.yaml\".")] = "inspo",
+                                               "--config_file recipes/accelerate/8gpu-zero3.yaml\".")] = "inspo",
     collect: Annotated[Optional[Path], typer.Option(help="Build the table of this ablation directory from its "
                                                          "finished runs; loads no model.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
