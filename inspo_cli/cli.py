@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from inspo_cli import __version__
-from inspo_cli.commands import ablate, data, evaluate, evolve, index, recipe, serve, train
+from inspo_cli.commands import ablate, data, evaluate, evolve, index, recipe, report, serve, train
 
 app = typer.Typer(
     name="inspo",
@@ -27,6 +27,7 @@ app.command("train")(train.train)
 app.command("evolve")(evolve.evolve)
 app.command("evaluate")(evaluate.evaluate)
 app.command("ablate")(ablate.ablate)
+app.command("report")(report.report)
 app.add_typer(recipe.app, name="recipe")
 app.add_typer(data.app, name="data")
 

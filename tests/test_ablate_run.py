@@ -1,5 +1,5 @@
-"""`inspo ablate` end to end on the tiny model and the world: 2 variants x 2 seeds, killed mid-run and re-run; and
-the pre-RL / post-RL stages chained in one run directory (Fig. 3's stage bars)."""
+"""`inspo ablate` end to end on the tiny model and the world: 2 variants x 2 seeds, killed mid-run, re-run and
+reported (`inspo report`); and the pre-RL / post-RL stages chained in one run directory (Fig. 3's stage bars)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,16 @@ def test_a_tiny_ablation_survives_a_kill_and_a_rerun_and_tabulates_by_variant(tm
     # a finished ablation re-run trains nothing and exits 0
     again = invoke(*args)
     assert again.exit_code == 0 and "training" not in again.output
+
+    # and its report: curves over both seeds, Table 1, a lineage per INSPO run
+    reported = invoke("report", out)
+    assert reported.exit_code == 0, reported.output
+    report = out / "report"
+    assert {"fig2_training.png", "fig5_test_em.png", "bars.png", "table1.md", "index.md"} <= \
+        {p.name for p in report.iterdir()}
+    assert sorted(p.name for p in (report / "lineage").glob("*.png")) == ["inspo-s0.png", "inspo-s1.png"]
+    table = (report / "table1.md").read_text()
+    assert "| inspo | 2 |" in table and "| static | 2 |" in table
 
 
 @pytest.mark.slow

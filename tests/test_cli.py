@@ -36,7 +36,7 @@ def test_version():
 
 @pytest.mark.parametrize("command", [[], ["recipe"], ["recipe", "check"], ["data"], ["data", "world"],
                                      ["data", "fetch"], ["data", "list"], ["index"], ["serve-retriever"], ["evaluate"],
-                                     ["ablate"]])
+                                     ["ablate"], ["report"]])
 def test_every_command_explains_itself(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0
@@ -46,7 +46,7 @@ def test_every_command_explains_itself(command):
 def test_only_working_commands_are_registered():
     # Commands from later milestones appear only once they work.
     names = {command.name for command in app.registered_groups} | {c.name for c in app.registered_commands}
-    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate", "ablate"}
+    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate", "ablate", "report"}
 
 
 def test_recipe_check_prints_the_resolved_recipe(repo_root):

@@ -43,7 +43,7 @@ def run_em(run: RunDir) -> dict[str, float] | None:
 
 def collect(ablation: AblationDir) -> dict:
     plan, failures = ablation.plan, ablation.failures()
-    rows, benchmarks = [], []
+    rows = []
     for variant in plan.variants:
         by_seed: dict[int, dict[str, float]] = {}
         missing = []
@@ -52,20 +52,30 @@ def collect(ablation: AblationDir) -> dict:
             em = run_em(ablation.run_dir(run))
             if em is None:
                 missing.append({"run": run.name, "seed": seed, "why": _why(ablation, run, failures)})
-                continue
-            by_seed[seed] = em
-            benchmarks.extend(b for b in em if b not in benchmarks)
+            else:
+                by_seed[seed] = em
         rows.append({"variant": variant.name, "bars": variant.bars, "recipe": variant.recipe,
-                     "overrides": variant.overrides, "seeds": sorted(by_seed), "per_seed": by_seed,
-                     "missing": missing})
+                     "overrides": variant.overrides, "per_seed": by_seed, "missing": missing})
+    return {"name": plan.name, "seeds": plan.seeds, **summarize(rows)}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Fill each row (a variant: "per_seed" = {seed: {benchmark: EM}}) with "em" per benchmark, "average" and "n"
+    (mean ± 95% CI over its own seeds; a seed's average is its mean over benchmarks) and return
+    {"benchmarks": [...], "rows": rows}."""
+    benchmarks: list[str] = []
+    for row in rows:
+        for em in row["per_seed"].values():
+            benchmarks.extend(b for b in em if b not in benchmarks)
     for row in rows:
         by_seed = row["per_seed"]
+        row["seeds"] = sorted(by_seed)
         row["em"] = {b: mean_ci([em[b] for em in by_seed.values() if b in em]).as_dict()
                      for b in benchmarks if any(b in em for em in by_seed.values())}
         averages = [sum(em.values()) / len(em) for em in by_seed.values()]
         row["average"] = mean_ci(averages).as_dict() if averages else None
         row["n"] = len(by_seed)
-    return {"name": plan.name, "seeds": plan.seeds, "benchmarks": benchmarks, "rows": rows}
+    return {"benchmarks": benchmarks, "rows": rows}
 
 
 def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str]) -> str:

@@ -1,0 +1,1 @@
+"""`inspo report`: figures and tables over seeds from run and ablation directories."""

@@ -1,0 +1,134 @@
+"""The report's figures, as PNG: curves over steps with 95% CI bands over seeds, and bars with CI whiskers.
+
+    fig2(groups, out / "fig2_training.png")   # reward, tool calls, prompt length, response length per step
+    fig5(groups, out / "fig5_test_em.png")    # held-out EM at the periodic evaluations
+    bars(table, out / "bars.png")             # final EM (average over benchmarks) per variant, Fig. 3 / 6 style
+
+At every step a group's line is the mean over the seeds that logged that step and its band the 95% t interval
+(`ablation.stats.mean_ci`); with one seed there is a line and no band. A figure whose series no run has (rewards
+in SFT, held-out EM with evaluation off) is not drawn and its function returns False.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from inspo_cli.ablation.stats import mean_ci
+from inspo_cli.reporting.sources import Group
+
+FIG2_PANELS = (("reward", "(a) reward"), ("search/searches_per_trajectory", "(b) tool calls per trajectory"),
+               ("length/prompt", "(c) prompt length (tokens)"), ("length/response", "(d) response length (tokens)"))
+
+
+def band(group: Group, key: str) -> list[tuple[int, float, float | None, float | None]]:
+    """[(step, mean, low, high)] of `key` over the group's seeds, at every step some seed logged it."""
+    by_step: dict[int, list[float]] = {}
+    for run in group.runs:
+        for row in run.metrics:
+            if row.get(key) is not None:
+                by_step.setdefault(int(row["step"]), []).append(float(row[key]))
+    points = []
+    for step in sorted(by_step):
+        interval = mean_ci(by_step[step])
+        points.append((step, interval.mean, interval.low, interval.high))
+    return points
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_png(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png", dpi=120)
+    os.replace(tmp, path)
+
+
+def _draw(ax, group: Group, key: str, color, marker: str | None = None) -> bool:
+    points = band(group, key)
+    if not points:
+        return False
+    steps = [p[0] for p in points]
+    n = len(group.runs)
+    ax.plot(steps, [p[1] for p in points], color=color, marker=marker, markersize=3,
+            label=f"{group.label} (n={n})")
+    if any(p[2] is not None for p in points):
+        ax.fill_between(steps, [p[2] if p[2] is not None else p[1] for p in points],
+                        [p[3] if p[3] is not None else p[1] for p in points], color=color, alpha=0.2, linewidth=0)
+    return True
+
+
+def fig2(groups: Sequence[Group], path: Path) -> bool:
+    """Fig. 2's four panels, one line and band per group."""
+    plt = pyplot()
+    if not any(band(g, key) for g in groups for key, _ in FIG2_PANELS):
+        return False
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    for ax, (key, title) in zip(axes.flat, FIG2_PANELS):
+        for i, group in enumerate(groups):
+            _draw(ax, group, key, colors[i % len(colors)])
+        ax.set_title(title)
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False)
+    fig.suptitle("Training metrics, mean and 95% CI over seeds")
+    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    save_png(fig, path)
+    plt.close(fig)
+    return True
+
+
+def fig5(groups: Sequence[Group], path: Path) -> bool:
+    """Fig. 5: EM of the periodic held-out evaluations against the training step."""
+    plt = pyplot()
+    if not any(band(g, "eval/em") for g in groups):
+        return False
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, group in enumerate(groups):
+        _draw(ax, group, "eval/em", colors[i % len(colors)], marker="o")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("test EM (greedy, best instruction)")
+    ax.set_title("Test performance over training, mean and 95% CI over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+    return True
+
+
+def bars(table: dict, path: Path) -> bool:
+    """Fig. 3 / Fig. 6 style: each variant's final average EM with its 95% CI as a whisker."""
+    rows = [row for row in table["rows"] if row["average"] is not None]
+    if not rows:
+        return False
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 4.2))
+    means = [row["average"]["mean"] for row in rows]
+    errors = [row["average"]["ci95"] or 0.0 for row in rows]
+    positions = range(len(rows))
+    ax.bar(positions, means, yerr=errors, capsize=4, color="#4C72B0", alpha=0.85)
+    for x, mean, error, row in zip(positions, means, errors, rows):  # the value above its whisker
+        ax.annotate(f"{mean:.3f} (n={row['n']})", (x, mean + error), textcoords="offset points", xytext=(0, 3),
+                    ha="center", fontsize=8)
+    ax.set_ylim(0, max(m + e for m, e in zip(means, errors)) * 1.15 or 1.0)
+    ax.set_xticks(list(positions), [row["variant"] for row in rows], rotation=20, ha="right")
+    ax.set_ylabel("EM, average over benchmarks")
+    ax.set_title("Final EM per variant, mean and 95% CI over seeds")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+    return True
