@@ -89,12 +89,29 @@ def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str]) -> st
     return "finished, not evaluated (training.eval_every is 0): `inspo ablate` evaluates it"
 
 
-def cell(interval: dict | None) -> str:
+def cell(interval: dict | None, plus: str = "±", missing: str = "-") -> str:
+    """An interval as a table cell, e.g. "0.300 ± 0.248"; one seed's value alone; `missing` when there is none
+    (LaTeX: plus="$\\pm$", missing="--")."""
     if interval is None:
-        return "-"
+        return missing
     if interval["ci95"] is None:
         return f"{interval['mean']:.3f}"
-    return f"{interval['mean']:.3f} ± {interval['ci95']:.3f}"
+    return f"{interval['mean']:.3f} {plus} {interval['ci95']:.3f}"
+
+
+def csv_columns(benchmarks: list[str]) -> list[str]:
+    return [f"{c}_{part}" for c in [*benchmarks, "avg"] for part in ("mean", "ci95")]
+
+
+def csv_values(row: dict, benchmarks: list[str]) -> list[str]:
+    """A row's mean and CI half-width per benchmark and for the average, as `csv_columns` names them."""
+    values = []
+    for interval in [*(row["em"].get(b) for b in benchmarks), row["average"]]:
+        if interval is None:
+            values += ["", ""]
+        else:
+            values += [f"{interval['mean']:.4f}", "" if interval["ci95"] is None else f"{interval['ci95']:.4f}"]
+    return values
 
 
 def markdown(table: dict) -> str:
@@ -118,14 +135,8 @@ def write_table(ablation: AblationDir, table: dict) -> None:
     atomic_write_text(ablation.table_file("md"), markdown(table))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    columns = [*table["benchmarks"], "avg"]
-    writer.writerow(["variant", "stands_for", "n", "seeds",
-                     *(f"{c}_{part}" for c in columns for part in ("mean", "ci95"))])
+    writer.writerow(["variant", "stands_for", "n", "seeds", *csv_columns(table["benchmarks"])])
     for row in table["rows"]:
-        values = []
-        for interval in [*(row["em"].get(b) for b in table["benchmarks"]), row["average"]]:
-            values += ["", ""] if interval is None else [f"{interval['mean']:.4f}", "" if interval["ci95"] is None
-                                                         else f"{interval['ci95']:.4f}"]
         writer.writerow([row["variant"], "; ".join(row["bars"]), row["n"], " ".join(map(str, row["seeds"])),
-                         *values])
+                         *csv_values(row, table["benchmarks"])])
     atomic_write_text(ablation.table_file("csv"), buffer.getvalue())

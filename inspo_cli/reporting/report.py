@@ -18,7 +18,7 @@ import io
 from pathlib import Path
 from typing import Sequence
 
-from inspo_cli.ablation.table import cell, summarize
+from inspo_cli.ablation.table import cell, csv_columns, csv_values, summarize
 from inspo_cli.jsonio import atomic_write_text
 from inspo_cli.reporting import figures
 from inspo_cli.reporting.lineage import lineage_png, lineage_text
@@ -44,11 +44,7 @@ def _markdown_table(table: dict) -> str:
 
 def _latex_table(table: dict) -> str:
     def tex(interval: dict | None) -> str:
-        if interval is None:
-            return "--"
-        if interval["ci95"] is None:
-            return f"{interval['mean']:.3f}"
-        return f"{interval['mean']:.3f} $\\pm$ {interval['ci95']:.3f}"
+        return cell(interval, plus=r"$\pm$", missing="--")
 
     columns = ["Method", *(b.replace("_", r"\_") for b in table["benchmarks"]), "Avg."]
     lines = [r"\begin{tabular}{l" + "c" * (len(columns) - 1) + "}", r"\toprule", " & ".join(columns) + r" \\",
@@ -70,15 +66,8 @@ def _csv(header: list[str], rows: list[list]) -> str:
 
 
 def _table_csv(table: dict) -> str:
-    header = ["method", "n", *(f"{c}_{p}" for c in [*table["benchmarks"], "avg"] for p in ("mean", "ci95"))]
-    rows = []
-    for row in table["rows"]:
-        values = []
-        for interval in [*(row["em"].get(b) for b in table["benchmarks"]), row["average"]]:
-            values += ["", ""] if interval is None else [f"{interval['mean']:.4f}", "" if interval["ci95"] is None
-                                                         else f"{interval['ci95']:.4f}"]
-        rows.append([row["variant"], row["n"], *values])
-    return _csv(header, rows)
+    return _csv(["method", "n", *csv_columns(table["benchmarks"])],
+                [[row["variant"], row["n"], *csv_values(row, table["benchmarks"])] for row in table["rows"]])
 
 
 OVERHEAD_COLUMNS = ("evolutions", "optimizer calls", "optimizer tokens", "verification rollouts",
