@@ -6,13 +6,14 @@
 and `post-rl` runs
     stages/1-train/    static-instruction GRPO with the recipe's first instruction
     stages/2-evolve/   `inspo evolve` with stage 1's trained policy frozen
-after which the trained policy is evaluated with stage 2's best instruction (when `training.eval_every` > 0,
-as an online run is after its last step), into the run's own evaluations/step-<steps>/.
+Either way the trained policy is then evaluated with the evolved instruction (when `training.eval_every` > 0, as
+an online run is after its last step), into the run's own evaluations/step-<steps>/.
 
-Each stage is a complete run directory of its own (metrics, plots, summary); a finished stage is skipped and a
-cut-off one resumed, so `inspo train --resume RUN` continues the chain. The run's summary.json says which
-stages ran, which policy and which instruction the run hands to `inspo evaluate --run` (`policy`,
-`best_instruction`), and repeats the training stage's curves and quarters.
+It runs in one process (`inspo evolve` does). Each stage is a complete run directory of its own (metrics, plots,
+summary); a finished stage is skipped and a cut-off one resumed (or started over when it saved nothing yet), so
+`inspo train --resume RUN` continues the chain. The run's summary.json lists the stages and names the policy
+(`model`) and the instruction (`best_instruction`) the run hands to `inspo evaluate --run`, and repeats the training
+stage's curves and quarters.
 
     run_staged(recipe, run, resume=False, device=None)
 """
@@ -24,6 +25,7 @@ import json
 import shutil
 
 from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
 
 STAGE_PLANS = {"pre-rl": ("evolve", "train"), "post-rl": ("train", "evolve")}
@@ -35,9 +37,14 @@ def stage_dirs(run: RunDir, stage: str) -> list[tuple[str, RunDir]]:
 
 
 def run_staged(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
+    from accelerate import PartialState
+
     from inspo_cli.frozen_policy_evolution import run_evolve
     from inspo_cli.training.run import run_training
 
+    if PartialState().num_processes > 1:
+        raise InspoError(f"population.stage {recipe.population.stage} runs in one process (its evolve stage does); "
+                         "launch it without accelerate, or run `inspo evolve` and `inspo train` as separate steps")
     stage = recipe.population.stage
     (first_kind, first), (second_kind, second) = stage_dirs(run, stage)
     summaries = {}
