@@ -174,7 +174,7 @@ def test_print_commands_writes_the_plan_and_one_train_command_per_run(repo_root,
 
 # -- the table -----------------------------------------------------------------------------------------------------
 
-def fake_run(ablation: AblationDir, name: str, em: dict[str, float], steps: int = 4) -> None:
+def fake_run_dir(ablation: AblationDir, name: str, em: dict[str, float], steps: int = 4) -> None:
     """A finished run directory with an evaluation after its last step, as training leaves it."""
     run = ablation.runs_dir / name
     (run / f"evaluations/step-{steps}").mkdir(parents=True)
@@ -190,10 +190,10 @@ def test_the_table_groups_seeds_by_variant_and_averages_benchmarks_per_seed_firs
     ablation = AblationDir.start(tmp_path / "abl", plan)
     # demo: nq 0.2, 0.3, 0.4 and hotpotqa 0.6, 0.6, 0.9 over seeds 0, 1, 2
     for seed, nq, hotpot in ((0, 0.2, 0.6), (1, 0.3, 0.6), (2, 0.4, 0.9)):
-        fake_run(ablation, f"demo-s{seed}", {"nq": nq, "hotpotqa": hotpot})
+        fake_run_dir(ablation, f"demo-s{seed}", {"nq": nq, "hotpotqa": hotpot})
     # n-parent-2: seeds 0 and 1 only (seed 2 failed); seed 1's values are far from seed 0's
-    fake_run(ablation, "n-parent-2-s0", {"nq": 0.5, "hotpotqa": 0.1})
-    fake_run(ablation, "n-parent-2-s1", {"nq": 0.7, "hotpotqa": 0.3})
+    fake_run_dir(ablation, "n-parent-2-s0", {"nq": 0.5, "hotpotqa": 0.1})
+    fake_run_dir(ablation, "n-parent-2-s1", {"nq": 0.7, "hotpotqa": 0.3})
     ablation.record_failure(plan.runs()[-1], "out of memory")
 
     table = collect(ablation)
@@ -226,11 +226,11 @@ def test_collect_builds_the_table_of_runs_finished_elsewhere_and_exits_1_while_s
     assert invoke("ablate", "--recipe", "recipes/demo.yaml", "--components", "no-verify", "--seeds", "0",
                   "--out", out, "--print-commands").exit_code == 0
     ablation = AblationDir.open(out)
-    fake_run(ablation, "demo-s0", {"world": 0.35})
+    fake_run_dir(ablation, "demo-s0", {"world": 0.35})
     result = invoke("ablate", "--collect", out)
     assert result.exit_code == 1
     assert "components-no-verify-s0 (not run)" in result.output
-    fake_run(ablation, "components-no-verify-s0", {"world": 0.25})
+    fake_run_dir(ablation, "components-no-verify-s0", {"world": 0.25})
     result = invoke("ablate", "--collect", out, "--json")
     assert result.exit_code == 0, result.output
     table = json.loads(result.stdout)
@@ -251,3 +251,41 @@ def test_a_sweep_file_from_the_command_line(repo_root, monkeypatch, tmp_path):
                                                                       "static-s1"]
     sweep.write_text("recipe: [unclosed")
     assert_one_line_error(invoke("ablate", "--sweep", sweep, "--dry-run"), "not valid YAML")
+
+
+# -- running (the run API replaced by a fake that writes finished runs; the real one is in test_ablate_run.py) ------
+
+def test_a_failed_run_is_recorded_the_others_go_on_and_ctrl_c_stops_everything(repo_root, monkeypatch, tmp_path):
+    from inspo_cli import experiment
+    from inspo_cli.errors import InspoError
+    from inspo_cli.runs import RunDir
+
+    monkeypatch.chdir(repo_root)
+    started = []
+
+    def fake_run(kind, recipe=None, *, output_dir=None, resume=None, **kwargs):
+        started.append(recipe.run.name)
+        if recipe.run.name == "n-parent-2-s0":
+            raise InspoError("population.n_parent: the optimizer refused")
+        if recipe.run.name == "demo-s1":
+            raise experiment.RunInterrupted(RunDir(output_dir / recipe.run.name))
+        fake_run_dir(AblationDir.open(out), recipe.run.name, {"world": 0.3})
+
+    monkeypatch.setattr(experiment, "run", fake_run)
+    out = tmp_path / "abl"
+    result = invoke("ablate", "--recipe", "recipes/demo.yaml", "--n-parent", "2", "--seeds", "0,1", "--out", out)
+    assert result.exit_code == 130, result.output
+    assert started == ["demo-s0", "n-parent-2-s0", "demo-s1"]  # the failure did not stop it; Ctrl-C did
+    assert "[2/4] n-parent-2-s0: failed: population.n_parent: the optimizer refused" in result.output
+    assert json.loads((out / "failures.json").read_text()) == {
+        "n-parent-2-s0": "population.n_parent: the optimizer refused"}
+
+    monkeypatch.setattr(experiment, "run", lambda kind, recipe=None, **kw: fake_run_dir(
+        AblationDir.open(out), recipe.run.name, {"world": 0.5}))
+    result = invoke("ablate", "--recipe", "recipes/demo.yaml", "--n-parent", "2", "--seeds", "0,1", "--out", out)
+    assert result.exit_code == 0, result.output  # the rest ran; the failure is cleared
+    assert "[1/4] demo-s0" not in result.output and json.loads((out / "failures.json").read_text()) == {}
+    table = json.loads((out / "ablation.json").read_text())
+    assert [(r["variant"], r["per_seed"]) for r in table["rows"]] == [
+        ("demo", {"0": {"world": 0.3}, "1": {"world": 0.5}}),
+        ("n-parent-2", {"0": {"world": 0.5}, "1": {"world": 0.5}})]

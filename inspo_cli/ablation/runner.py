@@ -24,6 +24,7 @@ from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.plan import PlannedRun
 from inspo_cli.ablation.table import METHOD, final_results_file
 from inspo_cli.errors import USER_ERRORS
+from inspo_cli.experiment import RunInterrupted
 from inspo_cli.runs import RunDir
 from inspo_cli.training.stages import resume_possible
 
@@ -53,8 +54,8 @@ def run_plan(ablation: AblationDir, device: str | None = None,
                 _train(ablation, run, resume, device)
             if _evaluate_if_needed(ablation, run, device):
                 on_event(f"{prefix}: evaluated")
-        except KeyboardInterrupt:
-            raise
+        except (KeyboardInterrupt, RunInterrupted):  # Ctrl-C stops the ablation, not just this run
+            raise KeyboardInterrupt from None
         except USER_ERRORS as error:
             _failed(ablation, run, str(error), outcome, on_event, prefix)
             continue
