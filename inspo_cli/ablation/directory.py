@@ -47,7 +47,8 @@ class AblationDir:
             if not existing.plan.same_as(plan):
                 raise InspoError(f"{path} holds another ablation (its {cls.PLAN} plans other variants or seeds); "
                                  "pass --out NEW_DIR, or the same arguments as before to continue it")
-            return existing
+            atomic_write_json(path / cls.PLAN, plan.as_dict())  # the same runs; descriptions as planned now
+            return cls(path, plan)
         if path.exists() and any(path.iterdir()):
             raise InspoError(f"{path} already holds files but no {cls.PLAN}; pass --out NEW_DIR")
         ablation = cls(path, plan)

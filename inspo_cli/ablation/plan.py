@@ -118,9 +118,9 @@ class Plan:
         return cls(data["name"], [Variant(**v) for v in data["variants"]], list(data["seeds"]))
 
     def same_as(self, other: Plan) -> bool:
-        """The same variants (names, recipes, overrides) and seeds; what it is called does not matter."""
+        """The same variants (names, recipes, overrides) and seeds; names and descriptions do not matter."""
         def key(plan: Plan) -> str:
-            return json.dumps({k: v for k, v in plan.as_dict().items() if k != "name"}, sort_keys=True)
+            return json.dumps([[(v.name, v.recipe, v.overrides) for v in plan.variants], plan.seeds])
         return key(self) == key(other)
 
 
@@ -242,10 +242,13 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
             extra = [k for k in spec if k not in ("recipe", "set")]
             if extra:
                 raise InspoError(f"{source}: variant {name}: unknown key {extra[0]!r}; use recipe and set")
-            planner.add(Variant(str(name), str(spec.get("recipe") or base),
-                                _string_list(spec.get("set", []), f"{source}: variant {name}"), [str(name)]))
+            overrides = _string_list(spec.get("set", []), f"{source}: variant {name}")
+            other = spec.get("recipe")
+            planner.add(Variant(str(name), str(other or base), overrides,
+                                [" ".join([*([f"recipe {other}"] if other else []), *overrides])]))
         else:
-            planner.add(Variant(str(name), base, _string_list(spec or [], f"{source}: variant {name}"), [str(name)]))
+            overrides = _string_list(spec or [], f"{source}: variant {name}")
+            planner.add(Variant(str(name), base, overrides, [" ".join(overrides)] if overrides else []))
     grid = sweep.get("grid") or {}
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise InspoError(f"{source}: grid must map a recipe key to a non-empty list of values, e.g. "
