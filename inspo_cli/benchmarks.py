@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
+from inspo_cli.files import user_file
 
 HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
 WORLD = "world"
@@ -145,6 +146,9 @@ def find_split_file(folder: Path, split: str) -> Path | None:
 def load_questions(path: str | os.PathLike, source: str | None = None, limit: int | None = None) -> list[Question]:
     """Validated questions from a FlashRAG-format JSONL, JSON or parquet file; `source` defaults to its folder name."""
     path = Path(path)
+    if path.is_dir():
+        raise InspoError(f"QA file {path}: is a directory; give a FlashRAG JSONL/parquet file "
+                         "with fields id, question, golden_answers")
     if not path.is_file():
         raise InspoError(f"{path}: no such file; give a FlashRAG JSONL/parquet file "
                          "with fields id, question, golden_answers")
@@ -158,7 +162,7 @@ def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
     if path.suffix.lower() == ".parquet":
         yield from _parquet_rows(path)
         return
-    with path.open(encoding="utf-8") as f:
+    with user_file(path, "QA file"), path.open(encoding="utf-8") as f:
         is_array = f.read(4096).lstrip().startswith("[")
         f.seek(0)
         if is_array:

@@ -42,6 +42,9 @@ def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | No
         raise ValueError("pass a recipe for a fresh run or resume= for an unfinished one, not both")
     from accelerate import PartialState
 
+    from inspo_cli.models import check_device
+
+    check_device(device)  # before a run directory exists
     state = PartialState()
     if resume is not None:
         directory = RunDir(resume)

@@ -161,6 +161,25 @@ def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
     return target
 
 
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device: str | None, *, here: bool = True) -> str | None:
+    """`--device` as given, refused in one line when it is not cpu or cuda or (with `here`) when this machine has
+    no GPU for cuda; None (the default: cuda when available) passes. Every command with --device calls it before
+    it creates anything."""
+    if device is None:
+        return None
+    if device not in DEVICES:
+        raise InspoError(f"--device {device!r}: use cpu or cuda (or leave it out: cuda when available, else cpu)")
+    if here and device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InspoError("--device cuda: torch sees no CUDA GPU on this machine; use --device cpu or leave it out")
+    return device
+
+
 def default_device() -> str:
     """cuda when torch sees a GPU, else cpu."""
     import torch

@@ -156,7 +156,7 @@ def test_frozen_policy_loop_writes_a_row_per_step_evolves_on_schedule_and_saves_
     # the candidate says "Search", so it scores 1.0 on D_B, beats its parent (which has failures: BAD) and joins
     assert "Search twice, then answer. {question}" in texts
     assert state["evolutions"][0]["candidates"][0]["reason"] == "accepted"
-    assert "step 3/3" in capsys.readouterr().out
+    assert "step 3/3" in capsys.readouterr().err
 
 
 def test_frozen_policy_loop_is_reproducible_step_by_step(tmp_path):

@@ -19,6 +19,7 @@ from pathlib import Path
 from inspo_cli.ablation.plan import Plan, PlannedRun
 from inspo_cli.config import dump_recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.files import make_dir
 from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 from inspo_cli.runs import RunDir
 
@@ -71,10 +72,7 @@ class AblationDir:
         """plan.json and every variant's resolved recipe (written before any run starts)."""
         from inspo_cli.ablation.plan import resolve
 
-        try:
-            self.recipes_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InspoError(f"cannot create {self.path}: {e.strerror}; pass --out DIR") from None
+        make_dir(self.recipes_dir, "ablation directory")
         for variant in self.plan.variants:
             atomic_write_text(self.recipe_file(variant.name), dump_recipe(resolve(variant)))
         atomic_write_json(self.path / self.PLAN, self.plan.as_dict())

@@ -81,6 +81,10 @@ def ablate(
     if dry_run:
         _print_plan(plan, target, as_json)
         return
+    if not print_commands:
+        from inspo_cli.models import check_device
+
+        check_device(device)
     ablation = AblationDir.start(target, plan)
     if print_commands:
         _print_commands(ablation, launcher)
@@ -120,10 +124,11 @@ def _parse_seeds(text: str | None) -> list[int] | None:
 def _read_sweep(path: Path):
     import yaml
 
+    from inspo_cli.files import read_text
+
+    text = read_text(path, "--sweep")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InspoError(f"cannot read --sweep {path}: {e.strerror}") from None
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise InspoError(f"--sweep {path} is not valid YAML: {' '.join(str(e).split())}") from None
 

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from inspo_cli.console import console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
+from inspo_cli.files import check_can_create
 
 app = typer.Typer(help="Generate the synthetic search world and manage benchmark data.", no_args_is_help=True)
 
@@ -56,6 +57,7 @@ def world(
     if size not in WORLD_SIZES:
         raise InspoError(f"--size {size!r} is not a preset; use one of {', '.join(WORLD_SIZES)}")
     _check_overwrite(out, seed, size, force)
+    check_can_create(out, "--out")  # before the world is generated
     start = time.perf_counter()
     with progress_bar(transient=True) as progress:
         task = progress.add_task("generating world", total=None)

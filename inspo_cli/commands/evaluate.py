@@ -23,6 +23,7 @@ from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import METHOD_NAMES  # the registry alone: cheap to import
+from inspo_cli.files import check_can_create, make_dir, read_text
 
 
 def parse_methods(text: str) -> list[str]:
@@ -35,16 +36,29 @@ def parse_methods(text: str) -> list[str]:
 
 
 def read_instruction(value: str) -> str:
-    """--instruction: a text file's contents if VALUE is an existing file, else VALUE itself."""
+    """--instruction: a text file's contents if VALUE is an existing file, else VALUE itself. VALUE that looks like
+    a path (one line, no spaces around a separator, a file suffix or a separator) but is no file is refused: a
+    mistyped path must not become the instruction."""
+    if not value.strip():
+        raise InspoError("--instruction is empty; pass the instruction's text or a file that holds it")
     path = Path(value).expanduser()
-    if len(value) < 4096 and path.is_file():
-        text = path.read_text(encoding="utf-8").strip()
+    if len(value) < 4096 and "\n" not in value and (path.exists() or _looks_like_path(value)):
+        text = read_text(path, "--instruction file").strip()
         if not text:
             raise InspoError(f"--instruction file {path} is empty; write the instruction in it")
         return text
-    if not value.strip():
-        raise InspoError("--instruction is empty; pass the instruction's text or a file that holds it")
     return value
+
+
+def _looks_like_path(value: str) -> bool:
+    """`prompts/nq.txt`, `~/inst.md`, `instruction.txt`: no spaces, and a separator or a file suffix. An instruction
+    is prose (spaces) or has a {question} slot, so it never reads as one."""
+    import re
+
+    value = value.strip()
+    if not value or any(c.isspace() for c in value) or "{" in value:
+        return False
+    return "/" in value or "\\" in value or value.startswith("~") or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None
 
 
 @user_errors
@@ -85,6 +99,9 @@ def evaluate(
     from inspo_cli.evaluation.runner import evaluation_questions
     from inspo_cli.runs import RunDir
 
+    from inspo_cli.models import check_device
+
+    check_device(device)
     overrides = list(overrides or [])
     policy = None
     if run is not None:
@@ -125,13 +142,10 @@ def evaluate(
 def _out_dir(out: Path | None, run: Path | None) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = out if out is not None else (run / f"eval-{stamp}" if run is not None else Path("evals") / stamp)
+    check_can_create(target, "--out")
     if target.exists() and any(target.iterdir()):
         raise InspoError(f"--out {target} already holds files; choose a new directory so earlier results are kept")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InspoError(f"cannot create --out {target}: {e.strerror}") from None
-    return target
+    return make_dir(target, "--out")
 
 
 def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, provenance: dict) -> None:

@@ -61,15 +61,11 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
 
     import yaml
 
-    from inspo_cli.errors import InspoError
     from inspo_cli.training.trl_report import trl_report
 
-    if device is None:
-        from inspo_cli.models import default_device
+    from inspo_cli.models import check_device, default_device
 
-        device = default_device()
-    if device not in ("cpu", "cuda"):
-        raise InspoError(f"--device {device!r}: use cpu or cuda")
+    device = check_device(device, here=False) or default_device()  # the report may describe a GPU machine
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' v6 renames, printed by GRPOConfig
     report = trl_report(resolved, processes, device)
     if as_json:

@@ -25,6 +25,7 @@ import yaml
 from inspo_cli.config.sections import Recipe
 from inspo_cli.config.validation import ConfigValueError
 from inspo_cli.errors import InspoError
+from inspo_cli.files import read_text
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,11 +75,12 @@ def resolve_path(value: str) -> Path | None:
 # -- reading -------------------------------------------------------------------------------------------------
 
 def _read_yaml(path: Path) -> dict:
-    if not path.is_file():
+    if not path.exists():
         hint = "; bundled recipes are under recipes/ (e.g. recipes/demo.yaml)"
         raise RecipeError(f"recipe file not found: {path}{hint}")
+    text = read_text(path, "recipe")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}:" if mark is not None else ""
@@ -237,21 +239,24 @@ def _check_paths(recipe: Recipe, where) -> None:
     needs_world = data.train == "world" or "world" in recipe.evaluation.benchmarks
     if needs_world:
         data.world_dir = _existing(data.world_dir, "data.world_dir", where,
-                                   "generate one with `inspo data world --out DIR` or set data.world_dir=DIR")
+                                   "generate one with `inspo data world --out DIR` or set data.world_dir=DIR", kind="dir")
     if data.train not in _NAMED_TRAIN_SETS:
         data.train = _existing(data.train, "data.train", where,
-                               "use world, nq_hotpotqa, or the path of a FlashRAG JSONL/parquet file")
+                               "use world, nq_hotpotqa, or the path of a FlashRAG JSONL/parquet file", kind="file")
     if retriever.index is not None:
-        retriever.index = _existing(retriever.index, "retriever.index", where, "build one with `inspo index --out DIR`")
+        retriever.index = _existing(retriever.index, "retriever.index", where, "build one with `inspo index --out DIR`",
+                                    kind="dir")
     elif retriever.kind == "bm25":
         retriever.corpus = _existing(retriever.corpus, "retriever.corpus", where,
-                                     "set retriever.corpus=PATH to a Search-R1 corpus JSONL, or generate data/world")
+                                     "set retriever.corpus=PATH to a Search-R1 corpus JSONL, or generate data/world",
+                                     kind="file")
     # a local model (or LoRA adapter) directory is found as data paths are; a hub id or packaged name stays as it is
     recipe.model.name_or_path = _local_or_as_is(recipe.model.name_or_path)
     recipe.sampling.model = _local_or_as_is(recipe.sampling.model)
     if recipe.population.instruction_file is not None:
         recipe.population.instruction_file = _existing(recipe.population.instruction_file, "population.instruction_file",
-                                                       where, "write the file or remove the key")
+                                                       where, "write the file or remove the key", kind="file")
+        read_text(recipe.population.instruction_file, where("population.instruction_file"))  # readable, UTF-8
 
 
 def _local_or_as_is(value: str) -> str:
@@ -259,8 +264,13 @@ def _local_or_as_is(value: str) -> str:
     return str(found) if found is not None else value
 
 
-def _existing(value: str, key: str, where, fix: str) -> str:
+def _existing(value: str, key: str, where, fix: str, kind: str) -> str:
+    """The absolute path of `value`, which must exist and be a `kind` ("file" or "dir")."""
     found = resolve_path(value)
     if found is None:
         raise RecipeError(f"{where(key)}: path {value!r} does not exist; {fix}")
+    if kind == "file" and found.is_dir():
+        raise RecipeError(f"{where(key)}: {value!r} is a directory; name a file ({fix})")
+    if kind == "dir" and not found.is_dir():
+        raise RecipeError(f"{where(key)}: {value!r} is a file; name a directory ({fix})")
     return str(found)

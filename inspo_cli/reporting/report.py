@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from inspo_cli.ablation.table import cell, csv_columns, csv_values, summarize
+from inspo_cli.files import make_dir
 from inspo_cli.jsonio import atomic_write_text
 from inspo_cli.reporting import figures
 from inspo_cli.reporting.lineage import lineage_png, lineage_text
@@ -96,7 +97,7 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
 
 def write_report(groups: Sequence[Group], out: Path) -> list[Path]:
     """Write the report into `out` (created; existing files of the same names are replaced); the files written."""
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out, "--out")
     written: list[Path] = []
     sections = [f"# Report: {', '.join(g.label for g in groups)}", "",
                 "Curves and tables are means over seeds with 95% confidence intervals (Student's t; n = seeds). "

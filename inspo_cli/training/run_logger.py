@@ -40,12 +40,13 @@ class StepLog:
     def open(self, done: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        from inspo_cli.progress import progress_bar
+        from inspo_cli.progress import err_console, progress_bar
 
         self._writer = SummaryWriter(str(self.run.tensorboard_dir))
-        self._progress = progress_bar()
-        self._progress.start()
-        self._task = self._progress.add_task(self.description, total=self.steps, completed=done)
+        if err_console.is_terminal:  # elsewhere (a CI log) the step lines are the progress
+            self._progress = progress_bar()
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=self.steps, completed=done)
         self._rewards = [{"step": r["step"], "reward": r.get("reward")} for r in self.run.metrics()]
 
     def write(self, row: dict) -> None:
@@ -70,7 +71,9 @@ class StepLog:
             self._progress.stop()
 
     def _print(self, line: str) -> None:
-        (self._progress.console.print if self._progress is not None else print)(line)
+        from inspo_cli.progress import err_console
+
+        (self._progress.console if self._progress is not None else err_console).print(line, markup=False)
 
     def _report_collapse(self) -> None:
         """Say once, as soon as it happens, that the reward collapsed, and which checkpoint App. B would report."""

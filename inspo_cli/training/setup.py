@@ -19,6 +19,7 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.files import read_text
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def initial_instructions(recipe: Recipe) -> list[str]:
     path = recipe.population.instruction_file
     if path is None:
         return list(recipe.population.instructions)
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_text(path, "population.instruction_file")
     if Path(path).suffix != ".jsonl":
         return [text.strip()] if text.strip() else _empty(path)
     texts = []

@@ -10,9 +10,9 @@ All files go through `inspo_cli.jsonio`'s atomic writers, so a crash never leave
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from inspo_cli.files import make_dir
 from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl
 from inspo_cli.world.sizes import SPLITS
 
@@ -24,8 +24,7 @@ WORLD_FILES = ("corpus.jsonl", *(f"{split}.jsonl" for split in SPLITS), "world.j
 
 def write_world(world: World, out_dir: str | os.PathLike) -> dict:
     """Write `world` under `out_dir` (created if needed) and return the world.json manifest."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dir(out_dir, "--out")
     atomic_write_jsonl(out / "corpus.jsonl", (passage.to_row() for passage in world.passages))
     for split in SPLITS:
         atomic_write_jsonl(out / f"{split}.jsonl", world.splits[split])

@@ -1,0 +1,83 @@
+"""The user's files and directories: the one place where an OS or encoding problem with one becomes an
+`InspoError` that says what the file is for, its path, the reason and the fix (`error: <what> <path>: <reason>;
+<fix>`, exit 2), instead of a traceback.
+
+Commands read a user's file with `read_text(path, "recipe")`, stream one inside `with user_file(path, "QA file"):`,
+and create an output directory with `make_dir(path, "--out")`. `describe` is also the CLI's last resort for an
+`OSError` that names a file (a full disk while a run writes, say), so even a path missed here gets one line.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from inspo_cli.errors import InspoError
+
+_REASONS = {  # errno -> "reason; fix"
+    errno.EISDIR: "is a directory; pass a file",
+    errno.ENOTDIR: "a part of the path is a file, not a directory; check the path",
+    errno.EACCES: "permission denied; change its permissions or choose another path",
+    errno.EPERM: "not permitted; change its permissions or choose another path",
+    errno.EROFS: "on a read-only file system; choose another path",
+    errno.ENOSPC: "no space left on the device; free some or choose another path",
+    errno.EDQUOT: "disk quota exceeded; free some space or choose another path",
+    errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
+}
+
+
+def describe(error: BaseException, what: str, path: str | os.PathLike | None = None) -> str:
+    """`<what> <path>: <reason>; <fix>` for an OSError or a UnicodeDecodeError met on `path`."""
+    if isinstance(error, UnicodeDecodeError):
+        byte = error.object[error.start:error.start + 1]
+        return f"{what} {path}: not UTF-8 text (byte 0x{byte.hex()} at offset {error.start}); save it as UTF-8"
+    assert isinstance(error, OSError)
+    path = path if path is not None else error.filename
+    if isinstance(error, FileNotFoundError):
+        return f"{what} {path}: does not exist; check the path"
+    reason = _REASONS.get(error.errno) or f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions"
+    return f"{what} {path}: {reason}"
+
+
+@contextmanager
+def user_file(path: str | os.PathLike, what: str) -> Iterator[None]:
+    """Turn OS and encoding errors met on `path` inside the block into one-line `InspoError`s."""
+    try:
+        yield
+    except (OSError, UnicodeDecodeError) as e:
+        raise InspoError(describe(e, what, path)) from None
+
+
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """A user's UTF-8 text file (a recipe, an instruction, a sweep); `what` names it in the error."""
+    with user_file(path, what):
+        return Path(path).read_text(encoding="utf-8")
+
+
+def check_can_create(path: str | os.PathLike, what: str) -> None:
+    """Refuse, before long work starts, an output directory that could not be created or written: its nearest
+    existing ancestor must be a writable directory (creates nothing)."""
+    path = Path(path).absolute()
+    if path.exists():
+        if not path.is_dir():
+            raise InspoError(f"{what} {path}: is a file; choose a directory")
+        existing = path
+    else:
+        existing = next(parent for parent in path.parents if parent.exists())
+        if not existing.is_dir():
+            raise InspoError(describe(NotADirectoryError(errno.ENOTDIR, "Not a directory"), what, path))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InspoError(describe(PermissionError(errno.EACCES, "Permission denied"), what, path))
+
+
+def make_dir(path: str | os.PathLike, what: str) -> Path:
+    """Create an output directory (and its parents) or say in one line why it cannot be."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InspoError(f"{what} {path}: is a file; choose a directory")
+    with user_file(path, what):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
