@@ -70,15 +70,47 @@ def require_vllm() -> None:
 
 @contextlib.contextmanager
 def colocated_engine_environment(settings: EngineSettings) -> Iterator[None]:
-    """Set `settings.environment()` while TRL starts its colocated engine; restore the previous values after."""
+    """Set `settings.environment()` while TRL starts its colocated engine; restore the previous values after. On
+    CPU, also keep the engine's linear layers reading their own weights (`_weights_kept_on_cpu`)."""
     env = settings.environment()
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
-        yield
+        with _weights_kept_on_cpu() if settings.device == "cpu" else contextlib.nullcontext():
+            yield
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _weights_kept_on_cpu() -> Iterator[None]:
+    """While an engine loads: plain `F.linear` on each layer's current weight for vLLM's CPU linear layers.
+
+    On a CPU with AVX-512 (vLLM's `_C_AVX512` build has oneDNN) or AMX, vLLM repacks every linear weight for oneDNN
+    after loading and drops the parameter (`dispatch_cpu_unquantized_gemm(remove_weight=True)`); the LM head keeps
+    it but computes from the packed copy. TRL's colocated trainer pushes the policy's weights into the engine every
+    step with `load_weights`, which then fails (`'Parameter' object has no attribute 'weight_loader'`) or, for the
+    LM head, is silently ignored. vLLM's AVX2 build already takes this plain path."""
+    try:
+        from vllm.model_executor.layers import utils as layer_utils
+    except ImportError:  # no vLLM: nothing to keep
+        yield
+        return
+    original = layer_utils.dispatch_cpu_unquantized_gemm
+
+    def plain(layer, remove_weight: bool) -> None:
+        if layer.weight.is_meta or layer.weight.ndim != 2:  # missing layers, convolutions, MoE experts: vLLM's way
+            return original(layer, remove_weight)
+        import torch
+
+        layer.cpu_linear = lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias)
+
+    layer_utils.dispatch_cpu_unquantized_gemm = plain
+    try:
+        yield
+    finally:
+        layer_utils.dispatch_cpu_unquantized_gemm = original
