@@ -77,12 +77,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(index: str, port: int, **options) -> subprocess.Popen:
-    """`inspo serve-retriever` in a child process (called as a function: the CLI wiring is tested elsewhere)."""
+def start_server(index: str, port: int, stderr=None, **options) -> subprocess.Popen:
+    """`inspo serve-retriever` in a child process (called as a function: the CLI wiring is tested elsewhere);
+    its log goes to `stderr` (a file) when given."""
     kwargs = ", ".join(f"{k}={v!r}" for k, v in options.items())
     code = ("from pathlib import Path; from inspo_cli.commands.serve import serve_retriever; "
             f"serve_retriever(index=Path({index!r}), port={port}{', ' + kwargs if kwargs else ''})")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -23,7 +23,7 @@ from inspo_cli.jsonio import atomic_write_jsonl
 
 def _fetch_plan(names: Iterable[str], splits: Sequence[str] | None) -> list[tuple[str, str]]:
     plan: list[tuple[str, str]] = []
-    for name in parse_benchmark_names(names if isinstance(names, str) else list(names)):
+    for name in parse_benchmark_names(names if isinstance(names, str) else list(names), files=False):
         if name == WORLD:
             raise InspoError("'world' is the bundled synthetic world, nothing to download; "
                              "regenerate it with `inspo data world --out data/world`")

@@ -113,12 +113,23 @@ def resolve_benchmark_name(text: str) -> str:
     raise InspoError(f"unknown benchmark {text!r}{hint}; use one of: {valid}, or all for the seven test sets")
 
 
-def parse_benchmark_names(text: str | Iterable[str]) -> list[str]:
-    """'nq,2wiki' → ['nq', '2wikimultihopqa']; 'all' → the seven test sets; duplicates dropped, order kept."""
+def is_benchmark_file(token: str) -> bool:
+    """Whether a --benchmarks entry names a QA file of the user's (a path with a separator or a file suffix)
+    rather than a built-in benchmark."""
+    return "/" in token or "\\" in token or Path(token).suffix.lower() in FILE_SUFFIXES
+
+
+def parse_benchmark_names(text: str | Iterable[str], files: bool = True) -> list[str]:
+    """'nq,2wiki' → ['nq', '2wikimultihopqa']; 'all' → the seven test sets; duplicates dropped, order kept. With
+    `files`, a path to a QA file (`is_benchmark_file`) is kept as given."""
     tokens = text.split(",") if isinstance(text, str) else [t for item in text for t in str(item).split(",")]
     names: list[str] = []
     for token in (t.strip() for t in tokens):
         if not token:
+            continue
+        if files and is_benchmark_file(token):
+            if token not in names:
+                names.append(token)
             continue
         for name in TEST_BENCHMARKS if _key(token) == "all" else (resolve_benchmark_name(token),):
             if name not in names:
@@ -308,6 +319,16 @@ def _fetch_command(name: str, split: str) -> str:
 
 
 # -- loading benchmarks -----------------------------------------------------------------------------------------
+
+def benchmark_file_label(path: str, taken: Iterable[str]) -> str:
+    """The name a user's QA file goes by in tables: its stem, or folder/stem when the stem is taken (a built-in
+    benchmark's name, or another file's)."""
+    stem = Path(path).stem
+    taken = set(taken) | set(_LOOKUP.values())
+    if stem not in taken:
+        return stem
+    return f"{Path(path).parent.name}/{stem}" if Path(path).parent.name else path
+
 
 def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
                    world_dir: str | os.PathLike = DEFAULT_WORLD_DIR, limit: int | None = None,

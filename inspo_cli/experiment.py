@@ -12,11 +12,13 @@ the others wait for its name. `resume=` continues an unfinished run with the rec
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable, Sequence
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.files import first_missing, remove_empty_dirs
 from inspo_cli.runs import RunDir
 
 KINDS = ("train", "evolve")  # train: GRPO with the instruction source; evolve: INSPO with a frozen policy
@@ -43,6 +45,7 @@ def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | No
     from accelerate import PartialState
 
     from inspo_cli.models import check_device
+    from inspo_cli.training.preflight import check_run
 
     check_device(device)  # before a run directory exists
     state = PartialState()
@@ -50,25 +53,45 @@ def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | No
         directory = RunDir(resume)
         recipe = directory.resumable_recipe()
     else:
+        check_run(kind, recipe, state.num_processes, device)  # a start that would fail creates nothing
+        created_root = first_missing(output_dir if output_dir is not None else recipe.run.output_dir)
         directory = _create(recipe, recipe_path, command, output_dir, state)
     if on_start is not None and state.is_main_process:
         on_start(directory)
     try:
-        if kind == "train" and recipe.population.enabled and recipe.population.stage != "online":
-            from inspo_cli.training.stages import run_staged  # Fig. 3's pre-RL / post-RL: evolve and train chained
-
-            run_staged(recipe, directory, resume=resume is not None, device=device)
-        elif kind == "train":
-            from inspo_cli.training.run import run_training
-
-            run_training(recipe, directory, resume=resume is not None, device=device)
-        else:
-            from inspo_cli.frozen_policy_evolution import run_evolve
-
-            run_evolve(recipe, directory, resume=resume is not None, device=device)
+        _run(kind, recipe, directory, resume, device)
     except KeyboardInterrupt:
         raise RunInterrupted(directory) from None
+    except Exception:
+        if resume is None and state.is_main_process and not started(directory):
+            shutil.rmtree(directory.path, ignore_errors=True)  # a failed start leaves nothing behind
+            remove_empty_dirs(directory.path.parent, created_root)
+        raise
     return directory
+
+
+def started(run: RunDir) -> bool:
+    """Whether a run wrote anything worth keeping: a metrics row, a checkpoint, or sampled trajectories (in its
+    own directory or a stage's)."""
+    path = run.path
+    return (any(f.stat().st_size > 0 for f in path.rglob(RunDir.METRICS))
+            or any(path.rglob(f"{RunDir.CHECKPOINT_PREFIX}*"))
+            or any(any(d.iterdir()) for d in path.rglob(RunDir.SAMPLING) if d.is_dir()))
+
+
+def _run(kind: str, recipe: Recipe, directory: RunDir, resume, device: str | None) -> None:
+    if kind == "train" and recipe.population.enabled and recipe.population.stage != "online":
+        from inspo_cli.training.stages import run_staged  # Fig. 3's pre-RL / post-RL: evolve and train chained
+
+        run_staged(recipe, directory, resume=resume is not None, device=device)
+    elif kind == "train":
+        from inspo_cli.training.run import run_training
+
+        run_training(recipe, directory, resume=resume is not None, device=device)
+    else:
+        from inspo_cli.frozen_policy_evolution import run_evolve
+
+        run_evolve(recipe, directory, resume=resume is not None, device=device)
 
 
 def _create(recipe: Recipe, recipe_path, command, output_dir, state) -> RunDir:

@@ -26,6 +26,7 @@ _REASONS = {  # errno -> "reason; fix"
     errno.ENOSPC: "no space left on the device; free some or choose another path",
     errno.EDQUOT: "disk quota exceeded; free some space or choose another path",
     errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
+    errno.EEXIST: "exists and is not a directory; choose another path",
 }
 
 
@@ -81,3 +82,42 @@ def make_dir(path: str | os.PathLike, what: str) -> Path:
     with user_file(path, what):
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def first_missing(path: str | os.PathLike) -> Path | None:
+    """The top-most of `path` and its parents that does not exist yet (what creating `path` would create), or None."""
+    path = Path(path).absolute()
+    missing = None
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
+
+
+def remove_empty_dirs(path: str | os.PathLike, top: Path | None) -> None:
+    """Remove `path` and its parents up to `top` (as `first_missing` gave it before they were created) while they
+    are empty: what a failed start created, and nothing it or anyone else wrote into."""
+    if top is None:
+        return
+    path = Path(path).absolute()
+    for candidate in (path, *path.parents):
+        try:
+            candidate.rmdir()  # only an empty directory goes
+        except OSError:
+            return
+        if candidate == top:
+            return
+
+
+@contextmanager
+def output_dir(path: str | os.PathLike, what: str) -> Iterator[Path]:
+    """Create a command's output directory; if the command fails before writing anything into it, remove the
+    directories it created (a failed `inspo evaluate` leaves no empty `evals/<time>/`)."""
+    top = first_missing(path)
+    made = make_dir(path, what)
+    try:
+        yield made
+    except BaseException:
+        remove_empty_dirs(made, top)
+        raise

@@ -32,19 +32,14 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     from inspo_cli.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
+    from inspo_cli.training.preflight import check_run
+    from inspo_cli.training.trackers import StepRows, uses_wandb, wandb_run
     from inspo_cli.training.run_logger import StepLog
     from inspo_cli.training.setup import train_questions
     from inspo_cli.training.summary import finish_run
 
-    if not recipe.population.enabled:
-        raise InspoError("inspo evolve needs population.enabled=true (it evolves the instruction population); "
-                         "set it with --set population.enabled=true")
-    if recipe.population.stage != "online":
-        raise InspoError(f"population.stage {recipe.population.stage} chains evolve and train: run it with inspo train; "
-                         "inspo evolve itself is the offline loop (drop population.stage)")
     state = PartialState()
-    if state.num_processes > 1:
-        raise InspoError("inspo evolve runs in one process; launch it without accelerate")
+    check_run("evolve", recipe, state.num_processes, device)
     start = 0
     if resume:
         if not run.coevolution_file.is_file():
@@ -61,13 +56,16 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     log = StepLog(run, t.steps, instructions=population, description="evolving",
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
     loop = FrozenPolicyEvolution(recipe, train_questions(recipe), engine, coevolution, log, run)
+    before = run.logged_seconds() if resume else 0.0  # the steps kept from before the resume
     started = time.time()
-    log.open(done=start)
-    try:
-        loop.run_steps(start + 1, t.steps)
-    finally:
-        log.close()
-    return finish_run(run, recipe, population, coevolution, time.time() - started,
+    with wandb_run(recipe, run.path):  # W&B (run.report_to): the run's name, directory and id; finished after
+        log.tracker = StepRows() if uses_wandb(recipe) else None
+        log.open(done=start)
+        try:
+            loop.run_steps(start + 1, t.steps)
+        finally:
+            log.close()
+    return finish_run(run, recipe, population, coevolution, before + time.time() - started,
                       f"step {start}" if resume else None, frozen_policy=True)
 
 

@@ -70,14 +70,28 @@ def resolve_model_path(name_or_path: str) -> str:
         return str(_cached_packaged_model(packaged))
     path = Path(name_or_path).expanduser()
     if path.exists():
+        check_model_location(name_or_path)
         if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
             return str(merged_adapter_dir(path, cache_dir() / "merged" / f"{path.resolve().name}-{_digest(path)}"))
-        if not (path / "config.json").is_file():
-            raise InspoError(f"model directory {path} has no config.json; point model.name_or_path at a directory "
-                             "written by save_pretrained (or a LoRA adapter's, with adapter_config.json), a hub id, "
-                             "or one of " + ", ".join(PACKAGED_MODELS))
         return str(path.resolve())
     return name_or_path  # a hub id
+
+
+def check_model_location(name_or_path: str, field: str = "model.name_or_path") -> None:
+    """Refuse, without loading anything, a local path that cannot be a model: a file, or a directory with neither
+    config.json nor a LoRA adapter's adapter_config.json. Packaged names and hub ids pass."""
+    if name_or_path.lower() in PACKAGED_MODELS:
+        return
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        return  # a hub id (whether it exists is for the hub to say)
+    if not path.is_dir():
+        raise InspoError(f"{field} {path}: is a file; point it at a model directory, a hub id, or one of "
+                         + ", ".join(PACKAGED_MODELS))
+    if not (path / "config.json").is_file() and not (path / ADAPTER_CONFIG).is_file():
+        raise InspoError(f"model directory {path} has no config.json; point {field} at a directory written by "
+                         "save_pretrained (or a LoRA adapter's, with adapter_config.json), a hub id, or one of "
+                         + ", ".join(PACKAGED_MODELS))
 
 
 def _digest(adapter_dir: Path) -> str:

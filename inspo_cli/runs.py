@@ -197,20 +197,30 @@ class RunDir:
         """INSPO's state saved with a checkpoint."""
         return Path(checkpoint) / cls.COEVOLUTION
 
-    def checkpoints(self) -> dict[int, Path]:
-        """Complete checkpoints by optimizer update, oldest first (a training step is `batch_size /
-        mini_batch_size` updates). One without trainer_state.json was cut off while being written."""
+    def _checkpoint_dirs(self) -> dict[int, Path]:
         found = {}
         for path in self.checkpoints_dir.glob(f"{self.CHECKPOINT_PREFIX}*"):
             number = path.name.removeprefix(self.CHECKPOINT_PREFIX)
-            if number.isdigit() and (path / self.CHECKPOINT_COMPLETE).is_file():
+            if number.isdigit() and path.is_dir():
                 found[int(number)] = path
         return dict(sorted(found.items()))
+
+    def checkpoints(self) -> dict[int, Path]:
+        """Complete checkpoints by optimizer update, oldest first (a training step is `batch_size /
+        mini_batch_size` updates); one that a kill cut short (`checkpoint_problem`) is left out."""
+        return {update: path for update, path in self._checkpoint_dirs().items() if checkpoint_problem(path) is None}
 
     def latest_checkpoint(self) -> Path | None:
         """The newest complete checkpoint, or None."""
         found = self.checkpoints()
         return found[max(found)] if found else None
+
+    def unusable_checkpoints(self) -> list[tuple[Path, str]]:
+        """The checkpoints newer than `latest_checkpoint()` that cannot be resumed from, with the reason."""
+        latest = self.latest_checkpoint()
+        newest_usable = self.checkpoint_update(latest) if latest is not None else -1
+        return [(path, problem) for update, path in self._checkpoint_dirs().items()
+                if update > newest_usable and (problem := checkpoint_problem(path)) is not None]
 
     def has_final_model(self) -> bool:
         return (self.final_dir / "config.json").is_file()
@@ -254,6 +264,11 @@ class RunDir:
                 pass
         return rows
 
+    def logged_seconds(self) -> float:
+        """The wall time of the steps logged so far (their `step_seconds`): what a resumed run adds its own time to,
+        so that its summary's totals cover the whole run, not only the part after the resume."""
+        return sum(float(row.get("step_seconds") or 0.0) for row in self.metrics())
+
     def append_metrics(self, row: dict) -> None:
         """One step's row, on disk (fsync) before the step is reported done."""
         with open(self.metrics_file, "a", encoding="utf-8") as f:
@@ -272,3 +287,41 @@ class RunDir:
             atomic_write_json(self.evolutions_file, evolutions)
         atomic_write_text(self.best_instruction_file, best_instruction + "\n")
         atomic_write_json(self.summary_file, summary)
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why a checkpoint directory cannot be resumed from, or None. What a kill while it was being written leaves:
+    no trainer_state.json (HF writes it last), or it or INSPO's coevolution.json cut short (not valid JSON), a
+    safetensors file shorter than its header says, or a torch file (optimizer, scheduler, RNG states; zip archives)
+    without its end. Reads headers and file ends only, not the weights."""
+    import struct
+    import zipfile
+
+    state_file = path / RunDir.CHECKPOINT_COMPLETE
+    if not state_file.is_file():
+        return f"no {RunDir.CHECKPOINT_COMPLETE} (cut off while being written)"
+    for name in (RunDir.CHECKPOINT_COMPLETE, RunDir.COEVOLUTION):
+        if (path / name).is_file():
+            try:
+                json.loads((path / name).read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return f"{name} is cut short (not valid JSON)"
+    weights = [f for f in path.glob("*.safetensors")]
+    if not weights and not any(path.glob("pytorch_model*.bin")) and not any(path.glob("global_step*")):
+        return "no model weights (*.safetensors)"
+    for file in weights:
+        try:
+            with open(file, "rb") as f:
+                (length,) = struct.unpack("<Q", f.read(8))
+                if length > 1 << 28:  # headers are kilobytes; this is garbage
+                    raise ValueError(length)
+                header = json.loads(f.read(length))
+            end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+            if file.stat().st_size < 8 + length + end:
+                return f"{file.name} is cut short ({file.stat().st_size} bytes of {8 + length + end})"
+        except (OSError, ValueError, KeyError, TypeError, struct.error, MemoryError):
+            return f"{file.name} is cut short or corrupt (its header cannot be read)"
+    for file in [*path.glob("*.pt"), *path.glob("*.pth")]:
+        if not zipfile.is_zipfile(file):
+            return f"{file.name} is cut short or corrupt"
+    return None

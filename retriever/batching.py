@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -19,11 +20,20 @@ from retriever.corpus import Passage
 from retriever.search import Retriever
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two requests with the same queries are still two
 class _Job:
+    """One request: its queries are searched in one or more batches (a request larger than a batch is split)."""
+
     queries: Sequence[str]
     k: int
     future: asyncio.Future
+    taken: int = 0  # queries handed to batches so far
+    results: list = field(default_factory=list)  # per query, filled as its batches finish
+    missing: int = 0  # queries whose results are not in yet
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.queries)
+        self.missing = len(self.queries)
 
 
 @dataclass
@@ -41,14 +51,14 @@ class BatcherStats:
 
 @dataclass
 class MicroBatcher:
-    """Queue requests and search them in batches of up to `max_batch` queries.
+    """Queue requests and search them in batches of up to `max_batch` queries, fairly.
 
     A batch closes when `max_batch` queries are waiting or `window_s` after its first request arrived,
     whichever is first; `window_s=0` takes only what is already queued. The window is only waited while
     requests are evidently concurrent (the previous batch held more than one): a lone caller sending one
-    request after another would otherwise pay the whole window on every call. A batch may overshoot
-    `max_batch` by at most one request, since a request's queries are never split. `workers` batches
-    can be searched at the same time, each in its own thread.
+    request after another would otherwise pay the whole window on every call. A request with more queries than
+    fit in a batch is split, and requests not served yet go before the rest of one already split, so a request
+    of thousands of queries delays a small one by at most one batch, never by all of its own. `workers` batches can be searched at the same time, each in its own thread.
     """
 
     retriever: Retriever
@@ -64,14 +74,15 @@ class MicroBatcher:
             raise ValueError(f"window_s must be >= 0, got {self.window_s}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        self._queue: asyncio.Queue[_Job] | None = None
+        self._jobs: deque[_Job] = deque()  # requests with queries not yet handed to a batch, in turn order
+        self._arrived: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._executor: ThreadPoolExecutor | None = None
         self._last_batch_requests = 0
 
     async def start(self) -> None:
         """Start the worker tasks on the running event loop (the server calls this at startup)."""
-        self._queue = asyncio.Queue()
+        self._arrived = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="retriever-search")
         self._tasks = [asyncio.create_task(self._work(), name=f"batcher-{i}") for i in range(self.workers)]
 
@@ -86,46 +97,65 @@ class MicroBatcher:
 
     async def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
         """Top-`k` passages per query; waits while the request is batched with others."""
-        if self._queue is None:
+        if self._arrived is None:
             raise RuntimeError("MicroBatcher.start() was not called")
         future = asyncio.get_running_loop().create_future()
         self.stats.requests += 1
         self.stats.queries += len(queries)
-        self._queue.put_nowait(_Job(queries, k, future))
+        if not queries:
+            return []
+        self._jobs.append(_Job(queries, k, future))
+        self._arrived.set()
         return await future
 
-    async def _collect(self) -> list[_Job]:
-        assert self._queue is not None
+    def _waiting(self) -> int:
+        return sum(len(job.queries) - job.taken for job in self._jobs if not job.future.done())
+
+    async def _collect(self) -> list[tuple[_Job, int, int]]:
+        """The next batch: (request, first query, end) pieces, at most `max_batch` queries in all."""
+        while True:
+            pieces = await self._collect_once()
+            if pieces:  # empty when another worker took what was waiting
+                return pieces
+
+    async def _collect_once(self) -> list[tuple[_Job, int, int]]:
+        assert self._arrived is not None
         loop = asyncio.get_running_loop()
-        batch = [await self._queue.get()]
-        size = len(batch[0].queries)
-        concurrent = self._last_batch_requests > 1 or not self._queue.empty()
+        while not self._waiting():
+            self._jobs.clear()  # only finished or abandoned requests are left
+            self._arrived.clear()
+            await self._arrived.wait()
+        concurrent = self._last_batch_requests > 1 or len(self._jobs) > 1
         deadline = loop.time() + (self.window_s if concurrent else 0.0)
-        while size < self.max_batch:
+        while self._waiting() < self.max_batch and (remaining := deadline - loop.time()) > 0:
+            self._arrived.clear()
             try:
-                job = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    job = await asyncio.wait_for(self._queue.get(), remaining)
-                except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11 on
-                    break
-            batch.append(job)
-            size += len(job.queries)
-        self._last_batch_requests = len(batch)
-        return batch
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11 on
+                break
+        # requests not served yet first, in arrival order, then those already split, in turn
+        jobs = sorted((job for job in self._jobs if not job.future.done()), key=lambda job: job.taken > 0)
+        pieces, size = [], 0
+        for job in jobs:
+            if size >= self.max_batch:
+                break
+            n = min(len(job.queries) - job.taken, self.max_batch - size)
+            pieces.append((job, job.taken, job.taken + n))
+            job.taken += n
+            size += n
+        served = [job for job, _, _ in pieces]
+        # what has more to search goes behind everything else waiting
+        self._jobs = deque([*(job for job in jobs if job not in served),
+                            *(job for job in served if job.taken < len(job.queries))])
+        self._last_batch_requests = len(pieces)
+        return pieces
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = await self._collect()
-            batch = [job for job in batch if not job.future.done()]  # the client may have gone away
-            if not batch:
-                continue
-            queries = [q for job in batch for q in job.queries]
-            k = max(job.k for job in batch)  # one search at the largest k; smaller asks are truncated
+            pieces = await self._collect()
+            queries = [q for job, start, end in pieces for q in job.queries[start:end]]
+            k = max(job.k for job, _, _ in pieces)  # one search at the largest k; smaller asks are truncated
             self.stats.searches += 1
             self.stats.largest_batch = max(self.stats.largest_batch, len(queries))
             started = time.perf_counter()
@@ -135,15 +165,16 @@ class MicroBatcher:
                     raise RuntimeError(f"retriever returned {len(results)} result lists for {len(queries)} queries")
             except Exception as error:  # noqa: BLE001 - handed to every waiting request, which answers 500
                 self.stats.failed_searches += 1
-                for job in batch:
+                for job, _, _ in pieces:
                     if not job.future.done():
                         job.future.set_exception(error)
                 continue
             finally:
                 self.stats.search_seconds += time.perf_counter() - started
-            start = 0
-            for job in batch:
-                end = start + len(job.queries)
-                if not job.future.done():
-                    job.future.set_result([hits[: job.k] for hits in results[start:end]])
-                start = end
+            offset = 0
+            for job, start, end in pieces:
+                job.results[start:end] = [hits[: job.k] for hits in results[offset:offset + end - start]]
+                offset += end - start
+                job.missing -= end - start
+                if job.missing == 0 and not job.future.done():
+                    job.future.set_result(job.results)

@@ -206,8 +206,8 @@ class HTTPRetriever:
     """A `Retriever` that asks a Search-R1 compatible server (see module docstring).
 
     `max_retries` counts every attempt, the first included (3: one try and two retries); waits are
-    `backoff_s`, 2x, 4x ... `max_queries_per_request` caps one request; the server's own limit (from its
-    `/health`, when it has one) lowers it further. `pool_size` is how many idle connections are kept;
+    `backoff_s`, 2x, 4x ... `max_queries_per_request` caps one request; the server's own limits (from its
+    `/health`, when it has one: queries, and queries x topk) lower it further. `pool_size` is how many idle connections are kept;
     more threads at once each open their own.
     """
 
@@ -223,6 +223,7 @@ class HTTPRetriever:
         self.backoff_s = backoff_s
         self.max_queries_per_request = max_queries_per_request
         self._server_max_queries: Optional[int] = None
+        self._server_max_results: Optional[int] = None
         self._limits_known = False
         self._pool = _ConnectionPool(self.base_url, timeout_s, connect_timeout_s=10.0, size=pool_size)
 
@@ -234,7 +235,7 @@ class HTTPRetriever:
         queries = list(queries)
         if not queries:
             return []
-        chunk = self._chunk_size()
+        chunk = self._chunk_size(k)
         results: list[list[Passage]] = []
         for start in range(0, len(queries), chunk):
             part = queries[start:start + chunk]
@@ -244,15 +245,19 @@ class HTTPRetriever:
 
     # --- plumbing -----------------------------------------------------------------------------------
 
-    def _chunk_size(self) -> int:
+    def _chunk_size(self, k: int) -> int:
         if not self._limits_known:
             self._learn_limits()
+        chunk = self.max_queries_per_request
         if self._server_max_queries:
-            return max(1, min(self.max_queries_per_request, self._server_max_queries))
-        return self.max_queries_per_request
+            chunk = min(chunk, self._server_max_queries)
+        if self._server_max_results:
+            chunk = min(chunk, self._server_max_results // max(k, 1))
+        return max(1, chunk)
 
     def _learn_limits(self) -> None:
-        """Ask /health once for the server's max queries; a server without /health (Search-R1's) is fine."""
+        """Ask /health once for the server's max queries (and queries x topk) per request; a server without
+        /health (Search-R1's) is fine."""
         try:
             response = self._pool.request("GET", "/health", timeout_s=min(self.timeout_s, 5.0))
         except _TRANSPORT_ERRORS:
@@ -260,8 +265,10 @@ class HTTPRetriever:
         self._limits_known = True
         if response.status_code == 200:
             try:
-                self._server_max_queries = int(response.json()["limits"]["max_queries"])
-            except (ValueError, KeyError, TypeError):
+                limits = response.json()["limits"]
+                self._server_max_queries = int(limits["max_queries"])
+                self._server_max_results = int(limits.get("max_results") or 0) or None
+            except (ValueError, KeyError, TypeError, AttributeError):
                 pass
 
     def _post(self, payload: dict) -> dict:

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -140,9 +141,11 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
     check_memory(estimate, kind, options, max_memory_gb)
 
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned_builds(out)
     # os.mkdir applies the umask itself: the index gets the usual permissions (mkdtemp would make it 0700)
     tmp, _ = _create_unique(out.parent, f".{out.name}.partial-", "", lambda path: os.mkdir(path, 0o777))
     try:
+        (tmp / BUILDER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
         start = time.perf_counter()
         fingerprint = corpus_fingerprint(corpus)
         n, details = module.build(corpus, tmp, prepared, options, estimate.passages, progress)
@@ -150,12 +153,45 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
         meta = {"format": INDEX_FORMAT, "format_version": INDEX_FORMAT_VERSION, "kind": kind, **details,
                 "corpus": fingerprint, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                 "build_seconds": round(time.perf_counter() - start, 3), "inspo_version": package_version()}
+        (tmp / BUILDER).unlink()
         _atomic_write_json(tmp / "index.json", meta)  # last: a directory with index.json is a complete index
         _move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return meta
+
+
+BUILDER = ".builder"  # in a build's temporary directory: "<host> <pid>" of the process building it
+
+
+def remove_abandoned_builds(out: Path) -> list[Path]:
+    """Remove the temporary directories (`.<name>.partial-*`) that killed builds of `out` left beside it: those
+    whose builder process on this machine is gone, or that never got as far as naming their builder and are over
+    an hour old. A build still running, here or on another machine sharing the disk, is left alone."""
+    removed = []
+    for tmp in out.parent.glob(f".{out.name}.partial-*"):
+        try:
+            host, pid = (tmp / BUILDER).read_text().split()
+            abandoned = host == socket.gethostname() and not _alive(int(pid))
+        except FileNotFoundError:
+            abandoned = time.time() - tmp.stat().st_mtime > 3600
+        except (OSError, ValueError):
+            abandoned = False
+        if abandoned:
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def package_version() -> str:

@@ -21,6 +21,7 @@ never block the event loop, and bad requests get a 4xx with a one-line `{"error"
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
 import logging
@@ -35,6 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from retriever.batching import MicroBatcher
 from retriever.corpus import Passage
@@ -45,6 +47,10 @@ DEFAULT_TOPK = 3  # Search-R1's --topk default
 DEFAULT_MAX_QUERIES = 4096
 DEFAULT_MAX_QUERY_CHARS = 2048
 DEFAULT_MAX_TOPK = 100
+DEFAULT_MAX_RESULTS = 32768  # queries x topk per request: ~13 MB of passages at ~400 bytes each
+DEFAULT_MAX_BODY_BYTES = 16 << 20  # 4096 queries of 2048 characters, as JSON, is ~8.5 MB
+DEFAULT_READ_TIMEOUT_S = 30.0  # for the whole request body to arrive
+LARGE_ANSWER = 4096  # passages; an answer this large is encoded in a thread (~1.5 MB, a few ms)
 
 log = logging.getLogger("inspo.retriever.server")
 
@@ -62,13 +68,42 @@ class RetrieveRequest(BaseModel):
 
 
 class _BadRequest(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, close: bool = False):
         super().__init__(message)
         self.status = status
+        self.close = close  # the body was not read to its end: the connection cannot carry another request
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, close: bool = False) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={"Connection": "close"} if close else None)
+
+
+async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+    """The request body, refused with 413 past `max_bytes` (before reading, when Content-Length says so) and with
+    408 when it has not arrived whole after `timeout_s`; `ClientDisconnect` when the client goes away."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _BadRequest(413, f"request body of {int(declared)} bytes is over the limit of {max_bytes}; split the "
+                               "request (or restart the server with a larger --max-body-mib)", close=True)
+    chunks: list[bytes] = []
+    size = 0
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise _BadRequest(413, f"request body is over the limit of {max_bytes} bytes; split the request "
+                                       "(or restart the server with a larger --max-body-mib)", close=True)
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11 on
+        raise _BadRequest(408, f"the request body did not arrive within {timeout_s:g} s ({size} bytes came); "
+                               "send it whole (or restart the server with a larger --read-timeout-s)",
+                          close=True) from None
+    return b"".join(chunks)
 
 
 def _describe_validation_errors(errors: list[dict]) -> tuple[int, str]:
@@ -121,6 +156,9 @@ def create_app(
     max_queries: int = DEFAULT_MAX_QUERIES,
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
     max_topk: int = DEFAULT_MAX_TOPK,
+    max_results: int = DEFAULT_MAX_RESULTS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
     max_batch: int = 512,
     batch_window_ms: float = 2.0,
     workers: int = 1,
@@ -132,7 +170,8 @@ def create_app(
     batcher = MicroBatcher(retriever, max_batch=max_batch, window_s=batch_window_ms / 1000, workers=workers)
     info = dict(index_info) if index_info else {"kind": type(retriever).__name__}
     limits = {"default_topk": default_topk, "max_topk": max_topk, "max_queries": max_queries,
-              "max_query_chars": max_query_chars, "max_batch": max_batch, "batch_window_ms": batch_window_ms,
+              "max_query_chars": max_query_chars, "max_results": max_results, "max_body_bytes": max_body_bytes,
+              "read_timeout_s": read_timeout_s, "max_batch": max_batch, "batch_window_ms": batch_window_ms,
               "workers": workers}
 
     @asynccontextmanager
@@ -153,7 +192,7 @@ def create_app(
 
     @app.exception_handler(_BadRequest)
     async def on_bad_request(_: Request, exc: _BadRequest) -> JSONResponse:
-        return _error(exc.status, str(exc))
+        return _error(exc.status, str(exc), exc.close)
 
     @app.exception_handler(Exception)
     async def on_internal_error(_: Request, exc: Exception) -> JSONResponse:
@@ -174,13 +213,23 @@ def create_app(
         if not 1 <= topk <= max_topk:
             raise _BadRequest(422, f"topk {topk} is out of range; use 1..{max_topk} or leave it out "
                                    f"for the default ({default_topk})")
+        if len(request.queries) * topk > max_results:
+            raise _BadRequest(422, f"{len(request.queries)} queries x topk {topk} = {len(request.queries) * topk} "
+                                   f"passages in one answer; the limit is {max_results} (split the request, or "
+                                   "restart the server with a larger --max-results)")
         return topk
 
     @app.post("/retrieve")
     async def retrieve(http_request: Request) -> Response:
         # The body is parsed here rather than by FastAPI so that JSON sent without a JSON content type (curl -d)
         # is accepted too, and every parse error gets the same one-line answer.
-        raw = await http_request.body()
+        try:
+            raw = await _read_body(http_request, max_body_bytes, read_timeout_s)
+        except ClientDisconnect:  # nobody to answer: one line, no traceback
+            client = http_request.client
+            log.warning("client %s disconnected before its request arrived whole",
+                        f"{client.host}:{client.port}" if client else "?")
+            return Response(status_code=400)
         if not raw.strip():
             raise _BadRequest(400, f"request body is empty; send {_EXAMPLE}")
         try:
@@ -193,6 +242,8 @@ def create_app(
         except Exception as exc:  # noqa: BLE001 - the retriever failed: a genuine internal error
             log.exception("retriever.search failed")
             return _error(500, f"retriever failed: {type(exc).__name__}: {exc}")
+        if len(request.queries) * topk > LARGE_ANSWER:  # encoding megabytes: off the loop, small requests go on
+            return await asyncio.to_thread(result_response, hits, request.return_scores)
         return result_response(hits, request.return_scores)
 
     @app.get("/health")

@@ -98,7 +98,7 @@ def test_recipe_check_missing_corpus(repo_root, tmp_path):
 
 
 def test_recipe_check_missing_file(tmp_path):
-    assert_one_line_error(invoke("recipe", "check", tmp_path / "none.yaml"), "recipe file not found")
+    assert_one_line_error(invoke("recipe", "check", tmp_path / "none.yaml"), f"recipe {tmp_path / 'none.yaml'} not found")
 
 
 def test_data_world_writes_a_world_and_refuses_to_replace_another(tmp_path):

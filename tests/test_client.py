@@ -121,7 +121,16 @@ def test_client_splits_lists_longer_than_the_server_limit(served):
     queries = [f"q {i} river" for i in range(10)]
     with HTTPRetriever(url) as client:
         assert client.search(queries, 2) == retriever.search(queries, 2)
-        assert client._chunk_size() == 4  # learnt from the server's /health
+        assert client._chunk_size(2) == 4  # learnt from the server's /health
+
+
+def test_client_splits_by_the_servers_passage_limit_too():
+    """A server that answers at most 6 passages a request (queries x topk): topk 3 means 2 queries a request."""
+    retriever = OverlapRetriever()
+    queries = [f"q {i} river" for i in range(5)]
+    with serve_in_background(create_app(retriever, max_results=6)) as url, HTTPRetriever(url) as client:
+        assert client.search(queries, 3) == retriever.search(queries, 3)
+        assert client._chunk_size(3) == 2 and client._chunk_size(1) == 6
 
 
 def test_client_rejects_a_single_string(served):

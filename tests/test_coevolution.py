@@ -127,12 +127,12 @@ def evolve_recipe(**population):
                           "training.micro_batch_size=2", "training.group_size=2"], check_paths=False)
 
 
-def make_loop(tmp_path, recipe, optimizer):
+def make_loop(tmp_path, recipe, optimizer, warn=None):
     population = InstructionPopulation(recipe.population, seed=recipe.run.seed,
                                        initial_texts=recipe.population.instructions)
     engine = RuleEngine()
     coevolution = CoEvolution(population, recipe.population, optimizer, PolicyVerifier(engine, recipe.reward),
-                              recipe.run.seed)
+                              recipe.run.seed, warn=warn)
     questions = [Question(f"q{i}", f"capital {i}?", ("Paris",), "world") for i in range(4)]
     tmp_path.mkdir(exist_ok=True)
     run = RunDir(tmp_path)
@@ -180,3 +180,35 @@ def test_train_and_evolve_summaries_share_one_schema(tmp_path):
     assert (frozen["model"], trained["model"]) == (None, "checkpoints/final")
     assert frozen["selected_checkpoint"] is None and frozen["steps"] == 2 and frozen["recipe_model"]
 
+
+
+class FailingThenAnswering(Optimizer):
+    """Fails its first `failures` calls with a 401-like error, then answers."""
+
+    def __init__(self, failures, answer):
+        super().__init__(answer)
+        self.failures = failures
+
+    def complete(self, prompt):
+        if len(self.prompts) < self.failures:
+            self.prompts.append(prompt)
+            raise InspoError("optimizer LM call failed: openai model 'm' at http://127.0.0.1:9 returned 401 "
+                             "Unauthorized; check the API key in the environment variable named by "
+                             "optimizer.api_key_env")
+        return super().complete(prompt)
+
+
+def test_a_failed_evolution_is_one_warning_line_and_the_run_goes_on(tmp_path):
+    """A bad key must not train for hours without evolution unnoticed: one console line per failed evolution
+    (steps 1 and 2 here), none for the one that works (step 3), and every step still trains."""
+    recipe = evolve_recipe(evolve_every=1, evolve_until=4, prune_every=100, size=4)
+    warnings = []
+    loop, run = make_loop(tmp_path, recipe, FailingThenAnswering(2, "<ins_1>Search twice. {question}</ins_1>"),
+                          warn=warnings.append)
+    loop.run_steps(1, 3)
+    assert [r["step"] for r in run.metrics()] == [1, 2, 3]
+    assert len(warnings) == 2 and all("\n" not in w for w in warnings)
+    assert warnings[0].startswith("warning: evolution at step 1 stopped: ") and "401" in warnings[0]
+    assert "api_key_env" in warnings[1] and warnings[1].startswith("warning: evolution at step 2 ")
+    state = json.loads(run.coevolution_file.read_text())
+    assert [e["optimizer_error"] is not None for e in state["evolutions"]] == [True, True, False]

@@ -181,7 +181,7 @@ def test_bad_override_syntax(minimal):
 
 
 def test_missing_and_malformed_recipe_files(tmp_path):
-    assert error_of(tmp_path / "nope.yaml").startswith(f"recipe file not found: {tmp_path / 'nope.yaml'}")
+    assert error_of(tmp_path / "nope.yaml").startswith(f"recipe {tmp_path / 'nope.yaml'} not found")
     broken = write(tmp_path, "training:\n  steps: [1, 2\n", "broken.yaml")
     assert error_of(broken).startswith(f"{broken}: line ")
     assert "invalid YAML" in error_of(broken)

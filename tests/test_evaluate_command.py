@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,23 @@ def test_method_help_lists_the_registered_methods():
     result = invoke("evaluate", "--help")
     assert result.exit_code == 0
     assert "direct, rag, ircot, search-o1, agent" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_a_qa_file_of_ones_own_is_a_benchmark_named_by_its_stem(tiny_model_dir, tmp_path):
+    """--benchmarks takes a path to a FlashRAG-style file next to built-in names; a stem that is a built-in
+    benchmark's name is told apart by its folder."""
+    world_test = (Path(__file__).resolve().parents[1] / "data/world/test.jsonl").read_text().splitlines()
+    mine = tmp_path / "lab" / "my-questions.jsonl"
+    mine.parent.mkdir()
+    mine.write_text("\n".join(world_test[:2]) + "\n")
+    clash = tmp_path / "lab" / "nq.jsonl"
+    clash.write_text(world_test[2] + "\n")
+    out = tmp_path / "eval"
+    result = invoke("evaluate", "--benchmarks", f"world,{mine},{clash}", "--model", tiny_model_dir, "--method",
+                    "direct", "--limit", 2, "--out", out, *FAST)
+    assert result.exit_code == 0, result.output
+    scores = json.loads((out / "results.json").read_text())["scores"]["direct"]
+    assert {name: s["n"] for name, s in scores.items()} == {"world": 2, "my-questions": 2, "lab/nq": 1}
+    missing = invoke("evaluate", "--benchmarks", str(tmp_path / "absent.jsonl"), "--model", tiny_model_dir,
+                     "--out", tmp_path / "o2", *FAST)
+    assert_one_line_error(missing, "absent.jsonl", "no such file")

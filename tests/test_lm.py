@@ -9,6 +9,7 @@ the local transformers client on a tiny random model. Backoff sleeps are recorde
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import socket
@@ -19,12 +20,13 @@ import traceback
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer
+from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer, redact
 from inspo_cli.instructions.lm_errors import RETRY_AFTER_CAP_S, parse_retry_after, retry_after_from_headers
 
 KEY = "sk-FAKE-inspo-7c1e9b42d0-KEY"  # distinctive, so any leak is found by a substring search
@@ -310,6 +312,67 @@ def test_the_key_never_leaks(serve, provider, caplog):
     for error in errors:
         texts += [str(error), repr(error), "".join(traceback.format_exception(error))]
     assert all(KEY not in text for text in texts)
+
+
+ODD_KEY = "sk-FAKE/inspo+7c1e9b42d0=KEY&x y?"  # each encoding below writes it differently
+
+
+def key_forms(key: str) -> list[str]:
+    """How a server might quote a key back: as sent, URL-encoded (both ways), base64 (both alphabets)."""
+    raw = key.encode()
+    return [key, quote(key, safe=""), quote_plus(key), base64.b64encode(raw).decode(),
+            base64.urlsafe_b64encode(raw).decode()]
+
+
+def leaks(text: str, key: str) -> list[str]:
+    """Every form of `key`, or a prefix of one of at least 8 characters, found in `text`."""
+    return [form[:8] for form in key_forms(key) if form[:8] in text]
+
+
+def test_redact_removes_every_form_and_every_long_prefix_of_the_key():
+    assert len(set(key_forms(ODD_KEY))) == 5  # the forms differ, so each is really tested
+    for form in key_forms(ODD_KEY):
+        for cut in (8, 13, len(form)):
+            text = f"invalid key '{form[:cut]}...' (got {form[:cut]})"
+            assert redact(text, ODD_KEY) == "invalid key '[redacted]...' (got [redacted])"
+    assert redact("sk-FAKE is 7 characters of it", ODD_KEY) == "sk-FAKE is 7 characters of it"  # < 8: kept
+    assert redact("no key here", ODD_KEY) == "no key here" and redact("x", None) == "x"
+    assert redact("short key abc123 and abc12", "abc123") == "short key [redacted] and abc12"  # < 8: exact only
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_key_echoed_as_a_prefix_or_encoded_never_leaks(serve, provider, monkeypatch, caplog):
+    """A server that quotes the key cut short or encoded, in errors and even in an answer, is redacted in every
+    error, log line and answer; 401 and 403 are not retried (a bad key does not get better)."""
+    monkeypatch.setenv(KEY_ENV, ODD_KEY)
+    caplog.set_level(logging.DEBUG)
+    quoted = " ".join(form[:12] + "..." for form in key_forms(ODD_KEY))  # prefixes of every form
+    encoded = " ".join(key_forms(ODD_KEY)[1:])
+    server = serve(provider, Reply(401, {"error": {"message": f"invalid api key {quoted}"}}),
+                   Reply(403, {"error": {"message": f"forbidden for {encoded}"}}),
+                   Reply(500, {"error": {"message": f"oops {quoted} {encoded}"}}),
+                   Reply(200, success_body(provider, f"<ins_1>Use {quoted} and {encoded}.</ins_1>")))
+    sleeps = []
+    lm = optimizer(provider, server.base_url, sleeps, max_retries=1)
+    texts = []
+    for status in (401, 403):
+        with pytest.raises(InspoError, match=f"HTTP {status}") as caught:
+            lm.complete("p")
+        texts += [str(caught.value), "".join(traceback.format_exception(caught.value))]
+    assert len(server.requests) == 2 and sleeps == []  # one attempt each
+    answer = lm.complete("p")  # 500 (retried, its warning logged), then an answer that quotes the key
+    assert answer.startswith("<ins_1>Use [redacted]") and len(sleeps) == 1
+    texts += [answer, caplog.text, repr(lm), str(lm.accounting())]
+    assert "[redacted]" in texts[0] and all(leaks(text, ODD_KEY) == [] for text in texts)
+
+
+def test_default_retries_bound_a_hung_endpoint():
+    """The defaults (stated in the README): a hung endpoint costs one evolution at most (retries + 1) timeouts plus
+    the backoff: under 10 minutes, not the 30 that 300 s x 6 attempts took."""
+    config = OptimizerConfig(provider="openai", model="m", base_url="http://127.0.0.1:9")
+    assert (config.timeout_s, config.max_retries) == (120.0, 3)
+    worst_s = (config.max_retries + 1) * config.timeout_s + sum(min(30.0, 2.0 ** r) for r in range(config.max_retries))
+    assert worst_s < 600
 
 
 def test_retry_after_parsing():

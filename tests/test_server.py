@@ -4,6 +4,9 @@ concurrent requests, a responsive event loop, and 4xx (never 500) for every kind
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import socket
 import threading
 import time
 
@@ -254,3 +257,101 @@ def test_micro_batcher_waits_the_window_only_under_concurrency():
     lone = asyncio.run(main())
     assert lone < 0.08
     assert retriever.calls == [1, 1, 1, 2, 2]
+
+
+# -- limits and fairness: no request can take the server's memory, its time or its log ----------------------------
+
+class RecordingRetriever(OverlapRetriever):
+    """Records the queries of every search; the first search waits until `release` is set."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches: list[list[str]] = []
+        self.first_started, self.release = threading.Event(), threading.Event()
+
+    def search(self, queries, k):
+        self.batches.append(list(queries))
+        if len(self.batches) == 1:
+            self.first_started.set()
+            self.release.wait(10)
+        return super().search(queries, k)
+
+
+def test_a_huge_request_delays_a_small_one_by_one_batch_not_by_all_of_its_own():
+    retriever = RecordingRetriever()
+    huge = [f"huge {i}" for i in range(10)]
+
+    async def main():
+        batcher = MicroBatcher(retriever, max_batch=4, window_s=0)
+        await batcher.start()
+        try:
+            big = asyncio.ensure_future(batcher.search(huge, 2))
+            while not retriever.first_started.is_set():  # its first batch is being searched
+                await asyncio.sleep(0.005)
+            small = asyncio.ensure_future(batcher.search(["small river"], 3))
+            await asyncio.sleep(0.01)
+            retriever.release.set()
+            return await big, await small
+        finally:
+            await batcher.stop()
+
+    big, small = asyncio.run(main())
+    assert retriever.batches == [huge[:4], ["small river", *huge[4:7]], huge[7:]]  # the small one goes second
+    assert big == retriever.search(huge, 2) and small == retriever.search(["small river"], 3)
+
+
+@pytest.fixture(scope="module")
+def limited():
+    app = create_app(OverlapRetriever(), max_results=6, max_body_bytes=2000, read_timeout_s=0.5)
+    with serve_in_background(app) as url:
+        yield url
+
+
+def test_a_request_over_the_passage_limit_is_a_422_naming_it(limited):
+    response = post(limited, {"queries": ["a", "b", "c"], "topk": 3})
+    assert response.status_code == 422 and "3 queries x topk 3 = 9 passages" in response.json()["error"]
+    assert "--max-results" in response.json()["error"]
+    assert post(limited, {"queries": ["a", "b"], "topk": 3}).status_code == 200
+
+
+def test_a_body_over_the_limit_is_a_413_whether_its_length_is_declared_or_not(limited):
+    body = json.dumps({"queries": ["x" * 40] * 60}).encode()  # ~2.6 KB
+    declared = httpx.post(limited + "/retrieve", content=body, timeout=10)
+    assert declared.status_code == 413 and "over the limit of 2000" in declared.json()["error"]
+    assert declared.headers["connection"] == "close"
+    chunked = httpx.post(limited + "/retrieve", content=iter([body[:1000], body[1000:]]), timeout=10)
+    assert chunked.status_code == 413 and "--max-body-mib" in chunked.json()["error"]
+    assert post(limited, {"queries": ["river"]}).status_code == 200  # the server is fine
+
+
+def raw_request(url: str, head: bytes, body: bytes) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    sock.sendall(head + body)
+    return sock
+
+
+HEAD = b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
+
+
+def test_a_stalled_upload_is_answered_408_and_closed(limited):
+    sock = raw_request(limited, HEAD, b'{"queries": ["riv')  # 500 bytes announced, 17 sent, then nothing
+    try:
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5 s" in answer
+    finally:
+        sock.close()
+
+
+def test_a_client_that_disconnects_mid_upload_is_one_quiet_log_line(limited, caplog):
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        raw_request(limited, HEAD, b'{"queries": ["riv').close()
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline and len(lines) < 3:
+        lines = [r for r in caplog.records if "disconnected before its request arrived whole" in r.getMessage()]
+        time.sleep(0.02)
+    assert len(lines) == 3 and all(r.exc_info is None for r in lines)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]  # no 500, no traceback
+    assert post(limited, {"queries": ["river"]}).status_code == 200

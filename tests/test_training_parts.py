@@ -62,12 +62,16 @@ def test_resume_drops_metrics_written_after_the_checkpoint_and_a_torn_last_line(
 
 
 def test_latest_checkpoint_is_the_newest_complete_one(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
     run = RunDir(tmp_path)
     assert run.latest_checkpoint() is None
     for step, complete in ((4, True), (10, True), (12, False), (9, True)):
         path = tmp_path / "checkpoints" / f"checkpoint-{step}"
         path.mkdir(parents=True)
         if complete:
+            save_file({"w": torch.zeros(4)}, str(path / "model.safetensors"))
             (path / "trainer_state.json").write_text("{}")
     assert run.latest_checkpoint().name == "checkpoint-10"  # 12 was cut off before its state was written
     assert list(run.checkpoints()) == [4, 9, 10] and RunDir.checkpoint_update(run.latest_checkpoint()) == 10

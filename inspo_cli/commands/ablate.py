@@ -94,8 +94,9 @@ def ablate(
 
 def _plan(recipe, axes, study, sweep, seeds, overrides):
     from inspo_cli.ablation.plan import PAPER_SEEDS, plan_axes, plan_study, plan_sweep
-    from inspo_cli.config import PROJECT_ROOT
+    from inspo_cli.config import PROJECT_ROOT, find_recipe
 
+    recipe = find_recipe(recipe) if recipe is not None else None  # a bundled name becomes its file
     chosen = [flag for flag, given in (("--study", study), ("--sweep", sweep), ("an axis flag", axes)) if given]
     if len(chosen) != 1:
         raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --n-parent, --temperature; "

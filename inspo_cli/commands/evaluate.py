@@ -23,7 +23,7 @@ from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import METHOD_NAMES  # the registry alone: cheap to import
-from inspo_cli.files import check_can_create, make_dir, read_text
+from inspo_cli.files import check_can_create, output_dir, read_text
 
 
 def parse_methods(text: str) -> list[str]:
@@ -65,7 +65,9 @@ def _looks_like_path(value: str) -> bool:
 def evaluate(
     benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
                                                            "nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, "
-                                                           "bamboogle.")] = None,
+                                                           "bamboogle, all, or a path to your own QA file (JSONL, "
+                                                           "JSON or parquet with id, question, golden_answers; "
+                                                           "named by its stem).")] = None,
     method: Annotated[Optional[str], typer.Option(help=f"{', '.join(METHOD_NAMES)} (comma-separated), "
                                                        "or all.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Hub id, local directory, or packaged model "
@@ -78,7 +80,7 @@ def evaluate(
                                                            "final checkpoint before any reward collapse); each is "
                                                            "evaluated with the best instruction of its own saved "
                                                            "population. Default: final, else the newest.")] = None,
-    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML for model, retriever and limits (default: "
+    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML (or a bundled recipe's name) for model, retriever and limits (default: "
                                                         "paper defaults).")] = None,
     retriever: Annotated[Optional[str], typer.Option(help="Index directory, corpus .jsonl or server URL; default: "
                                                           "BM25 over the bundled world, in-process.")] = None,
@@ -130,22 +132,24 @@ def evaluate(
         agent_instruction = config.population.instructions[0]
     names = benchmarks.split(",") if benchmarks else config.evaluation.benchmarks
     questions = evaluation_questions(names, config.data, config.evaluation.split, config.evaluation.limit)
-    out_dir = _out_dir(out, run)
+    target = _out_dir(out, run)
     if policy is not None:
         source = "--instruction" if instruction is not None else f"instruction {policy.instruction_id}"
         err_console.print(f"evaluating {run} at {policy.label} with {source}", soft_wrap=True)
-    _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir,
-         {"checkpoint": policy.label if policy else None,
-          "instruction_id": policy.instruction_id if policy and instruction is None else None})
+    with output_dir(target, "--out") as out_dir:  # removed again if the evaluation fails before writing
+        _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir,
+             {"checkpoint": policy.label if policy else None,
+              "instruction_id": policy.instruction_id if policy and instruction is None else None})
 
 
 def _out_dir(out: Path | None, run: Path | None) -> Path:
+    """The output directory to use (created later, by `output_dir`), refused now if it could not be."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = out if out is not None else (run / f"eval-{stamp}" if run is not None else Path("evals") / stamp)
     check_can_create(target, "--out")
     if target.exists() and any(target.iterdir()):
         raise InspoError(f"--out {target} already holds files; choose a new directory so earlier results are kept")
-    return make_dir(target, "--out")
+    return target
 
 
 def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, provenance: dict) -> None:

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from inspo_cli.console import console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
+from inspo_cli.files import check_can_create
 from retriever.kinds import describe_kinds
 
 DEFAULT_KIND = "bm25"
@@ -81,6 +82,7 @@ def index(
     fp16 = fp16 if fp16 is not None else bool(defaults.get("fp16", False))
     if kind != "dense" and (encoder or faiss or fp16):
         raise InspoError(f"--encoder, --faiss and --fp16 apply to --kind dense, not --kind {kind}")
+    check_can_create(out, "--out")  # before the build, not after it
 
     start = time.perf_counter()
     with progress_bar(transient=True) as progress:

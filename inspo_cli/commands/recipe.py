@@ -7,6 +7,7 @@ valid; a one-line error on stderr and exit code 2 when it is not.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -34,18 +35,22 @@ def refuse_with_resume(given: dict[str, object]) -> None:
 @app.command("check")
 @user_errors
 def check(
-    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml.")],
+    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml, or a bundled recipe's name, e.g. qwen2.5-3b/inspo.")],
     overrides: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
     trl: Annotated[bool, typer.Option("--trl", help="Print the exact TRL GRPOConfig (SFTConfig for SFT) the recipe "
                                                     "maps to, next to the paper's App. B settings (and INSPO's "
                                                     "population).")] = False,
-    processes: Annotated[int, typer.Option(help="With --trl: the processes accelerate will launch (8 for one 8-GPU "
-                                                "node); they set gradient accumulation.", min=1)] = 1,
+    processes: Annotated[int, typer.Option(help="The processes accelerate will launch (8 for one 8-GPU node): the "
+                                                "batch must divide over them, and with --trl they set gradient "
+                                                "accumulation.", min=1)] = 1,
     device: Annotated[Optional[str], typer.Option(help="With --trl: cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Validate RECIPE (types, values, referenced files) and print the resolved configuration."""
+    from inspo_cli.training.preflight import check_recipe
+
     resolved = load_recipe(recipe, overrides or [])
+    check_recipe(resolved, processes)  # what a run would refuse later: the batch arithmetic, the population, ...
     if trl:
         _print_trl(resolved, processes, device, as_json)
     elif as_json:
@@ -54,6 +59,38 @@ def check(
         console.print(Syntax(dump_recipe(resolved), "yaml", background_color="default"))
     else:
         typer.echo(dump_recipe(resolved), nl=False)
+
+
+@app.command("list")
+@user_errors
+def list_recipes(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (name, path, description) instead.")] = False,
+) -> None:
+    """List the bundled recipes: the names --recipe takes (qwen2.5-3b/inspo) and what each is for."""
+    from inspo_cli.config import bundled_recipes
+
+    rows = [{"name": name, "path": str(path), "description": _description(path)}
+            for name, path in bundled_recipes().items()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("name", "what it is", box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(row["name"], row["description"])
+    console.print(table)
+
+
+def _description(path: Path) -> str:
+    """A recipe's first comment sentence (its header says what it is for)."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(lines)
+    match = re.search(r"(?<!App)(?<!Fig)(?<!e\.g)(?<!i\.e)[.:;](\s|$)", text)  # the first clause
+    text = text[:match.start()] if match else text
+    return text if len(text) <= 100 else text[:99].rsplit(" ", 1)[0] + " …"
 
 
 def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> None:

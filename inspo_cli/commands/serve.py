@@ -50,6 +50,11 @@ def serve_retriever(
     max_queries: Annotated[int, typer.Option(help="Most queries one request may carry.")] = 4096,
     max_query_chars: Annotated[int, typer.Option(help="Longest query accepted, in characters.")] = 2048,
     max_topk: Annotated[int, typer.Option(help="Largest topk a request may ask for.")] = 100,
+    max_results: Annotated[int, typer.Option(help="Most passages one answer may hold (queries x topk); the "
+                                                  "client splits its requests to fit.")] = 32768,
+    max_body_mib: Annotated[float, typer.Option(help="Largest request body, in MiB (413 above).")] = 16.0,
+    read_timeout_s: Annotated[float, typer.Option(help="Seconds a request body may take to arrive (408 after).")]
+    = 30.0,
 ) -> None:
     """Serve a retrieval index over HTTP at POST /retrieve, compatible with Search-R1's retrieval server."""
     from retriever import open_retriever
@@ -57,9 +62,13 @@ def serve_retriever(
 
     for name, value, low in (("--port", port, 0), ("--topk", topk, 1), ("--max-batch", max_batch, 1),
                              ("--workers", workers, 1), ("--max-queries", max_queries, 1),
-                             ("--max-query-chars", max_query_chars, 1), ("--max-topk", max_topk, 1)):
+                             ("--max-query-chars", max_query_chars, 1), ("--max-topk", max_topk, 1),
+                             ("--max-results", max_results, 1)):
         if value < low:
             raise InspoError(f"{name} is {value}; use {low} or more")
+    for name, value in (("--max-body-mib", max_body_mib), ("--read-timeout-s", read_timeout_s)):
+        if not value > 0:
+            raise InspoError(f"{name} is {value}; use a positive number")
     if port > 65535:
         raise InspoError(f"--port is {port}; use 1..65535")
     if topk > max_topk:
@@ -87,7 +96,8 @@ def serve_retriever(
         console.print(f"try: curl -s {url} -H 'Content-Type: application/json' -d '{sample}'",
                       soft_wrap=True, markup=False)
         serve(retriever, host, bound_port, sock=sock, default_topk=topk, max_queries=max_queries,
-              max_query_chars=max_query_chars, max_topk=max_topk, max_batch=max_batch,
+              max_query_chars=max_query_chars, max_topk=max_topk, max_results=max_results,
+              max_body_bytes=int(max_body_mib * (1 << 20)), read_timeout_s=read_timeout_s, max_batch=max_batch,
               batch_window_ms=batch_window_ms, workers=workers, index_info=info)
     finally:
         sock.close()

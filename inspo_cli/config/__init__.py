@@ -1,6 +1,7 @@
 """Typed recipes: `sections` defines them, `loader` reads YAML and `--set` overrides into them."""
 
-from inspo_cli.config.loader import PROJECT_ROOT, RecipeError, dump_recipe, load_recipe, recipe_to_dict, resolve_path
+from inspo_cli.config.loader import (PROJECT_ROOT, RecipeError, bundled_recipes, dump_recipe, find_recipe, load_recipe,
+                                     recipe_to_dict, resolve_path)
 from inspo_cli.config.sections import (
     DataConfig,
     EvaluationConfig,
@@ -17,7 +18,8 @@ from inspo_cli.config.sections import (
 )
 
 __all__ = [
-    "PROJECT_ROOT", "RecipeError", "dump_recipe", "load_recipe", "recipe_to_dict", "resolve_path",
+    "PROJECT_ROOT", "RecipeError", "bundled_recipes", "dump_recipe", "find_recipe", "load_recipe", "recipe_to_dict",
+    "resolve_path",
     "DataConfig", "EvaluationConfig", "ModelConfig", "OptimizerConfig", "PopulationConfig", "Recipe",
     "RetrieverConfig", "RewardConfig", "RolloutConfig", "RunConfig", "SamplingConfig", "TrainingConfig",
 ]

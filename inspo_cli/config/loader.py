@@ -35,8 +35,9 @@ class RecipeError(InspoError):
 
 
 def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), check_paths: bool = True) -> Recipe:
-    """Read `path` (None: all defaults), apply `overrides`, validate types, values and referenced paths."""
-    raw: dict = _read_with_extends(Path(path), seen=()) if path is not None else {}
+    """Read `path` (None: all defaults; a file, or a bundled recipe's name: `find_recipe`), apply `overrides`,
+    validate types, values and referenced paths."""
+    raw: dict = _read_with_extends(find_recipe(path), seen=()) if path is not None else {}
     source = str(path) if path is not None else "defaults"
     override_keys: set[str] = set()
     for item in overrides:
@@ -72,12 +73,51 @@ def resolve_path(value: str) -> Path | None:
     return None
 
 
+RECIPES_DIR = PROJECT_ROOT / "recipes"
+_NOT_RECIPES = ("accelerate",)  # recipes/accelerate/ holds accelerate's launch configs
+
+
+def bundled_recipes() -> dict[str, Path]:
+    """The recipes shipped in recipes/, by short name: `demo`, `qwen2.5-3b/inspo`, `world-table1/sft`, ..."""
+    found = {}
+    for path in sorted(RECIPES_DIR.rglob("*.yaml")):
+        name = path.relative_to(RECIPES_DIR).with_suffix("").as_posix()
+        if name.split("/")[0] not in _NOT_RECIPES:
+            found[name] = path
+    return found
+
+
+def find_recipe(value: str | Path) -> Path:
+    """The recipe file `value` names: a path (as given, or relative to the project, so `recipes/demo.yaml` works
+    from any directory), or a bundled recipe's short name (`qwen2.5-3b/inspo`, `demo`); else a one-line error
+    that lists the closest bundled names."""
+    path = Path(value).expanduser()
+    if path.exists():
+        return path
+    if not path.is_absolute() and (PROJECT_ROOT / path).exists():
+        return PROJECT_ROOT / path
+    name = path.as_posix().removeprefix("recipes/").removesuffix(".yaml").removesuffix(".yml")
+    bundled = bundled_recipes()
+    if name in bundled:
+        return bundled[name]
+    raise RecipeError(f"recipe {value} not found (neither a file nor a bundled recipe); {_closest(name, bundled)}")
+
+
+def _closest(name: str, bundled: dict[str, Path]) -> str:
+    import difflib
+
+    def score(candidate: str) -> float:  # the whole name, or the part after the model directory
+        return max(difflib.SequenceMatcher(None, name.lower(), text.lower()).ratio()
+                   for text in (candidate, candidate.rsplit("/", 1)[-1]))
+
+    ranked = sorted(bundled, key=score, reverse=True)
+    close = [candidate for candidate in ranked[:3] if score(candidate) >= 0.4] or ranked[:3]
+    return f"closest bundled recipes: {', '.join(close)} (`inspo recipe list` shows all)"
+
+
 # -- reading -------------------------------------------------------------------------------------------------
 
 def _read_yaml(path: Path) -> dict:
-    if not path.exists():
-        hint = "; bundled recipes are under recipes/ (e.g. recipes/demo.yaml)"
-        raise RecipeError(f"recipe file not found: {path}{hint}")
     text = read_text(path, "recipe")
     try:
         data = yaml.safe_load(text)

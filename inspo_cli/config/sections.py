@@ -285,6 +285,7 @@ class PopulationConfig:
         return self.offline_steps if self.offline_steps is not None else self.evolve_until
 
 
+REPORT_TO = ("wandb",)  # TRL's `report_to` names; the metrics file and TensorBoard are always written
 _PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "local": None}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -299,8 +300,8 @@ class OptimizerConfig:
     api_key_env: str | None = None  # default: GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY
     temperature: float = 1.0
     max_output_tokens: int = 8192
-    timeout_s: float = 300.0
-    max_retries: int = 5
+    timeout_s: float = 120.0  # per attempt; with 3 retries a hung endpoint costs an evolution at most ~8 min
+    max_retries: int = 3  # for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once
     max_calls: int | None = 100
     max_total_tokens: int | None = None
 
@@ -315,7 +316,7 @@ class OptimizerConfig:
         if self.base_url is not None:
             _require(bool(re.match(r"^https?://", self.base_url)), "base_url", f"must start with http:// or https:// (got {self.base_url!r})")
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature})")
-        for name, example in (("max_output_tokens", "8192"), ("timeout_s", "300"), ("max_calls", "100"), ("max_total_tokens", "2000000")):
+        for name, example in (("max_output_tokens", "8192"), ("timeout_s", "120"), ("max_calls", "100"), ("max_total_tokens", "2000000")):
             _positive(getattr(self, name), name, example)
         _require(self.max_retries >= 0, "max_retries", f"must be >= 0 (got {self.max_retries})")
 
@@ -376,8 +377,12 @@ class RunConfig:
     name: str | None = None  # default: the recipe's file name plus a timestamp
     output_dir: str = "runs"
     seed: int = 42
+    report_to: list[str] = field(default_factory=list)  # trackers beside the metrics file and TensorBoard: wandb
 
     def __post_init__(self) -> None:
+        for tracker in self.report_to:
+            _require(tracker in REPORT_TO, "report_to", f"must list trackers from {', '.join(REPORT_TO)} (got "
+                     f"{tracker!r}); the metrics file and TensorBoard are always written")
         if self.name is not None:
             _require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", self.name)), "name",
                      f"must be a plain directory name of letters, digits, '.', '_' or '-' (got {self.name!r})")

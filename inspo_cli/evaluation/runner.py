@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from inspo_cli.benchmarks import Question, load_benchmark, parse_benchmark_names
+from inspo_cli.benchmarks import (Question, benchmark_file_label, is_benchmark_file, load_benchmark, load_questions,
+                                  parse_benchmark_names)
 from inspo_cli.config import DataConfig
 from inspo_cli.evaluation.methods import get_method
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction
@@ -41,9 +42,17 @@ class Score:
 
 def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: str | None,
                          limit: int | None) -> dict[str, list[Question]]:
-    """{benchmark: its first `limit` questions of `split` (default: the split the paper reports)}."""
-    return {name: load_benchmark(name, split, data_dir=data.benchmarks_dir, world_dir=data.world_dir, limit=limit)
-            for name in parse_benchmark_names(names)}
+    """{benchmark: its first `limit` questions of `split` (default: the split the paper reports)}; a path to a QA
+    file (FlashRAG fields) is a benchmark too, named by its stem (`benchmark_file_label`)."""
+    found: dict[str, list[Question]] = {}
+    for name in parse_benchmark_names(names):
+        if is_benchmark_file(name):
+            label = benchmark_file_label(name, found)
+            found[label] = load_questions(name, source=label, limit=limit)
+        else:
+            found[name] = load_benchmark(name, split, data_dir=data.benchmarks_dir, world_dir=data.world_dir,
+                                         limit=limit)
+    return found
 
 
 def score_prediction(question: Question, prediction: Prediction) -> dict:

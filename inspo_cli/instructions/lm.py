@@ -15,12 +15,16 @@ behaves alike. API keys come only from the environment and never appear in error
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import functools
 import logging
 import os
 import random
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
+from urllib.parse import quote, quote_plus
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion, ProviderClient
@@ -80,6 +84,8 @@ class OptimizerLM:
         finally:
             with self._lock:
                 self._wall_s += time.monotonic() - started
+        if self._redact(completion.text) != completion.text:  # a server that echoes the key into its answer
+            completion = dataclasses.replace(completion, text=self._redact(completion.text))
         with self._lock:
             self._input_tokens += completion.input_tokens
             self._output_tokens += completion.output_tokens
@@ -149,11 +155,51 @@ class OptimizerLM:
         return self._redact(" ".join(message.split()))  # one line, whatever the server sent
 
 
+REDACT_PREFIX_CHARS = 8  # a quoted prefix of the key this long or longer is redacted too
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The key as a server might quote it back: as sent, URL-encoded (both ways) and base64 (both alphabets)."""
+    raw = secret.encode()
+    forms = [secret, quote(secret, safe=""), quote_plus(secret), base64.b64encode(raw).decode(),
+             base64.urlsafe_b64encode(raw).decode()]
+    forms += [form.rstrip("=") for form in forms]
+    return sorted(set(forms), key=len, reverse=True)
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` with every form of `secret` (`secret_forms`), and every prefix of one at least
+    `REDACT_PREFIX_CHARS` long (servers quote "sk-abc123…" or cut keys short), replaced by `[redacted]`."""
+    if not secret or not text:
+        return text
+    spans = []
+    for form in secret_forms(secret):
+        head = form[:REDACT_PREFIX_CHARS] if len(form) >= REDACT_PREFIX_CHARS else form
+        start = text.find(head)
+        while start >= 0:
+            end = start + len(head)
+            while end - start < len(form) and end < len(text) and text[end] == form[end - start]:
+                end += 1
+            spans.append((start, end))
+            start = text.find(head, start + 1)
+    if not spans:
+        return text
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    pieces, at = [], 0
+    for start, end in merged:
+        pieces += [text[at:start], "[redacted]"]
+        at = end
+    return "".join(pieces) + text[at:]
+
+
 def _redactor(secret: str | None) -> Callable[[str], str]:
-    """Removes the key from text that may quote a server's error (some echo what they were sent)."""
-    if not secret:
-        return lambda text: text
-    return lambda text: text.replace(secret, "[redacted]")
+    """Removes the key from text that may quote it: a server's error or answer (some echo what they were sent)."""
+    return functools.partial(redact, secret=secret)
 
 
 def read_api_key(config: OptimizerConfig) -> str | None:

@@ -67,6 +67,22 @@ class Candidate:
         return self.step_pruned is None
 
 
+def check_initial_texts(config: PopulationConfig, texts: Sequence[str]) -> None:
+    """Refuse an initial population that cannot be built: more instructions than `population.size`, an empty one,
+    or one that repeats another (ignoring whitespace). `inspo recipe check` runs it too."""
+    if len(texts) > config.size:
+        raise InspoError(f"population: {len(texts)} initial instructions but population.size is {config.size}; "
+                         "raise population.size or give fewer instructions")
+    seen: set[str] = set()
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise InspoError(f"population: initial instruction {i} is empty; remove it or write the instruction")
+        if normalize_text(text) in seen:
+            raise InspoError(f"population: initial instruction {i} repeats an earlier one (ignoring whitespace); "
+                             "remove the duplicate")
+        seen.add(normalize_text(text))
+
+
 class InstructionPopulation:
     """The candidates of one run, implementing `InstructionSource` (see sampling.py)."""
 
@@ -79,15 +95,9 @@ class InstructionPopulation:
         self._pending: dict[str, list[float]] = {}  # group rewards observed during the current step
         self._last_step_ended: int | None = None
         texts = list(config.instructions if initial_texts is None else initial_texts)
-        if len(texts) > config.size:
-            raise InspoError(f"population: {len(texts)} initial instructions but population.size is {config.size}; "
-                             "raise population.size or give fewer instructions")
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise InspoError(f"population: initial instruction {i} is empty; remove it or write the instruction")
-            if self.add(text, parent=None, proposer="initial", step=0) is None:
-                raise InspoError(f"population: initial instruction {i} repeats an earlier one (ignoring whitespace); "
-                                 "remove the duplicate")
+        check_initial_texts(config, texts)
+        for text in texts:
+            self.add(text, parent=None, proposer="initial", step=0)
 
     # -- the candidates ----------------------------------------------------------------------------------
 

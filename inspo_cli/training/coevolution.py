@@ -102,8 +102,10 @@ class CoEvolution:
     """The population with its replay buffer, optimizer LM and verifier; `reports` lists every evolution so far."""
 
     def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel | None,
-                 verifier: Verifier, seed: int, buffer: ReplayBuffer | None = None, reports: Sequence[dict] = ()):
+                 verifier: Verifier, seed: int, buffer: ReplayBuffer | None = None, reports: Sequence[dict] = (),
+                 warn: Callable[[str], None] | None = None):
         self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
+        self.warn = warn  # where a failed evolution is said (the main process's console); None: nowhere
         self.buffer = buffer or ReplayBuffer(config.replay_capacity)
         self.reports: list[dict] = list(reports)
 
@@ -125,6 +127,9 @@ class CoEvolution:
             report = evolve(population, self.buffer, self.lm, self.verifier, self.config, step,
                             stable_random(self.seed, step, "evolve"))
             self.reports.append(report.as_dict())
+            if report.optimizer_error and self.warn is not None:  # else a bad key would only show in evolutions.json
+                self.warn(f"warning: evolution at step {step} stopped: {report.optimizer_error} "
+                          f"({len(report.accepted())} candidates accepted; training goes on with the population)")
         metrics = {"population/size": len(population), "population/pruned": len(pruned),
                    "population/best_weight": population.best().weight,
                    "population/prompt_length": sum(len(c.text) for c in population.alive()) / len(population)}
@@ -163,6 +168,7 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
     if not config.enabled:
         return StaticInstruction(texts[0]), None
     lm = None
+    warn = _console_warning if accelerator.is_main_process else None
     if config.evolve_until > 0 or config.initial_rewrites:
         from inspo_cli.instructions.lm import open_optimizer
 
@@ -178,9 +184,15 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
             optimizer.restore(state["optimizer"])  # the budget carries over the interruption
         return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed,
                                              buffer=ReplayBuffer.from_state_dict(state["replay"]),
-                                             reports=state.get("evolutions", []))
+                                             reports=state.get("evolutions", []), warn=warn)
     if config.initial_rewrites:  # the recipe's instructions stay; rewrites of the first fill the population
         texts = [*texts, *initial_rewrites(texts[0], lm, config.size - len(texts), keep=texts,
                                            max_chars=config.max_instruction_chars)]
     population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
-    return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed)
+    return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed, warn=warn)
+
+
+def _console_warning(line: str) -> None:
+    from inspo_cli.progress import err_console
+
+    err_console.print(line, markup=False, highlight=False, soft_wrap=True)

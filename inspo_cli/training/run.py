@@ -51,6 +51,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     from inspo_cli.training.coevolution import instruction_source
     from inspo_cli.training.run_logger import RunLogger, StepLog
     from inspo_cli.training.summary import finish_run
+    from inspo_cli.training.trackers import wandb_run
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
     _quiet_libraries()
@@ -61,10 +62,12 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
         checkpoint = run.latest_checkpoint()
         # an algorithm whose first phase keeps its own progress (rejection sampling's sampling/) resumes a run cut
         # before its first checkpoint: that phase goes on where it stopped, then training starts
+        unusable = "; ".join(f"{path.name}: {problem}" for path, problem in run.unusable_checkpoints())
         if checkpoint is None and recipe.training.algorithm not in PROGRESS_BEFORE_TRAINING:
-            raise InspoError(f"{run} has no complete checkpoint to resume from ({RunDir.CHECKPOINTS}/"
-                             f"{RunDir.CHECKPOINT_PREFIX}N with {RunDir.CHECKPOINT_COMPLETE}); "
+            raise InspoError(f"{run} has no complete checkpoint to resume from ({unusable or 'none was saved'}); "
                              "start a new run instead")
+        if state.is_main_process:
+            _say_resume_point(checkpoint, unusable)
         if state.is_main_process:
             run.truncate_metrics(RunDir.checkpoint_update(checkpoint) if checkpoint else 0)
     state.wait_for_everyone()
@@ -82,9 +85,11 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
+    before = run.logged_seconds() if checkpoint else 0.0  # the steps kept from before the resume
     started = time.time()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    wall = time.time() - started
+    with wandb_run(recipe, run.path, state.is_main_process):  # W&B (run.report_to), TRL's callback logs into it
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    wall = before + time.time() - started  # the run's, across resumes (App. C's shares divide by it)
     _save_final(trainer, tokenizer, run.final_dir, state)
     summary = {}
     if state.is_main_process:
@@ -116,17 +121,26 @@ def build_grpo(ctx: TrainingContext):
             evaluation=ctx.evaluation)
 
 
+def _say_resume_point(checkpoint: Path | None, unusable: str) -> None:
+    """One line: where the run goes on from, and which newer checkpoints a kill left unusable."""
+    from inspo_cli.progress import err_console
+
+    where = f"resuming from {checkpoint.name}" if checkpoint is not None else "resuming before the first checkpoint"
+    err_console.print(where + (f" (newer, unusable: {unusable})" if unusable else ""), markup=False,
+                      highlight=False, soft_wrap=True)
+
+
 def _vllm_engine(recipe: Recipe, device: str):
     """What a vLLM-backed run needs before TRL starts its engine: vLLM installed, a mode that works on `device`,
     and (colocated) the engine settings TRL does not pass, as vLLM's environment variables while it starts."""
     from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings, require_vllm
+    from inspo_cli.training.preflight import VLLM_SERVER_ON_CPU
 
     m = recipe.model
     if m.backend != "vllm":
         return contextlib.nullcontext()
     if m.vllm_mode == "server" and device == "cpu":
-        raise InspoError("model.vllm_mode=server needs a GPU: TRL syncs the weights into the server through vLLM's "
-                         "NCCL weight-transfer engine; on CPU use model.vllm_mode=colocate")
+        raise InspoError(VLLM_SERVER_ON_CPU)
     require_vllm()
     if m.vllm_mode == "server":
         return contextlib.nullcontext()

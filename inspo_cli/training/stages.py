@@ -40,11 +40,11 @@ def run_staged(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     from accelerate import PartialState
 
     from inspo_cli.frozen_policy_evolution import run_evolve
+    from inspo_cli.training.preflight import STAGED_ONE_PROCESS
     from inspo_cli.training.run import run_training
 
     if PartialState().num_processes > 1:
-        raise InspoError(f"population.stage {recipe.population.stage} runs in one process (its evolve stage does); "
-                         "launch it without accelerate, or run `inspo evolve` and `inspo train` as separate steps")
+        raise InspoError(STAGED_ONE_PROCESS.format(stage=recipe.population.stage))
     stage = recipe.population.stage
     (first_kind, first), (second_kind, second) = stage_dirs(run, stage)
     summaries = {}

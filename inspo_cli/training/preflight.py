@@ -1,0 +1,61 @@
+"""What a recipe can be refused for before anything is loaded or created.
+
+`check_recipe` is what `inspo recipe check` adds to the loader's validation of types, values and paths: the
+checks that need more than one field (the batch arithmetic for a number of processes, the initial population, a
+model directory that holds no model). `check_run` adds what depends on the command and the machine (the device,
+vLLM's mode, the optimizer's key) and is run by every `train`/`evolve` before its run directory exists, so a
+start that would fail leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from inspo_cli.config import Recipe
+from inspo_cli.errors import InspoError
+
+STAGED_ONE_PROCESS = ("population.stage {stage} runs in one process (its evolve stage does); launch it without "
+                      "accelerate, or run `inspo evolve` and `inspo train` as separate steps")
+VLLM_SERVER_ON_CPU = ("model.vllm_mode=server needs a GPU: TRL syncs the weights into the server through vLLM's NCCL "
+                      "weight-transfer engine; on CPU use model.vllm_mode=colocate")
+
+
+def check_recipe(recipe: Recipe, processes: int = 1) -> None:
+    """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
+    from inspo_cli.instructions.population import check_initial_texts
+    from inspo_cli.models import check_model_location
+    from inspo_cli.training.algorithms import updates_per_step
+    from inspo_cli.training.setup import initial_instructions
+
+    updates_per_step(recipe, processes)  # the batch divides into micro-batches over the processes
+    population = recipe.population
+    if population.enabled:
+        check_initial_texts(population, initial_instructions(recipe))
+        if population.stage != "online" and processes > 1:
+            raise InspoError(STAGED_ONE_PROCESS.format(stage=population.stage))
+    check_model_location(recipe.model.name_or_path)
+    if recipe.sampling.model:
+        check_model_location(recipe.sampling.model, "sampling.model")
+
+
+def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> None:
+    """`check_recipe`, then what `inspo train` (kind "train") or `inspo evolve` ("evolve") needs on this machine."""
+    from inspo_cli.models import default_device
+    from inspo_cli.training.trackers import check_wandb
+
+    check_recipe(recipe, processes)
+    population = recipe.population
+    if kind == "evolve":
+        if not population.enabled:
+            raise InspoError("inspo evolve needs population.enabled=true (it evolves the instruction population); "
+                             "set it with --set population.enabled=true")
+        if population.stage != "online":
+            raise InspoError(f"population.stage {population.stage} chains evolve and train: run it with inspo "
+                             "train; inspo evolve itself is the offline loop (drop population.stage)")
+        if processes > 1:
+            raise InspoError("inspo evolve runs in one process; launch it without accelerate")
+    if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and (device or default_device()) == "cpu":
+        raise InspoError(VLLM_SERVER_ON_CPU)
+    check_wandb(recipe)  # installed, and a key unless offline
+    if population.enabled and (population.evolve_until > 0 or population.initial_rewrites):
+        from inspo_cli.instructions.lm import read_api_key
+
+        read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
