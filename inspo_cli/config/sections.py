@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from inspo_cli.config.validation import ConfigValueError, _fraction, _one_of, _positive, _require
+from inspo_cli.config.inspo_sections import OptimizerConfig, PopulationConfig
+from inspo_cli.config.validation import _fraction, _one_of, _positive, _require
 from inspo_cli.evaluation.methods import METHODS
-from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
-from inspo_cli.instructions.proposers import PROPOSERS
 from inspo_cli.training.algorithms import ALGORITHMS, SFT_ALGORITHMS
 from retriever.kinds import KINDS as RETRIEVER_KINDS
 
@@ -211,116 +210,6 @@ class TrainingConfig:
         _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
 
 
-STAGES = ("online", "pre-rl", "post-rl")
-
-
-@dataclass
-class PopulationConfig:
-    """The instruction population of INSPO (§3, Alg. 1). `enabled: false` is the static-instruction baseline."""
-
-    enabled: bool = False
-    # When the instruction is optimised (Fig. 3's stage ablation): online (INSPO: during RL), pre-rl (`inspo evolve`
-    # with the initial policy for offline_steps, then static GRPO with its best instruction) or post-rl (static GRPO,
-    # then `inspo evolve` with the trained policy; the policy is evaluated with that best instruction)
-    stage: str = "online"
-    offline_steps: int | None = None  # the pre-rl/post-rl evolve stage's steps; default: evolve_until (T_e)
-    instructions: list[str] = field(default_factory=lambda: [SEARCH_R1_INSTRUCTION])
-    instruction_file: str | None = None  # a text file (one instruction) or JSONL with a "text" field per line
-    initial_rewrites: bool = False  # fill the population with optimizer rewrites of the first instruction
-    size: int = 7  # N_P
-    n_parent: int = 1  # N_parent
-    temperature: float = 0.2  # tau_s in softmax(w / tau_s)
-    weight_window: int = 5  # n: moving-average window of mean group reward
-    prune_every: int = 5  # K_p
-    prune: bool = True  # false: no periodic pruning (Fig. 3's "constant population" ablation, with evolve_until 0)
-    evolve_every: int = 15  # K_e
-    evolve_until: int = 150  # T_e
-    proposer: str = "reflection"  # a name in instructions.proposers.PROPOSERS: reflection | paraphrase | history
-    candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
-    failures_per_call: int = 4
-    verify_size: int = 200  # |D_B|
-    verify: bool = True  # false: candidates join unverified, in proposal order (Fig. 3's "prune + expand")
-    # Not the paper's numbers (it gives none; see the README's faithfulness table): which verified candidates join.
-    # beat_parent: those scoring at least their parent on the same D_B (§1: low performers are rejected), best first;
-    # top_n: the best accept_top_n whatever their score (Alg. 1 line 21 read literally).
-    accept: str = "beat_parent"  # beat_parent | top_n
-    accept_top_n: int = 6  # at most this many of one verified batch join
-    max_verify_rounds: int = 5  # App. C: "a maximum of 5 rounds of verification retrials"
-    max_instruction_chars: int = 12000  # longer candidates are dropped (and recorded): ~3k tokens of a 4,096 prompt
-    replay_capacity: int = 4096  # ours: the newest rollouts kept for reflection and D_B (the paper gives no size)
-
-    def __post_init__(self) -> None:
-        _require(bool(self.instructions) or self.instruction_file is not None, "instructions",
-                 "must list at least one instruction, or set instruction_file")
-        for i, text in enumerate(self.instructions):
-            _require(bool(text.strip()), "instructions", f"entry {i} is empty; remove it or write the instruction")
-        for name, example in (("size", "7"), ("n_parent", "1"), ("temperature", "0.2"), ("weight_window", "5"),
-                              ("prune_every", "5"), ("evolve_every", "15"), ("candidates_per_call", "6"),
-                              ("failures_per_call", "4"), ("verify_size", "200"), ("accept_top_n", "6"),
-                              ("max_verify_rounds", "5"), ("max_instruction_chars", "12000"),
-                              ("replay_capacity", "4096")):
-            _positive(getattr(self, name), name, example)
-        _require(self.evolve_until >= 0, "evolve_until", f"must be >= 0 (got {self.evolve_until}); 0 disables evolution")
-        _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
-        _require(len(self.instructions) <= self.size, "instructions",
-                 f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
-        _one_of(self.proposer, tuple(PROPOSERS), "proposer")
-        _one_of(self.accept, ("beat_parent", "top_n"), "accept")
-        _one_of(self.stage, STAGES, "stage")
-        if self.offline_steps is not None:
-            _positive(self.offline_steps, "offline_steps", "150")
-        _require(self.stage == "online" or self.enabled, "stage",
-                 f"{self.stage} optimises the instruction population, so it needs population.enabled: true")
-        _require(self.stage == "online" or self.evolve_steps > 0, "stage",
-                 f"{self.stage} evolves for population.offline_steps (default: evolve_until), which is 0; set "
-                 "population.offline_steps")
-        for i, text in enumerate(self.instructions):
-            _require(len(text.strip()) <= self.max_instruction_chars, "instructions",
-                     f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
-                     f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars")
-
-    @property
-    def evolve_steps(self) -> int:
-        """Steps of the offline evolve stage of pre-rl / post-rl."""
-        return self.offline_steps if self.offline_steps is not None else self.evolve_until
-
-
-REPORT_TO = ("wandb",)  # TRL's `report_to` names; the metrics file and TensorBoard are always written
-_PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "local": None}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass
-class OptimizerConfig:
-    """The LLM that writes new instructions. API keys are read from the environment variable named here."""
-
-    provider: str = "gemini"  # gemini | anthropic | openai (any OpenAI-compatible endpoint) | local
-    model: str = "gemini-2.5-pro"
-    base_url: str | None = None
-    api_key_env: str | None = None  # default: GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY
-    temperature: float = 1.0
-    max_output_tokens: int = 8192
-    timeout_s: float = 120.0  # per attempt; with 3 retries a hung endpoint costs an evolution at most ~8 min
-    max_retries: int = 3  # for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once
-    max_calls: int | None = 100
-    max_total_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        _one_of(self.provider, tuple(_PROVIDER_KEY_ENV), "provider")
-        if self.api_key_env is None:
-            self.api_key_env = _PROVIDER_KEY_ENV[self.provider]
-        elif not _ENV_NAME.match(self.api_key_env):
-            # Never echo the value: it may be the secret itself pasted into the recipe.
-            raise ConfigValueError("api_key_env", "must be the NAME of an environment variable (e.g. GEMINI_API_KEY), "
-                                   "not a key; put the key in the environment instead")
-        if self.base_url is not None:
-            _require(bool(re.match(r"^https?://", self.base_url)), "base_url", f"must start with http:// or https:// (got {self.base_url!r})")
-        _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature})")
-        for name, example in (("max_output_tokens", "8192"), ("timeout_s", "120"), ("max_calls", "100"), ("max_total_tokens", "2000000")):
-            _positive(getattr(self, name), name, example)
-        _require(self.max_retries >= 0, "max_retries", f"must be >= 0 (got {self.max_retries})")
-
-
 @dataclass
 class EvaluationConfig:
     """What `inspo evaluate` (and evaluation during training) runs."""
@@ -368,6 +257,9 @@ class SamplingConfig:
         _one_of(self.backend, ("transformers", "vllm"), "backend")
         for name, example in (("samples", "5"), ("batch_size", "64"), ("generation_batch_size", "32")):
             _positive(getattr(self, name), name, example)
+
+
+REPORT_TO = ("wandb",)  # TRL's `report_to` names; the metrics file and TensorBoard are always written
 
 
 @dataclass
