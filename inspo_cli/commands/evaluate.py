@@ -80,8 +80,8 @@ def evaluate(
                                                            "final checkpoint before any reward collapse); each is "
                                                            "evaluated with the best instruction of its own saved "
                                                            "population. Default: final, else the newest.")] = None,
-    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML (or a bundled recipe's name) for model, retriever and limits (default: "
-                                                        "paper defaults).")] = None,
+    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML (or a bundled recipe's name) for model, "
+                                                        "retriever and limits (default: paper defaults).")] = None,
     retriever: Annotated[Optional[str], typer.Option(help="Index directory, corpus .jsonl or server URL; default: "
                                                           "BM25 over the bundled world, in-process.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="First N questions per benchmark.")] = None,
@@ -99,9 +99,8 @@ def evaluate(
     from inspo_cli.config import load_recipe
     from inspo_cli.evaluation.checkpoints import run_policy
     from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.runs import RunDir
-
     from inspo_cli.models import check_device
+    from inspo_cli.runs import RunDir
 
     check_device(device)
     overrides = list(overrides or [])

@@ -25,7 +25,8 @@ from inspo_cli.runs import RunDir
 
 @user_errors
 def evolve(
-    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML, or a bundled recipe's name (inspo recipe list), with population.enabled: true.")] = None,
+    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML, or a bundled recipe's name (inspo recipe list), "
+                                                        "with population.enabled: true.")] = None,
     overrides: SetOption = None,
     model: Annotated[Optional[str], typer.Option(help="The frozen policy (default: the recipe's model), e.g. a "
                                                       f"trained run's {RunDir.CHECKPOINTS}/{RunDir.FINAL}.")] = None,

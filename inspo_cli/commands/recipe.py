@@ -35,7 +35,8 @@ def refuse_with_resume(given: dict[str, object]) -> None:
 @app.command("check")
 @user_errors
 def check(
-    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml, or a bundled recipe's name, e.g. qwen2.5-3b/inspo.")],
+    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml, or a bundled "
+                                                  "recipe's name, e.g. qwen2.5-3b/inspo.")],
     overrides: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
     trl: Annotated[bool, typer.Option("--trl", help="Print the exact TRL GRPOConfig (SFTConfig for SFT) the recipe "
@@ -98,9 +99,8 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
 
     import yaml
 
-    from inspo_cli.training.trl_report import trl_report
-
     from inspo_cli.models import check_device, default_device
+    from inspo_cli.training.trl_report import trl_report
 
     device = check_device(device, here=False) or default_device()  # the report may describe a GPU machine
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' v6 renames, printed by GRPOConfig
