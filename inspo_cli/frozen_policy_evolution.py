@@ -33,7 +33,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.preflight import check_run
-    from inspo_cli.training.trackers import StepRows, uses_wandb, wandb_run
+    from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
     from inspo_cli.training.run_logger import StepLog
     from inspo_cli.training.setup import train_questions
     from inspo_cli.training.summary import finish_run
@@ -59,7 +59,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     before = run.logged_seconds() if resume else 0.0  # the steps kept from before the resume
     started = time.time()
     with wandb_run(recipe, run.path):  # W&B (run.report_to): the run's name, directory and id; finished after
-        log.tracker = StepRows() if uses_wandb(recipe) else None
+        log.on_row = log_step_row if uses_wandb(recipe) else None
         log.open(done=start)
         try:
             loop.run_steps(start + 1, t.steps)

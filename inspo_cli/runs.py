@@ -212,15 +212,18 @@ class RunDir:
 
     def latest_checkpoint(self) -> Path | None:
         """The newest complete checkpoint, or None."""
-        found = self.checkpoints()
-        return found[max(found)] if found else None
+        return self.resume_point()[0]
 
-    def unusable_checkpoints(self) -> list[tuple[Path, str]]:
-        """The checkpoints newer than `latest_checkpoint()` that cannot be resumed from, with the reason."""
-        latest = self.latest_checkpoint()
-        newest_usable = self.checkpoint_update(latest) if latest is not None else -1
-        return [(path, problem) for update, path in self._checkpoint_dirs().items()
-                if update > newest_usable and (problem := checkpoint_problem(path)) is not None]
+    def resume_point(self) -> tuple[Path | None, list[tuple[Path, str]]]:
+        """(the newest complete checkpoint or None, the newer ones that cannot be resumed from with the reason),
+        newest first, each checkpoint checked once."""
+        unusable = []
+        for path in reversed(self._checkpoint_dirs().values()):
+            problem = checkpoint_problem(path)
+            if problem is None:
+                return path, unusable[::-1]
+            unusable.append((path, problem))
+        return None, unusable[::-1]
 
     def has_final_model(self) -> bool:
         return (self.final_dir / "config.json").is_file()

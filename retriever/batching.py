@@ -58,7 +58,8 @@ class MicroBatcher:
     requests are evidently concurrent (the previous batch held more than one): a lone caller sending one
     request after another would otherwise pay the whole window on every call. A request with more queries than
     fit in a batch is split, and requests not served yet go before the rest of one already split, so a request
-    of thousands of queries delays a small one by at most one batch, never by all of its own. `workers` batches can be searched at the same time, each in its own thread.
+    of thousands of queries delays a small one by at most one batch, never by all of its own. `workers` batches
+    can be searched at the same time, each in its own thread.
     """
 
     retriever: Retriever

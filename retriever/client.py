@@ -207,8 +207,8 @@ class HTTPRetriever:
 
     `max_retries` counts every attempt, the first included (3: one try and two retries); waits are
     `backoff_s`, 2x, 4x ... `max_queries_per_request` caps one request; the server's own limits (from its
-    `/health`, when it has one: queries, and queries x topk) lower it further. `pool_size` is how many idle connections are kept;
-    more threads at once each open their own.
+    `/health`, when it has one: queries, and queries x topk) lower it further. `pool_size` is how many idle
+    connections are kept; more threads at once each open their own.
     """
 
     def __init__(self, url: str, timeout_s: float = 30.0, max_retries: int = 3, backoff_s: float = 0.5,

@@ -391,7 +391,8 @@ def test_resume_takes_the_newest_whole_checkpoint_and_says_why_newer_ones_are_no
     damage(newest)
     assert reason in checkpoint_problem(newest)
     assert run.latest_checkpoint() == older and list(run.checkpoints()) == [2]
-    assert [(p.name, r) for p, r in run.unusable_checkpoints()] == [("checkpoint-4", checkpoint_problem(newest))]
+    checkpoint, skipped = run.resume_point()
+    assert checkpoint == older and [(p.name, r) for p, r in skipped] == [("checkpoint-4", checkpoint_problem(newest))]
 
 
 def test_a_run_whose_only_checkpoint_is_cut_short_is_refused_with_the_reason(tmp_path, repo_root):

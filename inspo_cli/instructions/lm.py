@@ -84,8 +84,9 @@ class OptimizerLM:
         finally:
             with self._lock:
                 self._wall_s += time.monotonic() - started
-        if self._redact(completion.text) != completion.text:  # a server that echoes the key into its answer
-            completion = dataclasses.replace(completion, text=self._redact(completion.text))
+        text = self._redact(completion.text)
+        if text != completion.text:  # a server that echoes the key into its answer
+            completion = dataclasses.replace(completion, text=text)
         with self._lock:
             self._input_tokens += completion.input_tokens
             self._output_tokens += completion.output_tokens
@@ -161,10 +162,8 @@ REDACT_PREFIX_CHARS = 8  # a quoted prefix of the key this long or longer is red
 def secret_forms(secret: str) -> list[str]:
     """The key as a server might quote it back: as sent, URL-encoded (both ways) and base64 (both alphabets)."""
     raw = secret.encode()
-    forms = [secret, quote(secret, safe=""), quote_plus(secret), base64.b64encode(raw).decode(),
-             base64.urlsafe_b64encode(raw).decode()]
-    forms += [form.rstrip("=") for form in forms]
-    return sorted(set(forms), key=len, reverse=True)
+    return list(dict.fromkeys([secret, quote(secret, safe=""), quote_plus(secret), base64.b64encode(raw).decode(),
+                               base64.urlsafe_b64encode(raw).decode()]))  # base64 without its padding is a prefix
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -174,7 +173,7 @@ def redact(text: str, secret: str | None) -> str:
         return text
     spans = []
     for form in secret_forms(secret):
-        head = form[:REDACT_PREFIX_CHARS] if len(form) >= REDACT_PREFIX_CHARS else form
+        head = form[:REDACT_PREFIX_CHARS]  # a key shorter than that is matched whole
         start = text.find(head)
         while start >= 0:
             end = start + len(head)

@@ -77,10 +77,11 @@ def check_initial_texts(config: PopulationConfig, texts: Sequence[str]) -> None:
     for i, text in enumerate(texts):
         if not text.strip():
             raise InspoError(f"population: initial instruction {i} is empty; remove it or write the instruction")
-        if normalize_text(text) in seen:
+        normalized = normalize_text(text)
+        if normalized in seen:
             raise InspoError(f"population: initial instruction {i} repeats an earlier one (ignoring whitespace); "
                              "remove the duplicate")
-        seen.add(normalize_text(text))
+        seen.add(normalized)
 
 
 class InstructionPopulation:

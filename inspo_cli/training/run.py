@@ -59,16 +59,15 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     device = device or default_device()
     checkpoint = None
     if resume:
-        checkpoint = run.latest_checkpoint()
+        checkpoint, skipped = run.resume_point()
+        unusable = "; ".join(f"{path.name}: {problem}" for path, problem in skipped)
         # an algorithm whose first phase keeps its own progress (rejection sampling's sampling/) resumes a run cut
         # before its first checkpoint: that phase goes on where it stopped, then training starts
-        unusable = "; ".join(f"{path.name}: {problem}" for path, problem in run.unusable_checkpoints())
         if checkpoint is None and recipe.training.algorithm not in PROGRESS_BEFORE_TRAINING:
             raise InspoError(f"{run} has no complete checkpoint to resume from ({unusable or 'none was saved'}); "
                              "start a new run instead")
         if state.is_main_process:
             _say_resume_point(checkpoint, unusable)
-        if state.is_main_process:
             run.truncate_metrics(RunDir.checkpoint_update(checkpoint) if checkpoint else 0)
     state.wait_for_everyone()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import Callable
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -27,9 +28,9 @@ class StepLog:
     """Writes each step's row everywhere it goes; `open` before the first step, `close` after the last."""
 
     def __init__(self, run: RunDir, steps: int, instructions=None, collapse: tuple[int, float] = (10, 0.0),
-                 description: str = "training", tracker=None):
+                 description: str = "training", on_row: Callable[[dict], None] | None = None):
         self.run, self.steps, self.description = run, steps, description
-        self.tracker = tracker  # with log(row) and close(): inspo evolve's W&B run (training's goes through TRL)
+        self.on_row = on_row  # also given each row: inspo evolve's W&B logging (training's goes through TRL)
         self.instructions = instructions  # a population (has `records`) gets instructions.jsonl rewritten per step
         self.collapse_window, self.collapse_drop = collapse  # evaluation.collapse_window / collapse_drop
         self._collapse_reported = False
@@ -59,8 +60,8 @@ class StepLog:
                 if key not in ("step", "time") and value is not None:
                     self._writer.add_scalar(key, value, row["step"])
             self._writer.flush()
-        if self.tracker is not None:
-            self.tracker.log(row)
+        if self.on_row is not None:
+            self.on_row(row)
         self._print(step_line(row, self.steps))
         if self._progress is not None:
             self._progress.update(self._task, completed=row["step"])
@@ -70,8 +71,6 @@ class StepLog:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-        if self.tracker is not None:
-            self.tracker.close()
         if self._progress is not None:
             self._progress.stop()
 

@@ -76,8 +76,8 @@ def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_update
         save_total_limit=t.keep_checkpoints or None,
         save_only_model=False,  # optimizer, scheduler and RNG states are what make --resume exact
         seed=recipe.run.seed,
-        # metrics.jsonl and TensorBoard are written by RunLogger, per training step; W&B (run.report_to) by TRL,
-        # under the run directory's name (trackers.wandb_environment sets the rest)
+        # metrics.jsonl and TensorBoard are written by RunLogger, per training step; W&B (run.report_to) by TRL's
+        # callback, into the W&B run trackers.wandb_run started
         report_to=list(recipe.run.report_to) or "none",
         run_name=checkpoints_dir.parent.name,
         disable_tqdm=True,

@@ -2,7 +2,7 @@
 
 A training run hands `report_to` to TRL (HF's `WandbCallback` then logs every step's metrics, the population's and
 the periodic evaluations' included, with the trainer's config); `inspo evolve`, which has no trainer, logs its
-step rows through `StepRows`. Both name the W&B run after the run directory, keep W&B's files inside it (`wandb/`)
+step rows through `log_step_row`. Both name the W&B run after the run directory, keep W&B's files inside it (`wandb/`)
 and give it a stable id, so a resumed run goes on in the same W&B run. Offline mode (`WANDB_MODE=offline`, sync
 later with `wandb sync`) needs no key; online needs `WANDB_API_KEY` (or `wandb login`), checked before the run
 starts. The key is never written anywhere by inspo.
@@ -81,13 +81,8 @@ def run_id(run_dir: Path) -> str:
     return f"{name}-{digest}"
 
 
-class StepRows:
-    """W&B logging of `inspo evolve`'s step rows, inside `wandb_run` (a training run's go through TRL instead)."""
+def log_step_row(row: dict) -> None:
+    """One of `inspo evolve`'s step rows into the W&B run `wandb_run` started (a training run's go through TRL)."""
+    import wandb
 
-    def log(self, row: dict) -> None:
-        import wandb
-
-        wandb.log({k: v for k, v in row.items() if k != "step" and v is not None}, step=row["step"])
-
-    def close(self) -> None:
-        pass  # wandb_run finishes the run
+    wandb.log({k: v for k, v in row.items() if k != "step" and v is not None}, step=row["step"])
