@@ -61,7 +61,7 @@ def recipe_for(model: str, steps: int, max_new: int, max_turns: int, dtype: str 
         rollout=RolloutConfig(max_turns=max_turns, max_tokens_per_turn=max_new, max_observation_tokens=128,
                               max_prompt_tokens=512, max_total_tokens=1024),
         reward=RewardConfig(format_weight=0.2),
-        training=TrainingConfig(steps=steps, group_size=4, batch_size=4, mini_batch_size=4, micro_batch_size=8,
+        training=TrainingConfig(steps=steps, group_size=4, batch_size=4, mini_batch_trajectories=16, micro_batch_size=8,
                                 learning_rate=1e-5, warmup_ratio=0.0, kl_beta=0.0, save_every=10_000))
 
 

@@ -206,8 +206,8 @@ class RunDir:
         return dict(sorted(found.items()))
 
     def checkpoints(self) -> dict[int, Path]:
-        """Complete checkpoints by optimizer update, oldest first (a training step is `batch_size /
-        mini_batch_size` updates); one that a kill cut short (`checkpoint_problem`) is left out."""
+        """Complete checkpoints by optimizer update, oldest first (a GRPO step is `batch_size x group_size /
+        mini_batch_trajectories` updates); one that a kill cut short (`checkpoint_problem`) is left out."""
         return {update: path for update, path in self._checkpoint_dirs().items() if checkpoint_problem(path) is None}
 
     def latest_checkpoint(self) -> Path | None:
@@ -237,7 +237,7 @@ class RunDir:
     def recipe(self) -> Recipe:
         from inspo_cli.config import load_recipe
 
-        return load_recipe(self.recipe_file)
+        return load_recipe(self.recipe_file, written_by_run=True)
 
     def summary(self) -> dict | None:
         """summary.json of a finished run; None while it has none."""

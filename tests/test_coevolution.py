@@ -123,7 +123,7 @@ def evolve_recipe(**population):
                 "prune_every": 100, "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 1,
                 "failures_per_call": 1, "verify_size": 2, "accept_top_n": 1, "max_verify_rounds": 1, **population}
     return load_recipe(None, [f"population.{k}={v}" for k, v in settings.items()]
-                       + ["training.steps=3", "training.batch_size=2", "training.mini_batch_size=2",
+                       + ["training.steps=3", "training.batch_size=2", "training.mini_batch_trajectories=4",
                           "training.micro_batch_size=2", "training.group_size=2"], check_paths=False)
 
 

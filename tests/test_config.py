@@ -38,7 +38,8 @@ def error_of(path, overrides=()):
 
 def test_defaults_are_the_papers(minimal):
     recipe = load_recipe(minimal)
-    assert (recipe.training.group_size, recipe.training.batch_size, recipe.training.mini_batch_size) == (5, 512, 256)
+    assert (recipe.training.group_size, recipe.training.batch_size, recipe.training.mini_batch_trajectories) == \
+        (5, 512, 256)
     assert (recipe.training.learning_rate, recipe.training.kl_beta, recipe.training.clip_epsilon) == (5e-7, 0.001, 0.2)
     assert (recipe.population.size, recipe.population.n_parent, recipe.population.temperature) == (7, 1, 0.2)
     assert (recipe.population.prune_every, recipe.population.evolve_every, recipe.population.evolve_until) == (5, 15, 150)
@@ -101,7 +102,10 @@ def test_wrong_types_are_named(minimal, override, expected):
 @pytest.mark.parametrize("override, expected", [
     ("training.learning_rate=-1", "--set training.learning_rate: must be > 0 (got -1.0)"),
     ("training.group_size=1", "--set training.group_size: must be >= 2"),
-    ("training.mini_batch_size=100", "--set training.mini_batch_size: must divide batch_size (512)"),
+    ("training.mini_batch_trajectories=300", "--set training.mini_batch_trajectories: counts trajectories per "
+     "optimizer update, so must divide batch_size x group_size = 2560"),
+    ("training.mini_batch_size=128", "--set training.mini_batch_size: renamed to training.mini_batch_trajectories, "
+     "which counts trajectories per optimizer update"),
     ("retriever.kind=elastic", "--set retriever.kind: must be one of bm25, dense, lucene, http (got 'elastic')"),
     ("population.n_parent=9", "--set population.n_parent: must be <= size (7)"),
     ("evaluation.method=cot", "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent"),

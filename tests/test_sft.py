@@ -83,7 +83,7 @@ def sft_recipe(model_dir, trajectories: str, **training) -> Recipe:
                   retriever=RetrieverConfig(kind="bm25", corpus=str(REPO / "data/world/corpus.jsonl"), topk=2),
                   model=ModelConfig(name_or_path=str(model_dir), dtype="float32", chat_template="off"),
                   rollout=ROLLOUT,
-                  training=TrainingConfig(**{"algorithm": "sft", "steps": 1, "batch_size": 4, "mini_batch_size": 4,
+                  training=TrainingConfig(**{"algorithm": "sft", "steps": 1, "batch_size": 4,
                                              "micro_batch_size": 4, "learning_rate": 1e-3, "warmup_ratio": 0.0,
                                              **training}))
 
@@ -160,7 +160,7 @@ def test_sft_run_trains_resumes_and_is_evaluable(tmp_path, repo_root, tiny_model
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
                           data={"trajectories": "world-oracle", "max_train_questions": 16},
                           rollout={"max_turns": 2, "max_observation_tokens": 256, "max_total_tokens": 768},
-                          training={"algorithm": "sft", "steps": 3, "batch_size": 4, "mini_batch_size": 4,
+                          training={"algorithm": "sft", "steps": 3, "batch_size": 4,
                                     "micro_batch_size": 2, "eval_every": 2})
     runs = tmp_path / "runs"
     for name in ("straight", "resumed"):
@@ -182,7 +182,7 @@ def test_sft_run_trains_resumes_and_is_evaluable(tmp_path, repo_root, tiny_model
 
 def test_an_sft_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_path, repo_root):
     recipe = write_recipe(tmp_path, repo_root, "no-such-model",
-                          training={"algorithm": "sft", "batch_size": 4, "mini_batch_size": 4, "micro_batch_size": 3})
+                          training={"algorithm": "sft", "batch_size": 4, "micro_batch_size": 3})
     assert_one_line_error(invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs"),
                           "training.micro_batch_size=3", "training.batch_size=4")
 

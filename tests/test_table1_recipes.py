@@ -16,7 +16,8 @@ SHRINK = ["model.name_or_path=smollm2-135m-instruct", "model.dtype=float32", "mo
           "data.train=world", "data.max_train_questions=4", "retriever.kind=bm25",
           "retriever.url=null", "retriever.corpus=data/world/corpus.jsonl", "rollout.max_tokens_per_turn=32",
           "rollout.max_observation_tokens=64", "rollout.max_prompt_tokens=512", "rollout.max_total_tokens=640",
-          "training.steps=1", "training.batch_size=2", "training.mini_batch_size=2", "training.micro_batch_size=2",
+          "training.steps=1", "training.batch_size=2", "training.mini_batch_trajectories=10",
+          "training.micro_batch_size=2",
           "training.save_every=1", "training.keep_checkpoints=1", "training.eval_every=0"]
 # rejection sampling needs a sampler that answers some questions right: the shipped warm start (the laptop's
 # "instruct model"), sampling 4 times each of 8 questions with the limits it was trained with

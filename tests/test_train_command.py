@@ -31,7 +31,7 @@ def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -
         "rollout": {"max_turns": 1, "max_tokens_per_turn": 32, "max_observation_tokens": 64,
                     "max_prompt_tokens": 256, "max_total_tokens": 384},
         "reward": {"format_weight": 0.2},
-        "training": {"steps": 3, "group_size": 2, "batch_size": 2, "mini_batch_size": 2, "micro_batch_size": 4,
+        "training": {"steps": 3, "group_size": 2, "batch_size": 2, "mini_batch_trajectories": 4, "micro_batch_size": 4,
                      "learning_rate": 1e-4, "kl_beta": 0.001, "warmup_ratio": 0.0, "save_every": 1},
         "population": {"instructions": [WORKED_EXAMPLE_INSTRUCTION]},
         "evaluation": {"limit": 2, "batch_size": 2},  # evaluated after the last step (training.eval_every 100)

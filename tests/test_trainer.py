@@ -66,7 +66,7 @@ def tiny_recipe(model_dir, **training) -> Recipe:
     return Recipe(model=ModelConfig(name_or_path=str(model_dir), dtype="float32"),
                   rollout=RolloutConfig(max_turns=2, max_tokens_per_turn=64, max_observation_tokens=64,
                                         max_prompt_tokens=256, max_total_tokens=512),
-                  training=TrainingConfig(**{"steps": 1, "group_size": GROUP, "batch_size": 2, "mini_batch_size": 2,
+                  training=TrainingConfig(**{"steps": 1, "group_size": GROUP, "batch_size": 2, "mini_batch_trajectories": 2 * GROUP,
                                              "micro_batch_size": 4, "learning_rate": 1e-3, "kl_beta": 0.0,
                                              "warmup_ratio": 0.0, **training}))
 
@@ -199,22 +199,25 @@ def test_a_training_step_changes_every_trained_parameter(make_trainer):
     assert {"time/generation", "time/retrieval", "time/scoring", "time/update", "em", "reward"} <= set(logged)
 
 
-def test_schedule_maps_question_batches_onto_trl(tiny_model_dir):
-    paper = Recipe(training=TrainingConfig(batch_size=512, mini_batch_size=256, micro_batch_size=8, group_size=5))
+def test_schedule_maps_search_r1s_batches_onto_trl(tiny_model_dir):
+    """Search-R1's scripts: 512 questions x n_agent 5 = 2,560 trajectories per step, veRL mini-batches of 256
+    trajectories (ppo_mini_batch_size 256 / 8 GPUs x rollout.n 1 = 32 per GPU), micro-batches of 64 / 8 GPUs = 8."""
+    paper = Recipe(training=TrainingConfig(batch_size=512, mini_batch_trajectories=256, micro_batch_size=8,
+                                           group_size=5))
     plan = schedule(paper, processes=8)
-    # 256 questions x 5 rollouts = 1280 trajectories per update = 8 per pass x 8 GPUs x 20 accumulation steps
+    # 256 trajectories per update = 8 per pass x 8 GPUs x 4 accumulation steps; 2,560 / 256 = 10 updates per step
     assert (plan.updates_per_step, plan.gradient_accumulation_steps, plan.steps_per_generation, plan.max_updates) \
-        == (2, 20, 40, 600)
+        == (10, 4, 40, 3000)
     args = grpo_config(paper, tiny_model_dir / "ckpt", processes=8)
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.steps_per_generation,
-            args.max_steps) == (8, 20, 40, 600)
+            args.max_steps, args.warmup_steps) == (8, 4, 40, 3000, 300)
     assert (args.num_generations, args.beta, args.epsilon, args.mask_truncated_completions) == (5, 0.001, 0.2, False)
 
 
 def test_micro_batch_that_does_not_divide_a_mini_batch_is_refused():
     from inspo_cli.errors import InspoError
 
-    recipe = Recipe(training=TrainingConfig(batch_size=4, mini_batch_size=4, micro_batch_size=3, group_size=4))
+    recipe = Recipe(training=TrainingConfig(batch_size=4, mini_batch_trajectories=16, micro_batch_size=3, group_size=4))
     with pytest.raises(InspoError, match="training.micro_batch_size=3"):
         schedule(recipe)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
-from inspo_cli.config import RewardConfig, load_recipe
+from inspo_cli.config import RewardConfig, dump_recipe, load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.training.reward import make_reward_func, outcome_rewards
 from inspo_cli.runs import RunDir
@@ -83,12 +84,12 @@ def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
     t, r = recipe.training, recipe.rollout
     # Search-R1 applies the tokenizer's chat template whenever it has one (Qwen2.5 base tokenizers do; App. F shows it)
     assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.model.chat_template == "auto"
-    assert (t.group_size, t.batch_size, t.mini_batch_size, t.steps) == (5, 512, 256, 300)
+    assert (t.group_size, t.batch_size, t.mini_batch_trajectories, t.steps) == (5, 512, 256, 300)
     assert (t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon) == (lr, "cosine", 0.1, 0.001, 0.2)
     assert (r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens) == (turns, 500, 500, 4096)
     assert (r.temperature, r.top_p, recipe.retriever.topk, recipe.retriever.kind) == (1.0, 1.0, 3, "http")
     assert not recipe.population.enabled and recipe.data.train == "nq_hotpotqa"
-    assert schedule(recipe, processes=8).max_updates == 600  # 300 steps x 2 mini-batches
+    assert schedule(recipe, processes=8).max_updates == 3000  # 300 steps x 10 mini-batches of 256 trajectories
     assert not recipe.rollout.end_at_eos  # Search-R1: an EOS without a tag gets the corrective observation
 
 
@@ -106,13 +107,61 @@ def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
     assert kwargs["vllm_importance_sampling_correction"] is False
     assert (kwargs["entropy_coef"], kwargs["weight_decay"], kwargs["beta"]) == (0.001, 0.01, 0.001)
     report = trl_report(recipe, processes=8, device="cuda")
-    assert [row["setting"] for row in report["appendix_b"] if row["matches"] is not True] == ["micro-batch"]
-    assert report["appendix_b"][4]["matches"] == "equivalent"  # loss_type grpo: the micro-batch only sets memory
+    assert [row["setting"] for row in report["appendix_b"] if row["matches"] is not True] == []
     config = report["grpo_config"]
     assert (config["loss_type"], config["use_bias_correction_kl"], config["vllm_importance_sampling_correction"],
             config["bf16"], config["generation_batch_size"]) == ("grpo", False, False, True, 512 * 5)
     assert config["epsilon_high"] is None and config["top_k"] == 0  # None: the upper clip is epsilon too
     assert (report["population"] is not None) == name.endswith("inspo")
+
+
+@pytest.mark.parametrize("name", ["search-r1", "inspo", "grpo-no-search"])
+@pytest.mark.parametrize("size", ["3b", "7b"])
+def test_paper_recipes_make_search_r1s_ten_updates_per_step(repo_root, size, name):
+    """Search-R1's train_grpo.sh (v0.2, and v0.3 whose lr App. B quotes): data.train_batch_size 512, rollout.n_agent
+    5 (ray_trainer repeats the batch: 2,560 trajectories), ppo_mini_batch_size 256 (fsdp_workers: / 8 GPUs x
+    rollout.n 1 = 32 per GPU; dp_actor splits each GPU's 320 into mini-batches of 32), ppo_micro_batch_size 64 (8
+    per GPU): 10 optimizer updates per step, 3,000 in 300 steps, warm-up 10% of them."""
+    from inspo_cli.training.setup import grpo_kwargs
+    from inspo_cli.training.trl_report import trl_report
+
+    recipe = load_recipe(repo_root / f"recipes/qwen2.5-{size}/{name}.yaml", check_paths=False)
+    t = recipe.training
+    per_step = t.batch_size * t.group_size
+    updates = per_step // t.mini_batch_trajectories
+    assert (per_step, updates, t.steps * updates) == (2560, 10, 3000)
+    for processes in (1, 8):  # the count does not depend on how many GPUs share the work
+        plan = schedule(recipe, processes)
+        assert (plan.updates_per_step, plan.max_updates) == (10, 3000)
+        kwargs = grpo_kwargs(recipe, repo_root / "runs/x", processes=processes, device="cuda")
+        # TRL: one generation serves steps_per_generation micro-steps, an update every gradient_accumulation_steps
+        assert kwargs["steps_per_generation"] // kwargs["gradient_accumulation_steps"] == 10
+        assert kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes == 256
+        assert (kwargs["max_steps"], kwargs["warmup_steps"], kwargs["logging_steps"]) == (3000, 300, 10)
+        assert kwargs["save_steps"] == t.save_every * 10
+    rows = {row["setting"]: row for row in trl_report(recipe, processes=8, device="cuda")["appendix_b"]}
+    row = rows["optimizer updates per step (Search-R1 code)"]
+    assert (row["paper"], row["recipe"], row["matches"]) == (10, 10, True)
+    assert rows["micro-batch (trajectories per GPU pass)"]["matches"] is True
+
+
+def test_a_run_started_with_question_mini_batches_resumes_with_its_own_schedule(tmp_path, repo_root):
+    """recipe.yaml of a run started before the rename says mini_batch_size (questions): read back, it keeps the
+    trajectories per update it was started with, so a resume continues the same TRL schedule."""
+    old = yaml.safe_load(dump_recipe(load_recipe(repo_root / "recipes/qwen2.5-3b/search-r1.yaml", check_paths=False)))
+    del old["training"]["mini_batch_trajectories"]
+    old["training"]["mini_batch_size"] = 256
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    run.recipe_file.write_text(yaml.safe_dump(old), encoding="utf-8")
+    recipe = run.recipe()
+    assert recipe.training.mini_batch_trajectories == 1280 and schedule(recipe, 8).max_updates == 600
+    old["training"].update(algorithm="sft", batch_size=256)
+    old["model"]["backend"] = "transformers"
+    run.recipe_file.write_text(yaml.safe_dump(old), encoding="utf-8")
+    assert run.recipe().training.algorithm == "sft"  # SFT never used it: dropped
+    with pytest.raises(InspoError, match="mini_batch_size: 256 questions was mini_batch_trajectories: 1280"):
+        load_recipe(run.recipe_file, check_paths=False)  # anywhere else the old key is refused, with the conversion
 
 
 @pytest.mark.parametrize("size", ["3b", "7b"])
@@ -184,8 +233,12 @@ def test_micro_batch_is_not_equivalent_under_a_token_level_loss(repo_root):
 
     recipe = load_recipe(repo_root / "recipes/qwen2.5-3b/search-r1.yaml", ["training.loss_type=bnpo"],
                          check_paths=False)
+    recipe.training.micro_batch_size = 4
     rows = {row["setting"]: row["matches"] for row in trl_report(recipe, processes=8)["appendix_b"]}
-    assert rows["micro-batch"] is False and rows["loss aggregation (eq. 2)"] is False
+    assert rows["micro-batch (trajectories per GPU pass)"] is False and rows["loss aggregation (eq. 2)"] is False
+    recipe.training.loss_type = "grpo"
+    rows = {row["setting"]: row["matches"] for row in trl_report(recipe, processes=8)["appendix_b"]}
+    assert rows["micro-batch (trajectories per GPU pass)"] == "equivalent"  # eq. 2's gradient does not depend on it
 
 
 def rows_of(rewards):

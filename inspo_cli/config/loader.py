@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from inspo_cli.config.sections import Recipe
+from inspo_cli.config.sections import Recipe, TrainingConfig
+from inspo_cli.training.algorithms import SFT_ALGORITHMS
 from inspo_cli.config.validation import ConfigValueError
 from inspo_cli.errors import InspoError
 from inspo_cli.files import read_text
@@ -34,11 +35,15 @@ class RecipeError(InspoError):
     """A recipe or override that cannot be turned into a valid `Recipe`."""
 
 
-def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), check_paths: bool = True) -> Recipe:
+def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), check_paths: bool = True,
+                written_by_run: bool = False) -> Recipe:
     """Read `path` (None: all defaults; a file, or a bundled recipe's name: `find_recipe`), apply `overrides`,
-    validate types, values and referenced paths."""
+    validate types, values and referenced paths. `written_by_run`: `path` is a run directory's resolved recipe,
+    which may hold keys an older release wrote (`_upgrade_run_recipe`)."""
     raw: dict = _read_with_extends(find_recipe(path), seen=()) if path is not None else {}
     source = str(path) if path is not None else "defaults"
+    if written_by_run:
+        _upgrade_run_recipe(raw)
     override_keys: set[str] = set()
     for item in overrides:
         key, value = _parse_override(item)
@@ -48,6 +53,7 @@ def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), c
     def where(key: str) -> str:
         return f"--set {key}" if key in override_keys else f"{source}: {key}"
 
+    _refuse_renamed(raw, where)
     recipe = _build(Recipe, raw, prefix="", where=where)
     if check_paths:
         _check_paths(recipe, where)
@@ -182,6 +188,36 @@ def _set_dotted(raw: dict, key: str, value: Any) -> None:
             node[part] = child
         node = child
     node[parts[-1]] = value
+
+
+# -- keys of older releases -------------------------------------------------------------------------------------
+
+def _upgrade_run_recipe(raw: dict) -> None:
+    """A run started before `training.mini_batch_size` (questions per update) became `mini_batch_trajectories`
+    resumes and is evaluated with the schedule it started with: the same number of trajectories per update."""
+    training = raw.get("training")
+    if isinstance(training, dict) and "mini_batch_size" in training and "mini_batch_trajectories" not in training:
+        trajectories = _in_trajectories(training)
+        del training["mini_batch_size"]  # SFT never used it
+        if training.get("algorithm", "grpo") not in SFT_ALGORITHMS:
+            training["mini_batch_trajectories"] = trajectories
+
+
+def _refuse_renamed(raw: dict, where) -> None:
+    """A renamed key whose unit changed is refused with the conversion, never read in the new unit."""
+    training = raw.get("training")
+    if isinstance(training, dict) and "mini_batch_size" in training:
+        raise RecipeError(
+            f"{where('training.mini_batch_size')}: renamed to training.mini_batch_trajectories, which counts "
+            f"trajectories per optimizer update as Search-R1 does (the paper's 256 of 512 x 5 = 2,560 per step: 10 "
+            f"updates); mini_batch_size: {training['mini_batch_size']} questions was mini_batch_trajectories: "
+            f"{_in_trajectories(training)}; write that, or drop the key for the paper's schedule")
+
+
+def _in_trajectories(training: dict):
+    """The old mini-batch (questions) in trajectories: times the group size (in the recipe, else the default)."""
+    questions, group = training["mini_batch_size"], training.get("group_size", TrainingConfig.group_size)
+    return questions * group if isinstance(questions, int) and isinstance(group, int) else f"{questions} x {group}"
 
 
 # -- building and type checking --------------------------------------------------------------------------------

@@ -148,16 +148,21 @@ VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "se
 
 @dataclass
 class TrainingConfig:
-    """GRPO optimisation (App. B). `batch_size` and `mini_batch_size` count questions (each gets `group_size`
-    rollouts); `micro_batch_size` counts trajectories per device in one forward/backward pass. With `algorithm:
-    sft` or `rejection-sampling`, `batch_size` counts examples per optimizer update, `micro_batch_size` per pass."""
+    """GRPO optimisation (App. B). Units, as Search-R1's scripts run them: `batch_size` counts questions per step
+    (each gets `group_size` rollouts: 512 x 5 = 2,560 trajectories); `mini_batch_trajectories` counts trajectories
+    per optimizer update over all devices (256: ten updates per step); `micro_batch_size` counts trajectories per
+    device in one forward/backward pass (8: veRL's 64 over 8 GPUs). With `algorithm: sft` or `rejection-sampling`,
+    `batch_size` counts examples per optimizer update, `micro_batch_size` per device and pass, and
+    `mini_batch_trajectories` is unused."""
 
     algorithm: str = "grpo"  # grpo | sft | rejection-sampling: a name in inspo_cli.training.algorithms.ALGORITHMS
     steps: int = 300
     group_size: int = 5
     batch_size: int = 512
-    mini_batch_size: int = 256
-    micro_batch_size: int = 8  # per device: 8 GPUs x 8 = the paper's micro-batch of 64
+    # Search-R1 repeats each question n_agent=5 times before veRL splits the batch, so its ppo_mini_batch_size of
+    # 256 counts trajectories: 2,560 / 256 = 10 optimizer updates per step (README, "Faithfulness to the paper")
+    mini_batch_trajectories: int = 256
+    micro_batch_size: int = 8  # trajectories per device and pass: 8 GPUs x 8 = the paper's micro-batch of 64
     learning_rate: float = 5e-7
     lr_scheduler: str = "cosine"  # cosine | linear | constant
     warmup_ratio: float = 0.1
@@ -185,8 +190,8 @@ class TrainingConfig:
     eval_every: int = 100  # evaluate the policy with its best instruction every N steps (App. B); 0: never
 
     def __post_init__(self) -> None:
-        for name, example in (("steps", "300"), ("batch_size", "512"), ("mini_batch_size", "256"),
-                              ("micro_batch_size", "64"), ("learning_rate", "5e-7"), ("save_every", "100"),
+        for name, example in (("steps", "300"), ("batch_size", "512"), ("mini_batch_trajectories", "256"),
+                              ("micro_batch_size", "8"), ("learning_rate", "5e-7"), ("save_every", "100"),
                               ("max_grad_norm", "1.0"), ("vllm_is_clip", "3.0")):
             _positive(getattr(self, name), name, example)
         _require(self.keep_checkpoints >= 0, "keep_checkpoints", f"must be >= 0 (got {self.keep_checkpoints}); 0 keeps "
@@ -194,11 +199,14 @@ class TrainingConfig:
         _require(self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every}); 0 turns evaluation during "
                  "training off, the paper evaluates every 100 steps")
         _require(self.group_size >= 2, "group_size", f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
-        _require(self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0, "mini_batch_size",
-                 f"must divide batch_size ({self.batch_size}); got {self.mini_batch_size}")
-        _require(self.micro_batch_size <= self.mini_batch_size * self.group_size, "micro_batch_size",
-                 f"counts trajectories per device and pass, so must be <= mini_batch_size x group_size "
-                 f"({self.mini_batch_size * self.group_size}); got {self.micro_batch_size}")
+        if self.algorithm not in SFT_ALGORITHMS:
+            per_step = self.batch_size * self.group_size
+            _require(per_step % self.mini_batch_trajectories == 0, "mini_batch_trajectories",
+                     f"counts trajectories per optimizer update, so must divide batch_size x group_size = {per_step} "
+                     f"trajectories per step (got {self.mini_batch_trajectories}); the paper uses 256 of 2,560")
+            _require(self.micro_batch_size <= self.mini_batch_trajectories, "micro_batch_size",
+                     f"counts trajectories per device and pass, so must be <= mini_batch_trajectories "
+                     f"({self.mini_batch_trajectories}); got {self.micro_batch_size}")
         _one_of(self.lr_scheduler, ("cosine", "linear", "constant"), "lr_scheduler")
         _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")

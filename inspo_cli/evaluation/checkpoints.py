@@ -21,6 +21,7 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
+from inspo_cli.training.algorithms import updates_per_step
 
 FINAL = RunDir.FINAL  # --checkpoint final
 
@@ -35,7 +36,7 @@ class RunPolicy:
 
 def checkpoint_steps(run: RunDir, recipe: Recipe) -> dict[int, Path]:
     """Complete checkpoints by training step."""
-    per_step = recipe.training.batch_size // recipe.training.mini_batch_size
+    per_step = updates_per_step(recipe, processes=1)
     return {update // per_step: path for update, path in run.checkpoints().items()}
 
 

@@ -1,14 +1,15 @@
 """From a recipe to the pieces `SearchGRPOTrainer` needs: GRPOConfig, the question dataset, LoRA, instructions.
 
-Batch sizes in a recipe follow the paper (App. B) and Search-R1: `batch_size` and `mini_batch_size` count
-*questions* (each gets `group_size` rollouts), `micro_batch_size` counts *trajectories per device* in one
-forward/backward pass. One training step generates `batch_size × group_size` trajectories and makes
-`batch_size / mini_batch_size` optimizer updates on them. In TRL's terms:
+Batch sizes in a recipe follow Search-R1's scripts, which App. B quotes: `batch_size` counts *questions* per step
+(each gets `group_size` rollouts), `mini_batch_trajectories` counts *trajectories* per optimizer update over all
+processes, `micro_batch_size` counts *trajectories per device* in one forward/backward pass. One training step
+generates `batch_size × group_size` trajectories and makes `batch_size × group_size / mini_batch_trajectories`
+optimizer updates on them (512 × 5 / 256 = 10). In TRL's terms:
 
     per_device_train_batch_size = micro_batch_size
-    gradient_accumulation_steps = mini_batch_size × group_size / (micro_batch_size × processes)
-    steps_per_generation        = gradient_accumulation_steps × batch_size / mini_batch_size
-    max_steps                   = steps × batch_size / mini_batch_size            (optimizer updates)
+    gradient_accumulation_steps = mini_batch_trajectories / (micro_batch_size × processes)
+    steps_per_generation        = gradient_accumulation_steps × updates per step
+    max_steps                   = steps × updates per step                        (optimizer updates)
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ class Schedule:
 
 def schedule(recipe: Recipe, processes: int = 1) -> Schedule:
     t = recipe.training
-    trajectories = t.mini_batch_size * t.group_size
+    trajectories = t.mini_batch_trajectories
     per_pass = t.micro_batch_size * processes
     if trajectories % per_pass:
         raise InspoError(
             f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} trajectories per "
-            f"pass must divide a mini-batch of {t.mini_batch_size} questions × group_size {t.group_size} = "
-            f"{trajectories} trajectories; choose a micro_batch_size that divides {trajectories // processes}")
+            f"pass must divide training.mini_batch_trajectories={trajectories}; choose a micro_batch_size and a "
+            f"number of processes whose product divides {trajectories}")
     accumulation = trajectories // per_pass
-    updates = t.batch_size // t.mini_batch_size
+    updates = t.batch_size * t.group_size // trajectories
     return Schedule(updates, accumulation, accumulation * updates, t.steps * updates)
 
 

@@ -15,7 +15,7 @@ on is token for token what a rollout would hold.
   entities each hop needs, the retrieved passages, then the answer; a warm start for a small policy.
 
 Batch sizes for SFT count examples: `batch_size` per optimizer update, `micro_batch_size` per device and pass
-(`group_size` and `mini_batch_size` are GRPO's and unused). `steps` counts optimizer updates; the examples are
+(`group_size` and `mini_batch_trajectories` are GRPO's and unused). `steps` counts optimizer updates; the examples are
 shuffled and repeated as needed.
 """
 
