@@ -66,6 +66,19 @@ def runs(tmp_path, repo_root, monkeypatch):
             make_run(root, "static-s1", 1, [0.4, 0.4], None, population=False)]  # unfinished evaluation
 
 
+def test_fig2_d_is_the_papers_response_length_with_passages_and_says_so_when_a_run_predates_it(runs):
+    from inspo_cli.reporting.figures import fig2_panels
+
+    groups = load_groups(runs)  # these runs logged the policy's tokens only
+    assert fig2_panels(groups)[3] == ("length/response", "(d) response length, policy tokens only (tokens)")
+    for run in groups[0].runs:
+        for row in run.metrics:
+            row["length/response_with_observations"] = row["length/response"] + 300
+    key, title = fig2_panels(groups)[3]
+    assert key == "length/response_with_observations" and "passages included" in title
+    assert band(groups[0], key)[0][1] == pytest.approx(21.0 + 300)
+
+
 def test_loose_runs_are_grouped_by_recipe_with_their_seeds(runs):
     groups = load_groups(runs)
     assert [(g.label, [r.seed for r in g.runs]) for g in groups] == [("inspo", [0, 1, 2]), ("static", [0, 1])]

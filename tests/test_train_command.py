@@ -19,7 +19,8 @@ from test_cli import assert_one_line_error, invoke
 TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
                "time/evolution", "time/evaluation"}
 STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
-             "search/valid_action_rate", "length/prompt", "length/response", "length/observation_share", "kl",
+             "search/valid_action_rate", "length/prompt", "length/response", "length/response_with_observations",
+             "length/observation_share", "kl",
              "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
 
 

@@ -185,6 +185,9 @@ def test_rollout_metrics_and_phase_times_are_logged(make_trainer):
     assert metrics["search/searches_per_trajectory"] == [1.0]
     assert metrics["search/valid_action_rate"] == [1.0]
     assert 0 < metrics["length/observation_share"][0] < 1
+    # Fig. 2(d) is veRL's response_length: the policy's tokens and the inserted passages
+    policy, total = metrics["length/response"][0], metrics["length/response_with_observations"][0]
+    assert total == pytest.approx(policy / (1 - metrics["length/observation_share"][0])) and total > policy
     assert trainer.phase_seconds["generation"] > 0 and "retrieval" in trainer.phase_seconds
 
 

@@ -75,7 +75,9 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "search/answered": sum(t.stop_reason == "answer" for t in trajectories) / n,
         "search/turns": turns / n,
         "length/prompt": sum(len(t.prompt_ids) for t in trajectories) / n,
-        "length/response": policy / n,
+        "length/response": policy / n,  # the tokens the policy wrote, which the loss sees
+        # veRL's response_length, which Search-R1 logs and Fig. 2(d) plots: everything after the prompt, passages too
+        "length/response_with_observations": total / n,
         "length/observation_share": 1 - policy / max(total, 1),
     }
 

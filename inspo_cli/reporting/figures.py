@@ -19,7 +19,11 @@ from inspo_cli.ablation.stats import mean_ci
 from inspo_cli.reporting.sources import Group
 
 FIG2_PANELS = (("reward", "(a) reward"), ("search/searches_per_trajectory", "(b) tool calls per trajectory"),
-               ("length/prompt", "(c) prompt length (tokens)"), ("length/response", "(d) response length (tokens)"))
+               ("length/prompt", "(c) prompt length (tokens)"),
+               # the paper's (d) is veRL's response_length: every token after the prompt, retrieved passages included
+               ("length/response_with_observations", "(d) response length, passages included (tokens)"))
+# runs logged before that metric existed have the policy's own tokens only; their panel says so
+POLICY_RESPONSE_PANEL = ("length/response", "(d) response length, policy tokens only (tokens)")
 
 
 def band(group: Group, key: str) -> list[tuple[int, float, float | None, float | None]]:
@@ -66,14 +70,23 @@ def _draw(ax, group: Group, key: str, color, marker: str | None = None) -> bool:
     return True
 
 
+def fig2_panels(groups: Sequence[Group]) -> list[tuple[str, str]]:
+    """(metric, title) of Fig. 2's panels; (d) falls back to the policy's tokens for runs that predate the paper's."""
+    panels = list(FIG2_PANELS)
+    if not any(band(g, panels[3][0]) for g in groups):
+        panels[3] = POLICY_RESPONSE_PANEL
+    return panels
+
+
 def fig2(groups: Sequence[Group], path: Path) -> bool:
     """Fig. 2's four panels, one line and band per group."""
     plt = pyplot()
-    if not any(band(g, key) for g in groups for key, _ in FIG2_PANELS):
+    panels = fig2_panels(groups)
+    if not any(band(g, key) for g in groups for key, _ in panels):
         return False
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-    for ax, (key, title) in zip(axes.flat, FIG2_PANELS):
+    for ax, (key, title) in zip(axes.flat, panels):
         for i, group in enumerate(groups):
             _draw(ax, group, key, colors[i % len(colors)])
         ax.set_title(title)
