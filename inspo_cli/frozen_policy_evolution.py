@@ -48,8 +48,9 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
         run.truncate_metrics(start)  # rows are keyed by "update", which is the step here
     population, make_coevolution = instruction_source(recipe, run.coevolution_file if resume else None, state)
     t = recipe.training
+    # request seeds: each step's torch seeding (below) decides vLLM's samples too, so a resumed run repeats its steps
     backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=t.batch_size * t.group_size,
-                                      device=device)
+                                      device=device, seed=recipe.run.seed, request_seeds=True)
     engine = RolloutEngine(backend, open_from_config(recipe.retriever), tokenizer, recipe.rollout,
                            topk=recipe.retriever.topk, chat=uses_chat_template(tokenizer, recipe.model.chat_template))
     coevolution = make_coevolution(PolicyVerifier(engine, recipe.reward))

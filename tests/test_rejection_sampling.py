@@ -72,8 +72,12 @@ def searcher(monkeypatch, tiny_model_dir, repo_root):
     tokenizer = load_tokenizer(sft_recipe(tiny_model_dir, "answers").model)
     made = []
 
-    def load_backend(model, rollout, batch_size=32, device=None, process_index=0, num_processes=1):
+    def load_backend(model, rollout, batch_size=32, device=None, process_index=0, num_processes=1, seed=0,
+                     request_seeds=False):
+        # vLLM samples from our seeded generator only with request seeds (its engine runs in another process)
+        assert request_seeds, "phase 1 loads its sampler without request_seeds=True"
         made.append(WorldSearcher(tokenizer, load_benchmark(WORLD, "train", world_dir=repo_root / "data/world")))
+        made[-1].seed = seed
         return made[-1], tokenizer
 
     monkeypatch.setattr(backends, "load_backend", load_backend)
@@ -136,6 +140,16 @@ def test_a_killed_sampling_phase_samples_only_the_unsaved_batches_and_the_same_t
     assert len(searcher) == 3  # a finished phase 1 loads no sampler again
 
 
+def test_each_run_seed_samples_its_own_trajectories_and_a_repeated_seed_the_same(tmp_path, tiny_model_dir, searcher):
+    recipe = rs_recipe(tiny_model_dir)
+    other = dataclasses.replace(recipe, run=dataclasses.replace(recipe.run, seed=recipe.run.seed + 1))
+    for name, r in (("a", recipe), ("again", recipe), ("b", other)):
+        (tmp_path / name).mkdir()
+        sample(r, tmp_path / name)
+    assert [s.seed for s in searcher] == [recipe.run.seed] * 2 + [other.run.seed]  # the engine's seed too
+    assert batch_rows(tmp_path / "a") == batch_rows(tmp_path / "again") != batch_rows(tmp_path / "b")
+
+
 def test_a_saved_batch_of_other_questions_is_refused_with_the_fix(tmp_path, tiny_model_dir, searcher):
     sample(rs_recipe(tiny_model_dir), tmp_path)
     with pytest.raises(InspoError, match="delete .*sampling to sample again"):
@@ -182,7 +196,7 @@ def test_rejection_sampling_run_trains_and_resumes_from_either_phase(tmp_path, r
                           rollout={"max_turns": 2, "max_tokens_per_turn": 48, "max_observation_tokens": 256,
                                    "max_total_tokens": 768},
                           training={"algorithm": "rejection-sampling", "steps": 3, "batch_size": 4,
-                                    "mini_batch_size": 4, "micro_batch_size": 2},
+                                    "micro_batch_size": 2},
                           sampling={"samples": 2, "batch_size": 4})
     runs = tmp_path / "runs"
     for name in ("straight", "resumed", "killed"):
@@ -212,7 +226,7 @@ def test_rejection_sampling_run_trains_and_resumes_from_either_phase(tmp_path, r
 def test_a_sampler_that_never_answers_right_stops_the_run_with_what_to_change(tmp_path, repo_root, tiny_model_dir):
     """The real transformers sampler (the tiny random model) keeps nothing: one line, and phase 1's files stay."""
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), data={"max_train_questions": 4},
-                          training={"algorithm": "rejection-sampling", "batch_size": 4, "mini_batch_size": 4,
+                          training={"algorithm": "rejection-sampling", "batch_size": 4,
                                     "micro_batch_size": 2}, sampling={"samples": 2, "batch_size": 2})
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "none")
     assert_one_line_error(result, "kept no trajectory", "sampling.samples")

