@@ -98,22 +98,46 @@ def test_main_process_lm_raises_the_main_process_error_on_every_rank(error):
 def test_verifier_scores_every_instruction_in_one_batched_rollout():
     engine, entered = RuleEngine(), []
     verifier = PolicyVerifier(engine, RewardConfig(), generation=lambda: entered.append(1) or contextlib.nullcontext())
-    assert verifier.score([GOOD, BAD], paris(3)) == [1.0, 0.0]
+    assert verifier.score([GOOD, BAD], paris(3)) == [[1.0] * 3, [0.0] * 3]  # per instruction, per question
     assert len(engine.calls) == 1 and engine.calls[0][0] == [GOOD] * 3 + [BAD] * 3 and entered == [1]
 
 
+def test_verifier_rolls_out_each_question_the_asked_number_of_times_and_averages_them():
+    class EveryOtherRight(RuleEngine):  # right on the 1st, 3rd, ... rollout of the batch, whatever the instruction
+        def run(self, instructions, questions):
+            trajectories = super().run(instructions, questions)
+            for i, trajectory in enumerate(trajectories):
+                trajectory.answer = trajectory.answer if i % 2 == 0 else "nowhere"
+            return trajectories
+
+    engine = EveryOtherRight()
+    table = PolicyVerifier(engine, RewardConfig()).score([GOOD], paris(3), rollouts=2)
+    assert engine.calls[0][1] == ["capital 0?", "capital 0?", "capital 1?", "capital 1?", "capital 2?", "capital 2?"]
+    assert table == [[0.5, 0.5, 0.5]]
+
+
 def test_verifier_splits_the_questions_over_ranks_and_sums_them_back():
-    engine = RuleEngine()
-    verifier = PolicyVerifier(engine, RewardConfig(), accelerator=fake_accelerator(rank=1, world=2))
-    assert verifier.score([GOOD, BAD], paris(5)) == [1.0, 0.0]
+    import torch
+
+    engine, sent = RuleEngine(), []
+    rank0 = torch.tensor([[1.0, 0, 1.0, 0, 1.0], [0.0] * 5], dtype=torch.float64)  # rank 0's share: 0, 2, 4
+
+    def reduce(tensor, reduction):
+        sent.append(tensor.clone())
+        return tensor + rank0
+
+    accelerator = SimpleNamespace(process_index=1, num_processes=2, device="cpu", reduce=reduce)
+    table = PolicyVerifier(engine, RewardConfig(), accelerator=accelerator).score([GOOD, BAD], paris(5))
     assert engine.calls[0][1] == ["capital 1?", "capital 3?"] * 2  # rank 1's share: every second question
+    assert sent[0].tolist() == [[0.0, 1.0, 0.0, 1.0, 0.0], [0.0] * 5]  # only its own questions filled in
+    assert table == [[1.0] * 5, [0.0] * 5]
 
 
 def test_a_rank_without_questions_still_enters_generation():
     engine, entered = RuleEngine(), []
     verifier = PolicyVerifier(engine, RewardConfig(), lambda: entered.append(1) or contextlib.nullcontext(),
                               fake_accelerator(rank=1, world=2))
-    assert verifier.score([GOOD], paris(1)) == [0.0] and entered == [1] and engine.calls == []
+    assert verifier.score([GOOD], paris(1)) == [[0.0]] and entered == [1] and engine.calls == []
 
 
 # -- CoEvolution and the frozen-policy loop ----------------------------------------------------------------------

@@ -53,9 +53,9 @@ class DictVerifier:
         self.scores = scores
         self.calls: list[tuple[list[str], list]] = []
 
-    def score(self, instructions, questions):
+    def score(self, instructions, questions, rollouts=1):
         self.calls.append((list(instructions), list(questions)))
-        return [self.scores[text] for text in instructions]
+        return [[self.scores[text]] * len(questions) for text in instructions]  # the same on every question
 
 
 def make_config(**overrides) -> PopulationConfig:
@@ -99,7 +99,8 @@ def test_two_rounds_fill_the_population_with_the_top_n_of_each_batch():
         ("Gamma: verify facts.", 1, ACCEPTED),
         (PARENT, 2, DUPLICATE), ("Beta:   plan first.", 2, DUPLICATE),
         ("Delta: guess.", 2, NOT_IN_TOP_N), ("Epsilon: decompose.", 2, ACCEPTED), ("Zeta: cite.", 2, NO_ROOM)]
-    assert [c.verification_score for c in report.candidates] == [0.3, 0.6, 0.5, None, None, 0.1, 0.9, 0.7]
+    assert [c.verification_score for c in report.candidates] == [pytest.approx(0.3), pytest.approx(0.6),
+        pytest.approx(0.5), None, None, pytest.approx(0.1), pytest.approx(0.9), pytest.approx(0.7)]
     assert [c.instruction_id for c in report.accepted()] == ["i3", "i4", "i5"]
     assert all(c.parent == "i0" and c.proposer == "reflection" for c in report.candidates)
 
@@ -218,11 +219,12 @@ def test_same_seed_same_evolution_and_report_is_json():
     (first, prompts), (again, prompts_again) = run(5), run(5)
     assert first == again and prompts == prompts_again
     row = json.loads(json.dumps(first))
+    parent_score = SCORES[PARENT if row["candidates"][0]["parent"] == "i0" else "Search first, then answer."]
     assert row["candidates"][0] == {"text": "Alpha: search twice.", "parent": row["candidates"][0]["parent"],
                                     "proposer": "reflection", "round": 1, "verification_score": 0.3,
                                     "accepted": False, "reason": NOT_IN_TOP_N, "instruction_id": None,
-                                    "parent_score": SCORES[PARENT if row["candidates"][0]["parent"] == "i0" else
-                                                           "Search first, then answer."]}
+                                    "parent_score": parent_score, "difference": pytest.approx(0.3 - parent_score),
+                                    "difference_se": 0.0}
     verified = sum(1 for c in row["candidates"] if c["reason"] != DUPLICATE)
     assert row["verification_rollouts"] == 2 * (verified + row["verification_calls"])  # the parent's rollouts too
 
@@ -286,10 +288,10 @@ def test_empty_buffer_or_bad_verifier_is_an_error_before_damage():
     assert len(population) == 3 and population["i0"].weight == pytest.approx(0.8)
 
     class ShortVerifier:
-        def score(self, instructions, questions):
-            return [0.5]
+        def score(self, instructions, questions, rollouts=1):
+            return [[0.5] * len(questions)]
 
-    with pytest.raises(ValueError, match="one finite score per instruction"):
+    with pytest.raises(ValueError, match="one finite reward per question for each instruction"):
         evolve(make_population(config), make_buffer(), ScriptedLM(ROUND_1), ShortVerifier(), config, 15,
                random.Random(0))
 
@@ -400,3 +402,64 @@ def test_without_verification_the_first_accept_top_n_join_unverified_and_nothing
     assert [c.text for c in population.alive()] == [PARENT, "Alpha: search twice.", "Beta: plan first.",
                                                      "Delta: guess."]
     assert population["i3"].verification_score is None
+
+
+# -- the paired comparison with the parent (issue 27) ---------------------------------------------------------
+
+class TableVerifier:
+    """Per-question rewards by instruction text, the same for every D_B drawn (questions in the order asked)."""
+
+    def __init__(self, rows):
+        self.rows, self.rollouts = rows, []
+
+    def score(self, instructions, questions, rollouts=1):
+        self.rollouts.append(rollouts)
+        return [list(self.rows[text][:len(questions)]) for text in instructions]
+
+
+def paired_buffer(n: int = 10) -> ReplayBuffer:
+    buffer = ReplayBuffer(capacity=100)
+    buffer.extend(Experience("i0", f"q{i}", f"Capital {i}?", ("Paris",), "wrong", 0.0, 1) for i in range(n))
+    return buffer
+
+
+def test_a_candidate_within_noise_of_its_parent_joins_and_a_clearly_worse_one_does_not():
+    """Parent right on 6 of 10 questions. "Alpha" loses one of them: -0.1 with a paired standard error of 0.1
+    (differences: one -1, nine 0; s^2 = 0.9 / 9 = 0.1, se = sqrt(0.1 / 10) = 0.1), inside 1.645 se, so it joins
+    (the old rule, "at least the parent's mean", turned it away). "Beta" is right on none: -0.6, s^2 = (6 x 0.16
+    + 4 x 0.36) / 9 = 0.267, se = 0.163, so -0.6 < -0.269: turned away."""
+    config = make_config(accept="beat_parent", accept_top_n=3, size=4, verify_size=10, verify_rollouts=3,
+                         max_verify_rounds=1)
+    verifier = TableVerifier({PARENT: [1, 0, 1, 0, 1, 0, 1, 0, 1, 1], "Alpha: search twice.": [1, 0, 1, 0, 1, 0,
+                              1, 0, 1, 0], "Beta: plan first.": [0] * 10, "Gamma: verify facts.": [1] * 10})
+    report = evolve(make_population(config), paired_buffer(), ScriptedLM(ROUND_1), verifier, config, 15,
+                    random.Random(0))
+    rows = {c.text: c for c in report.candidates}
+    assert [rows[t].reason for t in ("Alpha: search twice.", "Beta: plan first.", "Gamma: verify facts.")] == \
+        [ACCEPTED, BELOW_PARENT, ACCEPTED]
+    assert (rows["Alpha: search twice."].difference, rows["Alpha: search twice."].difference_se) == \
+        (pytest.approx(-0.1), pytest.approx(0.1))
+    assert rows["Beta: plan first."].difference_se == pytest.approx((0.24 / 0.9 / 10) ** 0.5)
+    assert verifier.rollouts == [3] and report.verification_rollouts == 4 * 10 * 3  # (3 + parent) x D_B x rollouts
+    # "at least the parent" is margin 0: the same noise turns Alpha away
+    config = make_config(accept="beat_parent", accept_top_n=3, size=4, verify_size=10, accept_margin=0.0,
+                         max_verify_rounds=1)
+    report = evolve(make_population(config), paired_buffer(), ScriptedLM(ROUND_1), verifier, config, 15,
+                    random.Random(0))
+    assert {c.text: c.reason for c in report.candidates}["Alpha: search twice."] == BELOW_PARENT
+    row = json.loads(json.dumps(report.as_dict()))["candidates"][0]  # what evolutions.json holds per candidate
+    assert (row["difference"], row["difference_se"]) == (pytest.approx(-0.1), pytest.approx(0.1))
+
+
+def test_the_paired_comparison_is_the_mean_per_question_difference_and_its_standard_error():
+    from inspo_cli.instructions.verification import paired_comparison
+
+    c = paired_comparison([1, 1, 0, 0.5], [0, 1, 0, 0.5])  # differences 1, 0, 0, 0: mean 0.25, s^2 = 0.75 / 3
+    assert (c.candidate_score, c.parent_score, c.difference, c.questions) == (0.625, 0.375, 0.25, 4)
+    assert c.standard_error == pytest.approx((0.25 / 4) ** 0.5)
+    worse = paired_comparison([0, 1], [1, 1])  # differences -1, 0: mean -0.5, s^2 = 0.5, se = 0.5
+    assert c.joins(0.0) and worse.joins(1.0) and not worse.joins(0.9)
+    tie = paired_comparison([0.1] * 3, [0.1] * 3)
+    assert tie.difference == 0 and tie.standard_error == 0 and tie.joins(0.0)
+    with pytest.raises(ValueError, match="same non-empty questions"):
+        paired_comparison([1.0], [1.0, 0.0])

@@ -1,166 +1,37 @@
-"""The optimizer LM against fake provider servers on loopback: the real SDKs (google-genai, anthropic) and httpx
-talk HTTP to a `ThreadingHTTPServer` that records what they sent and answers what a test scripts.
+"""The optimizer LM against fake provider servers on loopback (`fake_providers.py`): the real SDKs (google-genai,
+anthropic) and httpx talk HTTP to a `ThreadingHTTPServer` that records what they sent and answers what a test scripts.
 
 Each provider is checked for the path and key header it really uses, success with token accounting, a 429
 then success (one retry honouring Retry-After), 500 until max_retries, no retry on 400, a timeout, an
 unreachable server and malformed bodies; then the budget, the missing key, that the key never leaks, and
-the local transformers client on a tiny random model. Backoff sleeps are recorded, not slept.
+the local transformers client on a tiny random model. Backoff sleeps are recorded, not slept. Answers cut off at
+the output limit, and optimizer.thinking_budget: test_optimizer_truncation.py.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import socket
 import subprocess
 import sys
-import threading
 import traceback
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
 
+from fake_providers import (ANSWER, EMPTY_BODIES, KEY, KEY_ENV, MODELS, PATHS, PROVIDERS, Reply, closed_port,
+                            gemini_thinking_budget, key_header_ok, optimizer, prompt_sent, success_body)
+from fake_providers import serve  # noqa: F401 (the servers' fixture; test_reliability takes it from here)
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer, redact
 from inspo_cli.instructions.lm_errors import RETRY_AFTER_CAP_S, parse_retry_after, retry_after_from_headers
-
-KEY = "sk-FAKE-inspo-7c1e9b42d0-KEY"  # distinctive, so any leak is found by a substring search
-KEY_ENV = "INSPO_TEST_OPTIMIZER_KEY"
-ANSWER = "<ins_1> Think, then search. </ins_1>"
-PROVIDERS = ["gemini", "anthropic", "openai"]
-MODELS = {"gemini": "gemini-test", "anthropic": "claude-test", "openai": "served-model"}
-PATHS = {"gemini": "/v1beta/models/gemini-test:generateContent", "anthropic": "/v1/messages",
-         "openai": "/v1/chat/completions"}
-
-
-def success_body(provider: str, text: str = ANSWER, input_tokens: int = 11, output_tokens: int = 7) -> dict:
-    if provider == "gemini":
-        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
-                "usageMetadata": {"promptTokenCount": input_tokens, "candidatesTokenCount": output_tokens}}
-    if provider == "anthropic":
-        return {"id": "msg_1", "type": "message", "role": "assistant", "model": MODELS[provider],
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-                "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
-    return {"id": "chatcmpl-1", "object": "chat.completion", "model": MODELS[provider],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}}
-
-
-EMPTY_BODIES = {"gemini": {"candidates": []}, "openai": {"choices": []},
-                "anthropic": {**success_body("anthropic"), "content": []}}
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None  # None: the provider's success body; a dict is sent as JSON, a str as text/html
-    headers: dict = field(default_factory=dict)
-    delay_s: float = 0.0
-
-
-@dataclass
-class SeenRequest:
-    path: str
-    headers: dict  # lower-cased names
-    body: dict
-
-
-class FakeProvider:
-    """One provider's API on 127.0.0.1: answers the scripted replies in order, the last one repeating."""
-
-    def __init__(self, provider: str, replies: list[Reply]):
-        self.provider, self.replies, self.requests = provider, list(replies), []
-        self.released = threading.Event()  # set on close, so handlers that "hang" return at once
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                fake.requests.append(SeenRequest(self.path, {k.lower(): v for k, v in self.headers.items()},
-                                                 json.loads(raw or b"{}")))
-                reply = fake.replies[min(len(fake.requests), len(fake.replies)) - 1]
-                if reply.delay_s and fake.released.wait(reply.delay_s):
-                    return
-                body = success_body(fake.provider) if reply.body is None else reply.body
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "text/html" if isinstance(body, str) else "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.handle_error = lambda request, address: None  # clients that timed out close their socket
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
-        self.thread.start()
-
-    @property
-    def root(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
-
-    @property
-    def base_url(self) -> str:
-        return self.root + "/v1" if self.provider == "openai" else self.root  # OpenAI's base URL includes /v1
-
-    def close(self) -> None:
-        self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(provider: str, *replies: Reply) -> FakeProvider:
-        servers.append(FakeProvider(provider, list(replies) or [Reply()]))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     monkeypatch.delenv("GOOGLE_GENAI_API_VERSION", raising=False)
-
-
-def optimizer(provider: str, base_url: str, sleeps: list | None = None, **overrides):
-    settings = dict(provider=provider, model=MODELS[provider], base_url=base_url, api_key_env=KEY_ENV,
-                    temperature=0.3, max_output_tokens=64, timeout_s=5.0, max_retries=2)
-    settings.update(overrides)
-    return open_optimizer(OptimizerConfig(**settings), sleep=(sleeps if sleeps is not None else []).append)
-
-
-def prompt_sent(provider: str, body: dict) -> str:
-    if provider == "gemini":
-        return body["contents"][0]["parts"][0]["text"]
-    return body["messages"][0]["content"]
-
-
-def key_header_ok(provider: str, headers: dict) -> bool:
-    if provider == "gemini":
-        return headers.get("x-goog-api-key") == KEY and "authorization" not in headers
-    return headers.get("authorization") == f"Bearer {KEY}"  # anthropic >= 2 sends a Bearer token, not x-api-key
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -172,8 +43,10 @@ def test_success_sends_the_real_request_and_counts_tokens(serve, provider):
     assert request.path == PATHS[provider]
     assert key_header_ok(provider, request.headers)
     assert prompt_sent(provider, request.body) == "Improve <ins_0> this </ins_0>"
-    if provider == "gemini":
-        assert request.body["generationConfig"] == {"temperature": 0.3, "maxOutputTokens": 64}
+    if provider == "gemini":  # thinking gets at most half of max_output_tokens unless the recipe says otherwise
+        config = dict(request.body["generationConfig"])
+        assert gemini_thinking_budget(config.pop("thinkingConfig")) == 32
+        assert config == {"temperature": 0.3, "maxOutputTokens": 64}
     else:
         body = request.body
         assert (body["model"], body["max_tokens"], body["temperature"]) == (MODELS[provider], 64, 0.3)
@@ -373,6 +246,10 @@ def test_default_retries_bound_a_hung_endpoint():
     assert (config.timeout_s, config.max_retries) == (120.0, 3)
     worst_s = (config.max_retries + 1) * config.timeout_s + sum(min(30.0, 2.0 ** r) for r in range(config.max_retries))
     assert worst_s < 600
+    # Gemini's default answer (16,384 tokens with its thinking) takes ~110-160 s: one attempt must be able to finish
+    gemini = OptimizerConfig()
+    assert gemini.timeout_s >= gemini.max_output_tokens / 100 + 60 and (gemini.max_retries + 1) * gemini.timeout_s \
+        + sum(min(30.0, 2.0 ** r) for r in range(gemini.max_retries)) < 25 * 60
 
 
 def test_retry_after_parsing():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspo_cli.instructions.proposers.base import parse_candidates
+from inspo_cli.instructions.proposers.base import cut_off_block, parse_candidates
 from inspo_cli.instructions.proposers.history import history_prompt
 from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
 from inspo_cli.instructions.proposers.reflection import reflection_prompt
@@ -87,3 +87,17 @@ def test_parse_drops_empty_duplicate_over_long_and_excluded_candidates_and_caps_
     assert parse_candidates(text, n=2, max_chars=40) == ["The parent.", "Keep  me."]
     assert parse_candidates("No tags at all, sorry.") == []
     assert parse_candidates("") == []
+
+
+def test_a_truncated_answer_loses_only_its_unclosed_last_block():
+    # closed by its tag, ended by the next opening tag, then cut by the output limit mid-word
+    text = "<ins_1>Closed.</ins_1>\n<ins_2>Ended by the next one.\n<ins_3>Cut off mid-wo"
+    assert parse_candidates(text, truncated=True) == ["Closed.", "Ended by the next one."]
+    assert cut_off_block(text) == "Cut off mid-wo"
+    assert parse_candidates(text) == ["Closed.", "Ended by the next one.", "Cut off mid-wo"]  # ended on its own
+    closed = "<ins_1>Closed.</ins_1>\n<ins_2>Also closed.</ins_2>\nAnd some analy"  # the cut fell after the blocks
+    assert parse_candidates(closed, truncated=True) == ["Closed.", "Also closed."] and cut_off_block(closed) is None
+    inside_a_tag = "<ins_1>Finished, but the closing tag was cut.</ins"  # not a tag yet: the block counts as unclosed
+    assert parse_candidates(inside_a_tag, truncated=True) == [] and cut_off_block(inside_a_tag).startswith("Finished")
+    assert cut_off_block("<ins_1>Done.</ins_1>\n<ins_2>\n") is None  # nothing was written in the cut block
+    assert parse_candidates("<ins_1>One.</ins_1><ins_2>Two, cut", n=1, truncated=True) == ["One."]

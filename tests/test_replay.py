@@ -73,6 +73,18 @@ def test_verification_questions_are_distinct_and_newest():
     assert buffer.verification_questions(0, random.Random(0)) == []
 
 
+def test_verification_questions_leave_out_the_latest_update_while_older_ones_suffice():
+    """The latest step's questions are the ones the policy was just trained on (mostly under the parent's
+    instruction): D_B comes from older questions where the buffer holds enough of them, topped up otherwise."""
+    buffer = ReplayBuffer(capacity=20)
+    buffer.extend(experience(f"{key}@1", 0.0, 1, key=key) for key in ("a", "b", "c", "d"))
+    buffer.extend(experience(f"{key}@2", 0.0, 2, key=key) for key in ("d", "e", "f"))  # d was asked again
+    for seed in range(10):
+        assert {q.key for q in buffer.verification_questions(3, random.Random(seed))} == {"a", "b", "c"}
+    drawn = {q.key for q in buffer.verification_questions(5, random.Random(0))}
+    assert {"a", "b", "c"} < drawn and len(drawn & {"d", "e", "f"}) == 2
+
+
 def test_state_round_trips_through_json_exactly():
     buffer = ReplayBuffer(capacity=3)
     buffer.extend(experiences_from(["i0", "i1"], ["k1", "k2"], ["q1?", "q2?"], [["a", "b"], ["c"]],

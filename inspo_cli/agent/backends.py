@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import ContextManager, Protocol, Sequence
 
 from inspo_cli.config import ModelConfig, RolloutConfig
+from inspo_cli.instructions.sampling import derived_seed
 
 
 @dataclass
@@ -267,14 +267,6 @@ class VLLMServerBackend(_Sampling):
                           "stop" if any(tail.endswith(s) for s in stop) else "length")
                 out[i] = Generation(ids, finish, [entry[0] if entry else math.nan for entry in logprobs])
         return out  # type: ignore[return-value]
-
-
-def derived_seed(seed: int, *parts) -> int:
-    """A seed in [0, 2**32) for `seed` and `parts` (a process index, a batch number): different inputs give unrelated
-    seeds, where `seed + process` gives run seed 0 on process 1 the stream of run seed 1 on process 0. numpy, which
-    vLLM seeds too, takes nothing at or above 2**32."""
-    text = "\x00".join(str(part) for part in (seed, *parts))
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
 
 
 def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None,

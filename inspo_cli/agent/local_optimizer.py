@@ -24,7 +24,9 @@ class LocalTransformersClient:
 
     Its answer is started with `RESPONSE_PREFIX` (the model continues after it, and the returned text includes it):
     every optimizer prompt asks for candidates in `<ins_1>...</ins_1>` tags, which API models write but small local
-    models (the offline default is a 135M model) seldom do unprompted; opened for them, they write an instruction.
+    models (the offline default is a 135M model) seldom do unprompted; opened for them, they write an instruction,
+    and seldom close it. An answer that used all of max_output_tokens without an EOS is `truncated`, as an API's
+    would be: its unclosed last block is cut off, not an instruction. optimizer.thinking_budget is ignored here.
     """
 
     provider = "local"
@@ -61,7 +63,16 @@ class LocalTransformersClient:
         prompt_length = encoded["input_ids"].shape[1]
         new_tokens = output[0, prompt_length:]
         return Completion(text=self.RESPONSE_PREFIX + tokenizer.decode(new_tokens, skip_special_tokens=True),
-                          input_tokens=int(prompt_length), output_tokens=int(new_tokens.shape[0]))
+                          input_tokens=int(prompt_length), output_tokens=int(new_tokens.shape[0]),
+                          truncated=self._cut_off(new_tokens.tolist(), model, tokenizer))
+
+    def _cut_off(self, new_tokens: list[int], model: Any, tokenizer: Any) -> bool:
+        """Whether generation stopped at max_new_tokens rather than at an end-of-sequence token."""
+        if len(new_tokens) < self._max_new_tokens:
+            return False  # at batch 1 generation stops early only at an EOS
+        eos = model.generation_config.eos_token_id
+        eos = {tokenizer.eos_token_id} if eos is None else set(eos) if isinstance(eos, (list, tuple)) else {eos}
+        return new_tokens[-1] not in eos
 
     def _load(self) -> tuple[Any, Any]:
         if self._loaded is None:

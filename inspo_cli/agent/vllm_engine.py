@@ -102,7 +102,7 @@ def reseed_after_colocated_engine(seed: int, process_index: int, tensor_parallel
     ranks of one tensor-parallel group must sample alike, hence one seed per group, as TRL's."""
     from transformers import set_seed
 
-    from inspo_cli.agent.backends import derived_seed
+    from inspo_cli.instructions.sampling import derived_seed
 
     set_seed(derived_seed(seed, process_index // tensor_parallel_size))
 

@@ -38,11 +38,18 @@ class PopulationConfig:
     candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
     failures_per_call: int = 4
     verify_size: int = 200  # |D_B|
+    # rollouts of the policy per D_B question, for the parent and each candidate (App. C's 6 x 200 rollouts: one)
+    verify_rollouts: int = 1
     verify: bool = True  # false: candidates join unverified, in proposal order (Fig. 3's "prune + expand")
     # Not the paper's numbers (it gives none; see the README's faithfulness table): which verified candidates join.
-    # beat_parent: those scoring at least their parent on the same D_B (§1: low performers are rejected), best first;
-    # top_n: the best accept_top_n whatever their score (Alg. 1 line 21 read literally).
+    # beat_parent: those not significantly worse than their parent, question by question on the same D_B (§1: low
+    # performers are rejected), best first: the mean per-question difference (candidate - parent) is at least
+    # -accept_margin standard errors (instructions/verification.py); top_n: the best accept_top_n whatever their score
+    # (Alg. 1 line 21 read literally).
     accept: str = "beat_parent"  # beat_parent | top_n
+    # in standard errors of the paired difference: 1.645 turns away ~5% of candidates exactly as good as their parent
+    # (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "Verification")
+    accept_margin: float = 1.645
     accept_top_n: int = 6  # at most this many of one verified batch join
     max_verify_rounds: int = 5  # App. C: "a maximum of 5 rounds of verification retrials"
     max_instruction_chars: int = 12000  # longer candidates are dropped (and recorded): ~3k tokens of a 4,096 prompt
@@ -55,7 +62,8 @@ class PopulationConfig:
             _require(bool(text.strip()), "instructions", f"entry {i} is empty; remove it or write the instruction")
         for name, example in (("size", "7"), ("n_parent", "1"), ("temperature", "0.2"), ("weight_window", "5"),
                               ("prune_every", "5"), ("evolve_every", "15"), ("candidates_per_call", "6"),
-                              ("failures_per_call", "4"), ("verify_size", "200"), ("accept_top_n", "6"),
+                              ("failures_per_call", "4"), ("verify_size", "200"), ("verify_rollouts", "1"),
+                              ("accept_top_n", "6"),
                               ("max_verify_rounds", "5"), ("max_instruction_chars", "12000"),
                               ("replay_capacity", "4096")):
             _positive(getattr(self, name), name, example)
@@ -65,6 +73,8 @@ class PopulationConfig:
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
         _one_of(self.proposer, tuple(PROPOSERS), "proposer")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
+        _require(self.accept_margin >= 0, "accept_margin", f"must be >= 0 standard errors (got {self.accept_margin}); "
+                 "0 admits candidates scoring at least their parent, 1.645 those not significantly worse")
         _one_of(self.stage, STAGES, "stage")
         if self.offline_steps is not None:
             _positive(self.offline_steps, "offline_steps", "150")
@@ -97,8 +107,20 @@ class OptimizerConfig:
     base_url: str | None = None
     api_key_env: str | None = None  # default: GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY
     temperature: float = 1.0
-    max_output_tokens: int = 8192
-    timeout_s: float = 120.0  # per attempt; with 3 retries a hung endpoint costs an evolution at most ~8 min
+    # Thinking included (Gemini and Claude count it here); an answer cut at this limit loses its unfinished last
+    # candidate. Default: 16384 for gemini (thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000
+    # characters, the paper's length, and their analysis: ~3k tokens; README), 8192 for the others.
+    max_output_tokens: int | None = None
+    # Tokens the model may think before it answers. gemini: thinking_budget (default 8192, 2.5 Pro's own automatic
+    # ceiling, at most half of max_output_tokens; -1: not sent, the model decides; 0: off where the model allows it);
+    # anthropic: extended thinking's budget_tokens (>= 1024, needs temperature 1.0; default: off); openai: must stay
+    # unset (chat completions take no such budget; max_output_tokens caps a reasoning model's thinking and answer);
+    # local: ignored (the demo's small models do not think).
+    thinking_budget: int | None = None
+    # per attempt. Default: 300 s for gemini, whose 16,384 tokens take ~110-160 s at 100-150 tokens/s (a timeout is
+    # retried, so one shorter than a whole answer would fail the evolution), 120 s for the others. With 3 retries a
+    # hung endpoint costs an evolution at most ~8 min (~20 min for gemini).
+    timeout_s: float | None = None
     max_retries: int = 3  # for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once
     max_calls: int | None = 100
     max_total_tokens: int | None = None
@@ -114,6 +136,32 @@ class OptimizerConfig:
         if self.base_url is not None:
             _require(bool(re.match(r"^https?://", self.base_url)), "base_url", f"must start with http:// or https:// (got {self.base_url!r})")
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature})")
+        if self.max_output_tokens is None:
+            self.max_output_tokens = 16384 if self.provider == "gemini" else 8192
+        if self.timeout_s is None:
+            self.timeout_s = 300.0 if self.provider == "gemini" else 120.0
+        if self.thinking_budget is None and self.provider == "gemini":  # half: a recipe's small limit keeps room
+            self.thinking_budget = min(8192, self.max_output_tokens // 2)
         for name, example in (("max_output_tokens", "8192"), ("timeout_s", "120"), ("max_calls", "100"), ("max_total_tokens", "2000000")):
             _positive(getattr(self, name), name, example)
         _require(self.max_retries >= 0, "max_retries", f"must be >= 0 (got {self.max_retries})")
+        self._check_thinking_budget()
+
+    def _check_thinking_budget(self) -> None:
+        budget, limit = self.thinking_budget, self.max_output_tokens
+        if budget is None or self.provider == "local":
+            return
+        _require(self.provider != "openai", "thinking_budget",
+                 f"is not sent to OpenAI-compatible servers (got {budget}); remove it, and cap a reasoning model's "
+                 "thinking and answer together with optimizer.max_output_tokens")
+        if self.provider == "gemini":
+            _require(budget >= -1, "thinking_budget", f"must be -1 (the model decides), 0 (off) or a token count "
+                     f"(got {budget}); use e.g. 8192")
+        else:
+            _require(budget >= 1024, "thinking_budget", f"must be >= 1024 for Claude's extended thinking (got "
+                     f"{budget}); use e.g. 4096, or remove it to answer without extended thinking")
+            _require(self.temperature == 1.0, "thinking_budget", f"needs optimizer.temperature 1.0 with Claude's "
+                     f"extended thinking (got temperature {self.temperature}); set temperature to 1.0 or remove "
+                     "thinking_budget")
+        _require(budget < limit, "thinking_budget", f"must be less than optimizer.max_output_tokens, which counts the "
+                 f"thinking too (got {budget} >= {limit}); lower it or raise max_output_tokens")

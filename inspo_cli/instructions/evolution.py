@@ -4,19 +4,21 @@ Every `evolve_every` steps the trainer calls `evolve`. The top `n_parent` instru
 parents and the only survivors; the optimizer LM proposes candidates from each parent (INSPO reflects on the
 parent's failed rollouts from the replay buffer; the paraphrase and history proposers are the paper's ablations;
 each is a module registered in `proposers.PROPOSERS`, looked up by `population.proposer`);
-the current policy is rolled out on a sample D_B of replay questions with the parent and its candidates in one
-batch (unless `population.verify` is false, the "prune + expand" ablation: the first `accept_top_n` join
-unverified), and candidates join by `population.accept`: `beat_parent` (those scoring at least the parent on the same
-D_B, best first, at most `accept_top_n`) or `top_n` (the best `accept_top_n` whatever their score). Rounds repeat
+the current policy is rolled out `verify_rollouts` times on each question of a sample D_B of replay questions
+(older than the latest step where the buffer allows) with the parent and its candidates in one batch (unless
+`population.verify` is false, the "prune + expand" ablation: the first `accept_top_n` join unverified), and
+candidates join by `population.accept`: `beat_parent` (those not significantly worse than the parent, question by
+question on the same D_B: `verification.py`; best first, at most `accept_top_n`) or `top_n` (the best
+`accept_top_n` whatever their score). Rounds repeat
 until the population holds `size` instructions or `max_verify_rounds` rounds are spent, then every weight restarts
 at 0.
 
     report = evolve(population, buffer, optimizer, verifier, recipe.population, step, random.Random(seed))
     rows = report.as_dict()["candidates"]          # every proposal, accepted or not, and why
-    overhead += report.verification_rollouts       # (|candidates| + 1 parent) x |D_B| per verification
+    overhead += report.verification_rollouts       # (|candidates| + 1 parent) x |D_B| x verify_rollouts each
 
-`Verifier` is the seam to the policy: the trainer implements it with the batched rollout engine, tests with
-a dict. When the optimizer runs out of budget or fails (`InspoError`), evolution stops where it is and keeps
+`Verifier` is the seam to the policy: the trainer implements it with the batched rollout engine (per-question mean
+rewards), tests with a dict. When the optimizer runs out of budget or fails (`InspoError`), evolution stops where it is and keeps
 the parents and whatever was accepted, so training goes on with a smaller population instead of crashing.
 Parent order, the failures shown and D_B all come from the `random.Random` passed in, so a seeded run
 evolves the same way again (given the same optimizer answers and verification scores).
@@ -24,6 +26,7 @@ evolves the same way again (given the same optimizer answers and verification sc
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -31,30 +34,35 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
+from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask
 from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
 from inspo_cli.instructions.proposers import load_proposer
-from inspo_cli.instructions.proposers.base import NoFailures, parse_candidates
+from inspo_cli.instructions.proposers.base import NoFailures, cut_off_block, parse_candidates
 from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
+from inspo_cli.instructions.verification import paired_comparison
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
+
+logger = logging.getLogger(__name__)
 
 # What became of a proposed candidate
 ACCEPTED = "accepted"
 DUPLICATE = "duplicate"  # the same text (ignoring whitespace) as an alive instruction: never verified
 TOO_LONG = "too long"  # over population.max_instruction_chars: never verified
-BELOW_PARENT = "below parent"  # accept=beat_parent: scored lower than its parent on the same D_B
+BELOW_PARENT = "below parent"  # accept=beat_parent: over accept_margin standard errors below its parent on D_B
 NOT_IN_TOP_N = "not in top-n"  # verified, but accept_top_n others of its batch scored higher
 NO_ROOM = "no room"  # good enough, but the population was already full
+CUT_OFF = "cut off"  # the unclosed last block of an answer stopped at optimizer.max_output_tokens: never verified
 
 
 class Verifier(Protocol):
     """Scores instructions with the current policy: the seam between evolution and the rollout engine."""
 
-    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion]) -> list[float]:
-        """The mean reward of the policy rolled out with each instruction on `questions`, one per instruction."""
+    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion],
+              rollouts: int = 1) -> list[list[float]]:
+        """Per instruction, per question (in the order given): the mean reward of `rollouts` rollouts of the policy."""
         ...
 
 
@@ -66,11 +74,14 @@ class ProposedCandidate:
     parent: str  # the parent's instruction id
     proposer: str
     round: int  # 1-based verification round
-    verification_score: float | None  # mean reward on D_B; None when never verified (duplicate, too long, verify off)
+    verification_score: float | None  # mean reward on D_B; None unverified (duplicate, too long, cut off, verify off)
     accepted: bool
-    reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
+    reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, CUT_OFF, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
     instruction_id: str | None = None  # its id in the population when accepted
     parent_score: float | None = None  # the parent's mean reward on the same D_B, in the same verification call
+    # the mean per-question difference (candidate - parent) on D_B and its standard error (verification.py)
+    difference: float | None = None
+    difference_se: float | None = None
 
 
 @dataclass
@@ -84,8 +95,9 @@ class EvolutionReport:
     candidates: list[ProposedCandidate] = field(default_factory=list)
     rounds: int = 0
     optimizer_calls: int = 0  # calls that returned an answer
+    truncated_answers: int = 0  # of those, answers the provider stopped at optimizer.max_output_tokens
     verification_calls: int = 0
-    verification_rollouts: int = 0  # sum over verifications of (len(candidates) + 1 parent) x len(questions)
+    verification_rollouts: int = 0  # sum over verifications of (candidates + 1 parent) x questions x verify_rollouts
     wall_s: float = 0.0
     stop_reason: str = ""  # "population full", "max_verify_rounds reached", "optimizer budget exhausted",
     # "no failed rollouts to reflect on", ...
@@ -111,10 +123,11 @@ def proposal_prompt(proposer: str, parent: Candidate, population: InstructionPop
 
 def propose(proposer: str, parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer,
             lm: LanguageModel, config: PopulationConfig, rng: random.Random) -> list[str]:
-    """Up to `candidates_per_call` new instructions from one optimizer call, none equal to an alive one."""
-    answer = lm.complete(proposal_prompt(proposer, parent, population, buffer, config, rng))
-    return parse_candidates(answer, n=config.candidates_per_call, max_chars=config.max_instruction_chars,
-                            exclude=[c.text for c in population.alive()])
+    """Up to `candidates_per_call` new instructions from one optimizer call, none equal to an alive one (nor the
+    unfinished last block of an answer cut off at the output limit)."""
+    answer = ask(lm, proposal_prompt(proposer, parent, population, buffer, config, rng))
+    return parse_candidates(answer.text, n=config.candidates_per_call, max_chars=config.max_instruction_chars,
+                            exclude=[c.text for c in population.alive()], truncated=answer.truncated)
 
 
 def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] = (),
@@ -123,14 +136,19 @@ def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] =
 
     Neither the original nor any text in `keep` (the recipe's other instructions) is among them; the caller builds
     the population as `[*recipe_instructions, *rewrites]`. Fewer than n come back when the optimizer gave fewer
-    usable ones (duplicates, empty blocks, or blocks over `max_chars`).
+    usable ones (duplicates, empty blocks, blocks over `max_chars`, or the unfinished last block of an answer cut
+    off at the output limit: logged as a warning, and counted in the optimizer's accounting).
     """
     if not text.strip():
         raise ValueError("the instruction to rewrite is empty")
     if n <= 0:
         return []
-    return parse_candidates(lm.complete(paraphrase_prompt(text, n)), n=n, max_chars=max_chars,
-                            exclude=[text, *keep])
+    answer = ask(lm, paraphrase_prompt(text, n))
+    if answer.truncated:
+        logger.warning("the optimizer's answer with the initial rewrites was cut off at optimizer.max_output_tokens "
+                       "(an unfinished last rewrite is dropped); raise optimizer.max_output_tokens or lower "
+                       "optimizer.thinking_budget")
+    return parse_candidates(answer.text, n=n, max_chars=max_chars, exclude=[text, *keep], truncated=answer.truncated)
 
 
 # -- evolving ----------------------------------------------------------------------------------------------
@@ -170,7 +188,7 @@ def _refill(population: InstructionPopulation, parents: Sequence[Candidate], buf
             except NoFailures:
                 return "no failed rollouts to reflect on"
             try:
-                answer = lm.complete(prompt)
+                answer = ask(lm, prompt)
             except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason
                 report.optimizer_error = str(error)
                 return "optimizer budget exhausted"
@@ -178,29 +196,34 @@ def _refill(population: InstructionPopulation, parents: Sequence[Candidate], buf
                 report.optimizer_error = str(error)
                 return "optimizer failed"
             report.optimizer_calls += 1
+            report.truncated_answers += answer.truncated
             _verify_and_add(answer, parent, round_number, population, buffer, verifier, config, step, rng, report)
     return "population full" if len(population) >= config.size else "max_verify_rounds reached"
 
 
-def _verify_and_add(answer: str, parent: Candidate, round_number: int, population: InstructionPopulation,
+def _verify_and_add(answer: Answer, parent: Candidate, round_number: int, population: InstructionPopulation,
                     buffer: ReplayBuffer, verifier: Verifier, config: PopulationConfig, step: int,
                     rng: random.Random, report: EvolutionReport) -> None:
     """Line 21 for one optimizer answer: verify its new candidates, with their parent, on a fresh D_B; add the best."""
     alive_normalized = {normalize_text(c.text) for c in population.alive()}
 
     def record(text: str, score: float | None, reason: str, instruction_id: str | None = None,
-               parent_score: float | None = None) -> None:
+               parent_score: float | None = None, **paired: float) -> None:
         report.candidates.append(ProposedCandidate(text, parent.id, config.proposer, round_number, score,
-                                                   reason == ACCEPTED, reason, instruction_id, parent_score))
+                                                   reason == ACCEPTED, reason, instruction_id, parent_score, **paired))
 
     fresh: list[str] = []
-    for text in parse_candidates(answer):  # every distinct block, so what is not verified is on record too
+    # every distinct block, so what is not verified is on record too
+    for text in parse_candidates(answer.text, truncated=answer.truncated):
         if normalize_text(text) in alive_normalized:
             record(text, None, DUPLICATE)
         elif len(text) > config.max_instruction_chars:
             record(text, None, TOO_LONG)
         elif len(fresh) < config.candidates_per_call:
             fresh.append(text)
+    cut = cut_off_block(answer.text) if answer.truncated else None
+    if cut is not None:
+        record(cut, None, CUT_OFF)
     if not fresh:
         return
     if not config.verify:  # Fig. 3's "prune + expand" ablation: no rollouts, the first accept_top_n join
@@ -214,33 +237,37 @@ def _verify_and_add(answer: str, parent: Candidate, round_number: int, populatio
                        NO_ROOM if len(population) >= config.size else DUPLICATE)
         return
     questions = buffer.verification_questions(config.verify_size, rng)  # D_B, drawn anew for every batch
-    # The parent is rolled out in the same call on the same D_B, so "at least as good as the parent" compares
-    # like with like (the same questions, the same policy weights, the same batch).
-    scores = [float(s) for s in verifier.score([parent.text, *fresh], questions)]
-    if len(scores) != len(fresh) + 1 or not all(math.isfinite(s) for s in scores):
-        raise ValueError(f"the verifier must return one finite score per instruction: {len(fresh) + 1} "
-                         f"instructions, got {scores}")
-    parent_score, scores = scores[0], scores[1:]
+    # The parent is rolled out in the same call on the same D_B, and each candidate is compared with it question by
+    # question (verification.py): the same questions, the same policy weights, the same batch on both sides.
+    table = verifier.score([parent.text, *fresh], questions, rollouts=config.verify_rollouts)
+    if len(table) != len(fresh) + 1 or any(len(row) != len(questions) or not all(math.isfinite(v) for v in row)
+                                           for row in table):
+        raise ValueError(f"the verifier must return one finite reward per question for each instruction: "
+                         f"{len(fresh) + 1} instructions x {len(questions)} questions, got {table}")
+    comparisons = [paired_comparison(row, table[0]) for row in table[1:]]
     report.verification_calls += 1
-    report.verification_rollouts += (len(fresh) + 1) * len(questions)
+    report.verification_rollouts += (len(fresh) + 1) * len(questions) * config.verify_rollouts
 
     # Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
-    # accept=beat_parent a candidate must score at least its parent; either way at most accept_top_n join, best
-    # first (sorted() is stable: of equal scores, the earlier proposal ranks first).
-    ranking = sorted(range(len(fresh)), key=lambda i: -scores[i])
+    # accept=beat_parent a candidate must not be significantly worse than its parent (accept_margin standard errors
+    # of the paired difference); either way at most accept_top_n join, best first (sorted() is stable: of equal
+    # differences, the earlier proposal ranks first).
+    ranking = sorted(range(len(fresh)), key=lambda i: -comparisons[i].difference)
     outcomes: dict[int, tuple[str, str | None]] = {}
     for rank, i in enumerate(ranking):
-        if config.accept == "beat_parent" and scores[i] < parent_score:
+        if config.accept == "beat_parent" and not comparisons[i].joins(config.accept_margin):
             outcomes[i] = (BELOW_PARENT, None)
             continue
         if rank >= config.accept_top_n:
             outcomes[i] = (NOT_IN_TOP_N, None)
             continue
         added = population.add(fresh[i], parent=parent.id, proposer=config.proposer, step=step,
-                               verification_score=scores[i])
+                               verification_score=comparisons[i].candidate_score)
         if added is not None:
             outcomes[i] = (ACCEPTED, added.id)
         else:
             outcomes[i] = (NO_ROOM if len(population) >= config.size else DUPLICATE, None)
     for i, text in enumerate(fresh):  # recorded in the order proposed
-        record(text, scores[i], *outcomes[i], parent_score=parent_score)
+        c = comparisons[i]
+        record(text, c.candidate_score, *outcomes[i], parent_score=c.parent_score, difference=c.difference,
+               difference_se=c.standard_error)

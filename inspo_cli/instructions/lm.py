@@ -5,7 +5,13 @@ only `LanguageModel.complete(prompt) -> str`; this file adds what every provider
 
     optimizer = open_optimizer(recipe.optimizer)     # reads the key from $GEMINI_API_KEY (or api_key_env)
     text = optimizer.complete(prompt)                # retries 429/5xx/timeouts, enforces the budget
+    answer = ask(optimizer, prompt)                  # Answer(text, truncated): was it cut at max_output_tokens?
     summary["optimizer"] = optimizer.accounting()    # calls, retries, tokens, seconds: safe to write out
+
+A text cut off at the output limit ends inside its last candidate, and nothing in the text says so; only the
+provider's finish reason does. So a language model may also offer `answer(prompt) -> Answer`, and `ask` uses it
+where it exists (`OptimizerLM`, and `MainProcessLM`, which broadcasts it); a test's fake with `complete` alone
+gives answers that count as whole.
 
 Providers live in `lm_clients.py`; each makes exactly one attempt per `attempt(prompt)` call (their SDKs'
 own retries are off) and reports a failure as `AttemptFailed` (`lm_errors.py`, which both files import). `OptimizerLM` owns retries (exponential
@@ -44,6 +50,21 @@ class LanguageModel(Protocol):
     def complete(self, prompt: str) -> str: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """An optimizer's answer as evolution needs it: the text, and whether the provider stopped it at
+    optimizer.max_output_tokens (then its last block, if unclosed, is where the cut fell)."""
+
+    text: str
+    truncated: bool = False
+
+
+def ask(lm: LanguageModel, prompt: str) -> Answer:
+    """`lm`'s answer to `prompt`: through its `answer(prompt)` where it has one, else `complete` (taken as whole)."""
+    answer = getattr(lm, "answer", None)
+    return answer(prompt) if callable(answer) else Answer(lm.complete(prompt))
+
+
 class OptimizerBudgetExhausted(InspoError):
     """The run has spent optimizer.max_calls or optimizer.max_total_tokens; raised before any further call."""
 
@@ -62,7 +83,7 @@ class OptimizerLM:
         self._sleep = sleep  # tests pass a recorder so backoff costs no time
         self._rng = rng or random.Random()
         self._lock = threading.Lock()  # proposers may call from several threads; budget checks must not race
-        self._calls = self._failed_calls = self._retries = self._estimated_usage_calls = 0
+        self._calls = self._failed_calls = self._retries = self._estimated_usage_calls = self._truncated = 0
         self._input_tokens = self._output_tokens = 0
         self._wall_s = 0.0
 
@@ -71,6 +92,10 @@ class OptimizerLM:
 
     def complete(self, prompt: str) -> str:
         return self.complete_with_usage(prompt).text
+
+    def answer(self, prompt: str) -> Answer:
+        completion = self.complete_with_usage(prompt)
+        return Answer(completion.text, completion.truncated)
 
     def complete_with_usage(self, prompt: str) -> Completion:
         self._reserve_call()
@@ -91,6 +116,7 @@ class OptimizerLM:
             self._input_tokens += completion.input_tokens
             self._output_tokens += completion.output_tokens
             self._estimated_usage_calls += completion.usage_estimated
+            self._truncated += completion.truncated
         return completion
 
     def accounting(self) -> dict:
@@ -100,7 +126,8 @@ class OptimizerLM:
                     "failed_calls": self._failed_calls, "retries": self._retries,
                     "input_tokens": self._input_tokens, "output_tokens": self._output_tokens,
                     "total_tokens": self._input_tokens + self._output_tokens,
-                    "estimated_usage_calls": self._estimated_usage_calls, "wall_s": round(self._wall_s, 3),
+                    "estimated_usage_calls": self._estimated_usage_calls, "truncated_answers": self._truncated,
+                    "wall_s": round(self._wall_s, 3),
                     "max_calls": self.max_calls, "max_total_tokens": self.max_total_tokens}
 
     def restore(self, accounting: dict) -> None:
@@ -110,6 +137,7 @@ class OptimizerLM:
             self._retries, self._wall_s = int(accounting["retries"]), float(accounting["wall_s"])
             self._input_tokens, self._output_tokens = int(accounting["input_tokens"]), int(accounting["output_tokens"])
             self._estimated_usage_calls = int(accounting["estimated_usage_calls"])
+            self._truncated = int(accounting.get("truncated_answers", 0))  # absent in runs saved before it existed
 
     def _reserve_call(self) -> None:
         with self._lock:

@@ -11,7 +11,10 @@
   needs torch, so it lives outside this torch-free package, in `inspo_cli/agent/local_optimizer.py`.
 
 The SDKs' own retries are switched off so `OptimizerLM` retries every provider the same way. Every SDK error is
-translated into `AttemptFailed` here, so nothing above this file imports an SDK or sees its exception types.
+translated into `AttemptFailed` here, so nothing above this file imports an SDK or sees its exception types. Each
+client marks an answer that stopped at optimizer.max_output_tokens as `truncated`, in the provider's own words
+(`TRUNCATED_FINISH`): its last candidate may be cut off mid-sentence, and evolution must not take it as written.
+optimizer.thinking_budget goes to Gemini as ThinkingConfig.thinking_budget and to Claude as extended thinking.
 SDKs are imported inside the constructors: importing this module stays cheap.
 """
 
@@ -27,6 +30,11 @@ from inspo_cli.instructions.lm_errors import (AttemptFailed, Completion, Provide
 
 if TYPE_CHECKING:
     from inspo_cli.config import OptimizerConfig
+
+# How each API says "stopped at the output limit". Claude's model_context_window_exceeded is the same cut, at the
+# context window instead of max_tokens.
+TRUNCATED_FINISH = {"gemini": ("MAX_TOKENS",), "anthropic": ("max_tokens", "model_context_window_exceeded"),
+                    "openai": ("length",)}  # tuples: a malformed body's reason may be unhashable
 
 
 def build_client(config: OptimizerConfig, api_key: str | None) -> ProviderClient:
@@ -61,9 +69,13 @@ class GeminiClient:
                                     timeout=max(1, round(config.timeout_s * 1000)),  # milliseconds
                                     retry_options=types.HttpRetryOptions(attempts=1))
         self._sdk = genai.Client(api_key=api_key, vertexai=False, http_options=options)
+        # Gemini 2.5 counts thinking against max_output_tokens and, unbudgeted, may think up to 8,192 tokens: the
+        # budget keeps room for the answer. -1 sends none: the model decides (and a model without thinking gets none).
+        thinking = (types.ThinkingConfig(thinking_budget=config.thinking_budget)
+                    if config.thinking_budget is not None and config.thinking_budget != -1 else None)
         # No tools are passed, so automatic function calling has nothing to do but log a line per call.
         self._generation = types.GenerateContentConfig(
-            temperature=config.temperature, max_output_tokens=config.max_output_tokens,
+            temperature=config.temperature, max_output_tokens=config.max_output_tokens, thinking_config=thinking,
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
 
     def __repr__(self) -> str:
@@ -97,17 +109,19 @@ class GeminiClient:
         candidate = candidates[0]
         parts = (candidate.content.parts if candidate.content else None) or []
         texts = [part.text for part in parts if part.text and not part.thought]  # thought summaries are not answers
+        finish = _enum_name(candidate.finish_reason)
         if not texts:
-            finish = _enum_name(candidate.finish_reason)
-            if finish == "MAX_TOKENS":
+            if finish in TRUNCATED_FINISH[self.provider]:
                 raise AttemptFailed("returned no text (finish reason MAX_TOKENS)", retryable=False,
-                                    hint="raise optimizer.max_output_tokens (thinking models spend some on thoughts)")
+                                    hint="raise optimizer.max_output_tokens or lower optimizer.thinking_budget "
+                                         "(thinking counts against it)")
             raise malformed_response(self.provider, f"no text in the first candidate, finish reason {finish}")
         usage = response.usage_metadata
         output_tokens = None
         if usage is not None and usage.candidates_token_count is not None:
             output_tokens = usage.candidates_token_count + (usage.thoughts_token_count or 0)  # thoughts are billed
-        return completion_with_usage("".join(texts), prompt, usage and usage.prompt_token_count, output_tokens)
+        return completion_with_usage("".join(texts), prompt, usage and usage.prompt_token_count, output_tokens,
+                                     truncated=finish in TRUNCATED_FINISH[self.provider])
 
 
 class AnthropicClient:
@@ -127,8 +141,12 @@ class AnthropicClient:
         self._sdk = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=config.timeout_s, max_retries=0)
         # anthropic >= 1.0 dropped `temperature` from create()'s signature; the API still takes it (via extra_body)
         # on models that support sampling, while newer models reject it, so send it only when it is not the
-        # API's default of 1.0.
+        # API's default of 1.0 (which extended thinking requires; the config checks that).
         self._extra_body = {"temperature": config.temperature} if config.temperature != 1.0 else None
+        # Extended thinking counts against max_tokens (budget_tokens < max_tokens, checked by the config); unset,
+        # Claude answers without it.
+        self._thinking = ({"thinking": {"type": "enabled", "budget_tokens": config.thinking_budget}}
+                          if config.thinking_budget is not None else {})
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r}, endpoint={self.endpoint!r})"
@@ -139,7 +157,7 @@ class AnthropicClient:
         try:
             message = self._sdk.messages.create(model=self.model, max_tokens=self._max_tokens,
                                                 messages=[{"role": "user", "content": prompt}],
-                                                extra_body=self._extra_body)
+                                                extra_body=self._extra_body, **self._thinking)
         except anthropic.APIStatusError as e:
             retry_after = retry_after_from_headers(e.response.headers)
             raise http_failure(e.status_code, error_detail(e.body), retry_after) from None
@@ -159,19 +177,20 @@ class AnthropicClient:
         if not isinstance(content, list):
             raise malformed_response(self.provider, "no content list")
         texts = [_field(block, "text") for block in content if _field(block, "type") == "text"]
-        texts = [text for text in texts if isinstance(text, str) and text]
+        texts = [text for text in texts if isinstance(text, str) and text]  # thinking blocks are not answers
+        stop = _field(message, "stop_reason")
         if not texts:
-            stop = _field(message, "stop_reason")
-            if stop == "max_tokens":
-                raise AttemptFailed("returned no text (stop reason max_tokens)", retryable=False,
-                                    hint="raise optimizer.max_output_tokens")
+            if stop in TRUNCATED_FINISH[self.provider]:
+                raise AttemptFailed(f"returned no text (stop reason {stop})", retryable=False,
+                                    hint="raise optimizer.max_output_tokens or lower optimizer.thinking_budget")
             raise malformed_response(self.provider, f"no text block, stop reason {stop}")
         usage = _field(message, "usage")
         input_tokens = _field(usage, "input_tokens")
         if isinstance(input_tokens, int):  # cached prompt tokens are reported apart but are input all the same
             for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
                 input_tokens += _field(usage, cached) or 0
-        return completion_with_usage("".join(texts), prompt, input_tokens, _field(usage, "output_tokens"))
+        return completion_with_usage("".join(texts), prompt, input_tokens, _field(usage, "output_tokens"),
+                                     truncated=stop in TRUNCATED_FINISH[self.provider])
 
 
 class OpenAICompatibleClient:
@@ -217,22 +236,25 @@ class OpenAICompatibleClient:
         if not isinstance(choices, list) or not choices:
             raise malformed_response(self.provider, "no choices")
         text = _field(_field(choices[0], "message"), "content")
+        finish = _field(choices[0], "finish_reason")
         if not isinstance(text, str) or not text:
-            finish = _field(choices[0], "finish_reason")
-            if finish == "length":
+            if finish in TRUNCATED_FINISH[self.provider]:
                 raise AttemptFailed("returned no text (finish reason length)", retryable=False,
                                     hint="raise optimizer.max_output_tokens")
             raise malformed_response(self.provider, f"no message content in the first choice, finish reason {finish}")
         usage = body.get("usage")
-        return completion_with_usage(text, prompt, _field(usage, "prompt_tokens"), _field(usage, "completion_tokens"))
+        return completion_with_usage(text, prompt, _field(usage, "prompt_tokens"), _field(usage, "completion_tokens"),
+                                     truncated=finish in TRUNCATED_FINISH[self.provider])
 
 
-def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_tokens: Any) -> Completion:
+def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_tokens: Any, *,
+                          truncated: bool = False) -> Completion:
     """A Completion with the provider's counts, or ~4 characters per token where it reported none."""
     if isinstance(input_tokens, int) and isinstance(output_tokens, int):
-        return Completion(text, input_tokens, output_tokens)
+        return Completion(text, input_tokens, output_tokens, truncated=truncated)
     return Completion(text, input_tokens if isinstance(input_tokens, int) else _estimate_tokens(prompt),
-                      output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text), usage_estimated=True)
+                      output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text), usage_estimated=True,
+                      truncated=truncated)
 
 
 def error_detail(body: Any) -> str:

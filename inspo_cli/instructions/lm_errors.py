@@ -24,6 +24,9 @@ class Completion:
     input_tokens: int
     output_tokens: int
     usage_estimated: bool = False
+    # The provider stopped at optimizer.max_output_tokens (Gemini MAX_TOKENS, Claude max_tokens, OpenAI length, a
+    # local model without EOS): the text ends wherever the limit fell, possibly inside a candidate.
+    truncated: bool = False
 
 
 class AttemptFailed(Exception):
@@ -63,7 +66,8 @@ def http_failure(status: int, detail: str = "", retry_after: str | None = None) 
     elif status in RETRYABLE_STATUSES:
         hint = "the server is failing; try again later or raise optimizer.max_retries"
     else:
-        hint = "check optimizer.model, optimizer.temperature and optimizer.max_output_tokens"
+        hint = ("check optimizer.model, optimizer.temperature, optimizer.max_output_tokens and "
+                "optimizer.thinking_budget")
     return AttemptFailed(reason, retryable=status in RETRYABLE_STATUSES, status=status,
                          retry_after_s=parse_retry_after(retry_after), hint=hint)
 

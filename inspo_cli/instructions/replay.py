@@ -97,15 +97,20 @@ class ReplayBuffer:
     def verification_questions(self, n: int, rng: random.Random) -> list[ReplayQuestion]:
         """n distinct questions (by question key) sampled uniformly from the buffer; all of them if fewer.
 
-        A question seen several times is represented by its newest experience. Keys are sorted before
-        sampling so the draw depends only on the buffer's contents and `rng`, not on arrival order.
+        The latest step's questions are the ones the policy was just updated on, mostly under the parent's own
+        instruction, which would favour the parent; they are drawn only when the older questions number fewer
+        than n. A question seen several times is represented by (and dated by) its newest experience. Keys are
+        sorted before sampling, so the draw depends only on the buffer's contents and `rng`, not on arrival order.
         """
         newest: dict[str, Experience] = {}
         for experience in self._entries:
             newest[experience.question_key] = experience
-        keys = sorted(newest)
-        chosen = keys if n >= len(keys) else sorted(rng.sample(keys, max(n, 0)))
-        return [ReplayQuestion(k, newest[k].question, newest[k].golden_answers) for k in chosen]
+        latest = self.latest_step()
+        older = sorted(k for k, e in newest.items() if e.step != latest)
+        recent = sorted(k for k, e in newest.items() if e.step == latest)
+        chosen = _sample(older, n, rng)
+        chosen += _sample(recent, n - len(chosen), rng)
+        return [ReplayQuestion(k, newest[k].question, newest[k].golden_answers) for k in sorted(chosen)]
 
     def latest_step(self) -> int | None:
         return max((e.step for e in self._entries), default=None)
@@ -120,6 +125,10 @@ class ReplayBuffer:
         buffer = cls(state["capacity"])
         buffer.extend(_experience(row) for row in state["entries"])
         return buffer
+
+
+def _sample(keys: list[str], n: int, rng: random.Random) -> list[str]:
+    return list(keys) if n >= len(keys) else rng.sample(keys, max(n, 0))
 
 
 def _experience(row: dict[str, Any]) -> Experience:

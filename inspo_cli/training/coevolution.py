@@ -26,15 +26,17 @@ from typing import Callable, Sequence
 from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.evolution import EvolutionReport, Verifier, evolve
-from inspo_cli.instructions.lm import LanguageModel, OptimizerBudgetExhausted
+from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
 from inspo_cli.instructions.sampling import InstructionSource, stable_random
+from inspo_cli.runs import RunDir
 from inspo_cli.training.reward import rollout_and_score
 
 
 class MainProcessLM:
-    """The optimizer LM, called on the main process only; every process gets the same text or the same error.
+    """The optimizer LM, called on the main process only; every process gets the same answer (its text and whether
+    it was truncated, so all drop the same cut-off candidate) or the same error.
 
     `broadcast` sends the main process's one-element list to all processes (accelerate's `broadcast_object_list`
     unless given)."""
@@ -43,8 +45,11 @@ class MainProcessLM:
         self.lm, self.accelerator, self._broadcast = lm, accelerator, broadcast
 
     def complete(self, prompt: str) -> str:
+        return self.answer(prompt).text
+
+    def answer(self, prompt: str) -> Answer:
         if self.accelerator.num_processes == 1:
-            return self.lm.complete(prompt)
+            return ask(self.lm, prompt)
         broadcast = self._broadcast
         if broadcast is None:
             from accelerate.utils import broadcast_object_list as broadcast
@@ -52,7 +57,7 @@ class MainProcessLM:
         payload: list = [None]
         if self.accelerator.is_main_process:
             try:
-                payload = [("ok", self.lm.complete(prompt))]
+                payload = [("ok", ask(self.lm, prompt))]
             except OptimizerBudgetExhausted as e:
                 payload = [("budget", str(e))]
             except InspoError as e:
@@ -66,36 +71,39 @@ class MainProcessLM:
 
 
 class PolicyVerifier:
-    """Alg. 1 line 21's verification: the current policy rolled out under each candidate on D_B, mean reward.
+    """Alg. 1 line 21's verification: the current policy rolled out under each instruction on D_B; per question,
+    the mean reward of its rollouts.
 
     `engine` is the rollout engine over the policy; `generation` a context manager factory that readies the
     policy for generation (the trainer's unwrap-and-no-grad; nothing for a frozen policy); `accelerator`
-    (optional) splits D_B over processes and sums the rewards back."""
+    (optional) splits D_B over processes and gathers the per-question rewards back."""
 
     def __init__(self, engine, reward: RewardConfig, generation=contextlib.nullcontext, accelerator=None):
         self.engine, self.reward, self.generation, self.accelerator = engine, reward, generation, accelerator
 
-    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion]) -> list[float]:
+    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion],
+              rollouts: int = 1) -> list[list[float]]:
         rank, world = (self.accelerator.process_index, self.accelerator.num_processes) if self.accelerator else (0, 1)
-        mine = list(questions)[rank::world]
-        pairs = [(text, q) for text in instructions for q in mine]  # one batched rollout for all candidates
-        totals = [[0.0, 0] for _ in instructions]
+        mine = list(range(len(questions)))[rank::world]
+        # one batched rollout for every instruction, question and repetition
+        pairs = [(text, questions[j]) for text in instructions for j in mine for _ in range(rollouts)]
+        table = [[0.0] * len(questions) for _ in instructions]
         # Every process enters the generation context, also one whose share of D_B is empty: under ZeRO-3 it gathers
         # the sharded weights collectively (and a vLLM weight sync is collective too), so a rank that skipped it
         # would leave the others waiting for ever.
         with self.generation():
             _, rewards = rollout_and_score(self.engine, [t for t, _ in pairs], [q for _, q in pairs], self.reward)
-        if pairs:
-            for i in range(len(instructions)):
-                chunk = rewards[i * len(mine):(i + 1) * len(mine)]
-                totals[i] = [sum(chunk), len(chunk)]
-        if world > 1:
+        for i in range(len(instructions)):
+            for n, j in enumerate(mine):
+                first = (i * len(mine) + n) * rollouts
+                table[i][j] = sum(rewards[first:first + rollouts]) / rollouts
+        if world > 1:  # each question is filled in by exactly one process: the sum is the whole table
             import torch
 
-            summed = self.accelerator.reduce(torch.tensor(totals, dtype=torch.float64,
-                                                          device=self.accelerator.device), reduction="sum")
-            totals = summed.tolist()
-        return [s / n if n else 0.0 for s, n in totals]
+            summed = self.accelerator.reduce(torch.tensor(table, dtype=torch.float64, device=self.accelerator.device),
+                                             reduction="sum")
+            table = summed.tolist()
+        return table
 
 
 class CoEvolution:
@@ -130,6 +138,12 @@ class CoEvolution:
             if report.optimizer_error and self.warn is not None:  # else a bad key would only show in evolutions.json
                 self.warn(f"warning: evolution at step {step} stopped: {report.optimizer_error} "
                           f"({len(report.accepted())} candidates accepted; training goes on with the population)")
+            truncated_before = any(r.get("truncated_answers") for r in self.reports[:-1])  # resumed ones too
+            if report.truncated_answers and self.warn is not None and not truncated_before:  # once per run
+                self.warn(f"warning: {report.truncated_answers} of {report.optimizer_calls} optimizer answers at step "
+                          f"{step} stopped at optimizer.max_output_tokens; an unfinished last candidate is dropped "
+                          f"(\"cut off\" in {RunDir.EVOLUTIONS}); raise optimizer.max_output_tokens or lower "
+                          "optimizer.thinking_budget (this warning is not repeated)")
         metrics = {"population/size": len(population), "population/pruned": len(pruned),
                    "population/best_weight": population.best().weight,
                    "population/prompt_length": sum(len(c.text) for c in population.alive()) / len(population)}

@@ -3,7 +3,11 @@ optimizer's answer.
 
 `parse_candidates` is lenient about what LLMs actually return: prose around the tags, a missing closing tag,
 numbering that skips or repeats, code fences; it drops empty and duplicate candidates (and over-long ones when
-given a cap; evolution records those instead, see `evolution.TOO_LONG`).
+given a cap; evolution records those instead, see `evolution.TOO_LONG`). It is strict about one thing: in an answer
+the provider cut off at its output limit (`truncated`), a last block without a closing tag ends where the cut fell,
+mid-sentence, so it is no candidate (`cut_off_block` returns it, for the record). In an answer that ended on its
+own, such a block is the model's finished text without its closing tag, and is kept: the local optimizer opens
+`<ins_1>` for its 135M model, which, when it does stop before the limit, has seldom closed the tag.
 """
 
 from __future__ import annotations
@@ -53,24 +57,21 @@ _HAS_WORD = re.compile(r"\w")  # "..." echoed from the template's "<ins_1>...</i
 
 
 def parse_candidates(text: str, n: int | None = None, max_chars: int | None = None,
-                     exclude: Sequence[str] = ()) -> list[str]:
+                     exclude: Sequence[str] = (), truncated: bool = False) -> list[str]:
     """The instructions inside `<ins_k>...</ins_k>` tags, in order, at most n, each stripped.
 
     A block runs from its opening tag to the first closing tag (of any number) or, when that is missing, to
     the next opening tag or the end of the text. Blocks that are empty or punctuation only, longer than
     `max_chars` (when given), or equal (ignoring whitespace) to an earlier block or to a text in `exclude` (pass
-    the parent, which optimizers like to echo back as `<ins_0>`) are dropped.
+    the parent, which optimizers like to echo back as `<ins_0>`) are dropped; so is the last block when it has no
+    closing tag and the answer was `truncated` (see `cut_off_block`).
     """
-    openings = list(_OPEN_TAG.finditer(text))
     seen = {normalize_text(t) for t in exclude}
     candidates: list[str] = []
-    for i, opening in enumerate(openings):
-        end = openings[i + 1].start() if i + 1 < len(openings) else len(text)
-        body = text[opening.end():end]
-        closing = _CLOSE_TAG.search(body)
-        if closing:
-            body = body[:closing.start()]
-        body = _strip_code_fence(body).strip()
+    blocks = _blocks(text)
+    if truncated and blocks and not blocks[-1][1]:
+        blocks = blocks[:-1]
+    for body, _ in blocks:
         normalized = normalize_text(body)
         if not _HAS_WORD.search(body) or (max_chars is not None and len(body) > max_chars) or normalized in seen:
             continue
@@ -79,6 +80,30 @@ def parse_candidates(text: str, n: int | None = None, max_chars: int | None = No
         if n is not None and len(candidates) >= n:
             break
     return candidates
+
+
+def cut_off_block(text: str) -> str | None:
+    """The last block of a truncated answer when it has no closing tag (and holds a word): the unfinished
+    candidate `parse_candidates(..., truncated=True)` drops. None when the answer has no such block."""
+    blocks = _blocks(text)
+    if blocks and not blocks[-1][1] and _HAS_WORD.search(blocks[-1][0]):
+        return blocks[-1][0]
+    return None
+
+
+def _blocks(text: str) -> list[tuple[str, bool]]:
+    """(body, ended) for every block, stripped of code fences and whitespace; `ended` is false only for a last
+    block that runs to the end of the text, no closing tag and no next opening tag after it."""
+    openings = list(_OPEN_TAG.finditer(text))
+    blocks = []
+    for i, opening in enumerate(openings):
+        last = i + 1 == len(openings)
+        body = text[opening.end():len(text) if last else openings[i + 1].start()]
+        closing = _CLOSE_TAG.search(body)
+        if closing:
+            body = body[:closing.start()]
+        blocks.append((_strip_code_fence(body).strip(), closing is not None or not last))
+    return blocks
 
 
 def _strip_code_fence(body: str) -> str:
