@@ -1,0 +1,286 @@
+"""How well does verification tell a candidate instruction from its parent? (issue 27, item 3)
+
+A candidate is verified by rolling the current policy out under it and under its parent on the same questions D_B
+(`population.verify_size`, the paper's 200), `population.verify_rollouts` times each, and joins by
+`population.accept`. This measures, for the rule the paper recipes used before ("at least the parent's mean") and
+for the paired rule they use now (`inspo_cli.instructions.verification`: the per-question difference may be at
+most `accept_margin` standard errors below zero), how often
+
+- an exact copy of the parent is turned away (false rejection; with 6 candidates per evolution, App. C's "one
+  round" needs all six to join),
+- a truly better candidate (+0.05, +0.10 mean reward) joins, and a truly worse one (-0.05, -0.10) joins.
+
+Two sources of per-question success rates p_q:
+
+1. Simulation at the paper's D_B size (200 questions): p_q ~ Beta with mean 0.45 (the 3B policy's reward) and
+   concentration c (0.5: most questions always or never solved; 2; inf: every question alike, where pairing helps
+   least), Bernoulli rewards (EM).
+2. The world, with a frozen policy: the shipped warm start (`recipes/demo.yaml`: its instruction, limits and reward,
+   EM plus 0.2 for a well-formed wrong answer) rolled out `--pool` times on each of `--questions` training
+   questions through the real rollout engine and BM25. An exact copy's verification is then the comparison of
+   disjoint draws of those real rollouts (the copy *is* the parent, so its rollouts are further samples of the
+   same thing); a better (worse) candidate is such a draw with rewards raised to the top (dropped to 0) at random,
+   at the rate that moves the mean by exactly delta.
+
+In the simulation a better candidate's success rate on question q is p_q + delta (1 - p_q) / (1 - mean p), a worse
+one's p_q (1 + delta / mean p): the mean moves by exactly delta and no rate leaves [0, 1].
+
+    python bench/verification.py                         # simulation only (seconds)
+    python bench/verification.py --world --questions 200 --pool 8   # plus the world (about 30 min on 2 cores)
+    python bench/verification.py --reuse-world           # the world's rates again from the rollouts kept
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+from _common import ROOT, machine, update_readme_section
+
+from inspo_cli.instructions.verification import paired_comparison
+from inspo_cli.jsonio import atomic_write_json
+
+DELTAS = (-0.10, -0.05, 0.0, 0.05, 0.10)
+# (label, rollouts per question, margin in standard errors); the first is the rule the paper recipes had
+RULES = (("at least the parent (before)", 1, 0.0), ("paired, margin 1.0 SE", 1, 1.0),
+         ("paired, margin 1.645 SE (default)", 1, 1.645), ("paired, margin 2.0 SE", 1, 2.0),
+         ("paired, margin 1.645 SE, 2 rollouts", 2, 1.645))
+RESULTS = ROOT / "bench/results/verification.json"
+FIGURE = ROOT / "bench/results/verification.png"
+
+
+def shifted(p: np.ndarray, delta: float) -> np.ndarray:
+    """Success rates whose mean over the questions is that of `p` plus delta (each row its own questions)."""
+    mean = p.mean(axis=-1, keepdims=True)
+    if delta >= 0:
+        return p + delta * (1 - p) / np.maximum(1 - mean, 1e-9)
+    return p * (1 + delta / np.maximum(mean, 1e-9))
+
+
+def decide(candidate: np.ndarray, parent: np.ndarray, margin: float) -> np.ndarray:
+    """`PairedComparison.joins`, vectorised: rows are repetitions, columns questions (per-question mean rewards)."""
+    d = candidate - parent
+    n = d.shape[-1]
+    se = d.std(axis=-1, ddof=1) / math.sqrt(n)
+    return d.mean(axis=-1) >= -margin * se - 1e-12
+
+
+def check_against_library(rng: np.random.Generator) -> None:
+    """The vectorised rule is the one evolution applies: compare on a few random draws."""
+    for margin in (0.0, 1.645):
+        c, p = rng.integers(0, 2, (20, 50)).astype(float), rng.integers(0, 2, (20, 50)).astype(float)
+        ours = decide(c, p, margin)
+        theirs = [paired_comparison(list(ci), list(pi)).joins(margin) for ci, pi in zip(c, p)]
+        assert list(ours) == theirs, "bench/verification.py's rule differs from inspo_cli.instructions.verification"
+
+
+def simulate(concentration: float, questions: int, repetitions: int, rng: np.random.Generator,
+             mean: float = 0.45) -> dict:
+    rows = {}
+    for label, k, margin in RULES:
+        if math.isinf(concentration):
+            p = np.full((repetitions, questions), mean)
+        else:
+            p = rng.beta(mean * concentration, (1 - mean) * concentration, (repetitions, questions))
+        parent = rng.binomial(k, p) / k
+        rows[label] = {f"{delta:+.2f}": float(decide(rng.binomial(k, np.clip(shifted(p, delta), 0, 1)) / k, parent,
+                                                     margin).mean()) for delta in DELTAS}
+        # App. C's one round: six copies of the parent verified against the same parent rollouts all join
+        copies = [decide(rng.binomial(k, p) / k, parent, margin) for _ in range(6)]
+        rows[label]["one_round"] = float(np.logical_and.reduce(copies).mean())
+    return rows
+
+
+def world_pool(questions: int, pool: int, seed: int) -> tuple[np.ndarray, dict]:
+    """(rewards[question, draw], facts): the demo's policy and instruction, `pool` rollouts of each question."""
+    import torch
+
+    from inspo_cli.agent import RolloutEngine, load_backend
+    from inspo_cli.config import load_recipe
+    from inspo_cli.models import uses_chat_template
+    from inspo_cli.retrieval import open_from_config
+    from inspo_cli.training.reward import rollout_and_score
+    from inspo_cli.training.setup import train_questions
+
+    recipe = load_recipe(ROOT / "recipes/demo.yaml", [f"run.seed={seed}"])
+    torch.set_num_threads(2)
+    torch.manual_seed(seed)
+    backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=64, device="cpu", seed=seed)
+    engine = RolloutEngine(backend, open_from_config(recipe.retriever), tokenizer, recipe.rollout,
+                           topk=recipe.retriever.topk, chat=uses_chat_template(tokenizer, recipe.model.chat_template))
+    chosen = train_questions(recipe)[:questions]
+    instruction = recipe.population.instructions[0]
+    rewards = np.zeros((len(chosen), pool))
+    started = time.time()
+    for draw in range(pool):
+        _, scored = rollout_and_score(engine, [instruction] * len(chosen), chosen, recipe.reward)
+        rewards[:, draw] = scored
+        print(f"world: draw {draw + 1}/{pool} done, mean reward {np.mean(scored):.3f}, "
+              f"{time.time() - started:.0f} s", flush=True)
+    return rewards, {"questions": len(chosen), "pool": pool, "seconds": round(time.time() - started, 1),
+                     "mean_reward": float(rewards.mean()),
+                     "share_always_same": float(np.mean(rewards.min(axis=1) == rewards.max(axis=1)))}
+
+
+def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator) -> dict:
+    """Acceptance rates on the world. A copy of the parent is a disjoint draw of the same real rollouts; a better
+    (worse) candidate is such a draw with each reward raised to the maximum (dropped to 0) with the probability
+    that moves the mean by exactly delta, so its rewards keep the world's own shape (0, 0.2 or 1)."""
+    n, pool = rewards.shape
+    top = float(rewards.max())
+    rows = {}
+    for label, k, margin in RULES:
+        if 2 * k > pool:
+            continue
+        order = np.argsort(rng.random((repetitions, n, pool)), axis=-1)  # a random permutation of draws per question
+        drawn = np.take_along_axis(np.broadcast_to(rewards, (repetitions, n, pool)), order, axis=-1)
+        parent, copy = drawn[..., :k].mean(-1), drawn[..., k:2 * k].mean(-1)
+        row = {"+0.00": float(decide(copy, parent, margin).mean())}
+        if 7 * k <= pool:  # six copies and the parent from disjoint real rollouts
+            copies = [decide(drawn[..., i * k:(i + 1) * k].mean(-1), parent, margin) for i in range(1, 7)]
+            row["one_round"] = float(np.logical_and.reduce(copies).mean())
+        single = drawn[..., k:2 * k]  # the copy's own rollouts, each shifted on its own
+        for delta in DELTAS:
+            if delta == 0:
+                continue
+            if delta > 0:
+                chance = delta / np.mean(top - rewards)
+                moved = np.where(rng.random(single.shape) < chance, top, single)
+            else:
+                chance = -delta / np.mean(rewards)
+                moved = np.where(rng.random(single.shape) < chance, 0.0, single)
+            row[f"{delta:+.2f}"] = float(decide(moved.mean(-1), parent, margin).mean())
+        rows[label] = row
+    return rows
+
+
+def table(rows: dict) -> str:
+    lines = ["| rule | rollouts / question | copy of the parent turned away | 6 copies all join (one round) | "
+             "joins at -0.10 | at -0.05 | at +0.05 | at +0.10 |", "|---|---|---|---|---|---|---|---|"]
+    for label, k, _ in RULES:
+        if label not in rows:
+            continue
+        r = rows[label]
+        one_round = f"{r['one_round']:.3f}" if "one_round" in r else "-"
+        lines.append(f"| {label} | {k} | {1 - r['+0.00']:.3f} | {one_round} | {r['-0.10']:.3f} | "
+                     f"{r['-0.05']:.3f} | {r['+0.05']:.3f} | {r['+0.10']:.3f} |")
+    return "\n".join(lines)
+
+
+def plot(curves: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for label, points in curves.items():
+        ax.plot([d for d, _ in points], [a for _, a in points], marker="o", markersize=3, label=label)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_xlabel("candidate's true mean reward minus its parent's")
+    ax.set_ylabel("probability the candidate joins")
+    ax.set_title("Verification, |D_B| = 200 (simulated: p_q ~ Beta, mean 0.45, c = 2)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def curves(questions: int, repetitions: int, rng: np.random.Generator) -> dict:
+    out = {}
+    for label, k, margin in RULES:
+        points = []
+        for delta in np.linspace(-0.15, 0.15, 13):
+            p = rng.beta(0.45 * 2, 0.55 * 2, (repetitions, questions))
+            parent = rng.binomial(k, p) / k
+            candidate = rng.binomial(k, np.clip(shifted(p, float(delta)), 0, 1)) / k
+            points.append((float(delta), float(decide(candidate, parent, margin).mean())))
+        out[label] = points
+    return out
+
+
+def choice(results: dict) -> str:
+    """The argument for the paper recipes' defaults, with this run's figures."""
+    sims = results["simulation"].values()
+    old, new, two = RULES[0][0], RULES[2][0], RULES[4][0]
+
+    def span(label: str, key: str, complement: bool = False) -> str:
+        values = [1 - rows[label][key] if complement else rows[label][key] for rows in sims]
+        low, high = f"{min(values) * 100:.1f}", f"{max(values) * 100:.1f}"
+        return f"{low}%" if low == high else f"{low}-{high}%"
+
+    return (f"**The paper recipes' choice: `accept: beat_parent` with `accept_margin: 1.645` and `verify_rollouts: 1`.** "
+            f"Requiring at least the parent's mean (before) turns away {span(old, '+0.00', True)} of candidates "
+            f"exactly as good as their parent, so all six of an evolution join together only "
+            f"{span(old, 'one_round')} of the time and App. C's one round of verification rarely holds. The paired "
+            f"rule turns away {span(new, '+0.00', True)}, all six join {span(new, 'one_round')} of the time, and a "
+            f"candidate better by 0.05 joins {span(new, '+0.05')}; the price is that a candidate worse by 0.05 joins "
+            f"{span(new, '-0.05')} and one worse by 0.10 {span(new, '-0.10')} (most when every question is alike; on "
+            f"the world, where rewards vary less, {results['world']['rates'][new]['-0.10'] * 100:.1f}%). Those that "
+            f"slip in are then sampled by the rewards they earn (eq. 6), and the bottom half is pruned every K_p = 5 "
+            f"steps. One rollout per question keeps App. C's count (6 x 200 rollouts per evolution); "
+            f"`verify_rollouts: 2` cuts the chances of worse candidates (0.05 worse: {span(two, '-0.05')}; 0.10 "
+            f"worse: {span(two, '-0.10')}) at twice the verification rollouts, about 1.6% more rollouts over a "
+            f"300-step paper run (9 evolutions x 7 x 200 more against 300 x 2,560 training rollouts).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repetitions", type=int, default=20000, help="simulated verifications per cell")
+    parser.add_argument("--world", action="store_true", help="also measure on the world with the frozen warm start")
+    parser.add_argument("--questions", type=int, default=200, help="world training questions (D_B)")
+    parser.add_argument("--pool", type=int, default=8, help="rollouts per world question")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reuse-world", action="store_true",
+                        help="recompute the world's rates from the rollouts kept in bench/results/verification.json")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    check_against_library(rng)
+    previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = {"machine": machine(("numpy", "torch", "transformers")), "questions": 200,
+               "repetitions": args.repetitions, "simulation": {}}
+    for concentration in (0.5, 2.0, math.inf):
+        results["simulation"][str(concentration)] = simulate(concentration, 200, args.repetitions, rng)
+        print(f"simulated c = {concentration}", flush=True)
+    plot(curves(200, args.repetitions // 4, rng), FIGURE)
+    if args.world:
+        rewards, facts = world_pool(args.questions, args.pool, args.seed)
+        results["world"] = {**facts, "rates": world_rates(rewards, args.repetitions // 4, rng),
+                            "rewards": rewards.tolist()}
+    elif "world" in previous:  # keep the last world rollouts when only the simulation is re-run
+        w = previous["world"]
+        rates = world_rates(np.array(w["rewards"]), args.repetitions // 4, rng) if args.reuse_world else w["rates"]
+        results["world"] = {**w, "rates": rates}
+    atomic_write_json(RESULTS, results)
+    section = ["## Verification: telling a candidate from its parent (`python bench/verification.py --world`)", "",
+               "What share of verifications admit a candidate, by its true difference from the parent in mean reward "
+               "(App. C: 6 candidates per evolution, so one round refills the population only when all 6 join). "
+               "Simulated at the paper's |D_B| = 200 with Bernoulli (EM) rewards and per-question success rates "
+               f"p_q ~ Beta(mean 0.45, concentration c), {args.repetitions} verifications per cell. "
+               "Results: `bench/results/verification.json`; curves: `bench/results/verification.png`."]
+    for concentration, rows in results["simulation"].items():
+        name = {"0.5": "c = 0.5 (most questions always or never solved)", "2.0": "c = 2",
+                "inf": "c = inf (every question alike: pairing helps least)"}[concentration]
+        section += ["", f"**Simulation, {name}**", "", table(rows)]
+    if "world" in results:
+        w = results["world"]
+        section += ["", f"**The world, frozen warm-start policy** (`recipes/demo.yaml`: its instruction, limits and "
+                    f"reward; {w['questions']} training questions x {w['pool']} rollouts, mean reward "
+                    f"{w['mean_reward']:.3f}, {w['share_always_same'] * 100:.0f}% of questions scored the same in all "
+                    f"{w['pool']} rollouts; {w['seconds']:.0f} s on {results['machine']['cpu_cores']} cores). The "
+                    "copies compare disjoint real rollouts; better and worse candidates are such rollouts with "
+                    "rewards raised to the top or dropped to 0 at random, at the rate that moves the mean by delta.",
+                    "", table(w["rates"])]
+    section += ["", choice(results)]
+    update_readme_section("verification", "\n".join(section))
+    print("\n".join(section))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
