@@ -23,10 +23,10 @@ from typing import Any
 import yaml
 
 from inspo_cli.config.sections import Recipe, TrainingConfig
-from inspo_cli.training.algorithms import SFT_ALGORITHMS
 from inspo_cli.config.validation import ConfigValueError
 from inspo_cli.errors import InspoError
 from inspo_cli.files import read_text
+from inspo_cli.training.algorithms import SFT_ALGORITHMS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -116,8 +116,8 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
     from transformers import set_seed
 
     from inspo_cli.agent.backends import load_backend
-    from inspo_cli.instructions.sampling import derived_seed
     from inspo_cli.agent.rollout import RolloutEngine
+    from inspo_cli.instructions.sampling import derived_seed
     from inspo_cli.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.reward import trajectory_rewards
