@@ -24,6 +24,7 @@ from inspo_cli.agent.backends import VLLMBackend, load_backend  # noqa: E402
 from inspo_cli.config import (DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig,  # noqa: E402
                               RunConfig, SamplingConfig)
 from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
+from inspo_cli.instructions.sampling import derived_seed  # noqa: E402
 
 SEED_A, SEED_B = 1, 2
 MODEL = ModelConfig(name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off", backend="vllm",
@@ -39,26 +40,33 @@ def _shut_down(backend: VLLMBackend) -> None:
 
 @pytest.fixture(scope="module")
 def engines():
-    """load_backend's engines for run seeds A, A and B, each with its first samples (requests without seeds). The
-    engine of seed B stays up for the phase 1 test."""
+    """load_backend's engines for run seeds A, A and B: each engine's own seed, and its samples with request seeds
+    drawn from this process's generator seeded by the run seed (as rejection sampling does per batch). vLLM makes no
+    promise that an engine seed alone repeats its samples when the engine core runs in a process of its own (its
+    scheduling may differ between runs), which is why the samplers outside training use request seeds. The engine of
+    seed B stays up for the phase 1 test."""
+    from transformers import set_seed
     from vllm import envs
 
     envs.disable_envs_cache()  # a colocated engine earlier in this process may have cached in-process engines
-    draws, backend = [], None
+    seeds, draws, backend = [], [], None
     for seed in (SEED_A, SEED_A, SEED_B):
         if backend is not None:
             _shut_down(backend)
-        backend, tokenizer = load_backend(MODEL, ROLLOUT, device="cpu", seed=seed)
+        backend, tokenizer = load_backend(MODEL, ROLLOUT, device="cpu", seed=seed, request_seeds=True)
         assert type(backend.llm.llm_engine.engine_core).__name__ == "SyncMPClient", \
             "the engine core runs in this process: seeding it here would pass these tests whatever the fix"
+        seeds.append(backend.llm.llm_engine.model_config.seed)
         contexts = [tokenizer.encode(text) for text in PROMPTS]
+        set_seed(seed)
         draws.append([g.token_ids for g in backend.generate(contexts, [16] * len(contexts))])
-    yield draws, backend, tokenizer
+    yield seeds, draws, backend, tokenizer
     _shut_down(backend)
 
 
 def test_the_vllm_backend_samples_a_repeated_run_seed_alike_and_another_seed_otherwise(engines):
-    (a, again, b), _, _ = engines
+    seeds, (a, again, b), _, _ = engines
+    assert seeds == [derived_seed(SEED_A, 0), derived_seed(SEED_A, 0), derived_seed(SEED_B, 0)]  # not the process
     assert a == again
     assert b != a
 
@@ -69,7 +77,7 @@ def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a
     the per-batch seeding make them repeat: seed A, seed A resumed after losing its second batch, seed B."""
     import inspo_cli.agent.backends as backends
 
-    _, engine, tokenizer = engines
+    _, _, engine, tokenizer = engines
     calls: list[list] = []  # per load_backend: (contexts, sampled ids) of each generate call
 
     class Recorded(VLLMBackend):
