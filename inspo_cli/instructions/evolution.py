@@ -9,17 +9,17 @@ the current policy is rolled out `verify_rollouts` times on each question of a s
 `population.verify` is false, the "prune + expand" ablation: the first `accept_top_n` join unverified), and
 candidates join by `population.accept`: `beat_parent` (those not significantly worse than the parent, question by
 question on the same D_B: `verification.py`; best first, at most `accept_top_n`) or `top_n` (the best
-`accept_top_n` whatever their score). Rounds repeat
-until the population holds `size` instructions or `max_verify_rounds` rounds are spent, then every weight restarts
-at 0.
+`accept_top_n` whatever their score). Rounds repeat until the population holds `size` instructions or
+`max_verify_rounds` rounds are spent, then every weight restarts at 0.
 
     report = evolve(population, buffer, optimizer, verifier, recipe.population, step, random.Random(seed))
     rows = report.as_dict()["candidates"]          # every proposal, accepted or not, and why
     overhead += report.verification_rollouts       # (|candidates| + 1 parent) x |D_B| x verify_rollouts each
 
 `Verifier` is the seam to the policy: the trainer implements it with the batched rollout engine (per-question mean
-rewards), tests with a dict. When the optimizer runs out of budget or fails (`InspoError`), evolution stops where it is and keeps
-the parents and whatever was accepted, so training goes on with a smaller population instead of crashing.
+rewards), tests with a dict. When the optimizer runs out of budget or fails (`InspoError`), evolution stops where
+it is and keeps the parents and whatever was accepted, so training goes on with a smaller population instead of
+crashing.
 Parent order, the failures shown and D_B all come from the `random.Random` passed in, so a seeded run
 evolves the same way again (given the same optimizer answers and verification scores).
 """
