@@ -177,6 +177,11 @@ class RunDir:
     def evaluation_dir(self, step: int) -> Path:
         return self.evaluations_dir / f"step-{step}"
 
+    def evaluated_steps(self) -> list[int]:
+        """Training steps with an evaluation directory (`evaluation_dir`), oldest first."""
+        steps = [path.name.removeprefix("step-") for path in self.evaluations_dir.glob("step-*") if path.is_dir()]
+        return sorted(int(step) for step in steps if step.isdigit())
+
     def sampling_batch_file(self, index: int) -> Path:
         """Rejection sampling's phase 1: the trajectories of one batch of questions."""
         return self.sampling_dir / f"batch-{index:05d}.jsonl"

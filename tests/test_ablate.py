@@ -13,7 +13,7 @@ import yaml
 
 from inspo_cli.ablation.directory import AblationDir
 from inspo_cli.ablation.plan import plan_axes, plan_study, plan_sweep
-from inspo_cli.ablation.stats import mean_ci, t_quantile_975
+from inspo_cli.ablation.stats import seed_band
 from inspo_cli.ablation.table import collect, write_table
 from test_cli import assert_one_line_error, invoke
 
@@ -22,26 +22,21 @@ INSPO_3B = "recipes/qwen2.5-3b/inspo.yaml"
 
 # -- the arithmetic ------------------------------------------------------------------------------------------------
 
-def test_mean_ci_is_students_t_over_the_values():
-    # 0.2, 0.3, 0.4: mean 0.3, s = 0.1, t(0.975, 2) = 4.3027 -> half-width 4.3027 * 0.1 / sqrt(3) = 0.24841
-    interval = mean_ci([0.2, 0.3, 0.4])
-    assert (interval.mean, interval.n) == (pytest.approx(0.3), 3)
-    assert interval.half_width == pytest.approx(0.248414, abs=1e-6)
-    assert (interval.low, interval.high) == (pytest.approx(0.051586, abs=1e-6), pytest.approx(0.548414, abs=1e-6))
-    assert str(interval) == "0.300 ± 0.248"
-    # two values 0.5, 0.7: s = 0.141421, t(0.975, 1) = 12.7062 -> 12.7062 * 0.141421 / sqrt(2) = 1.27062
-    assert mean_ci([0.5, 0.7]).half_width == pytest.approx(1.270620, abs=1e-6)
-    assert mean_ci([0.4, 0.4, 0.4]).half_width == pytest.approx(0.0, abs=1e-12)
-    one = mean_ci([0.25])
-    assert (one.mean, one.half_width, one.n, str(one)) == (0.25, None, 1, "0.250 (n=1)")
+def test_a_curve_band_is_a_bootstrap_interval_over_seeds_within_what_the_metric_can_be():
+    band = seed_band([0.2, 0.3, 0.4], (0.0, 1.0))
+    assert (band.mean, band.n) == (pytest.approx(0.3), 3)
+    assert 0.2 - 1e-9 <= band.low < 0.3 < band.high <= 0.4 + 1e-9  # resampled means of three seeds stay within
+    assert seed_band([0.2, 0.3, 0.4]) == band  # fixed random state: the same report twice
+    near_one = seed_band([0.9, 1.0, 1.0, 1.0], (0.0, 1.0))
+    assert near_one.high <= 1.0 and near_one.low >= 0.9
+    assert seed_band([0.0, 0.0, 6.0], (0.0, None)).low == 0.0
+    assert seed_band([1.5, -0.5], (0.0, None)).low >= 0.0  # clipped: a count is never negative
+    same = seed_band([0.4, 0.4, 0.4])
+    assert (same.low, same.high) == (pytest.approx(0.4), pytest.approx(0.4))
+    one = seed_band([0.25])
+    assert (one.mean, one.low, one.high, one.n) == (0.25, None, None, 1)
     with pytest.raises(ValueError):
-        mean_ci([])
-
-
-def test_t_quantiles_match_scipy():
-    stats = pytest.importorskip("scipy.stats")
-    for df in (1, 2, 3, 5, 10, 29, 30, 31, 40, 100, 1000):
-        assert t_quantile_975(df) == pytest.approx(float(stats.t.ppf(0.975, df)), abs=1e-5)
+        seed_band([])
 
 
 # -- plans ---------------------------------------------------------------------------------------------------------
@@ -212,11 +207,21 @@ def test_the_table_groups_seeds_by_variant_and_averages_benchmarks_per_seed_firs
 
     write_table(ablation, table)
     md = (tmp_path / "abl/ablation.md").read_text()
-    assert "| demo | (base recipe) | 3 | 0.300 ± 0.248 | 0.700 ± 0.430 | **0.500 ± 0.329** |" in md
+    # without per-question predictions the intervals are over seeds alone (Student's t, as above)
+    assert ("| demo | (base recipe) | 3 | 4, 4, 4 | 0.300 ± 0.248 | 0.700 ± 0.430 | **0.500 ± 0.329** | "
+            "(reference) |") in md
+    # n-parent-2 - demo, unpaired (seeds 0, 1 against 0, 1, 2): -0.1, Welch's t
+    assert ("| n-parent-2 | n-parent=2 | 2 | 4, 4 | 0.600 ± 1.271 | 0.200 ± 1.271 | **0.400 ± 1.271** | "
+            "−0.100 [−0.608, +0.408] p = 0.51 |") in md
+    assert ("- n-parent-2 − demo on the average over 2 benchmarks: −0.100 [−0.608, +0.408], p = 0.51: not "
+            "significant at 0.05 with 2 and 3 seeds (question-level error unknown) (seeds not paired).") in md
+    assert "| demo-s2 | 2 | 4 of 4 | no | 0.400 ± 0.155 | 0.900 ± 0.095 | 0.650 ± 0.091 |" in md  # binomial SE, n 10
     assert "- n-parent-2-s2: failed: out of memory" in md
     rows = (tmp_path / "abl/ablation.csv").read_text().splitlines()
-    assert rows[0] == "variant,stands_for,n,seeds,nq_mean,nq_ci95,hotpotqa_mean,hotpotqa_ci95,avg_mean,avg_ci95"
-    assert rows[2] == "n-parent-2,n-parent=2,2,0 1,0.6000,1.2706,0.2000,1.2706,0.4000,1.2706"
+    assert rows[0].startswith("variant,stands_for,n,seeds,steps,collapsed_seeds,nq_mean,nq_ci95,hotpotqa_mean,"
+                              "hotpotqa_ci95,avg_mean,avg_ci95,delta_nq_diff,delta_nq_low,delta_nq_high,delta_nq_p,")
+    assert rows[2].startswith("n-parent-2,n-parent=2,2,0 1,4 4,,0.6000,1.2706,0.2000,1.2706,0.4000,1.2706,0.3000,")
+    assert table["comparisons"][0]["average"]["p"] == pytest.approx(0.5053, abs=1e-4)
 
 
 def test_collect_builds_the_table_of_runs_finished_elsewhere_and_exits_1_while_some_are_missing(
@@ -286,6 +291,6 @@ def test_a_failed_run_is_recorded_the_others_go_on_and_ctrl_c_stops_everything(r
     assert result.exit_code == 0, result.output  # the rest ran; the failure is cleared
     assert "[1/4] demo-s0" not in result.output and json.loads((out / "failures.json").read_text()) == {}
     table = json.loads((out / "ablation.json").read_text())
-    assert [(r["variant"], r["per_seed"]) for r in table["rows"]] == [
-        ("demo", {"0": {"world": 0.3}, "1": {"world": 0.5}}),
-        ("n-parent-2", {"0": {"world": 0.5}, "1": {"world": 0.5}})]
+    assert [(r["variant"], [(run["seed"], run["em"]) for run in r["runs"]]) for r in table["rows"]] == [
+        ("demo", [(0, {"world": 0.3}), (1, {"world": 0.5})]),
+        ("n-parent-2", [(0, {"world": 0.5}), (1, {"world": 0.5})])]

@@ -6,9 +6,10 @@
 For each planned run, in plan order (seed-major): a finished run (summary.json) is skipped; a run directory
 without summary.json was cut off and is resumed (`experiment.run(..., resume=DIR)`: from its last checkpoint);
 otherwise (or when it was cut before its first checkpoint, with nothing to continue from) the run starts fresh
-from `recipes/<variant>.yaml` with its seed and name, in `runs/`. A finished run
-without an evaluation after its last step (`training.eval_every: 0`) is evaluated here, with its final policy and
-best instruction on the recipe's evaluation settings. A run that fails with an error is recorded in
+from `recipes/<variant>.yaml` with its seed and name, in `runs/`. A finished run without an evaluation at the step
+the table reports (`results.choose_step`: App. B's checkpoint before any reward collapse, or the final one with
+rule "final") is evaluated here, that checkpoint's policy with its own best instruction on the recipe's evaluation
+settings, into the run's evaluations/step-<N>/. A run that fails with an error is recorded in
 failures.json and the next one starts; Ctrl-C stops the ablation (re-running the command continues it).
 """
 
@@ -22,7 +23,7 @@ from typing import Callable
 
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.plan import PlannedRun
-from inspo_cli.ablation.table import METHOD, final_results_file
+from inspo_cli.ablation.results import METHOD, choose_step, results_file
 from inspo_cli.errors import USER_ERRORS
 from inspo_cli.experiment import RunInterrupted
 from inspo_cli.runs import RunDir
@@ -37,7 +38,7 @@ class Outcome:
 
 
 def run_plan(ablation: AblationDir, device: str | None = None,
-             on_event: Callable[[str], None] = lambda line: None) -> Outcome:
+             on_event: Callable[[str], None] = lambda line: None, rule: str = "best") -> Outcome:
     outcome = Outcome()
     runs = ablation.plan.runs()
     for index, run in enumerate(runs, 1):
@@ -52,8 +53,9 @@ def run_plan(ablation: AblationDir, device: str | None = None,
                 on_event(f"{prefix}: " + ("resuming" if resume else "training" if status == ABSENT else
                                           "starting over (cut off before its first checkpoint)"))
                 _train(ablation, run, resume, device)
-            if _evaluate_if_needed(ablation, run, device):
-                on_event(f"{prefix}: evaluated")
+            evaluated = _evaluate_if_needed(ablation, run, device, rule)
+            if evaluated:
+                on_event(f"{prefix}: evaluated {evaluated}")
         except (KeyboardInterrupt, RunInterrupted):  # Ctrl-C stops the ablation, not just this run
             raise KeyboardInterrupt from None
         except USER_ERRORS as error:
@@ -104,26 +106,28 @@ def command_line(ablation: AblationDir, run: PlannedRun, launcher: str = "inspo"
             "--name", run.name, "--output-dir", str(ablation.runs_dir)]
 
 
-def _evaluate_if_needed(ablation: AblationDir, run: PlannedRun, device: str | None) -> bool:
-    """Evaluate a finished run after its last step unless it did so itself; True when it evaluated."""
+def _evaluate_if_needed(ablation: AblationDir, run: PlannedRun, device: str | None, rule: str) -> str | None:
+    """Evaluate the step the table reports unless that evaluation exists; what it evaluated, or None."""
     directory = ablation.run_dir(run)
-    target = final_results_file(directory)
-    if target is None or target.is_file():
-        return False
-    evaluate_final(directory, target.parent, device)
-    return True
+    choice = choose_step(directory, rule)
+    if choice.step is None or results_file(directory, choice.step).is_file():
+        return None
+    final = choice.step == choice.last_step
+    evaluate_step(directory, None if final else choice.step, directory.evaluation_dir(choice.step), device)
+    return "its final policy" if final else f"step {choice.step} (App. B: the checkpoint before its reward collapse)"
 
 
-def evaluate_final(directory: RunDir, out_dir, device: str | None) -> None:
+def evaluate_step(directory: RunDir, step: int | None, out_dir, device: str | None) -> None:
+    """Evaluate the run's policy after `step` (None: its final policy) with that checkpoint's best instruction."""
     from inspo_cli.evaluation.checkpoints import run_policy
     from inspo_cli.evaluation.runner import evaluation_questions
     from inspo_cli.evaluation.session import run_evaluation
 
     recipe = directory.recipe()
-    policy = run_policy(directory, recipe, None)
+    policy = run_policy(directory, recipe, None if step is None else str(step))
     recipe.model.name_or_path = policy.path
     e = recipe.evaluation
     questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
     run_evaluation(recipe, [METHOD], questions, policy.instruction, out_dir,
-                   {"checkpoint": policy.label, "instruction_id": policy.instruction_id}, device=device,
-                   seed=recipe.run.seed)
+                   {"checkpoint": policy.label, "instruction_id": policy.instruction_id,
+                    **({} if step is None else {"step": step})}, device=device, seed=recipe.run.seed)

@@ -1,70 +1,51 @@
-"""Mean and 95% confidence interval over seeds: what every ablation table and CI band reports.
+"""The bands of the report's curves: the mean over seeds and a bootstrap percentile interval, within the metric's range.
 
-    summary = mean_ci([0.31, 0.35, 0.28])   # Interval(mean=0.3133, half_width=0.0874, n=3)
-    str(summary)                              # "0.313 ± 0.087"
+    band = seed_band([0.31, 0.35, 0.28], bounds=(0.0, 1.0))   # Band(mean=0.3133, low=0.28, high=0.35, n=3)
 
-The interval is Student's t: mean ± t(0.975, n - 1) · s / √n with s the sample standard deviation (n - 1 in the
-denominator), the interval seaborn's and the paper's shaded bands approximate for a handful of seeds. One seed has
-no interval (half_width None, shown as "0.313 (n=1)"). No scipy: t's quantiles for 1-30 degrees of freedom are
-tabulated, larger ones use the Cornish-Fisher expansion around the normal quantile (error below 1e-5).
+At each training step the band is the 95% percentile interval of `scipy.stats.bootstrap` over the seeds that logged
+that step (resampling seeds; fixed random state, so a report is reproducible), clipped to what the metric can be: a
+rate within [0, 1], a count or length at least 0. One seed has a line and no band. With few seeds a percentile
+band is narrow (three seeds give at most ten distinct resamples): it shows the spread of the seeds, and the legend
+says n; the tables' intervals (`compare.py`) are the ones that carry tests.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
-# t(0.975, df) for df = 1..30 (scipy.stats.t.ppf(0.975, df), 9 decimals)
-_T975 = (12.706204736, 4.30265273, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252, 2.306004135,
-         2.262157163, 2.228138852, 2.20098516, 2.17881283, 2.160368656, 2.144786688, 2.131449546, 2.119905299,
-         2.109815578, 2.10092204, 2.093024054, 2.085963447, 2.079613845, 2.073873068, 2.06865761, 2.063898562,
-         2.059538553, 2.055529439, 2.051830516, 2.048407142, 2.045229642, 2.042272456)
-_Z975 = 1.959963984540054
+import numpy as np
 
-
-def t_quantile_975(df: int) -> float:
-    """The 97.5% quantile of Student's t with `df` degrees of freedom (the two-sided 95% critical value)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = _Z975
-    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
-class Interval:
+class Band:
     mean: float
-    half_width: float | None  # None for a single value
+    low: float | None  # None for a single seed
+    high: float | None
     n: int
 
-    @property
-    def low(self) -> float | None:
-        return None if self.half_width is None else self.mean - self.half_width
 
-    @property
-    def high(self) -> float | None:
-        return None if self.half_width is None else self.mean + self.half_width
+def seed_band(values: Sequence[float], bounds: tuple[float | None, float | None] = (None, None)) -> Band:
+    """Mean of `values` (one per seed) and the 95% bootstrap percentile interval, clipped to `bounds`."""
+    from scipy import stats
 
-    def __str__(self) -> str:
-        if self.half_width is None:
-            return f"{self.mean:.3f} (n=1)"
-        return f"{self.mean:.3f} ± {self.half_width:.3f}"
-
-    def as_dict(self) -> dict:
-        return {"mean": self.mean, "ci95": self.half_width, "low": self.low, "high": self.high, "n": self.n}
-
-
-def mean_ci(values: Sequence[float]) -> Interval:
-    """Mean of `values` and the half-width of its 95% t interval (None when there is one value)."""
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError("mean_ci needs at least one value")
-    n = len(values)
-    mean = sum(values) / n
-    if n == 1:
-        return Interval(mean, None, 1)
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return Interval(mean, t_quantile_975(n - 1) * math.sqrt(variance / n), n)
+    data = np.asarray([float(v) for v in values])
+    if data.size == 0:
+        raise ValueError("seed_band needs at least one value")
+    mean = float(data.mean())
+    if data.size == 1:
+        return Band(mean, None, None, 1)
+    if np.all(data == data[0]):
+        low = high = mean
+    else:
+        result = stats.bootstrap((data,), np.mean, confidence_level=0.95, n_resamples=RESAMPLES,
+                                 method="percentile", random_state=np.random.default_rng(0), vectorized=True)
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    lower, upper = bounds
+    if lower is not None:
+        low, high = max(low, lower), max(high, lower)
+    if upper is not None:
+        low, high = min(low, upper), min(high, upper)
+    return Band(mean, low, high, int(data.size))

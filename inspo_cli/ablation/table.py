@@ -1,84 +1,156 @@
-"""The ablation table: one row per variant, EM per benchmark and their average, mean ± 95% CI over seeds.
+"""The ablation table: one row per variant, EM per benchmark and their average, and each variant against a reference.
 
-    table = collect(ablation)          # reads each run's final evaluation; never loads a model
-    write_table(ablation, table)       # ablation.md, ablation.json, ablation.csv
+    table = collect(ablation, rule="best", reference=None)   # reads each run's evaluation; never loads a model
+    write_table(ablation, table)                             # ablation.md, ablation.json, ablation.csv
 
-A run's result is its evaluation after its last step (`evaluations/step-<last>/results.json`: the final policy
-with its best instruction, greedy, on the recipe's `evaluation.benchmarks`), written by the run itself when
-`training.eval_every` > 0 and by `inspo ablate` otherwise. Seeds are grouped by variant: a cell is the mean of
-that variant's seeds and the half-width of its 95% t interval; "avg." is each seed's mean over benchmarks (the
-paper's Avg. column), then the mean and interval of those. Runs without a result are listed with the reason.
+A run's result is its evaluation at the step `rule` picks (`results.choose_step`: App. B's checkpoint before any
+reward collapse by default, or the final one), question by question where predictions were kept. A cell is a
+variant's mean over its seeds with a 95% interval over seeds and questions (`compare.estimate`); "avg." is the
+average over benchmarks (the paper's Avg. column). Every other variant is compared with the reference (default:
+the static-instruction baseline "search-r1" when the plan has one, else the first variant): the difference per
+benchmark and on the average with its interval and p-value, a plain sentence, and what the design could detect
+(80% power at alpha 0.05) and how many seeds `target_diff` would need. Runs without a result are listed with why.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
-from pathlib import Path
+from typing import Sequence
 
+from inspo_cli.ablation.compare import AVERAGE, Comparison, compare, estimate
 from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
-from inspo_cli.ablation.plan import PlannedRun, run_name
-from inspo_cli.ablation.stats import mean_ci
+from inspo_cli.ablation.plan import SEARCH_R1, PlannedRun, run_name
+from inspo_cli.ablation.results import read_result
+from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_text
-from inspo_cli.runs import RunDir
 
-METHOD = "agent"  # the trained policy with its best instruction
-
-
-def final_results_file(run: RunDir) -> Path | None:
-    """Where a finished run's final evaluation is (or would be); None while the run is unfinished."""
-    summary = run.summary()
-    return None if summary is None else run.evaluation_dir(summary["steps"]) / "results.json"
+TARGET_DIFF = 0.05  # the difference whose seed count the power line gives, unless told another (--target-diff)
+RULE_TEXT = {"best": "App. B's checkpoint: the final one before any reward collapse",
+             "final": "each run's final checkpoint"}
 
 
-def run_em(run: RunDir) -> dict[str, float] | None:
-    """{benchmark: EM} of a run's final evaluation, or None when it has none."""
-    file = final_results_file(run)
-    if file is None or not file.is_file():
-        return None
-    scores = json.loads(file.read_text(encoding="utf-8"))["scores"][METHOD]
-    return {benchmark: score["em"] for benchmark, score in scores.items()}
-
-
-def collect(ablation: AblationDir) -> dict:
+def collect(ablation: AblationDir, rule: str = "best", reference: str | None = None,
+            target_diff: float = TARGET_DIFF) -> dict:
     plan, failures = ablation.plan, ablation.failures()
     rows = []
     for variant in plan.variants:
-        by_seed: dict[int, dict[str, float]] = {}
-        missing = []
+        results, missing = [], []
         for seed in plan.seeds:
             run = PlannedRun(run_name(variant.name, seed), variant.name, seed)
-            em = run_em(ablation.run_dir(run))
-            if em is None:
-                missing.append({"run": run.name, "seed": seed, "why": _why(ablation, run, failures)})
+            result, why = read_result(ablation.run_dir(run), seed, rule)
+            if result is None:
+                missing.append({"run": run.name, "seed": seed, "why": _why(ablation, run, failures, why)})
             else:
-                by_seed[seed] = em
+                results.append(result)
         rows.append({"variant": variant.name, "bars": variant.bars, "recipe": variant.recipe,
-                     "overrides": variant.overrides, "per_seed": by_seed, "missing": missing})
-    return {"name": plan.name, "seeds": plan.seeds, **summarize(rows)}
+                     "overrides": variant.overrides, "static": _static(ablation, variant.name), "results": results,
+                     "missing": missing})
+    return {"name": plan.name, "seeds": plan.seeds, **summarize(rows, rule, reference, target_diff)}
 
 
-def summarize(rows: list[dict]) -> dict:
-    """Fill each row (a variant: "per_seed" = {seed: {benchmark: EM}}) with "em" per benchmark, "average" and "n"
-    (mean ± 95% CI over its own seeds; a seed's average is its mean over benchmarks) and return
-    {"benchmarks": [...], "rows": rows}."""
+def default_reference(rows: Sequence[dict]) -> str:
+    """The static-instruction baseline: the variant named search-r1, else the first whose recipe has no instruction
+    population ("static"); else the first variant (the base recipe)."""
+    for row in rows:
+        if row["variant"] == SEARCH_R1[0] or SEARCH_R1[0] in row.get("bars", []):
+            return row["variant"]
+    return next((row["variant"] for row in rows if row.get("static")), rows[0]["variant"])
+
+
+def _static(ablation: AblationDir, variant: str) -> bool:
+    """Whether the variant trains with one fixed instruction (no population)."""
+    from inspo_cli.config import load_recipe
+
+    file = ablation.recipe_file(variant)
+    try:
+        return file.is_file() and not load_recipe(file, written_by_run=True).population.enabled
+    except InspoError:
+        return False
+
+
+def summarize(rows: list[dict], rule: str, reference: str | None = None, target_diff: float = TARGET_DIFF) -> dict:
+    """Fill each row ({"variant", "bars", "results": [RunResult], "missing"}) with its estimates and runs, and
+    compare every row with `reference`; returns {"benchmarks", "rows", "rule", "reference", "comparisons", ...}."""
     benchmarks: list[str] = []
     for row in rows:
-        for em in row["per_seed"].values():
-            benchmarks.extend(b for b in em if b not in benchmarks)
+        for result in row["results"]:
+            benchmarks.extend(b for b in result.em if b not in benchmarks)
+    names = [row["variant"] for row in rows]
+    if reference is not None and reference not in names:
+        raise InspoError(f"--reference {reference!r} is not a variant here; choose from {', '.join(names)}")
+    reference = reference or (default_reference(rows) if rows else None)
+    by_name = {row["variant"]: row for row in rows}
     for row in rows:
-        by_seed = row["per_seed"]
-        row["seeds"] = sorted(by_seed)
-        row["em"] = {b: mean_ci([em[b] for em in by_seed.values() if b in em]).as_dict()
-                     for b in benchmarks if any(b in em for em in by_seed.values())}
-        averages = [sum(em.values()) / len(em) for em in by_seed.values()]
-        row["average"] = mean_ci(averages).as_dict() if averages else None
-        row["n"] = len(by_seed)
-    return {"benchmarks": benchmarks, "rows": rows}
+        results = sorted(row.pop("results"), key=lambda r: r.seed)
+        scores = row["_scores"] = [r.scores() for r in results]
+        row["seeds"] = sorted(s.seed for s in scores)
+        row["n"] = len(scores)
+        row["em"] = {b: estimate([s for s in scores if b in s.em], b).as_dict()
+                     for b in benchmarks if any(b in s.em for s in scores)}
+        row["average"] = estimate(scores, AVERAGE).as_dict() if scores else None
+        row["runs"] = [r.as_dict() for r in results]
+    comparisons = []
+    base = by_name.get(reference)
+    for row in rows:
+        if base is None or row is base or not row["_scores"] or not base["_scores"]:
+            continue
+        comparisons.append(_comparison(row, base, benchmarks, target_diff))
+    for row in rows:
+        del row["_scores"]
+    return {"benchmarks": benchmarks, "rule": rule, "rule_text": RULE_TEXT[rule], "reference": reference,
+            "target_diff": target_diff, "rows": rows, "comparisons": comparisons}
 
 
-def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str]) -> str:
+def _comparison(row: dict, base: dict, benchmarks: list[str], target_diff: float) -> dict:
+    shared = [b for b in benchmarks if b in row["em"] and b in base["em"]]
+    per_benchmark = {b: compare(row["_scores"], base["_scores"], b) for b in shared}
+    average = compare(row["_scores"], base["_scores"], AVERAGE)
+    where = shared[0] if len(shared) == 1 else f"the average over {len(shared)} benchmarks"
+    return {"variant": row["variant"], "reference": base["variant"],
+            "em": {b: c.as_dict() for b, c in per_benchmark.items()}, "average": average.as_dict(),
+            "sentence": sentence(row["variant"], base["variant"], where, average),
+            "power": {"detectable": average.detectable(), "target_diff": target_diff,
+                      "seeds_needed": average.seeds_needed(target_diff)},
+            "power_sentence": power_sentence(row["variant"], base["variant"], average, target_diff)}
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}".replace("-", "−")
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def design(c: Comparison) -> str:
+    seeds = f"{c.seeds[0]} seeds" if c.seeds[0] == c.seeds[1] else f"{c.seeds[0]} and {c.seeds[1]} seeds"
+    return f"{seeds} × {c.n_questions} questions" if c.n_questions else f"{seeds} (question-level error unknown)"
+
+
+def sentence(variant: str, reference: str, where: str, c: Comparison) -> str:
+    """"inspo − search-r1 on world: +0.080 [−0.050, +0.210], p = 0.23: not significant at 0.05 with 3 seeds × 200
+    questions"."""
+    head = f"{variant} − {reference} on {where}: {_signed(c.diff)}"
+    if c.p is None:
+        return f"{head}; no interval or p-value: {c.notes[-1]}"
+    verdict = "significant" if c.p < 0.05 else "not significant"
+    return (f"{head} [{_signed(c.low)}, {_signed(c.high)}], {p_text(c.p)}: {verdict} at 0.05 with "
+            f"{design(c)}" + ("" if c.paired_seeds else " (seeds not paired)"))
+
+
+def power_sentence(variant: str, reference: str, c: Comparison, target: float) -> str:
+    if c.se is None:
+        return f"{variant} vs {reference}: no power estimate with one seed"
+    needed = c.seeds_needed(target)
+    more = (f"a difference of {target:g} needs {needed} seeds per variant" if needed is not None else
+            f"no number of seeds finds a difference of {target:g} with these questions (their own error is too "
+            "large): evaluate on more questions")
+    return (f"{variant} vs {reference}: with {design(c)} the smallest difference found with 80% power at α = 0.05 "
+            f"is ±{c.detectable():.3f}; {more}")
+
+
+def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str], why: str | None) -> str:
     if run.name in failures:
         return f"failed: {failures[run.name]}"
     status = ablation.status(run)
@@ -86,7 +158,7 @@ def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str]) -> st
         return "not run"
     if status == PARTIAL:
         return "unfinished"
-    return "finished, not evaluated (training.eval_every is 0): `inspo ablate` evaluates it"
+    return why or "no result"
 
 
 def cell(interval: dict | None, plus: str = "±", missing: str = "-") -> str:
@@ -97,6 +169,24 @@ def cell(interval: dict | None, plus: str = "±", missing: str = "-") -> str:
     if interval["ci95"] is None:
         return f"{interval['mean']:.3f}"
     return f"{interval['mean']:.3f} {plus} {interval['ci95']:.3f}"
+
+
+def delta_cell(c: dict | None) -> str:
+    """A difference with its interval and p-value, e.g. "+0.080 [−0.050, +0.210] p = 0.23"."""
+    if c is None:
+        return "-"
+    if c["p"] is None:
+        return _signed(c["diff"])
+    return f"{_signed(c['diff'])} [{_signed(c['low'])}, {_signed(c['high'])}] {p_text(c['p'])}"
+
+
+def steps_cell(row: dict) -> str:
+    """Which step each seed's result is from, e.g. "8, 8, 4 (s2: reward collapse)"."""
+    runs = row["runs"]
+    if not runs:
+        return "-"
+    collapsed = [f"s{r['seed']}" for r in runs if r["collapsed"]]
+    return ", ".join(str(r["step"]) for r in runs) + (f" ({', '.join(collapsed)}: reward collapse)" if collapsed else "")
 
 
 def csv_columns(benchmarks: list[str]) -> list[str]:
@@ -114,16 +204,66 @@ def csv_values(row: dict, benchmarks: list[str]) -> list[str]:
     return values
 
 
+def delta_columns(benchmarks: list[str]) -> list[str]:
+    return [f"delta_{c}_{part}" for c in [*benchmarks, "avg"] for part in ("diff", "low", "high", "p")]
+
+
+def delta_values(comparison: dict | None, benchmarks: list[str]) -> list[str]:
+    values = []
+    for c in [*((comparison or {}).get("em", {}).get(b) for b in benchmarks), (comparison or {}).get("average")]:
+        values += ["" if c is None or c.get(k) is None else f"{c[k]:.4f}" for k in ("diff", "low", "high", "p")]
+    return values
+
+
+def comparison_of(table: dict, variant: str) -> dict | None:
+    return next((c for c in table["comparisons"] if c["variant"] == variant), None)
+
+
+def uncertainty_sections(table: dict) -> list[str]:
+    """Markdown: the differences to the reference, one sentence each, the power lines, and every run's result."""
+    benchmarks, reference = table["benchmarks"], table["reference"]
+    lines = []
+    if table["comparisons"]:
+        header = ["variant", *(f"Δ {b}" for b in benchmarks), "Δ avg."]
+        lines += [f"## Differences to {reference}", "",
+                  f"Δ EM = variant − {reference}: 95% interval and two-sided p-value (t test over seeds and "
+                  "questions, paired by seed and by question where both ran them).", "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for c in table["comparisons"]:
+            lines.append("| " + " | ".join([c["variant"], *(delta_cell(c["em"].get(b)) for b in benchmarks),
+                                            f"**{delta_cell(c['average'])}**"]) + " |")
+        lines += [""] + [f"- {c['sentence']}." for c in table["comparisons"]]
+        lines += ["", "Power (80%, α = 0.05, from the seed-level and question-level variance observed):", ""]
+        lines += [f"- {c['power_sentence']}." for c in table["comparisons"]]
+        lines.append("")
+    header = ["run", "seed", "step used", "reward collapse", *(f"{b} EM ± SE" for b in benchmarks), "avg. ± SE"]
+    lines += ["## Runs", "", "Each run's EM at the step used, ± its binomial standard error sqrt(p(1 − p)/n) over "
+              "the questions.", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table["rows"]:
+        for r in row["runs"]:
+            collapse = (f"at step {r['collapse']['detected_at']} (peak {r['collapse']['peak_step']})"
+                        if r["collapsed"] else "no")
+            cells = [r["run"], str(r["seed"]), f"{r['step']} of {r['last_step']}", collapse,
+                     *(f"{r['em'][b]:.3f} ± {r['se'][b]:.3f}" if b in r["em"] else "-" for b in benchmarks),
+                     f"{r['average']:.3f} ± {r['average_se']:.3f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(table: dict) -> str:
     benchmarks = table["benchmarks"]
-    header = ["variant", "stands for", "n", *benchmarks, "avg."]
+    header = ["variant", "stands for", "n", "steps used", *benchmarks, "avg.", f"Δ avg. vs {table['reference']}"]
     lines = [f"# Ablation {table['name']}", "",
-             "Exact match, mean ± 95% CI over seeds (Student's t; n = seeds with a result; one seed: no interval).",
+             f"Exact match at {table['rule_text']}: mean ± 95% interval over seeds and questions (t, "
+             "Welch-Satterthwaite df; n = seeds with a result; one seed: no interval).",
              "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table["rows"]:
-        cells = [row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]),
-                 *(cell(row["em"].get(b)) for b in benchmarks), f"**{cell(row['average'])}**"]
+        cells = [row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]), steps_cell(row),
+                 *(cell(row["em"].get(b)) for b in benchmarks), f"**{cell(row['average'])}**",
+                 "(reference)" if row["variant"] == table["reference"] else
+                 delta_cell((comparison_of(table, row["variant"]) or {}).get("average"))]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *uncertainty_sections(table)]
     missing = [m for row in table["rows"] for m in row["missing"]]
     if missing:
         lines += ["", "Runs without a result:", ""] + [f"- {m['run']}: {m['why']}" for m in missing]
@@ -135,8 +275,12 @@ def write_table(ablation: AblationDir, table: dict) -> None:
     atomic_write_text(ablation.table_file("md"), markdown(table))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["variant", "stands_for", "n", "seeds", *csv_columns(table["benchmarks"])])
+    benchmarks = table["benchmarks"]
+    writer.writerow(["variant", "stands_for", "n", "seeds", "steps", "collapsed_seeds", *csv_columns(benchmarks),
+                     *delta_columns(benchmarks)])
     for row in table["rows"]:
         writer.writerow([row["variant"], "; ".join(row["bars"]), row["n"], " ".join(map(str, row["seeds"])),
-                         *csv_values(row, table["benchmarks"])])
+                         " ".join(str(r["step"]) for r in row["runs"]),
+                         " ".join(str(r["seed"]) for r in row["runs"] if r["collapsed"]),
+                         *csv_values(row, benchmarks), *delta_values(comparison_of(table, row["variant"]), benchmarks)])
     atomic_write_text(ablation.table_file("csv"), buffer.getvalue())

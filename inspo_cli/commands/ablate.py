@@ -65,16 +65,26 @@ def ablate(
     collect: Annotated[Optional[Path], typer.Option(help="Build the table of this ablation directory from its "
                                                          "finished runs; loads no model.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    checkpoint: Annotated[str, typer.Option(help="Which evaluation of each run the table uses: best (App. B: the "
+                                                 "final checkpoint before any reward collapse; evaluated when "
+                                                 "missing) or final.")] = "best",
+    reference: Annotated[Optional[str], typer.Option(help="The variant every other is compared with (default: "
+                                                          "search-r1 when planned, else the first).")] = None,
+    target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
+                                                    "lines give.")] = 0.05,
 ) -> None:
-    """Train and evaluate the variants of an ablation over seeds; write ablation.md/.json/.csv with 95% CIs."""
+    """Train and evaluate the variants of an ablation over seeds; write ablation.md/.json/.csv: EM with 95%
+    intervals over seeds and questions, differences to a reference with p-values, power."""
     from inspo_cli.ablation.directory import AblationDir
+
+    options = table_options(checkpoint, reference, target_diff)
 
     axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
                                               ("n-parent", n_parent), ("temperature", temperature)) if value]
     if collect is not None:
         if axes or study or sweep or dry_run or print_commands:
             raise InspoError("--collect reads an existing ablation directory; drop the other planning flags")
-        _finish(AblationDir.open(collect), as_json)
+        _finish(AblationDir.open(collect), as_json, options)
         return
     plan = _plan(recipe, axes, study, sweep, seeds, overrides or [])
     target = out if out is not None else ABLATIONS_DIR / plan.name
@@ -89,7 +99,22 @@ def ablate(
     if print_commands:
         _print_commands(ablation, launcher)
         return
-    _run(ablation, device, as_json)
+    if reference is not None and reference not in [v.name for v in plan.variants]:
+        raise InspoError(f"--reference {reference!r} is not a variant of this ablation; choose from "
+                         f"{', '.join(v.name for v in plan.variants)}")
+    _run(ablation, device, as_json, options)
+
+
+def table_options(checkpoint: str, reference: str | None, target_diff: float) -> dict:
+    """The table's settings, checked before anything runs."""
+    from inspo_cli.ablation.results import RULES
+
+    if checkpoint not in RULES:
+        raise InspoError(f"--checkpoint {checkpoint!r}: choose best (App. B's checkpoint before any reward collapse) "
+                         "or final")
+    if not 0 < target_diff < 1:
+        raise InspoError(f"--target-diff {target_diff}: must be an EM difference between 0 and 1, e.g. 0.05")
+    return {"rule": checkpoint, "reference": reference, "target_diff": target_diff}
 
 
 def _plan(recipe, axes, study, sweep, seeds, overrides):
@@ -159,22 +184,22 @@ def _print_commands(ablation, launcher: str) -> None:
                       f"--collect {ablation}")
 
 
-def _run(ablation, device: str | None, as_json: bool) -> None:
+def _run(ablation, device: str | None, as_json: bool, options: dict) -> None:
     from inspo_cli.ablation.runner import run_plan
 
     err_console.print(f"ablation {ablation.plan.name}: {len(ablation.plan.runs())} runs in {ablation}")
     try:
-        run_plan(ablation, device, on_event=lambda line: err_console.print(escape(line)))
+        run_plan(ablation, device, on_event=lambda line: err_console.print(escape(line)), rule=options["rule"])
     except KeyboardInterrupt:
         err_console.print(f"interrupted; the same command continues it (finished runs are kept): {ablation}")
         raise typer.Exit(130) from None
-    _finish(ablation, as_json)
+    _finish(ablation, as_json, options)
 
 
-def _finish(ablation, as_json: bool) -> None:
+def _finish(ablation, as_json: bool, options: dict) -> None:
     from inspo_cli.ablation.table import collect, write_table
 
-    table = collect(ablation)
+    table = collect(ablation, **options)
     write_table(ablation, table)
     if as_json:
         typer.echo(json.dumps(table, indent=2))
@@ -189,12 +214,20 @@ def _finish(ablation, as_json: bool) -> None:
 
 
 def _print_table(table: dict) -> None:
-    from inspo_cli.ablation.table import cell
+    from inspo_cli.ablation.table import cell, comparison_of, delta_cell, steps_cell
 
-    shown = Table(title=f"ablation {table['name']}: EM, mean ± 95% CI over seeds", title_justify="left")
-    for column in ("variant", "stands for", "n", *table["benchmarks"], "avg."):
+    shown = Table(title=f"ablation {table['name']}: EM at {table['rule_text']}, mean ± 95% interval over seeds and "
+                        "questions", title_justify="left")
+    for column in ("variant", "stands for", "n", "steps used", *table["benchmarks"], "avg.",
+                   f"Δ avg. vs {table['reference']}"):
         shown.add_column(column)
     for row in table["rows"]:
-        shown.add_row(row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]),
-                      *(cell(row["em"].get(b)) for b in table["benchmarks"]), cell(row["average"]))
+        delta = ("(reference)" if row["variant"] == table["reference"] else
+                 delta_cell((comparison_of(table, row["variant"]) or {}).get("average")))
+        shown.add_row(row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]), steps_cell(row),
+                      *(cell(row["em"].get(b)) for b in table["benchmarks"]), cell(row["average"]), delta)
     console.print(shown)
+    for comparison in table["comparisons"]:
+        console.print(escape(comparison["sentence"]), soft_wrap=True)
+    for comparison in table["comparisons"]:
+        console.print(escape(f"power: {comparison['power_sentence']}"), soft_wrap=True)

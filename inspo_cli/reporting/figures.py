@@ -1,12 +1,14 @@
-"""The report's figures, as PNG: curves over steps with 95% CI bands over seeds, and bars with CI whiskers.
+"""The report's figures, as PNG: curves over steps with bootstrap bands over seeds, and bars with each seed's point.
 
     fig2(groups, out / "fig2_training.png")   # reward, tool calls, prompt length, response length per step
     fig5(groups, out / "fig5_test_em.png")    # held-out EM at the periodic evaluations
-    bars(table, out / "bars.png")             # final EM (average over benchmarks) per variant, Fig. 3 / 6 style
+    bars(table, out / "bars.png")             # EM (average over benchmarks) per variant, Fig. 3 / 6 style
 
-At every step a group's line is the mean over the seeds that logged that step and its band the 95% t interval
-(`ablation.stats.mean_ci`); with one seed there is a line and no band. A figure whose series no run has (rewards
-in SFT, held-out EM with evaluation off) is not drawn and its function returns False.
+At every step a group's line is the mean over the seeds that logged that step and its band the 95% bootstrap
+percentile interval over those seeds (`ablation.stats.seed_band`), clipped to what the metric can be (rewards and
+EM in [0, 1], counts and lengths at least 0); with one seed there is a line and no band, and every legend entry says
+n. A figure whose series no run has (rewards in SFT, held-out EM with evaluation off) is not drawn and its function
+returns False.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from inspo_cli.ablation.stats import mean_ci
+from inspo_cli.ablation.stats import seed_band
 from inspo_cli.reporting.sources import Group
 
 FIG2_PANELS = (("reward", "(a) reward"), ("search/searches_per_trajectory", "(b) tool calls per trajectory"),
@@ -24,6 +26,11 @@ FIG2_PANELS = (("reward", "(a) reward"), ("search/searches_per_trajectory", "(b)
                ("length/response_with_observations", "(d) response length, passages included (tokens)"))
 # runs logged before that metric existed have the policy's own tokens only; their panel says so
 POLICY_RESPONSE_PANEL = ("length/response", "(d) response length, policy tokens only (tokens)")
+RATES = ("reward", "eval/")  # metrics within [0, 1]; every other one drawn here is a count or a length (>= 0)
+
+
+def bounds(key: str) -> tuple[float, float | None]:
+    return (0.0, 1.0) if key.startswith(RATES) else (0.0, None)
 
 
 def band(group: Group, key: str) -> list[tuple[int, float, float | None, float | None]]:
@@ -35,7 +42,7 @@ def band(group: Group, key: str) -> list[tuple[int, float, float | None, float |
                 by_step.setdefault(int(row["step"]), []).append(float(row[key]))
     points = []
     for step in sorted(by_step):
-        interval = mean_ci(by_step[step])
+        interval = seed_band(by_step[step], bounds(key))
         points.append((step, interval.mean, interval.low, interval.high))
     return points
 
@@ -95,7 +102,7 @@ def fig2(groups: Sequence[Group], path: Path) -> bool:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False)
-    fig.suptitle("Training metrics, mean and 95% CI over seeds")
+    fig.suptitle("Training metrics, mean over seeds and 95% bootstrap band")
     fig.tight_layout(rect=(0, 0.06, 1, 0.96))
     save_png(fig, path)
     plt.close(fig)
@@ -113,7 +120,7 @@ def fig5(groups: Sequence[Group], path: Path) -> bool:
         _draw(ax, group, "eval/em", colors[i % len(colors)], marker="o")
     ax.set_xlabel("training step")
     ax.set_ylabel("test EM (greedy, best instruction)")
-    ax.set_title("Test performance over training, mean and 95% CI over seeds")
+    ax.set_title("Test performance over training, mean over seeds and 95% bootstrap band")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -123,24 +130,34 @@ def fig5(groups: Sequence[Group], path: Path) -> bool:
 
 
 def bars(table: dict, path: Path) -> bool:
-    """Fig. 3 / Fig. 6 style: each variant's final average EM with its 95% CI as a whisker."""
+    """Fig. 3 / Fig. 6 style: each variant's average EM, its 95% interval over seeds and questions as a whisker,
+    and every seed's own result as a point."""
     rows = [row for row in table["rows"] if row["average"] is not None]
     if not rows:
         return False
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 4.2))
     means = [row["average"]["mean"] for row in rows]
-    errors = [row["average"]["ci95"] or 0.0 for row in rows]
-    positions = range(len(rows))
-    ax.bar(positions, means, yerr=errors, capsize=4, color="#4C72B0", alpha=0.85)
-    for x, mean, error, row in zip(positions, means, errors, rows):  # the value above its whisker
-        ax.annotate(f"{mean:.3f} (n={row['n']})", (x, mean + error), textcoords="offset points", xytext=(0, 3),
-                    ha="center", fontsize=8)
-    ax.set_ylim(0, max(m + e for m, e in zip(means, errors)) * 1.15 or 1.0)
-    ax.set_xticks(list(positions), [row["variant"] for row in rows], rotation=20, ha="right")
+    lows = [row["average"]["low"] if row["average"]["low"] is not None else m for row, m in zip(rows, means)]
+    highs = [row["average"]["high"] if row["average"]["high"] is not None else m for row, m in zip(rows, means)]
+    positions = list(range(len(rows)))
+    ax.bar(positions, means, color="#4C72B0", alpha=0.6)
+    ax.errorbar(positions, means, yerr=[[m - max(lo, 0.0) for m, lo in zip(means, lows)],
+                                        [min(hi, 1.0) - m for m, hi in zip(means, highs)]],
+                fmt="none", ecolor="black", capsize=4, label="95% interval (seeds and questions)")
+    for x, row in zip(positions, rows):
+        seeds = [r["average"] for r in row["runs"]]
+        offsets = [x + 0.18 * (i - (len(seeds) - 1) / 2) / max(len(seeds) - 1, 1) for i in range(len(seeds))]
+        ax.scatter(offsets, seeds, color="#DD8452", edgecolor="black", linewidth=0.5, zorder=3, s=18,
+                   label="one seed" if x == 0 else None)
+        ax.annotate(f"{row['average']['mean']:.3f} (n={row['n']})", (x, min(highs[x], 1.0)),
+                    textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    ax.set_ylim(0, min(1.0, max(max(highs), *(r["average"] for row in rows for r in row["runs"])) * 1.2) or 1.0)
+    ax.set_xticks(positions, [row["variant"] for row in rows], rotation=20, ha="right")
     ax.set_ylabel("EM, average over benchmarks")
-    ax.set_title("Final EM per variant, mean and 95% CI over seeds")
+    ax.set_title(f"EM per variant at {table.get('rule_text', 'the final checkpoint')}", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)

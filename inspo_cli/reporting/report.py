@@ -5,8 +5,10 @@
     index.md                    everything below, put together (figures embedded, tables inline)
     fig2_training.png           Fig. 2: reward, tool calls, prompt and response length per step, 95% CI bands
     fig5_test_em.png            Fig. 5: held-out EM at the periodic evaluations over steps
-    bars.png                    Fig. 3 / 6: final EM per variant with 95% CI whiskers
-    table1.md, .csv, .tex       Table 1: variants x benchmarks EM and the average, mean ± 95% CI, n
+    bars.png                    Fig. 3 / 6: EM per variant, its 95% interval and every seed's point
+    table1.md, .csv, .tex, .json  Table 1: variants x benchmarks EM and the average, mean ± 95% interval, n, and the
+                                difference to the reference (Δ, interval, p); the .md adds one sentence per
+                                comparison, the power lines and every run's EM ± binomial SE at the step used
     overhead.md, .csv           App. C: optimizer calls and tokens, verification vs training rollouts, wall share
     lineage/<run>.md, .png      each INSPO run's instruction tree, as text and as a picture
 """
@@ -15,10 +17,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Sequence
 
-from inspo_cli.ablation.table import cell, csv_columns, csv_values, summarize
+from inspo_cli.ablation.table import (TARGET_DIFF, cell, comparison_of, csv_columns, csv_values, delta_cell,
+                                      delta_columns, delta_values, steps_cell, summarize, uncertainty_sections)
+from inspo_cli.errors import InspoError
 from inspo_cli.files import make_dir
 from inspo_cli.jsonio import atomic_write_text
 from inspo_cli.reporting import figures
@@ -26,20 +31,34 @@ from inspo_cli.reporting.lineage import lineage_png, lineage_text
 from inspo_cli.reporting.sources import Group
 
 
-def table1(groups: Sequence[Group]) -> dict:
-    """Table 1's numbers: per group, the final EM of each seed that has one, summarised over seeds."""
-    rows = [{"variant": g.label, "bars": g.bars, "per_seed": {r.seed: r.final_em for r in g.runs if r.final_em},
-             "missing": [{"run": r.name, "seed": r.seed, "why": "no evaluation after its last step"}
-                         for r in g.runs if not r.final_em]} for g in groups]
-    return summarize(rows)
+def table1(groups: Sequence[Group], rule: str = "best", reference: str | None = None,
+           target_diff: float = TARGET_DIFF) -> dict:
+    """Table 1's numbers: per group, each seed's result at the step `rule` picks, summarised over seeds and
+    questions, and every group compared with `reference` (default: search-r1 when there is one, else the first)."""
+    rows = [{"variant": g.label, "bars": g.bars, "static": _static(g),
+             "results": [r.result for r in g.runs if r.result],
+             "missing": [{"run": r.name, "seed": r.seed, "why": r.why} for r in g.runs if not r.result]}
+            for g in groups]
+    return summarize(rows, rule, reference, target_diff)
+
+
+def _static(group: Group) -> bool:
+    """Whether the group's runs train with one fixed instruction (no population)."""
+    try:
+        return not group.runs[0].run.recipe().population.enabled
+    except (InspoError, OSError):
+        return False
 
 
 def _markdown_table(table: dict) -> str:
-    header = ["method", "n", *table["benchmarks"], "avg."]
+    header = ["method", "n", "steps used", *table["benchmarks"], "avg.", f"Δ avg. vs {table['reference']}"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table["rows"]:
-        lines.append("| " + " | ".join([row["variant"], str(row["n"]), *(cell(row["em"].get(b))
-                                        for b in table["benchmarks"]), f"**{cell(row['average'])}**"]) + " |")
+        delta = ("(reference)" if row["variant"] == table["reference"] else
+                 delta_cell((comparison_of(table, row["variant"]) or {}).get("average")))
+        lines.append("| " + " | ".join([row["variant"], str(row["n"]), steps_cell(row),
+                                        *(cell(row["em"].get(b)) for b in table["benchmarks"]),
+                                        f"**{cell(row['average'])}**", delta]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -47,12 +66,20 @@ def _latex_table(table: dict) -> str:
     def tex(interval: dict | None) -> str:
         return cell(interval, plus=r"$\pm$", missing="--")
 
-    columns = ["Method", *(b.replace("_", r"\_") for b in table["benchmarks"]), "Avg."]
+    def delta(row: dict) -> str:
+        c = (comparison_of(table, row["variant"]) or {}).get("average")
+        if row["variant"] == table["reference"] or c is None:
+            return "--"
+        if c["p"] is None:
+            return f"${c['diff']:+.3f}$"
+        return f"${c['diff']:+.3f}$ [${c['low']:+.3f}$, ${c['high']:+.3f}$]"
+
+    columns = ["Method", *(b.replace("_", r"\_") for b in table["benchmarks"]), "Avg.", r"$\Delta$ Avg."]
     lines = [r"\begin{tabular}{l" + "c" * (len(columns) - 1) + "}", r"\toprule", " & ".join(columns) + r" \\",
              r"\midrule"]
     for row in table["rows"]:
         cells = [row["variant"].replace("_", r"\_"), *(tex(row["em"].get(b)) for b in table["benchmarks"]),
-                 tex(row["average"])]
+                 tex(row["average"]), delta(row)]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
@@ -67,8 +94,11 @@ def _csv(header: list[str], rows: list[list]) -> str:
 
 
 def _table_csv(table: dict) -> str:
-    return _csv(["method", "n", *csv_columns(table["benchmarks"])],
-                [[row["variant"], row["n"], *csv_values(row, table["benchmarks"])] for row in table["rows"]])
+    benchmarks = table["benchmarks"]
+    return _csv(["method", "n", "steps", *csv_columns(benchmarks), *delta_columns(benchmarks)],
+                [[row["variant"], row["n"], " ".join(str(r["step"]) for r in row["runs"]),
+                  *csv_values(row, benchmarks), *delta_values(comparison_of(table, row["variant"]), benchmarks)]
+                 for row in table["rows"]])
 
 
 OVERHEAD_COLUMNS = ("evolutions", "optimizer calls", "optimizer tokens", "verification rollouts",
@@ -95,12 +125,16 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
     return rows
 
 
-def write_report(groups: Sequence[Group], out: Path) -> list[Path]:
+def write_report(groups: Sequence[Group], out: Path, rule: str = "best", reference: str | None = None,
+                 target_diff: float = TARGET_DIFF) -> list[Path]:
     """Write the report into `out` (created; existing files of the same names are replaced); the files written."""
+    table = table1(groups, rule, reference, target_diff)  # first: a bad --reference fails before anything is written
     make_dir(out, "--out")
     written: list[Path] = []
     sections = [f"# Report: {', '.join(g.label for g in groups)}", "",
-                "Curves and tables are means over seeds with 95% confidence intervals (Student's t; n = seeds). "
+                "Curves are means over seeds with 95% bootstrap percentile bands over seeds (n in the legend). "
+                "Tables give each variant's mean with a 95% interval over seeds and questions, and its difference "
+                "to the reference with an interval and p-value (t test, Welch-Satterthwaite degrees of freedom). "
                 "Runs: " + "; ".join(f"{g.label}: {', '.join(r.name for r in g.runs)}" for g in groups), ""]
 
     for name, draw, title in (("fig2_training.png", figures.fig2, "Training metrics (Fig. 2)"),
@@ -109,16 +143,19 @@ def write_report(groups: Sequence[Group], out: Path) -> list[Path]:
             written.append(out / name)
             sections += [f"## {title}", "", f"![{title}]({name})", ""]
 
-    table = table1(groups)
-    for suffix, text in (("md", _markdown_table(table)), ("csv", _table_csv(table)), ("tex", _latex_table(table))):
+    full = _markdown_table(table) + "\n" + "\n".join(uncertainty_sections(table)) + "\n"
+    for suffix, text in (("md", full), ("csv", _table_csv(table)), ("tex", _latex_table(table)),
+                         ("json", json.dumps(table, indent=2) + "\n")):
         atomic_write_text(out / f"table1.{suffix}", text)
         written.append(out / f"table1.{suffix}")
-    sections += ["## Final EM (Table 1 layout)", "",
-                 "EM after each run's last step (its final policy with its best instruction, greedy).", "",
-                 _markdown_table(table).rstrip(), ""]
+    sections += ["## EM (Table 1 layout)", "",
+                 f"EM at {table['rule_text']} (its policy with its best instruction, greedy); steps used per seed, "
+                 "in seed order.", "", _markdown_table(table).rstrip(), ""]
     missing = [m for row in table["rows"] for m in row["missing"]]
     if missing:
-        sections += ["Without a final evaluation: " + ", ".join(m["run"] for m in missing), ""]
+        sections += ["Without a result: " + "; ".join(f"{m['run']} ({m['why']})" for m in missing), ""]
+    sections += [line.replace("## ", "### ", 1) if line.startswith("## ") else line
+                 for line in uncertainty_sections(table)] + [""]
     if figures.bars(table, out / "bars.png"):
         written.append(out / "bars.png")
         sections += ["![Final EM per variant](bars.png)", ""]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from inspo_cli.ablation.results import RunResult
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
 
@@ -32,7 +33,8 @@ class SeedRun:
     metrics: list[dict]
     summary: dict | None  # None while unfinished
     instructions: list[dict]  # instructions.jsonl rows (INSPO), else []
-    final_em: dict[str, float] | None  # EM per benchmark after the last step, else None
+    result: RunResult | None  # its evaluation at the step the report's rule picks, else None
+    why: str | None = None  # why it has no result
 
     @property
     def name(self) -> str:
@@ -46,19 +48,20 @@ class Group:
     bars: list[str] = field(default_factory=list)  # what the variant stands for (ablations)
 
 
-def load_groups(paths: Sequence[str | Path]) -> list[Group]:
+def load_groups(paths: Sequence[str | Path], rule: str = "best") -> list[Group]:
+    """Groups of runs with their results under `rule` (`ablation.results`: "best", App. B's, or "final")."""
     groups: list[Group] = []
     loose: list[RunDir] = []
     for path in paths:
         path = Path(path)
         if (path / "plan.json").is_file():
-            groups += _ablation_groups(path)
+            groups += _ablation_groups(path, rule)
         elif (path / RunDir.INFO).is_file():
             loose.append(RunDir(path))
         else:
             raise InspoError(f"{path} is neither a run directory (no {RunDir.INFO}) nor an ablation directory (no "
                              "plan.json); pass directories made by inspo train, inspo evolve or inspo ablate")
-    groups += _group_loose(loose)
+    groups += _group_loose(loose, rule)
     labels = [g.label for g in groups]
     for group in groups:  # the same variant name from two ablations: tell them apart
         if labels.count(group.label) > 1:
@@ -68,7 +71,7 @@ def load_groups(paths: Sequence[str | Path]) -> list[Group]:
     return [g for g in groups if g.runs]
 
 
-def _ablation_groups(path: Path) -> list[Group]:
+def _ablation_groups(path: Path, rule: str) -> list[Group]:
     from inspo_cli.ablation.directory import ABSENT, AblationDir
 
     ablation = AblationDir.open(path)
@@ -77,12 +80,12 @@ def _ablation_groups(path: Path) -> list[Group]:
         group = Group(variant.name, bars=list(variant.bars))
         for run in ablation.plan.runs():
             if run.variant == variant.name and ablation.status(run) != ABSENT:
-                group.runs.append(read_run(ablation.run_dir(run), run.seed))
+                group.runs.append(read_run(ablation.run_dir(run), run.seed, rule))
         groups.append(group)
     return groups
 
 
-def _group_loose(runs: Sequence[RunDir]) -> list[Group]:
+def _group_loose(runs: Sequence[RunDir], rule: str) -> list[Group]:
     by_recipe: dict[str, Group] = {}
     for run in runs:
         recipe = run.recipe()
@@ -94,7 +97,7 @@ def _group_loose(runs: Sequence[RunDir]) -> list[Group]:
         if any(r.seed == seed for r in group.runs):
             raise InspoError(f"{run} and {next(r.run for r in group.runs if r.seed == seed)} have the same recipe "
                              f"and seed {seed}; pass one of them")
-        group.runs.append(read_run(run, seed))
+        group.runs.append(read_run(run, seed, rule))
     for group in by_recipe.values():
         group.runs.sort(key=lambda r: r.seed)
     return list(by_recipe.values())
@@ -108,8 +111,8 @@ def _recipe_without_seed(recipe) -> str:
     return dump_recipe(recipe)
 
 
-def read_run(run: RunDir, seed: int) -> SeedRun:
-    from inspo_cli.ablation.table import run_em
+def read_run(run: RunDir, seed: int, rule: str = "best") -> SeedRun:
+    from inspo_cli.ablation.results import read_result
 
     summary = run.summary()
     metrics_file, instructions_file = run.metrics_file, run.instructions_file
@@ -121,4 +124,5 @@ def read_run(run: RunDir, seed: int) -> SeedRun:
     if instructions_file.is_file():
         instructions = [json.loads(line) for line in instructions_file.read_text(encoding="utf-8").splitlines()
                         if line.strip()]
-    return SeedRun(run, seed, metrics, summary, instructions, run_em(run))
+    result, why = read_result(run, seed, rule)
+    return SeedRun(run, seed, metrics, summary, instructions, result, why)

@@ -1,0 +1,148 @@
+"""The tables report each run at App. B's checkpoint (before any reward collapse), say which step they used, and
+compare variants question by question. Run directories are written here as training leaves them (no model)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from inspo_cli.ablation import runner
+from inspo_cli.ablation.directory import AblationDir
+from inspo_cli.ablation.plan import plan_sweep
+from inspo_cli.ablation.results import choose_step, read_result
+from inspo_cli.ablation.table import collect, write_table
+from inspo_cli.config import dump_recipe, load_recipe
+from test_cli import assert_one_line_error, invoke
+
+STEADY = [0.2, 0.3, 0.3, 0.4, 0.4, 0.4, 0.5, 0.5]
+COLLAPSING = [0.3, 0.3, 0.5, 0.5, 0.1, 0.1, 0.0, 0.0]  # windows of 2: best 0.5 (steps 3-4), then 0.1 at step 6
+
+
+def write_evaluation(run, step: int, answers: np.ndarray) -> None:
+    out = run / f"evaluations/step-{step}"
+    out.mkdir(parents=True)
+    em = float(answers.mean())
+    (out / "results.json").write_text(json.dumps({"scores": {"agent": {"world": {
+        "em": em, "f1": em, "subem": em, "searches": 1.0, "n": len(answers)}}}}))
+    (out / "predictions.jsonl").write_text("".join(
+        json.dumps({"method": "agent", "benchmark": "world", "id": f"w{i}", "em": float(a)}) + "\n"
+        for i, a in enumerate(answers)))
+
+
+def write_run(ablation: AblationDir, variant: str, seed: int, rewards, evaluations: dict[int, np.ndarray],
+              checkpoints=()) -> None:
+    run = ablation.runs_dir / f"{variant}-s{seed}"
+    run.mkdir(parents=True)
+    recipe = load_recipe(ablation.recipe_file(variant), [f"run.seed={seed}"])
+    (run / "recipe.yaml").write_text(dump_recipe(recipe))
+    (run / "run.json").write_text("{}")
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n"
+                                               for i, r in enumerate(rewards)))
+    (run / "summary.json").write_text(json.dumps({"steps": len(rewards)}))
+    for step, answers in evaluations.items():
+        write_evaluation(run, step, answers)
+    for update in checkpoints:  # what RunDir.checkpoints() accepts as complete
+        (run / f"checkpoints/checkpoint-{update}/global_step{update}").mkdir(parents=True)
+        (run / f"checkpoints/checkpoint-{update}/trainer_state.json").write_text("{}")
+
+
+@pytest.fixture
+def ablation(tmp_path, repo_root, monkeypatch):
+    """INSPO and Search-R1, seeds 0-2, 8 steps, evaluated on 60 questions at steps 4 and 8. inspo-s1's reward
+    collapses after step 4, where its EM was much better than at the end."""
+    monkeypatch.chdir(repo_root)
+    plan = plan_sweep({"recipe": "recipes/demo.yaml", "seeds": [0, 1, 2], "set": ["evaluation.collapse_window=2"],
+                       "variants": {"inspo": [], "search-r1": ["population.enabled=false"]}}, "world.yaml")
+    abl = AblationDir.start(tmp_path / "abl", plan)
+    rng = np.random.default_rng(0)
+    hard = rng.random(60)  # how hard each question is, shared by every run
+    for seed in (0, 1, 2):
+        base = (hard < 0.3).astype(float)
+        better = np.maximum(base, (rng.random(60) < 0.15).astype(float))
+        write_run(abl, "search-r1", seed, STEADY, {4: base, 8: base})
+        if seed == 1:
+            write_run(abl, "inspo", seed, COLLAPSING, {4: better, 8: np.zeros(60)})
+        else:
+            write_run(abl, "inspo", seed, STEADY, {4: base, 8: better})
+    return abl
+
+
+def test_the_papers_checkpoint_rule_is_what_the_table_uses(ablation):
+    collapsed = ablation.runs_dir / "inspo-s1"
+    from inspo_cli.runs import RunDir
+
+    choice = choose_step(RunDir(collapsed), "best")
+    assert (choice.step, choice.last_step, choice.collapse["peak_step"], choice.collapse["detected_at"]) == (4, 8, 4, 6)
+    assert choose_step(RunDir(collapsed), "final").step == 8
+    best, final = collect(ablation, "best"), collect(ablation, "final")
+    inspo_best, inspo_final = best["rows"][0], final["rows"][0]
+    assert [(r["seed"], r["step"], r["collapsed"]) for r in inspo_best["runs"]] == [(0, 8, False), (1, 4, True),
+                                                                                     (2, 8, False)]
+    assert [r["step"] for r in inspo_final["runs"]] == [8, 8, 8]
+    # the means are those of the steps used
+    em = {s: read_result(RunDir(ablation.runs_dir / f"inspo-s{s}"), s, "best")[0].em["world"] for s in (0, 1, 2)}
+    assert inspo_best["average"]["mean"] == pytest.approx(np.mean(list(em.values())))
+    assert inspo_final["average"]["mean"] < inspo_best["average"]["mean"]  # seed 1's collapse is left out
+    assert best["rule"] == "best" and "before any reward collapse" in best["rule_text"]
+
+
+def test_the_table_compares_with_search_r1_paired_by_seed_and_question(ablation):
+    table = collect(ablation, "best")
+    assert table["reference"] == "search-r1" and [c["variant"] for c in table["comparisons"]] == ["inspo"]
+    c = table["comparisons"][0]["average"]
+    assert c["paired_seeds"] and c["paired_questions"] and c["questions"] == 60 and c["seeds"] == [3, 3]
+    assert c["diff"] > 0 and c["low"] < c["diff"] < c["high"] and 0 <= c["p"] <= 1
+    write_table(ablation, table)
+    md = (ablation.path / "ablation.md").read_text()
+    assert "| inspo | (base recipe) | 3 | 8, 4, 8 (s1: reward collapse) |" in md
+    assert "| inspo-s1 | 1 | 4 of 8 | at step 6 (peak 4) |" in md
+    assert f"- inspo − search-r1 on world: {c['diff']:+.3f}" in md and "with 3 seeds × 60 questions." in md
+    assert "- inspo vs search-r1: with 3 seeds × 60 questions the smallest difference found with 80% power" in md
+    assert "needs" in md.split("Power (80%")[1]
+
+
+def test_ablate_evaluates_the_checkpoint_before_a_collapse_when_it_has_no_evaluation(ablation, monkeypatch):
+    from inspo_cli.runs import RunDir
+
+    run = RunDir(ablation.runs_dir / "inspo-s1")
+    for name in ("results.json", "predictions.jsonl"):
+        (run.evaluation_dir(4) / name).unlink()
+    (run.evaluation_dir(4)).rmdir()
+    assert choose_step(run, "best").step is None  # no evaluation and no checkpoint by the peak: nothing to report
+    assert "report its final policy with --checkpoint final" in read_result(run, 1, "best")[1]
+    (run.path / "checkpoints/checkpoint-4/global_step4").mkdir(parents=True)
+    (run.path / "checkpoints/checkpoint-4/trainer_state.json").write_text("{}")
+    result, why = read_result(run, 1, "best")
+    assert result is None and "App. B's checkpoint is step 4" in why and "`inspo ablate` evaluates it" in why
+    evaluated = []
+
+    def evaluate_step(directory, step, out_dir, device):  # the model-loading seam: what would be evaluated where
+        evaluated.append((directory.path.name, step, out_dir))
+        write_evaluation(directory.path, step, np.ones(60))
+
+    monkeypatch.setattr(runner, "evaluate_step", evaluate_step)
+    monkeypatch.setattr("inspo_cli.experiment.run", lambda *a, **k: pytest.fail("finished runs are not retrained"))
+    outcome = runner.run_plan(ablation, rule="best")
+    assert evaluated == [("inspo-s1", 4, run.evaluation_dir(4))] and outcome.failed == []
+    assert read_result(run, 1, "best")[0].em["world"] == 1.0
+
+
+def test_the_command_line_chooses_the_checkpoint_and_the_reference(ablation, tmp_path):
+    result = invoke("ablate", "--collect", ablation.path, "--checkpoint", "final", "--reference", "inspo", "--json")
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout)
+    assert table["rule"] == "final" and table["reference"] == "inspo"
+    assert [c["variant"] for c in table["comparisons"]] == ["search-r1"]
+    assert_one_line_error(invoke("ablate", "--collect", ablation.path, "--checkpoint", "last"), "--checkpoint 'last'")
+    assert_one_line_error(invoke("ablate", "--collect", ablation.path, "--reference", "sft"),
+                          "--reference 'sft' is not a variant")
+    assert_one_line_error(invoke("report", ablation.path, "--target-diff", "0"), "--target-diff 0.0")
+    out = tmp_path / "report"
+    result = invoke("report", ablation.path, "--out", out, "--target-diff", "0.1")
+    assert result.exit_code == 0, result.output
+    md = (out / "table1.md").read_text()
+    assert "| inspo | 3 | 8, 4, 8 (s1: reward collapse) |" in md and "a difference of 0.1 needs" in md
+    assert json.loads((out / "table1.json").read_text())["comparisons"][0]["power"]["target_diff"] == 0.1
+    assert "### Differences to search-r1" in (out / "index.md").read_text()
