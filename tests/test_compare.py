@@ -126,3 +126,5 @@ def test_more_seeds_are_needed_for_smaller_differences_and_none_can_beat_the_que
     needed = [c.seeds_needed(d) for d in (0.2, 0.1, 0.06)]
     assert all(n is not None for n in needed[:2]) and needed[0] <= needed[1]
     assert c.seeds_needed(0.001) is None  # the questions' own error is larger than that, whatever the seeds
+    # the power line agrees with itself: what 3 seeds detect needs at most 3 seeds, anything smaller more
+    assert c.seeds_needed(c.detectable() * 1.01) <= 3 < c.seeds_needed(c.detectable() * 0.9)

@@ -58,11 +58,12 @@ class Term:
 
 
 def _satterthwaite(terms: Sequence[Term]) -> tuple[float, float]:
-    """(variance, Welch-Satterthwaite degrees of freedom) of a sum of mean-square terms."""
+    """(variance, Welch-Satterthwaite degrees of freedom) of a sum of mean-square terms. A subtracted term can push
+    the approximation below the fewest degrees of freedom of the terms that add; it is kept at least there."""
     variance = sum(t.value for t in terms)
     denominator = sum(t.value ** 2 / t.df for t in terms if t.df > 0)
     df = variance ** 2 / denominator if denominator > 0 else math.inf
-    return variance, max(df, 1.0)
+    return variance, max(df, min((t.df for t in terms if t.value > 0), default=1.0), 1.0)
 
 
 def _t():
@@ -119,28 +120,34 @@ class Comparison(Estimate):
 
     def power(self, difference: float, seeds: int | None = None) -> float:
         """The chance a two-sided t test at ALPHA finds `difference`: as run, or with `seeds` seeds per variant
-        (the same questions)."""
+        (the same questions; see `variance_with`)."""
         from scipy import stats
 
-        if seeds is None:
-            variance, df = (self.se or 0.0) ** 2, self.df
-        else:
-            question = max(self.question_part, 0.0)
-            variance, df = _satterthwaite([Term(self.seed_unit / seeds, seeds - 1), Term(question, self._question_df())])
+        variance, df = self.variance_with(seeds)
         if variance <= 0:
             return 1.0 if difference else ALPHA
         shift = abs(difference) / math.sqrt(variance)
         if shift > 50:  # beyond what the noncentral t evaluates; certain
             return 1.0
         critical = stats.t.ppf(1 - ALPHA / 2, df)
-        power = stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift)
-        if not math.isfinite(power):  # very many degrees of freedom: the normal limit
+        upper, lower = stats.nct.sf(critical, df, shift), stats.nct.cdf(-critical, df, shift)
+        if not math.isfinite(upper):  # very many degrees of freedom: the normal limit
             z = stats.norm.ppf(1 - ALPHA / 2)
-            power = stats.norm.sf(z - shift) + stats.norm.cdf(-z - shift)
-        return float(power)
+            upper, lower = stats.norm.sf(z - shift), stats.norm.cdf(-z - shift)
+        return float(upper + (lower if math.isfinite(lower) else 0.0))  # the wrong-sided tail is ~0 where it fails
 
-    def _question_df(self) -> float:
-        return max((self.n_questions or 2) - 1, 1)
+    def variance_with(self, seeds: int | None) -> tuple[float, float]:
+        """(variance, degrees of freedom) of the difference with `seeds` seeds per variant (None: as run): the
+        estimate as run with its seed term rescaled from the seeds run to `seeds`, never falling faster than
+        1 / seeds; the degrees of freedom of that seed term and of what the questions add."""
+        now = min(self.seeds)
+        variance_now = (self.se or 0.0) ** 2
+        if seeds is None or seeds == now:
+            return variance_now, self.df
+        variance = max(variance_now + self.seed_unit * (1 / seeds - 1 / now), variance_now * now / seeds)
+        seed_term = min(self.seed_unit / seeds, variance)
+        terms = [Term(seed_term, seeds - 1), Term(variance - seed_term, max((self.n_questions or 2) - 1, 1))]
+        return variance, _satterthwaite([t for t in terms if t.value > 0] or terms[:1])[1]
 
     def detectable(self) -> float | None:
         """The smallest difference found with POWER (80%) at ALPHA (0.05) by this design, or None (one seed)."""
@@ -179,10 +186,10 @@ class Comparison(Estimate):
 
 
 def _benchmarks(runs: Sequence[RunScores], benchmark: str | None) -> list[str]:
-    names: list[str] = []
-    for run in runs:
-        names.extend(b for b in run.em if b not in names)
-    return names if benchmark is AVERAGE else [benchmark]
+    """[benchmark], or for the average the benchmarks every run has (in the first run's order)."""
+    if benchmark is not AVERAGE:
+        return [benchmark]
+    return [b for b in runs[0].em if all(b in r.em for r in runs)] if runs else []
 
 
 def _run_mean(run: RunScores, benchmarks: Sequence[str], ids: dict[str, list[str]] | None) -> float:
@@ -268,8 +275,8 @@ def estimate(runs: Sequence[RunScores], benchmark: str | None = AVERAGE) -> Esti
 def compare(variant: Sequence[RunScores], reference: Sequence[RunScores],
             benchmark: str | None = AVERAGE) -> Comparison:
     """`variant` - `reference` on `benchmark` (default: the average over the benchmarks both have)."""
-    names = _benchmarks([*variant, *reference], benchmark)
-    benchmarks = [b for b in names if all(b in r.em for r in [*variant, *reference])]
+    benchmarks = [b for b in _benchmarks([*variant, *reference], benchmark)
+                  if all(b in r.em for r in [*variant, *reference])]
     if not benchmarks:
         raise ValueError("the two variants share no benchmark")
     seeds = (len(variant), len(reference))

@@ -152,12 +152,14 @@ def bars(table: dict, path: Path) -> bool:
                    label="one seed" if x == 0 else None)
         ax.annotate(f"{row['average']['mean']:.3f} (n={row['n']})", (x, min(highs[x], 1.0)),
                     textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
-    ax.set_ylim(0, min(1.0, max(max(highs), *(r["average"] for row in rows for r in row["runs"])) * 1.2) or 1.0)
+    top = max(max(highs), *(r["average"] for row in rows for r in row["runs"]))
+    ax.set_ylim(0, min(1.0, top * 1.45) if top > 0 else 1.0)  # room above for the labels and the legend
     ax.set_xticks(positions, [row["variant"] for row in rows], rotation=20, ha="right")
     ax.set_ylabel("EM, average over benchmarks")
-    ax.set_title(f"EM per variant at {table.get('rule_text', 'the final checkpoint')}", fontsize=10)
+    checkpoint = "App. B's checkpoint" if table.get("rule") == "best" else "final checkpoints"
+    ax.set_title(f"EM per variant ({checkpoint})", fontsize=11)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper right", ncol=2)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
