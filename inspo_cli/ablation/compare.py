@@ -103,15 +103,16 @@ class Estimate:
 
 @dataclass
 class Comparison(Estimate):
-    """variant - reference: `mean` is the difference; p the two-sided p-value; how the pairing went; and the
-    variance per seed (`seed_unit`) and from questions (`question_part`) that power calculations extrapolate."""
+    """variant - reference: `mean` is the difference; p the two-sided p-value; how the pairing went; the variance
+    one seed adds (`seed_unit`, what power calculations rescale to other seed counts) and what the questions add
+    (`question_part`, which more seeds do not reduce)."""
 
     p: float | None = None
     paired_seeds: bool = False
     paired_questions: bool = False
     seeds: tuple[int, int] = (0, 0)  # seeds of the variant, of the reference
     seed_unit: float = 0.0  # variance of one seed's contribution: the term is seed_unit / S
-    question_part: float = 0.0  # variance that more seeds do not reduce (the questions)
+    question_part: float = 0.0  # variance that more seeds do not reduce (the questions), truncated at 0
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -4,7 +4,8 @@
     recipes/<variant>.yaml   each variant's resolved recipe (what `--print-commands` hands to `inspo train`)
     runs/<variant>-s<seed>/  one run directory per run (`RunDir`)
     failures.json        runs that failed in their last attempt, with the error; cleared when they finish
-    ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average, mean ± 95% CI
+    ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average with 95% intervals,
+                         and every variant against the reference (Δ, interval, p-value, power)
 
     ablation = AblationDir.start("runs/ablations/inspo-fig3", plan)   # new, or the same plan again
     ablation = AblationDir.open("runs/ablations/inspo-fig3")          # an existing one (--collect)

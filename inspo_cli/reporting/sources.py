@@ -1,13 +1,14 @@
 """What a report reads: run directories and ablation directories, grouped into variants with their seeds.
 
     groups = load_groups(["runs/ablations/world"])                 # one group per variant of the plan
-    groups = load_groups(["runs/inspo-s0", "runs/inspo-s1", "runs/search-r1-s0"])
+    groups = load_groups(["runs/inspo-s0", "runs/inspo-s1", "runs/search-r1-s0"], rule="final")
 
 An ablation directory (plan.json) gives one group per variant, holding every run of it that has started. Loose
 run directories are grouped by their recipe with the seed and name set aside: runs that differ only in
 `run.seed` are seeds of one variant (labelled by the run name without its `-s<seed>` suffix); anything else
 that differs makes another group. A staged run (population.stage pre-rl / post-rl) is read through its summary:
-the training stage's curves, the evolve stage's instructions.
+the training stage's curves, the evolve stage's instructions. Each run's result is its evaluation at the step the
+rule picks (`ablation.results`: "best", App. B's checkpoint before any reward collapse, or "final").
 """
 
 from __future__ import annotations
