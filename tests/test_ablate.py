@@ -207,12 +207,13 @@ def test_the_table_groups_seeds_by_variant_and_averages_benchmarks_per_seed_firs
 
     write_table(ablation, table)
     md = (tmp_path / "abl/ablation.md").read_text()
-    # without per-question predictions the intervals are over seeds alone (Student's t, as above)
-    assert ("| demo | (base recipe) | 3 | 4, 4, 4 | 0.300 ± 0.248 | 0.700 ± 0.430 | **0.500 ± 0.329** | "
+    # without per-question predictions the intervals are over seeds alone (Student's t, as above); one that
+    # leaves [0, 1] is clipped to it and shown as its ends
+    assert ("| demo | (base recipe) | 3 | 4, 4, 4 | 0.300 ± 0.248 | 0.700 [0.270, 1.000] | **0.500 ± 0.329** | "
             "(reference) |") in md
     # n-parent-2 - demo, unpaired (seeds 0, 1 against 0, 1, 2): -0.1, Welch's t
-    assert ("| n-parent-2 | n-parent=2 | 2 | 4, 4 | 0.600 ± 1.271 | 0.200 ± 1.271 | **0.400 ± 1.271** | "
-            "−0.100 [−0.608, +0.408] p = 0.51 |") in md
+    assert ("| n-parent-2 | n-parent=2 | 2 | 4, 4 | 0.600 [0.000, 1.000] | 0.200 [0.000, 1.000] | "
+            "**0.400 [0.000, 1.000]** | −0.100 [−0.608, +0.408] p = 0.51 |") in md
     assert ("- n-parent-2 − demo on the average over 2 benchmarks: −0.100 [−0.608, +0.408], p = 0.51: not "
             "significant at 0.05 with 2 and 3 seeds (question-level error unknown) (seeds not paired).") in md
     assert "| demo-s2 | 2 | 4 of 4 | no | 0.400 ± 0.155 | 0.900 ± 0.095 | 0.650 ± 0.091 |" in md  # binomial SE, n 10

@@ -128,3 +128,15 @@ def test_more_seeds_are_needed_for_smaller_differences_and_none_can_beat_the_que
     assert c.seeds_needed(0.001) is None  # the questions' own error is larger than that, whatever the seeds
     # the power line agrees with itself: what 3 seeds detect needs at most 3 seeds, anything smaller more
     assert c.seeds_needed(c.detectable() * 1.01) <= 3 < c.seeds_needed(c.detectable() * 0.9)
+
+
+def test_intervals_stay_within_what_em_can_be():
+    """Two seeds far apart: t(1) makes the interval ±12.7 SE, which is clipped to [0, 1] (and differences to
+    [-1, 1]); the power line then says no difference is detectable rather than a number above 1."""
+    rng = np.random.default_rng(5)
+    wide = runs_of({0: (rng.random(30) < 0.05).astype(float), 1: (rng.random(30) < 0.9).astype(float)})
+    narrow = runs_of({0: (rng.random(30) < 0.4).astype(float), 1: (rng.random(30) < 0.45).astype(float)})
+    interval = estimate(wide)
+    assert interval.mean - interval.half_width < 0 and (interval.low, interval.high) == (0.0, 1.0)
+    c = compare(wide, narrow)
+    assert -1.0 <= c.low < c.high <= 1.0 and c.detectable() is None

@@ -159,5 +159,5 @@ def test_an_ablation_directory_reports_its_variants_into_its_own_report_folder(r
     assert result.exit_code == 0, result.output
     groups = load_groups([tmp_path / "abl"])
     assert [(g.label, [r.seed for r in g.runs]) for g in groups] == [("inspo", [0, 1]), ("static", [0])]
-    assert "| inspo | 2 | 3, 3 | 0.350 ± 0.635 | **0.350 ± 0.635** | +0.150 |" in (
+    assert "| inspo | 2 | 3, 3 | 0.350 [0.000, 0.985] | **0.350 [0.000, 0.985]** | +0.150 |" in (
         tmp_path / "abl/report/table1.md").read_text()

@@ -81,20 +81,22 @@ class Estimate:
     df: float | None
     n_seeds: int
     n_questions: int | None  # per benchmark (the smallest), None without per-question results
+    bounds = (0.0, 1.0)  # what the quantity can be: the interval is clipped to it (EM is a rate)
 
     @property
     def half_width(self) -> float | None:
+        """t(0.975, df) x SE; the interval is mean ± this, clipped to `bounds` (`low`, `high`)."""
         if self.se is None:
             return None
         return float(_t().ppf(1 - ALPHA / 2, self.df)) * self.se
 
     @property
     def low(self) -> float | None:
-        return None if self.se is None else self.mean - self.half_width
+        return None if self.se is None else max(self.mean - self.half_width, self.bounds[0])
 
     @property
     def high(self) -> float | None:
-        return None if self.se is None else self.mean + self.half_width
+        return None if self.se is None else min(self.mean + self.half_width, self.bounds[1])
 
     def as_dict(self) -> dict:
         return {"mean": self.mean, "ci95": self.half_width, "low": self.low, "high": self.high, "se": self.se,
@@ -107,6 +109,7 @@ class Comparison(Estimate):
     one seed adds (`seed_unit`, what power calculations rescale to other seed counts) and what the questions add
     (`question_part`, which more seeds do not reduce)."""
 
+    bounds = (-1.0, 1.0)  # a difference of two rates
     p: float | None = None
     paired_seeds: bool = False
     paired_questions: bool = False
@@ -151,17 +154,15 @@ class Comparison(Estimate):
         return variance, _satterthwaite([t for t in terms if t.value > 0] or terms[:1])[1]
 
     def detectable(self) -> float | None:
-        """The smallest difference found with POWER (80%) at ALPHA (0.05) by this design, or None (one seed)."""
+        """The smallest difference found with POWER (80%) at ALPHA (0.05) by this design; None with one seed, or
+        when not even a difference of 1 (all questions against none) would be."""
         from scipy.optimize import brentq
 
-        if self.se is None:
+        if self.se is None or self.power(self.bounds[1]) < POWER:
             return None
         if self.se == 0:
             return 0.0
-        high = self.se
-        while self.power(high) < POWER:  # power reaches 1 within a few dozen standard errors even at 1 df
-            high *= 2
-        return float(brentq(lambda d: self.power(d) - POWER, 0.0, high))
+        return float(brentq(lambda d: self.power(d) - POWER, 0.0, self.bounds[1]))
 
     def seeds_needed(self, difference: float, most: int = 1000) -> int | None:
         """The fewest seeds per variant that find `difference` with POWER at ALPHA (the questions as now), or

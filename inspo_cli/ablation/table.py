@@ -142,12 +142,15 @@ def sentence(variant: str, reference: str, where: str, c: Comparison) -> str:
 def power_sentence(variant: str, reference: str, c: Comparison, target: float) -> str:
     if c.se is None:
         return f"{variant} vs {reference}: no power estimate with one seed"
+    detectable = c.detectable()
+    found = (f"is ±{detectable:.3f}" if detectable is not None else
+             "does not exist: not even all questions against none would be found")
     needed = c.seeds_needed(target)
     more = (f"a difference of {target:g} needs {needed} seeds per variant" if needed is not None else
             f"no number of seeds finds a difference of {target:g} with these questions (their own error is too "
             "large): evaluate on more questions")
     return (f"{variant} vs {reference}: with {design(c)} the smallest difference found with 80% power at α = 0.05 "
-            f"is ±{c.detectable():.3f}; {more}")
+            f"{found}; {more}")
 
 
 def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str], why: str | None) -> str:
@@ -168,7 +171,10 @@ def cell(interval: dict | None, plus: str = "±", missing: str = "-") -> str:
         return missing
     if interval["ci95"] is None:
         return f"{interval['mean']:.3f}"
-    return f"{interval['mean']:.3f} {plus} {interval['ci95']:.3f}"
+    mean, half = interval["mean"], interval["ci95"]
+    if interval["low"] > mean - half + 1e-12 or interval["high"] < mean + half - 1e-12:  # clipped to [0, 1]
+        return f"{mean:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
+    return f"{mean:.3f} {plus} {half:.3f}"
 
 
 def delta_cell(c: dict | None) -> str:
