@@ -2,8 +2,8 @@
 
 Simulated ablations with a known truth: two variants, S seeds each, the same Q questions. A run's chance to answer
 question q is p_q + effect + a_(variant, seed) + g_(variant, q): how hard the question is (shared), the variant's
-effect, its seed's luck (uniform within ±seed spread) and the variant's own strength on that question (uniform
-within ±question spread), every term bounded so that every chance is in [0, 1] and the true difference over new
+effect, its seed's luck (uniform within ± the seed spread) and the variant's own strength on that question (uniform
+within ± the question spread), every term bounded so that every chance is in [0, 1] and the true difference over new
 seeds and new questions is exactly `effect`. For each design and each of three intervals this measures how often
 a 95% interval covers the true difference (0.05; it should be 95%) and how often a true difference of 0 is called
 significant at 0.05 (it should be 5%):
@@ -15,7 +15,7 @@ significant at 0.05 (it should be 5%):
   resampled differences on the other side of 0.
 - **seed t-test**: the paired t test over the S seed means (the questions' own error left out).
 
-    python bench/comparison_calibration.py            # about 2 minutes on 2 cores
+    python bench/comparison_calibration.py            # about 4 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -31,16 +31,22 @@ from scipy import stats
 from inspo_cli.ablation.compare import RunScores, compare
 
 RESULTS = ROOT / "bench" / "results" / "comparison_calibration.json"
-DESIGNS = [(3, 0.0), (3, 0.08), (3, 0.15), (5, 0.08), (10, 0.08)]  # (seeds, seed spread); question spread 0.1
-QUESTIONS, QUESTION_SPREAD, EFFECT, RESAMPLES = 200, 0.1, 0.05, 1000
+# (seeds, seed spread, question spread): seeds alike to seeds apart, then the variants' per-question strengths
+# dominating (where leaving the questions out shows)
+DESIGNS = [(3, 0.0, 0.1), (3, 0.08, 0.1), (3, 0.15, 0.1), (5, 0.08, 0.1), (10, 0.08, 0.1), (3, 0.0, 0.3),
+           (5, 0.03, 0.3)]
+QUESTIONS, EFFECT, RESAMPLES = 200, 0.05, 1000
 
 
-def dataset(rng, seeds: int, seed_spread: float, effect: float) -> tuple[np.ndarray, np.ndarray]:
-    """(variant, reference): seeds x questions tables of 0/1 answers."""
-    hardness = rng.uniform(0.2, 0.8, QUESTIONS)
+def dataset(rng, seeds: int, seed_spread: float, question_spread: float,
+            effect: float) -> tuple[np.ndarray, np.ndarray]:
+    """(variant, reference): seeds x questions tables of 0/1 answers; how hard a question is stays within the
+    range that keeps every chance in [0, 1]."""
+    margin = seed_spread + question_spread
+    hardness = rng.uniform(margin, 1 - margin - EFFECT, QUESTIONS)
     tables = []
     for shift in (effect, 0.0):
-        strength = rng.uniform(-QUESTION_SPREAD, QUESTION_SPREAD, QUESTIONS)
+        strength = rng.uniform(-question_spread, question_spread, QUESTIONS)
         luck = rng.uniform(-seed_spread, seed_spread, (seeds, 1))
         tables.append((rng.random((seeds, QUESTIONS)) < hardness + shift + strength + luck).astype(float))
     return tables[0], tables[1]
@@ -77,20 +83,20 @@ def seed_t(x_v: np.ndarray, x_r: np.ndarray) -> tuple[float, float, float]:
 def measure(datasets: int, seed: int) -> list[dict]:
     rng = np.random.default_rng(seed)
     rows = []
-    for seeds, spread in DESIGNS:
+    for seeds, spread, question_spread in DESIGNS:
         started = time.perf_counter()
         tally = {name: {"covered": 0, "false_positive": 0} for name in ("inspo", "bootstrap", "seed_t")}
         for _ in range(datasets):
             for effect, key in ((EFFECT, "covered"), (0.0, "false_positive")):
-                x_v, x_r = dataset(rng, seeds, spread, effect)
+                x_v, x_r = dataset(rng, seeds, spread, question_spread, effect)
                 for name, method in (("inspo", ours), ("bootstrap", lambda a, b: bootstrap(rng, a, b)),
                                      ("seed_t", seed_t)):
                     low, high, p = method(x_v, x_r)
                     tally[name][key] += (low <= EFFECT <= high) if key == "covered" else (p < 0.05)
-        rows.append({"seeds": seeds, "seed_spread": spread, "question_spread": QUESTION_SPREAD,
+        rows.append({"seeds": seeds, "seed_spread": spread, "question_spread": question_spread,
                      "questions": QUESTIONS, "datasets": datasets,
                      **{name: {k: v / datasets for k, v in t.items()} for name, t in tally.items()}})
-        print(f"S={seeds} seed spread ±{spread}: " + "; ".join(
+        print(f"S={seeds} seed spread ±{spread} question spread ±{question_spread}: " + "; ".join(
             f"{n} covers {r['covered']:.3f}, false positives {r['false_positive']:.3f}"
             for n, r in ((n, rows[-1][n]) for n in tally)) + f" ({time.perf_counter() - started:.0f} s)", flush=True)
     return rows
@@ -99,21 +105,29 @@ def measure(datasets: int, seed: int) -> list[dict]:
 def section(rows: list[dict], info: dict) -> str:
     lines = ["## Comparisons: are the intervals and p-values calibrated? (`python bench/comparison_calibration.py`)",
              "", f"{rows[0]['datasets']} simulated ablations per design (two variants, the same {QUESTIONS} questions, "
-             f"0/1 answers; seed luck uniform within ± the spread, each variant's per-question strength within "
-             f"±{QUESTION_SPREAD}). Coverage of a true difference of {EFFECT} by the 95% interval (should be 0.95) and "
+             "0/1 answers; each seed's luck uniform within ± the seed spread, each variant's strength on each "
+             f"question within ± the question spread). Coverage of a true difference of {EFFECT} by the 95% interval "
+             "(should be 0.95) and "
              "the share of true differences of 0 called significant at 0.05 (should be 0.05). Results: "
              "`bench/results/comparison_calibration.json`.", "",
-             "| seeds | seed spread | inspo's t (coverage / false +) | hierarchical bootstrap | seed-only t test |",
-             "|---|---|---|---|---|"]
+             "| seeds | seed spread | question spread | inspo's t (coverage / false +) | hierarchical bootstrap | "
+             "seed-only t test |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['seeds']} | ±{r['seed_spread']} | " + " | ".join(
+        lines.append(f"| {r['seeds']} | ±{r['seed_spread']} | ±{r['question_spread']} | " + " | ".join(
             f"{r[n]['covered']:.3f} / {r[n]['false_positive']:.3f}" for n in ("inspo", "bootstrap", "seed_t")) + " |")
-    lines += ["", "The bootstrap of seeds then questions counts each run's luck on a question twice (once in the "
-              "spread of the seed means, once in the question resample) and has no small-sample correction for "
-              "the seeds, so it is too wide when seeds agree and too narrow when they differ; McCullagh (2000) "
-              "shows no resampling scheme is unbiased for crossed seeds x questions. The seed-only t test misses "
-              "the questions' own error. The tables use the first column's method "
-              f"(`inspo_cli/ablation/compare.py`). Machine: {info['cpu_cores']} cores, {info['cpu']}."]
+    def span(name: str, key: str) -> str:
+        values = [r[name][key] for r in rows]
+        return f"{min(values):.3f}-{max(values):.3f}"
+
+    lines += ["", f"The tables' method (`inspo_cli/ablation/compare.py`) covers {span('inspo', 'covered')} of the time "
+              f"with {span('inspo', 'false_positive')} false positives. The bootstrap of seeds, then questions "
+              f"({span('bootstrap', 'covered')}; {span('bootstrap', 'false_positive')}) counts each run's luck on a "
+              "question twice (in the spread of the seed means and again in the question resample) and has no "
+              "small-sample correction for the seeds: too wide when seeds agree, too narrow when they differ "
+              "(McCullagh 2000: no resampling scheme is unbiased for crossed seeds x questions). The seed-only t "
+              f"test ({span('seed_t', 'covered')}; {span('seed_t', 'false_positive')}) leaves the questions' own "
+              "error out, which shows when the variants' per-question strengths dominate. "
+              f"Machine: {info['cpu_cores']} cores, {info['cpu']}."]
     return "\n".join(lines)
 
 

@@ -24,9 +24,9 @@ question term is then that of the per-question difference, so how hard a questio
 variances add (Welch). A variant with one seed has no interval: its seed variance cannot be estimated.
 
 Why not a bootstrap: resampling seeds and questions cannot estimate this variance without bias (McCullagh 2000,
-"Resampling and exchangeable arrays": no resampling scheme can for a crossed design); with 3 seeds the percentile
-interval of a hierarchical bootstrap covers the truth 85% of the time when seeds vary and ~100% when they do not.
-`bench/comparison_calibration.py` measures both; the test in tests/test_compare.py holds this estimator to 95%.
+"Resampling and exchangeable arrays": no resampling scheme can for a crossed design). On simulated ablations
+(`bench/comparison_calibration.py`) a hierarchical bootstrap's 95% interval covered the truth 86-97% of the time
+with 3-10 seeds (3-16% false positives), this estimator 92-96% (4.5-7%); tests/test_compare.py holds it there.
 """
 
 from __future__ import annotations
