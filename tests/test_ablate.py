@@ -167,6 +167,42 @@ def test_print_commands_writes_the_plan_and_one_train_command_per_run(repo_root,
                                  "--print-commands"), "holds another ablation")
 
 
+def test_printed_commands_run_as_printed(repo_root, monkeypatch, tmp_path):
+    """Issue 29, class 5: the launcher is split by shell rules; an empty one is refused; a cut-off run is resumed
+    from its own directory (a new --name would make <name>-2, which --collect never reads), one cut off before its
+    first checkpoint is removed and started over; booleans are not seeds."""
+    monkeypatch.chdir(repo_root)
+    out = tmp_path / "abl"
+    args = ["ablate", "--recipe", "recipes/demo.yaml", "--components", "constant", "--seeds", "0", "--out", out,
+            "--print-commands"]
+    assert_one_line_error(invoke(*args, "--launcher", ""), "--launcher is empty")
+    assert_one_line_error(invoke(*args, "--launcher", "accelerate launch --config_file 'my cfg"), "--launcher")
+    assert not out.exists()  # refused before anything was written
+    result = invoke(*args, "--launcher", "accelerate launch --config_file 'my cfg/x.yaml'")
+    assert result.exit_code == 0, result.output
+    first = shlex.split(result.stdout.splitlines()[0])
+    assert first[:4] == ["accelerate", "launch", "--config_file", "my cfg/x.yaml"]
+
+    ablation = AblationDir.open(out)
+    cut = ablation.runs_dir / "demo-s0"  # run.json and a checkpoint: resumable
+    (cut / "checkpoints/checkpoint-2/global_step2").mkdir(parents=True)
+    (cut / "checkpoints/checkpoint-2/trainer_state.json").write_text("{}")
+    (cut / "recipe.yaml").write_text((out / "recipes/demo.yaml").read_text())
+    (cut / "run.json").write_text("{}")
+    early = ablation.runs_dir / "components-constant-s0"  # cut off before its first checkpoint
+    early.mkdir(parents=True)
+    (early / "recipe.yaml").write_text((out / "recipes/components-constant.yaml").read_text())
+    (early / "run.json").write_text("{}")
+    lines = invoke(*args).stdout.splitlines()
+    assert shlex.split(lines[0]) == ["inspo", "train", "--resume", str(cut)]
+    assert lines[1].startswith(f"rm -rf -- {shlex.quote(str(early))} && inspo train --recipe ")
+    assert "--name components-constant-s0" in lines[1]
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"recipe": "recipes/demo.yaml", "seeds": [True, False], "variants": {"a": []}}))
+    assert_one_line_error(invoke("ablate", "--sweep", sweep, "--dry-run"), "seeds must be a list of integers")
+
+
 # -- the table -----------------------------------------------------------------------------------------------------
 
 def fake_run_dir(ablation: AblationDir, name: str, em: dict[str, float], steps: int = 4) -> None:

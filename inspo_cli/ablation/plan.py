@@ -168,7 +168,8 @@ class _Planner:
 
 def _seeds(seeds: Sequence[int]) -> list[int]:
     seeds = list(seeds)
-    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+    if not seeds or len(set(seeds)) != len(seeds) or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                                                        for s in seeds):
         raise InspoError(f"seeds must be distinct non-negative integers, e.g. --seeds 0,1,2 (got {seeds})")
     return seeds
 
@@ -259,7 +260,8 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
         planner.add(Variant(name, base, [f"{key}={json.dumps(value)}" for key, value in pairs],
                             [", ".join(f"{key}={value}" for key, value in pairs)]))
     file_seeds = sweep.get("seeds", list(PAPER_SEEDS))
-    if not isinstance(file_seeds, list) or not all(isinstance(s, int) for s in file_seeds):
+    if not isinstance(file_seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                    for s in file_seeds):
         raise InspoError(f"{source}: seeds must be a list of integers, e.g. [0, 1, 2]")
     return planner.plan(Path(source).stem, seeds if seeds is not None else file_seeds)
 

@@ -15,6 +15,7 @@ failures.json and the next one starts; Ctrl-C stops the ablation (re-running the
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 import time
@@ -24,7 +25,7 @@ from typing import Callable
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.plan import PlannedRun
 from inspo_cli.ablation.results import METHOD, choose_step, results_file
-from inspo_cli.errors import USER_ERRORS
+from inspo_cli.errors import USER_ERRORS, InspoError
 from inspo_cli.experiment import RunInterrupted
 from inspo_cli.runs import RunDir
 from inspo_cli.training.stages import resume_possible
@@ -97,11 +98,27 @@ def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | N
                    command=command_line(ablation, run))
 
 
-def command_line(ablation: AblationDir, run: PlannedRun, launcher: str = "inspo") -> list[str]:
-    """The `inspo train` command that makes this run (what --print-commands prints and run.json records)."""
-    prefix = launcher.split() if launcher != "inspo" else ["inspo"]
+def launcher_words(launcher: str) -> list[str]:
+    """--launcher split by shell rules; an empty one, or one with an unclosed quote, is refused."""
+    try:
+        words = shlex.split(launcher)
+    except ValueError as error:
+        raise InspoError(f"--launcher {launcher!r}: {error}; quote it as a shell would") from None
+    if not words:
+        raise InspoError("--launcher is empty; leave it out (inspo) or give the command that starts a run, e.g. "
+                         "\"accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml\"")
+    return words
+
+
+def command_line(ablation: AblationDir, run: PlannedRun, launcher: str = "inspo", resume: bool = False) -> list[str]:
+    """The `inspo train` command that makes this run (what --print-commands prints and run.json records), or with
+    `resume` the one that continues it from its directory. `launcher` is split by shell rules, so a quoted path with
+    spaces stays one word."""
+    prefix = launcher_words(launcher)
     if prefix != ["inspo"]:
         prefix = [*prefix, "-m", "inspo_cli"]
+    if resume:
+        return [*prefix, "train", "--resume", str(ablation.run_dir(run).path)]
     return [*prefix, "train", "--recipe", str(ablation.recipe_file(run.variant)), "--set", f"run.seed={run.seed}",
             "--name", run.name, "--output-dir", str(ablation.runs_dir)]
 

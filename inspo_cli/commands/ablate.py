@@ -95,6 +95,10 @@ def ablate(
         from inspo_cli.models import check_device
 
         check_device(device)
+    if print_commands:
+        from inspo_cli.ablation.runner import launcher_words
+
+        launcher_words(launcher)  # a bad launcher fails before the plan is written
     ablation = AblationDir.start(target, plan)
     if print_commands:
         _print_commands(ablation, launcher)
@@ -174,12 +178,25 @@ def _print_plan(plan, target: Path, as_json: bool) -> None:
 
 
 def _print_commands(ablation, launcher: str) -> None:
-    from inspo_cli.ablation.directory import FINISHED
+    """One shell line per unfinished run: a cut-off run resumes from its directory (a new `--name` would make
+    <name>-2, which --collect never reads); one cut off before its first checkpoint is removed and started over."""
+    from inspo_cli.ablation.directory import ABSENT, FINISHED
     from inspo_cli.ablation.runner import command_line
+    from inspo_cli.training.stages import resume_possible
 
     pending = [r for r in ablation.plan.runs() if ablation.status(r) != FINISHED]
+    lines = []
     for run in pending:
-        typer.echo(shlex.join(command_line(ablation, run, launcher)))
+        directory = ablation.run_dir(run)
+        if ablation.status(run) == ABSENT:
+            lines.append(shlex.join(command_line(ablation, run, launcher)))
+        elif resume_possible(directory):
+            lines.append(shlex.join(command_line(ablation, run, launcher, resume=True)))
+        else:
+            lines.append(f"rm -rf -- {shlex.quote(str(directory.path))} && "
+                         + shlex.join(command_line(ablation, run, launcher)))
+    for line in lines:
+        typer.echo(line)
     err_console.print(f"{len(pending)} of {len(ablation.plan.runs())} runs to go; afterwards: inspo ablate "
                       f"--collect {ablation}")
 
