@@ -331,3 +331,30 @@ def test_a_failed_run_is_recorded_the_others_go_on_and_ctrl_c_stops_everything(r
     assert [(r["variant"], [(run["seed"], run["em"]) for run in r["runs"]]) for r in table["rows"]] == [
         ("demo", [(0, {"world": 0.3}), (1, {"world": 0.5})]),
         ("n-parent-2", [(0, {"world": 0.5}), (1, {"world": 0.5})])]
+
+
+@pytest.mark.parametrize("sweep,message", [
+    ({"recipe": 5, "variants": {"a": []}}, "recipe: must be a recipe file or bundled name"),
+    ({"recipe": "recipes/demo.yaml", "grid": {1: [1, 2]}}, "grid: key 1 must be a recipe field"),
+    ({"recipe": "recipes/demo.yaml", "variants": {"a": {"recipe": 5}}}, "variant a: recipe: must be a recipe file"),
+    ({"recipe": "recipes/demo.yaml", "grid": {f"population.k{i}": list(range(10)) for i in range(6)}},
+     "the sweep plans 1,000,000 variants (1,000,000 from the grid), more than the 500 allowed"),
+])
+def test_sweep_files_with_wrong_types_or_too_many_variants_are_one_line_errors(repo_root, monkeypatch, tmp_path,
+                                                                              sweep, message):
+    """Issue 29, class 2 and the grid cap of class 3: named by key, refused before anything is resolved."""
+    monkeypatch.chdir(repo_root)
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump(sweep))
+    result = invoke("ablate", "--sweep", file, "--dry-run")
+    assert_one_line_error(result, message)
+
+
+def test_the_variant_cap_can_be_raised(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump({"recipe": "recipes/demo.yaml", "seeds": [0],
+                                    "grid": {"population.n_parent": [1, 2, 3]}}))
+    assert_one_line_error(invoke("ablate", "--sweep", file, "--dry-run", "--max-variants", "2"),
+                          "the sweep plans 3 variants")
+    assert invoke("ablate", "--sweep", file, "--dry-run", "--max-variants", "3").exit_code == 0

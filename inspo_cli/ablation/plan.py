@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -217,10 +218,11 @@ def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEED
 
 
 SWEEP_KEYS = ("recipe", "seeds", "set", "variants", "grid")
+MAX_VARIANTS = 500  # a sweep planning more is refused (--max-variants raises it): each variant is resolved when planned
 
 
 def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds: Sequence[int] | None = None,
-               common: Sequence[str] = ()) -> Plan:
+               common: Sequence[str] = (), max_variants: int = MAX_VARIANTS) -> Plan:
     """A sweep file's plan. Keys: recipe (the base; --recipe wins), seeds, set (overrides for every variant),
     variants (name: [overrides] or name: {recipe: FILE, set: [overrides]}), grid (key: [values], one variant per
     combination). `--seeds` and `--set` on the command line win over / add to the file's."""
@@ -232,12 +234,18 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
     base = str(recipe) if recipe is not None else sweep.get("recipe")
     if not base:
         raise InspoError(f"{source}: name the base recipe with 'recipe: FILE' in the file or --recipe")
+    if not isinstance(base, str):
+        raise InspoError(f"{source}: recipe: must be a recipe file or bundled name, e.g. 'recipe: recipes/demo.yaml' "
+                         f"(got {type(base).__name__} {base!r})")
     file_set = _string_list(sweep.get("set", []), f"{source}: set")
     planner = _Planner([*file_set, *common])
     variants = sweep.get("variants") or {}
     if not isinstance(variants, dict):
         raise InspoError(f"{source}: variants must map a name to its overrides, e.g. 'search-r1: "
                          "[population.enabled=false]'")
+    if len(variants) > max_variants:
+        raise InspoError(f"{source}: the sweep lists {len(variants):,} variants, more than the {max_variants:,} "
+                         "allowed; split it, or raise the cap with --max-variants")
     for name, spec in variants.items():
         if isinstance(spec, dict):
             extra = [k for k in spec if k not in ("recipe", "set")]
@@ -245,15 +253,26 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
                 raise InspoError(f"{source}: variant {name}: unknown key {extra[0]!r}; use recipe and set")
             overrides = _string_list(spec.get("set", []), f"{source}: variant {name}")
             other = spec.get("recipe")
+            if other is not None and not isinstance(other, str):
+                raise InspoError(f"{source}: variant {name}: recipe: must be a recipe file or bundled name (got "
+                                 f"{type(other).__name__} {other!r})")
             planner.add(Variant(str(name), str(other or base), overrides,
                                 [" ".join([*([f"recipe {other}"] if other else []), *overrides])]))
         else:
             overrides = _string_list(spec or [], f"{source}: variant {name}")
             planner.add(Variant(str(name), base, overrides, [" ".join(overrides)] if overrides else []))
     grid = sweep.get("grid") or {}
+    bad_key = next((k for k in grid if not isinstance(k, str)), None) if isinstance(grid, dict) else None
+    if bad_key is not None:
+        raise InspoError(f"{source}: grid: key {bad_key!r} must be a recipe field such as population.n_parent")
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise InspoError(f"{source}: grid must map a recipe key to a non-empty list of values, e.g. "
                          "'population.n_parent: [1, 2, 3]'")
+    count = math.prod(len(v) for v in grid.values()) if grid else 0
+    if count + len(variants) > max_variants:
+        raise InspoError(f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), more "
+                         f"than the {max_variants:,} allowed (each is resolved now and trained for every seed); shrink "
+                         "the grid, or raise the cap with --max-variants")
     for combination in itertools.product(*grid.values()) if grid else ():
         pairs = list(zip(grid, combination))
         name = "_".join(f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in pairs)

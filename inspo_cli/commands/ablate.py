@@ -72,6 +72,7 @@ def ablate(
                                                           "search-r1 when planned, else the first).")] = None,
     target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
                                                     "lines give.")] = 0.05,
+    max_variants: Annotated[int, typer.Option(help="The most variants a sweep may plan.")] = 500,
 ) -> None:
     """Train and evaluate the variants of an ablation over seeds; write ablation.md/.json/.csv: EM with 95%
     intervals over seeds and questions, differences to a reference with p-values, power."""
@@ -86,7 +87,7 @@ def ablate(
             raise InspoError("--collect reads an existing ablation directory; drop the other planning flags")
         _finish(AblationDir.open(collect), as_json, options)
         return
-    plan = _plan(recipe, axes, study, sweep, seeds, overrides or [])
+    plan = _plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
     target = out if out is not None else ABLATIONS_DIR / plan.name
     if dry_run:
         _print_plan(plan, target, as_json)
@@ -121,7 +122,7 @@ def table_options(checkpoint: str, reference: str | None, target_diff: float) ->
     return {"rule": checkpoint, "reference": reference, "target_diff": target_diff}
 
 
-def _plan(recipe, axes, study, sweep, seeds, overrides):
+def _plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
     from inspo_cli.ablation.plan import PAPER_SEEDS, plan_axes, plan_study, plan_sweep
     from inspo_cli.config import PROJECT_ROOT, find_recipe
 
@@ -133,7 +134,9 @@ def _plan(recipe, axes, study, sweep, seeds, overrides):
                          (f" (got {' and '.join(chosen)})" if chosen else ""))
     seed_list = _parse_seeds(seeds)
     if sweep is not None:
-        return plan_sweep(_read_sweep(sweep), str(sweep), recipe, seed_list, overrides)
+        if max_variants < 1:
+            raise InspoError(f"--max-variants {max_variants}: must be at least 1")
+        return plan_sweep(_read_sweep(sweep), str(sweep), recipe, seed_list, overrides, max_variants)
     base = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
     seed_list = seed_list if seed_list is not None else list(PAPER_SEEDS)
     if study is not None:
