@@ -15,6 +15,7 @@ from inspo_cli.ablation.directory import AblationDir
 from inspo_cli.ablation.plan import plan_axes, plan_study, plan_sweep
 from inspo_cli.ablation.stats import seed_band
 from inspo_cli.ablation.table import collect, write_table
+from inspo_cli.errors import InspoError
 from test_cli import assert_one_line_error, invoke
 
 INSPO_3B = "recipes/qwen2.5-3b/inspo.yaml"
@@ -106,7 +107,6 @@ def test_a_sweep_file_plans_named_variants_and_a_grid_with_common_overrides(repo
     ({"recipe": "recipes/demo.yaml"}, "plans no variant"),
 ])
 def test_bad_sweep_files_fail_before_anything_runs(repo_root, monkeypatch, sweep, message):
-    from inspo_cli.errors import InspoError
 
     monkeypatch.chdir(repo_root)
     with pytest.raises(InspoError, match=message):
@@ -299,7 +299,6 @@ def test_a_sweep_file_from_the_command_line(repo_root, monkeypatch, tmp_path):
 
 def test_a_failed_run_is_recorded_the_others_go_on_and_ctrl_c_stops_everything(repo_root, monkeypatch, tmp_path):
     from inspo_cli import experiment
-    from inspo_cli.errors import InspoError
     from inspo_cli.runs import RunDir
 
     monkeypatch.chdir(repo_root)
@@ -358,3 +357,35 @@ def test_the_variant_cap_can_be_raised(repo_root, monkeypatch, tmp_path):
     assert_one_line_error(invoke("ablate", "--sweep", file, "--dry-run", "--max-variants", "2"),
                           "the sweep plans 3 variants")
     assert invoke("ablate", "--sweep", file, "--dry-run", "--max-variants", "3").exit_code == 0
+
+
+def test_an_ablation_interrupted_while_planning_is_planned_again_by_the_same_command(repo_root, monkeypatch,
+                                                                                     tmp_path):
+    """Issue 29, class 4: Ctrl-C while the variants' recipes are written left recipe files and no plan.json, and the
+    same command then refused the directory."""
+    from inspo_cli.ablation import directory
+
+    monkeypatch.chdir(repo_root)
+    plan = plan_axes("recipes/demo.yaml", [("n-parent", ["2", "3"])], seeds=[0])
+    written = []
+    real = directory.atomic_write_text
+
+    def interrupted(path, text):
+        if len(written) == 2:
+            raise KeyboardInterrupt
+        written.append(path)
+        real(path, text)
+
+    monkeypatch.setattr(directory, "atomic_write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        AblationDir.start(tmp_path / "abl", plan)
+    assert not (tmp_path / "abl/plan.json").exists() and not (tmp_path / "abl/recipes").exists()
+    monkeypatch.setattr(directory, "atomic_write_text", real)
+    ablation = AblationDir.start(tmp_path / "abl", plan)
+    assert (tmp_path / "abl/plan.json").is_file()
+    assert sorted(p.name for p in ablation.recipes_dir.iterdir()) == ["demo.yaml", "n-parent-2.yaml", "n-parent-3.yaml"]
+    assert sorted(p.name for p in (tmp_path / "abl").iterdir()) == ["plan.json", "recipes"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other/notes.txt").write_text("mine")
+    with pytest.raises(InspoError, match="already holds files"):  # anything else in the way is still refused
+        AblationDir.start(tmp_path / "other", plan)

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 from inspo_cli.ablation.plan import Plan, PlannedRun
@@ -30,6 +32,7 @@ FINISHED, PARTIAL, ABSENT = "finished", "partial", "absent"
 class AblationDir:
     PLAN = "plan.json"
     RECIPES = "recipes"
+    PARTIAL_RECIPES = ".recipes.partial"  # recipes being written; renamed to RECIPES when complete
     RUNS = "runs"
     FAILURES = "failures.json"
     TABLE = "ablation"  # .md, .json, .csv
@@ -52,7 +55,11 @@ class AblationDir:
             atomic_write_json(path / cls.PLAN, plan.as_dict())  # the same runs; descriptions as planned now
             return cls(path, plan)
         if path.exists() and any(path.iterdir()):
-            raise InspoError(f"{path} already holds files but no {cls.PLAN}; pass --out NEW_DIR")
+            if {p.name for p in path.iterdir()} <= {cls.RECIPES, cls.PARTIAL_RECIPES}:  # planning was cut short
+                for leftover in (path / cls.RECIPES, path / cls.PARTIAL_RECIPES):
+                    shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                raise InspoError(f"{path} already holds files but no {cls.PLAN}; pass --out NEW_DIR")
         ablation = cls(path, plan)
         ablation.write_plan()
         return ablation
@@ -70,12 +77,17 @@ class AblationDir:
             raise InspoError(f"{file} is not a valid plan ({error}); restore it or start a new --out") from None
 
     def write_plan(self) -> None:
-        """plan.json and every variant's resolved recipe (written before any run starts)."""
+        """Every variant's resolved recipe, then plan.json (before any run starts). The recipes are written into a
+        side folder renamed into place when complete, and plan.json last, so an interrupted planning leaves only
+        what `start` recognises and clears."""
         from inspo_cli.ablation.plan import resolve
 
-        make_dir(self.recipes_dir, "ablation directory")
+        partial = self.path / self.PARTIAL_RECIPES
+        shutil.rmtree(partial, ignore_errors=True)
+        make_dir(partial, "ablation directory")
         for variant in self.plan.variants:
-            atomic_write_text(self.recipe_file(variant.name), dump_recipe(resolve(variant)))
+            atomic_write_text(partial / f"{variant.name}.yaml", dump_recipe(resolve(variant)))
+        os.replace(partial, self.recipes_dir)
         atomic_write_json(self.path / self.PLAN, self.plan.as_dict())
 
     recipes_dir = property(lambda self: self.path / self.RECIPES)
