@@ -180,7 +180,7 @@ class RunDir:
     def evaluated_steps(self) -> list[int]:
         """Training steps with an evaluation directory (`evaluation_dir`), oldest first."""
         steps = [path.name.removeprefix("step-") for path in self.evaluations_dir.glob("step-*") if path.is_dir()]
-        return sorted(int(step) for step in steps if step.isdigit())
+        return sorted(int(step) for step in steps if step.isascii() and step.isdigit())
 
     def sampling_batch_file(self, index: int) -> Path:
         """Rejection sampling's phase 1: the trajectories of one batch of questions."""
@@ -206,7 +206,7 @@ class RunDir:
         found = {}
         for path in self.checkpoints_dir.glob(f"{self.CHECKPOINT_PREFIX}*"):
             number = path.name.removeprefix(self.CHECKPOINT_PREFIX)
-            if number.isdigit() and path.is_dir():
+            if number.isascii() and number.isdigit() and path.is_dir():
                 found[int(number)] = path
         return dict(sorted(found.items()))
 

@@ -91,6 +91,8 @@ def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_popul
 
     assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "7", *FAST), "--checkpoint '7'",
                           "checkpoints at steps 4, 9, 10")
+    assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "²", *FAST), "--checkpoint '²'",
+                          "use a step number")  # a digit to str.isdigit, not to int()
     assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "final", *FAST), "no final policy yet",
                           "inspo train --resume")
     assert_one_line_error(invoke("evaluate", "--checkpoint", "4", *FAST), "--checkpoint", "--run")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
 
 import pytest
 import typer
@@ -85,6 +86,21 @@ def test_an_unforeseen_os_error_about_a_file_is_still_one_line():
     app.command()(command)
     result = CliRunner().invoke(app, [])
     assert_one_line_error(result, "/runs/x/metrics.jsonl", "no space left on the device")
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EPIPE])
+def test_output_that_cannot_be_written_is_one_line_and_a_non_zero_exit(code):
+    """Issue 29, class 8: `inspo recipe check demo > /dev/full`, or stdout's pipe closed."""
+    @user_errors
+    def command():
+        raise OSError(code, os.strerror(code))  # what writing to stdout raises: no file name
+
+    app = typer.Typer()
+    app.command()(command)
+    result = CliRunner().invoke(app, [])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and "Traceback" not in result.output
+    assert lines[0].startswith("error: could not write the output") and os.strerror(code) in lines[0]
 
 
 def test_an_os_error_without_a_file_keeps_its_traceback():
@@ -318,6 +334,19 @@ def test_a_recipe_that_is_not_found_lists_the_closest_bundled_names(tmp_path, mo
     assert_one_line_error(result, "recipe qwen3b.yaml not found", "qwen2.5-3b/", "inspo recipe list")
     assert_one_line_error(invoke("recipe", "check", "qwen-3b/serch-r1"), "closest bundled recipes: qwen2.5-3b/search-r1")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_unreadable_file_under_recipes_does_not_hide_the_others(tmp_path, monkeypatch):
+    """Issue 29, class 8: a recipe file that is not UTF-8 is skipped with a warning naming it."""
+    from inspo_cli.config import loader
+
+    (tmp_path / "good.yaml").write_text("# A good recipe: it reads.\ndata: {train: world}\n")
+    (tmp_path / "bad.yaml").write_bytes("# caf\xe9\n".encode("latin-1"))
+    monkeypatch.setattr(loader, "RECIPES_DIR", tmp_path)
+    result = invoke("recipe", "list", "--json")
+    assert result.exit_code == 0, result.output
+    assert [row["name"] for row in json.loads(result.stdout)] == ["good"]
+    assert "warning: skipped" in result.stderr and "bad.yaml" in result.stderr
 
 
 def test_recipe_list_names_every_bundled_recipe_and_what_it_is():

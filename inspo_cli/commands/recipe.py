@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
-from inspo_cli.console import console, user_errors
+from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
 
 app = typer.Typer(help="Validate recipes and show their fully resolved configuration.", no_args_is_help=True)
@@ -70,8 +71,13 @@ def list_recipes(
     """List the bundled recipes: the names --recipe takes (qwen2.5-3b/inspo) and what each is for."""
     from inspo_cli.config import bundled_recipes
 
-    rows = [{"name": name, "path": str(path), "description": _description(path)}
-            for name, path in bundled_recipes().items()]
+    rows = []
+    for name, path in bundled_recipes().items():
+        try:
+            rows.append({"name": name, "path": str(path), "description": _description(path)})
+        except (OSError, UnicodeDecodeError) as error:  # one unreadable file must not hide the others
+            err_console.print(f"warning: skipped {escape(str(path))}: not a readable UTF-8 recipe "
+                              f"({escape(type(error).__name__)}); fix or remove it", soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

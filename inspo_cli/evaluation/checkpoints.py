@@ -87,7 +87,7 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
                              "`inspo train --resume` or pick a checkpoint")
         return RunPolicy(FINAL, str(run.final_dir), summary["best_instruction"],
                          summary.get("best_instruction_id", "i0"))
-    if not which.isdigit() or int(which) not in steps:
+    if not (which.isascii() and which.isdigit()) or int(which) not in steps:  # "²" is a digit to str.isdigit
         raise InspoError(f"--checkpoint {which!r}: run {run} has no checkpoint at that step{_available(steps)}; "
                          "use a step number, final or best")
     step = int(which)
