@@ -28,7 +28,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from inspo_cli.errors import InspoError
 from inspo_cli.files import user_file
@@ -165,7 +165,11 @@ def load_questions(path: str | os.PathLike, source: str | None = None, limit: in
                          "with fields id, question, golden_answers")
     if path.suffix.lower() not in FILE_SUFFIXES:
         raise InspoError(f"{path}: unsupported file type {path.suffix!r}; convert it to one of {', '.join(FILE_SUFFIXES)}")
-    return _questions_from_rows(_read_rows(path), source or path.parent.name, path.stem, limit)
+    questions = _questions_from_rows(_read_rows(path), source or path.parent.name, path.stem, limit)
+    if not questions and limit != 0:  # scored, an empty file would be EM 0.0 over n = 0 and enter the average
+        raise InspoError(f"QA file {path}: holds no questions (empty or blank); give a FlashRAG JSONL/parquet file "
+                         "with fields id, question, golden_answers")
+    return questions
 
 
 def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
@@ -320,14 +324,23 @@ def _fetch_command(name: str, split: str) -> str:
 
 # -- loading benchmarks -----------------------------------------------------------------------------------------
 
-def benchmark_file_label(path: str, taken: Iterable[str]) -> str:
-    """The name a user's QA file goes by in tables: its stem, or folder/stem when the stem is taken (a built-in
-    benchmark's name, or another file's)."""
-    stem = Path(path).stem
-    taken = set(taken) | set(_LOOKUP.values())
-    if stem not in taken:
-        return stem
-    return f"{Path(path).parent.name}/{stem}" if Path(path).parent.name else path
+def benchmark_file_labels(paths: Sequence[str]) -> dict[str, str]:
+    """The names users' QA files go by in tables: each file's stem, or as many of its folders before it as tell it
+    apart from the other files and from the built-in benchmarks (qa/x/a/q.jsonl and qa/y/a/q.jsonl are x/a/q and
+    y/a/q, never both a/q); the path itself when nothing shorter does."""
+    parts = {path: Path(path).with_suffix("").parts for path in paths}
+    builtin = set(_LOOKUP.values())
+    labels = {}
+    for path, mine in parts.items():
+        for length in range(1, len(mine) + 1):
+            label = "/".join(mine[-length:])
+            others = {"/".join(p[-length:]) for other, p in parts.items() if other != path}
+            if label not in others and label not in builtin:
+                labels[path] = label
+                break
+        else:
+            labels[path] = str(path)
+    return labels
 
 
 def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathLike = DEFAULT_DATA_DIR,

@@ -77,6 +77,30 @@ def test_a_qa_file_that_is_not_utf8_or_a_directory_names_itself(files):
         load_questions(files / "adir")
 
 
+def test_qa_files_as_benchmarks_are_never_silently_merged_doubled_or_empty(tmp_path, repo_root):
+    """Issue 29, class 7: two files whose folder/stem agree get names that tell them apart; the same file twice, or
+    an empty one, is refused; a column without questions never enters the average."""
+    from inspo_cli.config import DataConfig
+    from inspo_cli.evaluation.runner import averages, evaluation_questions
+
+    rows = (repo_root / "data/world/test.jsonl").read_text().splitlines()
+    for folder, count in (("x", 1), ("y", 2)):
+        (tmp_path / f"qa/{folder}/a").mkdir(parents=True)
+        (tmp_path / f"qa/{folder}/a/q.jsonl").write_text("\n".join(rows[:count]) + "\n")
+    first, second = tmp_path / "qa/x/a/q.jsonl", tmp_path / "qa/y/a/q.jsonl"
+    found = evaluation_questions(f"{first},{second}", DataConfig(), None, None)
+    assert {name: len(q) for name, q in found.items()} == {"x/a/q": 1, "y/a/q": 2}
+    assert list(evaluation_questions([str(first), "world"], DataConfig(), None, 3)) == ["q", "world"]
+    with pytest.raises(InspoError, match="names the QA file .* twice"):
+        evaluation_questions(f"{first},{tmp_path}/qa/x/../x/a/q.jsonl", DataConfig(), None, None)
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    with pytest.raises(InspoError, match="blank.jsonl: holds no questions"):
+        evaluation_questions(str(tmp_path / "blank.jsonl"), DataConfig(), None, None)
+    scores = {"agent": {"a": {"em": 0.5, "f1": 0.5, "subem": 0.5, "searches": 1.0, "n": 4},
+                        "b": {"em": 0.0, "f1": 0.0, "subem": 0.0, "searches": 0.0, "n": 0}}}
+    assert averages(scores)["agent"]["em"] == 0.5
+
+
 def test_an_unforeseen_os_error_about_a_file_is_still_one_line():
     @user_errors
     def command():

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
-from inspo_cli.benchmarks import (Question, benchmark_file_label, is_benchmark_file, load_benchmark, load_questions,
+from inspo_cli.benchmarks import (Question, benchmark_file_labels, is_benchmark_file, load_benchmark, load_questions,
                                   parse_benchmark_names)
 from inspo_cli.config import DataConfig
+from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import get_method
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 from inspo_cli.metrics import METRICS
@@ -43,11 +45,19 @@ class Score:
 def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: str | None,
                          limit: int | None) -> dict[str, list[Question]]:
     """{benchmark: its first `limit` questions of `split` (default: the split the paper reports)}; a path to a QA
-    file (FlashRAG fields) is a benchmark too, named by its stem (`benchmark_file_label`)."""
+    file (FlashRAG fields) is a benchmark too, named by its stem (`benchmark_file_labels`)."""
     found: dict[str, list[Question]] = {}
-    for name in parse_benchmark_names(names):
+    parsed = parse_benchmark_names(names)
+    files: dict[Path, str] = {}
+    for name in filter(is_benchmark_file, parsed):
+        same = files.get(Path(name).resolve())
+        if same is not None:
+            raise InspoError(f"--benchmarks names the QA file {name} twice (also as {same}); give each file once")
+        files[Path(name).resolve()] = name
+    labels = benchmark_file_labels(list(files.values()))
+    for name in parsed:
         if is_benchmark_file(name):
-            label = benchmark_file_label(name, found)
+            label = labels[name]
             found[label] = load_questions(name, source=label, limit=limit)
         else:
             found[name] = load_benchmark(name, split, data_dir=data.benchmarks_dir, world_dir=data.world_dir,
@@ -105,10 +115,10 @@ def scores_from_rows(rows: Sequence[dict], benchmarks: Sequence[str]) -> dict[st
 
 
 def averages(scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
-    """Per method, the unweighted mean over benchmarks (the paper's "Avg." column)."""
+    """Per method, the unweighted mean over the benchmarks with questions (the paper's "Avg." column)."""
     out = {}
     for method, per_benchmark in scores.items():
-        values = list(per_benchmark.values())
+        values = [v for v in per_benchmark.values() if v["n"] > 0]  # a column without questions has no score
         out[method] = {name: sum(v[name] for v in values) / len(values) for name in SCORE_FIELDS} if values else {}
     return out
 
