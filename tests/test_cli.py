@@ -121,6 +121,8 @@ def test_data_world_refuses_a_foreign_directory_and_bad_size(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     assert_one_line_error(invoke("data", "world", "--size", "tiny", "--out", tmp_path), "not empty")
     assert_one_line_error(invoke("data", "world", "--size", "huge", "--out", tmp_path / "w"), "tiny", "large")
+    assert_one_line_error(invoke("data", "world", "--seed", "-1", "--out", tmp_path / "w"), "--seed -1")  # was seed 1
+    assert not (tmp_path / "w").exists()
 
 
 def test_data_list_shows_the_bundled_world(repo_root):

@@ -91,7 +91,11 @@ def test_unknown_key_in_file_names_the_file(tmp_path, minimal):
     ("training.steps=abc", "training.steps: expected an integer, got 'abc'"),
     ("training.steps=2.5", "training.steps: expected an integer"),
     ("model.lora=maybe", "model.lora: expected true or false"),
-    ("training.learning_rate=fast", "training.learning_rate: expected a number"),
+    ("training.learning_rate=fast", "training.learning_rate: expected a finite number"),
+    ("training.learning_rate=.inf", "training.learning_rate: expected a finite number"),
+    ("rollout.temperature=.nan", "rollout.temperature: expected a finite number"),
+    ("run.seed=-1", "run.seed: must be in [0, 2**32 - 1]"),
+    ("run.seed=1180591620717411303424", "run.seed: must be in [0, 2**32 - 1]"),
     ("training=5", "training: expected a mapping of keys for training"),
     ("model.name_or_path=[a, b]", "model.name_or_path: expected a string"),
 ])

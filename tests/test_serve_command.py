@@ -95,6 +95,9 @@ def test_a_busy_port_is_a_one_line_error(repo_root, monkeypatch):
     (["--index", CORPUS, "--topk", 20, "--max-topk", 10], "--topk 20 is above --max-topk 10"),
     (["--index", CORPUS, "--port", 70000], "--port is 70000"),
     (["--index", CORPUS, "--batch-window-ms", -1], "--batch-window-ms is -1"),
+    (["--index", CORPUS, "--batch-window-ms", "nan"], "--batch-window-ms is nan"),
+    (["--index", CORPUS, "--max-body-mib", "inf"], "--max-body-mib is inf"),
+    (["--index", CORPUS, "--max-body-mib", "1e-9"], "--max-body-mib is 1e-09"),
 ])
 def test_bad_options_are_one_line_errors(repo_root, monkeypatch, args, fragment):
     monkeypatch.chdir(repo_root)

@@ -104,6 +104,22 @@ def test_a_run_without_checkpoints_cannot_be_resumed(tmp_path, repo_root):
 # -- real runs ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
+def test_a_training_step_whose_numbers_stop_being_finite_stops_the_run_and_saves_nothing_after_it(
+        tmp_path, repo_root, tiny_model_dir):
+    """Issue 29, class 6: a learning rate float32 cannot hold (1e39, finite in the recipe) turns the weights into
+    inf/NaN at the first update; the run stops there with one line and writes no checkpoint or model after it."""
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"learning_rate": 1e39})
+    result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "blown")
+    assert_one_line_error(result, "training step 1 (optimizer update 1)", "weights are not finite",
+                          "training.learning_rate 1e+39")
+    run = tmp_path / "runs" / "blown"
+    assert not (run / "checkpoints/checkpoint-1").exists() and not (run / "checkpoints/final").exists()
+    assert not (run / "summary.json").exists()
+    assert_one_line_error(invoke("train", "--recipe", recipe, "--set", "training.learning_rate=.inf"),
+                          "training.learning_rate", "expected a finite number")
+
+
+@pytest.mark.slow
 def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_model_dir):
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 1,
                                                                               "eval_every": 1})

@@ -56,6 +56,8 @@ def world(
 
     if size not in WORLD_SIZES:
         raise InspoError(f"--size {size!r} is not a preset; use one of {', '.join(WORLD_SIZES)}")
+    if not 0 <= seed < 2 ** 32:  # -1 silently made the world of seed 1
+        raise InspoError(f"--seed {seed}: use 0 .. 2**32 - 1")
     _check_overwrite(out, seed, size, force)
     check_can_create(out, "--out")  # before the world is generated
     start = time.perf_counter()

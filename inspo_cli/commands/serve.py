@@ -11,6 +11,7 @@ Requests from many rollout workers are coalesced into batched searches (`--max-b
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -66,15 +67,16 @@ def serve_retriever(
                              ("--max-results", max_results, 1)):
         if value < low:
             raise InspoError(f"{name} is {value}; use {low} or more")
-    for name, value in (("--max-body-mib", max_body_mib), ("--read-timeout-s", read_timeout_s)):
-        if not value > 0:
-            raise InspoError(f"{name} is {value}; use a positive number")
+    for name, value, least in (("--max-body-mib", max_body_mib, 1 / 1024),
+                               ("--read-timeout-s", read_timeout_s, 0.001)):
+        if not (math.isfinite(value) and value >= least):  # inf/nan pass "> 0"; 1e-9 MiB refuses every request
+            raise InspoError(f"{name} is {value}; use a finite number of at least {least:g}")
     if port > 65535:
         raise InspoError(f"--port is {port}; use 1..65535")
     if topk > max_topk:
         raise InspoError(f"--topk {topk} is above --max-topk {max_topk}; lower --topk or raise --max-topk")
-    if batch_window_ms < 0:
-        raise InspoError(f"--batch-window-ms is {batch_window_ms}; use 0 (no waiting) or more")
+    if not (math.isfinite(batch_window_ms) and batch_window_ms >= 0):
+        raise InspoError(f"--batch-window-ms is {batch_window_ms}; use a finite 0 (no waiting) or more")
     if not index.exists():
         raise InspoError(f"--index {index} does not exist; build one with "
                          "`inspo index --corpus CORPUS.jsonl --out DIR`")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -258,7 +259,7 @@ def _coerce(value: Any, tp: Any, dotted: str, where) -> Any:
     try:
         return _SCALARS[tp](value)
     except (TypeError, ValueError):
-        expected = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[tp]
+        expected = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}[tp]
         raise RecipeError(f"{where(dotted)}: expected {expected}, got {_show(value)}; fix the value") from None
 
 
@@ -282,7 +283,10 @@ def _to_int(value: Any) -> int:
 def _to_float(value: Any) -> float:
     if isinstance(value, bool) or value is None:
         raise TypeError
-    return float(value)  # PyYAML reads 5e-7 as a string; float() accepts it
+    number = float(value)  # PyYAML reads 5e-7 as a string; float() accepts it
+    if not math.isfinite(number):  # .inf, .nan: no recipe field means anything by them (an .inf learning rate
+        raise ValueError          # trained a model of NaNs)
+    return number
 
 
 def _to_str(value: Any) -> str:

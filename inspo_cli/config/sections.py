@@ -287,6 +287,8 @@ class RunConfig:
             _require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", self.name)), "name",
                      f"must be a plain directory name of letters, digits, '.', '_' or '-' (got {self.name!r})")
         _require(bool(self.output_dir.strip()), "output_dir", "must not be empty; the default is runs")
+        _require(0 <= self.seed < 2 ** 32, "seed", f"must be in [0, 2**32 - 1] (numpy's and torch's range; got "
+                 f"{self.seed})")
 
 
 @dataclass

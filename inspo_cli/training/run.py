@@ -49,6 +49,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     from inspo_cli.models import default_device, load_tokenizer
     from inspo_cli.training.algorithms import PROGRESS_BEFORE_TRAINING, build_trainer, updates_per_step
     from inspo_cli.training.coevolution import instruction_source
+    from inspo_cli.training.guards import NonFiniteGuard
     from inspo_cli.training.run_logger import RunLogger, StepLog
     from inspo_cli.training.summary import finish_run
     from inspo_cli.training.trackers import wandb_run
@@ -80,7 +81,9 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     log = StepLog(run, recipe.training.steps, instructions=instructions,
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
     trainer = build_trainer(TrainingContext(recipe, run, device, state, tokenizer, instructions, coevolution,
-                                            evaluation, [RunLogger(log, per_step)], engine))
+                                            evaluation, [RunLogger(log, per_step),
+                                                         NonFiniteGuard(per_step, recipe.training.learning_rate)],
+                                            engine))
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
