@@ -44,7 +44,7 @@ class NonFiniteGuard(TrainerCallback):
 def _weights_finite(model) -> bool:
     import torch
 
-    every = list(model.parameters())
+    every = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]  # FSDP2: this process's shard
     parameters = [p for p in every if p.numel()]
     if parameters:
         finite = torch.stack([torch.isfinite(p.detach()).all() for p in parameters]).all().to(torch.int32)
