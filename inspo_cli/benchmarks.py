@@ -28,7 +28,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
 from inspo_cli.files import user_file
@@ -323,25 +323,6 @@ def _fetch_command(name: str, split: str) -> str:
 
 
 # -- loading benchmarks -----------------------------------------------------------------------------------------
-
-def benchmark_file_labels(paths: Sequence[str]) -> dict[str, str]:
-    """The names users' QA files go by in tables: each file's stem, or as many of its folders before it as tell it
-    apart from the other files and from the built-in benchmarks (qa/x/a/q.jsonl and qa/y/a/q.jsonl are x/a/q and
-    y/a/q, never both a/q); the path itself when nothing shorter does."""
-    parts = {path: Path(path).with_suffix("").parts for path in paths}
-    builtin = set(_LOOKUP.values())
-    labels = {}
-    for path, mine in parts.items():
-        for length in range(1, len(mine) + 1):
-            label = "/".join(mine[-length:])
-            others = {"/".join(p[-length:]) for other, p in parts.items() if other != path}
-            if label not in others and label not in builtin:
-                labels[path] = label
-                break
-        else:
-            labels[path] = str(path)
-    return labels
-
 
 def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
                    world_dir: str | os.PathLike = DEFAULT_WORLD_DIR, limit: int | None = None,

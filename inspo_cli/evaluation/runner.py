@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from inspo_cli.benchmarks import (Question, benchmark_file_labels, is_benchmark_file, load_benchmark, load_questions,
-                                  parse_benchmark_names)
+from inspo_cli.benchmarks import (BENCHMARKS, TRAIN_MIXTURE_NAME, WORLD, Question, is_benchmark_file, load_benchmark,
+                                  load_questions, parse_benchmark_names)
 from inspo_cli.config import DataConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import get_method
@@ -40,6 +40,25 @@ class Score:
         means = {name: (self.sums[name] / self.n if self.n else 0.0) for name in SCORE_FIELDS}
         return {**means, "n": self.n, "seconds": round(self.seconds, 2),
                 "retrieval_seconds": round(self.retrieval_seconds, 2)}
+
+
+def benchmark_file_labels(paths: Sequence[str]) -> dict[str, str]:
+    """The names users' QA files go by in tables: each file's stem, or as many of its folders before it as tell it
+    apart from the other files and from the built-in benchmarks (qa/x/a/q.jsonl and qa/y/a/q.jsonl are x/a/q and
+    y/a/q, never both a/q); the path itself when nothing shorter does."""
+    parts = {path: Path(path).with_suffix("").parts for path in paths}
+    builtin = {*BENCHMARKS, WORLD, TRAIN_MIXTURE_NAME}
+    labels = {}
+    for path, mine in parts.items():
+        for length in range(1, len(mine) + 1):
+            label = "/".join(mine[-length:])
+            others = {"/".join(p[-length:]) for other, p in parts.items() if other != path}
+            if label not in others and label not in builtin:
+                labels[path] = label
+                break
+        else:
+            labels[path] = str(path)
+    return labels
 
 
 def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: str | None,
