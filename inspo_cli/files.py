@@ -121,3 +121,29 @@ def output_dir(path: str | os.PathLike, what: str) -> Iterator[Path]:
     except BaseException:
         remove_empty_dirs(made, top)
         raise
+
+
+@contextmanager
+def replaced_dir(path: str | os.PathLike, what: str) -> Iterator[Path]:
+    """Build a directory's whole content in a hidden sibling, then put it in place of `path` in two renames (an old
+    `path` is removed after): readers see the old directory or the complete new one, never a half-written one. If
+    the block fails, the sibling goes and `path` is untouched."""
+    import secrets
+    import shutil
+
+    path = Path(path)
+    make_dir(path.parent, what)
+    building = path.parent / f".{path.name}.partial-{secrets.token_hex(4)}"
+    with user_file(building, what):
+        building.mkdir()
+    try:
+        yield building
+        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        with user_file(path, what):
+            if path.exists():
+                os.rename(path, old)
+            os.rename(building, path)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise

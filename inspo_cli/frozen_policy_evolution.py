@@ -14,7 +14,6 @@ is what `--resume` continues from exactly.
 
 from __future__ import annotations
 
-import json
 import time
 from statistics import mean, pstdev
 from typing import Sequence
@@ -44,7 +43,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     if resume:
         if not run.coevolution_file.is_file():
             raise InspoError(f"{run} has no {RunDir.COEVOLUTION} to resume from; start a new run instead")
-        start = json.loads(run.coevolution_file.read_text(encoding="utf-8"))["step"]
+        start = RunDir.coevolution_state(run.coevolution_file).get("step", 0)
         run.truncate_metrics(start)  # rows are keyed by "update", which is the step here
     population, make_coevolution = instruction_source(recipe, run.coevolution_file if resume else None, state)
     t = recipe.training

@@ -65,3 +65,133 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     return list(iter_jsonl(path))
+
+
+# -- reading back what the toolkit wrote --------------------------------------------------------------------------
+#
+# A file a run wrote can still be damaged when it is read back: cut short by a partial copy from a cluster, edited by
+# hand, written by another version. Each file kind has one reader (next to its writer) that checks the file against
+# a shape and says `<file>: <what is wrong>; <fix>` in one line. A shape is
+#   int, float (any number), str, bool, dict, list, object (anything), None (null), a tuple (any of them),
+#   [shape] (a list of), [shape, shape, ...] (a list of exactly these), {str: shape} (an object with any keys), {"key": shape, "opt?": shape, "*": shape} (an object
+#   with these keys; "opt?" may be missing, "*" is the shape of every other key).
+
+_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
+          list: "a list", None: "null", object: "anything"}
+
+
+def _expected(shape: Any) -> str:
+    if isinstance(shape, tuple):
+        return " or ".join(_expected(s) for s in shape)
+    if isinstance(shape, list):
+        return "a list"
+    if isinstance(shape, dict):
+        return "an object"
+    return _NAMES[shape]
+
+
+def _matches(value: Any, shape: Any) -> bool:
+    if isinstance(shape, tuple):
+        return any(_matches(value, s) for s in shape)
+    if shape is object:
+        return True
+    if shape is None:
+        return value is None
+    if isinstance(shape, list):
+        return isinstance(value, list)
+    if isinstance(shape, dict):
+        return isinstance(value, dict)
+    if shape is bool:
+        return isinstance(value, bool)
+    if shape is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if shape is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, shape)
+
+
+def shape_problem(value: Any, shape: Any, at: str = "") -> str | None:
+    """What about `value` does not fit `shape` (naming where, e.g. `"scores" -> "nq" -> "em"`), or None."""
+    where = f"{at}: " if at else ""
+    if not _matches(value, shape):
+        got = "null" if value is None else f"{type(value).__name__} {json.dumps(value)[:40]}"
+        return f"{where}expected {_expected(shape)}, got {got}"
+    if isinstance(shape, tuple):
+        shape = next(s for s in shape if _matches(value, s))
+    step = f"{at} -> " if at else ""
+    if isinstance(shape, list) and len(shape) > 1:
+        if len(value) != len(shape):
+            return f"{where}expected a list of {len(shape)}, got {len(value)} items"
+        for i, (item, item_shape) in enumerate(zip(value, shape)):
+            if (problem := shape_problem(item, item_shape, f"{step}item {i + 1}")) is not None:
+                return problem
+    elif isinstance(shape, list) and shape:
+        for i, item in enumerate(value):
+            if (problem := shape_problem(item, shape[0], f"{step}item {i + 1}")) is not None:
+                return problem
+    elif isinstance(shape, dict) and set(shape) == {str}:
+        for key, item in value.items():
+            if (problem := shape_problem(item, shape[str], f"{step}{json.dumps(key)}")) is not None:
+                return problem
+    elif isinstance(shape, dict):
+        for key, item_shape in shape.items():
+            name = key.removesuffix("?")
+            if key == "*":
+                continue
+            if name not in value:
+                if key.endswith("?"):
+                    continue
+                return f"{where}no {json.dumps(name)}"
+            if (problem := shape_problem(value[name], item_shape, f"{step}{json.dumps(name)}")) is not None:
+                return problem
+        if "*" in shape:
+            named = {k.removesuffix("?") for k in shape}
+            for key, item in value.items():
+                if key not in named and (problem := shape_problem(item, shape["*"], f"{step}{json.dumps(key)}")):
+                    return problem
+    return None
+
+
+def read_json(path: str | os.PathLike, shape: Any, fix: str) -> Any:
+    """A JSON file the toolkit wrote, checked against `shape`; anything else is one `InspoError`:
+    `<path>: <what is wrong>; <fix>`."""
+    from inspo_cli.files import user_file
+
+    with user_file(path, "file"):
+        data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+        value = json.loads(text)
+    except UnicodeDecodeError:
+        raise InspoError(f"{path}: not valid JSON (not UTF-8: cut short or corrupt); {fix}") from None
+    except json.JSONDecodeError as e:
+        where = "cut short" if e.pos >= len(text.rstrip()) else f"{e.msg} at line {e.lineno}"
+        raise InspoError(f"{path}: not valid JSON ({where}); {fix}") from None
+    if (problem := shape_problem(value, shape)) is not None:
+        raise InspoError(f"{path}: {problem}; {fix}")
+    return value
+
+
+def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None) -> Iterator[dict]:
+    """Stream the rows of a JSONL file the toolkit wrote, each checked against `shape` (errors name the line). With
+    `on_cut_tail`, a last line cut short (a file being appended to when it was copied or killed) is left out and
+    `on_cut_tail(message)` says so; anywhere else a bad line is an error."""
+    from inspo_cli.files import user_file
+
+    path = Path(path)
+    with user_file(path, "file"), path.open("rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                if on_cut_tail is not None and not line.endswith(b"\n") and not f.read(1):
+                    on_cut_tail(f"{path}:{lineno}: left out its last line, which is cut short (copied or killed while "
+                                "it was being written); the rows before it are used")
+                    return
+                reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+                raise InspoError(f"{path}:{lineno}: not valid JSON ({reason}); {fix}") from None
+            if (problem := shape_problem(row, shape)) is not None:
+                raise InspoError(f"{path}:{lineno}: {problem}; {fix}")
+            yield row

@@ -148,7 +148,7 @@ def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
     directory: merged into its base model once and cached as `target` (default `<adapter_dir>/merged`; written to a
     temporary directory, then renamed). The base is `base_model_name_or_path` of adapter_config.json: a hub id, a
     directory or a packaged model's name."""
-    import json
+    from inspo_cli.jsonio import read_json
 
     target = target or adapter_dir / "merged"
     if (target / "config.json").is_file():
@@ -157,7 +157,8 @@ def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base_name = json.loads((adapter_dir / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
+    base_name = read_json(adapter_dir / ADAPTER_CONFIG, {"base_model_name_or_path": str},
+                          "copy the checkpoint again from where the run ran")["base_model_name_or_path"]
     try:
         base = AutoModelForCausalLM.from_pretrained(resolve_model_path(base_name), dtype="auto")
     except OSError as e:

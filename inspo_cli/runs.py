@@ -40,7 +40,7 @@ from typing import Sequence
 from inspo_cli import __version__
 from inspo_cli.config import PROJECT_ROOT, Recipe, dump_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_jsonl
+from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_rows, read_json
 
 TRACKED_PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "vllm", "bm25s", "faiss-cpu",
                     "pyserini", "anthropic", "google-genai")
@@ -79,6 +79,20 @@ def _unused_dir(output_dir: Path, name: str) -> Path:
     return candidate
 
 
+
+
+# What each file the run writes must look like when it is read back (`inspo_cli.jsonio.read_json`): the keys readers
+# use, so that a damaged file is one line naming it instead of a traceback somewhere downstream.
+INFO_SHAPE = {"seed": int, "command?": [str]}
+SUMMARY_SHAPE = {"steps": int, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": float,
+                 "frozen_policy?": bool, "model?": (str, None), "recipe_model?": str, "metrics?": str,
+                 "stage?": str, "stages?": [{"kind": str, "dir": str}], "instruction_source?": str,
+                 "evaluations?": [{"step": int, "em": float}], "reward_collapse?": (dict, None),
+                 "overhead?": (None, {"evolutions": int, "verification_rollouts": int, "training_rollouts?": int,
+                                      "share_of_wall_time?": (float, None),
+                                      "optimizer?": (None, {"calls?": int, "total_tokens?": (int, None)})})}
+METRICS_ROW_SHAPE = {"step": int, "update?": int, "*": (float, None)}
+DAMAGED = "the run wrote it whole, so it was damaged since: copy it again from where the run ran, or leave the run out"
 
 
 class RunDir:
@@ -230,6 +244,11 @@ class RunDir:
             unusable.append((path, problem))
         return None, unusable[::-1]
 
+    def unusable_checkpoints(self) -> dict[int, tuple[Path, str]]:
+        """Checkpoint directories that cannot be used, by optimizer update: (path, why)."""
+        return {update: (path, problem) for update, path in self._checkpoint_dirs().items()
+                if (problem := checkpoint_problem(path)) is not None}
+
     def has_final_model(self) -> bool:
         return (self.final_dir / "config.json").is_file()
 
@@ -237,7 +256,7 @@ class RunDir:
 
     def info(self) -> dict:
         self._require_run()
-        return json.loads(self.info_file.read_text(encoding="utf-8"))
+        return read_json(self.info_file, INFO_SHAPE, DAMAGED)
 
     def recipe(self) -> Recipe:
         from inspo_cli.config import load_recipe
@@ -246,31 +265,46 @@ class RunDir:
 
     def summary(self) -> dict | None:
         """summary.json of a finished run; None while it has none."""
-        path = self.summary_file
-        if not path.is_file():
+        if not self.summary_file.is_file():
             return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InspoError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); restore it or delete it") from None
+        return read_json(self.summary_file, SUMMARY_SHAPE, DAMAGED)
 
     def resumable_recipe(self) -> Recipe:
-        """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet)."""
+        """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet). The
+        files a resume reads back (run.json, metrics.jsonl, `inspo evolve`'s coevolution.json) are checked here,
+        before anything loads or is rewritten."""
         self._require_run()
         if self.summary_file.is_file():
             raise InspoError(f"run {self.path} already finished (it has {self.SUMMARY}); start a new run instead")
-        return self.recipe()
+        recipe = self.recipe()
+        self.info()
+        self.metrics()
+        if self.coevolution_file.is_file():
+            self.coevolution_state(self.coevolution_file)
+        return recipe
 
-    def metrics(self) -> list[dict]:
-        """The rows of metrics.jsonl; a last line cut short by a kill is left out (everything before it is intact)."""
-        rows: list[dict] = []
-        if self.metrics_file.is_file():
-            try:
-                for row in iter_jsonl(self.metrics_file):
-                    rows.append(row)
-            except InspoError:
-                pass
-        return rows
+    def metrics(self, file: Path | None = None) -> list[dict]:
+        """The rows of metrics.jsonl (or of `file`, a stage's): a last line cut short (by a kill, or a copy of a live
+        run) is left out with a warning; any other damage is an `InspoError` naming the line."""
+        file = file or self.metrics_file
+        if not file.is_file():
+            return []
+        return list(iter_rows(file, METRICS_ROW_SHAPE, DAMAGED, on_cut_tail=_warn))
+
+    def instructions(self, file: Path | None = None) -> list[dict]:
+        """The rows of instructions.jsonl (or of `file`, a stage's): every candidate ever; [] without a population."""
+        from inspo_cli.instructions.population import CANDIDATE_SHAPE
+
+        file = file or self.instructions_file
+        return list(iter_rows(file, CANDIDATE_SHAPE, DAMAGED)) if file.is_file() else []
+
+    @staticmethod
+    def coevolution_state(file: Path) -> dict:
+        """A coevolution.json (`training.coevolution`): population, replay buffer, evolutions, optimizer budget."""
+        from inspo_cli.instructions import population, replay
+
+        return read_json(file, {"step?": int, "population": population.STATE_SHAPE, "replay": replay.STATE_SHAPE,
+                                "evolutions?": [dict], "optimizer?": (dict, None)}, DAMAGED)
 
     def logged_seconds(self) -> float:
         """The wall time of the steps logged so far (their `step_seconds`): what a resumed run adds its own time to,
@@ -297,23 +331,43 @@ class RunDir:
         atomic_write_json(self.summary_file, summary)
 
 
+def _warn(message: str) -> None:
+    from inspo_cli.progress import err_console
+
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def checkpoint_problem(path: Path) -> str | None:
     """Why a checkpoint directory cannot be resumed from, or None. What a kill while it was being written leaves:
     no trainer_state.json (HF writes it last), or it or INSPO's coevolution.json cut short (not valid JSON), a
     safetensors file shorter than its header says, or a torch file (optimizer, scheduler, RNG states; zip archives)
     without its end. Reads headers and file ends only, not the weights."""
-    import struct
-    import zipfile
-
     state_file = path / RunDir.CHECKPOINT_COMPLETE
     if not state_file.is_file():
         return f"no {RunDir.CHECKPOINT_COMPLETE} (cut off while being written)"
     for name in (RunDir.CHECKPOINT_COMPLETE, RunDir.COEVOLUTION):
         if (path / name).is_file():
             try:
-                json.loads((path / name).read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                return f"{name} is cut short (not valid JSON)"
+                if name == RunDir.COEVOLUTION:
+                    RunDir.coevolution_state(path / name)
+                else:
+                    read_json(path / name, {"global_step?": int, "log_history?": [dict]}, DAMAGED)
+            except InspoError as error:
+                return f"{name} is cut short or damaged ({str(error).removeprefix(f'{path / name}: ').split(';')[0]})"
+    return weights_problem(path)
+
+
+def weights_problem(path: Path) -> str | None:
+    """Why the model files in `path` cannot be loaded (none, or cut short), or None; reads headers and ends only."""
+    import struct
+    import zipfile
+
+    for name in ("config.json", "adapter_config.json"):
+        try:
+            if (path / name).is_file():
+                json.loads((path / name).read_bytes())
+        except (OSError, ValueError):
+            return f"{name} is cut short or corrupt (not valid JSON)"
     weights = [f for f in path.glob("*.safetensors")]
     if not weights and not any(path.glob("pytorch_model*.bin")) and not any(path.glob("global_step*")):
         return "no model weights (*.safetensors)"

@@ -210,7 +210,7 @@ def fake_run_dir(ablation: AblationDir, name: str, em: dict[str, float], steps: 
     run = ablation.runs_dir / name
     (run / f"evaluations/step-{steps}").mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    (run / "summary.json").write_text(json.dumps({"steps": steps}))
+    (run / "summary.json").write_text(json.dumps({"steps": steps, "best_instruction": "Answer."}))
     scores = {b: {"em": v, "f1": v, "subem": v, "searches": 1.0, "n": 10} for b, v in em.items()}
     (run / f"evaluations/step-{steps}/results.json").write_text(json.dumps({"scores": {"agent": scores}}))
 

@@ -60,7 +60,8 @@ def make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root):
                                                                           f"Best at step {step}. {{question}}"])
         population.observe([Pick("i1", "")], [1.0])
         population.end_step(step)
-        (folder / "coevolution.json").write_text(json.dumps({"population": population.state_dict()}))
+        (folder / "coevolution.json").write_text(json.dumps({"population": population.state_dict(),
+                                                                 "replay": {"capacity": 8, "entries": []}}))
     rewards = [0.1, 0.3, 0.5, 0.6, 0.6, 0.5, 0.2, 0.0, 0.0, 0.0]  # 2-step means peak at step 5, halve by step 8
     (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": r}) + "\n"
                                                for i, r in enumerate(rewards, start=1)))

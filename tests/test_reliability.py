@@ -415,7 +415,9 @@ def fake_checkpoint(run_dir, update: int):
     save_file({"w": torch.arange(256, dtype=torch.float32)}, str(path / "model.safetensors"))
     torch.save({"state": {0: torch.zeros(64)}}, path / "optimizer.pt")
     torch.save({"python": 1}, path / "rng_state.pth")
-    (path / "coevolution.json").write_text(json.dumps({"population": {}, "step": update}))
+    population = {"version": 1, "seed": 0, "next_id": 0, "last_step_ended": None, "pending": {}, "candidates": []}
+    (path / "coevolution.json").write_text(json.dumps({"population": population, "replay": {"capacity": 8,
+                                                      "entries": []}, "step": update}))
     (path / "trainer_state.json").write_text(json.dumps({"global_step": update, "log_history": []}))
     return path
 

@@ -45,7 +45,7 @@ def make_run(root: Path, name: str, seed: int, rewards: list[float], em: float |
     steps = len(rewards)
     overhead = {"evolutions": 1, "evolution_seconds": 30.0, "share_of_wall_time": 0.1, "verification_rollouts": 24,
                 "training_rollouts": 128, "optimizer": {"calls": 2, "total_tokens": 900}} if population else None
-    (run / "summary.json").write_text(json.dumps({"steps": steps, "overhead": overhead}))
+    (run / "summary.json").write_text(json.dumps({"steps": steps, "best_instruction": "Answer.", "overhead": overhead}))
     if population:
         (run / "instructions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in LINEAGE))
     if em is not None:

@@ -40,7 +40,7 @@ def write_run(ablation: AblationDir, variant: str, seed: int, rewards, evaluatio
     (run / "run.json").write_text("{}")
     (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n"
                                                for i, r in enumerate(rewards)))
-    (run / "summary.json").write_text(json.dumps({"steps": len(rewards)}))
+    (run / "summary.json").write_text(json.dumps({"steps": len(rewards), "best_instruction": "Answer."}))
     for step, answers in evaluations.items():
         write_evaluation(run, step, answers)
     for update in checkpoints:  # what RunDir.checkpoints() accepts as complete

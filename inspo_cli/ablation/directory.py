@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -23,7 +22,7 @@ from inspo_cli.ablation.plan import Plan, PlannedRun
 from inspo_cli.config import dump_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.files import make_dir
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text, read_json
 from inspo_cli.runs import RunDir
 
 FINISHED, PARTIAL, ABSENT = "finished", "partial", "absent"
@@ -71,10 +70,8 @@ class AblationDir:
         if not file.is_file():
             raise InspoError(f"{path} is not an ablation directory (no {cls.PLAN}); pass the --out of an "
                              "`inspo ablate` run")
-        try:
-            return cls(path, Plan.from_dict(json.loads(file.read_text(encoding="utf-8"))))
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise InspoError(f"{file} is not a valid plan ({error}); restore it or start a new --out") from None
+        return cls(path, Plan.from_dict(read_json(file, Plan.SHAPE, "copy it again, or plan anew into a new --out "
+                                                                   "(the runs' own directories stay usable)")))
 
     def write_plan(self) -> None:
         """Every variant's resolved recipe, then plan.json (before any run starts). The recipes are written into a
@@ -112,10 +109,7 @@ class AblationDir:
     def failures(self) -> dict[str, str]:
         if not self.failures_file.is_file():
             return {}
-        try:
-            return json.loads(self.failures_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            return {}
+        return read_json(self.failures_file, {str: str}, "delete it: it only notes the last error of each failed run")
 
     def record_failure(self, run: PlannedRun, message: str | None) -> None:
         """Note (or, with None, clear) the failure of a run's last attempt."""

@@ -114,9 +114,14 @@ class Plan:
         return {"name": self.name, "seeds": list(self.seeds), "variants": [asdict(v) for v in self.variants],
                 "runs": [asdict(r) for r in self.runs()]}
 
+    SHAPE = {"name": str, "seeds": [int], "variants": [{"name": str, "recipe": str, "overrides?": [str],
+                                                         "bars?": [str]}]}  # plan.json, as `from_dict` reads it
+
     @classmethod
     def from_dict(cls, data: dict) -> Plan:
-        return cls(data["name"], [Variant(**v) for v in data["variants"]], list(data["seeds"]))
+        fields = set(Variant.__dataclass_fields__)
+        return cls(data["name"], [Variant(**{k: v for k, v in variant.items() if k in fields})
+                                  for variant in data["variants"]], list(data["seeds"]))
 
     def same_as(self, other: Plan) -> bool:
         """The same variants (names, recipes, overrides) and seeds; names and descriptions do not matter."""

@@ -14,14 +14,14 @@ question in predictions.jsonl, which the comparisons pair across variants.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 
 from inspo_cli.ablation.compare import RunScores
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import iter_jsonl
+from inspo_cli.evaluation.report import iter_predictions, read_results
 from inspo_cli.runs import RunDir
 
 RULES = ("best", "final")
@@ -108,36 +108,34 @@ def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult |
     if choice.step is None:
         return None, choice.why
     file = results_file(run, choice.step)
+    checkpoint = "" if choice.step == choice.last_step else f" --checkpoint {choice.step}"
+    again = f"`inspo evaluate --run {quote(str(run))}{checkpoint} --out {quote(str(file.parent))}`"
     if not file.is_file():
         if choice.step == choice.last_step:
             return None, ("finished, no evaluation after its last step (training.eval_every is 0): `inspo ablate` "
-                          f"evaluates it, or `inspo evaluate --run {run} --out {run.evaluation_dir(choice.step)}`")
+                          f"evaluates it, or {again}")
         return None, (f"App. B's checkpoint is step {choice.step} (reward collapse at step "
-                      f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or `inspo "
-                      f"evaluate --run {run} --checkpoint {choice.step} --out {run.evaluation_dir(choice.step)}`")
-    try:
-        scores = json.loads(file.read_text(encoding="utf-8"))["scores"][METHOD]
-        em = {b: float(s["em"]) for b, s in scores.items()}
-        n = {b: int(s["n"]) for b, s in scores.items()}
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-        return None, f"{file} is not an evaluation of the run's policy ({type(error).__name__}: {error})"
+                      f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or {again}")
+    fix = f"copy it again from where the run ran, or delete {quote(str(file.parent))} and evaluate again: {again}"
+    scores = read_results(file, fix)["scores"]
+    if METHOD not in scores:
+        raise InspoError(f"{file}: no scores of the trained policy (method {METHOD!r}); {fix}")
+    em = {b: float(s["em"]) for b, s in scores[METHOD].items()}
+    n = {b: int(s["n"]) for b, s in scores[METHOD].items()}
     return RunResult(run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n,
-                     _per_question(file.parent / "predictions.jsonl", set(em))), None
+                     _per_question(file.parent / "predictions.jsonl", set(em), fix)), None
 
 
-def _per_question(file: Path, benchmarks: set[str]) -> dict[str, dict[str, float]] | None:
+def _per_question(file: Path, benchmarks: set[str], fix: str) -> dict[str, dict[str, float]] | None:
     """{benchmark: {question id: EM}} of the policy's predictions; None when they were not kept."""
     if not file.is_file():
         return None
     found: dict[str, dict[str, float]] = {b: {} for b in benchmarks}
-    try:
-        for row in iter_jsonl(file):
-            if row.get("method") == METHOD and row.get("benchmark") in found:
-                questions = found[row["benchmark"]]
-                key = str(row["id"])
-                if key in questions:  # two questions with one id: keep both, in order
-                    key = f"{key}#{len(questions)}"
-                questions[key] = float(row["em"])
-    except (InspoError, KeyError, TypeError, ValueError):  # damaged: the run's EM stays, without question-level error
-        return None
+    for row in iter_predictions(file, fix):
+        if row["method"] == METHOD and row["benchmark"] in found:
+            questions = found[row["benchmark"]]
+            key = str(row["id"])
+            if key in questions:  # two questions with one id: keep both, in order
+                key = f"{key}#{len(questions)}"
+            questions[key] = float(row["em"])
     return found if all(found.values()) else None

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -19,6 +18,7 @@ from rich.table import Table
 from inspo_cli.console import console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.files import check_can_create
+from inspo_cli.jsonio import read_json
 
 app = typer.Typer(help="Generate the synthetic search world and manage benchmark data.", no_args_is_help=True)
 
@@ -34,7 +34,8 @@ def _check_overwrite(out: Path, seed: int, size: str, force: bool) -> None:
         raise InspoError(f"--out {out} is a file; choose a directory")
     meta_path = out / "world.json"
     if meta_path.is_file():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = read_json(meta_path, {"seed": int, "size": str}, "pass --force to write the world again, or choose "
+                         "another --out")
         if meta.get("seed") == seed and meta.get("size") == size:
             return  # the same world again: regenerating gives identical bytes
         raise InspoError(f"--out {out} holds another world (seed {meta.get('seed')}, size {meta.get('size')}); "

@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from inspo_cli.console import console, user_errors
+from inspo_cli.errors import InspoError
 
 
 @user_errors
@@ -32,6 +33,7 @@ def report(
 ) -> None:
     """Figures over seeds (Fig. 2, 3/6, 5), Table 1 with differences, p-values and power, instruction lineages and
     App. C's overhead, with index.md."""
+    from inspo_cli.ablation.directory import AblationDir
     from inspo_cli.commands.ablate import table_options
     from inspo_cli.reporting.report import write_report
     from inspo_cli.reporting.sources import load_groups
@@ -39,9 +41,37 @@ def report(
     options = table_options(checkpoint, reference, target_diff)
     groups = load_groups(paths, options["rule"])
     if out is None:
-        single = len(paths) == 1 and (paths[0] / "plan.json").is_file()
+        single = len(paths) == 1 and (paths[0] / AblationDir.PLAN).is_file()
         out = paths[0] / "report" if single else Path("reports") / time.strftime("%Y%m%d-%H%M%S")
+    check_out(out, paths)
     written = write_report(groups, out, **options)
     console.print(f"{len(groups)} variants, {sum(len(g.runs) for g in groups)} runs; "
                   f"{len(written)} files in {out}", soft_wrap=True)
     console.print(f"open {out / 'index.md'}", soft_wrap=True)
+
+
+def check_out(out: Path, inputs: list[Path]) -> None:
+    """The report replaces `out` as a whole: refuse one that holds other files, that holds an input, that lies in an
+    input run (or an ablation's runs/ or recipes/), or in the checkout's shipped data/."""
+    from inspo_cli.ablation.directory import AblationDir
+    from inspo_cli.config import PROJECT_ROOT
+    from inspo_cli.files import check_can_create
+
+    check_can_create(out, "--out")
+    target = out.resolve()
+    if target == (PROJECT_ROOT / "data").resolve() or (PROJECT_ROOT / "data").resolve() in target.parents:
+        raise InspoError(f"--out {out} is inside the checkout's data/, which holds shipped files; choose a "
+                         "directory under reports/")
+    for path in inputs:
+        source = path.resolve()
+        if target == source or target in source.parents:
+            raise InspoError(f"--out {out} holds the input {path}, and a report replaces its --out whole; choose "
+                             "another directory")
+        if source in target.parents:
+            ablation = (path / AblationDir.PLAN).is_file()
+            if not ablation or target.relative_to(source).parts[0] in (AblationDir.RUNS, AblationDir.RECIPES):
+                raise InspoError(f"--out {out} is inside the input {path}; choose a directory outside it"
+                                 + (f" (or {path / 'report'})" if ablation else ""))
+    if target.is_dir() and any(target.iterdir()) and not (target / "index.md").is_file():
+        raise InspoError(f"--out {out} holds files but no report (index.md), and a report replaces its --out "
+                         "whole; choose a new directory")

@@ -44,6 +44,7 @@ def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), c
     raw: dict = _read_with_extends(find_recipe(path), seen=()) if path is not None else {}
     source = str(path) if path is not None else "defaults"
     if written_by_run:
+        _check_whole(Path(path), raw)
         _upgrade_run_recipe(raw)
     override_keys: set[str] = set()
     for item in overrides:
@@ -192,6 +193,16 @@ def _set_dotted(raw: dict, key: str, value: Any) -> None:
 
 
 # -- keys of older releases -------------------------------------------------------------------------------------
+
+def _check_whole(path: Path, raw: dict) -> None:
+    """A run's recipe is written whole (`dump_recipe`, atomically) and ends with its `run:` section and a newline; a
+    copy cut short would otherwise load with defaults for what it lost."""
+    text = read_text(path, "recipe")
+    run = raw.get("run")
+    if not text.endswith("\n") or not isinstance(run, dict) or "seed" not in run:
+        raise RecipeError(f"{path}: cut short (a run writes it whole, ending with run: and its seed); copy it again "
+                          "from where the run ran")
+
 
 def _upgrade_run_recipe(raw: dict) -> None:
     """A run started before `training.mini_batch_size` (questions per update) became `mini_batch_trajectories`

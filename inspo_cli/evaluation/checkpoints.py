@@ -14,13 +14,12 @@ once (cached in the checkpoint's `merged/`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.runs import RunDir
+from inspo_cli.runs import DAMAGED, RunDir, weights_problem
 from inspo_cli.training.algorithms import updates_per_step
 
 FINAL = RunDir.FINAL  # --checkpoint final
@@ -68,15 +67,17 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
         if which not in (None, FINAL, "best"):
             raise InspoError(f"--checkpoint {which!r}: run {run} is an `inspo evolve` run with a frozen policy and "
                              "no checkpoints; leave --checkpoint out")
-        return RunPolicy("frozen policy", summary["recipe_model"], summary["best_instruction"],
-                         summary["best_instruction_id"])
+        return RunPolicy("frozen policy", summary.get("recipe_model", recipe.model.name_or_path),
+                         summary["best_instruction"], summary.get("best_instruction_id", "i0"))
     if summary is not None and summary.get("stage") in ("pre-rl", "post-rl"):  # evolve and train chained
         if which not in (None, FINAL):
-            training = next(s["dir"] for s in summary["stages"] if s["kind"] == "train")
+            training = [s["dir"] for s in summary.get("stages", []) if s["kind"] == "train"]
             raise InspoError(f"--checkpoint {which!r}: run {run} chains stages ({summary['stage']}); pick a checkpoint "
-                             f"of its training stage with --run {run.path / training}")
-        return RunPolicy(FINAL, str(run.path / summary["model"]), summary["best_instruction"],
-                         summary["best_instruction_id"])
+                             f"of its training stage with --run {run.path / (training or ['stages/*-train'])[0]}")
+        if not summary.get("model"):
+            raise InspoError(f"{run.summary_file}: a chained run's summary names no model; {DAMAGED}")
+        return RunPolicy(FINAL, str(_intact(run.path / summary["model"])), summary["best_instruction"],
+                         summary.get("best_instruction_id", "i0"))
     if which == "best":
         which = paper_choice(run, recipe)
     if which is None:
@@ -85,8 +86,14 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
         if not run.has_final_model() or summary is None:
             raise InspoError(f"run {run} has no final policy yet (unfinished){_available(steps)}; resume it with "
                              "`inspo train --resume` or pick a checkpoint")
-        return RunPolicy(FINAL, str(run.final_dir), summary["best_instruction"],
+        return RunPolicy(FINAL, str(_intact(run.final_dir)), summary["best_instruction"],
                          summary.get("best_instruction_id", "i0"))
+    if which.isascii() and which.isdigit() and int(which) not in steps:
+        per_step = updates_per_step(recipe, processes=1)
+        for update, (path, problem) in run.unusable_checkpoints().items():
+            if update // per_step == int(which):
+                raise InspoError(f"--checkpoint {which}: {path} cannot be used: {problem}; copy it again from where "
+                                 "the run ran, or pick another checkpoint")
     if not (which.isascii() and which.isdigit()) or int(which) not in steps:  # "²" is a digit to str.isdigit
         raise InspoError(f"--checkpoint {which!r}: run {run} has no checkpoint at that step{_available(steps)}; "
                          "use a step number, final or best")
@@ -107,13 +114,21 @@ def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
 
     state = RunDir.checkpoint_coevolution(folder)
     if state.is_file():
-        saved = json.loads(state.read_text(encoding="utf-8"))
+        saved = RunDir.coevolution_state(state)
         best = InstructionPopulation.from_state_dict(recipe.population, saved["population"]).best()
         return best.text, best.id
     if recipe.population.enabled:
         raise InspoError(f"{folder} has no {state.name}, so its instruction population is unknown; evaluate "
                          "it with --instruction TEXT_OR_FILE")
     return initial_instructions(recipe)[0], "i0"
+
+
+def _intact(folder: Path) -> Path:
+    """A model directory the run saved, refused in one line when its weights are cut short or missing."""
+    problem = weights_problem(folder)
+    if problem is not None:
+        raise InspoError(f"{folder}: {problem}; {DAMAGED}")
+    return folder
 
 
 def _loadable(folder: Path) -> Path:

@@ -14,8 +14,10 @@ from rich.table import Table
 
 from inspo_cli.benchmarks import BENCHMARKS
 from inspo_cli.evaluation.runner import SCORE_FIELDS, averages
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text, iter_rows, read_json
 
+RESULTS_SHAPE = {"scores": {str: {str: {"em": float, "n": int, "*": (float, None)}}}}  # results.json, read back
+PREDICTION_SHAPE = {"method": str, "benchmark": str, "id": (str, int), "em": float}  # a predictions.jsonl row
 METRIC_TITLES = {"em": "Exact match", "f1": "F1", "subem": "SubEM", "searches": "Searches per question"}
 
 
@@ -60,6 +62,16 @@ def markdown(scores: dict, info: dict) -> str:
         lines += [f"## {METRIC_TITLES[metric]}{unit}", "", "| " + " | ".join(header) + " |",
                   "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
     return "\n".join(lines)
+
+
+def read_results(file: Path, fix: str) -> dict:
+    """results.json as `write_results` wrote it (checked); `fix` says what to do about a damaged one."""
+    return read_json(file, RESULTS_SHAPE, fix)
+
+
+def iter_predictions(file: Path, fix: str):
+    """The rows of predictions.jsonl (checked: method, benchmark, id, em), streamed."""
+    return iter_rows(file, PREDICTION_SHAPE, fix)
 
 
 def write_results(out_dir: Path, scores: dict, info: dict) -> None:

@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 
 ORIGINS = ("initial", "rewrite")  # where a candidate can come from besides a registered proposer
 STATE_VERSION = 1
+CANDIDATE_SHAPE = {"id": str, "text": str, "parent?": (str, None), "proposer": str, "step_born": int,
+                   "verification_score?": (float, None), "step_rewards?": [[float]], "recent_means?": [float],
+                   "weight_history?": [[float, float]], "step_pruned?": (int, None)}  # a candidate as saved (jsonio)
+STATE_SHAPE = {"version": int, "seed": int, "next_id": int, "last_step_ended": (int, None),
+               "pending": {str: [float]}, "candidates": [CANDIDATE_SHAPE]}  # `state_dict`
 
 
 def normalize_text(text: str) -> str:
@@ -268,9 +273,11 @@ class InstructionPopulation:
         population._next_id = state["next_id"]
         population._last_step_ended = state["last_step_ended"]
         population._pending = {k: list(v) for k, v in state["pending"].items()}
+        fields = set(Candidate.__dataclass_fields__)
         for row in state["candidates"]:
-            candidate = Candidate(**{**row, "step_rewards": [list(r) for r in row["step_rewards"]],
-                                     "recent_means": list(row["recent_means"]),
-                                     "weight_history": [list(h) for h in row["weight_history"]]})
+            candidate = Candidate(**{**{k: v for k, v in row.items() if k in fields},
+                                     "step_rewards": [list(r) for r in row.get("step_rewards", [])],
+                                     "recent_means": list(row.get("recent_means", [])),
+                                     "weight_history": [list(h) for h in row.get("weight_history", [])]})
             population._candidates[candidate.id] = candidate
         return population

@@ -131,8 +131,14 @@ def _sample(keys: list[str], n: int, rng: random.Random) -> list[str]:
     return list(keys) if n >= len(keys) else rng.sample(keys, max(n, 0))
 
 
+STATE_SHAPE = {"capacity": int, "entries": [{"instruction_id": str, "question_key": str, "question": str,
+                                             "golden_answers": [str], "response": str, "reward": float,
+                                             "step": int}]}  # `state_dict`, as jsonio checks it
+
+
 def _experience(row: dict[str, Any]) -> Experience:
-    return Experience(**{**row, "golden_answers": tuple(row["golden_answers"])})
+    fields = set(Experience.__dataclass_fields__)  # a row may carry more than this version knows
+    return Experience(**{**{k: v for k, v in row.items() if k in fields}, "golden_answers": tuple(row["golden_answers"])})
 
 
 def experiences_from(instruction_ids: Sequence[str], question_keys: Sequence[str], questions: Sequence[str],

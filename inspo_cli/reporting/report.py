@@ -24,7 +24,7 @@ from typing import Sequence
 from inspo_cli.ablation.table import (TARGET_DIFF, cell, comparison_of, csv_columns, csv_values, delta_cell,
                                       delta_columns, delta_values, steps_cell, summarize, uncertainty_sections)
 from inspo_cli.errors import InspoError
-from inspo_cli.files import make_dir
+from inspo_cli.files import replaced_dir
 from inspo_cli.jsonio import atomic_write_text
 from inspo_cli.reporting import figures
 from inspo_cli.reporting.lineage import lineage_png, lineage_text
@@ -127,9 +127,15 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
 
 def write_report(groups: Sequence[Group], out: Path, rule: str = "best", reference: str | None = None,
                  target_diff: float = TARGET_DIFF) -> list[Path]:
-    """Write the report into `out` (created; existing files of the same names are replaced); the files written."""
+    """Write the report as the directory `out`, replacing an earlier report there as a whole (it is built beside
+    `out` and renamed into place, so a failure or Ctrl-C leaves the earlier one); the files written."""
     table = table1(groups, rule, reference, target_diff)  # first: a bad --reference fails before anything is written
-    make_dir(out, "--out")
+    with replaced_dir(out, "--out") as building:
+        written = _write(groups, table, building)
+    return [out / path.relative_to(building) for path in written]
+
+
+def _write(groups: Sequence[Group], table: dict, out: Path) -> list[Path]:
     written: list[Path] = []
     sections = [f"# Report: {', '.join(g.label for g in groups)}", "",
                 "Curves are means over seeds with 95% bootstrap percentile bands over seeds (n in the legend). "

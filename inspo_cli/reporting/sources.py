@@ -14,7 +14,6 @@ rule picks (`ablation.results`: "best", App. B's checkpoint before any reward co
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,10 +119,7 @@ def read_run(run: RunDir, seed: int, rule: str = "best") -> SeedRun:
     if summary is not None and summary.get("stages"):  # a staged run: curves of training, instructions of evolving
         metrics_file = run.path / summary["metrics"]
         instructions_file = run.path / summary["instruction_source"] / RunDir.INSTRUCTIONS
-    metrics = RunDir(metrics_file.parent).metrics()
-    instructions = []
-    if instructions_file.is_file():
-        instructions = [json.loads(line) for line in instructions_file.read_text(encoding="utf-8").splitlines()
-                        if line.strip()]
+    metrics = run.metrics(metrics_file)
+    instructions = run.instructions(instructions_file)
     result, why = read_result(run, seed, rule)
     return SeedRun(run, seed, metrics, summary, instructions, result, why)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -191,7 +190,7 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
         if not saved.is_file():
             raise InspoError(f"{saved.parent} has no {saved.name} although population.enabled is true; it was written "
                              "without the population, so it cannot be resumed with one")
-        state = json.loads(saved.read_text(encoding="utf-8"))
+        state = RunDir.coevolution_state(saved)
         population = InstructionPopulation.from_state_dict(config, state["population"])
         optimizer = getattr(lm, "lm", None)
         if optimizer is not None and state.get("optimizer"):

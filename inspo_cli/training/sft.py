@@ -22,7 +22,6 @@ shuffled and repeated as needed.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 
@@ -32,8 +31,8 @@ from trl import SFTTrainer
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_json
-from inspo_cli.runs import RunDir
+from inspo_cli.jsonio import atomic_write_json, read_json
+from inspo_cli.runs import DAMAGED, RunDir
 
 TOKENS_FILE = "sft_tokens.json"  # in each checkpoint: TRL's running num_tokens, which TRL itself does not save
 
@@ -141,7 +140,7 @@ class SearchSFTTrainer(SFTTrainer):
         if resume_from_checkpoint:  # TRL counts num_tokens from 0 in every process; a resumed run goes on counting
             saved = Path(resume_from_checkpoint) / TOKENS_FILE
             if saved.is_file():
-                self._total_train_tokens = json.loads(saved.read_text(encoding="utf-8"))["num_tokens"]
+                self._total_train_tokens = read_json(saved, {"num_tokens": float}, DAMAGED)["num_tokens"]
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def _save_checkpoint(self, model, trial):

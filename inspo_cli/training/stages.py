@@ -21,7 +21,6 @@ stage's curves and quarters.
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 
 from inspo_cli.config import Recipe
@@ -132,6 +131,7 @@ def _offline_evolve(recipe: Recipe, policy) -> Recipe:
 
 def _final_evaluation(recipe: Recipe, run: RunDir, trained: RunDir, summary: dict, device) -> dict:
     """The trained policy with the run's best instruction, as an online run's evaluation after its last step."""
+    from inspo_cli.evaluation.report import read_results
     from inspo_cli.evaluation.runner import averages, evaluation_questions
     from inspo_cli.evaluation.session import run_evaluation
 
@@ -145,7 +145,7 @@ def _final_evaluation(recipe: Recipe, run: RunDir, trained: RunDir, summary: dic
         run_evaluation(sub, ["agent"], questions, summary["best_instruction"], out,
                        {"checkpoint": "final", "instruction_id": summary["best_instruction_id"],
                         "step": summary["steps"]}, device=device, seed=recipe.run.seed)
-    scores = json.loads(results.read_text(encoding="utf-8"))["scores"]
+    scores = read_results(results, f"delete {out} and resume; the run evaluates its policy again")["scores"]
     return {"step": summary["steps"], "em": averages(scores)["agent"]["em"],
             **{name: s["em"] for name, s in scores["agent"].items()}}
 

@@ -13,10 +13,10 @@ evolution cost; None without a population), and `sampling` for rejection samplin
 
 from __future__ import annotations
 
-import json
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.jsonio import read_json
 from inspo_cli.runs import RunDir
 
 
@@ -31,7 +31,8 @@ def finish_run(run: RunDir, recipe: Recipe, instructions, coevolution, wall: flo
     if coevolution is not None:
         summary["overhead"] = overhead_account(coevolution, recipe, summary["steps"], wall)
     if run.sampling_summary_file.is_file():  # rejection sampling's phase 1
-        summary["sampling"] = json.loads(run.sampling_summary_file.read_text(encoding="utf-8"))
+        summary["sampling"] = read_json(run.sampling_summary_file, dict, f"delete {run.sampling_dir} and resume: phase "
+                                        "1 samples again")
     run.write_outcome(summary, summary["best_instruction"],
                       coevolution.reports if coevolution is not None else None)
     return summary

@@ -1,0 +1,248 @@
+"""Issue 29, class 1: the files a run, an ablation or `data world` wrote are read back through one checked reader
+per kind. A generated matrix damages each file kind (cut short at several points, a field removed, a wrong type)
+and runs `report`, `ablate --collect`, `evaluate --run` and `train/evolve --resume` over it: each says
+`error: <file>: <what is wrong>; <fix>` on one line, exits 2 and writes nothing half-way. A metrics.jsonl whose last
+line is cut short (a copy of a live run) is the one expected partial file: its last line is left out with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from inspo_cli.config import dump_recipe, load_recipe
+from test_cli import invoke
+from test_report import make_run
+
+CUTS = (0.3, 0.6, 0.9)
+
+
+def cut(path: Path, keep: float) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * keep)])
+
+
+def edit(path: Path, change) -> None:
+    """Apply `change` to the JSON object of a .json file, or to the first row of a .jsonl file."""
+    if path.suffix == ".jsonl":
+        lines = path.read_text().splitlines()
+        row = json.loads(lines[0])
+        change(row)
+        path.write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n")
+    else:
+        data = json.loads(path.read_text())
+        change(data)
+        path.write_text(json.dumps(data))
+
+
+def damages(file: str, key: str, wrong) -> list:
+    """(id, file, damage) for each way `file` is damaged: cut at CUTS, `key` removed, `key` set to `wrong`."""
+    out = [(f"{file}-cut{keep}", file, lambda p, keep=keep: cut(p, keep)) for keep in CUTS]
+    out.append((f"{file}-no-{key}", file, lambda p: edit(p, lambda d: d.pop(key))))
+    out.append((f"{file}-{key}-wrong-type", file, lambda p: edit(p, lambda d: d.__setitem__(key, wrong))))
+    return out
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def assert_refused(result, file: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert Path(file).name in lines[0] and "Traceback" not in result.output, lines[0]
+
+
+# -- report and ablate --collect over an ablation directory ----------------------------------------------------------
+
+RUN = "runs/demo-s0"
+STEP = f"{RUN}/evaluations/step-3"
+TABLE_FILES = [*damages("plan.json", "variants", "x"),
+               *damages(f"{RUN}/summary.json", "steps", "three"),
+               *[d for d in damages(f"{RUN}/metrics.jsonl", "step", "one") if "-cut" not in d[0]],  # a cut: below
+               *damages(f"{STEP}/results.json", "scores", []),
+               *damages(f"{STEP}/predictions.jsonl", "em", "yes"),
+               *[(f"{RUN}/recipe.yaml-cut{keep}", f"{RUN}/recipe.yaml", lambda p, keep=keep: cut(p, keep))
+                 for keep in CUTS],
+               (f"{STEP}/results.json-em-wrong-type", f"{STEP}/results.json",
+                lambda p: edit(p, lambda d: d["scores"]["agent"]["world"].__setitem__("em", "x"))),
+               (f"{RUN}/metrics.jsonl-bad-middle-line", f"{RUN}/metrics.jsonl",
+                lambda p: p.write_text(p.read_text().replace("\n", "\n{\"step\": 2, \"rew\n", 1)))]
+REPORT_ONLY = damages(f"{RUN}/instructions.jsonl", "text", 5)
+COLLECT_ONLY = [("failures.json-wrong-type", "failures.json", lambda p: p.write_text("[1, 2]")),
+                ("failures.json-cut", "failures.json", lambda p: cut(p, 0.5))]
+
+
+@pytest.fixture
+def ablation(tmp_path, repo_root, monkeypatch) -> Path:
+    """A finished 2-variant x 2-seed ablation as `inspo ablate` leaves it, with per-question predictions."""
+    from inspo_cli.ablation.directory import AblationDir
+    from inspo_cli.ablation.plan import plan_axes
+
+    monkeypatch.chdir(repo_root)
+    plan = plan_axes("recipes/demo.yaml", [("n-parent", ["2"])], seeds=[0, 1])
+    directory = AblationDir.start(tmp_path / "abl", plan)
+    for i, run in enumerate(plan.runs()):
+        path = make_run(directory.runs_dir, run.name, run.seed, [0.1, 0.3, 0.5], 0.2 + 0.1 * i)
+        (path / "evaluations/step-3/predictions.jsonl").write_text("".join(
+            json.dumps({"method": "agent", "benchmark": "world", "id": f"q{q}", "em": float((q + i) % 3 == 0)}) + "\n"
+            for q in range(20)))
+    directory.failures_file.write_text(json.dumps({"demo-s1": "an earlier attempt ran out of memory"}))
+    return directory.path
+
+
+def test_the_undamaged_ablation_reports_and_collects(ablation, tmp_path):
+    result = invoke("report", ablation, "--out", tmp_path / "report")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report" / "index.md").is_file() and "warning" not in result.stderr
+    result = invoke("ablate", "--collect", ablation)
+    assert result.exit_code == 0, result.output
+    assert (ablation / "ablation.md").is_file()
+
+
+@pytest.mark.parametrize("file, damage", [pytest.param(f, d, id=i) for i, f, d in TABLE_FILES + REPORT_ONLY])
+def test_report_refuses_a_damaged_file_in_one_line_and_writes_no_report(ablation, tmp_path, file, damage):
+    out = tmp_path / "reports" / "r"
+    damage(ablation / file)
+    assert_refused(invoke("report", ablation, "--out", out), file)
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+
+
+@pytest.mark.parametrize("file, damage", [pytest.param(f, d, id=i) for i, f, d in TABLE_FILES + COLLECT_ONLY])
+def test_ablate_collect_refuses_a_damaged_file_in_one_line_and_writes_no_table(ablation, file, damage):
+    before = snapshot(ablation)
+    damage(ablation / file)
+    assert_refused(invoke("ablate", "--collect", ablation), file)
+    assert set(snapshot(ablation)) == set(before)  # no ablation.md/.csv/.json, nothing else
+
+
+@pytest.mark.parametrize("keep", CUTS)
+def test_a_metrics_file_cut_in_its_last_line_is_used_without_that_line_and_says_so(ablation, tmp_path, keep):
+    metrics = ablation / RUN / "metrics.jsonl"
+    cut(metrics, keep)
+    result = invoke("report", ablation, "--out", tmp_path / "report")
+    assert result.exit_code == 0, result.output
+    whole = metrics.read_text().count("\n")
+    assert f"metrics.jsonl:{whole + 1}: left out its last line, which is cut short" in " ".join(result.stderr.split())
+    result = invoke("ablate", "--collect", ablation)
+    assert result.exit_code == 0 and "left out its last line" in result.stderr
+
+
+def test_a_report_that_fails_leaves_the_earlier_report_whole(ablation, tmp_path):
+    out = tmp_path / "report"
+    assert invoke("report", ablation, "--out", out).exit_code == 0
+    before = snapshot(out)
+    cut(ablation / STEP / "results.json", 0.5)
+    assert_refused(invoke("report", ablation, "--out", out), "results.json")
+    assert snapshot(out) == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("where, why", [
+    (lambda abl, repo: repo / "data" / "report", "inside the checkout's data/"),
+    (lambda abl, repo: abl / RUN / "report", "is inside the input"),
+    (lambda abl, repo: abl / "runs", "is inside the input"),
+    (lambda abl, repo: abl, "holds the input"),
+    (lambda abl, repo: abl.parent, "holds the input"),
+    (lambda abl, repo: abl / RUN / "evaluations", "is inside the input"),
+], ids=["data", "run-dir", "ablation-runs", "the-input", "above-the-input", "inside-a-run"])
+def test_report_refuses_an_out_it_would_damage(ablation, repo_root, where, why):
+    out = where(ablation, repo_root)
+    before = snapshot(ablation)
+    assert_refused(invoke("report", ablation, "--out", out), "--out")
+    assert why in invoke("report", ablation, "--out", out).stderr and snapshot(ablation) == before
+    assert not (repo_root / "data" / "report").exists()
+
+
+def test_report_refuses_an_out_holding_other_files_and_replaces_an_earlier_report_whole(ablation, tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    assert "holds files but no report" in invoke("report", ablation, "--out", tmp_path / "notes").stderr
+    out = tmp_path / "report"
+    assert invoke("report", ablation, "--out", out).exit_code == 0
+    (out / "lineage" / "gone-s9.md").write_text("a run no longer reported")
+    assert invoke("report", ablation, "--out", out).exit_code == 0
+    assert not (out / "lineage" / "gone-s9.md").exists() and (out / "index.md").is_file()
+    assert invoke("report", ablation).exit_code == 0 and (ablation / "report" / "index.md").is_file()  # the default
+
+
+# -- evaluate --run and --resume over a run directory ----------------------------------------------------------------
+
+@pytest.fixture
+def trained(tmp_path, repo_root, tiny_model_dir, monkeypatch) -> Path:
+    """An unfinished-looking INSPO run with a final model and a checkpoint at step 4 (demo: one update per step)."""
+    from inspo_cli.instructions.population import InstructionPopulation
+
+    monkeypatch.chdir(repo_root)
+    recipe = load_recipe("recipes/demo.yaml", [f"model.name_or_path={tiny_model_dir}"])
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "recipe.yaml").write_text(dump_recipe(recipe))
+    (run / "run.json").write_text(json.dumps({"name": "run", "seed": 0, "command": ["inspo", "train"]}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": 0.1 * i}) + "\n"
+                                               for i in range(1, 5)))
+    shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")
+    checkpoint = run / "checkpoints" / "checkpoint-4"
+    shutil.copytree(tiny_model_dir, checkpoint)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": []}))
+    population = InstructionPopulation(recipe.population, seed=0, initial_texts=["Search first. {question}"])
+    state = {"step": 4, "population": population.state_dict(), "replay": {"capacity": 8, "entries": []}}
+    (checkpoint / "coevolution.json").write_text(json.dumps(state))
+    (run / "coevolution.json").write_text(json.dumps(state))  # as `inspo evolve` keeps it
+    (run / "summary.json").write_text(json.dumps({"steps": 4, "best_instruction": "Answer.",
+                                                  "best_instruction_id": "i0"}))
+    return run
+
+
+EVALUATED = [*[(i, f, d, ()) for i, f, d in damages("summary.json", "best_instruction", 7)],
+             *[(i, f, d, ("--checkpoint", "4")) for i, f, d in damages("checkpoints/checkpoint-4/coevolution.json",
+                                                                        "population", [])],
+             *[(f"final-{name}-cut", f"checkpoints/final/{name}", lambda p: cut(p, 0.5), ())
+               for name in ("config.json", "model.safetensors")],
+             ("metrics-bad-middle-line", "metrics.jsonl",
+              lambda p: p.write_text(p.read_text().replace("\n", "\nnot json\n", 1)), ("--checkpoint", "best")),
+             ("recipe-cut", "recipe.yaml", lambda p: cut(p, 0.6), ())]
+
+
+@pytest.mark.parametrize("file, damage, extra", [pytest.param(f, d, e, id=i) for i, f, d, e in EVALUATED])
+def test_evaluate_run_refuses_a_damaged_run_file_in_one_line_and_creates_no_output(trained, tmp_path, file, damage,
+                                                                                   extra):
+    damage(trained / file)
+    out = tmp_path / "evals" / "e"
+    assert_refused(invoke("evaluate", "--run", trained, "--limit", 1, "--out", out, *extra), file)
+    assert not (tmp_path / "evals").exists()
+
+
+RESUMED = [*[("train", *d) for d in damages("run.json", "seed", "zero")],
+           ("train", "metrics-bad-middle-line", "metrics.jsonl",
+            lambda p: p.write_text(p.read_text().replace("\n", "\n{\"step\": \n", 1))),
+           ("train", "metrics-row-without-step", "metrics.jsonl", lambda p: edit(p, lambda d: d.pop("step"))),
+           ("train", "recipe-cut", "recipe.yaml", lambda p: cut(p, 0.5)),
+           *[("evolve", *d) for d in damages("coevolution.json", "replay", "none")]]
+
+
+@pytest.mark.parametrize("command, file, damage", [pytest.param(c, f, d, id=f"{c}-{i}") for c, i, f, d in RESUMED])
+def test_resume_refuses_a_damaged_run_file_before_it_rewrites_anything(trained, command, file, damage):
+    (trained / "summary.json").unlink()  # unfinished
+    damage(trained / file)
+    before = snapshot(trained)
+    assert_refused(invoke(command, "--resume", trained), file)
+    assert snapshot(trained) == before
+
+
+# -- data world over a damaged world.json ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", [lambda p: cut(p, 0.5), lambda p: p.write_text("[]"),
+                                    lambda p: edit(p, lambda d: d.__setitem__("seed", "0"))],
+                         ids=["cut", "not-an-object", "seed-wrong-type"])
+def test_data_world_refuses_a_damaged_world_json_in_one_line(tmp_path, damage):
+    out = tmp_path / "world"
+    assert invoke("data", "world", "--out", out, "--size", "tiny").exit_code == 0
+    damage(out / "world.json")
+    before = snapshot(out)
+    result = invoke("data", "world", "--out", out, "--size", "tiny")
+    assert_refused(result, "world.json")
+    assert "--force" in result.stderr and snapshot(out) == before
