@@ -186,6 +186,8 @@ def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
             except json.JSONDecodeError as e:
                 raise InspoError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file or convert it "
                                  "to JSONL") from None
+            except RecursionError:
+                raise InspoError(f"{path}: JSON nested too deep to read; fix the file") from None
             for i, row in enumerate(rows, start=1):
                 yield f"{path} item {i}", row
             return
@@ -196,6 +198,8 @@ def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise InspoError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove that line") from None
+            except RecursionError:
+                raise InspoError(f"{path}:{lineno}: JSON nested too deep to read; fix or remove that line") from None
             yield f"{path}:{lineno}", row
 
 

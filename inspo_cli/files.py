@@ -17,6 +17,8 @@ from typing import Iterator
 
 from inspo_cli.errors import InspoError
 
+INSTRUCTION_FILE_BYTES = 8 << 20  # a population's instructions: at most a few hundred of 12,000 characters
+
 _REASONS = {  # errno -> "reason; fix"
     errno.EISDIR: "is a directory; pass a file",
     errno.ENOTDIR: "a part of the path is a file, not a directory; check the path",
@@ -52,9 +54,13 @@ def user_file(path: str | os.PathLike, what: str) -> Iterator[None]:
         raise InspoError(describe(e, what, path)) from None
 
 
-def read_text(path: str | os.PathLike, what: str) -> str:
-    """A user's UTF-8 text file (a recipe, an instruction, a sweep); `what` names it in the error."""
+def read_text(path: str | os.PathLike, what: str, max_bytes: int | None = None) -> str:
+    """A user's UTF-8 text file (a recipe, an instruction, a sweep); `what` names it in the error. With `max_bytes`,
+    a larger file is refused before it is read."""
     with user_file(path, what):
+        if max_bytes is not None and (size := os.stat(path).st_size) > max_bytes:
+            raise InspoError(f"{what} {path}: {size:,} bytes, more than the {max_bytes:,} it may have; check that "
+                             "this is the right file")
         return Path(path).read_text(encoding="utf-8")
 
 

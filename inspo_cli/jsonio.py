@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
 
+TOO_DEEP = "JSON nested deeper than Python's parser can follow (a file no writer of this toolkit makes)"
+
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` so that the file is either the old one or the complete new one."""
@@ -58,6 +60,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise InspoError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove that line") from None
+            except RecursionError:
+                raise InspoError(f"{path}:{lineno}: {TOO_DEEP}; fix or remove that line") from None
             if not isinstance(row, dict):
                 raise InspoError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
             yield row
@@ -167,6 +171,8 @@ def read_json(path: str | os.PathLike, shape: Any, fix: str) -> Any:
     except json.JSONDecodeError as e:
         where = "cut short" if e.pos >= len(text.rstrip()) else f"{e.msg} at line {e.lineno}"
         raise InspoError(f"{path}: not valid JSON ({where}); {fix}") from None
+    except RecursionError:
+        raise InspoError(f"{path}: {TOO_DEEP}; {fix}") from None
     if (problem := shape_problem(value, shape)) is not None:
         raise InspoError(f"{path}: {problem}; {fix}")
     return value
@@ -185,6 +191,8 @@ def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None) -
                 continue
             try:
                 row = json.loads(line.decode("utf-8"))
+            except RecursionError:
+                raise InspoError(f"{path}:{lineno}: {TOO_DEEP}; {fix}") from None
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 if on_cut_tail is not None and not line.endswith(b"\n") and not f.read(1):
                     on_cut_tail(f"{path}:{lineno}: left out its last line, which is cut short (copied or killed while "

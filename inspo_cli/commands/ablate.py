@@ -159,9 +159,11 @@ def _read_sweep(path: Path):
 
     from inspo_cli.files import read_text
 
-    text = read_text(path, "--sweep")
+    from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
+
+    text = read_text(path, "--sweep", max_bytes=MAX_BYTES)
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text, f"--sweep {path}")
     except yaml.YAMLError as e:
         raise InspoError(f"--sweep {path} is not valid YAML: {' '.join(str(e).split())}") from None
 

@@ -23,7 +23,7 @@ from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import METHOD_NAMES  # the registry alone: cheap to import
-from inspo_cli.files import check_can_create, output_dir, read_text
+from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir, read_text
 
 
 def parse_methods(text: str) -> list[str]:
@@ -43,7 +43,7 @@ def read_instruction(value: str) -> str:
         raise InspoError("--instruction is empty; pass the instruction's text or a file that holds it")
     path = Path(value).expanduser()
     if len(value) < 4096 and "\n" not in value and (path.exists() or _looks_like_path(value)):
-        text = read_text(path, "--instruction file").strip()
+        text = read_text(path, "--instruction file", max_bytes=INSTRUCTION_FILE_BYTES).strip()
         if not text:
             raise InspoError(f"--instruction file {path} is empty; write the instruction in it")
         return text

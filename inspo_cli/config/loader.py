@@ -25,8 +25,9 @@ import yaml
 
 from inspo_cli.config.sections import Recipe, TrainingConfig
 from inspo_cli.config.validation import ConfigValueError
+from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
 from inspo_cli.errors import InspoError
-from inspo_cli.files import read_text
+from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 from inspo_cli.training.algorithms import SFT_ALGORITHMS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -126,9 +127,9 @@ def _closest(name: str, bundled: dict[str, Path]) -> str:
 # -- reading -------------------------------------------------------------------------------------------------
 
 def _read_yaml(path: Path) -> dict:
-    text = read_text(path, "recipe")
+    text = read_text(path, "recipe", max_bytes=MAX_BYTES)
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, str(path))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}:" if mark is not None else ""
@@ -153,7 +154,9 @@ def _read_with_extends(path: Path, seen: tuple[Path, ...]) -> dict:
     if not isinstance(parent, str):
         raise RecipeError(f"{path}: extends: must be a path to another recipe, got {parent!r}")
     parent_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
-    if not parent_path.is_file():
+    if parent_path.is_dir():
+        raise RecipeError(f"{path}: extends: {parent_path} is a directory; name a recipe file")
+    if not parent_path.exists():
         raise RecipeError(f"{path}: extends: recipe {parent_path} not found; the path is relative to {path.parent}")
     return _deep_merge(_read_with_extends(parent_path, (*seen, resolved)), data)
 
@@ -174,7 +177,7 @@ def _parse_override(item: str) -> tuple[str, Any]:
     if not sep or not key or any(not part for part in key.split(".")):
         raise RecipeError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. --set training.learning_rate=1e-6")
     try:
-        value = yaml.safe_load(text) if text.strip() else ""
+        value = load_yaml(text, f"--set {key}") if text.strip() else ""
     except yaml.YAMLError:
         value = text  # not YAML (e.g. an unbalanced quote): keep the raw string and let the type check decide
     return key, value
@@ -347,7 +350,8 @@ def _check_paths(recipe: Recipe, where) -> None:
     if recipe.population.instruction_file is not None:
         recipe.population.instruction_file = _existing(recipe.population.instruction_file, "population.instruction_file",
                                                        where, "write the file or remove the key", kind="file")
-        read_text(recipe.population.instruction_file, where("population.instruction_file"))  # readable, UTF-8
+        read_text(recipe.population.instruction_file, where("population.instruction_file"),  # readable, UTF-8
+                  max_bytes=INSTRUCTION_FILE_BYTES)
 
 
 def _local_or_as_is(value: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.files import read_text
+from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def initial_instructions(recipe: Recipe) -> list[str]:
     path = recipe.population.instruction_file
     if path is None:
         return list(recipe.population.instructions)
-    text = read_text(path, "population.instruction_file")
+    text = read_text(path, "population.instruction_file", max_bytes=INSTRUCTION_FILE_BYTES)
     if Path(path).suffix != ".jsonl":
         return [text.strip()] if text.strip() else _empty(path)
     texts = []
@@ -174,7 +174,7 @@ def initial_instructions(recipe: Recipe) -> list[str]:
             continue
         try:
             value = json.loads(line).get("text")
-        except (json.JSONDecodeError, AttributeError):
+        except (json.JSONDecodeError, AttributeError, RecursionError):
             value = None
         if not isinstance(value, str) or not value.strip():
             raise InspoError(f"{path}:{n}: each line must be a JSON object with a non-empty \"text\" field")
