@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -347,7 +348,7 @@ def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathL
         path = find_split_file(Path(world_dir), split)
         if path is None:
             raise InspoError(f"synthetic world split {split!r} not found at {Path(world_dir) / f'{split}.jsonl'}; "
-                             f"generate it with `inspo data world --out {world_dir}` or set data.world_dir")
+                             f"generate it with `inspo data world --out {shlex.quote(str(world_dir))}` or set data.world_dir")
         return load_questions(path, source=WORLD, limit=limit)
 
     spec = BENCHMARKS[name]

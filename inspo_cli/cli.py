@@ -7,6 +7,7 @@ hand those to the components. Heavy libraries are imported inside commands so `i
 from __future__ import annotations
 
 import os
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -48,6 +49,9 @@ def root(
 
 def main() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    if not sys.stderr.isatty():  # a CI log or a pipe: our plain progress lines, not libraries' \r-redrawn bars
+        for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+            os.environ.setdefault(variable, "1")  # read when tqdm is imported, which has not happened yet
     app()
 
 

@@ -102,6 +102,7 @@ class Plan:
     name: str  # what the ablation is, e.g. "inspo-fig3"; the default directory's name
     variants: list[Variant]
     seeds: list[int]
+    merged: dict[str, str] = field(default_factory=dict)  # a variant left out -> the one with the same recipe
 
     def runs(self) -> list[PlannedRun]:
         """Seed-major, so a plan cut short still has every variant of its first seeds."""
@@ -112,16 +113,16 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "seeds": list(self.seeds), "variants": [asdict(v) for v in self.variants],
-                "runs": [asdict(r) for r in self.runs()]}
+                "runs": [asdict(r) for r in self.runs()], "merged": dict(self.merged)}
 
     SHAPE = {"name": str, "seeds": [int], "variants": [{"name": str, "recipe": str, "overrides?": [str],
-                                                         "bars?": [str]}]}  # plan.json, as `from_dict` reads it
+                                                         "bars?": [str]}], "merged?": {str: str}}  # plan.json
 
     @classmethod
     def from_dict(cls, data: dict) -> Plan:
         fields = set(Variant.__dataclass_fields__)
         return cls(data["name"], [Variant(**{k: v for k, v in variant.items() if k in fields})
-                                  for variant in data["variants"]], list(data["seeds"]))
+                                  for variant in data["variants"]], list(data["seeds"]), dict(data.get("merged", {})))
 
     def same_as(self, other: Plan) -> bool:
         """The same variants (names, recipes, overrides) and seeds; names and descriptions do not matter."""
@@ -146,7 +147,7 @@ class _Planner:
     """Collects variants, merging those that resolve to the same recipe (their bars join the first)."""
 
     def __init__(self, common: Sequence[str]):
-        self.common, self.variants, self._by_recipe = list(common), [], {}
+        self.common, self.variants, self._by_recipe, self.merged = list(common), [], {}, {}
 
     def add(self, variant: Variant) -> Variant:
         if not _NAME.match(variant.name):
@@ -159,6 +160,7 @@ class _Planner:
         if key in self._by_recipe:
             same = self._by_recipe[key]
             same.bars.extend(b for b in variant.bars if b not in same.bars)
+            self.merged[variant.name] = same.name
             return same
         variant.overrides = [*self.common, *variant.overrides]
         self._by_recipe[key] = variant
@@ -169,7 +171,7 @@ class _Planner:
         if not self.variants:
             raise InspoError("the ablation plans no variant; name an ablation (e.g. --proposer paraphrase), a "
                              "--study, or a --sweep file with variants or a grid")
-        return Plan(name, self.variants, _seeds(seeds))
+        return Plan(name, self.variants, _seeds(seeds), self.merged)
 
 
 def _seeds(seeds: Sequence[int]) -> list[int]:
@@ -223,6 +225,13 @@ def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEED
 
 
 SWEEP_KEYS = ("recipe", "seeds", "set", "variants", "grid")
+
+
+def _beside(recipe: str, source: str) -> str:
+    """A sweep file's `recipe:` is relative to the sweep file's folder, as `extends:` is to its recipe's; a path that
+    is not there is taken as given (relative to the current directory or the project, or a bundled name)."""
+    candidate = Path(source).parent / recipe
+    return str(candidate) if not Path(recipe).is_absolute() and candidate.is_file() else recipe
 MAX_VARIANTS = 500  # a sweep planning more is refused (--max-variants raises it): each variant is resolved when planned
 
 
@@ -242,6 +251,8 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
     if not isinstance(base, str):
         raise InspoError(f"{source}: recipe: must be a recipe file or bundled name, e.g. 'recipe: recipes/demo.yaml' "
                          f"(got {type(base).__name__} {base!r})")
+    if recipe is None:
+        base = _beside(base, source)
     file_set = _string_list(sweep.get("set", []), f"{source}: set")
     planner = _Planner([*file_set, *common])
     variants = sweep.get("variants") or {}
@@ -261,7 +272,7 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
             if other is not None and not isinstance(other, str):
                 raise InspoError(f"{source}: variant {name}: recipe: must be a recipe file or bundled name (got "
                                  f"{type(other).__name__} {other!r})")
-            planner.add(Variant(str(name), str(other or base), overrides,
+            planner.add(Variant(str(name), _beside(other, source) if other else base, overrides,
                                 [" ".join([*([f"recipe {other}"] if other else []), *overrides])]))
         else:
             overrides = _string_list(spec or [], f"{source}: variant {name}")

@@ -179,6 +179,8 @@ def _print_plan(plan, target: Path, as_json: bool) -> None:
         settings = " ".join([v.recipe, *(f"--set {shlex.quote(o)}" for o in v.overrides)])
         typer.echo(f"  {v.name:<{width}}  stands for: {', '.join(v.bars) or '(base recipe)'}\n"
                    f"  {'':<{width}}  {settings}")
+    for name, into in plan.merged.items():
+        typer.echo(f"  {name} resolves to the same recipe as {into}: not run twice; its bars join {into}'s")
     typer.echo(f"runs, in order: {' '.join(r.name for r in plan.runs())}")
 
 
@@ -203,7 +205,7 @@ def _print_commands(ablation, launcher: str) -> None:
     for line in lines:
         typer.echo(line)
     err_console.print(f"{len(pending)} of {len(ablation.plan.runs())} runs to go; afterwards: inspo ablate "
-                      f"--collect {ablation}")
+                      f"--collect {shlex.quote(str(ablation))}")
 
 
 def _run(ablation, device: str | None, as_json: bool, options: dict) -> None:

@@ -12,7 +12,6 @@ Writes results.json, results.csv, results.md and predictions.jsonl (one row per 
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -113,15 +112,11 @@ def evaluate(
         policy = run_policy(trained, trained.recipe(), checkpoint)
     elif checkpoint is not None:
         raise InspoError("--checkpoint picks a policy of a training run; add --run RUN_DIR")
-    for flag, key, value in (("--model", "model.name_or_path", model if model is not None else
-                              (str(policy.path) if policy is not None else None)),
-                             ("--temperature", "evaluation.temperature", temperature),
-                             ("--batch-size", "evaluation.batch_size", batch_size),
-                             ("--limit", "evaluation.limit", limit),
-                             ("--split", "evaluation.split", split)):
-        if value is not None:
-            overrides.append(f"{key}={json.dumps(value)}")  # a JSON scalar is a YAML scalar, quotes included
-    config = load_recipe(recipe, overrides)
+    trained_model = str(policy.path) if policy is not None else None
+    config = load_recipe(recipe, overrides, flags={
+        "--model": ("model.name_or_path", model if model is not None else trained_model),
+        "--temperature": ("evaluation.temperature", temperature), "--batch-size": ("evaluation.batch_size", batch_size),
+        "--limit": ("evaluation.limit", limit), "--split": ("evaluation.split", split)})
     methods = parse_methods(method or config.evaluation.method)
     if instruction is not None:
         agent_instruction = read_instruction(instruction)

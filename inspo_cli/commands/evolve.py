@@ -10,7 +10,7 @@ this command parses flags and prints.
 
 from __future__ import annotations
 
-import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -47,18 +47,14 @@ def evolve(
         if recipe is None:
             raise InspoError("--recipe is required: a recipe with population.enabled: true and an optimizer, e.g. "
                              "recipes/qwen2.5-3b/inspo.yaml")
-        overrides = list(overrides or [])
-        if model is not None:
-            overrides.append(f"model.name_or_path={json.dumps(model)}")
-        if name is not None:
-            overrides.append(f"run.name={name}")
-        config = load_recipe(recipe, overrides)
+        config = load_recipe(recipe, overrides or [], flags={"--model": ("model.name_or_path", model),
+                                                             "--name": ("run.name", name)})
     try:
         run = experiment.run("evolve", config, recipe_path=recipe, resume=resume, output_dir=output_dir,
                              command=sys.argv, device=device,
                              on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True))
     except experiment.RunInterrupted as stop:
-        err_console.print(f"interrupted; continue from the last step with: inspo evolve --resume {stop.run}")
+        err_console.print(f"interrupted; continue from the last step with: inspo evolve --resume {shlex.quote(str(stop.run))}")
         raise typer.Exit(130) from None
     summary = run.summary()
     overhead = summary["overhead"]

@@ -10,6 +10,7 @@ The run itself is `inspo_cli.experiment.run("train", ...)`; this command parses 
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -43,13 +44,13 @@ def train(
         refuse_with_resume({"--recipe": recipe, "--set": overrides, "--name": name, "--output-dir": output_dir})
     else:
         recipe_path = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
-        config = load_recipe(recipe_path, [*(overrides or []), *([f"run.name={name}"] if name is not None else [])])
+        config = load_recipe(recipe_path, overrides or [], flags={"--name": ("run.name", name)})
     try:
         run = experiment.run("train", config, recipe_path=recipe_path, resume=resume, output_dir=output_dir,
                              command=sys.argv, device=device,
                              on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True))
     except experiment.RunInterrupted as stop:
-        err_console.print(f"interrupted; continue from the last checkpoint with: inspo train --resume {stop.run}")
+        err_console.print(f"interrupted; continue from the last checkpoint with: inspo train --resume {shlex.quote(str(stop.run))}")
         raise typer.Exit(130) from None
     summary = run.summary()
     if summary is not None and _main_process():
@@ -82,4 +83,4 @@ def _report(run, summary: dict) -> None:
     console.print(f"policy:  {run.path / summary['model']}\nmetrics: {metrics} (TensorBoard: "
                   f"{metrics.parent / run.TENSORBOARD})\n"
                   f"plots:   {', '.join(str(run.path / p) for p in summary['plots'])}\nsummary: {run.summary_file}\n"
-                  f"evaluate it: inspo evaluate --run {run} --limit 50", soft_wrap=True)
+                  f"evaluate it: inspo evaluate --run {shlex.quote(str(run))} --limit 50", soft_wrap=True)

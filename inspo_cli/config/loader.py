@@ -14,6 +14,7 @@ directory, then against the project checkout, so `inspo train` works from anywhe
 from __future__ import annotations
 
 import dataclasses
+import json
 import difflib
 import math
 import types
@@ -38,10 +39,15 @@ class RecipeError(InspoError):
 
 
 def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), check_paths: bool = True,
-                written_by_run: bool = False) -> Recipe:
+                written_by_run: bool = False, flags: typing.Mapping[str, typing.Any] | None = None) -> Recipe:
     """Read `path` (None: all defaults; a file, or a bundled recipe's name: `find_recipe`), apply `overrides`,
     validate types, values and referenced paths. `written_by_run`: `path` is a run directory's resolved recipe,
-    which may hold keys an older release wrote (`_upgrade_run_recipe`)."""
+    which may hold keys an older release wrote (`_upgrade_run_recipe`). `flags` maps a command-line option to the
+    key it sets and its value (`{"--name": ("run.name", "demo")}`; None values are left out), applied after
+    `overrides` and named as that option in errors."""
+    flags = {flag: kv for flag, kv in (flags or {}).items() if kv[1] is not None}
+    overrides = [*overrides, *(f"{key}={json.dumps(value)}" for key, value in flags.values())]
+    flag_of = {key: flag for flag, (key, _) in flags.items()}
     raw: dict = _read_with_extends(find_recipe(path), seen=()) if path is not None else {}
     source = str(path) if path is not None else "defaults"
     if written_by_run:
@@ -54,6 +60,8 @@ def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), c
         override_keys.add(key)
 
     def where(key: str) -> str:
+        if key in flag_of:
+            return flag_of[key]
         return f"--set {key}" if key in override_keys else f"{source}: {key}"
 
     _refuse_renamed(raw, where)

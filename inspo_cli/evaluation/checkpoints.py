@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
@@ -73,7 +74,7 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
         if which not in (None, FINAL):
             training = [s["dir"] for s in summary.get("stages", []) if s["kind"] == "train"]
             raise InspoError(f"--checkpoint {which!r}: run {run} chains stages ({summary['stage']}); pick a checkpoint "
-                             f"of its training stage with --run {run.path / (training or ['stages/*-train'])[0]}")
+                             f"of its training stage with --run {quote(str(run.path / (training or ['stages/*-train'])[0]))}")
         if not summary.get("model"):
             raise InspoError(f"{run.summary_file}: a chained run's summary names no model; {DAMAGED}")
         return RunPolicy(FINAL, str(_intact(run.path / summary["model"])), summary["best_instruction"],
@@ -83,9 +84,12 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
     if which is None:
         which = FINAL if run.has_final_model() else (str(max(steps)) if steps else FINAL)
     if which == FINAL:
-        if not run.has_final_model() or summary is None:
+        if summary is not None and not run.has_final_model():
+            raise InspoError(f"run {run} finished, but its final model ({run.relative(run.final_dir)}) is gone"
+                             f"{_available(steps)}; copy it back, or pick a checkpoint with --checkpoint N")
+        if summary is None:
             raise InspoError(f"run {run} has no final policy yet (unfinished){_available(steps)}; resume it with "
-                             "`inspo train --resume` or pick a checkpoint")
+                             f"`inspo train --resume {quote(str(run))}` or pick a checkpoint with --checkpoint N")
         return RunPolicy(FINAL, str(_intact(run.final_dir)), summary["best_instruction"],
                          summary.get("best_instruction_id", "i0"))
     if which.isascii() and which.isdigit() and int(which) not in steps:

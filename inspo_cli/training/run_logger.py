@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import time
 from typing import Callable
 from pathlib import Path
@@ -89,7 +90,7 @@ class StepLog:
         if collapse is not None:
             self._collapse_reported = True
             self._print(f"{collapse.describe()}; App. B reports the last checkpoint before it: "
-                        f"inspo evaluate --run {self.run} --checkpoint best")
+                        f"inspo evaluate --run {shlex.quote(str(self.run))} --checkpoint best")
 
 
 class RunLogger(TrainerCallback):
