@@ -161,9 +161,12 @@ def load_questions(path: str | os.PathLike, source: str | None = None, limit: in
     if path.is_dir():
         raise InspoError(f"QA file {path}: is a directory; give a FlashRAG JSONL/parquet file "
                          "with fields id, question, golden_answers")
-    if not path.is_file():
+    if not path.exists():
         raise InspoError(f"{path}: no such file; give a FlashRAG JSONL/parquet file "
                          "with fields id, question, golden_answers")
+    if not path.is_file():
+        raise InspoError(f"QA file {path}: not a regular file (a FIFO, a socket or a device); give a FlashRAG "
+                         "JSONL/parquet file with fields id, question, golden_answers")
     if path.suffix.lower() not in FILE_SUFFIXES:
         raise InspoError(f"{path}: unsupported file type {path.suffix!r}; convert it to one of {', '.join(FILE_SUFFIXES)}")
     questions = _questions_from_rows(_read_rows(path), source or path.parent.name, path.stem, limit)

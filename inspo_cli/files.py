@@ -64,6 +64,17 @@ def read_text(path: str | os.PathLike, what: str, max_bytes: int | None = None) 
         return Path(path).read_text(encoding="utf-8")
 
 
+def not_a_directory(path: str | os.PathLike, what: str) -> str | None:
+    """`<what> <path>: does not exist / is not a directory (a file, a FIFO, ...)`, or None for a directory."""
+    path = Path(path)
+    if path.is_dir():
+        return None
+    if not path.exists():
+        return f"{what} {path}: does not exist; check the path"
+    kind = "a file" if path.is_file() else "a FIFO, a socket or a device"
+    return f"{what} {path}: is {kind}, not a directory; pass the directory"
+
+
 def check_can_create(path: str | os.PathLike, what: str) -> None:
     """Refuse, before long work starts, an output directory that could not be created or written: its nearest
     existing ancestor must be a writable directory (creates nothing)."""

@@ -163,6 +163,10 @@ class RunDir:
         return run
 
     def _require_run(self) -> None:
+        from inspo_cli.files import not_a_directory
+
+        if (problem := not_a_directory(self.path, "run directory")) is not None:
+            raise InspoError(problem)
         if not self.info_file.is_file():
             raise InspoError(f"{self.path} is not a run directory (no {self.INFO}); pass a directory under runs/")
 

@@ -84,3 +84,18 @@ def test_library_progress_bars_stay_off_a_log(tiny_model_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stderr and "Loading weights" not in done.stderr
     assert "evaluating: 1/1 (100%)" in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--resume", "{fifo}"], "run directory {fifo}: is a FIFO, a socket or a device, not a directory"),
+    (["evaluate", "--run", "{file}"], "run directory {file}: is a file, not a directory"),
+    (["report", "{fifo}"], "input {fifo}: is a FIFO"),
+    (["ablate", "--collect", "{missing}"], "ablation directory {missing}: does not exist"),
+    (["evaluate", "--recipe", "recipes/demo.yaml", "--benchmarks", "{fifo}"], "QA file {fifo}: not a regular file"),
+])
+def test_a_fifo_a_file_or_a_missing_path_is_named_for_what_it_is(repo_root, monkeypatch, tmp_path, args, message):
+    monkeypatch.chdir(repo_root)
+    paths = {"fifo": tmp_path / "fifo", "file": tmp_path / "file.txt", "missing": tmp_path / "missing"}
+    os.mkfifo(paths["fifo"])
+    paths["file"].write_text("x")
+    assert_one_line_error(invoke(*[a.format(**paths) for a in args]), message.format(**paths))

@@ -105,7 +105,9 @@ def test_loose_runs_are_grouped_by_recipe_with_their_seeds(runs):
 def test_two_runs_with_the_same_recipe_and_seed_are_refused(runs, tmp_path):
     twin = make_run(tmp_path / "elsewhere", "inspo-again", 0, [0.1], 0.1)
     assert_one_line_error(invoke("report", runs[0], twin, "--out", tmp_path / "r"), "the same recipe and seed 0")
-    assert_one_line_error(invoke("report", tmp_path / "nothing"), "neither a run directory")
+    assert_one_line_error(invoke("report", tmp_path / "nothing"), "input", "nothing: does not exist")
+    (tmp_path / "empty").mkdir()
+    assert_one_line_error(invoke("report", tmp_path / "empty"), "neither a run directory")
 
 
 def test_the_lineage_is_a_tree_in_depth_first_order_with_each_candidates_fate():

@@ -21,7 +21,7 @@ from pathlib import Path
 from inspo_cli.ablation.plan import Plan, PlannedRun
 from inspo_cli.config import dump_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.files import make_dir
+from inspo_cli.files import make_dir, not_a_directory
 from inspo_cli.jsonio import atomic_write_json, atomic_write_text, read_json
 from inspo_cli.runs import RunDir
 
@@ -67,6 +67,8 @@ class AblationDir:
     def open(cls, path: str | Path) -> AblationDir:
         path = Path(path)
         file = path / cls.PLAN
+        if (problem := not_a_directory(path, "ablation directory")) is not None:
+            raise InspoError(problem)
         if not file.is_file():
             raise InspoError(f"{path} is not an ablation directory (no {cls.PLAN}); pass the --out of an "
                              "`inspo ablate` run")

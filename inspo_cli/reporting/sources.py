@@ -21,6 +21,7 @@ from typing import Sequence
 
 from inspo_cli.ablation.results import RunResult
 from inspo_cli.errors import InspoError
+from inspo_cli.files import not_a_directory
 from inspo_cli.runs import RunDir
 
 
@@ -54,6 +55,8 @@ def load_groups(paths: Sequence[str | Path], rule: str = "best") -> list[Group]:
     loose: list[RunDir] = []
     for path in paths:
         path = Path(path)
+        if (problem := not_a_directory(path, "input")) is not None:
+            raise InspoError(problem)
         if (path / "plan.json").is_file():
             groups += _ablation_groups(path, rule)
         elif (path / RunDir.INFO).is_file():
