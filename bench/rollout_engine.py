@@ -25,7 +25,7 @@ from _common import ROOT, machine, update_readme_section
 from inspo_cli.agent import STOP_STRINGS, RolloutEngine, TransformersBackend
 from inspo_cli.benchmarks import load_benchmark
 from inspo_cli.config import ModelConfig, RolloutConfig
-from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION, WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION, WORKED_EXAMPLE_INSTRUCTION
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.models import load_model
 

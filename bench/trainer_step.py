@@ -33,11 +33,13 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from inspo_cli.agent.protocol import build_prompt  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RetrieverConfig, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.sampling import StaticInstruction  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
-from inspo_cli.training.setup import grpo_config, question_dataset  # noqa: E402
+from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
+from inspo_cli.training.grpo import grpo_config  # noqa: E402
+from inspo_cli.training.setup import question_dataset  # noqa: E402
 
 PHASES = ("generation", "retrieval", "scoring", "update")
 
@@ -71,7 +73,7 @@ def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
 
     tokenizer = load_tokenizer(recipe.model)
     trainer = SearchGRPOTrainer(
-        model=resolve_model_path(recipe.model.name_or_path), args=grpo_config(recipe, out, device=device),
+        model=resolve_model_path(recipe.model.name_or_path), args=grpo_config(recipe, batch_plan(recipe), out, device=device),
         train_dataset=question_dataset(questions), processing_class=tokenizer,
         instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=open_from_config(recipe.retriever),
         rollout=recipe.rollout, reward=recipe.reward, topk=3, chat=False, generation_batch_size=16)
@@ -91,7 +93,7 @@ def run_plain(recipe: Recipe, questions, out: Path, device: str, as_shipped: boo
     from inspo_cli.metrics import exact_match, extract_answer
 
     tokenizer = load_tokenizer(recipe.model)
-    args = grpo_config(recipe, out, device=device)
+    args = grpo_config(recipe, batch_plan(recipe), out, device=device)
     args.max_completion_length = recipe.rollout.max_tokens_per_turn
     rows = [{"prompt": build_prompt(tokenizer, WORKED_EXAMPLE_INSTRUCTION, q.question, False),
              "golden_answers": list(q.golden_answers)} for q in questions]

@@ -28,7 +28,7 @@ from inspo_cli.agent import STOP_STRINGS, RolloutEngine, TransformersBackend, VL
 from inspo_cli.agent.vllm_engine import engine_settings
 from inspo_cli.benchmarks import load_benchmark
 from inspo_cli.config import ModelConfig, RolloutConfig
-from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
+from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.models import load_model, load_tokenizer, resolve_model_path
 

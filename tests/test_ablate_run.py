@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from test_cli import invoke
 from test_train_command import metrics, write_recipe
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from inspo_cli.config import Recipe, RecipeError, dump_recipe, load_recipe, recipe_to_dict
-from inspo_cli.instructions import SEARCH_R1_INSTRUCTION
+from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
 
 
 def write(tmp_path, text, name="recipe.yaml"):

@@ -2,7 +2,7 @@
 
 from inspo_cli.agent.protocol import user_message
 from inspo_cli.config import load_recipe
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 
 
 def test_the_demo_recipe_spells_out_the_worked_example_instruction_verbatim(repo_root):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from retriever.corpus import Passage
 from test_cli import invoke
 

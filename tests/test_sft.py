@@ -104,9 +104,11 @@ def assert_loss_only_on_written_tokens(tmp_path, recipe, tokenizer, examples) ->
     from datasets import Dataset
     from trl import SFTConfig
 
+    from inspo_cli.config.batch_plan import batch_plan
     from inspo_cli.training.sft import SearchSFTTrainer, sft_kwargs
 
-    trainer = SearchSFTTrainer(model=recipe.model.name_or_path, args=SFTConfig(**sft_kwargs(recipe, tmp_path)),
+    args = SFTConfig(**sft_kwargs(recipe, batch_plan(recipe), tmp_path))
+    trainer = SearchSFTTrainer(model=recipe.model.name_or_path, args=args,
                                train_dataset=Dataset.from_list(examples),
                                processing_class=tokenizer, engine=None, instructions=None)
     batch = next(iter(trainer.get_train_dataloader()))

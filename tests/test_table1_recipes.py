@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from test_cli import invoke
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from test_cli import assert_one_line_error, invoke
 
 TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",

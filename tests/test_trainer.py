@@ -13,7 +13,9 @@ from inspo_cli.benchmarks import Question
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig
 from inspo_cli.instructions.sampling import Pick, StaticInstruction
 from inspo_cli.models import load_tokenizer
-from inspo_cli.training.setup import grpo_config, question_dataset, schedule
+from inspo_cli.config.batch_plan import batch_plan
+from inspo_cli.training.grpo import grpo_config
+from inspo_cli.training.setup import question_dataset
 from inspo_cli.training.trainer import SearchGRPOTrainer
 
 QUESTIONS = [Question("q1", "Who founded Hokin Works?", ("Ada Vell",), "t"),
@@ -77,7 +79,7 @@ def make_trainer(tmp_path, tiny_model_dir):
         recipe = tiny_recipe(tiny_model_dir, **training)
         tokenizer = load_tokenizer(recipe.model)
         trainer = SearchGRPOTrainer(
-            model=str(tiny_model_dir), args=grpo_config(recipe, tmp_path / "checkpoints"),
+            model=str(tiny_model_dir), args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
             train_dataset=question_dataset(QUESTIONS), processing_class=tokenizer,
             instructions=source or StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
             rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True)
@@ -207,11 +209,11 @@ def test_schedule_maps_search_r1s_batches_onto_trl(tiny_model_dir):
     trajectories (ppo_mini_batch_size 256 / 8 GPUs x rollout.n 1 = 32 per GPU), micro-batches of 64 / 8 GPUs = 8."""
     paper = Recipe(training=TrainingConfig(batch_size=512, mini_batch_trajectories=256, micro_batch_size=8,
                                            group_size=5))
-    plan = schedule(paper, processes=8)
+    plan = batch_plan(paper, processes=8)
     # 256 trajectories per update = 8 per pass x 8 GPUs x 4 accumulation steps; 2,560 / 256 = 10 updates per step
-    assert (plan.updates_per_step, plan.gradient_accumulation_steps, plan.steps_per_generation, plan.max_updates) \
+    assert (plan.updates_per_step, plan.accumulation, plan.steps_per_generation, plan.max_updates) \
         == (10, 4, 40, 3000)
-    args = grpo_config(paper, tiny_model_dir / "ckpt", processes=8)
+    args = grpo_config(paper, plan, tiny_model_dir / "ckpt")
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.steps_per_generation,
             args.max_steps, args.warmup_steps) == (8, 4, 40, 3000, 300)
     assert (args.num_generations, args.beta, args.epsilon, args.mask_truncated_completions) == (5, 0.001, 0.2, False)
@@ -222,7 +224,7 @@ def test_micro_batch_that_does_not_divide_a_mini_batch_is_refused():
 
     recipe = Recipe(training=TrainingConfig(batch_size=4, mini_batch_trajectories=16, micro_batch_size=3, group_size=4))
     with pytest.raises(InspoError, match="training.micro_batch_size=3"):
-        schedule(recipe)
+        batch_plan(recipe)
 
 
 class FakeVLLMGeneration:

@@ -11,7 +11,8 @@ from inspo_cli.config import RewardConfig, dump_recipe, load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.training.reward import make_reward_func, outcome_rewards
 from inspo_cli.runs import RunDir
-from inspo_cli.training.setup import initial_instructions, schedule
+from inspo_cli.config.batch_plan import batch_plan
+from inspo_cli.training.setup import initial_instructions
 
 
 def test_outcome_reward_is_the_metric_and_format_shaping_only_lifts_wrong_well_formed_answers():
@@ -89,7 +90,7 @@ def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
     assert (r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens) == (turns, 500, 500, 4096)
     assert (r.temperature, r.top_p, recipe.retriever.topk, recipe.retriever.kind) == (1.0, 1.0, 3, "http")
     assert not recipe.population.enabled and recipe.data.train == "nq_hotpotqa"
-    assert schedule(recipe, processes=8).max_updates == 3000  # 300 steps x 10 mini-batches of 256 trajectories
+    assert batch_plan(recipe, processes=8).max_updates == 3000  # 300 steps x 10 mini-batches of 256 trajectories
     assert not recipe.rollout.end_at_eos  # Search-R1: an EOS without a tag gets the corrective observation
 
 
@@ -98,11 +99,11 @@ def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
 def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
     """TRL's own defaults differ from eq. 2 and Search-R1 (dapo loss, an importance-weighted KL, vLLM IS correction,
     no weight decay or entropy bonus): the mapping overrides each of them, and every App. B row matches."""
-    from inspo_cli.training.setup import grpo_kwargs
+    from inspo_cli.training.grpo import grpo_kwargs
     from inspo_cli.training.trl_report import trl_report
 
     recipe = load_recipe(repo_root / f"recipes/{name}.yaml", check_paths=False)
-    kwargs = grpo_kwargs(recipe, repo_root / "runs/x", processes=8, device="cuda")
+    kwargs = grpo_kwargs(recipe, batch_plan(recipe, 8), repo_root / "runs/x", device="cuda")
     assert kwargs["loss_type"] == "grpo" and kwargs["use_bias_correction_kl"] is False
     assert kwargs["vllm_importance_sampling_correction"] is False
     assert (kwargs["entropy_coef"], kwargs["weight_decay"], kwargs["beta"]) == (0.001, 0.01, 0.001)
@@ -122,7 +123,7 @@ def test_paper_recipes_make_search_r1s_ten_updates_per_step(repo_root, size, nam
     5 (ray_trainer repeats the batch: 2,560 trajectories), ppo_mini_batch_size 256 (fsdp_workers: / 8 GPUs x
     rollout.n 1 = 32 per GPU; dp_actor splits each GPU's 320 into mini-batches of 32), ppo_micro_batch_size 64 (8
     per GPU): 10 optimizer updates per step, 3,000 in 300 steps, warm-up 10% of them."""
-    from inspo_cli.training.setup import grpo_kwargs
+    from inspo_cli.training.grpo import grpo_kwargs
     from inspo_cli.training.trl_report import trl_report
 
     recipe = load_recipe(repo_root / f"recipes/qwen2.5-{size}/{name}.yaml", check_paths=False)
@@ -131,9 +132,9 @@ def test_paper_recipes_make_search_r1s_ten_updates_per_step(repo_root, size, nam
     updates = per_step // t.mini_batch_trajectories
     assert (per_step, updates, t.steps * updates) == (2560, 10, 3000)
     for processes in (1, 8):  # the count does not depend on how many GPUs share the work
-        plan = schedule(recipe, processes)
+        plan = batch_plan(recipe, processes)
         assert (plan.updates_per_step, plan.max_updates) == (10, 3000)
-        kwargs = grpo_kwargs(recipe, repo_root / "runs/x", processes=processes, device="cuda")
+        kwargs = grpo_kwargs(recipe, plan, repo_root / "runs/x", device="cuda")
         # TRL: one generation serves steps_per_generation micro-steps, an update every gradient_accumulation_steps
         assert kwargs["steps_per_generation"] // kwargs["gradient_accumulation_steps"] == 10
         assert kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes == 256
@@ -155,7 +156,7 @@ def test_a_run_started_with_question_mini_batches_resumes_with_its_own_schedule(
     run.path.mkdir()
     run.recipe_file.write_text(yaml.safe_dump(old), encoding="utf-8")
     recipe = run.recipe()
-    assert recipe.training.mini_batch_trajectories == 1280 and schedule(recipe, 8).max_updates == 600
+    assert recipe.training.mini_batch_trajectories == 1280 and batch_plan(recipe, 8).max_updates == 600
     old["training"].update(algorithm="sft", batch_size=256)
     old["model"]["backend"] = "transformers"
     run.recipe_file.write_text(yaml.safe_dump(old), encoding="utf-8")
@@ -169,7 +170,7 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
     """SFT and GRPO without search train the base model with Search-R1's tool-free instruction; the inference rows
     run the instruct model; SFT takes Search-R1's veRL SFT settings (the paper gives none), and so does rejection
     sampling, on what the instruct model answers right with Search-R1's search setup."""
-    from inspo_cli.instructions.defaults import R1_INSTRUCTION
+    from inspo_cli.config.instruction_defaults import R1_INSTRUCTION
     from inspo_cli.training.sft import sft_kwargs
 
     load = lambda name: load_recipe(repo_root / f"recipes/qwen2.5-{size}/{name}.yaml", check_paths=False)  # noqa: E731
@@ -178,7 +179,7 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
         assert recipe.population.instructions == [R1_INSTRUCTION] and recipe.rollout.max_turns == 0
         assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.data.train == "nq_hotpotqa"
     assert r1.training == base.training and r1.reward == base.reward  # GRPO as Search-R1, only the tool removed
-    kwargs = sft_kwargs(sft, repo_root / "runs/x", processes=8, device="cuda")
+    kwargs = sft_kwargs(sft, batch_plan(sft, 8), repo_root / "runs/x", device="cuda")
     assert (sft.training.algorithm, sft.data.trajectories, kwargs["max_steps"]) == ("sft", "answers", 2650)
     assert (kwargs["learning_rate"], kwargs["adam_beta2"], kwargs["weight_decay"], kwargs["warmup_steps"],
             kwargs["gradient_accumulation_steps"] * 16 * 8) == (1e-5, 0.95, 0.01, 265, 256)
@@ -191,7 +192,7 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
         "rejection-sampling", f"Qwen/Qwen2.5-{size.upper()}", f"Qwen/Qwen2.5-{size.upper()}-Instruct", 5)
     assert (rs.rollout, rs.retriever, rs.reward, rs.population) == (base.rollout, base.retriever, base.reward,
                                                                       base.population)
-    rs_kwargs = sft_kwargs(rs, repo_root / "runs/x", processes=8, device="cuda")
+    rs_kwargs = sft_kwargs(rs, batch_plan(rs, 8), repo_root / "runs/x", device="cuda")
     assert {k: v for k, v in rs_kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")} \
         == {k: v for k, v in kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")}
     assert rs_kwargs["per_device_train_batch_size"] * rs_kwargs["gradient_accumulation_steps"] * 8 == 256

@@ -27,12 +27,14 @@ if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing v
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION  # noqa: E402
 from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.replay import ReplayQuestion  # noqa: E402
 from inspo_cli.instructions.sampling import StaticInstruction, derived_seed  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
 from inspo_cli.training.coevolution import PolicyVerifier  # noqa: E402
-from inspo_cli.training.setup import grpo_config, question_dataset, train_questions  # noqa: E402
+from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
+from inspo_cli.training.grpo import grpo_config  # noqa: E402
+from inspo_cli.training.setup import question_dataset, train_questions  # noqa: E402
 from inspo_cli.training.trainer import SearchGRPOTrainer  # noqa: E402
 
 SMOLLM2 = "smollm2-135m-instruct"
@@ -140,7 +142,7 @@ def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations
     tokenizer = load_tokenizer(recipe.model)
     with colocated_engine_environment(engine_settings(recipe.model, "cpu")):
         trainer = SearchGRPOTrainer(
-            model=resolve_model_path(SMOLLM2), args=grpo_config(recipe, tmp_path / "checkpoints"),
+            model=resolve_model_path(SMOLLM2), args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
             train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
             instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=_world_retriever(repo_root),
             rollout=recipe.rollout, reward=RewardConfig(format_weight=0.2), topk=2, chat=False,

@@ -23,7 +23,7 @@ if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing v
 from inspo_cli.agent.backends import VLLMBackend, load_backend  # noqa: E402
 from inspo_cli.config import (DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig,  # noqa: E402
                               RunConfig, SamplingConfig)
-from inspo_cli.instructions.defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.sampling import derived_seed  # noqa: E402
 
 SEED_A, SEED_B = 1, 2

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.proposers import PROPOSERS
+from inspo_cli.registry import PROPOSERS
 
 PAPER_SEEDS = (0, 1, 2)  # Fig. 2 and Fig. 5: three seeds
 SEARCH_R1 = ("search-r1", ["population.enabled=false"])  # the static-instruction baseline

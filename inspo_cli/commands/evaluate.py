@@ -21,16 +21,16 @@ import typer
 from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
-from inspo_cli.evaluation.methods import METHOD_NAMES  # the registry alone: cheap to import
+from inspo_cli.registry import METHODS
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir, read_text
 
 
 def parse_methods(text: str) -> list[str]:
-    names = list(METHOD_NAMES) if text.strip().lower() == "all" else [m.strip().lower() for m in text.split(",") if m.strip()]
-    unknown = [m for m in names if m not in METHOD_NAMES]
+    names = list(tuple(METHODS)) if text.strip().lower() == "all" else [m.strip().lower() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in tuple(METHODS)]
     if unknown or not names:
         raise InspoError(f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
-                         f"{', '.join(METHOD_NAMES)} or all (comma-separated)")
+                         f"{', '.join(tuple(METHODS))} or all (comma-separated)")
     return list(dict.fromkeys(names))
 
 
@@ -67,7 +67,7 @@ def evaluate(
                                                            "bamboogle, all, or a path to your own QA file (JSONL, "
                                                            "JSON or parquet with id, question, golden_answers; "
                                                            "named by its stem).")] = None,
-    method: Annotated[Optional[str], typer.Option(help=f"{', '.join(METHOD_NAMES)} (comma-separated), "
+    method: Annotated[Optional[str], typer.Option(help=f"{', '.join(tuple(METHODS))} (comma-separated), "
                                                        "or all.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Hub id, local directory, or packaged model "
                                                       "(smollm2-135m-instruct, gemma3-270m).")] = None,

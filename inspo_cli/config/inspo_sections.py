@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 
 from inspo_cli.config.validation import ConfigValueError, _one_of, _positive, _require
-from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
-from inspo_cli.instructions.proposers import PROPOSERS
+from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
+from inspo_cli.registry import PROPOSERS
 
 STAGES = ("online", "pre-rl", "post-rl")
 
@@ -34,7 +34,7 @@ class PopulationConfig:
     prune: bool = True  # false: no periodic pruning (Fig. 3's "constant population" ablation, with evolve_until 0)
     evolve_every: int = 15  # K_e
     evolve_until: int = 150  # T_e
-    proposer: str = "reflection"  # a name in instructions.proposers.PROPOSERS: reflection | paraphrase | history
+    proposer: str = "reflection"  # a name in inspo_cli.registry.PROPOSERS: reflection | paraphrase | history
     candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
     failures_per_call: int = 4
     verify_size: int = 200  # |D_B|

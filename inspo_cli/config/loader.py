@@ -29,7 +29,7 @@ from inspo_cli.config.validation import ConfigValueError
 from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
 from inspo_cli.errors import InspoError
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
-from inspo_cli.training.algorithms import SFT_ALGORITHMS
+from inspo_cli.registry import is_sft
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -222,7 +222,7 @@ def _upgrade_run_recipe(raw: dict) -> None:
     if isinstance(training, dict) and "mini_batch_size" in training and "mini_batch_trajectories" not in training:
         trajectories = _in_trajectories(training)
         del training["mini_batch_size"]  # SFT never used it
-        if training.get("algorithm", "grpo") not in SFT_ALGORITHMS:
+        if not is_sft(training.get("algorithm", "grpo")):
             training["mini_batch_trajectories"] = trajectories
 
 

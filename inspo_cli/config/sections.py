@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 from inspo_cli.config.inspo_sections import OptimizerConfig, PopulationConfig
 from inspo_cli.config.validation import _fraction, _one_of, _positive, _require
-from inspo_cli.evaluation.methods import METHODS
-from inspo_cli.training.algorithms import ALGORITHMS, SFT_ALGORITHMS
+from inspo_cli.registry import ALGORITHMS, METHODS, is_sft
 from retriever.kinds import KINDS as RETRIEVER_KINDS
 
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
@@ -155,7 +154,7 @@ class TrainingConfig:
     `batch_size` counts examples per optimizer update, `micro_batch_size` per device and pass, and
     `mini_batch_trajectories` is unused."""
 
-    algorithm: str = "grpo"  # grpo | sft | rejection-sampling: a name in inspo_cli.training.algorithms.ALGORITHMS
+    algorithm: str = "grpo"  # grpo | sft | rejection-sampling: a name in inspo_cli.registry.ALGORITHMS
     steps: int = 300
     group_size: int = 5
     batch_size: int = 512
@@ -199,7 +198,7 @@ class TrainingConfig:
         _require(self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every}); 0 turns evaluation during "
                  "training off, the paper evaluates every 100 steps")
         _require(self.group_size >= 2, "group_size", f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
-        if self.algorithm not in SFT_ALGORITHMS:
+        if not is_sft(self.algorithm):
             per_step = self.batch_size * self.group_size
             _require(per_step % self.mini_batch_trajectories == 0, "mini_batch_trajectories",
                      f"counts trajectories per optimizer update, so must divide batch_size x group_size = {per_step} "
@@ -223,7 +222,7 @@ class EvaluationConfig:
     """What `inspo evaluate` (and evaluation during training) runs."""
 
     benchmarks: list[str] = field(default_factory=lambda: ["world"])
-    method: str = "agent"  # names in evaluation.methods.METHODS (direct, rag, ...), comma-separated, or all
+    method: str = "agent"  # names in inspo_cli.registry.METHODS (direct, rag, ...), comma-separated, or all
     split: str | None = None  # default: the split Search-R1 reports (test, or dev where there is no test)
     limit: int | None = None
     batch_size: int = 32
@@ -307,7 +306,7 @@ class Recipe:
 
     def __post_init__(self) -> None:
         algorithm = self.training.algorithm
-        if algorithm in SFT_ALGORITHMS:
+        if is_sft(algorithm):
             _require(not self.population.enabled, "population.enabled", f"must be false with training.algorithm="
                      f"{algorithm}: SFT trains with one static instruction, the first of population.instructions")
             _require(self.model.backend == "transformers", "model.backend", f"must be transformers with training."

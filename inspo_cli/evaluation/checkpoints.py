@@ -21,7 +21,7 @@ from shlex import quote
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import DAMAGED, RunDir, weights_problem
-from inspo_cli.training.algorithms import updates_per_step
+from inspo_cli.config.batch_plan import batch_plan
 
 FINAL = RunDir.FINAL  # --checkpoint final
 
@@ -36,7 +36,7 @@ class RunPolicy:
 
 def checkpoint_steps(run: RunDir, recipe: Recipe) -> dict[int, Path]:
     """Complete checkpoints by training step."""
-    per_step = updates_per_step(recipe, processes=1)
+    per_step = batch_plan(recipe).updates_per_step
     return {update // per_step: path for update, path in run.checkpoints().items()}
 
 
@@ -93,7 +93,7 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
         return RunPolicy(FINAL, str(_intact(run.final_dir)), summary["best_instruction"],
                          summary.get("best_instruction_id", "i0"))
     if which.isascii() and which.isdigit() and int(which) not in steps:
-        per_step = updates_per_step(recipe, processes=1)
+        per_step = batch_plan(recipe).updates_per_step
         for update, (path, problem) in run.unusable_checkpoints().items():
             if update // per_step == int(which):
                 raise InspoError(f"--checkpoint {which}: {path} cannot be used: {problem}; copy it again from where "

@@ -1,6 +1,3 @@
-"""Instructions: the built-in texts and INSPO's machinery — sampling, the population, the replay buffer, the
-optimizer's prompts and LMs, and evolution. Plain Python: nothing here imports torch."""
-
-from inspo_cli.instructions.defaults import SEARCH_R1_INSTRUCTION
-
-__all__ = ["SEARCH_R1_INSTRUCTION"]
+"""Instructions: INSPO's machinery — sampling, the population, the replay buffer, the optimizer's prompts and LMs,
+and evolution. Plain Python: nothing here imports torch at module level (the local optimizer LM imports it when
+it loads its model). The built-in texts are `inspo_cli.config.instruction_defaults`."""

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.proposers import PROPOSERS as REGISTERED_PROPOSERS
+from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
 from inspo_cli.instructions.sampling import Pick, stable_random
 
 if TYPE_CHECKING:

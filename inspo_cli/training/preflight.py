@@ -22,10 +22,10 @@ def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
     from inspo_cli.instructions.population import check_initial_texts
     from inspo_cli.models import check_model_location
-    from inspo_cli.training.algorithms import updates_per_step
+    from inspo_cli.config.batch_plan import batch_plan
     from inspo_cli.training.setup import initial_instructions
 
-    updates_per_step(recipe, processes)  # the batch divides into micro-batches over the processes
+    batch_plan(recipe, processes)  # the batch divides into micro-batches over the processes
     population = recipe.population
     if population.enabled:
         check_initial_texts(population, initial_instructions(recipe))

@@ -3,8 +3,9 @@
     run_training(recipe, run)                       # a fresh run in a directory made by `RunDir.create`
     run_training(recipe, run, resume=True)          # continue from its newest checkpoint
 
-The trainer comes from `training.algorithm` (`inspo_cli.training.algorithms`): GRPO here (`build_grpo`), SFT
-in `inspo_cli.training.sft`, rejection sampling (sampling/, then SFT) in `inspo_cli.training.rejection_sampling`.
+The trainer comes from `training.algorithm` (`inspo_cli.registry.ALGORITHMS`): GRPO in `inspo_cli.training.grpo`,
+SFT in `inspo_cli.training.sft`, rejection sampling (sampling/, then SFT) in `inspo_cli.training.rejection_sampling`,
+each given a `TrainingContext` that carries the run's `BatchPlan`.
 The run directory (`inspo_cli.runs.RunDir`) ends up holding metrics.jsonl,
 tensorboard/, plots/, checkpoints/checkpoint-<update>/ (HF Trainer checkpoints with optimizer, scheduler and RNG
 states, and INSPO's coevolution.json), checkpoints/final/ (the policy as a plain model directory, LoRA merged),
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inspo_cli.config import Recipe
+from inspo_cli.config.batch_plan import BatchPlan, batch_plan
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
 
@@ -38,6 +40,7 @@ class TrainingContext:
     instructions: object  # the InstructionSource the policy is prompted with
     coevolution: object  # INSPO's CoEvolutionFactory, or None
     evaluation: object  # PeriodicEvaluation, or None
+    plan: BatchPlan  # the step's batches, computed once (`inspo_cli.config.batch_plan`)
     callbacks: list
     vllm_engine: object  # a context manager: vLLM's settings for a colocated engine while TRL starts it
 
@@ -47,7 +50,8 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     from transformers import PrinterCallback, ProgressCallback
 
     from inspo_cli.models import default_device, load_tokenizer
-    from inspo_cli.training.algorithms import PROGRESS_BEFORE_TRAINING, build_trainer, updates_per_step
+    from inspo_cli.registry import ALGORITHMS
+    from inspo_cli.training.algorithms import build_trainer
     from inspo_cli.training.coevolution import instruction_source
     from inspo_cli.training.guards import NonFiniteGuard
     from inspo_cli.training.run_logger import RunLogger, StepLog
@@ -64,7 +68,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
         unusable = "; ".join(f"{path.name}: {problem}" for path, problem in skipped)
         # an algorithm whose first phase keeps its own progress (rejection sampling's sampling/) resumes a run cut
         # before its first checkpoint: that phase goes on where it stopped, then training starts
-        if checkpoint is None and recipe.training.algorithm not in PROGRESS_BEFORE_TRAINING:
+        if checkpoint is None and not ALGORITHMS[recipe.training.algorithm].progress_before_training:
             raise InspoError(f"{run} has no complete checkpoint to resume from ({unusable or 'none was saved'}); "
                              "start a new run instead")
         if state.is_main_process:
@@ -72,7 +76,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
             run.truncate_metrics(RunDir.checkpoint_update(checkpoint) if checkpoint else 0)
     state.wait_for_everyone()
 
-    per_step = updates_per_step(recipe, state.num_processes)  # a batch that does not divide fails here, early
+    plan = batch_plan(recipe, state.num_processes)  # a batch that does not divide fails here, early
     engine = _vllm_engine(recipe, device)  # so does vLLM server mode on CPU, or vLLM missing
     saved = RunDir.checkpoint_coevolution(checkpoint) if checkpoint is not None else None
     instructions, coevolution = instruction_source(recipe, saved, state)  # a missing API key fails here, early
@@ -80,10 +84,10 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     tokenizer = load_tokenizer(recipe.model)
     log = StepLog(run, recipe.training.steps, instructions=instructions,
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
+    callbacks = [RunLogger(log, plan.updates_per_step), NonFiniteGuard(plan.updates_per_step,
+                                                                       recipe.training.learning_rate)]
     trainer = build_trainer(TrainingContext(recipe, run, device, state, tokenizer, instructions, coevolution,
-                                            evaluation, [RunLogger(log, per_step),
-                                                         NonFiniteGuard(per_step, recipe.training.learning_rate)],
-                                            engine))
+                                            evaluation, plan, callbacks, engine))
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
@@ -99,28 +103,6 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
                              run.relative(checkpoint) if checkpoint else None)
     state.wait_for_everyone()
     return summary
-
-
-def build_grpo(ctx: TrainingContext):
-    """GRPO (eq. 2) through `SearchGRPOTrainer`: multi-turn rollouts with search, INSPO's instruction source."""
-    from inspo_cli.models import resolve_model_path, uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from inspo_cli.training.setup import grpo_config, lora_config, question_dataset, schedule, train_questions
-    from inspo_cli.training.trainer import SearchGRPOTrainer
-
-    recipe = ctx.recipe
-    plan = schedule(recipe, ctx.state.num_processes)
-    args = grpo_config(recipe, ctx.run.checkpoints_dir, ctx.state.num_processes, ctx.device)
-    with ctx.vllm_engine:  # TRL starts a colocated vLLM engine inside the trainer
-        return SearchGRPOTrainer(
-            model=resolve_model_path(recipe.model.name_or_path), args=args,
-            train_dataset=question_dataset(train_questions(recipe)), processing_class=ctx.tokenizer,
-            instructions=ctx.instructions, retriever=open_from_config(recipe.retriever),
-            rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
-            chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
-            generation_batch_size=plan.steps_per_generation * recipe.training.micro_batch_size,
-            peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
-            evaluation=ctx.evaluation)
 
 
 def _say_resume_point(checkpoint: Path | None, unusable: str) -> None:

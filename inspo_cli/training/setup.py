@@ -1,59 +1,17 @@
-"""From a recipe to the pieces `SearchGRPOTrainer` needs: GRPOConfig, the question dataset, LoRA, instructions.
+"""From a recipe to what every trainer needs: TRL's shared config values, the question dataset, LoRA, instructions.
 
-Batch sizes in a recipe follow Search-R1's scripts, which App. B quotes: `batch_size` counts *questions* per step
-(each gets `group_size` rollouts), `mini_batch_trajectories` counts *trajectories* per optimizer update over all
-processes, `micro_batch_size` counts *trajectories per device* in one forward/backward pass. One training step
-generates `batch_size × group_size` trajectories and makes `batch_size × group_size / mini_batch_trajectories`
-optimizer updates on them (512 × 5 / 256 = 10). In TRL's terms:
-
-    per_device_train_batch_size = micro_batch_size
-    gradient_accumulation_steps = mini_batch_trajectories / (micro_batch_size × processes)
-    steps_per_generation        = gradient_accumulation_steps × updates per step
-    max_steps                   = steps × updates per step                        (optimizer updates)
+GRPO's own config is `training.grpo`, SFT's `training.sft`; the batch numbers behind both are
+`inspo_cli.config.batch_plan`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
-
-
-@dataclass(frozen=True)
-class Schedule:
-    updates_per_step: int
-    gradient_accumulation_steps: int
-    steps_per_generation: int
-    max_updates: int
-
-
-def schedule(recipe: Recipe, processes: int = 1) -> Schedule:
-    t = recipe.training
-    trajectories = t.mini_batch_trajectories
-    per_pass = t.micro_batch_size * processes
-    if trajectories % per_pass:
-        raise InspoError(
-            f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} trajectories per "
-            f"pass must divide training.mini_batch_trajectories={trajectories}; choose a micro_batch_size and a "
-            f"number of processes whose product divides {trajectories}")
-    accumulation = trajectories // per_pass
-    updates = t.batch_size * t.group_size // trajectories
-    return Schedule(updates, accumulation, accumulation * updates, t.steps * updates)
-
-
-def sft_accumulation(recipe: Recipe, processes: int = 1) -> int:
-    """SFT's gradient accumulation: `batch_size` examples per update over `micro_batch_size` per device and pass."""
-    t = recipe.training
-    per_pass = t.micro_batch_size * processes
-    if t.batch_size % per_pass:
-        raise InspoError(f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} "
-                         f"examples per pass must divide training.batch_size={t.batch_size} (SFT counts examples); "
-                         f"choose a micro_batch_size that divides {t.batch_size // processes}")
-    return t.batch_size // per_pass
 
 
 def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_updates: int, save_steps: int) -> dict:
@@ -87,44 +45,6 @@ def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_update
         model_init_kwargs={"dtype": dtype},
         gradient_checkpointing=m.gradient_checkpointing,
     )
-
-
-def grpo_kwargs(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu") -> dict:
-    """Every value the recipe hands to TRL's `GRPOConfig`; the rest are TRL's defaults (`inspo recipe check --trl`
-    prints both). Where TRL's default differs from what the paper or Search-R1 ran, the value is set explicitly."""
-    t, r, m = recipe.training, recipe.rollout, recipe.model
-    plan = schedule(recipe, processes)
-    return dict(
-        **shared_kwargs(recipe, checkpoints_dir, device, plan.max_updates, t.save_every * plan.updates_per_step),
-        gradient_accumulation_steps=plan.gradient_accumulation_steps,
-        steps_per_generation=plan.steps_per_generation,
-        num_generations=t.group_size,
-        num_iterations=1,
-        beta=t.kl_beta,
-        use_bias_correction_kl=t.kl_bias_correction,
-        epsilon=t.clip_epsilon,
-        loss_type=t.loss_type,
-        entropy_coef=t.entropy_coef,
-        scale_rewards="group",
-        temperature=r.temperature,
-        top_p=r.top_p,
-        max_completion_length=r.max_total_tokens,
-        mask_truncated_completions=False,  # it would zero every trajectory that does not end in EOS
-        logging_steps=plan.updates_per_step,
-        use_vllm=m.backend == "vllm",
-        vllm_mode=m.vllm_mode,
-        vllm_gpu_memory_utilization=m.vllm_gpu_memory_utilization,
-        vllm_importance_sampling_correction=t.vllm_is_correction != "off",
-        vllm_importance_sampling_mode="sequence_mask" if t.vllm_is_correction == "off" else t.vllm_is_correction,
-        vllm_importance_sampling_clip_max=t.vllm_is_clip,
-        log_completions=False,
-    )
-
-
-def grpo_config(recipe: Recipe, checkpoints_dir: Path, processes: int = 1, device: str = "cpu"):
-    from trl import GRPOConfig
-
-    return GRPOConfig(**grpo_kwargs(recipe, checkpoints_dir, processes, device))
 
 
 def lora_config(recipe: Recipe):

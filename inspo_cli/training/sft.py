@@ -63,14 +63,15 @@ def answer_example(engine, instruction: str, question: str, answer: str) -> dict
     return {"input_ids": prompt + completion, "completion_mask": [0] * len(prompt) + [1] * len(completion)}
 
 
-def sft_kwargs(recipe: Recipe, checkpoints_dir, processes: int = 1, device: str = "cpu") -> dict:
-    """Every value the recipe hands to TRL's `SFTConfig`; the rest are TRL's defaults."""
-    from inspo_cli.training.setup import sft_accumulation, shared_kwargs
+def sft_kwargs(recipe: Recipe, plan, checkpoints_dir, device: str = "cpu") -> dict:
+    """Every value the recipe hands to TRL's `SFTConfig`; the rest are TRL's defaults. `plan` is the run's
+    `BatchPlan` (`inspo_cli.config.batch_plan`): `batch_size` examples per update."""
+    from inspo_cli.training.setup import shared_kwargs
 
     t = recipe.training
     return dict(
-        **shared_kwargs(recipe, checkpoints_dir, device, t.steps, t.save_every),
-        gradient_accumulation_steps=sft_accumulation(recipe, processes),
+        **shared_kwargs(recipe, checkpoints_dir, device, plan.max_updates, t.save_every),
+        gradient_accumulation_steps=plan.accumulation,
         completion_only_loss=True,  # labels from completion_mask: prompt and observations get none
         max_length=None,  # the examples are cut to the rollout limits already
         packing=False,
@@ -114,7 +115,7 @@ def sft_trainer(ctx, engine, examples: list[dict]):
     from inspo_cli.training.setup import lora_config
 
     recipe = ctx.recipe
-    args = SFTConfig(**sft_kwargs(recipe, ctx.run.checkpoints_dir, ctx.state.num_processes, ctx.device))
+    args = SFTConfig(**sft_kwargs(recipe, ctx.plan, ctx.run.checkpoints_dir, ctx.device))
     return SearchSFTTrainer(model=resolve_model_path(recipe.model.name_or_path), args=args,
                             train_dataset=Dataset.from_list(examples),
                             processing_class=ctx.tokenizer, peft_config=lora_config(recipe),

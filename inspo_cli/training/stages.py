@@ -91,12 +91,12 @@ def resume_possible(directory: RunDir, kind: str = "train") -> bool:
         return False
     if kind == "evolve":
         return directory.coevolution_file.is_file()
-    from inspo_cli.training.algorithms import PROGRESS_BEFORE_TRAINING
+    from inspo_cli.registry import ALGORITHMS
 
     recipe = directory.recipe()
     if recipe.population.enabled and recipe.population.stage != "online":
         return True  # a chain of stages: each stage decides for itself
-    return directory.latest_checkpoint() is not None or recipe.training.algorithm in PROGRESS_BEFORE_TRAINING
+    return directory.latest_checkpoint() is not None or ALGORITHMS[recipe.training.algorithm].progress_before_training
 
 
 def _create(recipe: Recipe, directory: RunDir) -> None:

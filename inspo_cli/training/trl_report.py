@@ -18,8 +18,9 @@ import re
 from pathlib import Path
 
 from inspo_cli.config import Recipe
-from inspo_cli.training.algorithms import SFT_ALGORITHMS
-from inspo_cli.training.setup import grpo_kwargs, schedule
+from inspo_cli.registry import is_sft
+from inspo_cli.config.batch_plan import BatchPlan, batch_plan
+from inspo_cli.training.grpo import grpo_kwargs
 
 # App. B and §4 "Setups"; the two values that depend on the model size are keyed by it
 _BY_SIZE = {"learning_rate": {"3b": 5e-7, "7b": 3e-7}, "max_turns": {"3b": 4, "7b": 6}}
@@ -42,7 +43,7 @@ def _row(setting: str, paper, recipe_value, target: str, matches=_COMPARE, note:
             "note": note}
 
 
-def appendix_b_rows(recipe: Recipe, kwargs: dict, processes: int) -> list[dict]:
+def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]:
     """The paper's training settings next to the recipe's, with the TRL field (or inspo component) each feeds."""
     t, r, p = recipe.training, recipe.rollout, recipe.population
     size = model_size(recipe.model.name_or_path)
@@ -51,7 +52,7 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, processes: int) -> list[dict]:
         values = _BY_SIZE[key]
         return values[size] if size else " / ".join(f"{v:g} ({k.upper()})" for k, v in values.items())
 
-    plan = schedule(recipe, processes)
+    processes = plan.processes
     per_generation = kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] * processes
     per_update = kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes
     rows = [
@@ -144,21 +145,22 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
     checkpoints = RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir
     common = {"processes": processes, "device": device,
               "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None}
-    if recipe.training.algorithm in SFT_ALGORITHMS:
+    if is_sft(recipe.training.algorithm):
         from trl import SFTConfig
 
         from inspo_cli.training.sft import sft_kwargs
 
-        kwargs = sft_kwargs(recipe, checkpoints, processes, device)
+        kwargs = sft_kwargs(recipe, batch_plan(recipe, processes), checkpoints, device)
         return {**common, "appendix_b": [], "sft_config": _plain(_built(SFTConfig, kwargs, device)),
                 "set_by_inspo": sorted(kwargs)}
     from trl import GRPOConfig
 
-    kwargs = grpo_kwargs(recipe, checkpoints, processes, device)
+    plan = batch_plan(recipe, processes)
+    kwargs = grpo_kwargs(recipe, plan, checkpoints, device)
     values = _built(GRPOConfig, kwargs, device)
     # derived by TRL from the world size it runs in, i.e. the number of processes accelerate launches
-    values["generation_batch_size"] = kwargs["per_device_train_batch_size"] * processes * kwargs["steps_per_generation"]
-    return {**common, "appendix_b": appendix_b_rows(recipe, kwargs, processes), "grpo_config": _plain(values),
+    values["generation_batch_size"] = plan.generation_batch
+    return {**common, "appendix_b": appendix_b_rows(recipe, kwargs, plan), "grpo_config": _plain(values),
             "set_by_inspo": sorted(kwargs)}
 
 

@@ -5,9 +5,8 @@
 
 A proposer is a module with one function, `prompt(parent, population, buffer, config, rng) -> str`, that
 builds the text sent to the optimizer LM. `PROPOSERS` maps the name a recipe uses (`population.proposer`) to
-that module; the config validates against it and evolution looks the name up in it. To add a proposer, write
-`proposers/<name>.py` and add its line below. Modules are imported on first use, so this file imports
-nothing: the config can read the names without loading the proposers (or creating an import cycle).
+that module (`inspo_cli.registry`, where the config validates the name). To add a proposer, write
+`proposers/<name>.py` and add its line to `inspo_cli/registry.py`. Modules are imported on first use.
 """
 
 from __future__ import annotations
@@ -15,19 +14,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from inspo_cli.registry import PROPOSERS
+
 if TYPE_CHECKING:
     from inspo_cli.instructions.proposers.base import ProposalPrompt
 
-PROPOSERS: dict[str, str] = {
-    "reflection": "inspo_cli.instructions.proposers.reflection",  # INSPO: reflect on failed rollouts
-    "paraphrase": "inspo_cli.instructions.proposers.paraphrase",  # ablation: rewrite without feedback
-    "history": "inspo_cli.instructions.proposers.history",  # ablation: OPRO's scored history
-}
 
 
 def load_proposer(name: str) -> ProposalPrompt:
     """The `prompt` function of the proposer registered as `name`."""
     if name not in PROPOSERS:
         raise ValueError(f"unknown proposer {name!r}; registered: {', '.join(PROPOSERS)} "
-                         "(inspo_cli.instructions.proposers.PROPOSERS)")
+                         "(inspo_cli.registry.PROPOSERS)")
     return importlib.import_module(PROPOSERS[name]).prompt

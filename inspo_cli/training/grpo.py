@@ -1,0 +1,75 @@
+"""GRPO (eq. 2) as one room: the TRL config a recipe makes and the `SearchGRPOTrainer` built from it.
+
+    args = grpo_config(recipe, batch_plan(recipe, processes), run.checkpoints_dir, device)
+    trainer = build_grpo(ctx)        # `training.algorithm: grpo`, through `inspo_cli.registry.ALGORITHMS`
+
+The batch numbers are the run's `BatchPlan` (`inspo_cli.config.batch_plan`), computed once by `run_training`.
+The trainer itself (multi-turn rollouts with search, observation masking, INSPO's per-question instructions) is
+`training.trainer.SearchGRPOTrainer`; SFT's counterpart of this file is `training.sft`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inspo_cli.config import Recipe
+from inspo_cli.config.batch_plan import BatchPlan
+from inspo_cli.training.setup import shared_kwargs
+
+
+def grpo_kwargs(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: str = "cpu") -> dict:
+    """Every value the recipe hands to TRL's `GRPOConfig`; the rest are TRL's defaults (`inspo recipe check --trl`
+    prints both). Where TRL's default differs from what the paper or Search-R1 ran, the value is set explicitly."""
+    t, r, m = recipe.training, recipe.rollout, recipe.model
+    return dict(
+        **shared_kwargs(recipe, checkpoints_dir, device, plan.max_updates, t.save_every * plan.updates_per_step),
+        gradient_accumulation_steps=plan.accumulation,
+        steps_per_generation=plan.steps_per_generation,
+        num_generations=t.group_size,
+        num_iterations=1,
+        beta=t.kl_beta,
+        use_bias_correction_kl=t.kl_bias_correction,
+        epsilon=t.clip_epsilon,
+        loss_type=t.loss_type,
+        entropy_coef=t.entropy_coef,
+        scale_rewards="group",
+        temperature=r.temperature,
+        top_p=r.top_p,
+        max_completion_length=r.max_total_tokens,
+        mask_truncated_completions=False,  # it would zero every trajectory that does not end in EOS
+        logging_steps=plan.updates_per_step,
+        use_vllm=m.backend == "vllm",
+        vllm_mode=m.vllm_mode,
+        vllm_gpu_memory_utilization=m.vllm_gpu_memory_utilization,
+        vllm_importance_sampling_correction=t.vllm_is_correction != "off",
+        vllm_importance_sampling_mode="sequence_mask" if t.vllm_is_correction == "off" else t.vllm_is_correction,
+        vllm_importance_sampling_clip_max=t.vllm_is_clip,
+        log_completions=False,
+    )
+
+
+def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: str = "cpu"):
+    from trl import GRPOConfig
+
+    return GRPOConfig(**grpo_kwargs(recipe, plan, checkpoints_dir, device))
+
+
+def build_grpo(ctx):
+    """`SearchGRPOTrainer` for the run in `ctx` (a `training.run.TrainingContext`)."""
+    from inspo_cli.models import resolve_model_path, uses_chat_template
+    from inspo_cli.retrieval import open_from_config
+    from inspo_cli.training.setup import lora_config, question_dataset, train_questions
+    from inspo_cli.training.trainer import SearchGRPOTrainer
+
+    recipe, plan = ctx.recipe, ctx.plan
+    args = grpo_config(recipe, plan, ctx.run.checkpoints_dir, ctx.device)
+    with ctx.vllm_engine:  # TRL starts a colocated vLLM engine inside the trainer
+        return SearchGRPOTrainer(
+            model=resolve_model_path(recipe.model.name_or_path), args=args,
+            train_dataset=question_dataset(train_questions(recipe)), processing_class=ctx.tokenizer,
+            instructions=ctx.instructions, retriever=open_from_config(recipe.retriever),
+            rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
+            chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
+            generation_batch_size=plan.generation_batch_per_process,
+            peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
+            evaluation=ctx.evaluation)
