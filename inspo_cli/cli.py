@@ -1,7 +1,7 @@
 """The `inspo` command line. Run `inspo --help`; each command group lives in `inspo_cli/commands/`.
 
-This is the only layer that reads flags and YAML (DESIGN.md §2): commands turn them into typed configs and
-hand those to the components. Heavy libraries are imported inside commands so `inspo --help` stays fast.
+This is the only layer that reads flags and YAML (docs/architecture.md, "Layers"): commands turn them into typed
+configs and hand those to the components. Heavy libraries are imported inside commands so `inspo --help` stays fast.
 """
 
 from __future__ import annotations

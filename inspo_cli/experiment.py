@@ -89,7 +89,7 @@ def _run(kind: str, recipe: Recipe, directory: RunDir, resume, device: str | Non
 
         run_training(recipe, directory, resume=resume is not None, device=device)
     else:
-        from inspo_cli.frozen_policy_evolution import run_evolve
+        from inspo_cli.training.evolve import run_evolve
 
         run_evolve(recipe, directory, resume=resume is not None, device=device)
 

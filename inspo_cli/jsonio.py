@@ -50,21 +50,8 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    """Stream the rows of a JSONL file; a malformed line is an `InspoError` naming file and line."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InspoError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove that line") from None
-            except RecursionError:
-                raise InspoError(f"{path}:{lineno}: {TOO_DEEP}; fix or remove that line") from None
-            if not isinstance(row, dict):
-                raise InspoError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
-            yield row
+    """Stream the rows of a JSONL file of objects; a malformed line is an `InspoError` naming file and line."""
+    return iter_rows(path, dict, "fix or remove that line")
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

@@ -16,7 +16,7 @@ from inspo_cli.ablation.plan import plan_axes, plan_study, plan_sweep
 from inspo_cli.ablation.stats import seed_band
 from inspo_cli.ablation.table import collect, write_table
 from inspo_cli.errors import InspoError
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 
 INSPO_3B = "recipes/qwen2.5-3b/inspo.yaml"
 

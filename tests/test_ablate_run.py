@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
-from test_cli import invoke
+from cli_helpers import invoke
 from test_train_command import metrics, write_recipe
 
 SECOND = "Search, then answer. Question: {question}\n"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 
 DEEP = "[" * 500 + "]" * 500
 LAUGHS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"

@@ -13,7 +13,7 @@ from inspo_cli.agent.rollout import Trajectory
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import RewardConfig, load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.frozen_policy_evolution import FrozenPolicyEvolution
+from inspo_cli.training.evolve import FrozenPolicyEvolution
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import ReplayQuestion

@@ -8,7 +8,9 @@ from fake_retrievers import OverlapRetriever
 from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import RolloutConfig
-from inspo_cli.evaluation import MethodContext, averages, evaluate_methods, get_method
+from inspo_cli.evaluation.methods import get_method
+from inspo_cli.evaluation.methods.base import MethodContext
+from inspo_cli.evaluation.runner import averages, evaluate_methods
 from inspo_cli.evaluation.methods.base import short_answer
 from inspo_cli.evaluation.methods.search_o1 import boxed_answer
 

@@ -40,5 +40,5 @@ def test_malformed_jsonl_names_file_and_line(tmp_path):
     with pytest.raises(InspoError, match=r"rows.jsonl:3: not valid JSON"):
         read_jsonl(path)
     path.write_text('[1, 2]\n')
-    with pytest.raises(InspoError, match=r"rows.jsonl:1: expected a JSON object"):
+    with pytest.raises(InspoError, match=r"rows.jsonl:1: expected an object"):
         read_jsonl(path)

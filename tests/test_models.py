@@ -67,7 +67,8 @@ def test_smollm2_converts_once_reloads_and_answers(cache):
                                         add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
     out = model.generate(ids, max_new_tokens=12, do_sample=False)
     assert "Paris" in tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
-    # The Search-R1 tags must survive decoding with special tokens skipped (DESIGN.md §3).
+    # The Search-R1 tags must survive decoding with special tokens skipped (docs/architecture.md, "Facts the design
+    # rests on").
     tags = "<search> q </search><answer> a </answer><information> i </information>"
     assert tokenizer.decode(tokenizer(tags)["input_ids"], skip_special_tokens=True) == tags
 

@@ -21,7 +21,7 @@ from inspo_cli.config import Recipe, SamplingConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.models import load_tokenizer
 from inspo_cli.runs import RunDir
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 from test_sft import (INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine,
                       world_retriever)  # noqa: F401 (a fixture)
 from test_train_command import metrics, resume_after_a_cut, write_recipe

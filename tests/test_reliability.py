@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from inspo_cli.console import user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.progress import PlainProgress, plain_line
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 from test_lm import serve  # noqa: F401 (the fake provider servers' fixture)
 
 LATIN1 = "r\xe9ponse: caf\xe9\n".encode("latin-1")  # what an editor on an old Windows machine saves

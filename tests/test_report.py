@@ -13,7 +13,7 @@ from inspo_cli.reporting.figures import band
 from inspo_cli.reporting.lineage import lineage_text, tree_order
 from inspo_cli.reporting.report import table1, write_report
 from inspo_cli.reporting.sources import load_groups
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 
 LINEAGE = [  # i0 initial; i1 and i3 evolved from i0 at step 2; i4 from i1 at step 4; i2 initial, pruned at 2
     {"id": "i0", "text": "Answer it. {question}", "parent": None, "proposer": "initial", "step_born": 0,

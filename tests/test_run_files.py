@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_one_line_error, invoke
 from inspo_cli.config import dump_recipe, load_recipe
-from test_cli import invoke
 from test_report import make_run
 
 CUTS = (0.3, 0.6, 0.9)
@@ -51,10 +51,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def assert_refused(result, file: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert Path(file).name in lines[0] and "Traceback" not in result.output, lines[0]
+    assert_one_line_error(result, Path(file).name)
 
 
 # -- report and ablate --collect over an ablation directory ----------------------------------------------------------

@@ -14,6 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 import retriever.server
+from cli_helpers import assert_one_line_error
 from inspo_cli.commands.serve import serve_retriever
 from retriever.client import HTTPRetriever
 
@@ -32,14 +33,6 @@ CORPUS = "data/world/corpus.jsonl"
 
 def invoke(*args):
     return runner.invoke(app, ["serve-retriever", *map(str, args)])
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from inspo_cli.config import DataConfig, ModelConfig, Recipe, RetrieverConfig, R
 from inspo_cli.models import load_tokenizer
 from inspo_cli.retrieval import open_from_config
 from inspo_cli.world.oracle import coverage, oracle_trajectories
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 from test_train_command import metrics, resume_after_a_cut, write_recipe
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
-from test_cli import assert_one_line_error, invoke
+from cli_helpers import assert_one_line_error, invoke
 
 TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
                "time/evolution", "time/evaluation"}

@@ -12,7 +12,7 @@ from inspo_cli.errors import InspoError
 from inspo_cli.training.reward import make_reward_func, outcome_rewards
 from inspo_cli.runs import RunDir
 from inspo_cli.config.batch_plan import batch_plan
-from inspo_cli.training.setup import initial_instructions
+from inspo_cli.instructions.initial import initial_instructions
 
 
 def test_outcome_reward_is_the_metric_and_format_shaping_only_lifts_wrong_well_formed_answers():
@@ -247,7 +247,7 @@ def rows_of(rewards):
 
 
 def test_reward_collapse_is_a_window_mean_falling_below_a_share_of_its_peak():
-    from inspo_cli.training.collapse import detect_collapse
+    from inspo_cli.collapse import detect_collapse
 
     rising = [0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.6]
     assert detect_collapse(rows_of(rising), window=3, drop=0.5) is None

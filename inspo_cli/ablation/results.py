@@ -4,7 +4,7 @@
     result, why = read_result(RunDir(...), seed=0, rule="best")                  # RunResult, or None and the reason
 
 Rules (`--checkpoint`): "best", the default, is App. B's "final checkpoint before any reward collapse": without a
-collapse (`training/collapse.py`: `evaluation.collapse_window`, `collapse_drop`) the run's final policy; after
+collapse (`inspo_cli/collapse.py`: `evaluation.collapse_window`, `collapse_drop`) the run's final policy; after
 one, the latest step at or before the collapse's peak that has an evaluation (`training.eval_every`) or a
 checkpoint to evaluate (`inspo ablate` evaluates it into the run's evaluations/step-N). "final" is the evaluation
 after the last step whatever happened. A run chained from stages or one with a frozen policy has one policy to
@@ -32,7 +32,7 @@ METHOD = "agent"  # the trained policy with its best instruction
 class Choice:
     step: int | None  # the training step whose evaluation the table uses; None when there is none to use
     last_step: int | None
-    collapse: dict | None  # the reward collapse that moved it back (training.collapse.RewardCollapse.as_dict)
+    collapse: dict | None  # the reward collapse that moved it back (inspo_cli.collapse.RewardCollapse.as_dict)
     why: str | None = None  # why there is no step
 
 
@@ -43,7 +43,7 @@ def results_file(run: RunDir, step: int) -> Path:
 def choose_step(run: RunDir, rule: str = "best") -> Choice:
     """The step a table reports for a finished run under `rule` (see the module docstring)."""
     from inspo_cli.evaluation.checkpoints import checkpoint_steps
-    from inspo_cli.training.collapse import detect_collapse
+    from inspo_cli.collapse import detect_collapse
 
     summary = run.summary()
     if summary is None:

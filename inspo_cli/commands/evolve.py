@@ -4,21 +4,20 @@
     inspo evolve --recipe recipes/qwen2.5-3b/inspo.yaml --model runs/qwen3b/checkpoints/final  # post-policy
     inspo evolve --resume runs/inspo-20261122-101500
 
-The run itself is `inspo_cli.experiment.run("evolve", ...)` (the loop: `inspo_cli/frozen_policy_evolution.py`);
+The run itself is `inspo_cli.experiment.run("evolve", ...)` (the loop: `inspo_cli/training/evolve.py`);
 this command parses flags and prints.
 """
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from inspo_cli.commands.recipe import SetOption, refuse_with_resume
-from inspo_cli.console import console, err_console, user_errors
+from inspo_cli.commands.running import start_run
+from inspo_cli.console import console, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
 
@@ -36,7 +35,6 @@ def evolve(
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Evolve instructions with INSPO's population / prune / evolve / verify loop and a frozen policy."""
-    from inspo_cli import experiment
     from inspo_cli.config import load_recipe
 
     config = None
@@ -49,13 +47,7 @@ def evolve(
                              "recipes/qwen2.5-3b/inspo.yaml")
         config = load_recipe(recipe, overrides or [], flags={"--model": ("model.name_or_path", model),
                                                              "--name": ("run.name", name)})
-    try:
-        run = experiment.run("evolve", config, recipe_path=recipe, resume=resume, output_dir=output_dir,
-                             command=sys.argv, device=device,
-                             on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True))
-    except experiment.RunInterrupted as stop:
-        err_console.print(f"interrupted; continue from the last step with: inspo evolve --resume {shlex.quote(str(stop.run))}")
-        raise typer.Exit(130) from None
+    run = start_run("evolve", config, recipe, resume, output_dir, device)
     summary = run.summary()
     overhead = summary["overhead"]
     console.print(f"evolved for {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min: "

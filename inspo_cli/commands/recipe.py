@@ -1,7 +1,8 @@
 """`inspo recipe check`: validate a recipe (with overrides) and print the fully resolved config.
 
 Meant for CI pipelines and shell scripts: exit code 0 and the resolved YAML on stdout when the recipe is
-valid; a one-line error on stderr and exit code 2 when it is not.
+valid; a one-line error on stderr and exit code 2 when it is not. `inspo recipe list` names the bundled recipes;
+`inspo recipe explain FIELD` documents one recipe key (`inspo_cli.config.reference`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
 from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
 
-app = typer.Typer(help="Validate recipes and show their fully resolved configuration.", no_args_is_help=True)
+app = typer.Typer(help="Validate recipes, show their fully resolved configuration, and explain their fields.",
+                  no_args_is_help=True)
 
 SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override a recipe field, e.g. --set training.learning_rate=1e-6 (repeatable; values are YAML).")]
@@ -85,6 +87,30 @@ def list_recipes(
     for row in rows:
         table.add_row(row["name"], row["description"])
     console.print(table)
+
+
+@app.command("explain")
+@user_errors
+def explain_field(
+    field: Annotated[Optional[str], typer.Argument(help="A recipe key, section.field: e.g. population.accept or "
+                                                        "training.loss_type (a section name lists its keys).")] = None,
+    list_all: Annotated[bool, typer.Option("--list", help="Print every recipe key with its default, one per "
+                                                          "line.")] = False,
+) -> None:
+    """Explain FIELD: its type, default and meaning, the paper's value, and its row of docs/faithfulness.md."""
+    from inspo_cli.config.reference import explain, fields, format_value
+
+    if list_all and field is not None:
+        raise InspoError(f"give a recipe key ({field}) or --list, not both")
+    if not list_all and field is None:
+        raise InspoError("name a recipe key, e.g. `inspo recipe explain population.accept`, or pass --list to see "
+                         "them all")
+    if list_all:
+        entries = list(fields())
+        width = max(len(entry.key) for entry in entries)
+        typer.echo("\n".join(f"{entry.key:<{width}}  {format_value(entry.default)}" for entry in entries))
+    else:
+        typer.echo(explain(field))
 
 
 def _description(path: Path) -> str:

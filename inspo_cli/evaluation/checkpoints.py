@@ -43,7 +43,7 @@ def checkpoint_steps(run: RunDir, recipe: Recipe) -> dict[int, Path]:
 def paper_choice(run: RunDir, recipe: Recipe) -> str:
     """App. B's choice, "final" or a step: the last checkpoint at or before the peak of the reward that later
     collapsed; without a collapse, the final policy (else the newest checkpoint)."""
-    from inspo_cli.training.collapse import detect_collapse
+    from inspo_cli.collapse import detect_collapse
 
     e = recipe.evaluation
     collapse = detect_collapse(run.metrics(), e.collapse_window, e.collapse_drop)
@@ -114,7 +114,7 @@ def _available(steps: dict[int, Path]) -> str:
 def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
     """I* of the population saved with the checkpoint, or the static run's instruction."""
     from inspo_cli.instructions.population import InstructionPopulation
-    from inspo_cli.training.setup import initial_instructions
+    from inspo_cli.instructions.initial import initial_instructions
 
     state = RunDir.checkpoint_coevolution(folder)
     if state.is_file():

@@ -45,7 +45,7 @@ MAX_BACKOFF_S = 30.0  # ... up to this
 
 
 class LanguageModel(Protocol):
-    """The seam the instruction proposers call (DESIGN.md §2). Tests pass any object with this method."""
+    """The seam the instruction proposers call (docs/architecture.md, "Seams"); tests pass any object with it."""
 
     def complete(self, prompt: str) -> str: ...
 

@@ -7,8 +7,8 @@
 - anthropic: the `anthropic` SDK, POST {base_url}/v1/messages (anthropic >= 2 sends the key as a Bearer token).
 - openai: any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, ...) through plain httpx,
   POST {base_url}/chat/completions with `Authorization: Bearer <key>`; no openai package needed.
-- local: a transformers model loaded with `inspo_cli.models.load_model` on first use (the offline default); it
-  needs torch, so it lives outside this torch-free package, in `inspo_cli/agent/local_optimizer.py`.
+- local: a transformers model loaded with `inspo_cli.models.load_model` on first use (the offline default),
+  in `local_lm.py`, which imports torch and the model loader only inside its functions.
 
 The SDKs' own retries are switched off so `OptimizerLM` retries every provider the same way. Every SDK error is
 translated into `AttemptFailed` here, so nothing above this file imports an SDK or sees its exception types. Each
@@ -40,7 +40,7 @@ TRUNCATED_FINISH = {"gemini": ("MAX_TOKENS",), "anthropic": ("max_tokens", "mode
 def build_client(config: OptimizerConfig, api_key: str | None) -> ProviderClient:
     """The client for `config.provider`; `api_key` is None only for local models."""
     if config.provider == "local":
-        from inspo_cli.agent.local_optimizer import LocalTransformersClient  # torch: imported only when asked for
+        from inspo_cli.instructions.local_lm import LocalTransformersClient  # torch: imported only when asked for
 
         return LocalTransformersClient(config)
     assert api_key, "read_api_key refuses a missing key before this point"

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
 from inspo_cli.instructions.sampling import Pick, stable_random
+from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig

@@ -174,7 +174,7 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
     A missing optimizer API key fails here, before any model loads."""
     from inspo_cli.instructions.evolution import initial_rewrites
     from inspo_cli.instructions.sampling import StaticInstruction
-    from inspo_cli.training.setup import initial_instructions
+    from inspo_cli.instructions.initial import initial_instructions
 
     texts = initial_instructions(recipe)
     config = recipe.population

@@ -40,7 +40,8 @@ class PeriodicEvaluation:
 
     def run(self, step: int, engine, generation: Callable[[], ContextManager], instruction: str,
             instruction_id: str, accelerator=None) -> dict[str, float]:
-        from inspo_cli.evaluation import MethodContext, evaluate_methods
+        from inspo_cli.evaluation.methods.base import MethodContext
+        from inspo_cli.evaluation.runner import evaluate_methods
         from inspo_cli.evaluation.report import write_results
         from inspo_cli.evaluation.runner import averages, scores_from_rows
         from inspo_cli.jsonio import atomic_write_jsonl

@@ -23,7 +23,7 @@ def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     from inspo_cli.instructions.population import check_initial_texts
     from inspo_cli.models import check_model_location
     from inspo_cli.config.batch_plan import batch_plan
-    from inspo_cli.training.setup import initial_instructions
+    from inspo_cli.instructions.initial import initial_instructions
 
     batch_plan(recipe, processes)  # the batch divides into micro-batches over the processes
     population = recipe.population

@@ -82,7 +82,7 @@ class StepLog:
 
     def _report_collapse(self) -> None:
         """Say once, as soon as it happens, that the reward collapsed, and which checkpoint App. B would report."""
-        from inspo_cli.training.collapse import detect_collapse
+        from inspo_cli.collapse import detect_collapse
 
         if self._collapse_reported:
             return

@@ -1,4 +1,4 @@
-"""From a recipe to what every trainer needs: TRL's shared config values, the question dataset, LoRA, instructions.
+"""From a recipe to what every trainer needs: TRL's shared config values, the question dataset and LoRA.
 
 GRPO's own config is `training.grpo`, SFT's `training.sft`; the batch numbers behind both are
 `inspo_cli.config.batch_plan`.
@@ -6,12 +6,10 @@ GRPO's own config is `training.grpo`, SFT's `training.sft`; the batch numbers be
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 
 
 def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_updates: int, save_steps: int) -> dict:
@@ -78,29 +76,3 @@ def question_dataset(questions):
         raise InspoError("data.train has no questions; point it at a non-empty file or use data.train=world")
     return Dataset.from_list([{"prompt": q.question, "qid": q.key,
                                "golden_answers": list(q.golden_answers)} for q in questions])
-
-
-def initial_instructions(recipe: Recipe) -> list[str]:
-    """The recipe's instructions, or those of `population.instruction_file` (plain text, or JSONL with "text")."""
-    path = recipe.population.instruction_file
-    if path is None:
-        return list(recipe.population.instructions)
-    text = read_text(path, "population.instruction_file", max_bytes=INSTRUCTION_FILE_BYTES)
-    if Path(path).suffix != ".jsonl":
-        return [text.strip()] if text.strip() else _empty(path)
-    texts = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line).get("text")
-        except (json.JSONDecodeError, AttributeError, RecursionError):
-            value = None
-        if not isinstance(value, str) or not value.strip():
-            raise InspoError(f"{path}:{n}: each line must be a JSON object with a non-empty \"text\" field")
-        texts.append(value)
-    return texts or _empty(path)
-
-
-def _empty(path) -> list[str]:
-    raise InspoError(f"population.instruction_file {path} holds no instruction; write one or remove the key")

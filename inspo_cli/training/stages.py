@@ -38,7 +38,7 @@ def stage_dirs(run: RunDir, stage: str) -> list[tuple[str, RunDir]]:
 def run_staged(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
     from accelerate import PartialState
 
-    from inspo_cli.frozen_policy_evolution import run_evolve
+    from inspo_cli.training.evolve import run_evolve
     from inspo_cli.training.preflight import STAGED_ONE_PROCESS
     from inspo_cli.training.run import run_training
 
@@ -110,7 +110,7 @@ def _read_best(directory: RunDir) -> str:
 
 def _static(recipe: Recipe, instruction: str | None) -> Recipe:
     """The training stage: GRPO with one static instruction (the given one, else the recipe's first)."""
-    from inspo_cli.training.setup import initial_instructions
+    from inspo_cli.instructions.initial import initial_instructions
 
     sub = copy.deepcopy(recipe)
     p = sub.population

@@ -41,7 +41,7 @@ def finish_run(run: RunDir, recipe: Recipe, instructions, coevolution, wall: flo
 def run_summary(run: RunDir, recipe: Recipe, instructions, wall: float, resumed_from: str | None,
                 plots: list[str], frozen_policy: bool = False) -> dict:
     from inspo_cli.evaluation.checkpoints import paper_choice
-    from inspo_cli.training.collapse import detect_collapse
+    from inspo_cli.collapse import detect_collapse
 
     rows = run.metrics()
 

