@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from inspo_cli import __version__
-from inspo_cli.commands import ablate, data, evaluate, evolve, index, recipe, report, serve, train
+from inspo_cli.commands import ablate, data, env, evaluate, evolve, index, recipe, report, serve, train
 
 app = typer.Typer(
     name="inspo",
@@ -29,6 +29,7 @@ app.command("evolve")(evolve.evolve)
 app.command("evaluate")(evaluate.evaluate)
 app.command("ablate")(ablate.ablate)
 app.command("report")(report.report)
+app.command("env")(env.env)
 app.add_typer(recipe.app, name="recipe")
 app.add_typer(data.app, name="data")
 

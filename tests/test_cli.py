@@ -31,7 +31,8 @@ def test_every_command_explains_itself(command):
 def test_only_working_commands_are_registered():
     # A command appears only once it works: no placeholders.
     names = {command.name for command in app.registered_groups} | {c.name for c in app.registered_commands}
-    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate", "ablate", "report"}
+    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate", "ablate", "report",
+                     "env"}
 
 
 def test_recipe_check_prints_the_resolved_recipe(repo_root):
@@ -128,3 +129,18 @@ def test_the_installed_entry_point_exits_2_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {bad}: model.lora: expected true or false, got 'sometimes' (str); fix the value"
     assert proc.stdout == ""
+
+
+def test_env_reports_versions_devices_and_slurm_without_secrets(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-123")
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    result = invoke("env", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["inspo"] == __version__ and report["python"]
+    assert report["torch build"] == "CPU" or report["torch build"].startswith(("CUDA", "ROCm"))
+    assert {"torch", "trl", "transformers"} <= set(report["libraries"])
+    assert report["api keys"]["ANTHROPIC_API_KEY"] == "set" and report["api keys"]["GEMINI_API_KEY"] == "unset"
+    assert "sbatch" in report and "secret" not in result.stdout
+    text = invoke("env")
+    assert text.exit_code == 0 and "secret" not in text.stdout and "torch build" in text.stdout
