@@ -45,3 +45,17 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A real one-node SLURM (tests/slurm_cluster.py); skipped where it cannot run, unless INSPO_REQUIRE_SLURM=1."""
+    from slurm_cluster import available, slurm_cluster
+
+    why = available()
+    if why is not None:
+        if os.environ.get("INSPO_REQUIRE_SLURM") == "1":
+            pytest.fail(f"INSPO_REQUIRE_SLURM=1 but {why}")
+        pytest.skip(why)
+    with slurm_cluster() as conf:
+        yield conf

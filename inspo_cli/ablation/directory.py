@@ -4,6 +4,9 @@
     recipes/<variant>.yaml   each variant's resolved recipe (what `--print-commands` hands to `inspo train`)
     runs/<variant>-s<seed>/  one run directory per run (`RunDir`)
     failures.json        runs that failed in their last attempt, with the error; cleared when they finish
+    jobs.json            per run, the job it was last started as (a SLURM array task, or local:<host>:<pid>) and
+                         how often SLURM requeued it; what `--status` and re-submitting read
+    slurm/               with --scheduler slurm: submitit's folder (each task's stdout and stderr)
     ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average with 95% intervals,
                          and every variant against the reference (Δ, interval, p-value, power)
 
@@ -14,6 +17,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -35,6 +40,10 @@ class AblationDir:
     RUNS = "runs"
     FAILURES = "failures.json"
     TABLE = "ablation"  # .md, .json, .csv
+    JOBS = "jobs.json"
+    SLURM_LOGS = "slurm"
+    LOCK = ".lock"  # held while a shared file (failures.json, jobs.json) is read, changed and written
+    JOBS_SHAPE = {str: {"job?": str, "requeued?": int, "started?": str}}
 
     def __init__(self, path: str | Path, plan: Plan):
         self.path, self.plan = Path(path), plan
@@ -92,6 +101,19 @@ class AblationDir:
     recipes_dir = property(lambda self: self.path / self.RECIPES)
     runs_dir = property(lambda self: self.path / self.RUNS)
     failures_file = property(lambda self: self.path / self.FAILURES)
+    jobs_file = property(lambda self: self.path / self.JOBS)
+    slurm_logs = property(lambda self: self.path / self.SLURM_LOGS)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the ablation's lock: runs that end at once (--workers, SLURM tasks) must not lose each other's
+        changes to failures.json or jobs.json. flock works on local disks and on NFSv4."""
+        with open(self.path / self.LOCK, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def recipe_file(self, variant: str) -> Path:
         return self.recipes_dir / f"{variant}.yaml"
@@ -115,10 +137,35 @@ class AblationDir:
 
     def record_failure(self, run: PlannedRun, message: str | None) -> None:
         """Note (or, with None, clear) the failure of a run's last attempt."""
-        failures = self.failures()
-        if message is None:
-            if failures.pop(run.name, None) is None:
-                return
-        else:
-            failures[run.name] = message
-        atomic_write_json(self.failures_file, failures)
+        with self.locked():
+            failures = self.failures()
+            if message is None:
+                if failures.pop(run.name, None) is None:
+                    return
+            else:
+                failures[run.name] = message
+            atomic_write_json(self.failures_file, failures)
+
+    def jobs(self) -> dict[str, dict]:
+        """jobs.json: {run: {"job": ..., "requeued": n, "started": time}}."""
+        if not self.jobs_file.is_file():
+            return {}
+        return read_json(self.jobs_file, self.JOBS_SHAPE,
+                         "delete it: it only records the job of each run (re-running the command starts them again)")
+
+    def record_jobs(self, started: dict[str, str]) -> None:
+        """Note the job each run (by name) now runs as."""
+        import time
+
+        with self.locked():
+            jobs = self.jobs()
+            for name, job in started.items():
+                jobs.setdefault(name, {}).update(job=job, started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            atomic_write_json(self.jobs_file, jobs)
+
+    def count_requeue(self, name: str) -> None:
+        with self.locked():
+            jobs = self.jobs()
+            entry = jobs.setdefault(name, {})
+            entry["requeued"] = entry.get("requeued", 0) + 1
+            atomic_write_json(self.jobs_file, jobs)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Callable
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.plan import PlannedRun
 from inspo_cli.ablation.results import METHOD, choose_step, results_file
+from inspo_cli.ablation.status import local_job
 from inspo_cli.errors import USER_ERRORS, InspoError
 from inspo_cli.experiment import RunInterrupted
 from inspo_cli.runs import RunDir
@@ -39,54 +41,74 @@ class Outcome:
 
 
 def run_plan(ablation: AblationDir, device: str | None = None,
-             on_event: Callable[[str], None] = lambda line: None, rule: str = "best") -> Outcome:
+             on_event: Callable[[str], None] = lambda line: None, rule: str = "best",
+             launcher: str = "inspo") -> Outcome:
     outcome = Outcome()
     runs = ablation.plan.runs()
     for index, run in enumerate(runs, 1):
-        prefix = f"[{index}/{len(runs)}] {run.name}"
-        status = ablation.status(run)
-        started = time.monotonic()
-        try:
-            if status == FINISHED:
-                outcome.skipped.append(run.name)
-            else:
-                resume = status != ABSENT and resume_possible(ablation.run_dir(run))
-                on_event(f"{prefix}: " + ("resuming" if resume else "training" if status == ABSENT else
-                                          "starting over (cut off before its first checkpoint)"))
-                _train(ablation, run, resume, device)
-            evaluated = _evaluate_if_needed(ablation, run, device, rule)
-            if evaluated:
-                on_event(f"{prefix}: evaluated {evaluated}")
-        except (KeyboardInterrupt, RunInterrupted):  # Ctrl-C stops the ablation, not just this run
-            raise KeyboardInterrupt from None
-        except USER_ERRORS as error:
-            _failed(ablation, run, str(error), outcome, on_event, prefix)
-            continue
-        except Exception as error:  # a bug in one variant must not stop the others; its traceback is printed
-            import traceback
-
-            traceback.print_exc(file=sys.stderr)
-            _failed(ablation, run, f"{type(error).__name__}: {error}", outcome, on_event, prefix)
-            continue
-        ablation.record_failure(run, None)
-        if status != FINISHED:
-            outcome.finished.append(run.name)
-            on_event(f"{prefix}: done in {(time.monotonic() - started) / 60:.1f} min")
+        if ablation.status(run) != FINISHED:
+            ablation.record_jobs({run.name: local_job()})  # what --status reads: running here
+        result = run_one(ablation, run, device, on_event, rule, prefix=f"[{index}/{len(runs)}] {run.name}",
+                         launcher=launcher)
+        getattr(outcome, result).append(run.name)
     return outcome
 
 
-def _failed(ablation, run, message, outcome, on_event, prefix) -> None:
+def run_one(ablation: AblationDir, run: PlannedRun, device: str | None = None,
+            on_event: Callable[[str], None] = lambda line: None, rule: str = "best", prefix: str | None = None,
+            launcher: str = "inspo") -> str:
+    """One planned run to its result: train it (or resume it, or skip it when finished), then evaluate the step the
+    table reports. "finished", "skipped" (finished before) or "failed" (recorded in failures.json; the error is
+    not raised). With a `launcher` other than "inspo", training runs as that command (`accelerate launch ...`).
+    What a local ablation does per run, and what a SLURM array task does."""
+    prefix = prefix or run.name
+    status = ablation.status(run)
+    started = time.monotonic()
+    try:
+        if status != FINISHED:
+            resume = status != ABSENT and resume_possible(ablation.run_dir(run))
+            on_event(f"{prefix}: " + ("resuming" if resume else "training" if status == ABSENT else
+                                      "starting over (cut off before its first checkpoint)"))
+            _train(ablation, run, resume, device, launcher)
+        evaluated = _evaluate_if_needed(ablation, run, device, rule)
+        if evaluated:
+            on_event(f"{prefix}: evaluated {evaluated}")
+    except (KeyboardInterrupt, RunInterrupted):  # Ctrl-C stops the ablation, not just this run
+        raise KeyboardInterrupt from None
+    except USER_ERRORS as error:
+        return _failed(ablation, run, str(error), on_event, prefix)
+    except Exception as error:  # a bug in one variant must not stop the others; its traceback is printed
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        return _failed(ablation, run, f"{type(error).__name__}: {error}", on_event, prefix)
+    ablation.record_failure(run, None)
+    if status == FINISHED:
+        return "skipped"
+    on_event(f"{prefix}: done in {(time.monotonic() - started) / 60:.1f} min")
+    return "finished"
+
+
+def _failed(ablation, run, message, on_event, prefix) -> str:
     message = " ".join(message.split())
     ablation.record_failure(run, message)
-    outcome.failed.append(run.name)
     on_event(f"{prefix}: failed: {message}")
+    return "failed"
 
 
-def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None) -> None:
+def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None, launcher: str = "inspo") -> None:
     from inspo_cli import experiment
     from inspo_cli.config import load_recipe
 
     directory = ablation.run_dir(run)
+    if launcher_words(launcher) != ["inspo"]:  # e.g. accelerate launch: the run is that command's processes
+        if not resume and directory.path.exists():
+            shutil.rmtree(directory.path)
+        command = training_command(ablation, run, resume, device, launcher)
+        done = subprocess.run(command)
+        if done.returncode != 0:
+            raise InspoError(f"`{shlex.join(command)}` exited with code {done.returncode}; its output is above")
+        return
     if resume:
         experiment.run("train", resume=directory, device=device)
         return
@@ -121,6 +143,12 @@ def command_line(ablation: AblationDir, run: PlannedRun, launcher: str = "inspo"
         return [*prefix, "train", "--resume", str(ablation.run_dir(run).path)]
     return [*prefix, "train", "--recipe", str(ablation.recipe_file(run.variant)), "--set", f"run.seed={run.seed}",
             "--name", run.name, "--output-dir", str(ablation.runs_dir)]
+
+
+def training_command(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None,
+                     launcher: str) -> list[str]:
+    """What a run's training runs as a command of its own (with a launcher other than "inspo")."""
+    return [*command_line(ablation, run, launcher, resume=resume), *(["--device", device] if device else [])]
 
 
 def _evaluate_if_needed(ablation: AblationDir, run: PlannedRun, device: str | None, rule: str) -> str | None:

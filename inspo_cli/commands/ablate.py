@@ -6,6 +6,8 @@
     inspo ablate --study fig6 --print-commands \
         --launcher "accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml"
     inspo ablate --collect runs/ablations/inspo-fig3                  # the table from runs finished elsewhere
+    inspo ablate --study fig3 --scheduler slurm --partition gpu ...   # a SLURM job array (commands/ablate_cluster.py)
+    inspo ablate --status runs/ablations/inspo-fig3                   # where each run is
 
 Exit codes: 0 every run finished and has a result; 1 some run failed or has no result (the others ran; the table
 holds what there is); 2 bad input (one line on stderr); 130 interrupted (the same command continues).
@@ -55,13 +57,44 @@ def ablate(
     overrides: SetOption = None,
     out: Annotated[Optional[Path], typer.Option(help="The ablation directory (default: runs/ablations/<name>); the "
                                                      "same command with the same --out continues it.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned runs and exit.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned runs (with --scheduler slurm, the "
+                                                      "job array: sbatch file, resources, each task's command) "
+                                                      "and exit; writes nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan (--dry-run) or the table as JSON.")] = False,
     print_commands: Annotated[bool, typer.Option("--print-commands", help="Write the plan and print one training "
                                                  "command per unfinished run (for SLURM, job arrays); then "
                                                  "--collect.")] = False,
-    launcher: Annotated[str, typer.Option(help="With --print-commands: what starts a run, e.g. \"accelerate launch "
-                                               "--config_file recipes/accelerate/8gpu-zero3.yaml\".")] = "inspo",
+    launcher: Annotated[str, typer.Option(help="What starts each run's training, e.g. \"accelerate launch "
+                                               "--config_file recipes/accelerate/8gpu-zero3.yaml\" (locally, in "
+                                               "each SLURM task, or in --print-commands).")] = "inspo",
+    scheduler: Annotated[str, typer.Option(help="local (one run after another here) or slurm (one job array "
+                                                "through submitit; then --status, --collect --wait).")] = "local",
+    partition: Annotated[Optional[str], typer.Option(help="slurm: the partition.")] = None,
+    account: Annotated[Optional[str], typer.Option(help="slurm: the account.")] = None,
+    qos: Annotated[Optional[str], typer.Option(help="slurm: the QOS.")] = None,
+    time_limit: Annotated[str, typer.Option("--time", help="slurm: each run's time limit (MM, HH:MM:SS, D-HH:MM); "
+                                                           "a run that reaches it is requeued and resumes.")
+                          ] = "24:00:00",
+    workers: Annotated[int, typer.Option(help="local: runs at once on this machine, each in its own process (with "
+                                              "--gpus-per-run, on its own GPUs).")] = 1,
+    gpus_per_run: Annotated[Optional[int], typer.Option(help="GPUs per run: slurm, per node (default: the "
+                                                             "--launcher's accelerate config's num_processes); local "
+                                                             "with --workers, each worker's share of the visible "
+                                                             "GPUs.")] = None,
+    cpus_per_run: Annotated[Optional[int], typer.Option(help="slurm: CPUs per run.")] = None,
+    mem_per_run: Annotated[Optional[str], typer.Option(help="slurm: memory per run, e.g. 256G.")] = None,
+    nodes_per_run: Annotated[int, typer.Option(help="slurm: nodes per run.")] = 1,
+    array_parallelism: Annotated[int, typer.Option(help="slurm: runs at once, at most.")] = 256,
+    max_timeouts: Annotated[int, typer.Option(help="slurm: how often a run may reach --time and be requeued "
+                                                   "(preemptions do not count).")] = 10,
+    sbatch_option: Annotated[Optional[list[str]], typer.Option(help="slurm: any other sbatch option as KEY=VALUE "
+                                                                    "(repeatable), e.g. constraint=a100.")] = None,
+    status: Annotated[Optional[Path], typer.Option(help="Print where every run of this ablation directory is "
+                                                        "(queued, running with its step, finished with EM, failed "
+                                                        "with its error, requeues); --json too.")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="With --scheduler slurm or --collect: block until no run is "
+                                                      "queued or running, then tabulate; exit code = failed runs.")
+                    ] = False,
     collect: Annotated[Optional[Path], typer.Option(help="Build the table of this ablation directory from its "
                                                          "finished runs; loads no model.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
@@ -78,36 +111,60 @@ def ablate(
     intervals over seeds and questions, differences to a reference with p-values, power."""
     from inspo_cli.ablation.directory import AblationDir
 
-    options = table_options(checkpoint, reference, target_diff)
+    from inspo_cli.commands import ablate_cluster as cluster
 
+    options = table_options(checkpoint, reference, target_diff)
+    if status is not None:
+        cluster.print_status(AblationDir.open(status), as_json, options["rule"])
+        return
     axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
                                               ("n-parent", n_parent), ("temperature", temperature)) if value]
     if collect is not None:
         if axes or study or sweep or dry_run or print_commands:
             raise InspoError("--collect reads an existing ablation directory; drop the other planning flags")
-        _finish(AblationDir.open(collect), as_json, options)
+        ablation = AblationDir.open(collect)
+        failed = cluster.wait(ablation) if wait else 0
+        _finish(ablation, as_json, options, exit_code=failed if wait else None)
         return
+    if scheduler not in cluster.SCHEDULERS:
+        raise InspoError(f"--scheduler {scheduler!r}: choose local or slurm")
+    from inspo_cli.ablation.runner import launcher_words
+
+    launcher_words(launcher)  # a bad launcher fails before the plan is written
+    slurm = None
+    if scheduler == "slurm" and not print_commands:
+        slurm = cluster.slurm_options(partition, account, qos, time_limit, gpus_per_run, cpus_per_run, mem_per_run,
+                                      nodes_per_run, array_parallelism, sbatch_option, launcher, max_timeouts)
+    elif wait:
+        raise InspoError("--wait waits for SLURM jobs: use it with --scheduler slurm or --collect DIR")
+    if gpus_per_run is not None and gpus_per_run < 0:
+        raise InspoError(f"--gpus-per-run {gpus_per_run}: must be at least 0")
+    if workers < 1 or (workers > 1 and scheduler != "local"):
+        raise InspoError(f"--workers {workers}: runs at once with --scheduler local, at least 1 (SLURM's is "
+                         "--array-parallelism)")
     plan = _plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
     target = out if out is not None else ABLATIONS_DIR / plan.name
+    if reference is not None and reference not in [v.name for v in plan.variants]:
+        raise InspoError(f"--reference {reference!r} is not a variant of this ablation; choose from "
+                         f"{', '.join(v.name for v in plan.variants)}")
     if dry_run:
-        _print_plan(plan, target, as_json)
+        _print_plan(plan, target, as_json, None if slurm is None else cluster.preview(
+            AblationDir(target, plan), slurm, device, launcher))
         return
-    if not print_commands:
+    if not print_commands and slurm is None:  # a SLURM task checks the device on its node, not here
         from inspo_cli.models import check_device
 
         check_device(device)
-    if print_commands:
-        from inspo_cli.ablation.runner import launcher_words
-
-        launcher_words(launcher)  # a bad launcher fails before the plan is written
     ablation = AblationDir.start(target, plan)
     if print_commands:
         _print_commands(ablation, launcher)
         return
-    if reference is not None and reference not in [v.name for v in plan.variants]:
-        raise InspoError(f"--reference {reference!r} is not a variant of this ablation; choose from "
-                         f"{', '.join(v.name for v in plan.variants)}")
-    _run(ablation, device, as_json, options)
+    if slurm is not None:
+        cluster.submit(ablation, slurm, device, options["rule"], launcher)
+        if wait:
+            _finish(ablation, as_json, options, exit_code=cluster.wait(ablation))
+        return
+    _run(ablation, device, as_json, options, launcher, workers, gpus_per_run)
 
 
 def table_options(checkpoint: str, reference: str | None, target_diff: float) -> dict:
@@ -168,9 +225,11 @@ def _read_sweep(path: Path):
         raise InspoError(f"--sweep {path} is not valid YAML: {' '.join(str(e).split())}") from None
 
 
-def _print_plan(plan, target: Path, as_json: bool) -> None:
+def _print_plan(plan, target: Path, as_json: bool, slurm: dict | None = None) -> None:
+    """The plan; with `slurm` (--scheduler slurm) also the job array it would submit."""
     if as_json:
-        typer.echo(json.dumps({**plan.as_dict(), "out": str(target)}, indent=2))
+        typer.echo(json.dumps({**plan.as_dict(), "out": str(target), **({"slurm": slurm} if slurm else {})},
+                              indent=2))
         return
     typer.echo(f"ablation {plan.name}: {len(plan.variants)} variants x {len(plan.seeds)} seeds "
                f"({', '.join(map(str, plan.seeds))}) = {len(plan.runs())} runs -> {target}")
@@ -182,6 +241,8 @@ def _print_plan(plan, target: Path, as_json: bool) -> None:
     for name, into in plan.merged.items():
         typer.echo(f"  {name} resolves to the same recipe as {into}: not run twice; its bars join {into}'s")
     typer.echo(f"runs, in order: {' '.join(r.name for r in plan.runs())}")
+    if slurm:
+        typer.echo(f"\n{slurm['text']}")
 
 
 def _print_commands(ablation, launcher: str) -> None:
@@ -208,19 +269,28 @@ def _print_commands(ablation, launcher: str) -> None:
                       f"--collect {shlex.quote(str(ablation))}")
 
 
-def _run(ablation, device: str | None, as_json: bool, options: dict) -> None:
+def _run(ablation, device: str | None, as_json: bool, options: dict, launcher: str = "inspo", workers: int = 1,
+         gpus_per_run: int | None = None) -> None:
     from inspo_cli.ablation.runner import run_plan
+    from inspo_cli.ablation.workers import run_parallel
 
-    err_console.print(f"ablation {ablation.plan.name}: {len(ablation.plan.runs())} runs in {ablation}")
+    err_console.print(f"ablation {ablation.plan.name}: {len(ablation.plan.runs())} runs in {ablation}"
+                      + (f", {workers} at once" if workers > 1 else ""))
+    on_event = lambda line: err_console.print(escape(line))  # noqa: E731
     try:
-        run_plan(ablation, device, on_event=lambda line: err_console.print(escape(line)), rule=options["rule"])
+        if workers > 1:
+            run_parallel(ablation, workers, gpus_per_run, device, on_event, options["rule"], launcher)
+        else:
+            run_plan(ablation, device, on_event=on_event, rule=options["rule"], launcher=launcher)
     except KeyboardInterrupt:
         err_console.print(f"interrupted; the same command continues it (finished runs are kept): {ablation}")
         raise typer.Exit(130) from None
     _finish(ablation, as_json, options)
 
 
-def _finish(ablation, as_json: bool, options: dict) -> None:
+def _finish(ablation, as_json: bool, options: dict, exit_code: int | None = None) -> None:
+    """Write and print the table. Exit 1 when a run has no result; with `exit_code` (--wait: the failed runs),
+    exit with that instead."""
     from inspo_cli.ablation.table import collect, write_table
 
     table = collect(ablation, **options)
@@ -234,7 +304,10 @@ def _finish(ablation, as_json: bool, options: dict) -> None:
     if missing:
         err_console.print(f"{len(missing)} runs without a result: " + "; ".join(f"{m['run']} ({m['why']})"
                                                                                for m in missing[:5]))
-        raise typer.Exit(1)
+        if exit_code is None:
+            raise typer.Exit(1)
+    if exit_code:
+        raise typer.Exit(min(exit_code, 125))
 
 
 def _print_table(table: dict) -> None:
