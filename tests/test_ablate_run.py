@@ -25,14 +25,20 @@ def population(**overrides) -> dict:
             "prune_every": 2, "evolve_until": 0, **overrides}
 
 
+def tiny_sweep(tmp_path, repo_root, tiny_model_dir, seeds=(0, 1), steps=3):
+    """A sweep file of two variants of the tiny model (INSPO and a static instruction), checkpointing every step."""
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population(),
+                          training={"steps": steps, "save_every": 1, "keep_checkpoints": 1})
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"recipe": str(recipe), "seeds": list(seeds),
+                                     "variants": {"inspo": [], "static": ["population.enabled=false"]}}))
+    return sweep
+
+
 @pytest.mark.slow
 def test_a_tiny_ablation_survives_a_kill_and_a_rerun_and_tabulates_by_variant(tmp_path, repo_root,
                                                                              tiny_model_dir):
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population(),
-                          training={"steps": 3, "save_every": 1, "keep_checkpoints": 1})
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"recipe": str(recipe), "seeds": [0, 1],
-                                     "variants": {"inspo": [], "static": ["population.enabled=false"]}}))
+    sweep = tiny_sweep(tmp_path, repo_root, tiny_model_dir)
     out = tmp_path / "ablation"
     args = ["ablate", "--sweep", str(sweep), "--out", str(out), "--device", "cpu"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}

@@ -11,11 +11,10 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
 from cli_helpers import assert_one_line_error, invoke
-from test_ablate_run import population
-from test_train_command import TIMING_KEYS, metrics, write_recipe
+from test_ablate_run import tiny_sweep
+from test_train_command import TIMING_KEYS, metrics
 
 
 def test_bad_cluster_options_are_one_line_errors_before_anything_is_written(repo_root, monkeypatch, tmp_path):
@@ -33,11 +32,7 @@ def test_bad_cluster_options_are_one_line_errors_before_anything_is_written(repo
 @pytest.mark.slow
 def test_an_ablation_as_a_slurm_job_array_survives_a_requeue_and_tabulates(slurm, tmp_path, repo_root,
                                                                            tiny_model_dir):
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population(),
-                          training={"steps": 3, "save_every": 1, "keep_checkpoints": 1})
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"recipe": str(recipe), "seeds": [0, 1],
-                                     "variants": {"inspo": [], "static": ["population.enabled=false"]}}))
+    sweep = tiny_sweep(tmp_path, repo_root, tiny_model_dir)
     out = tmp_path / "ablation"
     args = ["ablate", "--sweep", sweep, "--out", out, "--device", "cpu", "--scheduler", "slurm", "--time", "30",
             "--cpus-per-run", "1", "--array-parallelism", "2"]
@@ -105,11 +100,7 @@ def test_workers_split_the_visible_gpus_and_refuse_more_than_there_are(monkeypat
 
 @pytest.mark.slow
 def test_local_workers_run_an_ablation_two_at_a_time(tmp_path, repo_root, tiny_model_dir):
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population(),
-                          training={"steps": 2, "save_every": 1, "keep_checkpoints": 1})
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"recipe": str(recipe), "seeds": [0],
-                                     "variants": {"inspo": [], "static": ["population.enabled=false"]}}))
+    sweep = tiny_sweep(tmp_path, repo_root, tiny_model_dir, seeds=[0], steps=2)
     out = tmp_path / "ablation"
     args = ["ablate", "--sweep", sweep, "--out", out, "--device", "cpu", "--workers", "2"]
     result = invoke(*args)
