@@ -1,6 +1,8 @@
-"""Every strategy by name, as plain data: the proposers, the inference methods and the training algorithms.
+"""Every strategy by name, as plain data: the proposers, the selections, the inference methods and the training
+algorithms.
 
     registry.PROPOSERS["reflection"]      # -> "inspo_cli.instructions.proposers.reflection"
+    registry.SELECTIONS["ucb"]            # -> "inspo_cli.instructions.selection.ucb"
     registry.ALGORITHMS["sft"].sft        # -> True: trained by TRL's SFTTrainer on examples
 
 Adding a strategy is one file plus one line here (docs/contributing.md shows each). This module sits on the lowest
@@ -17,6 +19,13 @@ PROPOSERS: dict[str, str] = {  # population.proposer -> a module with prompt(par
     "reflection": "inspo_cli.instructions.proposers.reflection",  # INSPO: reflect on failed rollouts
     "paraphrase": "inspo_cli.instructions.proposers.paraphrase",  # ablation: rewrite without feedback
     "history": "inspo_cli.instructions.proposers.history",  # ablation: OPRO's scored history
+}
+
+SELECTIONS: dict[str, str] = {  # population.selection -> a module with build(arms, config, batch) -> Selector
+    "softmax": "inspo_cli.instructions.selection.softmax",  # INSPO (eq. 4): softmax(w / tau_s)
+    "ucb": "inspo_cli.instructions.selection.ucb",  # beyond the paper: batched UCB1 on the window's rewards
+    "thompson": "inspo_cli.instructions.selection.thompson",  # beyond the paper: Beta posteriors, one draw per group
+    "epsilon-greedy": "inspo_cli.instructions.selection.epsilon_greedy",  # beyond the paper
 }
 
 METHODS: dict[str, str] = {  # evaluation.method -> a module with predict(ctx, questions); Table 1's order

@@ -116,6 +116,10 @@ def test_wrong_types_are_named(minimal, override, expected):
     ("training.loss_type=dpo", "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo (got 'dpo')"),
     ("training.vllm_is_correction=token", "--set training.vllm_is_correction: must be one of off, token_truncate"),
     ("population.accept=best", "--set population.accept: must be one of beat_parent, top_n (got 'best')"),
+    ("population.selection=pareto-ucb", "--set population.selection: must be one of softmax, ucb, thompson, "
+     "epsilon-greedy (got 'pareto-ucb')"),
+    ("population.epsilon=1.5", "--set population.epsilon: must be a probability in [0, 1] (got 1.5)"),
+    ("population.ucb_exploration=-1", "--set population.ucb_exploration: must be >= 0 (got -1.0)"),
     ("evaluation.collapse_drop=1", "--set evaluation.collapse_drop: must be in [0, 1) (got 1.0)"),
     ("training.eval_every=-1", "--set training.eval_every: must be >= 0 (got -1)"),
 ])

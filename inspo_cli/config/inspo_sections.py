@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from inspo_cli.config.validation import ConfigValueError, _one_of, _positive, _require
 from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
-from inspo_cli.registry import PROPOSERS
+from inspo_cli.registry import PROPOSERS, SELECTIONS
 
 STAGES = ("online", "pre-rl", "post-rl")
 
@@ -40,6 +40,14 @@ class PopulationConfig:
                 "below it."})
     temperature: float = field(default=0.2, metadata={
         "help": "tau_s in softmax(w / tau_s), the sampling of instructions by weight (the paper: 0.2)."})
+    selection: str = field(default="softmax", metadata={
+        "help": "How each question group's instruction is drawn (a name in inspo_cli.registry.SELECTIONS): softmax "
+                "(the paper, eq. 4, with temperature) | ucb (batched UCB1, ucb_exploration) | thompson (Beta "
+                "posteriors of the window's rewards) | epsilon-greedy (epsilon); the last three go beyond the paper."})
+    ucb_exploration: float = field(default=1.0, metadata={
+        "help": "selection ucb: c in w + c * sqrt(ln N / n), the exploration bonus (rewards lie in [0, 1])."})
+    epsilon: float = field(default=0.1, metadata={
+        "help": "selection epsilon-greedy: the chance a group draws uniformly instead of the best weight."})
     weight_window: int = field(default=5, metadata={
         "help": "n: the moving-average window of an instruction's mean group reward, its weight w (the paper: 5)."})
     prune_every: int = field(default=5, metadata={
@@ -98,6 +106,9 @@ class PopulationConfig:
         _require(len(self.instructions) <= self.size, "instructions",
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
         _one_of(self.proposer, tuple(PROPOSERS), "proposer")
+        _one_of(self.selection, tuple(SELECTIONS), "selection")
+        _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")
+        _require(0 <= self.epsilon <= 1, "epsilon", f"must be a probability in [0, 1] (got {self.epsilon}); e.g. 0.1")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
         _require(self.accept_margin >= 0, "accept_margin", f"must be >= 0 standard errors (got {self.accept_margin}); "
                  "0 admits candidates scoring at least their parent, 1.645 those not significantly worse")

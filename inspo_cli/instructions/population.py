@@ -2,7 +2,8 @@
 
 Each candidate instruction I_j carries an importance weight w_j, the moving average of the mean group reward
 it earned over the last `weight_window` steps in which it was used (eq. 6; 0 before its first use). Questions
-draw their instruction from softmax(w / temperature) over the alive candidates (eq. 4). Every `prune_every`
+draw their instruction from softmax(w / temperature) over the alive candidates (eq. 4), or by another
+`population.selection` strategy (`selection/`). Every `prune_every`
 steps the bottom half by weight is dropped (successive halving, never below `n_parent`); every `evolve_every`
 steps before `evolve_until` the top `n_parent` become parents of a new generation (evolution itself, which
 needs the optimizer LM, lives elsewhere and uses `parents`, `keep_only_parents`, `add`, `reset_weights`).
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.sampling import Pick, stable_random
+from inspo_cli.instructions.selection import load_selection
+from inspo_cli.instructions.selection.base import Arm
 from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
 
 if TYPE_CHECKING:
@@ -144,32 +147,34 @@ class InstructionPopulation:
 
     # -- sampling (eq. 4) --------------------------------------------------------------------------------
 
-    def probabilities(self) -> dict[str, float]:
-        """softmax(w / temperature) over the alive candidates, in creation order."""
+    def selector(self):
+        """`population.selection`'s selector over the alive candidates (in creation order), from their window's
+        statistics and the number of groups seen in the last step: the same on every process and after a resume."""
         alive = self.alive()
         if not alive:
             raise RuntimeError("the population has no alive candidates")
-        scaled = [c.weight / self.config.temperature for c in alive]
-        top = max(scaled)  # subtracting the max keeps exp() from overflowing at low temperatures
-        exps = [math.exp(s - top) for s in scaled]
-        total = math.fsum(exps)
-        return {c.id: e / total for c, e in zip(alive, exps)}
+        arms = []
+        for c in alive:
+            window = c.step_rewards[-len(c.recent_means):] if c.recent_means else []
+            arms.append(Arm(c.id, c.weight, sum(int(g) for _, _, g in window),
+                            math.fsum(mean * g for _, mean, g in window)))
+        batch = sum(int(g) for c in self._candidates.values() for s, _, g in c.step_rewards
+                    if s == self._last_step_ended)
+        return load_selection(self.config.selection)(arms, self.config, batch), alive
+
+    def probabilities(self) -> dict[str, float]:
+        """The chance each alive candidate is drawn for a question group (eq. 4's softmax(w / temperature) with
+        the paper's selection), in creation order."""
+        selector, alive = self.selector()
+        return {c.id: p for c, p in zip(alive, selector.probabilities())}
 
     def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
         """One instruction per key; the same key at the same step gets the same pick in every process."""
-        probabilities = self.probabilities()
-        ids = list(probabilities)
-        cumulative, running = [], 0.0
-        for instruction_id in ids:
-            running += probabilities[instruction_id]
-            cumulative.append(running)
+        selector, alive = self.selector()
         chosen: dict[str, Pick] = {}
         for key in keys:
             if key not in chosen:
-                # scaled by the sum so rounding never falls off the end
-                u = stable_random(self.seed, step, key).random() * running
-                index = next((i for i, edge in enumerate(cumulative) if u < edge), len(ids) - 1)
-                candidate = self._candidates[ids[index]]
+                candidate = alive[selector.draw(stable_random(self.seed, step, key))]
                 chosen[key] = Pick(candidate.id, candidate.text)
         return [chosen[key] for key in keys]
 
