@@ -80,6 +80,19 @@ def test_fig6_and_table1_compare_against_search_r1(repo_root, monkeypatch):
                                                               ("search-r1", ["population.enabled=false"])]
 
 
+def test_the_selection_study_compares_every_selection_rule_with_the_papers_configuration(repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    plan = plan_study(INSPO_3B, "selection", seeds=[0, 1])
+    assert [(v.name, v.overrides) for v in plan.variants] == [
+        ("inspo", []), ("selection-ucb", ["population.selection=ucb"]),
+        ("selection-thompson", ["population.selection=thompson"]),
+        ("selection-epsilon-greedy", ["population.selection=epsilon-greedy"])]
+    assert plan.variant("inspo").bars == ["selection=softmax"]  # eq. 4 is the base recipe's: one run, not two
+    assert "search-r1" not in [v.name for v in plan.variants]  # the reference is the paper's configuration
+    axis = invoke("ablate", "--recipe", INSPO_3B, "--selection", "thompson,ucb", "--seeds", "0", "--dry-run")
+    assert axis.exit_code == 0 and "selection-thompson" in axis.stdout and "selection-ucb" in axis.stdout
+
+
 def test_a_sweep_file_plans_named_variants_and_a_grid_with_common_overrides(repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     sweep = {"recipe": "recipes/demo.yaml", "seeds": [3, 4], "set": ["training.steps=2"],

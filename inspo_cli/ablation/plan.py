@@ -15,8 +15,9 @@ always a variant (named after its file) for the named ablations and studies; a s
 
 Named ablations (`AXES`): proposer (reflection | paraphrase | history), components (constant: no pruning and no
 evolution; no-verify: prune + expand without verification; full), n-parent and temperature (Fig. 6, any values),
-and stage (online | pre | post: `population.stage`). `search-r1` is the static-instruction reference
-(`population.enabled=false`) that Fig. 6 and Table 1 compare against.
+stage (online | pre | post: `population.stage`) and, beyond the paper, selection (softmax | ucb | thompson |
+epsilon-greedy: `population.selection`; the `selection` study compares them with the base recipe). `search-r1` is the
+static-instruction reference (`population.enabled=false`) that Fig. 6 and Table 1 compare against.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Sequence
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import PROPOSERS
+from inspo_cli.registry import PROPOSERS, SELECTIONS
 
 PAPER_SEEDS = (0, 1, 2)  # Fig. 2 and Fig. 5: three seeds
 SEARCH_R1 = ("search-r1", ["population.enabled=false"])  # the static-instruction baseline
@@ -65,6 +66,7 @@ AXES = {
     "components": _choices({"constant": ["population.prune=false", "population.evolve_until=0"],
                             "no-verify": ["population.prune=true", "population.verify=false"],
                             "full": ["population.prune=true", "population.verify=true"]}),
+    "selection": _choices({name: [f"population.selection={name}"] for name in SELECTIONS}),
     "n-parent": _number("population.n_parent", int, 1),
     "temperature": _number("population.temperature", float, 0.0),
 }
@@ -75,6 +77,8 @@ STUDIES = {
               ("components", ["constant", "no-verify", "full"])], False),
     "fig6": ([("n-parent", ["1", "2", "3"]), ("temperature", ["0.05", "0.2", "1.0"])], True),
     "table1": ([], True),
+    # beyond the paper: each selection rule against the paper's configuration (the base recipe, eq. 4's softmax)
+    "selection": ([("selection", ["softmax", *(name for name in SELECTIONS if name != "softmax")])], False),
 }
 # Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
@@ -207,7 +211,8 @@ def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], see
 
 def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEEDS, common: Sequence[str] = ()) -> Plan:
     """A paper figure or table: fig3 (stage, proposer, components), fig6 (N_parent, tau_s, and Search-R1), table1
-    (INSPO, Search-R1 and the trained baselines found beside the recipe)."""
+    (INSPO, Search-R1 and the trained baselines found beside the recipe); or selection (beyond the paper: every
+    `population.selection` against the base recipe)."""
     if study not in STUDIES:
         raise InspoError(f"unknown study {study!r}; choose from {', '.join(STUDIES)}")
     axes, reference = STUDIES[study]

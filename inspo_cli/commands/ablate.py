@@ -43,13 +43,18 @@ def ablate(
     components: Annotated[Optional[str], typer.Option(help="Population components, comma-separated: constant (no "
                                                            "pruning, no evolution), no-verify (prune + expand without "
                                                            "verification), full (Fig. 3).")] = None,
+    selection: Annotated[Optional[str], typer.Option(help="Selection rules to compare, comma-separated: softmax "
+                                                          "(INSPO, eq. 4), ucb, thompson, epsilon-greedy (beyond "
+                                                          "the paper).")] = None,
     n_parent: Annotated[Optional[str], typer.Option(help="Values of population.n_parent, comma-separated "
                                                          "(Fig. 6a).")] = None,
     temperature: Annotated[Optional[str], typer.Option(help="Values of population.temperature (tau_s), "
                                                             "comma-separated (Fig. 6b).")] = None,
     study: Annotated[Optional[str], typer.Option(help="A paper experiment: fig3 (stage, proposer, components), fig6 "
                                                       "(N_parent, tau_s, vs Search-R1), table1 (INSPO, Search-R1 and "
-                                                      "the trained baselines beside the recipe).")] = None,
+                                                      "the trained baselines beside the recipe), selection "
+                                                      "(every population.selection against the recipe; beyond "
+                                                      "the paper).")] = None,
     sweep: Annotated[Optional[Path], typer.Option(help="A sweep file (YAML): recipe, seeds, set, variants, "
                                                        "grid.")] = None,
     seeds: Annotated[Optional[str], typer.Option(help="Seeds, comma-separated (default: the sweep file's, else "
@@ -118,7 +123,8 @@ def ablate(
         cluster.print_status(AblationDir.open(status), as_json, options["rule"])
         return
     axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
-                                              ("n-parent", n_parent), ("temperature", temperature)) if value]
+                                              ("selection", selection), ("n-parent", n_parent),
+                                              ("temperature", temperature)) if value]
     if collect is not None:
         if axes or study or sweep or dry_run or print_commands:
             raise InspoError("--collect reads an existing ablation directory; drop the other planning flags")
@@ -186,7 +192,8 @@ def _plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
     recipe = find_recipe(recipe) if recipe is not None else None  # a bundled name becomes its file
     chosen = [flag for flag, given in (("--study", study), ("--sweep", sweep), ("an axis flag", axes)) if given]
     if len(chosen) != 1:
-        raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --n-parent, --temperature; "
+        raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --selection, --n-parent, "
+                         "--temperature; "
                          "several may be combined), a --study, or a --sweep file" +
                          (f" (got {' and '.join(chosen)})" if chosen else ""))
     seed_list = _parse_seeds(seeds)

@@ -1,0 +1,266 @@
+"""What does each instruction-selection switch buy? The real population code, driven by synthetic rewards (issue 32).
+
+INSPO's population machinery is torch-free, so it runs here as it runs in training: `InstructionPopulation`
+(sampling by `population.selection`, eq. 6 weights, pruning), `evolution.evolve` (parents, the reflection
+proposer's prompt, verification on D_B, `population.accept`), `ReplayBuffer`. Only the policy and the optimizer are
+synthetic:
+
+- every instruction has a true strength s (logit scale); question q a difficulty d_q ~ N(0, 1); a rollout of q
+  under instruction i succeeds with probability sigmoid(s_i + d_q + drift(t)) (reward 1 or 0), where drift rises
+  linearly by 1 logit over the run, as a policy that learns lifts every instruction;
+- the initial population is Search-R1's instruction (s = logit 0.35) and N_P - 1 rewrites of it with strengths
+  s_0 + N(0, 0.3);
+- the optimizer, asked for candidates from a parent, returns `candidates_per_call` of them with strengths
+  s_parent + N(shift, spread) (`--shift -0.1 --spread 0.2` by default: most variations are no better, a few are);
+- each step draws the paper's batch: 512 questions x 5 rollouts, 300 steps, K_p 5, K_e 15, T_e 150, |D_B| 200.
+
+Per configuration (selection x accept rule, and the paper's defaults tau_s 0.2, N_P 7, window 5 against
+alternatives) over `--runs` seeds it reports, with 95% intervals (Wilson for proportions, t for means):
+
+- P(best): I* at the end is the truly strongest instruction of the final population; P(best ever): of every
+  instruction the run ever held;
+- regret: the mean reward per group lost to sampling instructions weaker than the population's strongest (the
+  cost of exploring), and I*'s true success rate at the end (on an average question, without drift);
+- worse in: of the accepted candidates, the share weaker than their parent; better out: of the candidates stronger
+  than their parent by more than 0.1 logit, the share turned away by verification.
+
+    python bench/population_sim.py                  # every configuration, 100 runs each (about 20 min on 2 cores)
+    python bench/population_sim.py --runs 20 --configs paper,ucb,thompson   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from _common import ROOT, machine, update_readme_section
+
+from inspo_cli.config.sections import PopulationConfig
+from inspo_cli.instructions.evolution import BELOW_PARENT, evolve
+from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
+from inspo_cli.jsonio import atomic_write_json
+
+RESULTS = ROOT / "bench/results/population_sim.json"
+STEPS, QUESTIONS_PER_STEP, ROLLOUTS, POOL = 300, 512, 5, 20_000
+PAPER = dict(size=7, n_parent=1, temperature=0.2, weight_window=5, prune_every=5, evolve_every=15, evolve_until=150,
+             proposer="reflection", candidates_per_call=6, failures_per_call=4, verify_size=200, verify_rollouts=1,
+             accept="beat_parent", accept_margin=1.645, accept_top_n=6, max_verify_rounds=5, selection="softmax")
+# name -> what differs from the paper's configuration
+CONFIGS = {
+    "paper": {},
+    "ucb": {"selection": "ucb"},
+    "thompson": {"selection": "thompson"},
+    "epsilon-greedy": {"selection": "epsilon-greedy"},
+    "paper, accept top-n": {"accept": "top_n"},
+    "ucb, accept top-n": {"selection": "ucb", "accept": "top_n"},
+    "thompson, accept top-n": {"selection": "thompson", "accept": "top_n"},
+    "tau_s 0.05": {"temperature": 0.05},
+    "tau_s 1.0": {"temperature": 1.0},
+    "N_P 5": {"size": 5},
+    "N_P 9": {"size": 9},
+    "window 1": {"weight_window": 1},
+    "window 15": {"weight_window": 15},
+}
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+class World:
+    """The synthetic policy: instruction strengths, question difficulties, the drift of a learning policy."""
+
+    def __init__(self, rng: random.Random):
+        self.difficulty = [rng.gauss(0.0, 1.0) for _ in range(POOL)]
+        self.strength: dict[str, float] = {}  # instruction text -> s
+
+    def success(self, text: str, question: int, step: int) -> float:
+        return sigmoid(self.strength[text] + self.difficulty[question] + step / STEPS)
+
+
+class SyntheticOptimizer:
+    """A `LanguageModel` whose candidates' strengths are drawn around the parent's (found in the prompt)."""
+
+    def __init__(self, world: World, rng: random.Random, n: int, shift: float, spread: float):
+        self.world, self.rng, self.n, self.shift, self.spread = world, rng, n, shift, spread
+        self.calls = 0
+
+    def complete(self, prompt: str) -> str:
+        parent = max((t for t in self.world.strength if t in prompt), key=len)  # the prompt quotes its parent
+        blocks = []
+        for _ in range(self.n):
+            self.calls += 1
+            text = f"Instruction {len(self.world.strength)}: search, then answer."
+            self.world.strength[text] = self.world.strength[parent] + self.rng.gauss(self.shift, self.spread)
+            blocks.append(f"<ins_{len(blocks) + 1}>{text}</ins_{len(blocks) + 1}>")
+        return "\n".join(blocks)
+
+
+class SyntheticVerifier:
+    """Rolls the synthetic policy out on D_B: one 0/1 reward per question and rollout."""
+
+    def __init__(self, world: World, rng: random.Random):
+        self.world, self.rng, self.step = world, rng, 0
+
+    def score(self, instructions, questions: list[ReplayQuestion], rollouts: int = 1) -> list[list[float]]:
+        return [[sum(self.rng.random() < self.world.success(text, int(q.key), self.step) for _ in range(rollouts))
+                 / rollouts for q in questions] for text in instructions]
+
+
+@dataclass
+class RunResult:
+    best_final: bool
+    best_ever: bool
+    regret: float
+    best_rate: float
+    worse_in: int
+    accepted: int
+    better_out: int
+    better: int
+
+
+def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunResult:
+    settings = {**PAPER, **CONFIGS[config_name]}
+    rng = random.Random(seed)
+    world = World(rng)
+    base = math.log(0.35 / 0.65)
+    texts = ["Search-R1's instruction: reason, search, answer."] + [
+        f"Rewrite {k} of Search-R1's instruction: reason, search, answer." for k in range(1, settings["size"])]
+    for k, text in enumerate(texts):
+        world.strength[text] = base + (0.0 if k == 0 else rng.gauss(0.0, 0.3))
+    config = PopulationConfig(enabled=True, instructions=texts, **settings)
+    from inspo_cli.instructions.population import InstructionPopulation
+
+    population = InstructionPopulation(config, seed=seed)
+    buffer = ReplayBuffer(4096)
+    optimizer = SyntheticOptimizer(world, rng, config.candidates_per_call, shift, spread)
+    verifier = SyntheticVerifier(world, rng)
+    regret, groups = 0.0, 0
+    worse_in = accepted = better_out = better = 0
+    for step in range(STEPS):
+        questions = rng.sample(range(POOL), QUESTIONS_PER_STEP)
+        picks = population.sample([str(q) for q in questions], step)
+        strongest = max(world.strength[c.text] for c in population.alive())
+        rewards, experiences = [], []
+        for q, pick in zip(questions, picks):
+            p = world.success(pick.text, q, step)
+            outcomes = [float(rng.random() < p) for _ in range(ROLLOUTS)]
+            rewards.append(sum(outcomes) / ROLLOUTS)
+            regret += sigmoid(strongest + world.difficulty[q] + step / STEPS) - p
+            experiences.append(Experience(pick.instruction_id, str(q), f"q{q}", ("a",), "", outcomes[0], step + 1))
+        groups += len(questions)
+        population.observe(picks, rewards)
+        buffer.extend(experiences)
+        # the trainer's order at the end of a step (training/coevolution.py): weights, then prune, then evolve
+        population.end_step(step + 1)
+        if population.should_prune(step + 1):
+            population.prune(step + 1)
+        if population.should_evolve(step + 1):
+            verifier.step = step
+            report = evolve(population, buffer, optimizer, verifier, config, step + 1, rng)
+            for c in report.candidates:
+                if c.verification_score is None and not c.accepted:
+                    continue
+                gain = world.strength[c.text] - world.strength[population[c.parent].text]
+                if c.accepted:
+                    accepted += 1
+                    worse_in += gain < 0
+                if gain > 0.1:
+                    better += 1
+                    better_out += c.reason == BELOW_PARENT
+    best = population.best()
+    final = max(population.alive(), key=lambda c: world.strength[c.text])
+    ever = max((population[r["id"]] for r in population.records()), key=lambda c: world.strength[c.text])
+    return RunResult(best.id == final.id, best.id == ever.id, regret / groups,
+                     sigmoid(world.strength[best.text]), worse_in, accepted, better_out, better)
+
+
+def wilson(successes: int, n: int) -> list[float]:
+    if n == 0:
+        return [0.0, 1.0]
+    z, p = 1.959964, successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(centre - half, 0.0), min(centre + half, 1.0)]
+
+
+def mean_interval(values: list[float]) -> tuple[float, list[float]]:
+    mean = statistics.fmean(values)
+    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.inf
+    return mean, [mean - half, mean + half]
+
+
+def summarize(results: list[RunResult]) -> dict:
+    n = len(results)
+    best = sum(r.best_final for r in results)
+    ever = sum(r.best_ever for r in results)
+    regret, regret_ci = mean_interval([r.regret for r in results])
+    rate, rate_ci = mean_interval([r.best_rate for r in results])
+    worse, accepted = sum(r.worse_in for r in results), sum(r.accepted for r in results)
+    out, better = sum(r.better_out for r in results), sum(r.better for r in results)
+    return {"runs": n, "p_best": best / n, "p_best_ci": wilson(best, n), "p_best_ever": ever / n,
+            "p_best_ever_ci": wilson(ever, n), "regret": regret, "regret_ci": regret_ci, "best_rate": rate,
+            "best_rate_ci": rate_ci, "worse_in": worse / accepted if accepted else None,
+            "worse_in_ci": wilson(worse, accepted), "accepted": accepted,
+            "better_out": out / better if better else None, "better_out_ci": wilson(out, better), "better": better}
+
+
+def table(summaries: dict) -> str:
+    rows = ["| configuration | P(I* best) | P(I* best ever) | regret per group | I*'s success rate | worse in | "
+            "better out |", "|---|---|---|---|---|---|---|"]
+    for name, s in summaries.items():
+        def share(key, count):
+            return "-" if s[key] is None else f"{s[key]:.2f} [{s[key + '_ci'][0]:.2f}, {s[key + '_ci'][1]:.2f}] " \
+                                               f"(of {s[count]})"
+        rows.append(f"| {name} | {s['p_best']:.2f} [{s['p_best_ci'][0]:.2f}, {s['p_best_ci'][1]:.2f}] | "
+                    f"{s['p_best_ever']:.2f} [{s['p_best_ever_ci'][0]:.2f}, {s['p_best_ever_ci'][1]:.2f}] | "
+                    f"{s['regret']:.4f} [{s['regret_ci'][0]:.4f}, {s['regret_ci'][1]:.4f}] | "
+                    f"{s['best_rate']:.3f} [{s['best_rate_ci'][0]:.3f}, {s['best_rate_ci'][1]:.3f}] | "
+                    f"{share('worse_in', 'accepted')} | {share('better_out', 'better')} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names of CONFIGS")
+    parser.add_argument("--shift", type=float, default=-0.1, help="mean strength change of a candidate (logits)")
+    parser.add_argument("--spread", type=float, default=0.2, help="its standard deviation (logits)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite bench/README.md's section")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        sys.exit(f"error: --configs: unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    started = time.monotonic()
+    summaries = {}
+    with ProcessPoolExecutor(args.workers) as pool:
+        for name in names:
+            t0 = time.monotonic()
+            results = list(pool.map(simulate, [name] * args.runs, range(args.runs), [args.shift] * args.runs,
+                                    [args.spread] * args.runs))
+            summaries[name] = summarize(results)
+            print(f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best) {summaries[name]['p_best']:.2f}"
+                  f", regret {summaries[name]['regret']:.4f}", flush=True)
+    wall = time.monotonic() - started
+    command = "python bench/population_sim.py " + " ".join(argv)
+    atomic_write_json(RESULTS, {"command": command.strip(), "machine": machine(), "wall_s": round(wall, 1),
+                                "settings": {"paper": PAPER, "steps": STEPS, "questions_per_step": QUESTIONS_PER_STEP,
+                                             "rollouts": ROLLOUTS, "shift": args.shift, "spread": args.spread},
+                                "configs": {n: CONFIGS[n] for n in names}, "results": summaries})
+    print(table(summaries))
+    if not args.no_readme:
+        update_readme_section("population_sim", f"## Instruction selection, simulated\n\n`{command.strip()}` — "
+                                                f"{args.runs} runs per configuration, {wall / 60:.0f} min on "
+                                                f"{machine()['cpu_cores']} cores.\n\n{table(summaries)}\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
