@@ -19,6 +19,7 @@ PROPOSERS: dict[str, str] = {  # population.proposer -> a module with prompt(par
     "reflection": "inspo_cli.instructions.proposers.reflection",  # INSPO: reflect on failed rollouts
     "paraphrase": "inspo_cli.instructions.proposers.paraphrase",  # ablation: rewrite without feedback
     "history": "inspo_cli.instructions.proposers.history",  # ablation: OPRO's scored history
+    "merge": "inspo_cli.instructions.proposers.merge",  # beyond the paper: two parents combined (GEPA's merge)
 }
 
 SELECTIONS: dict[str, str] = {  # population.selection -> a module with build(arms, config, batch) -> Selector

@@ -132,7 +132,7 @@ def test_proposer_and_method_are_checked_against_their_registries(minimal, monke
     from inspo_cli.instructions.proposers import PROPOSERS
 
     assert error_of(minimal, ["population.proposer=opro"]) == (
-        "--set population.proposer: must be one of reflection, paraphrase, history (got 'opro')")
+        "--set population.proposer: must be one of reflection, paraphrase, history, merge (got 'opro')")
     assert error_of(minimal, ["evaluation.method=rag,cot"]).startswith(
         "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent, a comma-separated list")
     # a registry line is all a new strategy needs to be accepted (and listed) by the config

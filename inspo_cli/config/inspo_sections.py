@@ -59,7 +59,8 @@ class PopulationConfig:
     evolve_until: int = field(default=150, metadata={
         "help": "T_e: evolve only at steps before T_e (the paper: 150); 0 disables evolution."})
     proposer: str = field(default="reflection", metadata={
-        "help": "A name in inspo_cli.registry.PROPOSERS: reflection (INSPO) | paraphrase | history (ablations)."})
+        "help": "A name in inspo_cli.registry.PROPOSERS: reflection (INSPO) | paraphrase | history (ablations) | "
+                "merge (beyond the paper: two parents combined; needs n_parent >= 2)."})
     candidates_per_call: int = field(default=6, metadata={
         "help": "Candidates the optimizer writes per call (App. C: \"6 new candidates per evolution\")."})
     failures_per_call: int = field(default=4, metadata={
@@ -107,6 +108,8 @@ class PopulationConfig:
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
         _one_of(self.proposer, tuple(PROPOSERS), "proposer")
         _one_of(self.selection, tuple(SELECTIONS), "selection")
+        _require(self.proposer != "merge" or self.n_parent >= 2, "proposer",
+                 f"merge combines two parents, but population.n_parent is {self.n_parent}; set n_parent to 2 or more")
         _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")
         _require(0 <= self.epsilon <= 1, "epsilon", f"must be a probability in [0, 1] (got {self.epsilon}); e.g. 0.1")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")

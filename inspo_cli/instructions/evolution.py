@@ -37,7 +37,7 @@ from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask
 from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
 from inspo_cli.instructions.proposers import load_proposer
-from inspo_cli.instructions.proposers.base import NoFailures, cut_off_block, parse_candidates
+from inspo_cli.instructions.proposers.base import NoFailures, NothingToPropose, cut_off_block, parse_candidates
 from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
 from inspo_cli.instructions.verification import paired_comparison
@@ -187,6 +187,8 @@ def _refill(population: InstructionPopulation, parents: Sequence[Candidate], buf
                 prompt = proposal_prompt(config.proposer, parent, population, buffer, config, rng)
             except NoFailures:
                 return "no failed rollouts to reflect on"
+            except NothingToPropose as error:
+                return str(error)
             try:
                 answer = ask(lm, prompt)
             except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason

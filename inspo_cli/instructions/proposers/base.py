@@ -38,7 +38,12 @@ class ProposalPrompt(Protocol):
                  config: PopulationConfig, rng: random.Random) -> str: ...
 
 
-class NoFailures(ValueError):
+class NothingToPropose(ValueError):
+    """The proposer cannot build a prompt from what the population and the buffer hold; the evolution stops there
+    (with this message as its stop reason) and training goes on with the population it has."""
+
+
+class NoFailures(NothingToPropose):
     """Every rollout in the replay buffer earned the full reward: nothing for the reflection to work on."""
 
 

@@ -62,9 +62,14 @@ def reflection_prompt(instruction: str, failures: Sequence[Failure], n: int) -> 
     _check_n(n)
     if not failures:
         raise ValueError("the reflection prompt needs at least one failed rollout")
-    examples = "\n\n".join(
+    return REFLECTION_TEMPLATE.format(instruction=instruction.strip(), examples=examples_block(failures), n=n)
+
+
+def examples_block(failures: Sequence[Failure]) -> str:
+    """The rollouts inside an `<example>` block: Response (the question, then the policy's response), Correct
+    answer; one after another."""
+    return "\n\n".join(
         f"Response: Question: {f.question.strip()}\n{f.response.strip()}\n"
         f"Correct answer: {' | '.join(a.strip() for a in f.golden_answers)}"
         for f in failures
     )
-    return REFLECTION_TEMPLATE.format(instruction=instruction.strip(), examples=examples, n=n)
