@@ -61,6 +61,13 @@ class Question:
         """'<source>:<id>', e.g. 'nq:test_0': how the instruction population and the replay buffer name a question."""
         return f"{self.source}:{self.id}"
 
+    @property
+    def category(self) -> str:
+        """What `population.parents: pareto` compares instructions on: the question's type where its row has one
+        (the world's single_hop, bridge, ...), else its benchmark (nq, hotpotqa in the paper's training mixture)."""
+        kind = self.metadata.get("type")
+        return kind if isinstance(kind, str) and kind else self.source
+
 
 @dataclass(frozen=True)
 class BenchmarkSpec:

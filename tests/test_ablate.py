@@ -86,8 +86,11 @@ def test_the_selection_study_compares_every_selection_rule_with_the_papers_confi
     assert [(v.name, v.overrides) for v in plan.variants] == [
         ("inspo", []), ("selection-ucb", ["population.selection=ucb"]),
         ("selection-thompson", ["population.selection=thompson"]),
-        ("selection-epsilon-greedy", ["population.selection=epsilon-greedy"])]
-    assert plan.variant("inspo").bars == ["selection=softmax"]  # eq. 4 is the base recipe's: one run, not two
+        ("selection-epsilon-greedy", ["population.selection=epsilon-greedy"]),
+        ("parents-pareto", ["population.parents=pareto"]),
+        ("proposer-merge", ["population.proposer=merge", "population.n_parent=2"])]  # merge needs two parents
+    # the paper's choices are the base recipe's: one run, not three
+    assert plan.variant("inspo").bars == ["selection=softmax", "parents=top", "proposer=reflection"]
     assert "search-r1" not in [v.name for v in plan.variants]  # the reference is the paper's configuration
     axis = invoke("ablate", "--recipe", INSPO_3B, "--selection", "thompson,ucb", "--seeds", "0", "--dry-run")
     assert axis.exit_code == 0 and "selection-thompson" in axis.stdout and "selection-ucb" in axis.stdout

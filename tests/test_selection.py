@@ -114,3 +114,87 @@ def test_the_tiny_model_trains_inspo_with_each_selection_and_resumes_to_the_same
     shutil.copytree(straight, resumed)
     resume_after_a_cut(resumed, straight)  # the same metrics rows, so the same picks, after the resume
     assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
+
+
+# -- population.parents: pareto (GEPA) ------------------------------------------------------------------------
+
+
+def test_pareto_parents_are_exactly_the_instructions_no_other_beats_in_every_category():
+    from inspo_cli.instructions.sampling import Pick
+
+    texts = ["A: single hops.", "B: bridges.", "C: both, a little.", "D: worse than A everywhere.", "E: unused."]
+    population = make("softmax", texts, parents="pareto", n_parent=1)
+    means = {  # per category: single_hop, bridge
+        "i0": (0.9, 0.1), "i1": (0.1, 0.9), "i2": (0.5, 0.5), "i3": (0.8, 0.1)}
+    for instruction_id, (single, bridge) in means.items():
+        pick = Pick(instruction_id, population[instruction_id].text)
+        population.observe([pick, pick], [single, bridge], ["single_hop", "bridge"])
+    population.end_step(1)
+    assert population["i0"].category_means() == {"single_hop": 0.9, "bridge": 0.1}
+    # i3 is beaten by i0 in both; i4 earned nothing anywhere; i0, i1 and i2 each win a trade-off
+    assert [c.id for c in population.parents()] == ["i0", "i1", "i2"]  # by weight (all 0.5), the oldest first
+    assert population.keep_only_parents(15) == ["i3", "i4"]
+    top = make("softmax", texts, n_parent=1)  # the paper's rule on the same rewards: one parent, by weight
+    for instruction_id, (single, bridge) in means.items():
+        pick = Pick(instruction_id, top[instruction_id].text)
+        top.observe([pick, pick], [single, bridge], ["single_hop", "bridge"])
+    top.end_step(1)
+    assert [c.id for c in top.parents()] == ["i0"]
+
+
+def test_pareto_parents_are_topped_up_to_n_parent_and_survive_a_resume():
+    from inspo_cli.instructions.sampling import Pick
+
+    population = make("softmax", TEXTS, parents="pareto", n_parent=3)
+    for instruction_id, reward in (("i0", 0.9), ("i1", 0.5), ("i2", 0.4), ("i3", 0.1)):  # one category: a chain
+        population.observe([Pick(instruction_id, population[instruction_id].text)], [reward], ["nq"])
+    population.end_step(1)
+    assert [c.id for c in population.parents()] == ["i0", "i1", "i2"]  # the front is i0 alone; then by weight
+    population.observe([Pick("i1", population["i1"].text)], [1.0], ["hotpotqa"])  # pending at the checkpoint
+    resumed = InstructionPopulation.from_state_dict(population.config, population.state_dict())
+    population.end_step(2)
+    resumed.end_step(2)
+    assert resumed.records() == population.records()
+    assert resumed["i1"].category_means() == {"nq": 0.5, "hotpotqa": 1.0}
+
+
+@pytest.mark.slow
+def test_the_tiny_model_evolves_with_pareto_parents_and_the_merge_proposer_and_resumes(tmp_path, repo_root,
+                                                                                      tiny_model_dir, monkeypatch):
+    import json
+    import shutil
+
+    from cli_helpers import invoke
+    from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+    from test_train_command import ScriptedOptimizer, metrics, write_recipe
+
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
+    optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
+                                   "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
+    second = "Search, then answer. Question: {question}\n"
+    population = {"enabled": True, "parents": "pareto", "proposer": "merge", "n_parent": 2,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, second], "size": 4, "prune_every": 5,
+                  "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 2, "failures_per_call": 2,
+                  "verify_size": 2, "accept": "top_n", "accept_top_n": 1, "max_verify_rounds": 1}
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
+                          training={"steps": 3, "save_every": 1})
+    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+                                           f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    straight = tmp_path / "runs/straight"
+    result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "straight")
+    assert result.exit_code == 0, result.output
+    (evolution,) = json.loads((straight / "evolutions.json").read_text())
+    assert evolution["proposer"] == "merge" and sorted(evolution["parents"]) == ["i0", "i1"]
+    assert {c["parent"] for c in evolution["candidates"]} == {"i0", "i1"}  # each parent asked for once
+    for prompt in optimizer.prompts:  # every merge prompt carries both parents
+        assert WORKED_EXAMPLE_INSTRUCTION.strip()[:60] in prompt and second.strip() in prompt
+    records = [json.loads(line) for line in (straight / "instructions.jsonl").read_text().splitlines()]
+    assert any(r["step_categories"] for r in records)  # rewards attributed per question type of the world
+    resumed = tmp_path / "runs/resumed"
+    shutil.copytree(straight, resumed)
+    for later in ("checkpoint-3", "final"):
+        shutil.rmtree(resumed / "checkpoints" / later)
+    (resumed / "summary.json").unlink()
+    assert invoke("train", "--resume", resumed).exit_code == 0
+    assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
+    assert len(metrics(resumed)) == len(metrics(straight)) == 3

@@ -16,7 +16,8 @@ always a variant (named after its file) for the named ablations and studies; a s
 Named ablations (`AXES`): proposer (reflection | paraphrase | history), components (constant: no pruning and no
 evolution; no-verify: prune + expand without verification; full), n-parent and temperature (Fig. 6, any values),
 stage (online | pre | post: `population.stage`) and, beyond the paper, selection (softmax | ucb | thompson |
-epsilon-greedy: `population.selection`; the `selection` study compares them with the base recipe). `search-r1` is the
+epsilon-greedy: `population.selection`), parents (top | pareto) and the merge proposer (with n_parent 2); the
+`selection` study compares each with the base recipe. `search-r1` is the
 static-instruction reference (`population.enabled=false`) that Fig. 6 and Table 1 compare against.
 """
 
@@ -62,7 +63,10 @@ def _number(key: str, kind: type, minimum: float):
 AXES = {
     "stage": _choices({"online": ["population.stage=online"], "pre": ["population.stage=pre-rl"],
                        "post": ["population.stage=post-rl"]}),
-    "proposer": _choices({name: [f"population.proposer={name}"] for name in PROPOSERS}),
+    # merge combines two parents, so its variant has two (the paper's n_parent is 1)
+    "proposer": _choices({name: [f"population.proposer={name}", *(["population.n_parent=2"] if name == "merge" else [])]
+                          for name in PROPOSERS}),
+    "parents": _choices({"top": ["population.parents=top"], "pareto": ["population.parents=pareto"]}),
     "components": _choices({"constant": ["population.prune=false", "population.evolve_until=0"],
                             "no-verify": ["population.prune=true", "population.verify=false"],
                             "full": ["population.prune=true", "population.verify=true"]}),
@@ -78,7 +82,8 @@ STUDIES = {
     "fig6": ([("n-parent", ["1", "2", "3"]), ("temperature", ["0.05", "0.2", "1.0"])], True),
     "table1": ([], True),
     # beyond the paper: each selection rule against the paper's configuration (the base recipe, eq. 4's softmax)
-    "selection": ([("selection", ["softmax", *(name for name in SELECTIONS if name != "softmax")])], False),
+    "selection": ([("selection", ["softmax", *(name for name in SELECTIONS if name != "softmax")]),
+                   ("parents", ["top", "pareto"]), ("proposer", ["reflection", "merge"])], False),
 }
 # Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")

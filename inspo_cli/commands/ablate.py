@@ -37,7 +37,8 @@ def ablate(
     recipe: Annotated[Optional[Path], typer.Option(help=f"Base recipe (default: the sweep file's, else "
                                                         f"{DEMO_RECIPE}).")] = None,
     proposer: Annotated[Optional[str], typer.Option(help="Proposers to compare, comma-separated: reflection (INSPO), "
-                                                         "paraphrase, history (Fig. 3).")] = None,
+                                                         "paraphrase, history (Fig. 3); merge (beyond the paper, "
+                                                         "with n_parent 2).")] = None,
     stage: Annotated[Optional[str], typer.Option(help="When the instruction is optimised, comma-separated: online "
                                                       "(INSPO), pre (before RL), post (after RL) (Fig. 3).")] = None,
     components: Annotated[Optional[str], typer.Option(help="Population components, comma-separated: constant (no "
@@ -46,6 +47,8 @@ def ablate(
     selection: Annotated[Optional[str], typer.Option(help="Selection rules to compare, comma-separated: softmax "
                                                           "(INSPO, eq. 4), ucb, thompson, epsilon-greedy (beyond "
                                                           "the paper).")] = None,
+    parents: Annotated[Optional[str], typer.Option(help="Parent rules to compare, comma-separated: top (INSPO), "
+                                                        "pareto (beyond the paper).")] = None,
     n_parent: Annotated[Optional[str], typer.Option(help="Values of population.n_parent, comma-separated "
                                                          "(Fig. 6a).")] = None,
     temperature: Annotated[Optional[str], typer.Option(help="Values of population.temperature (tau_s), "
@@ -53,8 +56,8 @@ def ablate(
     study: Annotated[Optional[str], typer.Option(help="A paper experiment: fig3 (stage, proposer, components), fig6 "
                                                       "(N_parent, tau_s, vs Search-R1), table1 (INSPO, Search-R1 and "
                                                       "the trained baselines beside the recipe), selection "
-                                                      "(every population.selection against the recipe; beyond "
-                                                      "the paper).")] = None,
+                                                      "(beyond the paper: every population.selection, pareto "
+                                                      "parents and the merge proposer against the recipe).")] = None,
     sweep: Annotated[Optional[Path], typer.Option(help="A sweep file (YAML): recipe, seeds, set, variants, "
                                                        "grid.")] = None,
     seeds: Annotated[Optional[str], typer.Option(help="Seeds, comma-separated (default: the sweep file's, else "
@@ -123,7 +126,7 @@ def ablate(
         cluster.print_status(AblationDir.open(status), as_json, options["rule"])
         return
     axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
-                                              ("selection", selection), ("n-parent", n_parent),
+                                              ("selection", selection), ("parents", parents), ("n-parent", n_parent),
                                               ("temperature", temperature)) if value]
     if collect is not None:
         if axes or study or sweep or dry_run or print_commands:
@@ -192,8 +195,8 @@ def _plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
     recipe = find_recipe(recipe) if recipe is not None else None  # a bundled name becomes its file
     chosen = [flag for flag, given in (("--study", study), ("--sweep", sweep), ("an axis flag", axes)) if given]
     if len(chosen) != 1:
-        raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --selection, --n-parent, "
-                         "--temperature; "
+        raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --selection, --parents, "
+                         "--n-parent, --temperature; "
                          "several may be combined), a --study, or a --sweep file" +
                          (f" (got {' and '.join(chosen)})" if chosen else ""))
     seed_list = _parse_seeds(seeds)

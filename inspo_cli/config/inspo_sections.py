@@ -38,6 +38,10 @@ class PopulationConfig:
     n_parent: int = field(default=1, metadata={
         "help": "N_parent: instructions chosen as parents for each evolution (the paper: 1); pruning never goes "
                 "below it."})
+    parents: str = field(default="top", metadata={
+        "help": "Which instructions parent the next generation: top (the paper: the top n_parent by weight) | "
+                "pareto (beyond the paper, GEPA's: every instruction no other beats in all question categories - "
+                "benchmarks, or the world's question types - over the weight window; topped up to n_parent)."})
     temperature: float = field(default=0.2, metadata={
         "help": "tau_s in softmax(w / tau_s), the sampling of instructions by weight (the paper: 0.2)."})
     selection: str = field(default="softmax", metadata={
@@ -108,6 +112,7 @@ class PopulationConfig:
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
         _one_of(self.proposer, tuple(PROPOSERS), "proposer")
         _one_of(self.selection, tuple(SELECTIONS), "selection")
+        _one_of(self.parents, ("top", "pareto"), "parents")
         _require(self.proposer != "merge" or self.n_parent >= 2, "proposer",
                  f"merge combines two parents, but population.n_parent is {self.n_parent}; set n_parent to 2 or more")
         _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")

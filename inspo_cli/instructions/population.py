@@ -40,9 +40,11 @@ ORIGINS = ("initial", "rewrite")  # where a candidate can come from besides a re
 STATE_VERSION = 1
 CANDIDATE_SHAPE = {"id": str, "text": str, "parent?": (str, None), "proposer": str, "step_born": int,
                    "verification_score?": (float, None), "step_rewards?": [[float]], "recent_means?": [float],
-                   "weight_history?": [[float, float]], "step_pruned?": (int, None)}  # a candidate as saved (jsonio)
+                   "weight_history?": [[float, float]], "step_pruned?": (int, None),
+                   "step_categories?": [[int, str, float, int]]}  # a candidate as saved (jsonio)
 STATE_SHAPE = {"version": int, "seed": int, "next_id": int, "last_step_ended": (int, None),
-               "pending": {str: [float]}, "candidates": [CANDIDATE_SHAPE]}  # `state_dict`
+               "pending": {str: [float]}, "pending_categories?": {str: {str: [float, float]}},
+               "candidates": [CANDIDATE_SHAPE]}  # `state_dict`
 
 
 def normalize_text(text: str) -> str:
@@ -64,6 +66,9 @@ class Candidate:
     recent_means: list[float] = field(default_factory=list)  # the last <= weight_window step means: eq. 6's window
     weight_history: list[list[float]] = field(default_factory=list)  # [step, weight] after every step it was alive
     step_pruned: int | None = None
+    # [step, category, summed group mean reward, groups] per used step and question category (a benchmark, or a
+    # question type): what population.parents: pareto compares instructions on
+    step_categories: list[list] = field(default_factory=list)
 
     @property
     def weight(self) -> float:
@@ -73,6 +78,17 @@ class Candidate:
     @property
     def alive(self) -> bool:
         return self.step_pruned is None
+
+    def category_means(self) -> dict[str, float]:
+        """The mean group reward per question category over eq. 6's window (the steps its weight averages)."""
+        window = {int(row[0]) for row in self.step_rewards[-len(self.recent_means):]} if self.recent_means else set()
+        totals: dict[str, list[float]] = {}
+        for step, category, reward_sum, groups in self.step_categories:
+            if step in window:
+                total = totals.setdefault(category, [0.0, 0])
+                total[0] += reward_sum
+                total[1] += groups
+        return {category: reward_sum / groups for category, (reward_sum, groups) in totals.items() if groups}
 
 
 def check_initial_texts(config: PopulationConfig, texts: Sequence[str]) -> None:
@@ -102,6 +118,7 @@ class InstructionPopulation:
         self._candidates: dict[str, Candidate] = {}  # every candidate ever, in creation order
         self._next_id = 0
         self._pending: dict[str, list[float]] = {}  # group rewards observed during the current step
+        self._pending_categories: dict[str, dict[str, list[float]]] = {}  # id -> category -> [reward sum, groups]
         self._last_step_ended: int | None = None
         texts = list(config.instructions if initial_texts is None else initial_texts)
         check_initial_texts(config, texts)
@@ -180,14 +197,22 @@ class InstructionPopulation:
 
     # -- weights (eq. 6) ---------------------------------------------------------------------------------
 
-    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
-        """Record each group's mean reward against its instruction; counted in the weights at `end_step`."""
-        if len(picks) != len(group_rewards):
-            raise ValueError(f"{len(picks)} picks but {len(group_rewards)} group rewards")
-        for pick, reward in zip(picks, group_rewards):
+    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float],
+                categories: Sequence[str] | None = None) -> None:
+        """Record each group's mean reward against its instruction (and, given, its question's category: the
+        benchmark or question type that `parents: pareto` compares on); counted at `end_step`."""
+        if len(picks) != len(group_rewards) or (categories is not None and len(categories) != len(picks)):
+            raise ValueError(f"{len(picks)} picks but {len(group_rewards)} group rewards"
+                             + ("" if categories is None else f" and {len(categories)} categories"))
+        for i, (pick, reward) in enumerate(zip(picks, group_rewards)):
             if pick.instruction_id not in self._candidates:
                 raise ValueError(f"reward for unknown instruction id {pick.instruction_id!r}")
             self._pending.setdefault(pick.instruction_id, []).append(float(reward))
+            if categories is not None:
+                total = self._pending_categories.setdefault(pick.instruction_id, {}).setdefault(categories[i],
+                                                                                               [0.0, 0])
+                total[0] += float(reward)
+                total[1] += 1
 
     def end_step(self, step: int) -> None:
         """Fold the step's rewards into the weights: r̄_{t,j} = mean group reward, w_j = mean of the last n r̄."""
@@ -199,9 +224,11 @@ class InstructionPopulation:
             candidate.step_rewards.append([step, step_mean, len(rewards)])
             candidate.recent_means.append(step_mean)
             del candidate.recent_means[:-self.config.weight_window]
+            for category, (reward_sum, groups) in sorted(self._pending_categories.get(instruction_id, {}).items()):
+                candidate.step_categories.append([step, category, reward_sum, int(groups)])
         for candidate in self.alive():
             candidate.weight_history.append([step, candidate.weight])
-        self._pending = {}
+        self._pending, self._pending_categories = {}, {}
         self._last_step_ended = step
 
     def reset_weights(self) -> None:
@@ -231,12 +258,26 @@ class InstructionPopulation:
         return self._retire(ranked[keep:], step)
 
     def parents(self) -> list[Candidate]:
-        """The top n_parent alive candidates by weight: the parents of the next generation."""
-        return self.ranked()[:self.config.n_parent]
+        """The parents of the next generation, best weight first: the top n_parent alive candidates by weight
+        (`population.parents: top`, the paper's), or (`pareto`, GEPA's) every alive candidate that no other
+        dominates on its per-category mean rewards (at least as good in every category, better in one), topped up
+        by weight to n_parent."""
+        ranked = self.ranked()
+        if self.config.parents != "pareto":
+            return ranked[:self.config.n_parent]
+        means = {c.id: c.category_means() for c in ranked}
+        categories = sorted({category for m in means.values() for category in m})
+
+        def score(c: Candidate) -> list[float]:  # a category it was not tried on counts as nothing earned there
+            return [means[c.id].get(category, 0.0) for category in categories]
+
+        front = [c for c in ranked if not any(_dominates(score(o), score(c)) for o in ranked if o is not c)]
+        return front + [c for c in ranked if c not in front][:max(self.config.n_parent - len(front), 0)]
 
     def keep_only_parents(self, step: int) -> list[str]:
         """Alg. 1 line 17, P_t <- P_parent: retire every alive non-parent before refilling; returns their ids."""
-        return self._retire(self.ranked()[self.config.n_parent:], step)
+        parents = {c.id for c in self.parents()}
+        return self._retire([c for c in self.ranked() if c.id not in parents], step)
 
     def best(self) -> Candidate:
         """I* = argmax_j w_j, the instruction the run hands to inference."""
@@ -265,6 +306,7 @@ class InstructionPopulation:
             "next_id": self._next_id,
             "last_step_ended": self._last_step_ended,
             "pending": {k: list(v) for k, v in self._pending.items()},
+            "pending_categories": {k: {c: list(t) for c, t in v.items()} for k, v in self._pending_categories.items()},
             "candidates": [asdict(c) for c in self._candidates.values()],
         }
 
@@ -278,11 +320,19 @@ class InstructionPopulation:
         population._next_id = state["next_id"]
         population._last_step_ended = state["last_step_ended"]
         population._pending = {k: list(v) for k, v in state["pending"].items()}
+        population._pending_categories = {k: {c: list(t) for c, t in v.items()}
+                                          for k, v in state.get("pending_categories", {}).items()}
         fields = set(Candidate.__dataclass_fields__)
         for row in state["candidates"]:
             candidate = Candidate(**{**{k: v for k, v in row.items() if k in fields},
                                      "step_rewards": [list(r) for r in row.get("step_rewards", [])],
                                      "recent_means": list(row.get("recent_means", [])),
-                                     "weight_history": [list(h) for h in row.get("weight_history", [])]})
+                                     "weight_history": [list(h) for h in row.get("weight_history", [])],
+                                     "step_categories": [list(r) for r in row.get("step_categories", [])]})
             population._candidates[candidate.id] = candidate
         return population
+
+
+def _dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """a Pareto-dominates b: at least as good everywhere and better somewhere."""
+    return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))

@@ -34,8 +34,9 @@ class InstructionSource(Protocol):
         """One instruction per question key, the same on every process for the same (step, key)."""
         ...
 
-    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
-        """The mean reward each (question group, instruction) pair earned this step."""
+    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float],
+                categories: Sequence[str] | None = None) -> None:
+        """The mean reward each (question group, instruction) pair earned this step (and the question's category)."""
         ...
 
     def end_step(self, step: int) -> None:
@@ -70,7 +71,8 @@ class StaticInstruction:
     def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
         return [self.pick] * len(keys)
 
-    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float]) -> None:
+    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float],
+                categories: Sequence[str] | None = None) -> None:
         return None
 
     def end_step(self, step: int) -> None:

@@ -105,7 +105,8 @@ class FrozenPolicyEvolution:
                                                   self.recipe.reward)
         rollout_seconds = time.perf_counter() - started
         retrieval_seconds = self.engine.retrieval_seconds - retrieval_before
-        population.observe(picks, [mean(rewards[i * g:(i + 1) * g]) for i in range(len(batch))])
+        population.observe(picks, [mean(rewards[i * g:(i + 1) * g]) for i in range(len(batch))],
+                           [q.category for q in batch])
         golden = [q.golden_answers for _, q in grouped]
         self.coevolution.remember(experiences_from(
             [p.instruction_id for p, _ in grouped], [q.key for _, q in grouped], [q.question for _, q in grouped],

@@ -74,5 +74,5 @@ def question_dataset(questions):
 
     if not questions:
         raise InspoError("data.train has no questions; point it at a non-empty file or use data.train=world")
-    return Dataset.from_list([{"prompt": q.question, "qid": q.key,
+    return Dataset.from_list([{"prompt": q.question, "qid": q.key, "category": q.category,
                                "golden_answers": list(q.golden_answers)} for q in questions])

@@ -176,10 +176,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self.model.training:
             picks = gather_object(list(self._picks))  # every process's picks, in the order rewards were gathered
+            categories = gather_object([x.get("category", "") for x in inputs])  # for parents: pareto
             weights = self.reward_weights.to(rewards_per_func.device)
             rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
             group_picks = picks[::self.num_generations]
-            self.instructions.observe(group_picks, rewards.mean(dim=1).tolist())
+            self.instructions.observe(group_picks, rewards.mean(dim=1).tolist(), categories[::self.num_generations])
             if self.coevolution is not None and self.coevolution.evolving:
                 self._remember(inputs, completions, rewards.flatten().tolist())
         return rewards_per_func
