@@ -5,22 +5,25 @@ INSPO's population machinery is torch-free, so it runs here as it runs in traini
 proposer's prompt, verification on D_B, `population.accept`), `ReplayBuffer`. Only the policy and the optimizer are
 synthetic:
 
-- every instruction has a true strength s (logit scale); question q a difficulty d_q ~ N(0, 1); a rollout of q
-  under instruction i succeeds with probability sigmoid(s_i + d_q + drift(t)) (reward 1 or 0), where drift rises
-  linearly by 1 logit over the run, as a policy that learns lifts every instruction;
-- the initial population is Search-R1's instruction (s = logit 0.35) and N_P - 1 rewrites of it with strengths
-  s_0 + N(0, 0.3);
-- the optimizer, asked for candidates from a parent, returns `candidates_per_call` of them with strengths
-  s_parent + N(shift, spread) (`--shift -0.1 --spread 0.2` by default: most variations are no better, a few are);
+- questions come in 4 categories (as the world's question types); question q has a difficulty d_q ~ N(0, 1);
+  every instruction has a true strength s_c per category (logit scale); a rollout of q under instruction i succeeds
+  with probability sigmoid(s_i,c(q) + d_q + drift(t)) (reward 1 or 0), where drift rises linearly by 1 logit over
+  the run, as a policy that learns lifts every instruction;
+- the initial population is Search-R1's instruction (s = logit 0.35 in every category) and N_P - 1 rewrites of it,
+  each shifted by N(0, 0.3) overall and N(0, 0.2) per category;
+- the optimizer, asked for candidates from a parent (the reflection proposer), returns `candidates_per_call` of
+  them with strengths s_parent + N(shift, spread) overall and N(0, spread / 2) per category (`--shift -0.1 --spread
+  0.2` by default: most variations are no better, a few are); asked to merge two parents, it starts from their
+  per-category mean;
 - each step draws the paper's batch: 512 questions x 5 rollouts, 300 steps, K_p 5, K_e 15, T_e 150, |D_B| 200.
 
 Per configuration (selection x accept rule, and the paper's defaults tau_s 0.2, N_P 7, window 5 against
 alternatives) over `--runs` seeds it reports, with 95% intervals (Wilson for proportions, t for means):
 
-- P(best): I* at the end is the truly strongest instruction of the final population; P(best ever): of every
-  instruction the run ever held;
-- regret: the mean reward per group lost to sampling instructions weaker than the population's strongest (the
-  cost of exploring), and I*'s true success rate at the end (on an average question, without drift);
+- P(best): I* at the end is the truly strongest instruction (its mean over the categories) of the final population;
+  P(best ever): of every instruction the run ever held;
+- regret: the mean reward per group lost to sampling instructions weaker than the population's strongest in the
+  question's category (the cost of exploring), and I*'s true success rate at the end (on an average question, without drift);
 - worse in: of the accepted candidates, the share weaker than their parent; better out: of the candidates stronger
   than their parent by more than 0.1 logit, the share turned away by verification.
 
@@ -66,7 +69,11 @@ CONFIGS = {
     "N_P 9": {"size": 9},
     "window 1": {"weight_window": 1},
     "window 15": {"weight_window": 15},
+    "N_parent 2": {"n_parent": 2},
+    "pareto parents, N_parent 2": {"parents": "pareto", "n_parent": 2},
+    "merge, N_parent 2": {"proposer": "merge", "n_parent": 2},
 }
+CATEGORIES = 4
 
 
 def sigmoid(x: float) -> float:
@@ -74,30 +81,36 @@ def sigmoid(x: float) -> float:
 
 
 class World:
-    """The synthetic policy: instruction strengths, question difficulties, the drift of a learning policy."""
+    """The synthetic policy: instruction strengths per category, question difficulties and categories, the drift of
+    a learning policy."""
 
     def __init__(self, rng: random.Random):
         self.difficulty = [rng.gauss(0.0, 1.0) for _ in range(POOL)]
-        self.strength: dict[str, float] = {}  # instruction text -> s
+        self.category = [q % CATEGORIES for q in range(POOL)]
+        self.strength: dict[str, list[float]] = {}  # instruction text -> s per category
 
     def success(self, text: str, question: int, step: int) -> float:
-        return sigmoid(self.strength[text] + self.difficulty[question] + step / STEPS)
+        return sigmoid(self.strength[text][self.category[question]] + self.difficulty[question] + step / STEPS)
+
+    def overall(self, text: str) -> float:
+        return statistics.fmean(self.strength[text])
 
 
 class SyntheticOptimizer:
-    """A `LanguageModel` whose candidates' strengths are drawn around the parent's (found in the prompt)."""
+    """A `LanguageModel` whose candidates' strengths are drawn around the parent's (or, merging, around the mean
+    of the two parents'), found by their texts in the prompt."""
 
     def __init__(self, world: World, rng: random.Random, n: int, shift: float, spread: float):
         self.world, self.rng, self.n, self.shift, self.spread = world, rng, n, shift, spread
-        self.calls = 0
 
     def complete(self, prompt: str) -> str:
-        parent = max((t for t in self.world.strength if t in prompt), key=len)  # the prompt quotes its parent
+        parents = [t for t in self.world.strength if t in prompt]  # instruction texts never contain one another
+        start = [statistics.fmean(values) for values in zip(*(self.world.strength[t] for t in parents))]
         blocks = []
         for _ in range(self.n):
-            self.calls += 1
             text = f"Instruction {len(self.world.strength)}: search, then answer."
-            self.world.strength[text] = self.world.strength[parent] + self.rng.gauss(self.shift, self.spread)
+            shift = self.rng.gauss(self.shift, self.spread)
+            self.world.strength[text] = [s + shift + self.rng.gauss(0.0, self.spread / 2) for s in start]
             blocks.append(f"<ins_{len(blocks) + 1}>{text}</ins_{len(blocks) + 1}>")
         return "\n".join(blocks)
 
@@ -131,9 +144,10 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
     world = World(rng)
     base = math.log(0.35 / 0.65)
     texts = ["Search-R1's instruction: reason, search, answer."] + [
-        f"Rewrite {k} of Search-R1's instruction: reason, search, answer." for k in range(1, settings["size"])]
+        f"Rewrite {k}: reason, search, answer." for k in range(1, settings["size"])]
     for k, text in enumerate(texts):
-        world.strength[text] = base + (0.0 if k == 0 else rng.gauss(0.0, 0.3))
+        shift = 0.0 if k == 0 else rng.gauss(0.0, 0.3)
+        world.strength[text] = [base + shift + (0.0 if k == 0 else rng.gauss(0.0, 0.2)) for _ in range(CATEGORIES)]
     config = PopulationConfig(enabled=True, instructions=texts, **settings)
     from inspo_cli.instructions.population import InstructionPopulation
 
@@ -146,16 +160,16 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
     for step in range(STEPS):
         questions = rng.sample(range(POOL), QUESTIONS_PER_STEP)
         picks = population.sample([str(q) for q in questions], step)
-        strongest = max(world.strength[c.text] for c in population.alive())
+        strongest = [max(world.strength[c.text][k] for c in population.alive()) for k in range(CATEGORIES)]
         rewards, experiences = [], []
         for q, pick in zip(questions, picks):
             p = world.success(pick.text, q, step)
             outcomes = [float(rng.random() < p) for _ in range(ROLLOUTS)]
             rewards.append(sum(outcomes) / ROLLOUTS)
-            regret += sigmoid(strongest + world.difficulty[q] + step / STEPS) - p
+            regret += sigmoid(strongest[world.category[q]] + world.difficulty[q] + step / STEPS) - p
             experiences.append(Experience(pick.instruction_id, str(q), f"q{q}", ("a",), "", outcomes[0], step + 1))
         groups += len(questions)
-        population.observe(picks, rewards)
+        population.observe(picks, rewards, [str(world.category[q]) for q in questions])
         buffer.extend(experiences)
         # the trainer's order at the end of a step (training/coevolution.py): weights, then prune, then evolve
         population.end_step(step + 1)
@@ -167,7 +181,7 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
             for c in report.candidates:
                 if c.verification_score is None and not c.accepted:
                     continue
-                gain = world.strength[c.text] - world.strength[population[c.parent].text]
+                gain = world.overall(c.text) - world.overall(population[c.parent].text)
                 if c.accepted:
                     accepted += 1
                     worse_in += gain < 0
@@ -175,10 +189,11 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
                     better += 1
                     better_out += c.reason == BELOW_PARENT
     best = population.best()
-    final = max(population.alive(), key=lambda c: world.strength[c.text])
-    ever = max((population[r["id"]] for r in population.records()), key=lambda c: world.strength[c.text])
+    final = max(population.alive(), key=lambda c: world.overall(c.text))
+    ever = max((population[r["id"]] for r in population.records()), key=lambda c: world.overall(c.text))
     return RunResult(best.id == final.id, best.id == ever.id, regret / groups,
-                     sigmoid(world.strength[best.text]), worse_in, accepted, better_out, better)
+                     statistics.fmean(sigmoid(s) for s in world.strength[best.text]), worse_in, accepted,
+                     better_out, better)
 
 
 def wilson(successes: int, n: int) -> list[float]:
