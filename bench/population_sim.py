@@ -20,8 +20,10 @@ synthetic:
 Per configuration (selection x accept rule, and the paper's defaults tau_s 0.2, N_P 7, window 5 against
 alternatives) over `--runs` seeds it reports, with 95% intervals (Wilson for proportions, t for means):
 
-- P(best): I* at the end is the truly strongest instruction (its mean over the categories) of the final population;
-  P(best ever): of every instruction the run ever held;
+- P(parent best): at each evolution, the first parent (the best by weight) is the truly strongest (its mean over the
+  categories) of the population it is chosen from: does the selection measure the instructions well enough?
+  P(I* best ever): I* at the end is the strongest instruction the run ever held (by then pruning has cut the
+  population down to N_parent, so "the best of the final population" says nothing);
 - regret: the mean reward per group lost to sampling instructions weaker than the population's strongest in the
   question's category (the cost of exploring), and I*'s true success rate at the end (on an average question, without drift);
 - worse in: of the accepted candidates, the share weaker than their parent; better out: of the candidates stronger
@@ -60,9 +62,9 @@ CONFIGS = {
     "ucb": {"selection": "ucb"},
     "thompson": {"selection": "thompson"},
     "epsilon-greedy": {"selection": "epsilon-greedy"},
-    "paper, accept top-n": {"accept": "top_n"},
-    "ucb, accept top-n": {"selection": "ucb", "accept": "top_n"},
-    "thompson, accept top-n": {"selection": "thompson", "accept": "top_n"},
+    "accept top-n": {"accept": "top_n"},
+    "ucb + accept top-n": {"selection": "ucb", "accept": "top_n"},
+    "thompson + accept top-n": {"selection": "thompson", "accept": "top_n"},
     "tau_s 0.05": {"temperature": 0.05},
     "tau_s 1.0": {"temperature": 1.0},
     "N_P 5": {"size": 5},
@@ -70,8 +72,8 @@ CONFIGS = {
     "window 1": {"weight_window": 1},
     "window 15": {"weight_window": 15},
     "N_parent 2": {"n_parent": 2},
-    "pareto parents, N_parent 2": {"parents": "pareto", "n_parent": 2},
-    "merge, N_parent 2": {"proposer": "merge", "n_parent": 2},
+    "pareto parents (N_parent 2)": {"parents": "pareto", "n_parent": 2},
+    "merge (N_parent 2)": {"proposer": "merge", "n_parent": 2},
 }
 CATEGORIES = 4
 
@@ -128,7 +130,8 @@ class SyntheticVerifier:
 
 @dataclass
 class RunResult:
-    best_final: bool
+    parent_best: int  # evolutions whose first parent was the strongest alive instruction
+    evolutions: int
     best_ever: bool
     regret: float
     best_rate: float
@@ -156,7 +159,7 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
     optimizer = SyntheticOptimizer(world, rng, config.candidates_per_call, shift, spread)
     verifier = SyntheticVerifier(world, rng)
     regret, groups = 0.0, 0
-    worse_in = accepted = better_out = better = 0
+    worse_in = accepted = better_out = better = parent_best = evolutions = 0
     for step in range(STEPS):
         questions = rng.sample(range(POOL), QUESTIONS_PER_STEP)
         picks = population.sample([str(q) for q in questions], step)
@@ -176,6 +179,9 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
         if population.should_prune(step + 1):
             population.prune(step + 1)
         if population.should_evolve(step + 1):
+            evolutions += 1
+            strongest_alive = max(population.alive(), key=lambda c: world.overall(c.text))
+            parent_best += population.parents()[0].id == strongest_alive.id
             verifier.step = step
             report = evolve(population, buffer, optimizer, verifier, config, step + 1, rng)
             for c in report.candidates:
@@ -189,9 +195,8 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
                     better += 1
                     better_out += c.reason == BELOW_PARENT
     best = population.best()
-    final = max(population.alive(), key=lambda c: world.overall(c.text))
     ever = max((population[r["id"]] for r in population.records()), key=lambda c: world.overall(c.text))
-    return RunResult(best.id == final.id, best.id == ever.id, regret / groups,
+    return RunResult(parent_best, evolutions, best.id == ever.id, regret / groups,
                      statistics.fmean(sigmoid(s) for s in world.strength[best.text]), worse_in, accepted,
                      better_out, better)
 
@@ -213,13 +218,14 @@ def mean_interval(values: list[float]) -> tuple[float, list[float]]:
 
 def summarize(results: list[RunResult]) -> dict:
     n = len(results)
-    best = sum(r.best_final for r in results)
+    best, evolutions = sum(r.parent_best for r in results), sum(r.evolutions for r in results)
     ever = sum(r.best_ever for r in results)
     regret, regret_ci = mean_interval([r.regret for r in results])
     rate, rate_ci = mean_interval([r.best_rate for r in results])
     worse, accepted = sum(r.worse_in for r in results), sum(r.accepted for r in results)
     out, better = sum(r.better_out for r in results), sum(r.better for r in results)
-    return {"runs": n, "p_best": best / n, "p_best_ci": wilson(best, n), "p_best_ever": ever / n,
+    return {"runs": n, "p_parent_best": best / evolutions if evolutions else None,
+            "p_parent_best_ci": wilson(best, evolutions), "evolutions": evolutions, "p_best_ever": ever / n,
             "p_best_ever_ci": wilson(ever, n), "regret": regret, "regret_ci": regret_ci, "best_rate": rate,
             "best_rate_ci": rate_ci, "worse_in": worse / accepted if accepted else None,
             "worse_in_ci": wilson(worse, accepted), "accepted": accepted,
@@ -227,13 +233,13 @@ def summarize(results: list[RunResult]) -> dict:
 
 
 def table(summaries: dict) -> str:
-    rows = ["| configuration | P(I* best) | P(I* best ever) | regret per group | I*'s success rate | worse in | "
+    rows = ["| configuration | P(parent best) | P(I* best ever) | regret per group | I*'s success rate | worse in | "
             "better out |", "|---|---|---|---|---|---|---|"]
     for name, s in summaries.items():
         def share(key, count):
             return "-" if s[key] is None else f"{s[key]:.2f} [{s[key + '_ci'][0]:.2f}, {s[key + '_ci'][1]:.2f}] " \
                                                f"(of {s[count]})"
-        rows.append(f"| {name} | {s['p_best']:.2f} [{s['p_best_ci'][0]:.2f}, {s['p_best_ci'][1]:.2f}] | "
+        rows.append(f"| {name} | {share('p_parent_best', 'evolutions')} | "
                     f"{s['p_best_ever']:.2f} [{s['p_best_ever_ci'][0]:.2f}, {s['p_best_ever_ci'][1]:.2f}] | "
                     f"{s['regret']:.4f} [{s['regret_ci'][0]:.4f}, {s['regret_ci'][1]:.4f}] | "
                     f"{s['best_rate']:.3f} [{s['best_rate_ci'][0]:.3f}, {s['best_rate_ci'][1]:.3f}] | "
@@ -262,8 +268,8 @@ def main(argv: list[str]) -> None:
             results = list(pool.map(simulate, [name] * args.runs, range(args.runs), [args.shift] * args.runs,
                                     [args.spread] * args.runs))
             summaries[name] = summarize(results)
-            print(f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best) {summaries[name]['p_best']:.2f}"
-                  f", regret {summaries[name]['regret']:.4f}", flush=True)
+            print(f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best ever) "
+                  f"{summaries[name]['p_best_ever']:.2f}, regret {summaries[name]['regret']:.4f}", flush=True)
     wall = time.monotonic() - started
     command = "python bench/population_sim.py " + " ".join(argv)
     atomic_write_json(RESULTS, {"command": command.strip(), "machine": machine(), "wall_s": round(wall, 1),

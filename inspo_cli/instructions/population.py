@@ -79,9 +79,13 @@ class Candidate:
     def alive(self) -> bool:
         return self.step_pruned is None
 
+    def window(self) -> list[list[float]]:
+        """The `step_rewards` rows of eq. 6's window: the steps its weight averages ([] since a reset)."""
+        return self.step_rewards[-len(self.recent_means):] if self.recent_means else []
+
     def category_means(self) -> dict[str, float]:
-        """The mean group reward per question category over eq. 6's window (the steps its weight averages)."""
-        window = {int(row[0]) for row in self.step_rewards[-len(self.recent_means):]} if self.recent_means else set()
+        """The mean group reward per question category over eq. 6's window."""
+        window = {int(row[0]) for row in self.window()}
         totals: dict[str, list[float]] = {}
         for step, category, reward_sum, groups in self.step_categories:
             if step in window:
@@ -170,11 +174,8 @@ class InstructionPopulation:
         alive = self.alive()
         if not alive:
             raise RuntimeError("the population has no alive candidates")
-        arms = []
-        for c in alive:
-            window = c.step_rewards[-len(c.recent_means):] if c.recent_means else []
-            arms.append(Arm(c.id, c.weight, sum(int(g) for _, _, g in window),
-                            math.fsum(mean * g for _, mean, g in window)))
+        arms = [Arm(c.id, c.weight, sum(int(g) for _, _, g in c.window()), math.fsum(m * g for _, m, g in c.window()))
+                for c in alive]
         batch = sum(int(g) for c in self._candidates.values() for s, _, g in c.step_rewards
                     if s == self._last_step_ended)
         return load_selection(self.config.selection)(arms, self.config, batch), alive
