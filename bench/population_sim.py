@@ -36,8 +36,10 @@ alternatives) over `--runs` seeds it reports, with 95% intervals (Wilson for pro
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -74,6 +76,10 @@ CONFIGS = {
     "N_parent 2": {"n_parent": 2},
     "pareto parents (N_parent 2)": {"parents": "pareto", "n_parent": 2},
     "merge (N_parent 2)": {"proposer": "merge", "n_parent": 2},
+    # with the paper's K_p 5 and K_e 15 the population is halved down to N_parent before every evolution, so the
+    # parent rule has nothing left to choose from; pruning only at the evolutions (K_p 15) leaves it 4 to choose from
+    "N_parent 2 + K_p 15": {"n_parent": 2, "prune_every": 15},
+    "pareto parents (N_parent 2 + K_p 15)": {"parents": "pareto", "n_parent": 2, "prune_every": 15},
 }
 CATEGORIES = 4
 
@@ -271,15 +277,25 @@ def main(argv: list[str]) -> None:
             print(f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best ever) "
                   f"{summaries[name]['p_best_ever']:.2f}, regret {summaries[name]['regret']:.4f}", flush=True)
     wall = time.monotonic() - started
-    command = "python bench/population_sim.py " + " ".join(argv)
-    atomic_write_json(RESULTS, {"command": command.strip(), "machine": machine(), "wall_s": round(wall, 1),
-                                "settings": {"paper": PAPER, "steps": STEPS, "questions_per_step": QUESTIONS_PER_STEP,
-                                             "rollouts": ROLLOUTS, "shift": args.shift, "spread": args.spread},
-                                "configs": {n: CONFIGS[n] for n in names}, "results": summaries})
+    command = shlex.join(["python", "bench/population_sim.py", *argv])
+    settings = {"paper": PAPER, "steps": STEPS, "questions_per_step": QUESTIONS_PER_STEP, "rollouts": ROLLOUTS,
+                "runs": args.runs, "shift": args.shift, "spread": args.spread}
+    earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if earlier.get("settings") == settings:  # the same experiment: add these configurations to the earlier ones
+        summaries = {**earlier["results"], **summaries}
+        commands = [c for c in earlier.get("commands", []) if c != command] + [command]
+        wall += earlier.get("wall_s", 0.0)
+    else:
+        commands = [command]
+    summaries = {name: summaries[name] for name in CONFIGS if name in summaries}
+    atomic_write_json(RESULTS, {"commands": commands, "machine": machine(), "wall_s": round(wall, 1),
+                                "settings": settings, "configs": {n: CONFIGS[n] for n in summaries},
+                                "results": summaries})
     print(table(summaries))
     if not args.no_readme:
-        update_readme_section("population_sim", f"## Instruction selection, simulated\n\n`{command.strip()}` — "
-                                                f"{args.runs} runs per configuration, {wall / 60:.0f} min on "
+        ran = "; ".join(f"`{c}`" for c in commands)
+        update_readme_section("population_sim", f"## Instruction selection, simulated\n\n{ran} — {args.runs} runs "
+                                                f"per configuration, {wall / 60:.0f} min in all on "
                                                 f"{machine()['cpu_cores']} cores.\n\n{table(summaries)}\n")
 
 

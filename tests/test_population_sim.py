@@ -37,3 +37,7 @@ def test_the_summary_carries_intervals(sim):
     assert summary["p_parent_best_ci"][0] <= summary["p_parent_best"] <= summary["p_parent_best_ci"][1]
     assert summary["regret_ci"][0] <= summary["regret"] <= summary["regret_ci"][1]
     assert "| paper |" in sim.table({"paper": summary})
+
+
+def test_configuration_names_can_be_given_to_configs(sim):
+    assert all("," not in name for name in sim.CONFIGS)  # --configs splits on commas
