@@ -3,9 +3,8 @@
 INSPO follows Search-R1: train on the NQ + HotpotQA training sets, report exact match on seven test sets, all
 from FlashRAG's preprocessed copies on the Hugging Face hub. This module turns a benchmark name into `Question`s:
 from a local file when there is one (data/benchmarks/<name>/<split>.jsonl, .parquet or .json), else from the hub,
-else with a one-line error saying where to put the file. Downloading and the status listing are in
-`benchmark_fetch`. `world` (the bundled synthetic world) is read from
-data/world/<split>.jsonl in the same row format.
+else with a one-line error saying where to put the file (downloads and the status listing: `benchmark_fetch`);
+`world`, the bundled synthetic world, from data/world/<split>.jsonl in the same row format.
 
     questions = load_benchmark("hotpotqa", limit=500)          # HotpotQA dev, the split Search-R1 scores
     train = load_train_mixture(limit=1000)                     # 500 NQ train, then 500 HotpotQA train
@@ -62,9 +61,7 @@ class Question:
         return f"{self.source}:{self.id}"
 
     @property
-    def category(self) -> str:
-        """What `population.parents: pareto` compares instructions on: the question's type where its row has one
-        (the world's single_hop, bridge, ...), else its benchmark (nq, hotpotqa in the paper's training mixture)."""
+    def category(self) -> str:  # what `parents: pareto` compares on: the row's `type` (the world's), else benchmark
         kind = self.metadata.get("type")
         return kind if isinstance(kind, str) and kind else self.source
 

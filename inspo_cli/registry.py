@@ -13,7 +13,9 @@ the name given here, on first use. Retriever kinds live in the standalone `retri
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
 
 PROPOSERS: dict[str, str] = {  # population.proposer -> a module with prompt(parent, population, buffer, config, rng)
     "reflection": "inspo_cli.instructions.proposers.reflection",  # INSPO: reflect on failed rollouts
@@ -60,3 +62,12 @@ ALGORITHMS: dict[str, Algorithm] = {  # training.algorithm
 def is_sft(algorithm: str) -> bool:
     """Whether `training.algorithm` trains on examples with SFTTrainer (False for an unknown name)."""
     return algorithm in ALGORITHMS and ALGORITHMS[algorithm].sft
+
+
+def load(table: str, name: str, what: str, attribute: str) -> Any:
+    """`attribute` of the module registered as `name` in this module's `table` ("PROPOSERS", "SELECTIONS",
+    "METHODS"), imported now; an unknown name is a ValueError listing the registered ones."""
+    entries = globals()[table]
+    if name not in entries:
+        raise ValueError(f"unknown {what} {name!r}; registered: {', '.join(entries)} (inspo_cli.registry.{table})")
+    return getattr(importlib.import_module(entries[name]), attribute)

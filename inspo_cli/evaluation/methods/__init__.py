@@ -11,10 +11,9 @@ add its line to `inspo_cli/registry.py`. Modules are imported on first use.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-from inspo_cli.registry import METHODS
+from inspo_cli.registry import METHODS, load
 
 if TYPE_CHECKING:
     from inspo_cli.evaluation.methods.base import Method
@@ -24,7 +23,4 @@ METHOD_NAMES = tuple(METHODS)
 
 def get_method(name: str) -> Method:
     """The `predict` function of the method registered as `name`."""
-    if name not in METHODS:
-        raise ValueError(f"unknown inference method {name!r}; registered: {', '.join(METHODS)} "
-                         "(inspo_cli.registry.METHODS)")
-    return importlib.import_module(METHODS[name]).predict
+    return load("METHODS", name, "inference method", "predict")

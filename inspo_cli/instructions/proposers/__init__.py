@@ -11,10 +11,9 @@ that module (`inspo_cli.registry`, where the config validates the name). To add 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-from inspo_cli.registry import PROPOSERS
+from inspo_cli.registry import PROPOSERS, load
 
 if TYPE_CHECKING:
     from inspo_cli.instructions.proposers.base import ProposalPrompt
@@ -23,7 +22,4 @@ if TYPE_CHECKING:
 
 def load_proposer(name: str) -> ProposalPrompt:
     """The `prompt` function of the proposer registered as `name`."""
-    if name not in PROPOSERS:
-        raise ValueError(f"unknown proposer {name!r}; registered: {', '.join(PROPOSERS)} "
-                         "(inspo_cli.registry.PROPOSERS)")
-    return importlib.import_module(PROPOSERS[name]).prompt
+    return load("PROPOSERS", name, "proposer", "prompt")

@@ -14,10 +14,9 @@ add its line to `inspo_cli/registry.py` (SELECTIONS).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-from inspo_cli.registry import SELECTIONS
+from inspo_cli.registry import load
 
 if TYPE_CHECKING:
     from inspo_cli.instructions.selection.base import Build
@@ -25,7 +24,4 @@ if TYPE_CHECKING:
 
 def load_selection(name: str) -> Build:
     """The `build` function of the strategy registered as `name`."""
-    if name not in SELECTIONS:
-        raise ValueError(f"unknown selection {name!r}; registered: {', '.join(SELECTIONS)} "
-                         "(inspo_cli.registry.SELECTIONS)")
-    return importlib.import_module(SELECTIONS[name]).build
+    return load("SELECTIONS", name, "selection", "build")
