@@ -50,15 +50,15 @@ class RecordingSource(StaticInstruction):
     def __init__(self, text):
         super().__init__(text, "rec")
         self.sampled: list[tuple[list[str], int]] = []
-        self.observed: list[tuple[list[Pick], list[float]]] = []
+        self.observed: list[tuple[list[Pick], list[float], list[str] | None]] = []
         self.ended: list[int] = []
 
     def sample(self, keys, step):
         self.sampled.append((list(keys), step))
         return super().sample(keys, step)
 
-    def observe(self, picks, group_rewards):
-        self.observed.append((list(picks), list(group_rewards)))
+    def observe(self, picks, group_rewards, categories=None):
+        self.observed.append((list(picks), list(group_rewards), None if categories is None else list(categories)))
 
     def end_step(self, step):
         self.ended.append(step)
@@ -92,7 +92,7 @@ def make_trainer(tmp_path, tiny_model_dir):
 
 def generation_batch():
     """What TRL's sampler hands over: each question repeated group_size times, consecutively."""
-    return [{"prompt": q.question, "qid": f"t:{q.id}", "golden_answers": list(q.golden_answers)}
+    return [{"prompt": q.question, "qid": f"t:{q.id}", "category": q.category, "golden_answers": list(q.golden_answers)}
             for q in QUESTIONS for _ in range(GROUP)]
 
 
@@ -170,8 +170,9 @@ def test_instruction_is_sampled_per_question_and_rewards_go_back_per_group(make_
     trainer = make_trainer(source)
     inputs = trainer._generate_and_score_completions(generation_batch())
     assert source.sampled == [(["t:q1", "t:q1", "t:q2", "t:q2"], 0)]
-    (picks, rewards), = source.observed
+    (picks, rewards, categories), = source.observed
     assert [p.instruction_id for p in picks] == ["rec", "rec"]  # one per question group
+    assert categories == [q.category for q in QUESTIONS]  # each group's question category (for parents: pareto)
     assert rewards == [0.5, 0.5]  # one right, one wrong answer in each group
     trainer._end_step(1)  # what the step-end callback does after the step's last optimizer update
     assert source.ended == [1]  # the step just completed, counting from 1 as metrics.jsonl does
