@@ -31,7 +31,7 @@ def test_bad_cluster_options_are_one_line_errors_before_anything_is_written(repo
 
 @pytest.mark.slow
 def test_an_ablation_as_a_slurm_job_array_survives_a_requeue_and_tabulates(slurm, tmp_path, repo_root,
-                                                                           tiny_model_dir):
+                                                                           tiny_model_dir, monkeypatch):
     sweep = tiny_sweep(tmp_path, repo_root, tiny_model_dir)
     out = tmp_path / "ablation"
     args = ["ablate", "--sweep", sweep, "--out", out, "--device", "cpu", "--scheduler", "slurm", "--time", "30",
@@ -63,6 +63,7 @@ def test_an_ablation_as_a_slurm_job_array_survives_a_requeue_and_tabulates(slurm
     else:
         pytest.fail(f"scancel --signal=USR2 {jobs['inspo-s0']} never reached the task")
 
+    monkeypatch.setenv("INSPO_POLL_SECONDS", "2")
     collected = invoke("ablate", "--collect", out, "--wait")
     assert collected.exit_code == 0, collected.output
     table = json.loads((out / "ablation.json").read_text())

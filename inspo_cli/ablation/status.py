@@ -147,9 +147,11 @@ def run_states(ablation: AblationDir, rule: str = "best") -> list[RunState]:
     return states
 
 
-def wait(ablation: AblationDir, on_event=print, poll_s: float = 30.0) -> list[RunState]:
+def wait(ablation: AblationDir, on_event=print, poll_s: float | None = None) -> list[RunState]:
     """Block until no run of the ablation is queued or running (a line whenever the counts change); the final
-    states."""
+    states. It looks every `poll_s` seconds (default `INSPO_POLL_SECONDS`, else 30: squeue is a query to the
+    controller, which clusters ask users not to make often)."""
+    poll_s = float(os.environ.get("INSPO_POLL_SECONDS", 30)) if poll_s is None else poll_s
     last = None
     while True:
         states = run_states(ablation)
