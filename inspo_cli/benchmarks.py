@@ -62,8 +62,7 @@ class Question:
 
     @property
     def category(self) -> str:  # what `parents: pareto` compares on: the row's `type` (the world's), else benchmark
-        kind = self.metadata.get("type")
-        return kind if isinstance(kind, str) and kind else self.source
+        return kind if isinstance(kind := self.metadata.get("type"), str) and kind else self.source
 
 
 @dataclass(frozen=True)
