@@ -281,3 +281,34 @@ def test_every_process_enters_generation_even_without_verification_questions():
     verifier = PolicyVerifier(NoRollouts(), RewardConfig(), generation, SecondOfTwo())
     scores = verifier.score(["parent", "candidate"], [ReplayQuestion("k", "Q?", ("a",))])  # rank 0 takes the only one
     assert entered == [True] and scores == [[1.0], [0.0]]
+
+
+def test_a_bfloat16_policy_trains_with_float32_master_weights_at_the_papers_learning_rate(tmp_path, tiny_model_dir):
+    """Issue 37, class 4: `model.dtype: bfloat16` at App. B's learning rate (5e-7). Held in bfloat16, a weight near
+    0.02 has a spacing of about 1.2e-4, so AdamW's ~5e-7 steps would round away; the trained weights are float32
+    (the master copy) under bf16 autocast on every launch, and the update lands. The reference, which never trains,
+    is held in bfloat16 (as verl holds Search-R1's)."""
+    import dataclasses
+
+    recipe = tiny_recipe(tiny_model_dir, learning_rate=5e-7, kl_beta=0.001)
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, dtype="bfloat16"))
+    args = grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints")
+    assert (args.bf16, args.model_init_kwargs["dtype"]) == (True, torch.float32)
+    tokenizer = load_tokenizer(recipe.model)
+    trainer = SearchGRPOTrainer(
+        model=str(tiny_model_dir), args=args, train_dataset=question_dataset(QUESTIONS), processing_class=tokenizer,
+        instructions=StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
+        rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True, reference_dtype=torch.bfloat16)
+    trainer.engine.backend = AlternatingPolicy(tokenizer)
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    assert {p.dtype for p in trainer.ref_model.parameters()} == {torch.bfloat16}
+    layers = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if ".layers." in n}
+    trainer.train()
+    after = dict(trainer.model.named_parameters())
+    moved = sum(int((after[n] != before).sum()) for n, before in layers.items())
+    total = sum(before.numel() for before in layers.values())
+    assert moved / total > 0.9, f"only {moved} of {total} weights moved"
+    # the same update applied to bfloat16 weights: almost all of it rounds away, which is what this guards against
+    kept = sum(int(((before + (after[n].detach() - before)).bfloat16() != before.bfloat16()).sum())
+               for n, before in layers.items())
+    assert kept / total < 0.05, f"{kept} of {total} bfloat16 weights would have moved"

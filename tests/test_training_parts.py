@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -114,6 +115,26 @@ def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
             config["bf16"], config["generation_batch_size"]) == ("grpo", False, False, True, 512 * 5)
     assert config["epsilon_high"] is None and config["top_k"] == 0  # None: the upper clip is epsilon too
     assert (report["population"] is not None) == name.endswith("inspo")
+    # bf16 compute with float32 master weights (issue 37): the policy is loaded in float32 on every launch
+    assert (config["bf16"], config["fp16"], str(config["model_init_kwargs"]["dtype"])) == (True, False, "float32")
+
+
+@pytest.mark.parametrize("dtype, lora, device, weights, mixed", [
+    ("bfloat16", False, "cuda", "float32", "bf16"), ("bfloat16", False, "cpu", "float32", "bf16"),
+    ("float16", False, "cuda", "float32", "fp16"), ("float32", False, "cuda", "float32", "no"),
+    ("auto", False, "cuda", "float32", "bf16"), ("auto", False, "cpu", "float32", "no"),
+    ("bfloat16", True, "cuda", "bfloat16", "bf16")])
+def test_trained_weights_are_float32_whenever_they_train(dtype, lora, device, weights, mixed):
+    """The optimizer's weights are float32 for every model.dtype; bfloat16/float16 is the autocast precision. With
+    LoRA the frozen base keeps model.dtype (PEFT holds the adapters in float32)."""
+    from inspo_cli.training.setup import shared_kwargs, training_precision
+
+    recipe = load_recipe(None, [f"model.dtype={dtype}", f"model.lora={str(lora).lower()}"], check_paths=False)
+    precision = training_precision(recipe, device)
+    assert (str(precision.weights).removeprefix("torch."), precision.mixed) == (weights, mixed)
+    kwargs = shared_kwargs(recipe, Path("runs/x/checkpoints"), device, 10, 5)
+    assert (kwargs["bf16"], kwargs["fp16"]) == (mixed == "bf16", mixed == "fp16")
+    assert kwargs["model_init_kwargs"] == {"dtype": precision.weights}
 
 
 @pytest.mark.parametrize("name", ["search-r1", "inspo", "grpo-no-search"])

@@ -6,6 +6,7 @@ GRPO's own config is `training.grpo`, SFT's `training.sft`; the batch numbers be
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from inspo_cli.config import Recipe
@@ -14,16 +15,15 @@ from inspo_cli.errors import InspoError
 
 def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_updates: int, save_steps: int) -> dict:
     """What `GRPOConfig` and `SFTConfig` get alike: the optimizer and its schedule, checkpoints, seed, device."""
-    from inspo_cli.models import resolve_dtype
-
     t, m = recipe.training, recipe.model
-    dtype = resolve_dtype(m.dtype, device)
+    precision = training_precision(recipe, device)
     return dict(
         output_dir=str(checkpoints_dir),
         per_device_train_batch_size=t.micro_batch_size,
         max_steps=max_updates,
         learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler,
+        # HF's "constant" ignores warmup_steps; "constant_with_warmup" is veRL's (Search-R1's) linear warm-up, then flat
+        lr_scheduler_type="constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler,
         warmup_steps=round(t.warmup_ratio * max_updates),
         weight_decay=t.weight_decay,
         adam_beta2=t.adam_beta2,
@@ -39,10 +39,39 @@ def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_update
         run_name=checkpoints_dir.parent.name,
         disable_tqdm=True,
         use_cpu=device == "cpu",
-        bf16=str(dtype) == "torch.bfloat16" and device != "cpu",
-        model_init_kwargs={"dtype": dtype},
+        bf16=precision.mixed == "bf16",
+        fp16=precision.mixed == "fp16",
+        model_init_kwargs={"dtype": precision.weights},
         gradient_checkpointing=m.gradient_checkpointing,
     )
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the policy is trained: `weights`, the dtype its trained weights are held in (the optimizer's master
+    copy), and `mixed`, the autocast precision of forward and backward ("no", "bf16" or "fp16")."""
+
+    weights: object  # a torch.dtype
+    mixed: str
+
+
+def training_precision(recipe: Recipe, device: str) -> Precision:
+    """`model.dtype` bfloat16 (or float16) means bf16 (fp16) compute with float32 master weights, on every launch.
+
+    AdamW's updates at the paper's learning rate (5e-7) are far below bfloat16's spacing (about 1.2e-4 for a weight
+    near 0.02), so weights held in bfloat16 round almost every update away. ZeRO-3 keeps fp32 master weights and
+    accelerate's FSDP upcasts trainable parameters to fp32 itself, but a one-process or DDP launch would train the
+    bf16 weights directly; so the trained weights are loaded in float32 and the compute runs under accelerate's
+    autocast, which is what Search-R1's verl does (actor in fp32 with an FSDP bf16 compute policy, the reference in
+    bf16: verl/workers/fsdp_workers.py). With LoRA only the adapters train: the frozen base stays in
+    `model.dtype`, and PEFT keeps the adapters in float32."""
+    import torch
+
+    from inspo_cli.models import resolve_dtype
+
+    dtype = resolve_dtype(recipe.model.dtype, device)
+    mixed = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "no")
+    return Precision(dtype if recipe.model.lora or mixed == "no" else torch.float32, mixed)
 
 
 def lora_config(recipe: Recipe):

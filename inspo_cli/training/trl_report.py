@@ -7,8 +7,8 @@
 
 The rows name where each value ends up: a `GRPOConfig` field, or the rollout engine / population for what TRL
 never sees (turn limits, passages, the INSPO schedule). The GRPOConfig is built for real, so TRL's own
-validation runs; on a machine without the requested GPU it is built for the CPU and the two device fields
-(`use_cpu`, `bf16`) are then set to what the GPU run will pass.
+validation runs; on a machine without the requested GPU it is built for the CPU and the device fields
+(`use_cpu`, `bf16`, `fp16`) are then set to what the GPU run will pass.
 """
 
 from __future__ import annotations
@@ -166,12 +166,12 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
 
 def _built(config_class, kwargs: dict, device: str) -> dict:
     """The config as TRL holds it after its own validation; built for the CPU on a machine without the GPU asked
-    for (TRL refuses bf16 there), with the two device fields then set to what the GPU run will pass."""
+    for (TRL refuses bf16 there), with the device fields then set to what the GPU run will pass."""
     import torch
 
     buildable = dict(kwargs)
     if device != "cpu" and not torch.cuda.is_available():
-        buildable.update(use_cpu=True, bf16=False)
+        buildable.update(use_cpu=True, bf16=False, fp16=False)
     values = config_class(**buildable).to_dict()
-    values.update(use_cpu=kwargs["use_cpu"], bf16=kwargs["bf16"])
+    values.update(use_cpu=kwargs["use_cpu"], bf16=kwargs["bf16"], fp16=kwargs["fp16"])
     return values
