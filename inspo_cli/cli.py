@@ -14,6 +14,7 @@ import typer
 
 from inspo_cli import __version__
 from inspo_cli.commands import ablate, data, env, evaluate, evolve, index, recipe, report, serve, train
+from inspo_cli.console import run_cli
 
 app = typer.Typer(
     name="inspo",
@@ -50,10 +51,10 @@ def root(
 
 def main() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    if not sys.stderr.isatty():  # a CI log or a pipe: our plain progress lines, not libraries' \r-redrawn bars
+    if not (sys.stderr and sys.stderr.isatty()):  # a CI log, a pipe: our plain progress lines, not \r-redrawn bars
         for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
             os.environ.setdefault(variable, "1")  # read when tqdm is imported, which has not happened yet
-    app()
+    run_cli(app)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,12 @@ at most every `INSPO_PROGRESS_SECONDS` (default 30) and when the task finishes, 
 
 from __future__ import annotations
 
-import os
 import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from inspo_cli.envvars import env_seconds
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -39,7 +40,7 @@ class PlainProgress(Progress):
 
     def __init__(self, console: Console, interval: float | None = None):
         super().__init__(console=console, disable=True)
-        self.interval = float(os.environ.get("INSPO_PROGRESS_SECONDS", 30)) if interval is None else interval
+        self.interval = env_seconds("INSPO_PROGRESS_SECONDS") if interval is None else interval
         self._printed: dict = {}  # task id -> (monotonic time of its last line, completed count then)
 
     def update(self, task_id, **kwargs) -> None:
