@@ -12,20 +12,28 @@ only the runs that are neither finished nor queued or running. A run of several 
 (submitit's `nodes`, one task each); each node starts the launcher with its rank and the first node as the main
 one (`node_launcher`), and the first node alone evaluates and records. The ablation directory keeps `slurm/`
 (submitit's folder: each task's stdout and stderr) and jobs.json (per run: the array task it was last submitted
-as, and how often it was requeued). submitit (`pip install -e ".[slurm]"`) is imported only here, when used.
+as, and how often it was requeued). When squeue cannot say which runs are queued or running, nothing is submitted
+(`status.SchedulerUnavailable`, exit 3); a refusal by sbatch is one line quoting SLURM's reason. sbatch, srun and
+squeue are checked before the plan is written. submitit (`pip install -e ".[slurm]"`) is imported only here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.runner import launcher_words, run_one, training_command
-from inspo_cli.ablation.status import active_state, slurm_jobs
+from inspo_cli.ablation.status import UNKNOWN, Queue, SchedulerUnavailable, checked_jobs
 from inspo_cli.errors import InspoError
 
 MULTI_NODE_LAUNCHERS = ("accelerate launch", "torchrun")
@@ -93,20 +101,45 @@ def node_launcher(launcher: str, nodes: int, node: int, main_host: str, port: in
 def launcher_gpus(launcher: str) -> int | None:
     """GPUs per node that an `accelerate launch --config_file FILE` launcher's config asks for (num_processes /
     num_machines), or None when the launcher names no config or the config does not say."""
-    from inspo_cli.config.yamlfile import load_yaml
-    from inspo_cli.files import read_text
-
     words = launcher_words(launcher)
     for flag in ("--config_file", "--config-file"):
         if flag in words[:-1]:
-            path = words[words.index(flag) + 1]
-            config = load_yaml(read_text(path, "--launcher's --config_file"), path)
+            config = read_launcher_config(words[words.index(flag) + 1])
             if not isinstance(config, dict):
                 return None
             processes, machines = config.get("num_processes"), config.get("num_machines") or 1
-            if isinstance(processes, int) and isinstance(machines, int) and processes > 0 and machines > 0:
+            if _count(processes) and _count(machines):
                 return max(processes // machines, 1)
     return None
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def read_launcher_config(path: str):
+    """An accelerate config file, read as a user's YAML is: a regular file, at most the YAML reader's bound in bytes
+    actually read (a FIFO or /dev/zero is refused, not read forever), one line on any damage."""
+    import yaml
+
+    from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
+    from inspo_cli.files import user_file
+
+    what = "--launcher's --config_file"
+    with user_file(path, what):
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise InspoError(f"{what} {path}: is not a regular file (a directory, a FIFO or a device); pass "
+                                 "accelerate's config file")
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise InspoError(f"{what} {path}: more than {MAX_BYTES:,} bytes, far more than an accelerate config has; "
+                             "check that this is the right file")
+        text = data.decode("utf-8")
+    try:
+        return load_yaml(text, f"{what} {path}")
+    except yaml.YAMLError as error:
+        raise InspoError(f"{what} {path} is not valid YAML: {_said(str(error), 200)}") from None
 
 
 def main_port(job_id: str) -> int:
@@ -133,10 +166,29 @@ def _join_training(ablation: AblationDir, run, device: str | None, launcher: str
     return "finished" if done.returncode == 0 else "failed"
 
 
-def require_sbatch() -> None:
-    if shutil.which("sbatch") is None:
-        raise InspoError("--scheduler slurm: sbatch is not on PATH; run on a SLURM login node (`inspo env` shows "
-                         "what is reachable), or use --scheduler local")
+SLURM_TOOLS = ("sbatch", "srun", "squeue")  # submit, start each task (submitit), tell what is queued or running
+# A path SLURM cannot carry: "%" starts its file-name patterns (and submitit's %j), and sbatch's #SBATCH parser and
+# older SLURMs do not take every quoting of spaces, quotes, backslashes and "#".
+_UNSAFE_PATH = re.compile(r"[\s%'\"\\#\x00-\x1f\x7f]")
+
+
+def require_slurm() -> None:
+    """SLURM's commands and submitit are here: checked before the plan is written, not by a traceback after."""
+    _submitit()
+    missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise InspoError(f"--scheduler slurm: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
+                         "PATH; run on a SLURM login node (`inspo env` shows what is reachable), see the job array "
+                         "with --dry-run, or use --scheduler local")
+
+
+def check_directory(path: str | Path) -> None:
+    """Refuse an ablation directory whose absolute path the sbatch file cannot carry (its logs live under it)."""
+    absolute = str(Path(path).absolute())
+    if (bad := _UNSAFE_PATH.search(absolute)) is not None:
+        raise InspoError(f"--out {path}: its path {absolute!r} holds {bad[0]!r}, which SLURM's log-file names (%) and "
+                         "#SBATCH lines cannot carry; choose a directory whose path has no spaces, quotes, '#', '%' "
+                         "or backslashes")
 
 
 def sbatch_parameters(ablation: AblationDir, options: SlurmOptions) -> dict:
@@ -157,10 +209,24 @@ def _memory(gb: float) -> str:
 
 
 def pending_runs(ablation: AblationDir) -> list:
-    """The runs to submit: neither finished nor queued or running as the job jobs.json records."""
-    queue, jobs = slurm_jobs(), ablation.jobs()
-    return [run for run in ablation.plan.runs() if ablation.status(run) != FINISHED
-            and active_state(jobs.get(run.name, {}).get("job"), queue) is None]
+    """The runs to submit: neither finished nor queued or running as the job jobs.json records. When that cannot be
+    told (squeue fails, a process on another machine), nothing is submitted: a run submitted while it still runs
+    would train twice into one directory."""
+    jobs, queue = checked_jobs(ablation), Queue()
+    pending = []
+    for run in ablation.plan.runs():
+        if ablation.status(run) == FINISHED:
+            continue
+        active, why = queue.activity(jobs.get(run.name, {}))
+        if active == UNKNOWN:
+            fix = ("run the same command again when squeue answers" if queue.error else
+                   f"if it no longer runs, delete the entry of {run.name} from {ablation.jobs_file}")
+            raise SchedulerUnavailable(f"cannot tell whether {run.name} (job {jobs[run.name]['job']}) is still queued "
+                                       f"or running: {why}; nothing was submitted (a run submitted again while it "
+                                       f"runs trains twice into one directory); {fix}")
+        if active is None:
+            pending.append(run)
+    return pending
 
 
 def _submitit():
@@ -215,24 +281,51 @@ def describe(options: SlurmOptions) -> str:
 def submit(ablation: AblationDir, options: SlurmOptions, device: str | None = None, rule: str = "best",
            launcher: str = "inspo") -> dict[str, str]:
     """Submit every run that is neither finished nor queued/running as one job array; {run: job id}."""
-    require_sbatch()
-    _submitit()
+    require_slurm()
+    check_directory(ablation.path)
+    submitit = _submitit()
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
+
     pending = pending_runs(ablation)
     if not pending:
         return {}
-    executor = _submitit().SlurmExecutor(folder=ablation.slurm_logs.absolute() / "%j",
-                                      max_num_timeout=options.max_timeouts)
-    executor.update_parameters(**sbatch_parameters(ablation, options))
     n = len(pending)
-    try:
-        jobs = executor.map_array(RunTask(), [str(ablation.path.absolute())] * n, [r.name for r in pending],
-                                  [device] * n, [rule] * n, [launcher] * n)
-    except subprocess.CalledProcessError as error:
-        output = (error.stderr or error.output or b"")
-        text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-        raise InspoError(f"sbatch refused the job array: {' '.join(text.split()) or error}; check the partition, "
-                         "account, qos and limits") from None
+    # submitit prints sbatch's complaint to stderr before it raises: the one line below says it instead
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            executor = submitit.SlurmExecutor(folder=ablation.slurm_logs.absolute() / "%j",
+                                              max_num_timeout=options.max_timeouts)
+            executor.update_parameters(**sbatch_parameters(ablation, options))
+            jobs = executor.map_array(RunTask(), [str(ablation.path.absolute())] * n, [r.name for r in pending],
+                                      [device] * n, [rule] * n, [launcher] * n)
+        except FailedSubmissionError as error:  # sbatch exited 0 but its answer names no job
+            answer = re.search(r'output "(.*)"', str(error), re.DOTALL)
+            raise InspoError(f"sbatch answered {_said(answer[1] if answer else str(error), 200)!r}, which names no "
+                             "job: the array may have been submitted or not; look with `squeue --me` before "
+                             "submitting again") from None
+        except (FailedJobError, subprocess.CalledProcessError, OSError, RuntimeError) as error:
+            raise InspoError(f"sbatch refused the job array: {_refusal(error)}; check the partition, account, qos, "
+                             "limits and --sbatch-option values") from None
     ablation.record_jobs({run.name: job.job_id for run, job in zip(pending, jobs)})
     for run in pending:
         ablation.record_failure(run, None)  # a resubmitted run is no longer failed
     return {run.name: job.job_id for run, job in zip(pending, jobs)}
+
+
+def _said(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _refusal(error: BaseException) -> str:
+    """SLURM's reason, as sbatch said it: submitit's FailedJobError holds sbatch's stderr, and its cause (a
+    CalledProcessError) the exit code and stdout."""
+    if isinstance(error, OSError):
+        return f"sbatch could not be started ({error.strerror or error})"
+    cause = error if isinstance(error, subprocess.CalledProcessError) else error.__cause__
+    said = "" if cause is error else str(error).strip()
+    if isinstance(cause, subprocess.CalledProcessError):
+        for part in (cause.stderr, cause.output):
+            said = said or (part.decode(errors="replace") if isinstance(part, bytes) else str(part or "")).strip()
+        said = said or f"it exited with code {cause.returncode} and said nothing"
+    return _said(said or type(error).__name__)

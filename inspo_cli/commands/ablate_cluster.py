@@ -22,11 +22,28 @@ from inspo_cli.errors import InspoError
 SCHEDULERS = ("local", "slurm")
 
 
+MAX_MINUTES = 366 * 1440  # --time: a year is past every partition's MaxTime
+MAX_MEM_GB = 1 << 20  # --mem-per-run: 1 PB, past every node
+# flag -> (least, most); the most is past any real node or cluster, so a typo is refused here, not by sbatch
+COUNTS = {"--gpus-per-run": (0, 256), "--cpus-per-run": (1, 100_000), "--nodes-per-run": (1, 10_000),
+          "--array-parallelism": (1, 1_000_000), "--max-timeouts": (0, 10_000)}
+# sbatch options inspo sets itself (the flag to use instead), or that would break the submission or the array: the
+# array's size, its logs and the requeue signal submitit relies on, an answer submitit can read, a script of its own
+OWN_SBATCH = {"partition": "--partition", "account": "--account", "qos": "--qos", "time": "--time",
+              "mem": "--mem-per-run", "cpus-per-task": "--cpus-per-run", "gpus-per-node": "--gpus-per-run",
+              "nodes": "--nodes-per-run", "array": "--array-parallelism", "ntasks": None, "ntasks-per-node": None,
+              "output": None, "error": None, "input": None, "open-mode": None, "signal": None, "job-name": None,
+              "requeue": None, "no-requeue": None, "wrap": None, "parsable": None, "wait": None, "test-only": None,
+              "help": None, "usage": None, "version": None}
+SBATCH_EXACT = {"gpus"}  # real sbatch options that are also the start of one above (getopt abbreviates)
+MAX_VALUE = 1000
+
+
 def parse_time(text: str) -> int:
-    """SLURM's time formats (MM, HH:MM:SS, D-HH, D-HH:MM[:SS]) in minutes, at least 1."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    """SLURM's time formats (MM, HH:MM:SS, D-HH, D-HH:MM[:SS]) in minutes, at least 1, at most a year."""
+    match = re.fullmatch(r"(?:(\d{1,6})-)?(\d{1,9})(?::(\d{1,9}))?(?::(\d{1,9}))?", text.strip(), re.ASCII)
     if match is None:
-        raise InspoError(f"--time {text!r}: use minutes (90), HH:MM:SS (48:00:00) or D-HH:MM (2-00:00)")
+        raise InspoError(f"--time {text[:40]!r}: use minutes (90), HH:MM:SS (48:00:00) or D-HH:MM (2-00:00)")
     days, first, second, third = (int(g) if g else None for g in match.groups())
     if days is not None:  # D-HH[:MM[:SS]]
         minutes = days * 1440 + first * 60 + (second or 0) + ((third or 0) + 59) // 60
@@ -38,6 +55,9 @@ def parse_time(text: str) -> int:
         minutes = first * 60 + second + (third + 59) // 60
     if minutes < 1:
         raise InspoError(f"--time {text!r}: must be at least a minute")
+    if minutes > MAX_MINUTES:
+        raise InspoError(f"--time {text!r}: {minutes:,} minutes is more than a year; give each run's limit, e.g. "
+                         "48:00:00 (a run that reaches it is requeued and resumes)")
     return minutes
 
 
@@ -45,22 +65,44 @@ def parse_memory(text: str | None) -> float | None:
     """64G, 500M, 1T or a number of GB."""
     if text is None:
         return None
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([MGT]?)B?", text.strip(), re.IGNORECASE)
+    match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,6})?)\s*([MGT]?)B?", text.strip(), re.IGNORECASE | re.ASCII)
     if match is None or float(match.group(1)) <= 0:
-        raise InspoError(f"--mem-per-run {text!r}: use e.g. 64G, 500M or 1T")
-    return float(match.group(1)) * {"M": 1 / 1024, "G": 1, "T": 1024, "": 1}[match.group(2).upper()]
+        raise InspoError(f"--mem-per-run {text[:40]!r}: use e.g. 64G, 500M or 1T")
+    gb = float(match.group(1)) * {"M": 1 / 1024, "G": 1, "T": 1024, "": 1}[match.group(2).upper()]
+    if gb > MAX_MEM_GB:
+        raise InspoError(f"--mem-per-run {text!r}: more than {MAX_MEM_GB // 1024:,} TB; give the memory one run needs, "
+                         "e.g. 512G")
+    return gb
 
 
 def parse_sbatch_options(items: Sequence[str]) -> dict[str, str]:
+    """--sbatch-option KEY=VALUE items, refusing the options inspo sets itself or that break the array (also by an
+    abbreviation sbatch would accept) and values that are not one line of printable text."""
     extra = {}
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip().lstrip("-")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9-]*", key):
-            raise InspoError(f"--sbatch-option {item!r}: use KEY=VALUE with sbatch's long option name, e.g. "
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9-]{0,63}", key):
+            raise InspoError(f"--sbatch-option {item[:60]!r}: use KEY=VALUE with sbatch's long option name, e.g. "
                              "constraint=a100 or exclude=node12")
+        own = key if key in OWN_SBATCH else None if key in SBATCH_EXACT else next(
+            (name for name in OWN_SBATCH if name.startswith(key)), None)
+        if own is not None:
+            instead = OWN_SBATCH[own]
+            raise InspoError(f"--sbatch-option {key}: " + (f"set it with {instead}" if instead else
+                             f"inspo and submitit set --{own} themselves (the array, its logs, the requeue signal, "
+                             "sbatch's answer); leave it out"))
+        _check_value(f"--sbatch-option {key}", value)
         extra[key.replace("-", "_")] = value
     return extra
+
+
+def _check_value(flag: str, value: str, spaces: bool = True) -> None:
+    """A value that becomes an #SBATCH line: one line of printable text, of a sane length."""
+    if not value.strip() or len(value) > MAX_VALUE or not value.isprintable() or (not spaces and " " in value):
+        raise InspoError(f"{flag} {value[:60]!r}: must be one line of printable text"
+                         + ("" if spaces else " without spaces") + f", at most {MAX_VALUE} characters (it becomes a "
+                         "line of the sbatch file)")
 
 
 def slurm_options(partition, account, qos, time, gpus, cpus, mem, nodes, parallelism, sbatch_options,
@@ -68,22 +110,35 @@ def slurm_options(partition, account, qos, time, gpus, cpus, mem, nodes, paralle
     """The checked SLURM options; GPUs per run default to what the launcher's accelerate config asks for."""
     from inspo_cli.ablation.slurm import SlurmOptions, launcher_gpus, node_launcher
 
+    gpus_flag = "--gpus-per-run"
     if gpus is None:
-        gpus = launcher_gpus(launcher)
-    for flag, value, least in (("--gpus-per-run", gpus, 0), ("--cpus-per-run", cpus, 1), ("--nodes-per-run", nodes, 1),
-                               ("--array-parallelism", parallelism, 1), ("--max-timeouts", max_timeouts, 0)):
-        if value is not None and value < least:
-            raise InspoError(f"{flag} {value}: must be at least {least}")
+        gpus, gpus_flag = launcher_gpus(launcher), "--gpus-per-run (the --launcher's config: num_processes)"
+    for (flag, (least, most)), value in zip(COUNTS.items(), (gpus, cpus, nodes, parallelism, max_timeouts)):
+        if value is not None and not least <= value <= most:
+            raise InspoError(f"{gpus_flag if flag == '--gpus-per-run' else flag} {value}: must be from {least} to "
+                             f"{most:,}")
     extra = parse_sbatch_options(sbatch_options or [])
-    for flag, value in (("--partition", partition), ("--account", account), ("--qos", qos),
-                        *((f"--sbatch-option {key}", value) for key, value in extra.items())):
-        if value is not None and (not value.strip() or any(c in value for c in "\n\r\0")):
-            raise InspoError(f"{flag} {value!r}: must be one line of text (it becomes a line of the sbatch file)")
+    for flag, value in (("--partition", partition), ("--account", account), ("--qos", qos)):
+        if value is not None:
+            _check_value(flag, value, spaces=False)
     options = SlurmOptions(partition, account, qos, parse_time(time), gpus, cpus, parse_memory(mem), nodes,
                            parallelism, extra, max_timeouts)
     if nodes > 1:
         node_launcher(launcher, nodes, 0, "main", 1)  # a launcher that cannot start one node of several fails here
     return options
+
+
+def check_slurm(target, dry_run: bool, wait: bool) -> None:
+    """What --scheduler slurm needs beyond its options, checked before the plan is written: an ablation directory
+    SLURM can carry; without --dry-run, SLURM's commands on PATH; with --wait, a sane INSPO_POLL_SECONDS."""
+    from inspo_cli.ablation.slurm import check_directory, require_slurm
+    from inspo_cli.envvars import env_seconds
+
+    check_directory(target)
+    if not dry_run:
+        require_slurm()
+    if wait:
+        env_seconds("INSPO_POLL_SECONDS")
 
 
 def preview(ablation, options, device, launcher: str) -> dict:
@@ -111,6 +166,10 @@ def print_status(ablation, as_json: bool, rule: str) -> list:
     from inspo_cli.ablation import status
 
     states = status.run_states(ablation, rule)
+    unknown = [s for s in states if s.state == status.UNKNOWN]
+    if unknown:
+        err_console.print(f"{len(unknown)} runs are unknown: they may still be queued or running, and SLURM (or the "
+                          "machine they were started on) cannot say; submitting refuses until it can", soft_wrap=True)
     if as_json:
         typer.echo(status.as_json(states))
     else:
@@ -119,9 +178,9 @@ def print_status(ablation, as_json: bool, rule: str) -> list:
     return states
 
 
-def wait(ablation) -> int:
-    """Block until no run is queued or running; the number of runs that failed."""
+def wait(ablation) -> None:
+    """Block until no run is queued or running (SchedulerUnavailable, exit 3, when SLURM cannot be asked for long,
+    or a run was started on another machine); the table then says which runs have no result (exit 1)."""
     from inspo_cli.ablation import status
 
-    states = status.wait(ablation, on_event=lambda line: err_console.print(escape(line)))
-    return sum(s.state == status.FAILED for s in states)
+    status.wait(ablation, on_event=lambda line: err_console.print(escape(line), soft_wrap=True))
