@@ -16,7 +16,8 @@ A document is the corpus row, as Search-R1's dense server returns it. Difference
 `"topk": 0` is a 422 here (Search-R1 falls back to its default), and types are strict.
 Unlike Search-R1's server, requests are batched across connections (see `retriever/batching.py`), searches
 never block the event loop, and bad requests get a 4xx with a one-line `{"error": ...}` instead of a 500.
-`GET /health` says what is served, the request limits and the batcher's counters.
+Connections are limited too: header size and time, idle time and how many are open (`retriever/connections.py`).
+`GET /health` says what is served, the request limits and the batcher's and connections' counters.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from retriever.batching import MicroBatcher
+from retriever.connections import (DEFAULT_HEADER_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
+                                   DEFAULT_MAX_HEADER_BYTES, ConnectionLimits, ConnectionStats, guarded_protocol)
 from retriever.corpus import Passage
 from retriever.errors import RetrieverError
 from retriever.search import Retriever
@@ -162,17 +165,25 @@ def create_app(
     max_batch: int = 512,
     batch_window_ms: float = 2.0,
     workers: int = 1,
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     index_info: Optional[dict] = None,
 ) -> FastAPI:
-    """A FastAPI app serving `retriever` at `POST /retrieve` (Search-R1's API) and `GET /health`."""
+    """A FastAPI app serving `retriever` at `POST /retrieve` (Search-R1's API) and `GET /health`. The connection
+    limits (`max_header_bytes` ... `max_connections`) take effect when it is served by `serve`/`serve_in_background`."""
     if not 1 <= default_topk <= max_topk:
         raise ValueError(f"default_topk must be in 1..max_topk ({max_topk}), got {default_topk}")
+    connection_limits = ConnectionLimits(max_header_bytes, header_timeout_s, idle_timeout_s, max_connections)
+    connection_stats = ConnectionStats()
     batcher = MicroBatcher(retriever, max_batch=max_batch, window_s=batch_window_ms / 1000, workers=workers)
     info = dict(index_info) if index_info else {"kind": type(retriever).__name__}
     limits = {"default_topk": default_topk, "max_topk": max_topk, "max_queries": max_queries,
               "max_query_chars": max_query_chars, "max_results": max_results, "max_body_bytes": max_body_bytes,
               "read_timeout_s": read_timeout_s, "max_batch": max_batch, "batch_window_ms": batch_window_ms,
-              "workers": workers}
+              "workers": workers, "max_header_bytes": max_header_bytes, "header_timeout_s": header_timeout_s,
+              "idle_timeout_s": idle_timeout_s, "max_connections": max_connections}
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -184,6 +195,7 @@ def create_app(
 
     app = FastAPI(title="inspo retriever", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.batcher = batcher
+    app.state.connection_limits, app.state.connection_stats = connection_limits, connection_stats
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -248,7 +260,8 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "index": info, "limits": limits, "batcher": batcher.stats.to_dict()}
+        return {"status": "ok", "index": info, "limits": limits, "batcher": batcher.stats.to_dict(),
+                "connections": connection_stats.to_dict()}
 
     return app
 
@@ -290,7 +303,11 @@ def _uvicorn_server(app: FastAPI, log_level: str = "warning"):
     import uvicorn
 
     # No access log: at thousands of requests a second it costs more than the requests themselves.
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+    # An app not built by create_app (a test's scripted server) is served with the default connection limits
+    limits = getattr(app.state, "connection_limits", None) or ConnectionLimits()
+    stats = getattr(app.state, "connection_stats", None) or ConnectionStats()
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5,
+                            http=guarded_protocol(limits, stats), timeout_keep_alive=limits.idle_timeout_s)
     return uvicorn.Server(config)
 
 

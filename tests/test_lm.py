@@ -198,33 +198,37 @@ def key_forms(key: str) -> list[str]:
 
 
 def leaks(text: str, key: str) -> list[str]:
-    """Every form of `key`, or a prefix of one of at least 8 characters, found in `text`."""
-    return [form[:8] for form in key_forms(key) if form[:8] in text]
+    """Every form of `key` found whole in `text` (a key's first characters are no secret: "sk-proj-" starts every
+    OpenAI project key, and providers quote keys as their first and last few characters themselves)."""
+    return [form for form in key_forms(key) if form in text]
 
 
-def test_redact_removes_every_form_and_every_long_prefix_of_the_key():
+def test_redact_replaces_whole_forms_of_a_secret_only():
     assert len(set(key_forms(ODD_KEY))) == 5  # the forms differ, so each is really tested
     for form in key_forms(ODD_KEY):
-        for cut in (8, 13, len(form)):
-            text = f"invalid key '{form[:cut]}...' (got {form[:cut]})"
-            assert redact(text, ODD_KEY) == "invalid key '[redacted]...' (got [redacted])"
-    assert redact("sk-FAKE is 7 characters of it", ODD_KEY) == "sk-FAKE is 7 characters of it"  # < 8: kept
+        assert redact(f"invalid key '{form}' (got {form}).", ODD_KEY) == "invalid key '[redacted]' (got [redacted])."
+        assert redact(f"invalid key {form[:12]}...", ODD_KEY) == f"invalid key {form[:12]}..."  # not the key
+    key = "0123456789abcdefg"  # base64 with padding, quoted without it
+    assert base64.b64encode(key.encode()).decode().endswith("=")
+    assert redact(f"got {base64.b64encode(key.encode()).decode().rstrip('=')}.", key) == "got [redacted]."
+    for placeholder in ("x", "EMPTY", "token-abc123"):  # keyless servers' placeholders are no secrets
+        assert redact(f"Example: {placeholder}, x and EMPTY.", placeholder) == f"Example: {placeholder}, x and EMPTY."
     assert redact("no key here", ODD_KEY) == "no key here" and redact("x", None) == "x"
-    assert redact("short key abc123 and abc12", "abc123") == "short key [redacted] and abc12"  # < 8: exact only
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_key_echoed_as_a_prefix_or_encoded_never_leaks(serve, provider, monkeypatch, caplog):
-    """A server that quotes the key cut short or encoded, in errors and even in an answer, is redacted in every
-    error, log line and answer; 401 and 403 are not retried (a bad key does not get better)."""
+def test_a_key_echoed_in_errors_is_redacted_and_in_an_answer_refused(serve, provider, monkeypatch, caplog):
+    """A server that quotes the key, encoded or not: every error and log line has it redacted, also where the
+    message is shortened (the key is removed before the cut, which would leave a piece of it); an answer that quotes
+    it is not rewritten but refused, so nothing of it reaches a run; 401 and 403 are not retried."""
     monkeypatch.setenv(KEY_ENV, ODD_KEY)
     caplog.set_level(logging.DEBUG)
-    quoted = " ".join(form[:12] + "..." for form in key_forms(ODD_KEY))  # prefixes of every form
-    encoded = " ".join(key_forms(ODD_KEY)[1:])
-    server = serve(provider, Reply(401, {"error": {"message": f"invalid api key {quoted}"}}),
-                   Reply(403, {"error": {"message": f"forbidden for {encoded}"}}),
-                   Reply(500, {"error": {"message": f"oops {quoted} {encoded}"}}),
-                   Reply(200, success_body(provider, f"<ins_1>Use {quoted} and {encoded}.</ins_1>")))
+    encoded = " ".join(key_forms(ODD_KEY))
+    straddling = "x" * 170 + f" forbidden for {ODD_KEY}"  # the key crosses the 200-character cut
+    server = serve(provider, Reply(401, {"error": {"message": f"invalid api key {encoded}"}}),
+                   Reply(403, {"error": {"message": straddling}}),
+                   Reply(500, {"error": {"message": f"oops {encoded}"}}),
+                   Reply(200, success_body(provider, f"<ins_1>Use {ODD_KEY}.</ins_1>")))
     sleeps = []
     lm = optimizer(provider, server.base_url, sleeps, max_retries=1)
     texts = []
@@ -233,10 +237,28 @@ def test_a_key_echoed_as_a_prefix_or_encoded_never_leaks(serve, provider, monkey
             lm.complete("p")
         texts += [str(caught.value), "".join(traceback.format_exception(caught.value))]
     assert len(server.requests) == 2 and sleeps == []  # one attempt each
-    answer = lm.complete("p")  # 500 (retried, its warning logged), then an answer that quotes the key
-    assert answer.startswith("<ins_1>Use [redacted]") and len(sleeps) == 1
-    texts += [answer, caplog.text, repr(lm), str(lm.accounting())]
-    assert "[redacted]" in texts[0] and all(leaks(text, ODD_KEY) == [] for text in texts)
+    assert ODD_KEY[:12] not in texts[2] and "forbidden for [redac" in texts[2]
+    with pytest.raises(InspoError, match="answered with a text that quotes the API key") as caught:
+        lm.complete("p")  # 500 (retried, its warning logged), then an answer that quotes the key: refused
+    assert len(sleeps) == 1 and lm.accounting()["failed_calls"] == 3 and "base_url" in str(caught.value)
+    texts += [str(caught.value), caplog.text, repr(lm), str(lm.accounting())]
+    assert "[redacted]" in texts[0] and "oops [redacted]" in caplog.text
+    assert all(leaks(text, ODD_KEY) == [] for text in texts)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_answer_is_returned_exactly_as_the_model_wrote_it(serve, provider, monkeypatch):
+    """`OPENAI_API_KEY=x` for a keyless local server: an answer full of x's, and one quoting a long key's first
+    characters, come back unchanged, and so does a server's error text."""
+    text = f"<ins_1>Example: explain the context, then answer exactly ({ODD_KEY[:13]}).</ins_1>"
+    for key in ("x", "EMPTY", ODD_KEY):
+        monkeypatch.setenv(KEY_ENV, key)
+        server = serve(provider, Reply(400, {"error": {"message": "max_tokens exceeds the context"}}),
+                       Reply(200, success_body(provider, text)))
+        lm = optimizer(provider, server.base_url)
+        with pytest.raises(InspoError, match=r"HTTP 400 \(max_tokens exceeds the context\)"):
+            lm.complete("p")
+        assert lm.complete("p") == text
 
 
 def test_default_retries_bound_a_hung_endpoint():

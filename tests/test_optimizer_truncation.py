@@ -1,6 +1,6 @@
-"""An optimizer answer cut off at optimizer.max_output_tokens (issue 27): every provider says so, evolution keeps the
-blocks closed before the cut and records the unfinished one as "cut off", the run warns once; and
-optimizer.thinking_budget reaches Gemini and Claude as their SDKs send it.
+"""An optimizer answer cut off at optimizer.max_output_tokens (issue 27), or stopped by the provider's own filter
+(issue 37): every provider says so, evolution keeps the blocks closed before the cut and records the unfinished one
+as "cut off", the run warns once; and optimizer.thinking_budget reaches Gemini and Claude as their SDKs send it.
 
 Providers run against the fake servers of `fake_providers.py` with the real SDKs; the local provider on the tiny
 random model; evolution and CoEvolution with the scripted fakes of test_evolution.py and test_coevolution.py.
@@ -15,11 +15,13 @@ import random
 import pytest
 
 from fake_providers import KEY, KEY_ENV, MODELS, Reply, gemini_thinking_budget, optimizer, success_body
+from inspo_cli.errors import InspoError
 from fake_providers import serve  # noqa: F401 (the servers' fixture)
 from inspo_cli.config import OptimizerConfig, load_recipe
 from inspo_cli.config.loader import RecipeError
 from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve, initial_rewrites, propose
 from inspo_cli.instructions.lm import Answer, ask, open_optimizer
+from inspo_cli.instructions.proposers.base import parse_candidates
 from inspo_cli.training.coevolution import MainProcessLM
 from test_coevolution import GOOD, evolve_recipe, fake_accelerator, make_loop
 from test_evolution import PARENT, SCORES, DictVerifier, ScriptedLM, make_buffer, make_config, make_population
@@ -59,6 +61,50 @@ def test_a_truncated_answer_gives_only_its_closed_candidate_and_is_counted(serve
     # the same text ended normally (STOP / end_turn / stop): its last block is the model's, unclosed but whole
     assert ask(lm, "p") == Answer(CUT_ANSWER, truncated=False)
     assert lm.accounting()["truncated_answers"] == 1 and lm.accounting()["calls"] == 2
+
+
+# Stops that are neither the model's own end nor the output limit, in each API's words
+PROVIDER_STOPS = {"gemini": ["SAFETY", "RECITATION", "PROHIBITED_CONTENT", "OTHER"],
+                  "anthropic": ["refusal", "pause_turn"], "openai": ["content_filter", "abort"]}
+
+
+def stopped_body(provider: str, text: str, reason: str) -> dict:
+    body = success_body(provider, text)
+    if provider == "gemini":
+        body["candidates"][0]["finishReason"] = reason
+    elif provider == "anthropic":
+        body["stop_reason"] = reason
+    else:
+        body["choices"][0]["finish_reason"] = reason
+    return body
+
+
+@pytest.mark.parametrize("provider", ["gemini", "anthropic", "openai"])
+def test_an_answer_the_provider_stopped_is_treated_like_one_cut_at_the_limit(serve, provider):
+    reasons = PROVIDER_STOPS[provider]
+    server = serve(provider, *[Reply(200, stopped_body(provider, CUT_ANSWER, reason)) for reason in reasons])
+    lm = optimizer(provider, server.base_url)
+    for reason in reasons:
+        answer = ask(lm, "p")
+        assert answer == Answer(CUT_ANSWER, truncated=True, stop_reason=reason)
+        assert parse_candidates(answer.text, truncated=answer.truncated) == ["Alpha: search twice."]
+    assert lm.accounting()["truncated_answers"] == len(reasons)
+    assert lm.accounting()["stop_reasons"] == dict.fromkeys(reasons, 1)
+    restored = optimizer(provider, server.base_url)
+    restored.restore(json.loads(json.dumps(lm.accounting())))  # a resumed run goes on counting
+    assert restored.accounting()["stop_reasons"] == lm.accounting()["stop_reasons"]
+
+
+@pytest.mark.parametrize("provider", ["gemini", "anthropic", "openai"])
+def test_an_answer_the_provider_withheld_is_a_failed_call_that_says_why(serve, provider):
+    reason = PROVIDER_STOPS[provider][0]
+    body = stopped_body(provider, "", reason)
+    server = serve(provider, Reply(200, body))
+    with pytest.raises(InspoError) as caught:
+        optimizer(provider, server.base_url).complete("p")
+    message = str(caught.value)
+    assert f"returned no text (finish reason {reason})" in message and "withheld the answer" in message
+    assert "malformed" not in message and len(server.requests) == 1  # not retried
 
 
 def test_the_gemini_thinking_budget_is_sent_and_leaves_room_for_the_answer(serve):
@@ -154,6 +200,12 @@ def test_initial_rewrites_drop_a_cut_off_rewrite_and_say_so(caplog):
     with caplog.at_level(logging.WARNING):
         assert initial_rewrites(PARENT, AnsweringLM(answer), 2) == ["R1: search."]
     assert "cut off at optimizer.max_output_tokens" in caplog.text and "optimizer.thinking_budget" in caplog.text
+    caplog.clear()
+    answer = Answer("<ins_1>R1: search.</ins_1><ins_2>R2: thi", truncated=True, stop_reason="RECITATION")
+    with caplog.at_level(logging.WARNING):
+        assert initial_rewrites(PARENT, AnsweringLM(answer), 2) == ["R1: search."]
+    assert "stopped by the provider (finish reason RECITATION" in caplog.text
+    assert "max_output_tokens" not in caplog.text
 
 
 def test_main_process_lm_broadcasts_whether_the_answer_was_truncated():

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from inspo_cli.console import user_errors
+from inspo_cli.console import STREAM, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.progress import PlainProgress, plain_line
 from cli_helpers import assert_one_line_error, invoke
@@ -117,7 +117,9 @@ def test_output_that_cannot_be_written_is_one_line_and_a_non_zero_exit(code):
     """Issue 29, class 8: `inspo recipe check demo > /dev/full`, or stdout's pipe closed."""
     @user_errors
     def command():
-        raise OSError(code, os.strerror(code))  # what writing to stdout raises: no file name
+        error = OSError(code, os.strerror(code))  # what writing to stdout raises: no file name, and the CLI's
+        setattr(error, STREAM, "stdout")  # stdout marks it as its own (tests/test_outputs.py writes to real ones)
+        raise error
 
     app = typer.Typer()
     app.command()(command)
@@ -248,14 +250,14 @@ def test_the_progress_bar_is_plain_when_stderr_is_not_a_terminal(monkeypatch):
                                       pytest.param("anthropic", marks=pytest.mark.slow), "openai"])
 def test_an_optimizer_that_echoes_the_key_leaves_it_nowhere_and_its_failure_is_said(
         provider, tmp_path, repo_root, tiny_model_dir, serve, monkeypatch):
-    """`inspo evolve` against a provider that rejects the key (401) quoting it cut short and encoded, then answers
-    with a candidate that quotes it too: the console says each failed evolution on one line, and no form of the key
-    (nor an 8-character prefix of one) is in any file of the run directory or on the console."""
+    """`inspo evolve` against a provider that rejects the key (401) quoting it encoded, then answers with a candidate
+    that quotes it too (an answer is never rewritten: it is refused): the console says each failed evolution on one
+    line, and no form of the key is in any file of the run directory or on the console."""
     from test_lm import KEY_ENV, MODELS, ODD_KEY, Reply, key_forms, leaks, success_body
     from test_train_command import write_recipe
 
     monkeypatch.setenv(KEY_ENV, ODD_KEY)
-    echo = " ".join(form[:12] + "..." for form in key_forms(ODD_KEY)) + " " + " ".join(key_forms(ODD_KEY))
+    echo = " ".join(key_forms(ODD_KEY))
     answer = f"<ins_1>Search first ({echo}), then answer. Question: {{question}}\n</ins_1>"
     server = serve(provider, Reply(401, {"error": {"message": f"invalid api key {echo}"}}),
                    Reply(200, success_body(provider, answer)))
@@ -271,11 +273,12 @@ def test_an_optimizer_that_echoes_the_key_leaves_it_nowhere_and_its_failure_is_s
                     "--device", "cpu")
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: evolution")]
-    assert len(warnings) == 1 and "at step 1 stopped" in warnings[0] and "HTTP 401" in warnings[0]
+    assert len(warnings) == 2 and "at step 1 stopped" in warnings[0] and "HTTP 401" in warnings[0]
+    assert "at step 2 stopped" in warnings[1] and "quotes the API key" in warnings[1]
     run = tmp_path / "runs" / "run"
     evolutions = json.loads((run / "evolutions.json").read_text())
     assert "[redacted]" in evolutions[0]["optimizer_error"]  # the server did quote the key
-    assert "[redacted]" in evolutions[1]["candidates"][0]["text"]  # and the answer did too
+    assert evolutions[1]["candidates"] == [] and "quotes the API key" in evolutions[1]["optimizer_error"]
     assert leaks(result.output, ODD_KEY) == []
     files = [path for path in run.rglob("*") if path.is_file()]
     assert len(files) > 5 and all(leaks(path.read_bytes().decode("latin-1"), ODD_KEY) == [] for path in files)

@@ -62,6 +62,33 @@ def test_options_reach_the_server_and_the_url_is_printed(repo_root, captured, mo
     assert "warning" not in result.stderr
 
 
+def test_connection_limits_reach_the_server(repo_root, captured, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    result = invoke("--index", CORPUS, "--port", 0, "--max-header-kib", 8, "--header-timeout-s", 2.5,
+                    "--idle-timeout-s", 0.5, "--max-connections", 50)
+    assert result.exit_code == 0, result.output
+    assert (captured["max_header_bytes"], captured["header_timeout_s"], captured["idle_timeout_s"],
+            captured["max_connections"]) == (8192, 2.5, 0.5, 50)
+    defaults = invoke("--index", CORPUS, "--port", 0)
+    assert defaults.exit_code == 0 and (captured["max_header_bytes"], captured["max_connections"]) == (65536, 1024)
+
+
+def test_a_low_descriptor_limit_is_raised_or_warned_about(repo_root, captured, monkeypatch):
+    """A soft `ulimit -n` below --max-connections is raised up to the hard limit; short of it, one warning."""
+    import resource
+
+    monkeypatch.chdir(repo_root)
+    set_to = []
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (256, 4096))
+    monkeypatch.setattr(resource, "setrlimit", lambda which, limits: set_to.append(limits))
+    result = invoke("--index", CORPUS, "--port", 0, "--max-connections", 1000)
+    assert result.exit_code == 0 and set_to == [(1064, 4096)] and "warning" not in result.stderr
+    set_to.clear()
+    result = invoke("--index", CORPUS, "--port", 0, "--max-connections", 5000)
+    assert result.exit_code == 0 and set_to == [(4096, 4096)]
+    assert "warning:" in result.stderr and "may open 4096 files" in result.stderr
+
+
 def test_a_non_loopback_host_prints_a_warning(repo_root, captured, monkeypatch):
     monkeypatch.chdir(repo_root)
     # bind loopback whatever the flag says: the test must not open a port to the network
@@ -91,6 +118,19 @@ def test_a_busy_port_is_a_one_line_error(repo_root, monkeypatch):
     (["--index", CORPUS, "--batch-window-ms", "nan"], "--batch-window-ms is nan"),
     (["--index", CORPUS, "--max-body-mib", "inf"], "--max-body-mib is inf"),
     (["--index", CORPUS, "--max-body-mib", "1e-9"], "--max-body-mib is 1e-09"),
+    (["--index", CORPUS, "--max-header-kib", 0], "--max-header-kib is 0.0; use a finite number from 1 to 1024"),
+    (["--index", CORPUS, "--max-header-kib", -4], "--max-header-kib is -4.0"),
+    (["--index", CORPUS, "--max-header-kib", 1e6], "--max-header-kib is 1000000.0"),
+    (["--index", CORPUS, "--max-header-kib", "nan"], "--max-header-kib is nan"),
+    (["--index", CORPUS, "--header-timeout-s", 0], "--header-timeout-s is 0.0"),
+    (["--index", CORPUS, "--header-timeout-s", "inf"], "--header-timeout-s is inf"),
+    (["--index", CORPUS, "--header-timeout-s", -1], "--header-timeout-s is -1.0"),
+    (["--index", CORPUS, "--idle-timeout-s", "nan"], "--idle-timeout-s is nan"),
+    (["--index", CORPUS, "--idle-timeout-s", 1e12], "--idle-timeout-s is 1000000000000.0; use a finite number from"),
+    (["--index", CORPUS, "--idle-timeout-s", 0], "--idle-timeout-s is 0.0"),
+    (["--index", CORPUS, "--max-connections", 0], "--max-connections is 0; use 1 or more"),
+    (["--index", CORPUS, "--max-connections", -3], "--max-connections is -3"),
+    (["--index", CORPUS, "--max-connections", 10 ** 12], "--max-connections is 1000000000000; use at most"),
 ])
 def test_bad_options_are_one_line_errors(repo_root, monkeypatch, args, fragment):
     monkeypatch.chdir(repo_root)

@@ -22,6 +22,30 @@ from inspo_cli.errors import InspoError
 
 
 _GENERIC_META = ("format", "format_version", "kind", "corpus", "created", "build_seconds", "inspo_version")
+MAX_CONNECTIONS = 1 << 20
+SPARE_DESCRIPTORS = 64  # the index's files, the log, the listening socket
+
+
+def _raise_descriptor_limit(max_connections: int) -> None:
+    """Let the process open `max_connections` sockets: raise its soft descriptor limit (often 1024) as far as the
+    hard one allows, else warn that the OS, not --max-connections, will turn connections away."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max_connections + SPARE_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+        if soft < wanted:
+            err_console.print(f"[bold yellow]warning:[/] this process may open {soft} files (ulimit -n), fewer than "
+                              f"--max-connections {max_connections} + {SPARE_DESCRIPTORS}; lower --max-connections "
+                              "or raise the limit")
 
 
 def _index_info(retriever, index: Path) -> dict:
@@ -56,6 +80,15 @@ def serve_retriever(
     max_body_mib: Annotated[float, typer.Option(help="Largest request body, in MiB (413 above).")] = 16.0,
     read_timeout_s: Annotated[float, typer.Option(help="Seconds a request body may take to arrive (408 after).")]
     = 30.0,
+    max_header_kib: Annotated[float, typer.Option(help="Largest request line and headers, in KiB (431 above).")]
+    = 64.0,
+    header_timeout_s: Annotated[float, typer.Option(help="Seconds a request's headers may take to arrive, from "
+                                                         "their first byte (408 after).")] = 10.0,
+    idle_timeout_s: Annotated[float, typer.Option(help="Seconds a connection may wait with no request under way "
+                                                       "(new, or kept alive after an answer) before it is closed.")]
+    = 5.0,
+    max_connections: Annotated[int, typer.Option(help="Most connections open at once; a new one past it is "
+                                                      "answered 503 and closed.")] = 1024,
 ) -> None:
     """Serve a retrieval index over HTTP at POST /retrieve, compatible with Search-R1's retrieval server."""
     from retriever import open_retriever
@@ -64,13 +97,21 @@ def serve_retriever(
     for name, value, low in (("--port", port, 0), ("--topk", topk, 1), ("--max-batch", max_batch, 1),
                              ("--workers", workers, 1), ("--max-queries", max_queries, 1),
                              ("--max-query-chars", max_query_chars, 1), ("--max-topk", max_topk, 1),
-                             ("--max-results", max_results, 1)):
+                             ("--max-results", max_results, 1), ("--max-connections", max_connections, 1)):
         if value < low:
             raise InspoError(f"{name} is {value}; use {low} or more")
-    for name, value, least in (("--max-body-mib", max_body_mib, 1 / 1024),
-                               ("--read-timeout-s", read_timeout_s, 0.001)):
-        if not (math.isfinite(value) and value >= least):  # inf/nan pass "> 0"; 1e-9 MiB refuses every request
-            raise InspoError(f"{name} is {value}; use a finite number of at least {least:g}")
+    if max_connections > MAX_CONNECTIONS:
+        raise InspoError(f"--max-connections is {max_connections}; use at most {MAX_CONNECTIONS} (each open "
+                         "connection holds a file descriptor)")
+    for name, value, least, most in (("--max-body-mib", max_body_mib, 1 / 1024, math.inf),
+                                     ("--read-timeout-s", read_timeout_s, 0.001, math.inf),
+                                     ("--max-header-kib", max_header_kib, 1, 1024),
+                                     ("--header-timeout-s", header_timeout_s, 0.001, 86400),
+                                     ("--idle-timeout-s", idle_timeout_s, 0.001, 86400)):
+        # inf/nan pass "> 0"; 1e-9 MiB refuses every request; a header cap is memory held per connection
+        if not (math.isfinite(value) and least <= value <= most):
+            span = f"of at least {least:g}" if most == math.inf else f"from {least:g} to {most:g}"
+            raise InspoError(f"{name} is {value}; use a finite number {span}")
     if port > 65535:
         raise InspoError(f"--port is {port}; use 1..65535")
     if topk > max_topk:
@@ -97,9 +138,12 @@ def serve_retriever(
         sample = json.dumps({"queries": ["who founded Hokin Works?"], "topk": topk, "return_scores": True})
         console.print(f"try: curl -s {url} -H 'Content-Type: application/json' -d '{sample}'",
                       soft_wrap=True, markup=False)
+        _raise_descriptor_limit(max_connections)
         serve(retriever, host, bound_port, sock=sock, default_topk=topk, max_queries=max_queries,
               max_query_chars=max_query_chars, max_topk=max_topk, max_results=max_results,
               max_body_bytes=int(max_body_mib * (1 << 20)), read_timeout_s=read_timeout_s, max_batch=max_batch,
-              batch_window_ms=batch_window_ms, workers=workers, index_info=info)
+              batch_window_ms=batch_window_ms, workers=workers, max_header_bytes=int(max_header_kib * 1024),
+              header_timeout_s=header_timeout_s, idle_timeout_s=idle_timeout_s, max_connections=max_connections,
+              index_info=info)
     finally:
         sock.close()

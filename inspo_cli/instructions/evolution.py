@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask
+from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask, how_it_stopped
 from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
 from inspo_cli.instructions.proposers import load_proposer
 from inspo_cli.instructions.proposers.base import NoFailures, NothingToPropose, cut_off_block, parse_candidates
@@ -95,7 +95,7 @@ class EvolutionReport:
     candidates: list[ProposedCandidate] = field(default_factory=list)
     rounds: int = 0
     optimizer_calls: int = 0  # calls that returned an answer
-    truncated_answers: int = 0  # of those, answers the provider stopped at optimizer.max_output_tokens
+    truncated_answers: int = 0  # of those, answers stopped before their end (output limit, provider's filter)
     verification_calls: int = 0
     verification_rollouts: int = 0  # sum over verifications of (candidates + 1 parent) x questions x verify_rollouts
     wall_s: float = 0.0
@@ -145,9 +145,8 @@ def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] =
         return []
     answer = ask(lm, paraphrase_prompt(text, n))
     if answer.truncated:
-        logger.warning("the optimizer's answer with the initial rewrites was cut off at optimizer.max_output_tokens "
-                       "(an unfinished last rewrite is dropped); raise optimizer.max_output_tokens or lower "
-                       "optimizer.thinking_budget")
+        logger.warning("the optimizer's answer with the initial rewrites %s (an unfinished last rewrite is dropped)",
+                       how_it_stopped(answer))
     return parse_candidates(answer.text, n=n, max_chars=max_chars, exclude=[text, *keep], truncated=answer.truncated)
 
 

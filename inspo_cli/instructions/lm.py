@@ -5,18 +5,24 @@ only `LanguageModel.complete(prompt) -> str`; this file adds what every provider
 
     optimizer = open_optimizer(recipe.optimizer)     # reads the key from $GEMINI_API_KEY (or api_key_env)
     text = optimizer.complete(prompt)                # retries 429/5xx/timeouts, enforces the budget
-    answer = ask(optimizer, prompt)                  # Answer(text, truncated): was it cut at max_output_tokens?
+    answer = ask(optimizer, prompt)                  # Answer(text, truncated): stopped before the model's end?
     summary["optimizer"] = optimizer.accounting()    # calls, retries, tokens, seconds: safe to write out
 
-A text cut off at the output limit ends inside its last candidate, and nothing in the text says so; only the
-provider's finish reason does. So a language model may also offer `answer(prompt) -> Answer`, and `ask` uses it
-where it exists (`OptimizerLM`, and `MainProcessLM`, which broadcasts it); a test's fake with `complete` alone
-gives answers that count as whole.
+A text cut off at the output limit (or stopped by a provider's safety or recitation filter) ends inside its last
+candidate, and nothing in the text says so; only the provider's finish reason does. So a language model may also
+offer `answer(prompt) -> Answer`, and `ask` uses it where it exists (`OptimizerLM`, and `MainProcessLM`, which
+broadcasts it); a test's fake with `complete` alone gives answers that count as whole.
 
 Providers live in `lm_clients.py`; each makes exactly one attempt per `attempt(prompt)` call (their SDKs'
 own retries are off) and reports a failure as `AttemptFailed` (`lm_errors.py`, which both files import). `OptimizerLM` owns retries (exponential
 backoff with jitter, honouring Retry-After), the call/token budget and the accounting, so every provider
-behaves alike. API keys come only from the environment and never appear in errors, reprs, logs or accounting.
+behaves alike.
+
+API keys come only from the environment and never appear in errors, reprs, logs or accounting: those are built from
+our own words and what a server sent back (`AttemptFailed.detail`), and the key is removed from the latter, whole
+occurrences only, before anything is shortened (`redact`). An answer is data, never rewritten: one that quotes the
+key (a server echoing its request) is refused as a failed call instead, so nothing of it is written anywhere. A key
+shorter than `MIN_SECRET_CHARS` is a placeholder for a keyless server (EMPTY, x), not a secret: nothing is matched.
 """
 
 from __future__ import annotations
@@ -57,12 +63,24 @@ class Answer:
 
     text: str
     truncated: bool = False
+    stop_reason: str | None = None  # the provider's word for why it stopped, when truncated (None: the output limit)
 
 
 def ask(lm: LanguageModel, prompt: str) -> Answer:
     """`lm`'s answer to `prompt`: through its `answer(prompt)` where it has one, else `complete` (taken as whole)."""
     answer = getattr(lm, "answer", None)
     return answer(prompt) if callable(answer) else Answer(lm.complete(prompt))
+
+
+def how_it_stopped(answer: Answer) -> str:
+    """For a warning: how a truncated answer was stopped, and what would help."""
+    from inspo_cli.instructions.lm_clients import TRUNCATED_FINISH  # SDKs are imported only by its clients
+
+    if answer.stop_reason is None or any(answer.stop_reason in reasons for reasons in TRUNCATED_FINISH.values()):
+        return ("was cut off at optimizer.max_output_tokens; raise optimizer.max_output_tokens or lower "
+                "optimizer.thinking_budget")
+    return (f"was stopped by the provider (finish reason {answer.stop_reason}: its filter, not a limit of the "
+            "recipe); try another optimizer.model if it keeps doing so")
 
 
 class OptimizerBudgetExhausted(InspoError):
@@ -80,11 +98,13 @@ class OptimizerLM:
         self.max_calls = max_calls
         self.max_total_tokens = max_total_tokens
         self._redact = _redactor(secret)
+        self._secret_forms = secret_forms(secret)
         self._sleep = sleep  # tests pass a recorder so backoff costs no time
         self._rng = rng or random.Random()
         self._lock = threading.Lock()  # proposers may call from several threads; budget checks must not race
         self._calls = self._failed_calls = self._retries = self._estimated_usage_calls = self._truncated = 0
         self._input_tokens = self._output_tokens = 0
+        self._stop_reasons: dict[str, int] = {}  # answers stopped before their end, by the provider's reason
         self._wall_s = 0.0
 
     def __repr__(self) -> str:
@@ -95,7 +115,7 @@ class OptimizerLM:
 
     def answer(self, prompt: str) -> Answer:
         completion = self.complete_with_usage(prompt)
-        return Answer(completion.text, completion.truncated)
+        return Answer(completion.text, completion.truncated, completion.stop_reason if completion.truncated else None)
 
     def complete_with_usage(self, prompt: str) -> Completion:
         self._reserve_call()
@@ -109,14 +129,14 @@ class OptimizerLM:
         finally:
             with self._lock:
                 self._wall_s += time.monotonic() - started
-        text = self._redact(completion.text)
-        if text != completion.text:  # a server that echoes the key into its answer
-            completion = dataclasses.replace(completion, text=text)
         with self._lock:
             self._input_tokens += completion.input_tokens
             self._output_tokens += completion.output_tokens
             self._estimated_usage_calls += completion.usage_estimated
             self._truncated += completion.truncated
+            if completion.truncated:
+                reason = completion.stop_reason or "max_output_tokens"  # a local model says nothing but "no EOS"
+                self._stop_reasons[reason] = self._stop_reasons.get(reason, 0) + 1
         return completion
 
     def accounting(self) -> dict:
@@ -127,7 +147,7 @@ class OptimizerLM:
                     "input_tokens": self._input_tokens, "output_tokens": self._output_tokens,
                     "total_tokens": self._input_tokens + self._output_tokens,
                     "estimated_usage_calls": self._estimated_usage_calls, "truncated_answers": self._truncated,
-                    "wall_s": round(self._wall_s, 3),
+                    "stop_reasons": dict(self._stop_reasons), "wall_s": round(self._wall_s, 3),
                     "max_calls": self.max_calls, "max_total_tokens": self.max_total_tokens}
 
     def restore(self, accounting: dict) -> None:
@@ -138,6 +158,9 @@ class OptimizerLM:
             self._input_tokens, self._output_tokens = int(accounting["input_tokens"]), int(accounting["output_tokens"])
             self._estimated_usage_calls = int(accounting["estimated_usage_calls"])
             self._truncated = int(accounting.get("truncated_answers", 0))  # absent in runs saved before it existed
+            reasons = accounting.get("stop_reasons")  # the same
+            self._stop_reasons = ({str(k): int(v) for k, v in reasons.items() if isinstance(v, int)}
+                                  if isinstance(reasons, dict) else {})
 
     def _reserve_call(self) -> None:
         with self._lock:
@@ -157,14 +180,19 @@ class OptimizerLM:
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                return self._client.attempt(prompt)
+                completion = self._client.attempt(prompt)
+                if any(form in completion.text for form in self._secret_forms):
+                    raise AttemptFailed("answered with a text that quotes the API key", retryable=False,
+                                        hint=f"the server echoes what it is sent: check that optimizer.base_url is a "
+                                             f"{self._client.provider} endpoint (the answer is not used)")
+                return completion
             except AttemptFailed as failure:
                 if not failure.retryable or attempt == attempts:
                     raise InspoError(self._describe(failure, attempt)) from None  # SDK errors may carry headers
                 delay = self._backoff_s(attempt, failure.retry_after_s)
                 logger.warning("%s", self._redact(
-                    f"optimizer {self._client.provider} {failure.reason}; retry {attempt} of {self.max_retries} "
-                    f"in {delay:.1f} s"))
+                    f"optimizer {self._client.provider} {self._reason(failure)}; retry {attempt} of "
+                    f"{self.max_retries} in {delay:.1f} s"))
                 with self._lock:
                     self._retries += 1
                 self._sleep(delay)
@@ -176,56 +204,48 @@ class OptimizerLM:
         # "Equal jitter": half fixed, half random, so clients that failed together do not retry together.
         return min(MAX_BACKOFF_S, INITIAL_BACKOFF_S * 2 ** (retry - 1)) * self._rng.uniform(0.5, 1.0)
 
+    def _reason(self, failure: AttemptFailed) -> str:
+        """`failure.reason` with what the server said: the key removed first, then shortened to one short line."""
+        detail = " ".join(self._redact(failure.detail).split())
+        if len(detail) > MAX_DETAIL_CHARS:
+            detail = detail[:MAX_DETAIL_CHARS - 3] + "..."
+        return failure.reason + (f" ({detail})" if detail else "")
+
     def _describe(self, failure: AttemptFailed, attempts: int) -> str:
         client = self._client
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         message = (f"optimizer LM call failed: {client.provider} model {client.model!r} at {client.endpoint} "
-                   f"{failure.reason}{tries}" + (f"; {failure.hint}" if failure.hint else ""))
-        return self._redact(" ".join(message.split()))  # one line, whatever the server sent
+                   f"{self._reason(failure)}{tries}" + (f"; {failure.hint}" if failure.hint else ""))
+        return self._redact(" ".join(message.split()))  # one line; the endpoint is the user's, it may hold the key
 
 
-REDACT_PREFIX_CHARS = 8  # a quoted prefix of the key this long or longer is redacted too
+MAX_DETAIL_CHARS = 200  # of a server's words in an error or log line
+MIN_SECRET_CHARS = 16  # real keys are 39 (Gemini) to 100+ characters; "EMPTY" or "x" stands for a keyless server
 
 
-def secret_forms(secret: str) -> list[str]:
-    """The key as a server might quote it back: as sent, URL-encoded (both ways) and base64 (both alphabets)."""
+def secret_forms(secret: str | None) -> list[str]:
+    """The key as a server might quote it back: as sent, URL-encoded (both ways) and base64 (both alphabets, without
+    the padding a quote may leave off); none for a key shorter than `MIN_SECRET_CHARS`, which is no secret."""
+    if not secret or len(secret) < MIN_SECRET_CHARS:
+        return []
     raw = secret.encode()
-    return list(dict.fromkeys([secret, quote(secret, safe=""), quote_plus(secret), base64.b64encode(raw).decode(),
-                               base64.urlsafe_b64encode(raw).decode()]))  # base64 without its padding is a prefix
+    forms = [secret, quote(secret, safe=""), quote_plus(secret), base64.b64encode(raw).decode().rstrip("="),
+             base64.urlsafe_b64encode(raw).decode().rstrip("=")]
+    return sorted(set(forms), key=len, reverse=True)  # longest first: no form is left half-replaced by a shorter one
 
 
 def redact(text: str, secret: str | None) -> str:
-    """`text` with every form of `secret` (`secret_forms`), and every prefix of one at least
-    `REDACT_PREFIX_CHARS` long (servers quote "sk-abc123…" or cut keys short), replaced by `[redacted]`."""
-    if not secret or not text:
-        return text
-    spans = []
+    """`text` with every whole occurrence of a form of `secret` (`secret_forms`) replaced by `[redacted]`.
+
+    For diagnostics only (a server's error text, a log line): never applied to an answer, which is data. Only whole
+    occurrences: a key's public prefix ("sk-proj-") or a short key's letters elsewhere in a text are left alone."""
     for form in secret_forms(secret):
-        head = form[:REDACT_PREFIX_CHARS]  # a key shorter than that is matched whole
-        start = text.find(head)
-        while start >= 0:
-            end = start + len(head)
-            while end - start < len(form) and end < len(text) and text[end] == form[end - start]:
-                end += 1
-            spans.append((start, end))
-            start = text.find(head, start + 1)
-    if not spans:
-        return text
-    merged: list[list[int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    pieces, at = [], 0
-    for start, end in merged:
-        pieces += [text[at:start], "[redacted]"]
-        at = end
-    return "".join(pieces) + text[at:]
+        text = text.replace(form, "[redacted]")
+    return text
 
 
 def _redactor(secret: str | None) -> Callable[[str], str]:
-    """Removes the key from text that may quote it: a server's error or answer (some echo what they were sent)."""
+    """Removes the key from diagnostics that may quote it: a server's error text (some echo what they were sent)."""
     return functools.partial(redact, secret=secret)
 
 

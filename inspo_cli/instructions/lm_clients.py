@@ -12,8 +12,10 @@
 
 The SDKs' own retries are switched off so `OptimizerLM` retries every provider the same way. Every SDK error is
 translated into `AttemptFailed` here, so nothing above this file imports an SDK or sees its exception types. Each
-client marks an answer that stopped at optimizer.max_output_tokens as `truncated`, in the provider's own words
-(`TRUNCATED_FINISH`): its last candidate may be cut off mid-sentence, and evolution must not take it as written.
+client marks an answer that did not end naturally (`NATURAL_FINISH`, in the provider's own words) as `truncated`,
+with the provider's reason: stopped at optimizer.max_output_tokens (`TRUNCATED_FINISH`) or by a safety, recitation
+or content filter alike, its last candidate may be cut off mid-sentence, and evolution must not take it as written.
+A reason the provider does not give (None, Gemini's FINISH_REASON_UNSPECIFIED) is taken as a natural end.
 optimizer.thinking_budget goes to Gemini as ThinkingConfig.thinking_budget and to Claude as extended thinking.
 SDKs are imported inside the constructors: importing this module stays cheap.
 """
@@ -31,10 +33,36 @@ from inspo_cli.instructions.lm_errors import (AttemptFailed, Completion, Provide
 if TYPE_CHECKING:
     from inspo_cli.config import OptimizerConfig
 
+# How each API says "the model ended its answer" (no stop sequences are sent). Every other reason it gives is a stop
+# imposed on the model: the output limit, Gemini's SAFETY, RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII, OTHER...,
+# Claude's refusal or pause_turn, OpenAI's content_filter, a server's abort.
+NATURAL_FINISH = {"gemini": ("STOP",), "anthropic": ("end_turn", "stop_sequence"), "openai": ("stop",)}
+UNSAID_FINISH = (None, "", "FINISH_REASON_UNSPECIFIED")
 # How each API says "stopped at the output limit". Claude's model_context_window_exceeded is the same cut, at the
 # context window instead of max_tokens.
 TRUNCATED_FINISH = {"gemini": ("MAX_TOKENS",), "anthropic": ("max_tokens", "model_context_window_exceeded"),
                     "openai": ("length",)}  # tuples: a malformed body's reason may be unhashable
+
+
+def stop_reason(provider: str, finish: Any) -> str | None:
+    """The provider's reason when it stopped the answer before the model ended it; None for a natural end."""
+    if finish in UNSAID_FINISH or finish in NATURAL_FINISH[provider]:
+        return None
+    return " ".join(str(finish).split())[:80] or "unknown"  # a malformed body's reason may be any JSON value
+
+
+def no_text(provider: str, finish: Any, what: str) -> AttemptFailed:
+    """The failure for an answer without text: cut at the limit, withheld by the provider, or malformed."""
+    reason = stop_reason(provider, finish)
+    if finish in TRUNCATED_FINISH[provider]:
+        hint = "raise optimizer.max_output_tokens" + (" or lower optimizer.thinking_budget (thinking counts against "
+                                                      "it)" if provider != "openai" else "")
+        return AttemptFailed(f"returned no text (finish reason {reason})", retryable=False, hint=hint)
+    if reason is not None:
+        return AttemptFailed(f"returned no text (finish reason {reason})", retryable=False,
+                             hint="the provider withheld the answer (a safety, recitation or content filter, or "
+                                  "another stop of its own); try another optimizer.model if it keeps doing so")
+    return malformed_response(provider, f"{what}, finish reason {finish}")
 
 
 def build_client(config: OptimizerConfig, api_key: str | None) -> ProviderClient:
@@ -69,8 +97,8 @@ class GeminiClient:
                                     timeout=max(1, round(config.timeout_s * 1000)),  # milliseconds
                                     retry_options=types.HttpRetryOptions(attempts=1))
         self._sdk = genai.Client(api_key=api_key, vertexai=False, http_options=options)
-        # Gemini 2.5 counts thinking against max_output_tokens and, unbudgeted, may think up to 8,192 tokens: the
-        # budget keeps room for the answer. -1 sends none: the model decides (and a model without thinking gets none).
+        # Gemini 2.5 counts thinking against max_output_tokens and, unbudgeted (dynamic thinking), decides itself how
+        # much to think: a fixed budget keeps room for the answer. -1 sends none: the model decides (and a model without thinking gets none).
         thinking = (types.ThinkingConfig(thinking_budget=config.thinking_budget)
                     if config.thinking_budget is not None and config.thinking_budget != -1 else None)
         # No tools are passed, so automatic function calling has nothing to do but log a line per call.
@@ -109,19 +137,15 @@ class GeminiClient:
         candidate = candidates[0]
         parts = (candidate.content.parts if candidate.content else None) or []
         texts = [part.text for part in parts if part.text and not part.thought]  # thought summaries are not answers
-        finish = _enum_name(candidate.finish_reason)
+        finish = _enum_name(candidate.finish_reason) if candidate.finish_reason is not None else None
         if not texts:
-            if finish in TRUNCATED_FINISH[self.provider]:
-                raise AttemptFailed("returned no text (finish reason MAX_TOKENS)", retryable=False,
-                                    hint="raise optimizer.max_output_tokens or lower optimizer.thinking_budget "
-                                         "(thinking counts against it)")
-            raise malformed_response(self.provider, f"no text in the first candidate, finish reason {finish}")
+            raise no_text(self.provider, finish, "no text in the first candidate")
         usage = response.usage_metadata
         output_tokens = None
         if usage is not None and usage.candidates_token_count is not None:
             output_tokens = usage.candidates_token_count + (usage.thoughts_token_count or 0)  # thoughts are billed
         return completion_with_usage("".join(texts), prompt, usage and usage.prompt_token_count, output_tokens,
-                                     truncated=finish in TRUNCATED_FINISH[self.provider])
+                                     stop_reason=stop_reason(self.provider, finish))
 
 
 class AnthropicClient:
@@ -180,17 +204,14 @@ class AnthropicClient:
         texts = [text for text in texts if isinstance(text, str) and text]  # thinking blocks are not answers
         stop = _field(message, "stop_reason")
         if not texts:
-            if stop in TRUNCATED_FINISH[self.provider]:
-                raise AttemptFailed(f"returned no text (stop reason {stop})", retryable=False,
-                                    hint="raise optimizer.max_output_tokens or lower optimizer.thinking_budget")
-            raise malformed_response(self.provider, f"no text block, stop reason {stop}")
+            raise no_text(self.provider, stop, "no text block")
         usage = _field(message, "usage")
         input_tokens = _field(usage, "input_tokens")
         if isinstance(input_tokens, int):  # cached prompt tokens are reported apart but are input all the same
             for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
                 input_tokens += _field(usage, cached) or 0
         return completion_with_usage("".join(texts), prompt, input_tokens, _field(usage, "output_tokens"),
-                                     truncated=stop in TRUNCATED_FINISH[self.provider])
+                                     stop_reason=stop_reason(self.provider, stop))
 
 
 class OpenAICompatibleClient:
@@ -238,33 +259,33 @@ class OpenAICompatibleClient:
         text = _field(_field(choices[0], "message"), "content")
         finish = _field(choices[0], "finish_reason")
         if not isinstance(text, str) or not text:
-            if finish in TRUNCATED_FINISH[self.provider]:
-                raise AttemptFailed("returned no text (finish reason length)", retryable=False,
-                                    hint="raise optimizer.max_output_tokens")
-            raise malformed_response(self.provider, f"no message content in the first choice, finish reason {finish}")
+            raise no_text(self.provider, finish, "no message content in the first choice")
         usage = body.get("usage")
         return completion_with_usage(text, prompt, _field(usage, "prompt_tokens"), _field(usage, "completion_tokens"),
-                                     truncated=finish in TRUNCATED_FINISH[self.provider])
+                                     stop_reason=stop_reason(self.provider, finish))
 
 
 def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_tokens: Any, *,
-                          truncated: bool = False) -> Completion:
-    """A Completion with the provider's counts, or ~4 characters per token where it reported none."""
+                          stop_reason: str | None = None) -> Completion:
+    """A Completion with the provider's counts, or ~4 characters per token where it reported none; `stop_reason`
+    (a stop that was not the model's own end) marks it truncated."""
+    cut = {"truncated": stop_reason is not None, "stop_reason": stop_reason}
     if isinstance(input_tokens, int) and isinstance(output_tokens, int):
-        return Completion(text, input_tokens, output_tokens, truncated=truncated)
+        return Completion(text, input_tokens, output_tokens, **cut)
     return Completion(text, input_tokens if isinstance(input_tokens, int) else _estimate_tokens(prompt),
                       output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text), usage_estimated=True,
-                      truncated=truncated)
+                      **cut)
 
 
 def error_detail(body: Any) -> str:
-    """The human part of an error body: {"error": {"message": ...}} (all three APIs), or the text itself."""
+    """The human part of an error body: {"error": {"message": ...}} (all three APIs), or the text itself (whole: it is
+    shortened only after the key is removed from it)."""
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
             return str(error.get("message") or error.get("type") or error.get("status") or "")
         return str(error)
-    return "" if body is None else str(body)[:200]
+    return "" if body is None else str(body)
 
 
 def _estimate_tokens(text: str) -> int:

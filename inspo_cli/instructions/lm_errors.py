@@ -1,6 +1,10 @@
 """What the optimizer LM's providers and its retry loop share: the answer, the failed attempt, and the helpers that
 turn an HTTP status, a timeout or an unreachable server into an `AttemptFailed` with a hint for the user.
 
+What a server sent back (an error body, an exception's text) is kept apart from our own words, in
+`AttemptFailed.detail`, whole: it may quote the API key, and `OptimizerLM` removes the key from it before it is
+shortened for a message (shortening first could cut the key and leave a piece of it that no longer matches).
+
 `lm_clients.py` (the providers) and `lm.py` (retries, budget, accounting) both import this file and it imports
 neither, so the dependency runs one way: lm -> lm_clients -> lm_errors.
 """
@@ -24,18 +28,22 @@ class Completion:
     input_tokens: int
     output_tokens: int
     usage_estimated: bool = False
-    # The provider stopped at optimizer.max_output_tokens (Gemini MAX_TOKENS, Claude max_tokens, OpenAI length, a
-    # local model without EOS): the text ends wherever the limit fell, possibly inside a candidate.
+    # The answer did not end where the model ended it: stopped at optimizer.max_output_tokens (Gemini MAX_TOKENS,
+    # Claude max_tokens, OpenAI length, a local model without EOS) or by the provider (a safety, recitation or content
+    # filter, ...): the text ends wherever the stop fell, possibly inside a candidate.
     truncated: bool = False
+    stop_reason: str | None = None  # the provider's word for that stop (None: ended naturally, or not said)
 
 
 class AttemptFailed(Exception):
-    """One attempt at a provider failed. `reason` completes "<provider> model M at URL ..." in a sentence."""
+    """One attempt at a provider failed. `reason` completes "<provider> model M at URL ..." in a sentence; `detail` is
+    what the server said (unshortened, unredacted: only `OptimizerLM` makes it fit for a message)."""
 
     def __init__(self, reason: str, *, retryable: bool, status: int | None = None,
-                 retry_after_s: float | None = None, hint: str = ""):
+                 retry_after_s: float | None = None, hint: str = "", detail: str = ""):
         super().__init__(reason)
         self.reason = reason
+        self.detail = detail
         self.retryable = retryable
         self.status = status
         self.retry_after_s = retry_after_s
@@ -55,8 +63,7 @@ class ProviderClient(Protocol):
 
 def http_failure(status: int, detail: str = "", retry_after: str | None = None) -> AttemptFailed:
     """The failure for an HTTP error status: 408, 429 and 5xx may succeed later, other 4xx never do."""
-    detail = " ".join(str(detail).split())[:200]
-    reason = f"answered HTTP {status}" + (f" ({detail})" if detail else "")
+    reason = f"answered HTTP {status}"
     if status in (401, 403):
         hint = "check the API key in the environment variable named by optimizer.api_key_env"
     elif status == 404:
@@ -69,7 +76,7 @@ def http_failure(status: int, detail: str = "", retry_after: str | None = None) 
         hint = ("check optimizer.model, optimizer.temperature, optimizer.max_output_tokens and "
                 "optimizer.thinking_budget")
     return AttemptFailed(reason, retryable=status in RETRYABLE_STATUSES, status=status,
-                         retry_after_s=parse_retry_after(retry_after), hint=hint)
+                         retry_after_s=parse_retry_after(retry_after), hint=hint, detail=str(detail))
 
 
 def timeout_failure(timeout_s: float) -> AttemptFailed:
@@ -78,8 +85,7 @@ def timeout_failure(timeout_s: float) -> AttemptFailed:
 
 
 def connection_failure(error: BaseException) -> AttemptFailed:
-    why = " ".join(str(error).split())[:160] or type(error).__name__
-    return AttemptFailed(f"could not be reached ({why})", retryable=True,
+    return AttemptFailed("could not be reached", retryable=True, detail=str(error) or type(error).__name__,
                          hint="check optimizer.base_url and that the server is up")
 
 

@@ -140,9 +140,11 @@ class CoEvolution:
             truncated_before = any(r.get("truncated_answers") for r in self.reports[:-1])  # resumed ones too
             if report.truncated_answers and self.warn is not None and not truncated_before:  # once per run
                 self.warn(f"warning: {report.truncated_answers} of {report.optimizer_calls} optimizer answers at step "
-                          f"{step} stopped at optimizer.max_output_tokens; an unfinished last candidate is dropped "
-                          f"(\"cut off\" in {RunDir.EVOLUTIONS}); raise optimizer.max_output_tokens or lower "
-                          "optimizer.thinking_budget (this warning is not repeated)")
+                          f"{step} stopped before their end (at optimizer.max_output_tokens, or by the provider's "
+                          "safety or recitation filter: stop_reasons in the optimizer's accounting); an unfinished "
+                          f"last candidate is dropped (\"cut off\" in {RunDir.EVOLUTIONS}); for the limit, raise "
+                          "optimizer.max_output_tokens or lower optimizer.thinking_budget (this warning is not "
+                          "repeated)")
         metrics = {"population/size": len(population), "population/pruned": len(pruned),
                    "population/best_weight": population.best().weight,
                    "population/prompt_length": sum(len(c.text) for c in population.alive()) / len(population)}
