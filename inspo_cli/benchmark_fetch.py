@@ -69,17 +69,23 @@ def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
     return written
 
 
-def count_rows(path: str | os.PathLike) -> int:
+def count_rows(path: str | os.PathLike) -> int | None:
     """Rows in a benchmark file without parsing it (JSONL: non-empty lines; parquet: its metadata)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
-    with path.open("rb") as f:
+    from inspo_cli.benchmarks import QA_ARRAY_BYTES
+    from inspo_cli.files import iter_lines, open_regular
+
+    with open_regular(path, "QA file") as f:  # bounded like any QA file: a line or an array too big is unreadable
         is_array = f.read(4096).lstrip().startswith(b"[")
         f.seek(0)
-        return len(json.load(f)) if is_array else sum(1 for line in f if line.strip())
+        if not is_array:
+            return sum(1 for _, line in iter_lines(f, path, "") if line.strip())
+        data = f.read(QA_ARRAY_BYTES + 1) if os.fstat(f.fileno()).st_size <= QA_ARRAY_BYTES else b""
+        return len(json.loads(data)) if 0 < len(data) <= QA_ARRAY_BYTES else None
 
 
 def benchmark_status(data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
@@ -95,7 +101,7 @@ def benchmark_status(data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
         spec, path, rows = BENCHMARKS.get(name), find_split_file(folder, split), None
         try:
             rows = count_rows(path) if path is not None else None
-        except (OSError, ValueError):  # unreadable: shown as present with unknown size
+        except (OSError, ValueError, RecursionError, InspoError):  # unreadable: shown with unknown size
             pass
         status.append({"name": name, "display_name": spec.display_name if spec else "World (synthetic)",
                        "split": split, "role": role, "path": str(path) if path else None, "rows": rows,

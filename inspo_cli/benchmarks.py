@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
-from inspo_cli.files import user_file
+from inspo_cli.files import iter_lines, open_regular, user_file
 
 HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
 WORLD = "world"
 TRAIN_MIXTURE_NAME = "nq_hotpotqa"  # the recipe's `data.train` value for the paper's training mixture
 TRAIN_MIXTURE = ("nq", "hotpotqa")
 DEFAULT_DATA_DIR = "data/benchmarks"
+QA_ARRAY_BYTES = 1 << 30  # a QA file that is one JSON array is read whole; FlashRAG's splits are JSONL, ~100 MB at most
 DEFAULT_WORLD_DIR = "data/world"
 FILE_SUFFIXES = (".jsonl", ".parquet", ".json")  # looked for in this order
 WORLD_SPLITS = ("train", "dev", "test")
@@ -160,54 +161,55 @@ def find_split_file(folder: Path, split: str) -> Path | None:
 
 def load_questions(path: str | os.PathLike, source: str | None = None, limit: int | None = None) -> list[Question]:
     """Validated questions from a FlashRAG-format JSONL, JSON or parquet file; `source` defaults to its folder name."""
-    path = Path(path)
-    if path.is_dir():
-        raise InspoError(f"QA file {path}: is a directory; give a FlashRAG JSONL/parquet file "
-                         "with fields id, question, golden_answers")
+    path, wanted = Path(path), "give a FlashRAG JSONL/parquet file with fields id, question, golden_answers"
     if not path.exists():
-        raise InspoError(f"{path}: no such file; give a FlashRAG JSONL/parquet file "
-                         "with fields id, question, golden_answers")
-    if not path.is_file():
-        raise InspoError(f"QA file {path}: not a regular file (a FIFO, a socket or a device); give a FlashRAG "
-                         "JSONL/parquet file with fields id, question, golden_answers")
+        raise InspoError(f"{path}: no such file; {wanted}")
+    if not path.is_file():  # a FIFO would block the open, a device never end
+        kind = "is a directory" if path.is_dir() else "not a regular file (a FIFO, a socket or a device)"
+        raise InspoError(f"QA file {path}: {kind}; {wanted}")
     if path.suffix.lower() not in FILE_SUFFIXES:
         raise InspoError(f"{path}: unsupported file type {path.suffix!r}; convert it to one of {', '.join(FILE_SUFFIXES)}")
     questions = _questions_from_rows(_read_rows(path), source or path.parent.name, path.stem, limit)
     if not questions and limit != 0:  # scored, an empty file would be EM 0.0 over n = 0 and enter the average
-        raise InspoError(f"QA file {path}: holds no questions (empty or blank); give a FlashRAG JSONL/parquet file "
-                         "with fields id, question, golden_answers")
+        raise InspoError(f"QA file {path}: holds no questions (empty or blank); {wanted}")
     return questions
 
 
 def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    """(location, row) pairs; location is 'FILE:LINE' for JSON lines, 'FILE item N' / 'FILE row N' otherwise."""
+    """(location, row) pairs: 'FILE:LINE' for JSON lines (streamed, each bounded), 'FILE item N' / 'FILE row N'."""
     if path.suffix.lower() == ".parquet":
         yield from _parquet_rows(path)
         return
-    with user_file(path, "QA file"), path.open(encoding="utf-8") as f:
-        is_array = f.read(4096).lstrip().startswith("[")
+    with user_file(path, "QA file"), open_regular(path, "QA file") as f:
+        is_array = f.read(4096).lstrip().startswith(b"[")
         f.seek(0)
         if is_array:
-            try:
-                rows = json.load(f)
-            except json.JSONDecodeError as e:
-                raise InspoError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file or convert it "
-                                 "to JSONL") from None
-            except RecursionError:
-                raise InspoError(f"{path}: JSON nested too deep to read; fix the file") from None
-            for i, row in enumerate(rows, start=1):
-                yield f"{path} item {i}", row
+            yield from _array_rows(path, f)
             return
-        for lineno, line in enumerate(f, start=1):
+        for lineno, line in iter_lines(f, path, "fix or remove that line"):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InspoError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove that line") from None
-            except RecursionError:
-                raise InspoError(f"{path}:{lineno}: JSON nested too deep to read; fix or remove that line") from None
+                row = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise InspoError(f"QA file {path}: not UTF-8 text (byte 0x{line[e.start:e.start + 1].hex()} on line "
+                                 f"{lineno}); save it as UTF-8") from None
+            except (json.JSONDecodeError, RecursionError) as e:
+                why = getattr(e, "msg", "nested too deep to read")
+                raise InspoError(f"{path}:{lineno}: not valid JSON ({why}); fix or remove that line") from None
             yield f"{path}:{lineno}", row
+
+
+def _array_rows(path: Path, f) -> Iterator[tuple[str, Any]]:
+    data = f.read(QA_ARRAY_BYTES + 1) if os.fstat(f.fileno()).st_size <= QA_ARRAY_BYTES else None
+    if data is None or len(data) > QA_ARRAY_BYTES:
+        raise InspoError(f"QA file {path}: a JSON array of more than {QA_ARRAY_BYTES:,} bytes; convert it to JSONL "
+                         "(one row per line), which is read a line at a time")
+    try:
+        yield from ((f"{path} item {i}", row) for i, row in enumerate(json.loads(data.decode("utf-8")), start=1))
+    except (json.JSONDecodeError, RecursionError) as e:
+        where, why = (f":{e.lineno}", e.msg) if isinstance(e, json.JSONDecodeError) else ("", "nested too deep")
+        raise InspoError(f"{path}{where}: not valid JSON ({why}); fix the file or convert it to JSONL") from None
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[str, Any]]:
@@ -308,7 +310,12 @@ class HubDownloadError(Exception):
 
 
 def download_hub_rows(spec: BenchmarkSpec, split: str) -> list[dict]:
-    """The raw rows of one FlashRAG split from the hub, through `datasets.load_dataset` (and its cache)."""
+    """The raw rows of one FlashRAG split from the hub, through `datasets.load_dataset` (and its cache); an unreachable
+    hub fails at once (`inspo_cli.hub`), not after 25 s of retries."""
+    from inspo_cli.hub import hub_unreachable
+
+    if (why := hub_unreachable()) is not None:
+        raise HubDownloadError(why)
     import datasets  # imported late: it is slow to import and only the hub path needs it
 
     try:

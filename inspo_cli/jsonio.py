@@ -8,14 +8,17 @@ a reader never sees one. JSON keeps the key order it is given, so the same data 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
 
 TOO_DEEP = "JSON nested deeper than Python's parser can follow (a file no writer of this toolkit makes)"
+JSON_BYTES = 256 << 20  # a JSON file read back whole: a run's largest, coevolution.json, is a few MB
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -31,9 +34,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file; else a full disk here
+            e.filename = str(path)  # would read as one behind stdout (console.report_os_error)
         raise
 
 
@@ -64,14 +69,42 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 # hand, written by another version. Each file kind has one reader (next to its writer) that checks the file against
 # a shape and says `<file>: <what is wrong>; <fix>` in one line. A shape is
 #   int, float (any number), str, bool, dict, list, object (anything), None (null), a tuple (any of them),
-#   [shape] (a list of), [shape, shape, ...] (a list of exactly these), {str: shape} (an object with any keys), {"key": shape, "opt?": shape, "*": shape} (an object
-#   with these keys; "opt?" may be missing, "*" is the shape of every other key).
+#   [shape] (a list of), [shape, shape, ...] (a list of exactly these), {str: shape} (an object with any keys),
+#   {"key": shape, "opt?": shape, "*": shape} (an object with these keys; "opt?" may be missing, "*" is the shape of
+#   every other key), Range(lo, hi) (a finite number within bounds: a type alone lets EM 1.5 or NaN into a mean),
+#   NonEmpty(shape) (a list or object with at least one item: an empty score map averages to nothing).
+
+
+@dataclass(frozen=True)
+class Range:
+    """A finite number in [lo, hi] (an integer with `integer`)."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class NonEmpty:
+    shape: Any
+
+
+UNIT = Range(0.0, 1.0)  # a proportion: EM, F1
+COUNT = Range(0, integer=True)  # a step, a number of things
+POSITIVE = Range(1, integer=True)  # questions scored: n = 0 with a score is a score of nothing
 
 _NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
           list: "a list", None: "null", object: "anything"}
 
 
 def _expected(shape: Any) -> str:
+    if isinstance(shape, Range):
+        kind, lo, hi = ("an integer" if shape.integer else "a finite number"), _bound(shape.lo), _bound(shape.hi)
+        if math.isinf(shape.hi):
+            return kind if math.isinf(shape.lo) else f"{kind} >= {lo}"
+        return f"{kind} in [{lo}, {hi}]"
+    if isinstance(shape, NonEmpty):
+        return f"a non-empty {_expected(shape.shape).removeprefix('an ').removeprefix('a ')}"
     if isinstance(shape, tuple):
         return " or ".join(_expected(s) for s in shape)
     if isinstance(shape, list):
@@ -81,7 +114,16 @@ def _expected(shape: Any) -> str:
     return _NAMES[shape]
 
 
+def _bound(value: float) -> str:
+    return str(int(value)) if math.isfinite(value) and value == int(value) else f"{value:g}"
+
+
 def _matches(value: Any, shape: Any) -> bool:
+    if isinstance(shape, Range):
+        return (_matches(value, int if shape.integer else float) and math.isfinite(value)
+                and shape.lo <= value <= shape.hi)
+    if isinstance(shape, NonEmpty):
+        return _matches(value, shape.shape) and len(value) > 0
     if isinstance(shape, tuple):
         return any(_matches(value, s) for s in shape)
     if shape is object:
@@ -109,6 +151,8 @@ def shape_problem(value: Any, shape: Any, at: str = "") -> str | None:
         return f"{where}expected {_expected(shape)}, got {got}"
     if isinstance(shape, tuple):
         shape = next(s for s in shape if _matches(value, s))
+    if isinstance(shape, NonEmpty):
+        shape = shape.shape
     step = f"{at} -> " if at else ""
     if isinstance(shape, list) and len(shape) > 1:
         if len(value) != len(shape):
@@ -143,13 +187,12 @@ def shape_problem(value: Any, shape: Any, at: str = "") -> str | None:
     return None
 
 
-def read_json(path: str | os.PathLike, shape: Any, fix: str) -> Any:
-    """A JSON file the toolkit wrote, checked against `shape`; anything else is one `InspoError`:
-    `<path>: <what is wrong>; <fix>`."""
-    from inspo_cli.files import user_file
+def read_json(path: str | os.PathLike, shape: Any, fix: str, max_bytes: int = JSON_BYTES) -> Any:
+    """A JSON file the toolkit wrote, checked against `shape`; anything else (not a regular file, more than
+    `max_bytes`, not JSON, the wrong shape or range) is one `InspoError`: `<path>: <what is wrong>; <fix>`."""
+    from inspo_cli.files import read_bytes
 
-    with user_file(path, "file"):
-        data = Path(path).read_bytes()
+    data = read_bytes(path, "file", max_bytes)
     try:
         text = data.decode("utf-8")
         value = json.loads(text)
@@ -165,15 +208,17 @@ def read_json(path: str | os.PathLike, shape: Any, fix: str) -> Any:
     return value
 
 
-def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None) -> Iterator[dict]:
-    """Stream the rows of a JSONL file the toolkit wrote, each checked against `shape` (errors name the line). With
-    `on_cut_tail`, a last line cut short (a file being appended to when it was copied or killed) is left out and
-    `on_cut_tail(message)` says so; anywhere else a bad line is an error."""
-    from inspo_cli.files import user_file
+def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None,
+              check: Callable[[dict], str | None] | None = None) -> Iterator[dict]:
+    """Stream the rows of a JSONL file the toolkit wrote, each checked against `shape` and by `check` (which says
+    what is wrong with a row, given the rows before it, or None); errors name the line, and a line is never held
+    whole past `files.LINE_BYTES`. With `on_cut_tail`, a last line cut short (a file being appended to when it was
+    copied or killed) is left out and `on_cut_tail(message)` says so; anywhere else a bad line is an error."""
+    from inspo_cli.files import iter_lines, open_regular, user_file
 
     path = Path(path)
-    with user_file(path, "file"), path.open("rb") as f:
-        for lineno, line in enumerate(f, start=1):
+    with user_file(path, "file"), open_regular(path, "file") as f:
+        for lineno, line in iter_lines(f, path, fix):
             if not line.strip():
                 continue
             try:
@@ -187,6 +232,6 @@ def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None) -
                     return
                 reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
                 raise InspoError(f"{path}:{lineno}: not valid JSON ({reason}); {fix}") from None
-            if (problem := shape_problem(row, shape)) is not None:
+            if (problem := shape_problem(row, shape)) is not None or (check and (problem := check(row))):
                 raise InspoError(f"{path}:{lineno}: {problem}; {fix}")
             yield row

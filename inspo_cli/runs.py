@@ -40,7 +40,8 @@ from typing import Sequence
 from inspo_cli import __version__
 from inspo_cli.config import PROJECT_ROOT, Recipe, dump_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_rows, read_json
+from inspo_cli.jsonio import (COUNT, UNIT, atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_rows,
+                              read_json)
 
 TRACKED_PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "vllm", "bm25s", "faiss-cpu",
                     "pyserini", "anthropic", "google-genai")
@@ -82,16 +83,18 @@ def _unused_dir(output_dir: Path, name: str) -> Path:
 
 
 # What each file the run writes must look like when it is read back (`inspo_cli.jsonio.read_json`): the keys readers
-# use, so that a damaged file is one line naming it instead of a traceback somewhere downstream.
+# use, and the range of the numbers a table takes from them, so that a damaged file is one line naming it instead of
+# a traceback somewhere downstream or a wrong number in a table.
 INFO_SHAPE = {"seed": int, "command?": [str]}
-SUMMARY_SHAPE = {"steps": int, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": float,
+SUMMARY_SHAPE = {"steps": COUNT, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": float,
                  "frozen_policy?": bool, "model?": (str, None), "recipe_model?": str, "metrics?": str,
                  "stage?": str, "stages?": [{"kind": str, "dir": str}], "instruction_source?": str,
-                 "evaluations?": [{"step": int, "em": float}], "reward_collapse?": (dict, None),
+                 "evaluations?": [{"step": COUNT, "em": UNIT}], "reward_collapse?": (dict, None),
                  "overhead?": (None, {"evolutions": int, "verification_rollouts": int, "training_rollouts?": int,
                                       "share_of_wall_time?": (float, None),
                                       "optimizer?": (None, {"calls?": int, "total_tokens?": (int, None)})})}
-METRICS_ROW_SHAPE = {"step": int, "update?": int, "*": (float, None)}
+METRICS_ROW_SHAPE = {"step": COUNT, "update?": COUNT, "*": (float, None)}
+STAGED = ("metrics", "instruction_source")  # where a staged run's summary says its curves and instructions are
 DAMAGED = "the run wrote it whole, so it was damaged since: copy it again from where the run ran, or leave the run out"
 
 
@@ -254,7 +257,9 @@ class RunDir:
                 if (problem := checkpoint_problem(path)) is not None}
 
     def has_final_model(self) -> bool:
-        return (self.final_dir / "config.json").is_file()
+        """Whether the run saved its final model; one whose config.json is damaged (even not a regular file) still
+        did, and is refused when read (`weights_problem`), rather than passed over for an older checkpoint."""
+        return os.path.lexists(self.final_dir / "config.json")
 
     # -- what the run says ----------------------------------------------------------------------------------
 
@@ -269,9 +274,17 @@ class RunDir:
 
     def summary(self) -> dict | None:
         """summary.json of a finished run; None while it has none."""
-        if not self.summary_file.is_file():
+        if not self.summary_file.exists():  # a FIFO or a directory in its place is refused by read_json, not skipped
             return None
-        return read_json(self.summary_file, SUMMARY_SHAPE, DAMAGED)
+        summary = read_json(self.summary_file, SUMMARY_SHAPE, DAMAGED)
+        if summary.get("stages"):  # a chain of stages: the files it points to must be there to be read
+            for key in (*STAGED, "model"):
+                value = summary.get(key)
+                if value is None and key in STAGED:
+                    raise InspoError(f"{self.summary_file}: a staged run's summary without {key!r}; {DAMAGED}")
+                if isinstance(value, str) and (Path(value).is_absolute() or ".." in Path(value).parts):
+                    raise InspoError(f"{self.summary_file}: {key!r} is {value!r}, not a path inside the run; {DAMAGED}")
+        return summary
 
     def resumable_recipe(self) -> Recipe:
         """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet). The
@@ -289,18 +302,27 @@ class RunDir:
 
     def metrics(self, file: Path | None = None) -> list[dict]:
         """The rows of metrics.jsonl (or of `file`, a stage's): a last line cut short (by a kill, or a copy of a live
-        run) is left out with a warning; any other damage is an `InspoError` naming the line."""
+        run) is left out with a warning; any other damage, a step logged twice or out of order included, is an
+        `InspoError` naming the line."""
         file = file or self.metrics_file
-        if not file.is_file():
+        if not file.exists():
             return []
-        return list(iter_rows(file, METRICS_ROW_SHAPE, DAMAGED, on_cut_tail=_warn))
+        last: list[int] = []
+
+        def step_goes_on(row: dict) -> str | None:  # one row per step, in order: a repeat would count a step twice
+            if last and row["step"] <= last[0]:
+                return f"step {row['step']} after step {last[0]} (a step repeated or out of order)"
+            last[:] = [row["step"]]
+            return None
+
+        return list(iter_rows(file, METRICS_ROW_SHAPE, DAMAGED, on_cut_tail=_warn, check=step_goes_on))
 
     def instructions(self, file: Path | None = None) -> list[dict]:
         """The rows of instructions.jsonl (or of `file`, a stage's): every candidate ever; [] without a population."""
         from inspo_cli.instructions.population import CANDIDATE_SHAPE
 
         file = file or self.instructions_file
-        return list(iter_rows(file, CANDIDATE_SHAPE, DAMAGED)) if file.is_file() else []
+        return list(iter_rows(file, CANDIDATE_SHAPE, DAMAGED)) if file.exists() else []
 
     @staticmethod
     def coevolution_state(file: Path) -> dict:
@@ -317,10 +339,14 @@ class RunDir:
 
     def append_metrics(self, row: dict) -> None:
         """One step's row, on disk (fsync) before the step is reported done."""
-        with open(self.metrics_file, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.metrics_file, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:  # a failed write names no file: name it (a full disk must not read as stdout's)
+            e.filename = e.filename or str(self.metrics_file)
+            raise
 
     def truncate_metrics(self, last_update: int) -> None:
         """Keep only the rows logged at or before optimizer update `last_update` (the state being resumed)."""
@@ -362,32 +388,8 @@ def checkpoint_problem(path: Path) -> str | None:
 
 
 def weights_problem(path: Path) -> str | None:
-    """Why the model files in `path` cannot be loaded (none, or cut short), or None; reads headers and ends only."""
-    import struct
-    import zipfile
+    """Why the model files in `path` cannot be loaded (none, cut short, a damaged config.json or safetensors header,
+    not regular files), or None; reads config.json and headers only (`models.model_files_problem`)."""
+    from inspo_cli.models import model_files_problem
 
-    for name in ("config.json", "adapter_config.json"):
-        try:
-            if (path / name).is_file():
-                json.loads((path / name).read_bytes())
-        except (OSError, ValueError):
-            return f"{name} is cut short or corrupt (not valid JSON)"
-    weights = [f for f in path.glob("*.safetensors")]
-    if not weights and not any(path.glob("pytorch_model*.bin")) and not any(path.glob("global_step*")):
-        return "no model weights (*.safetensors)"
-    for file in weights:
-        try:
-            with open(file, "rb") as f:
-                (length,) = struct.unpack("<Q", f.read(8))
-                if length > 1 << 28:  # headers are kilobytes; this is garbage
-                    raise ValueError(length)
-                header = json.loads(f.read(length))
-            end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-            if file.stat().st_size < 8 + length + end:
-                return f"{file.name} is cut short ({file.stat().st_size} bytes of {8 + length + end})"
-        except (OSError, ValueError, KeyError, TypeError, struct.error, MemoryError):
-            return f"{file.name} is cut short or corrupt (its header cannot be read)"
-    for file in [*path.glob("*.pt"), *path.glob("*.pth")]:
-        if not zipfile.is_zipfile(file):
-            return f"{file.name} is cut short or corrupt"
-    return None
+    return model_files_problem(path)

@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from retriever.checked import engine_error, engine_files
 from retriever.corpus import Passage
 from retriever.errors import RetrieverError
 from retriever.kinds import BuildOptions, OpenOptions, Progress
@@ -38,6 +39,7 @@ from retriever.store import (PassageStore, check_corpus_file, iter_corpus_chunks
                              save_offsets)
 
 K1, B, METHOD = 1.5, 0.75, "lucene"  # bm25s's defaults; Lucene/pyserini use k1=0.9, b=0.4 (Search-R1's BM25)
+META_SHAPE = {"bm25": {"tokenizer": {"stemmer": (str, None)}}}  # what opening reads of index.json (`index`)
 STOPWORDS = "en"
 
 
@@ -220,11 +222,16 @@ class BM25Retriever:
              n_threads: int | None = None) -> "BM25Retriever":
         bm25s = import_bm25s()
 
-        bm25 = bm25s.BM25.load(index_dir / "bm25s", mmap=mmap, show_progress=False)
-        tokenizer = make_tokenizer(meta["bm25"]["tokenizer"]["stemmer"])
-        tokenizer.load_vocab(index_dir / "bm25s")
-        tokenizer.load_stopwords(index_dir / "bm25s")
-        return cls(bm25, tokenizer, store, n_threads)
+        rebuild = f"rebuild it with `inspo index --corpus {meta['corpus']['path']} --out {index_dir} --force`"
+        engine_files([index_dir / "bm25s"], rebuild)
+        try:
+            bm25 = bm25s.BM25.load(index_dir / "bm25s", mmap=mmap, show_progress=False)
+            tokenizer = make_tokenizer(meta["bm25"]["tokenizer"]["stemmer"])
+            tokenizer.load_vocab(index_dir / "bm25s")
+            tokenizer.load_stopwords(index_dir / "bm25s")
+            return cls(bm25, tokenizer, store, n_threads)
+        except (OSError, ValueError, EOFError, KeyError, TypeError) as error:  # bm25s reads its files unchecked
+            raise engine_error(error, index_dir / "bm25s", rebuild) from None
 
     def _rank(self, token_ids: list[int], k: int) -> tuple[list[int], list[float]]:
         token_ids = [t for t in token_ids if t != self._empty_token]

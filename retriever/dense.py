@@ -28,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from retriever.checked import Positive, engine_error, engine_files
 from retriever.corpus import Passage
 from retriever.encoder import Encoder, load_encoder
 from retriever.errors import RetrieverError
@@ -37,6 +38,9 @@ from retriever.store import PassageStore, iter_corpus_chunks, open_passage_store
 
 FAISS_TYPES = ("flat", "hnsw", "ivfpq")
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 200, 128
+META_SHAPE = {"encoder": {"name": str, "dim": Positive, "query_prefix": str, "passage_prefix": str},  # what opening
+              "faiss": {"type": str, "fp16": bool, "ef_search?": Positive, "nprobe?": Positive}}  # reads (`index`)
+SEARCH_BREADTH = {"hnsw": "ef_search", "ivfpq": "nprobe"}  # the index.json entry each faiss type searches with
 
 
 def ivfpq_params(n: int, dim: int) -> dict:
@@ -209,7 +213,13 @@ class DenseRetriever:
             raise RetrieverError(f"encoder {enc['name']} now gives {encoder.dim}-dim vectors but index {index_dir} "
                                  f"holds {enc['dim']}-dim ones; rebuild the index")
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
-        index = faiss.read_index(str(index_dir / "faiss.index"), flags)
+        rebuild = (f"rebuild it with `inspo index --corpus {meta['corpus']['path']} --kind dense --out {index_dir} "
+                   "--force`")
+        engine_files([index_dir / "faiss.index"], rebuild)
+        try:
+            index = faiss.read_index(str(index_dir / "faiss.index"), flags)
+        except RuntimeError as error:  # faiss's reader: "Error in ... read ..."
+            raise engine_error(error, index_dir / "faiss.index", rebuild) from None
         params = meta["faiss"]
         if params["type"] == "hnsw":
             faiss.downcast_index(index).hnsw.efSearch = ef_search or params["ef_search"]
@@ -306,6 +316,12 @@ def build(corpus: Path, out_dir: Path, encoder: Encoder, options: BuildOptions, 
 
 
 def load(index_dir: Path, meta: dict, options: OpenOptions) -> DenseRetriever:
+    params = meta["faiss"]
+    if params["type"] not in FAISS_TYPES or SEARCH_BREADTH.get(params["type"], "type") not in params:
+        problem = (f"faiss type {params['type']!r} is not one of {', '.join(FAISS_TYPES)}" if params["type"] not in
+                   FAISS_TYPES else f"a {params['type']} index without its {SEARCH_BREADTH[params['type']]}")
+        raise RetrieverError(f"{index_dir / 'index.json'}: {problem}; rebuild it with `inspo index --corpus "
+                             f"{meta['corpus']['path']} --kind dense --out {index_dir} --force`")
     store = open_passage_store(index_dir, meta["corpus"], options.corpus)
     return DenseRetriever.load(index_dir, meta, store, device=options.device, gpu=options.gpu, nprobe=options.nprobe,
                                ef_search=options.ef_search, mmap=options.mmap, encoder=options.encoder)

@@ -21,6 +21,7 @@ here reads or changes the process' umask.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import secrets
@@ -33,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from retriever.checked import NonNegative, read_json_object, shape_problem
 from retriever.errors import RetrieverError
 from retriever.kinds import KINDS, BuildOptions, OpenOptions, Progress, kind_module
 from retriever.store import check_corpus_file, corpus_fingerprint, estimate_passages
@@ -82,11 +84,26 @@ def check_out_dir(out: Path, corpus: Path, force: bool) -> None:
         raise RetrieverError(f"--out {out} is a file; choose a directory")
     if not any(out.iterdir()):
         return
-    if not (out / "index.json").is_file():
-        raise RetrieverError(f"--out {out} is not empty and is not an inspo index (no index.json); refusing to "
-                             "touch it even with --force; choose a new or empty directory")
+    if not _is_index(out):  # an index.json of some other program's (a web app's, say) is no index of ours
+        raise RetrieverError(f"--out {out} is not empty and is not an inspo index (no index.json of format "
+                             f"{INDEX_FORMAT!r}); refusing to touch it even with --force; choose a new or empty "
+                             "directory")
     if not force:
         raise RetrieverError(f"--out {out} already holds an index; pass --force to replace it, or choose another --out")
+
+
+def _is_index(out: Path) -> bool:
+    """Whether `out` holds the index.json an index build writes (read to at most 1 MiB: it is a few hundred bytes)."""
+    path = out / "index.json"
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            data = f.read((1 << 20) + 1)
+        meta = json.loads(data) if len(data) <= 1 << 20 else None
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == INDEX_FORMAT
 
 
 def estimate_memory(corpus: Path, kind: str, options: BuildOptions | None = None,
@@ -155,11 +172,27 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
                 "build_seconds": round(time.perf_counter() - start, 3), "inspo_version": package_version()}
         (tmp / BUILDER).unlink()
         _atomic_write_json(tmp / "index.json", meta)  # last: a directory with index.json is a complete index
+        check_out_dir(out, corpus, force)  # again: what is at `out` now is what gets replaced
         _move_into_place(tmp, out)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if (reason := _disk_full(e)) is not None:
+            raise RetrieverError(f"--out {out}: could not write the index ({reason}); free some space there or choose "
+                                 "another --out (the partial build was removed)") from None
         raise
     return meta
+
+
+def _disk_full(error: BaseException) -> str | None:
+    """Why a build's write ran out of space, or None for any other error (a read error of the corpus names its file
+    and is none of these): ENOSPC or a quota; numpy's short write ("N requested and M written"), which has no errno;
+    faiss's RuntimeError ("write error in F: ... (No space left on device)")."""
+    full = os.strerror(errno.ENOSPC)
+    if isinstance(error, OSError):
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return error.strerror or full
+        return "a write was cut short" if error.errno is None and " requested and " in str(error) else None
+    return full if isinstance(error, RuntimeError) and full in str(error) else None
 
 
 BUILDER = ".builder"  # in a build's temporary directory: "<host> <pid>" of the process building it
@@ -241,22 +274,29 @@ def _move_into_place(tmp: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
+INDEX_JSON_BYTES = 16 << 20  # index.json is a kilobyte
+META_SHAPE = {"format": str, "format_version": int, "kind": str,  # every kind's; a kind's module adds its META_SHAPE
+              "corpus": {"path": str, "bytes": NonNegative, "sha256_first_mib": str, "passages": NonNegative}}
+
+
 def read_index_meta(index_dir: str | os.PathLike) -> dict:
+    """index.json, checked against what opening the index reads from it (`META_SHAPE` and the kind's own)."""
     index_dir = Path(index_dir)
     path = index_dir / "index.json"
-    if not path.is_file():
+    if not path.exists():
         raise RetrieverError(f"{index_dir} is not an inspo index (no index.json); build one with "
                              f"`inspo index --corpus CORPUS --out {index_dir}`")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise RetrieverError(f"{path}: not valid JSON ({e.msg}); rebuild the index with --force") from None
+    rebuild = f"rebuild it with `inspo index --corpus CORPUS --out {index_dir} --force`"
+    meta = read_json_object(path, "index description", INDEX_JSON_BYTES, rebuild)
     if meta.get("format") != INDEX_FORMAT or meta.get("kind") not in KINDS:
         raise RetrieverError(f"{path}: not an inspo index description (format {meta.get('format')!r}, kind "
                              f"{meta.get('kind')!r}); rebuild it with `inspo index`")
-    if meta.get("format_version", 0) > INDEX_FORMAT_VERSION:
+    if type(meta.get("format_version")) is int and meta["format_version"] > INDEX_FORMAT_VERSION:
         raise RetrieverError(f"{path}: index format {meta['format_version']} is newer than this inspo understands "
                              f"({INDEX_FORMAT_VERSION}); upgrade inspo or rebuild the index")
+    shape = {**META_SHAPE, **getattr(kind_module(meta["kind"]), "META_SHAPE", {})}
+    if (problem := shape_problem(meta, shape)) is not None:
+        raise RetrieverError(f"{path}: {problem}; {rebuild}")
     return meta
 
 

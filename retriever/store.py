@@ -23,6 +23,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from retriever.checked import iter_lines, open_regular
 from retriever.corpus import Passage, make_passage, parse_contents
 from retriever.errors import RetrieverError
 
@@ -40,8 +41,8 @@ class CorpusChunk:
 def corpus_fingerprint(path: str | os.PathLike) -> dict:
     """Absolute path, size and a hash of the head of the corpus, recorded in index.json."""
     path = Path(path).resolve()
-    stat = path.stat()
-    with path.open("rb") as f:
+    with open_regular(path, "corpus") as f:
+        stat = os.fstat(f.fileno())
         head = f.read(FINGERPRINT_BYTES)
     return {"path": str(path), "bytes": stat.st_size, "sha256_first_mib": hashlib.sha256(head).hexdigest(),
             "mtime": stat.st_mtime}
@@ -80,8 +81,8 @@ def iter_corpus_chunks(path: str | os.PathLike, chunk_size: int = 10_000) -> Ite
     contents: list[str] = []
     start_row = 0
     position = 0
-    with path.open("rb") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open_regular(path, "corpus") as f:
+        for lineno, line in iter_lines(f, path, "fix or remove that line"):
             if line.strip():
                 contents.append(_parse_line(path, lineno, line))
                 offsets.append(position)
@@ -116,10 +117,10 @@ def save_offsets(out_dir: Path, parts: list[np.ndarray], end: int) -> np.ndarray
 def estimate_passages(path: str | os.PathLike, sample: int = 2000) -> int:
     """Passages in the corpus, extrapolated from the bytes per line of its first `sample` lines."""
     path = Path(path)
-    size = path.stat().st_size
     seen = count = 0
-    with path.open("rb") as f:
-        for count, line in enumerate(f, start=1):
+    with open_regular(path, "corpus") as f:
+        size = os.fstat(f.fileno()).st_size
+        for count, line in iter_lines(f, path, "fix or remove that line"):
             seen += len(line)
             if count == sample:
                 return max(1, round(size * count / seen))
@@ -143,9 +144,13 @@ class PassageStore:
         offsets, fd, decode = self.offsets, self._fd, _DECODER.decode
         for i, row in enumerate(rows):
             start, end = int(offsets[row]), int(offsets[row + 1])
-            data = decode(os.pread(fd, end - start, start).decode("utf-8"))
-            title, text = parse_contents(data["contents"])
-            ident = data["id"]
+            try:
+                data = decode(os.pread(fd, end - start, start).decode("utf-8"))
+                title, text = parse_contents(data["contents"])
+                ident = data["id"]
+            except (ValueError, KeyError, TypeError, AttributeError):  # the corpus changed past its hashed head
+                raise RetrieverError(f"corpus {self.corpus_path}: the passage at byte {start:,} is not a passage "
+                                     "row; the corpus changed since the index was built: rebuild it") from None
             out.append(make_passage(ident if type(ident) is str else str(ident), title, text,
                                     None if scores is None else float(scores[i])))
         return out
@@ -177,4 +182,29 @@ def open_passage_store(index_dir: Path, corpus_meta: dict, corpus: str | os.Path
         raise RetrieverError(f"corpus {path} changed since index {index_dir} was built "
                              f"({now['bytes']:,} bytes now, {corpus_meta['bytes']:,} then); rebuild with "
                              f"`inspo index --corpus {path} --out {index_dir} --force`")
-    return PassageStore(path, np.load(index_dir / "offsets.npy"))  # 8 bytes a passage: 170 MB for wiki-18
+    return PassageStore(path, load_offsets(index_dir, corpus_meta))
+
+
+def load_offsets(index_dir: Path, corpus_meta: dict) -> np.ndarray:
+    """offsets.npy, checked before and after it is read (8 bytes a passage: 170 MB for wiki-18): a 1-D int64 array
+    of index.json's passages + 1 values in a file of exactly that size, starting at or after 0, strictly increasing
+    (every passage is a line of at least one byte), ending at the corpus' size. Each search reads the bytes between
+    two offsets, so a damaged file would read the wrong passages or gigabytes."""
+    path = index_dir / "offsets.npy"
+    rebuild = f"rebuild the index with `inspo index --corpus {corpus_meta['path']} --out {index_dir} --force`"
+    n = corpus_meta["passages"] + 1
+    with open_regular(path, "index file") as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            version = np.lib.format.read_magic(f)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+            shape, fortran, dtype = read_header[version](f)
+        except (ValueError, KeyError, OSError, SyntaxError, TypeError):
+            raise RetrieverError(f"{path}: not a numpy .npy file (cut short or corrupt); {rebuild}") from None
+        if shape != (n,) or dtype != np.dtype("<i8") or size != f.tell() + 8 * n:
+            raise RetrieverError(f"{path}: holds {shape} {dtype} in {size:,} bytes, not the {n:,} int64 offsets of "
+                                 f"the {n - 1:,} passages index.json counts (cut short or corrupt); {rebuild}")
+        offsets = np.fromfile(f, dtype=dtype, count=n)
+    if len(offsets) != n or offsets[0] < 0 or offsets[-1] != corpus_meta["bytes"] or np.any(np.diff(offsets) <= 0):
+        raise RetrieverError(f"{path}: its offsets are not those of the corpus' passages (corrupt); {rebuild}")
+    return offsets

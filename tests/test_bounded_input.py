@@ -85,3 +85,154 @@ def test_a_qa_file_nested_too_deep_is_one_line(repo_root, tmp_path):
     path.write_text(json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n" + "[" * 100_000 + "\n")
     assert_one_line_error(invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct",
                                  "--benchmarks", path), f"{path}:2", "nested too deep")
+
+
+# -- issue 37, class 10: non-regular, oversized and NUL-byte files -------------------------------------------------
+#
+# `st_size` is 0 for a FIFO or a device, so a cap on the size does not hold for them, and a FIFO without a writer
+# blocks `open` forever: a file that must be a regular file is refused as none, and a file read whole is bounded by
+# the bytes actually read. A huge file (3 GB of NUL bytes, sparse) is refused by its size, or, streamed, by a line
+# cap, before it is held whole; a small one of NUL bytes (what a crash can leave) is not taken for text.
+
+HUGE = 3 << 30
+
+
+def fifo(path) -> None:
+    """Put a FIFO at `path`. Should a reader block opening it, a thread opens and closes its other end after 10 s
+    (each time one waits, for a minute): the reader then sees an empty file and the test fails instead of hanging."""
+    import os
+    import threading
+    import time
+
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+    def unblock():
+        deadline = time.monotonic() + 60
+        time.sleep(10)
+        while time.monotonic() < deadline and path.exists():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # succeeds only while a reader waits
+            except OSError:
+                pass
+            time.sleep(0.2)
+
+    threading.Thread(target=unblock, daemon=True).start()
+
+
+def device(path) -> None:
+    """`path` becomes a symbolic link to /dev/zero: a character device that never ends."""
+    path.unlink(missing_ok=True)
+    path.symlink_to("/dev/zero")
+
+
+def huge(path) -> None:
+    """`path` becomes 3 GB of NUL bytes (sparse: it takes no disk space), one line with no newline."""
+    path.unlink(missing_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(HUGE)
+
+
+def nul(path) -> None:
+    """`path` keeps its size (4 KiB at least) but every byte is NUL: what a crash can leave of a file."""
+    size = max(path.stat().st_size if path.is_file() else 0, 4096)
+    path.unlink(missing_ok=True)
+    path.write_bytes(b"\0" * size)
+
+
+SPECIAL = {"fifo": fifo, "dev-zero": device, "3gb-of-nul": huge, "nul-bytes": nul}
+QA_ROW = json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n"
+
+
+def _user_file(where: str, tmp_path, repo_root):
+    """(the file damaged, the command that reads it) for each kind of file a user hands the toolkit."""
+    demo = repo_root / "recipes/demo.yaml"
+    if where == "recipe":
+        path = tmp_path / "r.yaml"
+        path.write_text(demo.read_text())
+        return path, ["recipe", "check", path]
+    if where == "extends":
+        path, child = tmp_path / "parent.yaml", tmp_path / "child.yaml"
+        path.write_text(demo.read_text())
+        child.write_text(f"extends: {path}\ntraining:\n  steps: 2\n")
+        return path, ["recipe", "check", child]
+    if where == "sweep":
+        path = tmp_path / "sweep.yaml"
+        path.write_text(f"name: s\nrecipe: {demo}\naxes:\n  n-parent: [1, 2]\n")
+        return path, ["ablate", "--sweep", path, "--dry-run"]
+    if where == "instruction-file":
+        path = tmp_path / "instruction.txt"
+        path.write_text("Answer the question. {question}\n")
+        return path, ["recipe", "check", demo, "--set", f"population.instruction_file={path}"]
+    if where == "qa-file":
+        path = tmp_path / "qa" / "test.jsonl"
+        path.parent.mkdir()
+        path.write_text(QA_ROW)
+        return path, ["evaluate", "--recipe", demo, "--method", "direct", "--benchmarks", path]
+    path = tmp_path / "corpus.jsonl"  # a corpus
+    path.write_text(json.dumps({"id": "1", "contents": '"T"\ntext'}) + "\n")
+    return path, ["index", "--corpus", path, "--out", tmp_path / "idx"]
+
+
+USER_FILES = ("recipe", "extends", "sweep", "instruction-file", "qa-file", "corpus")
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("where", USER_FILES)
+def test_a_special_file_given_for_a_users_file_is_one_line_and_never_read_whole(repo_root, tmp_path, monkeypatch,
+                                                                                where, kind):
+    import time
+
+    monkeypatch.chdir(repo_root)
+    path, args = _user_file(where, tmp_path, repo_root)
+    SPECIAL[kind](path)
+    start = time.monotonic()
+    result = invoke(*args)
+    assert_one_line_error(result)
+    assert str(path) in result.stderr or (kind == "dev-zero" and "/dev/zero" in result.stderr), result.stderr
+    assert time.monotonic() - start < 8  # refused, not read: 3 GB would take minutes and a MemoryError
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_bound_counts_the_bytes_read_not_the_size_the_file_claims():
+    """/proc files are regular files whose st_size is 0, like the size a FIFO or a device reports."""
+    import os
+
+    from inspo_cli.errors import InspoError
+    from inspo_cli.files import read_bytes, read_text
+    from retriever.checked import read_json_object
+    from retriever.errors import RetrieverError
+
+    claimed = "/proc/self/status"
+    assert os.stat(claimed).st_size == 0 and len(read_bytes(claimed, "status", 1 << 20)) > 64
+    for read in (lambda: read_bytes(claimed, "status", 64), lambda: read_text(claimed, "status", 64)):
+        with pytest.raises(InspoError, match="status /proc/self/status: more than the 64 it may have"):
+            read()
+    with pytest.raises(RetrieverError, match="more than 64 bytes"):
+        read_json_object(claimed, "status", 64, "fix")
+
+
+def test_a_line_longer_than_the_cap_names_the_file_and_line_before_it_is_held_whole(repo_root, tmp_path):
+    from inspo_cli.files import LINE_BYTES
+
+    path = tmp_path / "qa" / "test.jsonl"
+    path.parent.mkdir()
+    path.write_text(QA_ROW + QA_ROW.replace('"1"', '"2"') + "x" * (LINE_BYTES + 1) + "\n")
+    assert_one_line_error(invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct",
+                                 "--benchmarks", path), f"{path}:3: a line of more than {LINE_BYTES:,} bytes")
+    path.write_text("[" + QA_ROW.strip() + "]")
+    with open(path, "ab") as f:
+        f.truncate(HUGE)  # a JSON array is read whole: refused by its size
+    assert_one_line_error(invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct",
+                                 "--benchmarks", path), "a JSON array of more than", "convert it to JSONL")
+
+
+def test_recipe_list_skips_a_fifo_under_recipes_with_a_warning_instead_of_hanging(tmp_path, monkeypatch):
+    from inspo_cli.config import loader
+
+    (tmp_path / "good.yaml").write_text("# A good recipe: it reads.\ndata: {train: world}\n")
+    fifo(tmp_path / "pipe.yaml")
+    monkeypatch.setattr(loader, "RECIPES_DIR", tmp_path)
+    result = invoke("recipe", "list", "--json")
+    assert result.exit_code == 0 and [row["name"] for row in json.loads(result.stdout)] == ["good"], result.output
+    assert "warning: skipped recipe" in result.stderr and "pipe.yaml: is a FIFO" in result.stderr

@@ -3,6 +3,8 @@ per kind. A generated matrix damages each file kind (cut short at several points
 and runs `report`, `ablate --collect`, `evaluate --run` and `train/evolve --resume` over it: each says
 `error: <file>: <what is wrong>; <fix>` on one line, exits 2 and writes nothing half-way. A metrics.jsonl whose last
 line is cut short (a copy of a live run) is the one expected partial file: its last line is left out with a warning.
+Issue 37, class 8: values of the right type but out of range (EM 1.5 or NaN, n = 0, empty score maps, repeated
+steps, seeds on different benchmarks, a staged summary that points nowhere) are refused the same way.
 """
 
 from __future__ import annotations
@@ -159,8 +161,8 @@ def test_report_refuses_an_out_holding_other_files_and_replaces_an_earlier_repor
     (tmp_path / "notes" / "todo.txt").write_text("mine")
     assert "holds files but no report" in invoke("report", ablation, "--out", tmp_path / "notes").stderr
     out = tmp_path / "report"
-    assert invoke("report", ablation, "--out", out).exit_code == 0
-    (out / "lineage" / "gone-s9.md").write_text("a run no longer reported")
+    gone = make_run(tmp_path / "elsewhere", "gone-s9", 9, [0.1, 0.2], 0.1)
+    assert invoke("report", gone, "--out", out).exit_code == 0 and (out / "lineage" / "gone-s9.md").is_file()
     assert invoke("report", ablation, "--out", out).exit_code == 0
     assert not (out / "lineage" / "gone-s9.md").exists() and (out / "index.md").is_file()
     assert invoke("report", ablation).exit_code == 0 and (ablation / "report" / "index.md").is_file()  # the default
@@ -243,3 +245,59 @@ def test_data_world_refuses_a_damaged_world_json_in_one_line(tmp_path, damage):
     result = invoke("data", "world", "--out", out, "--size", "tiny")
     assert_refused(result, "world.json")
     assert "--force" in result.stderr and snapshot(out) == before
+
+
+# -- issue 37, class 8: values of the right type that no run writes ---------------------------------------------------
+#
+# A shape check lets EM 1.5, NaN, a score over n = 0 questions, an empty score map, steps logged twice, seeds of one
+# variant evaluated on different benchmarks or a staged summary that points nowhere into a table's mean. Each is
+# refused in one line naming the file, by both commands that build tables.
+
+RESULTS = f"{STEP}/results.json"
+
+
+def _world(data: dict) -> dict:
+    return data["scores"]["agent"]["world"]
+
+
+def _staged(data: dict, **paths) -> None:
+    data.update(stages=[{"kind": "train", "dir": "stages/1-train"}, {"kind": "evolve", "dir": "stages/2-evolve"}],
+                stage="post-rl", **paths)
+
+
+OUT_OF_RANGE = [
+    ("results-em-above-1", RESULTS, lambda p: edit(p, lambda d: _world(d).__setitem__("em", 1.5))),
+    ("results-em-nan", RESULTS, lambda p: edit(p, lambda d: _world(d).__setitem__("em", float("nan")))),
+    ("results-f1-negative", RESULTS, lambda p: edit(p, lambda d: _world(d).__setitem__("f1", -0.1))),
+    ("results-n-0-with-a-score", RESULTS, lambda p: edit(p, lambda d: _world(d).__setitem__("n", 0))),
+    ("results-no-scores", RESULTS, lambda p: edit(p, lambda d: d.__setitem__("scores", {}))),
+    ("results-empty-score-map", RESULTS, lambda p: edit(p, lambda d: d["scores"].__setitem__("agent", {}))),
+    ("results-a-seed-on-another-benchmark", RESULTS,
+     lambda p: edit(p, lambda d: d["scores"].__setitem__("agent", {"nq": _world(d)}))),
+    ("predictions-em-2", f"{STEP}/predictions.jsonl", lambda p: edit(p, lambda d: d.__setitem__("em", 2.0))),
+    ("predictions-em-infinite", f"{STEP}/predictions.jsonl",
+     lambda p: edit(p, lambda d: d.__setitem__("em", float("inf")))),
+    ("metrics-a-step-repeated", f"{RUN}/metrics.jsonl",
+     lambda p: p.write_text(p.read_text() + p.read_text().splitlines()[-1] + "\n")),
+    ("metrics-steps-out-of-order", f"{RUN}/metrics.jsonl",
+     lambda p: p.write_text("\n".join(reversed(p.read_text().splitlines())) + "\n")),
+    ("metrics-step-negative", f"{RUN}/metrics.jsonl", lambda p: edit(p, lambda d: d.__setitem__("step", -1))),
+    ("summary-steps-negative", f"{RUN}/summary.json", lambda p: edit(p, lambda d: d.__setitem__("steps", -3))),
+    ("summary-evaluation-em-nan", f"{RUN}/summary.json",
+     lambda p: edit(p, lambda d: d.__setitem__("evaluations", [{"step": 3, "em": float("nan")}]))),
+    ("summary-staged-without-metrics", f"{RUN}/summary.json",
+     lambda p: edit(p, lambda d: _staged(d, instruction_source="stages/2-evolve"))),
+    ("summary-staged-metrics-outside-the-run", f"{RUN}/summary.json",
+     lambda p: edit(p, lambda d: _staged(d, metrics="../../../elsewhere/metrics.jsonl",
+                                         instruction_source="stages/2-evolve"))),
+]
+
+
+@pytest.mark.parametrize("file, damage", [pytest.param(f, d, id=i) for i, f, d in OUT_OF_RANGE])
+def test_a_value_no_run_writes_is_refused_by_report_and_collect_and_never_averaged(ablation, tmp_path, file, damage):
+    damage(ablation / file)
+    before = snapshot(ablation)
+    assert_refused(invoke("report", ablation, "--out", tmp_path / "report"), file)
+    assert_refused(invoke("ablate", "--collect", ablation), file)
+    assert snapshot(ablation) == before and not (tmp_path / "report").exists()
+

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -27,21 +28,40 @@ DEFAULT_WORLD_DIR = Path("data/world")
 
 
 def _check_overwrite(out: Path, seed: int, size: str, force: bool) -> None:
-    """Refuse to replace a different world (or a directory that is not a world) unless --force."""
-    if not out.exists() or force:
+    """Refuse to replace a different world unless --force, and, even with it, files of a world's names (corpus.jsonl,
+    train.jsonl, ...) that are not a world's: the world is written over them, and they may be the user's own data."""
+    from inspo_cli.world import WORLD_FILES
+
+    if not out.exists():
         return
     if not out.is_dir():
         raise InspoError(f"--out {out} is a file; choose a directory")
-    meta_path = out / "world.json"
-    if meta_path.is_file():
-        meta = read_json(meta_path, {"seed": int, "size": str}, "pass --force to write the world again, or choose "
-                         "another --out")
-        if meta.get("seed") == seed and meta.get("size") == size:
-            return  # the same world again: regenerating gives identical bytes
-        raise InspoError(f"--out {out} holds another world (seed {meta.get('seed')}, size {meta.get('size')}); "
+    meta = _world_manifest(out)
+    if meta is not None:
+        if force or (meta["seed"], meta["size"]) == (seed, size):
+            return  # the same world again gives identical bytes; --force replaces a world
+        raise InspoError(f"--out {out} holds another world (seed {meta['seed']}, size {meta['size']}); "
                          "choose another --out or pass --force to replace it")
-    if any(out.iterdir()):
+    if clash := [name for name in WORLD_FILES if os.path.lexists(out / name)]:
+        raise InspoError(f"--out {out} holds {', '.join(clash)} but no world (no world.json of `inspo data world`), "
+                         "so not even --force writes over them; choose another --out (files an interrupted "
+                         "`inspo data world` left: delete them yourself)")
+    if any(out.iterdir()) and not force:
         raise InspoError(f"--out {out} is not empty and holds no world; choose an empty or new directory or pass --force")
+
+
+def _world_manifest(out: Path) -> dict | None:
+    """world.json as `inspo data world` writes it, or None for anything else (absent, damaged, some other file)."""
+    from inspo_cli.world import GENERATOR
+
+    path = out / "world.json"
+    if not path.is_file():  # a FIFO is never opened
+        return None
+    try:
+        meta = read_json(path, {"generator": str, "seed": int, "size": str, "*": object}, "")
+    except InspoError:
+        return None
+    return meta if meta["generator"] == GENERATOR else None
 
 
 @app.command("world")

@@ -77,9 +77,8 @@ def list_recipes(
     for name, path in bundled_recipes().items():
         try:
             rows.append({"name": name, "path": str(path), "description": _description(path)})
-        except (OSError, UnicodeDecodeError) as error:  # one unreadable file must not hide the others
-            err_console.print(f"warning: skipped {escape(str(path))}: not a readable UTF-8 recipe "
-                              f"({escape(type(error).__name__)}); fix or remove it", soft_wrap=True)
+        except InspoError as error:  # one unreadable file (not UTF-8, a FIFO, huge) must not hide the others
+            err_console.print(f"warning: skipped {escape(str(error))}", soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -115,8 +114,11 @@ def explain_field(
 
 def _description(path: Path) -> str:
     """A recipe's first comment sentence (its header says what it is for)."""
+    from inspo_cli.config.yamlfile import MAX_BYTES
+    from inspo_cli.files import read_text
+
     lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path, "recipe", MAX_BYTES).splitlines():
         if not line.startswith("#"):
             break
         lines.append(line.lstrip("#").strip())

@@ -27,7 +27,8 @@ def report(
     checkpoint: Annotated[str, typer.Option(help="Which evaluation of each run the tables use: best (App. B: the "
                                                  "final checkpoint before any reward collapse) or final.")] = "best",
     reference: Annotated[Optional[str], typer.Option(help="The variant every other is compared with (default: "
-                                                          "search-r1 when there is one, else the first).")] = None,
+                                                          "search-r1 when there is one, else the first variant with no "
+                                                          "instruction population, else the first).")] = None,
     target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
                                                     "lines give.")] = 0.05,
 ) -> None:
@@ -51,17 +52,23 @@ def report(
 
 
 def check_out(out: Path, inputs: list[Path]) -> None:
-    """The report replaces `out` as a whole: refuse one that holds other files, that holds an input, that lies in an
-    input run (or an ablation's runs/ or recipes/), or in the checkout's shipped data/."""
+    """The report replaces `out` as a whole: refuse one that holds an input, that lies in an input run (or an
+    ablation's runs/ or recipes/), or in the checkout's shipped data/, and anything but a new or empty directory or
+    an earlier report holding only what it wrote (`reporting.marker`), before any work."""
     from inspo_cli.ablation.directory import AblationDir
     from inspo_cli.config import PROJECT_ROOT
     from inspo_cli.files import check_can_create
+    from inspo_cli.reporting.marker import check_replaceable
 
     check_can_create(out, "--out")
     target = out.resolve()
     if target == (PROJECT_ROOT / "data").resolve() or (PROJECT_ROOT / "data").resolve() in target.parents:
         raise InspoError(f"--out {out} is inside the checkout's data/, which holds shipped files; choose a "
                          "directory under reports/")
+    here = Path.cwd().resolve()
+    if target == here or target in here.parents:
+        raise InspoError(f"--out {out} holds the current directory, and a report replaces its --out whole; choose "
+                         "a directory beside or below it")
     for path in inputs:
         source = path.resolve()
         if target == source or target in source.parents:
@@ -72,6 +79,4 @@ def check_out(out: Path, inputs: list[Path]) -> None:
             if not ablation or target.relative_to(source).parts[0] in (AblationDir.RUNS, AblationDir.RECIPES):
                 raise InspoError(f"--out {out} is inside the input {path}; choose a directory outside it"
                                  + (f" (or {path / 'report'})" if ablation else ""))
-    if target.is_dir() and any(target.iterdir()) and not (target / "index.md").is_file():
-        raise InspoError(f"--out {out} holds files but no report (index.md), and a report replaces its --out "
-                         "whole; choose a new directory")
+    check_replaceable(out)  # a folder of the user's (an index.md is no proof of a report) is never replaced

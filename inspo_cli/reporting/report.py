@@ -11,6 +11,7 @@
                                 comparison, the power lines and every run's EM ± binomial SE at the step used
     overhead.md, .csv           App. C: optimizer calls and tokens, verification vs training rollouts, wall share
     lineage/<run>.md, .png      each INSPO run's instruction tree, as text and as a picture
+    .inspo-report.json          written last: every file above with its size and SHA-256 (see `marker`)
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ from inspo_cli.files import replaced_dir
 from inspo_cli.jsonio import atomic_write_text
 from inspo_cli.reporting import figures
 from inspo_cli.reporting.lineage import lineage_png, lineage_text
+from inspo_cli.reporting.marker import check_replaceable, seal
 from inspo_cli.reporting.sources import Group
 
 
 def table1(groups: Sequence[Group], rule: str = "best", reference: str | None = None,
            target_diff: float = TARGET_DIFF) -> dict:
     """Table 1's numbers: per group, each seed's result at the step `rule` picks, summarised over seeds and
-    questions, and every group compared with `reference` (default: search-r1 when there is one, else the first)."""
-    rows = [{"variant": g.label, "bars": g.bars, "static": _static(g),
+    questions, and every group compared with `reference` (default: search-r1 when there is one, else the first
+    variant without an instruction population, else the first; `table.default_reference`)."""
+    rows = [{"variant": g.label, "name": g.name, "bars": g.bars, "static": _static(g),
              "results": [r.result for r in g.runs if r.result],
              "missing": [{"run": r.name, "seed": r.seed, "why": r.why} for r in g.runs if not r.result]}
             for g in groups]
@@ -128,10 +131,12 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
 def write_report(groups: Sequence[Group], out: Path, rule: str = "best", reference: str | None = None,
                  target_diff: float = TARGET_DIFF) -> list[Path]:
     """Write the report as the directory `out`, replacing an earlier report there as a whole (it is built beside
-    `out` and renamed into place, so a failure or Ctrl-C leaves the earlier one); the files written."""
+    `out` and renamed into place, so a failure or Ctrl-C leaves the earlier one); the files written. Only a new or
+    empty `out`, or a report holding nothing but what it wrote (`marker`), is replaced; anything else is refused."""
     table = table1(groups, rule, reference, target_diff)  # first: a bad --reference fails before anything is written
-    with replaced_dir(out, "--out") as building:
+    with replaced_dir(out, "--out", check=check_replaceable) as building:
         written = _write(groups, table, building)
+        seal(building)  # last: what it lists is all this report wrote
     return [out / path.relative_to(building) for path in written]
 
 
