@@ -400,7 +400,8 @@ def test_an_ablation_interrupted_while_planning_is_planned_again_by_the_same_com
     ablation = AblationDir.start(tmp_path / "abl", plan)
     assert (tmp_path / "abl/plan.json").is_file()
     assert sorted(p.name for p in ablation.recipes_dir.iterdir()) == ["demo.yaml", "n-parent-2.yaml", "n-parent-3.yaml"]
-    assert sorted(p.name for p in (tmp_path / "abl").iterdir()) == ["plan.json", "recipes"]
+    # nothing of the cut-off planning is left; .lock is the ablation's own lock, which planning holds too
+    assert sorted(p.name for p in (tmp_path / "abl").iterdir()) == [".lock", "plan.json", "recipes"]
     (tmp_path / "other").mkdir()
     (tmp_path / "other/notes.txt").write_text("mine")
     with pytest.raises(InspoError, match="already holds files"):  # anything else in the way is still refused

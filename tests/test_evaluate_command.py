@@ -48,6 +48,7 @@ def make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root):
     run = tmp_path / "run"
     recipe = yaml.safe_load((repo_root / "recipes" / "demo.yaml").read_text())
     recipe["evaluation"].update(collapse_window=2, collapse_drop=0.5)
+    recipe["training"]["eval_every"] = 4  # App. B's candidates for `best`: the evaluated steps 4 and 8
     (run / "checkpoints").mkdir(parents=True)
     (run / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     (run / "run.json").write_text(json.dumps({"name": "run"}))

@@ -53,7 +53,8 @@ def ablation(tmp_path, repo_root, monkeypatch):
     """INSPO and Search-R1, seeds 0-2, 8 steps, evaluated on 60 questions at steps 4 and 8. inspo-s1's reward
     collapses after step 4, where its EM was much better than at the end."""
     monkeypatch.chdir(repo_root)
-    plan = plan_sweep({"recipe": "recipes/demo.yaml", "seeds": [0, 1, 2], "set": ["evaluation.collapse_window=2"],
+    plan = plan_sweep({"recipe": "recipes/demo.yaml", "seeds": [0, 1, 2],
+                       "set": ["evaluation.collapse_window=2", "training.eval_every=4"],
                        "variants": {"inspo": [], "search-r1": ["population.enabled=false"]}}, "world.yaml")
     abl = AblationDir.start(tmp_path / "abl", plan)
     rng = np.random.default_rng(0)

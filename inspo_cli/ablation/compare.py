@@ -15,13 +15,25 @@ the same questions, so seeds and questions are *crossed*: the EM of run s on que
 table (a two-way random-effects ANOVA: the seed term is the variance of the S seed means over S, the question term
 the variance of the Q question means over Q, less the residual mean square over S Q, which both of them contain).
 The 95% interval is the mean ± Student's t quantile with Welch-Satterthwaite degrees of freedom (S - 1 when seeds
-dominate, many when questions do), and the p-value is the two-sided t test of no difference. The average over
-benchmarks adds each benchmark's question terms (their questions are independent) over k^2.
+dominate, many when questions do; never fewer than the fewest of the terms that add), and the p-value is the
+two-sided t test of no difference. The average over benchmarks adds each benchmark's question terms (their
+questions are independent) over k^2.
 
-A comparison is paired wherever the plan makes it possible: by seed when both variants ran the same seeds (the
-difference of each seed's pair is the seed unit), and by question when both answered the same questions (the
-question term is then that of the per-question difference, so how hard a question is cancels). Otherwise the two
-variances add (Welch). A variant with one seed has no interval: its seed variance cannot be estimated.
+Where seed term + question term - residual is not positive (both the seed and the question component estimate at or
+below 0: seeds that agree exactly, a question term below the residual), the variance is the residual term alone,
+sigma_e^2 / (S Q), with (S - 1)(Q - 1) degrees of freedom: what truncating each component at 0 leaves. Runs that
+differ by chance question by question never get a zero-width interval; runs that do not differ anywhere (and seeds
+without per-question results that agree exactly) get no interval at all, like one seed.
+
+A variant's mean is always the mean of its runs' own EMs, and a difference always the difference of the two
+variants' means (the cells of a table), whatever is paired. A comparison is paired wherever the plan makes it
+possible: by seed when both variants ran the same seeds (the difference of each seed's pair is the seed unit), and
+on a benchmark by question when every run of both answered the same set of questions (the question term is then that
+of the per-question difference, so how hard a question is cancels). Where their question sets differ the two are
+separate samples of questions: each variant's question term (less its residual) is added, and `notes` says so.
+Otherwise the two variances add (Welch). A variant with one seed has no interval: its seed variance cannot be
+estimated. Per-question results count only where all a variant's runs answered the same questions and each run's
+average to its EM; else that benchmark's question-level error is left out (`notes`).
 
 Why not a bootstrap: resampling seeds and questions cannot estimate this variance without bias (McCullagh 2000,
 "Resampling and exchangeable arrays": no resampling scheme can for a crossed design). On simulated ablations
@@ -112,7 +124,8 @@ class Comparison(Estimate):
     bounds = (-1.0, 1.0)  # a difference of two rates
     p: float | None = None
     paired_seeds: bool = False
-    paired_questions: bool = False
+    paired_questions: bool = False  # on every benchmark (each question against itself)
+    unpaired_questions: list[str] = field(default_factory=list)  # benchmarks whose question sets differ
     seeds: tuple[int, int] = (0, 0)  # seeds of the variant, of the reference
     seed_unit: float = 0.0  # variance of one seed's contribution: the term is seed_unit / S
     question_part: float = 0.0  # variance that more seeds do not reduce (the questions), truncated at 0
@@ -121,6 +134,11 @@ class Comparison(Estimate):
     @property
     def diff(self) -> float:
         return self.mean
+
+    @property
+    def pairing(self) -> str:
+        """What was paired, for a table: "seed, question", "seed", "question" or "none"."""
+        return ", ".join(["seed"] * self.paired_seeds + ["question"] * self.paired_questions) or "none"
 
     def power(self, difference: float, seeds: int | None = None) -> float:
         """The chance a two-sided t test at ALPHA finds `difference`: as run, or with `seeds` seeds per variant
@@ -182,7 +200,8 @@ class Comparison(Estimate):
 
     def as_dict(self) -> dict:
         return {**super().as_dict(), "diff": self.mean, "p": self.p, "paired_seeds": self.paired_seeds,
-                "paired_questions": self.paired_questions, "seeds": list(self.seeds),
+                "paired_questions": self.paired_questions, "unpaired_questions": list(self.unpaired_questions),
+                "pairing": self.pairing, "seeds": list(self.seeds),
                 "seed_unit_variance": self.seed_unit, "question_variance": self.question_part,
                 "detectable": self.detectable(), "notes": list(self.notes)}
 
@@ -194,27 +213,30 @@ def _benchmarks(runs: Sequence[RunScores], benchmark: str | None) -> list[str]:
     return [b for b in runs[0].em if all(b in r.em for r in runs)] if runs else []
 
 
-def _run_mean(run: RunScores, benchmarks: Sequence[str], ids: dict[str, list[str]] | None) -> float:
-    """The run's EM on `benchmarks` averaged (on the shared questions when `ids` names them)."""
-    if ids is None:
-        return sum(run.em[b] for b in benchmarks) / len(benchmarks)
-    return sum(float(np.mean([run.questions[b][q] for q in ids[b]])) for b in benchmarks) / len(benchmarks)
+def _having(runs: Sequence[RunScores], benchmark: str | None) -> list[RunScores]:
+    """The runs evaluated on `benchmark` (all of them for the average), as a table's cell for it counts them."""
+    return list(runs) if benchmark is AVERAGE else [r for r in runs if benchmark in r.em]
 
 
-def _shared_ids(runs: Sequence[RunScores], benchmarks: Sequence[str]) -> dict[str, list[str]] | None:
-    """Per benchmark, the question ids every run answered (in the first run's order); None when some run has no
-    per-question results or some benchmark has fewer than two shared questions."""
-    if any(r.questions is None or any(b not in r.questions for b in benchmarks) for r in runs):
-        return None
-    shared = {}
-    for b in benchmarks:
-        common = set(runs[0].questions[b])
-        for run in runs[1:]:
-            common &= set(run.questions[b])
-        if len(common) < 2:
-            return None
-        shared[b] = [q for q in runs[0].questions[b] if q in common]
-    return shared
+def _run_mean(run: RunScores, benchmarks: Sequence[str]) -> float:
+    """The run's EM averaged over `benchmarks`: always its own EM, so that a table's cells, the runs under them
+    and the differences between them are the same numbers."""
+    return sum(run.em[b] for b in benchmarks) / len(benchmarks)
+
+
+def _question_ids(runs: Sequence[RunScores], benchmark: str) -> tuple[list[str] | None, str | None]:
+    """(the question ids every run answered on `benchmark`, in the first run's order; None and why not). The
+    question-level error needs one question set for all runs, whose per-question EM averages to each run's EM."""
+    if any(r.questions is None or benchmark not in r.questions for r in runs):
+        return None, "some run kept no per-question results"
+    ids = list(runs[0].questions[benchmark])
+    if len(ids) < 2:
+        return None, "fewer than two questions"
+    if any(set(r.questions[benchmark]) != set(ids) for r in runs[1:]):
+        return None, "its runs answered different questions"
+    if any(abs(float(np.mean(list(r.questions[benchmark].values()))) - r.em[benchmark]) > 1e-6 for r in runs):
+        return None, "some run's per-question results do not average to its EM"
+    return ids, None
 
 
 def _matrix(runs: Sequence[RunScores], benchmark: str, ids: list[str]) -> np.ndarray:
@@ -228,12 +250,15 @@ def _residual_ms(x: np.ndarray) -> float:
     return float(((x - fitted) ** 2).sum() / ((s - 1) * (q - 1)))
 
 
+ZERO = 1e-18  # a variance below this (a standard error below 1e-9 EM) is rounding error of an exact 0
+
+
 @dataclass
 class _Parts:
     """The variance of an estimate, by where it comes from."""
 
-    seeds: list[tuple[np.ndarray, list[np.ndarray]]]  # per side: (its seed means, its seed x question tables)
-    questions: list[tuple[np.ndarray, list[np.ndarray]]]  # per benchmark: (question means, the tables they average)
+    seeds: list[np.ndarray]  # per side: its seed means (one side, of the differences, when paired by seed)
+    questions: list[tuple[np.ndarray, list[np.ndarray]]]  # per benchmark and side: (question means, their tables)
     k: int  # benchmarks averaged
 
     def residual(self, table: np.ndarray) -> float:
@@ -243,73 +268,101 @@ class _Parts:
 
     def combine(self) -> tuple[float, float, float, float]:
         """(variance, degrees of freedom, variance of one seed, variance more seeds do not reduce): the seed
-        terms, plus per benchmark the question term less the residual both contain. In the rare sample where that
-        sum is not positive, the variance falls back to the seed terms (S - 1 degrees of freedom)."""
-        seed_terms = [Term(float(np.var(means, ddof=1)) / len(means), len(means) - 1) for means, _ in self.seeds]
-        seed_unit = sum(t.value * len(means) for t, (means, _) in zip(seed_terms, self.seeds))
-        terms, irreducible = list(seed_terms), 0.0
+        terms, plus per benchmark the question term less the residual both contain. Where that sum is not
+        positive (both the seed and the question component estimate at or below 0), the variance is the residual
+        term alone, sigma_e^2 / (S Q), with its (S - 1)(Q - 1) degrees of freedom: what each component truncated
+        at 0 leaves, and never 0 for runs that differ by chance question by question. Without per-question tables
+        it is the seed terms (possibly 0: the caller then gives no interval)."""
+        seed_terms = [Term(float(np.var(means, ddof=1)) / len(means), len(means) - 1) for means in self.seeds]
+        seed_unit = sum(t.value * len(means) for t, means in zip(seed_terms, self.seeds))
+        terms, residuals, irreducible = list(seed_terms), [], 0.0
         for question_means, tables in self.questions:
             q = len(question_means)
             between = float(np.var(question_means, ddof=1)) / q / self.k ** 2
-            residuals = [Term(-self.residual(t), (t.shape[0] - 1) * (q - 1)) for t in tables]
-            terms += [Term(between, q - 1), *residuals]
-            irreducible += between + sum(r.value for r in residuals)
+            subtracted = [Term(-self.residual(t), (t.shape[0] - 1) * (q - 1)) for t in tables]
+            terms += [Term(between, q - 1), *subtracted]
+            residuals += [Term(-t.value, t.df) for t in subtracted]
+            irreducible += between + sum(t.value for t in subtracted)
         variance, df = _satterthwaite(terms)
-        if variance <= 0:
+        if variance <= ZERO:
+            variance, df = _satterthwaite(residuals or seed_terms)
+        if variance <= ZERO:
             variance, df = _satterthwaite(seed_terms)
         return variance, df, seed_unit, max(irreducible, 0.0)
 
 
 def estimate(runs: Sequence[RunScores], benchmark: str | None = AVERAGE) -> Estimate:
-    """A variant's mean EM on `benchmark` (default: the average over its benchmarks) over its seeds and questions."""
+    """A variant's mean EM on `benchmark` (default: the average over the benchmarks all its runs have) over its
+    seeds (the runs evaluated on it) and questions. No interval with one seed, or where nothing varies."""
+    runs = _having(runs, benchmark)
     benchmarks = _benchmarks(runs, benchmark)
-    ids = _shared_ids(runs, benchmarks) if len(runs) > 1 else None
-    means = np.array([_run_mean(r, benchmarks, ids) for r in runs])
-    n_questions = min(len(v) for v in ids.values()) if ids else None
+    if not benchmarks:
+        raise ValueError(f"no run evaluated on {benchmark!r}" if benchmark else "the runs share no benchmark")
+    means = np.array([_run_mean(r, benchmarks) for r in runs])
+    ids = {b: i for b in benchmarks if (i := _question_ids(runs, b)[0]) is not None} if len(runs) > 1 else {}
+    n_questions = min(map(len, ids.values())) if ids else None
     if len(runs) < 2:
         return Estimate(float(means.mean()), None, None, len(runs), n_questions)
-    tables = [_matrix(runs, b, ids[b]) for b in benchmarks] if ids else []
-    parts = _Parts([(means, tables)], [(t.mean(axis=0), [t]) for t in tables], len(benchmarks))
-    variance, df, _, _ = parts.combine()
+    tables = [_matrix(runs, b, i) for b, i in ids.items()]
+    variance, df, _, _ = _Parts([means], [(t.mean(axis=0), [t]) for t in tables], len(benchmarks)).combine()
+    if variance <= ZERO:
+        return Estimate(float(means.mean()), None, None, len(runs), n_questions)
     return Estimate(float(means.mean()), math.sqrt(variance), df, len(runs), n_questions)
 
 
 def compare(variant: Sequence[RunScores], reference: Sequence[RunScores],
             benchmark: str | None = AVERAGE) -> Comparison:
-    """`variant` - `reference` on `benchmark` (default: the average over the benchmarks both have)."""
-    benchmarks = [b for b in _benchmarks([*variant, *reference], benchmark)
-                  if all(b in r.em for r in [*variant, *reference])]
-    if not benchmarks:
-        raise ValueError("the two variants share no benchmark")
+    """`variant` - `reference` on `benchmark` (default: the average over the benchmarks of each; both must have the
+    same ones, else the difference would not be that of their averages): always `estimate(variant).mean -
+    estimate(reference).mean`. Paired by seed when both ran the same seeds, by question on a benchmark where all
+    their runs answered the same questions; otherwise unpaired (the variances add) and said in `notes`."""
+    variant, reference = _having(variant, benchmark), _having(reference, benchmark)
+    benchmarks, other = _benchmarks(variant, benchmark), _benchmarks(reference, benchmark)
+    if not variant or not reference or not benchmarks:
+        raise ValueError(f"the two variants share no benchmark{f' (no run on {benchmark!r})' if benchmark else ''}")
+    if set(benchmarks) != set(other):
+        raise ValueError(f"the variant's average is over {', '.join(benchmarks)}, the reference's over "
+                         f"{', '.join(other)}: their difference is not a difference of averages")
     seeds = (len(variant), len(reference))
-    ids = _shared_ids([*variant, *reference], benchmarks)
-    mean_v = np.array([_run_mean(r, benchmarks, ids) for r in variant])
-    mean_r = np.array([_run_mean(r, benchmarks, ids) for r in reference])
+    mean_v = np.array([_run_mean(r, benchmarks) for r in variant])
+    mean_r = np.array([_run_mean(r, benchmarks) for r in reference])
     diff = float(mean_v.mean() - mean_r.mean())
-    notes = [] if ids else ["question-level error left out: some run kept no per-question results, or the runs "
-                            "answered different questions"]
-    paired_seeds = len(variant) > 1 and sorted(r.seed for r in variant) == sorted(r.seed for r in reference)
-    result = Comparison(diff, None, None, min(seeds), min(len(v) for v in ids.values()) if ids else None,
-                        paired_seeds=paired_seeds, paired_questions=ids is not None, seeds=seeds, notes=notes)
+    seeds_v, seeds_r = [r.seed for r in variant], [r.seed for r in reference]
+    paired_seeds = len(variant) > 1 and len(set(seeds_v)) == len(seeds_v) and sorted(seeds_v) == sorted(seeds_r)
+    order = [{s: i for i, s in enumerate(seeds_r)}[s] for s in seeds_v] if paired_seeds else []
+    questions, counts, unpaired, notes = [], [], [], []
+    for b in benchmarks:
+        (ids_v, why_v), (ids_r, why_r) = _question_ids(variant, b), _question_ids(reference, b)
+        if ids_v is None or ids_r is None:
+            notes.append(f"question-level error left out on {b}: {why_v or why_r}")
+            continue
+        t_v = _matrix(variant, b, ids_v)
+        if set(ids_v) == set(ids_r):  # each question against itself: how hard it is cancels
+            t_r = _matrix(reference, b, ids_v)
+            counts.append(len(ids_v))
+            if paired_seeds:
+                questions.append(((t_v - t_r[order]).mean(axis=0), [t_v - t_r[order]]))
+            else:
+                questions.append((t_v.mean(axis=0) - t_r.mean(axis=0), [t_v, t_r]))
+        else:  # two samples of questions: each side's question error, added
+            t_r = _matrix(reference, b, ids_r)
+            counts.append(min(len(ids_v), len(ids_r)))
+            unpaired.append(b)
+            questions += [(t_v.mean(axis=0), [t_v]), (t_r.mean(axis=0), [t_r])]
+    if unpaired:
+        notes.append(f"questions not paired on {', '.join(unpaired)}: the variants answered different questions")
+    result = Comparison(diff, None, None, min(seeds), min(counts) if counts else None, paired_seeds=paired_seeds,
+                        paired_questions=bool(counts) and not unpaired and len(counts) == len(benchmarks),
+                        seeds=seeds, notes=notes, unpaired_questions=unpaired)
     if min(seeds) < 2:
         result.notes.append("one seed: no interval (seed variance cannot be estimated)")
         return result
-    tables_v = [_matrix(variant, b, ids[b]) for b in benchmarks] if ids else []
-    tables_r = [_matrix(reference, b, ids[b]) for b in benchmarks] if ids else []
-    if paired_seeds:  # each seed's difference is one unit; so is each question's difference
-        order = [{r.seed: i for i, r in enumerate(reference)}[r.seed] for r in variant]
-        differences = [t_v - t_r[order] for t_v, t_r in zip(tables_v, tables_r)]
-        parts = _Parts([(mean_v - mean_r[order], differences)], [(d.mean(axis=0), [d]) for d in differences],
-                       len(benchmarks))
-    else:
-        parts = _Parts([(mean_v, tables_v), (mean_r, tables_r)],
-                       [(t_v.mean(axis=0) - t_r.mean(axis=0), [t_v, t_r]) for t_v, t_r in zip(tables_v, tables_r)],
-                       len(benchmarks))
-    variance, result.df, seed_unit, result.question_part = parts.combine()
-    result.se = math.sqrt(variance)
-    result.seed_unit = seed_unit  # one seed of each side
-    if result.se == 0:
-        result.p = 1.0 if diff == 0 else 0.0
-    else:
-        result.p = float(2 * _t().sf(abs(diff) / result.se, result.df))
+    seed_means = [mean_v - mean_r[order]] if paired_seeds else [mean_v, mean_r]
+    variance, df, seed_unit, question_part = _Parts(seed_means, questions, len(benchmarks)).combine()
+    result.seed_unit, result.question_part = seed_unit, question_part  # seed_unit: one seed of each side
+    if variance <= ZERO:
+        result.notes.append("no interval: the differences do not vary over seeds or questions")
+        return result
+    result.se, result.df = math.sqrt(variance), df
+    result.p = float(2 * _t().sf(abs(diff) / result.se, result.df))
     return result

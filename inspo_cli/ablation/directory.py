@@ -37,6 +37,7 @@ class AblationDir:
     PLAN = "plan.json"
     RECIPES = "recipes"
     PARTIAL_RECIPES = ".recipes.partial"  # recipes being written; renamed to RECIPES when complete
+    OLD_RECIPES = ".recipes.old"  # re-planning: the recipes replaced, removed once the new ones are in place
     RUNS = "runs"
     FAILURES = "failures.json"
     TABLE = "ablation"  # .md, .json, .csv
@@ -52,25 +53,81 @@ class AblationDir:
         return str(self.path)
 
     @classmethod
-    def start(cls, path: str | Path, plan: Plan) -> AblationDir:
-        """A new ablation directory with `plan`, or an existing one whose plan is the same (to continue it)."""
+    def start(cls, path: str | Path, plan: Plan, changed: str | None = None) -> AblationDir:
+        """A new ablation directory with `plan`, or an existing one whose plan is the same (to continue it). Planning
+        holds the directory's lock, so two commands planning into it at once neither interleave their recipes nor
+        leave any behind: the second waits, then continues what the first planned (or refuses another plan).
+
+        A variant whose recipe, resolved now, differs from the one planned (its base recipe was edited) is never
+        used silently: `changed` None refuses, naming the first difference; "replan" writes the current recipes,
+        while no run has started; "keep" goes on with the planned ones, and `notice` says so."""
         path = Path(path)
-        if (path / cls.PLAN).is_file():
-            existing = cls.open(path)
-            if not existing.plan.same_as(plan):
-                raise InspoError(f"{path} holds another ablation (its {cls.PLAN} plans other variants or seeds); "
-                                 "pass --out NEW_DIR, or the same arguments as before to continue it")
-            atomic_write_json(path / cls.PLAN, plan.as_dict())  # the same runs; descriptions as planned now
-            return cls(path, plan)
-        if path.exists() and any(path.iterdir()):
-            if {p.name for p in path.iterdir()} <= {cls.RECIPES, cls.PARTIAL_RECIPES}:  # planning was cut short
-                for leftover in (path / cls.RECIPES, path / cls.PARTIAL_RECIPES):
-                    shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                raise InspoError(f"{path} already holds files but no {cls.PLAN}; pass --out NEW_DIR")
+        cls._refuse_foreign(path)  # before the lock file is created in someone else's folder
         ablation = cls(path, plan)
-        ablation.write_plan()
+        make_dir(path, "ablation directory")
+        with ablation.locked():
+            if (path / cls.PLAN).is_file():
+                ablation._continue(changed)
+            else:
+                cls._refuse_foreign(path)
+                ablation.write_plan()
         return ablation
+
+    notice: str | None = None  # what `start` did that the user should hear of (a changed recipe)
+    _PLANNING = {PLAN, RECIPES, PARTIAL_RECIPES, OLD_RECIPES, LOCK}
+
+    @classmethod
+    def _refuse_foreign(cls, path: Path) -> None:
+        """Refuse a folder that holds files but no plan; what planning cut short leaves is cleared by `write_plan`.
+        A recipes/ is planning's only beside the lock that planning holds while it writes: a user's own recipes/
+        folder has none, and is never taken for one (write_plan would delete it)."""
+        if not path.is_dir() or (path / cls.PLAN).is_file():
+            return
+        names = {p.name for p in path.iterdir()}
+        if not names <= cls._PLANNING or (cls.RECIPES in names and cls.LOCK not in names):
+            raise InspoError(f"{path} already holds files but no {cls.PLAN}; pass --out NEW_DIR")
+
+    def _continue(self, changed: str | None) -> None:
+        existing = self.open(self.path)
+        if not existing.plan.same_as(self.plan):
+            raise InspoError(f"{self.path} holds another ablation (its {self.PLAN} plans other variants or seeds); "
+                             "pass --out NEW_DIR, or the same arguments as before to continue it")
+        change = self._recipe_change()
+        started = [r.name for r in self.plan.runs() if self.run_dir(r).path.exists()]
+        if change is not None and changed == "keep":
+            self.notice = (f"going on with the recipes planned in {self.recipes_dir}, although variant {change[0]}'s "
+                           f"differs now ({change[1]})")
+        elif change is not None and changed == "replan" and not started:
+            self.write_plan()
+            self.notice = f"re-planned {self.path} with the current recipes (variant {change[0]}: {change[1]})"
+            return
+        elif change is not None:
+            runs = len(self.plan.runs())
+            options = (f"{len(started)} of {runs} runs started with the planned recipes, so --replan would mix them; "
+                       "pass --keep-planned to go on with the planned ones" if started else
+                       "no run has started: pass --replan to plan it again with the current recipes, or "
+                       "--keep-planned to go on with the planned ones")
+            raise InspoError(f"{self.path} was planned with other recipes: variant {change[0]}'s {change[1]}; "
+                             f"{options}, or --out NEW_DIR for a new ablation")
+        atomic_write_json(self.path / self.PLAN, self.plan.as_dict())  # the same runs; descriptions as planned now
+
+    def _recipe_change(self) -> tuple[str, str] | None:
+        """The first variant whose recipe resolved now differs from its planned recipes/<variant>.yaml, and how."""
+        import yaml
+
+        from inspo_cli.ablation.plan import resolve
+        from inspo_cli.config import load_recipe
+
+        for variant in self.plan.variants:
+            file = self.recipe_file(variant.name)
+            try:  # loaded as planned (paths as they were resolved then); a key added since takes its default
+                planned = dump_recipe(load_recipe(file, check_paths=False))
+            except InspoError as error:
+                return variant.name, f"planned recipe {file} no longer loads ({' '.join(str(error).split())})"
+            now = dump_recipe(resolve(variant))
+            if planned != now:
+                return variant.name, _difference(yaml.safe_load(planned), yaml.safe_load(now))
+        return None
 
     @classmethod
     def open(cls, path: str | Path) -> AblationDir:
@@ -90,12 +147,18 @@ class AblationDir:
         what `start` recognises and clears."""
         from inspo_cli.ablation.plan import resolve
 
-        partial = self.path / self.PARTIAL_RECIPES
-        shutil.rmtree(partial, ignore_errors=True)
+        partial, old = self.path / self.PARTIAL_RECIPES, self.path / self.OLD_RECIPES
+        for leftover in (partial, old):
+            shutil.rmtree(leftover, ignore_errors=True)
+        if not (self.path / self.PLAN).is_file():  # recipes of a planning cut short: not a plan's
+            shutil.rmtree(self.recipes_dir, ignore_errors=True)
         make_dir(partial, "ablation directory")
         for variant in self.plan.variants:
             atomic_write_text(partial / f"{variant.name}.yaml", dump_recipe(resolve(variant)))
+        if self.recipes_dir.exists():  # re-planned: the planned recipes make way, whole
+            os.replace(self.recipes_dir, old)
         os.replace(partial, self.recipes_dir)
+        shutil.rmtree(old, ignore_errors=True)
         atomic_write_json(self.path / self.PLAN, self.plan.as_dict())
 
     recipes_dir = property(lambda self: self.path / self.RECIPES)
@@ -169,3 +232,16 @@ class AblationDir:
             entry = jobs.setdefault(name, {})
             entry["requeued"] = entry.get("requeued", 0) + 1
             atomic_write_json(self.jobs_file, jobs)
+
+
+def _difference(planned, now, key: str = "") -> str:
+    """Where two resolved recipes (as data) first differ: `training.learning_rate is 1e-06 now, 5e-07 planned`."""
+    if isinstance(planned, dict) and isinstance(now, dict):
+        for name in [*planned, *(k for k in now if k not in planned)]:
+            if planned.get(name) != now.get(name):
+                return _difference(planned.get(name), now.get(name), f"{key}.{name}" if key else str(name))
+
+    def show(value) -> str:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:60] + "..."
+    return f"{key or 'recipe'} is {show(now)} now, {show(planned)} planned"

@@ -89,6 +89,11 @@ STUDIES = {
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A variant names its recipe file and run directories (<name>-s<seed>, and atomic writes' ".<file>.<8 hex>.tmp"
+# beside them), which must stay under the 255 bytes a file name may have.
+MAX_NAME_CHARS = 200
+SEED_LIMIT = 2 ** 32  # numpy and torch take seeds in [0, 2**32); run.seed is checked against the same range
+MAX_SEEDS = 1000  # the paper's figures use 3; more is a typo (0,1000 for 0..1000), not a study
 
 
 @dataclass
@@ -159,9 +164,9 @@ class _Planner:
         self.common, self.variants, self._by_recipe, self.merged = list(common), [], {}, {}
 
     def add(self, variant: Variant) -> Variant:
-        if not _NAME.match(variant.name):
-            raise InspoError(f"variant name {variant.name!r} must be letters, digits, '.', '_' or '-' (it names "
-                             "run directories)")
+        if not _NAME.match(variant.name) or len(variant.name) > MAX_NAME_CHARS:
+            raise InspoError(f"variant name {_clip(variant.name)!r} must be at most {MAX_NAME_CHARS} letters, "
+                             "digits, '.', '_' or '-' (it names run directories)")
         if any(v.name == variant.name for v in self.variants):
             raise InspoError(f"variant {variant.name!r} is listed twice; give each variant its own name")
         recipe = resolve(variant, self.common)
@@ -185,10 +190,18 @@ class _Planner:
 
 def _seeds(seeds: Sequence[int]) -> list[int]:
     seeds = list(seeds)
+    if len(seeds) > MAX_SEEDS:
+        raise InspoError(f"{len(seeds):,} seeds: at most {MAX_SEEDS:,} (the paper uses 3), e.g. --seeds 0,1,2")
     if not seeds or len(set(seeds)) != len(seeds) or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
-                                                        for s in seeds):
-        raise InspoError(f"seeds must be distinct non-negative integers, e.g. --seeds 0,1,2 (got {seeds})")
+                                                        or s >= SEED_LIMIT for s in seeds):
+        raise InspoError(f"seeds must be distinct integers in [0, 2**32 - 1] (numpy's and torch's range), e.g. "
+                         f"--seeds 0,1,2 (got {_clip(str(seeds))})")
     return seeds
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """A value quoted in a one-line error, cut to a readable length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], seeds: Sequence[int] = PAPER_SEEDS,
@@ -273,6 +286,11 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
         raise InspoError(f"{source}: the sweep lists {len(variants):,} variants, more than the {max_variants:,} "
                          "allowed; split it, or raise the cap with --max-variants")
     for name, spec in variants.items():
+        if not isinstance(name, str):
+            kind = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number"}.get(
+                type(name), f"a {type(name).__name__}")
+            raise InspoError(f"{source}: variants: the name {_clip(repr(name))} is {kind}, not text (YAML reads "
+                             "unquoted ~, yes/no/on/off, 017, 1:30 and dates so); quote it")
         if isinstance(spec, dict):
             extra = [k for k in spec if k not in ("recipe", "set")]
             if extra:
@@ -299,9 +317,12 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
         raise InspoError(f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), more "
                          f"than the {max_variants:,} allowed (each is resolved now and trained for every seed); shrink "
                          "the grid, or raise the cap with --max-variants")
-    for combination in itertools.product(*grid.values()) if grid else ():
-        pairs = list(zip(grid, combination))
-        name = "_".join(f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in pairs)
+    for key, values in grid.items():
+        for value in values:
+            _grid_value(key, value, source)
+    combinations = [list(zip(grid, c)) for c in itertools.product(*grid.values())] if grid else []
+    names = [_grid_name(pairs, source) for pairs in combinations]  # every name checked before any is resolved
+    for name, pairs in zip(names, combinations):
         planner.add(Variant(name, base, [f"{key}={json.dumps(value)}" for key, value in pairs],
                             [", ".join(f"{key}={value}" for key, value in pairs)]))
     file_seeds = sweep.get("seeds", list(PAPER_SEEDS))
@@ -309,6 +330,28 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
                                                     for s in file_seeds):
         raise InspoError(f"{source}: seeds must be a list of integers, e.g. [0, 1, 2]")
     return planner.plan(Path(source).stem, seeds if seeds is not None else file_seeds)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _grid_value(key: str, value: Any, source: str) -> None:
+    """A grid value is what `--set` could say: a scalar, or a list of scalars for a list field. Others (dates,
+    timestamps, !!set, !!binary, mappings) would be written back as a different text or not at all."""
+    scalar = isinstance(value, _SCALARS) and not (isinstance(value, float) and not math.isfinite(value))
+    if not (scalar or (isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value))):
+        raise InspoError(f"{source}: grid: {key}: the value {_clip(repr(value), 60)} ({type(value).__name__}) is not "
+                         "a finite number, a string, true/false, null or a list of them; quote it to pass it as text")
+
+
+def _grid_name(pairs: list[tuple[str, Any]], source: str) -> str:
+    """A grid variant's name, `n_parent-2_temperature-0.05`; one that could not name a directory is refused."""
+    name = "_".join(f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in pairs)
+    if not _NAME.match(name) or len(name) > MAX_NAME_CHARS:
+        raise InspoError(f"{source}: grid: {', '.join(f'{k}: {_clip(repr(v), 40)}' for k, v in pairs)} make the "
+                         f"variant name {_clip(name)!r}, which is not a directory name of at most {MAX_NAME_CHARS} "
+                         "letters, digits, '.', '_' or '-'; list those values under variants: with names of your own")
+    return name
 
 
 def _string_list(value: Any, where: str) -> list[str]:

@@ -5,8 +5,10 @@
 
 Rules (`--checkpoint`): "best", the default, is App. B's "final checkpoint before any reward collapse": without a
 collapse (`inspo_cli/collapse.py`: `evaluation.collapse_window`, `collapse_drop`) the run's final policy; after
-one, the latest step at or before the collapse's peak that has an evaluation (`training.eval_every`) or a
-checkpoint to evaluate (`inspo ablate` evaluates it into the run's evaluations/step-N). "final" is the evaluation
+one, the latest step at or before the collapse's peak on the run's evaluation interval (`training.eval_every`: the
+paper evaluates every 100 steps, so a save in between, such as the paper recipes' 50-step saves, is never a
+candidate) that has an evaluation or a checkpoint to evaluate (`inspo ablate` evaluates it into the run's
+evaluations/step-N); the same candidates as `inspo evaluate --checkpoint best`. "final" is the evaluation
 after the last step whatever happened. A run chained from stages or one with a frozen policy has one policy to
 report, its final one. What a run scored is its policy's ("agent") EM per benchmark in results.json, and per
 question in predictions.jsonl, which the comparisons pair across variants.
@@ -42,7 +44,7 @@ def results_file(run: RunDir, step: int) -> Path:
 
 def choose_step(run: RunDir, rule: str = "best") -> Choice:
     """The step a table reports for a finished run under `rule` (see the module docstring)."""
-    from inspo_cli.evaluation.checkpoints import checkpoint_steps
+    from inspo_cli.evaluation.checkpoints import checkpoint_steps, evaluation_steps, interval_text
     from inspo_cli.collapse import detect_collapse
 
     summary = run.summary()
@@ -60,11 +62,12 @@ def choose_step(run: RunDir, rule: str = "best") -> Choice:
     if collapse is None:
         return Choice(last, last, None)
     steps = set(checkpoint_steps(run, recipe)) | {s for s in run.evaluated_steps() if results_file(run, s).is_file()}
-    before = [step for step in steps if step <= collapse.peak_step]
+    before = [step for step in evaluation_steps(steps, recipe) if step <= collapse.peak_step]
     if not before:
         return Choice(None, last, collapse.as_dict(),
-                      f"{collapse.describe()}, and the run kept no evaluation or checkpoint by step "
-                      f"{collapse.peak_step}; report its final policy with --checkpoint final")
+                      f"{collapse.describe()}, and the run kept no evaluation or checkpoint on its evaluation "
+                      f"interval ({interval_text(recipe)}) by step {collapse.peak_step}; report its final policy "
+                      "with --checkpoint final")
     return Choice(max(before), last, collapse.as_dict())
 
 
@@ -81,6 +84,7 @@ class RunResult:
     em: dict[str, float]  # benchmark -> EM
     n: dict[str, int]  # benchmark -> questions scored
     questions: dict[str, dict[str, float]] | None  # benchmark -> {question id: EM}; None without predictions
+    file: Path | None = None  # the results.json it was read from
 
     def scores(self) -> RunScores:
         return RunScores(self.seed, self.em, self.questions)
@@ -123,7 +127,18 @@ def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult |
     em = {b: float(s["em"]) for b, s in scores[METHOD].items()}
     n = {b: int(s["n"]) for b, s in scores[METHOD].items()}
     return RunResult(run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n,
-                     _per_question(file.parent / "predictions.jsonl", set(em), fix)), None
+                     _per_question(file.parent / "predictions.jsonl", set(em), fix), file), None
+
+
+def check_same_benchmarks(variant: str, results: list[RunResult]) -> None:
+    """The seeds of a variant are averaged benchmark by benchmark and over benchmarks: seeds evaluated on different
+    benchmarks would give cells and an average over different seeds. One line naming the run that differs."""
+    for result in results[1:]:
+        first = results[0]
+        if set(result.em) != set(first.em):
+            raise InspoError(f"{result.file or result.name}: seed {result.seed} of {variant!r} was evaluated on "
+                             f"{', '.join(sorted(result.em))}, seed {first.seed} on {', '.join(sorted(first.em))} "
+                             f"({first.file or first.name}); evaluate every seed on the same benchmarks")
 
 
 def _per_question(file: Path, benchmarks: set[str], fix: str) -> dict[str, dict[str, float]] | None:

@@ -15,12 +15,14 @@ failures.json and the next one starts; Ctrl-C stops the ablation (re-running the
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
@@ -102,8 +104,8 @@ def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | N
 
     directory = ablation.run_dir(run)
     if launcher_words(launcher) != ["inspo"]:  # e.g. accelerate launch: the run is that command's processes
-        if not resume and directory.path.exists():
-            shutil.rmtree(directory.path)
+        if not resume:
+            _clear_for_a_fresh_start(ablation, directory)
         command = training_command(ablation, run, resume, device, launcher)
         done = subprocess.run(command)
         if done.returncode != 0:
@@ -112,12 +114,29 @@ def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | N
     if resume:
         experiment.run("train", resume=directory, device=device)
         return
-    if directory.path.exists():  # cut off before its first checkpoint: nothing in it to continue from
-        shutil.rmtree(directory.path)
+    _clear_for_a_fresh_start(ablation, directory)  # cut off before its first checkpoint: nothing to continue from
     recipe_file = ablation.recipe_file(run.variant)
     recipe = load_recipe(recipe_file, [f"run.seed={run.seed}", f"run.name={run.name}"])
     experiment.run("train", recipe, recipe_path=recipe_file, output_dir=ablation.runs_dir, device=device,
                    command=command_line(ablation, run))
+
+
+def _clear_for_a_fresh_start(ablation: AblationDir, directory: RunDir) -> None:
+    """Remove what a run cut off before its first checkpoint left, so that it starts again under its planned name:
+    a run directory (it has run.json), or what creating one leaves before run.json is written (recipe.yaml). Any
+    other folder there (a run copied in part, without its run.json) is refused, never deleted."""
+    path = directory.path
+    if not os.path.lexists(path):
+        return
+
+    def creating(name: str) -> bool:  # what RunDir.create writes before run.json, or an atomic write's .tmp
+        return name == RunDir.RECIPE or (name.startswith(".") and name.endswith(".tmp"))
+
+    if path.is_symlink() or not path.is_dir() or (not directory.info_file.is_file()
+                                                  and not all(creating(p.name) for p in path.iterdir())):
+        raise InspoError(f"{path} holds files but no {RunDir.INFO}, so it is no run this ablation started and is not "
+                         f"deleted; move it out of {ablation.runs_dir} (or finish copying it), then run again")
+    shutil.rmtree(path)
 
 
 def launcher_words(launcher: str) -> list[str]:
@@ -129,6 +148,13 @@ def launcher_words(launcher: str) -> list[str]:
     if not words:
         raise InspoError("--launcher is empty; leave it out (inspo) or give the command that starts a run, e.g. "
                          "\"accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml\"")
+    # A launcher starts Python, and `-m inspo_cli train ...` is added to it: an inspo of its own (a path to it, or
+    # `python -m inspo_cli`) would make commands such as `inspo -m inspo_cli train`, which inspo refuses.
+    if words != ["inspo"] and (Path(words[0]).name == "inspo" or Path(words[-1]).name == "inspo"
+                               or any(a == "-m" and b.split(".")[0] == "inspo_cli" for a, b in zip(words, words[1:]))):
+        raise InspoError(f"--launcher {launcher!r} is inspo itself, but a launcher is what starts Python (inspo adds "
+                         "`-m inspo_cli train ...`); leave --launcher out to run `inspo train`, or give e.g. "
+                         "\"python\" or \"accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml\"")
     return words
 
 

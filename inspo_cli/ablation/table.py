@@ -7,9 +7,11 @@ A run's result is its evaluation at the step `rule` picks (`results.choose_step`
 reward collapse by default, or the final one), question by question where predictions were kept. A cell is a
 variant's mean over its seeds with a 95% interval over seeds and questions (`compare.estimate`); "avg." is the
 average over benchmarks (the paper's Avg. column). Every other variant is compared with the reference (default:
-the static-instruction baseline "search-r1" when the plan has one, else the first variant): the difference per
-benchmark and on the average with its interval and p-value, a plain sentence, and what the design could detect
-(80% power at alpha 0.05) and how many seeds `target_diff` would need. Runs without a result are listed with why.
+the static-instruction baseline "search-r1" when the plan has one, else the first variant without an instruction
+population, else the first variant): the difference per benchmark and on the average with its interval and
+p-value, a plain sentence, what was paired, and what the design could detect (80% power at alpha 0.05) and how many
+seeds `target_diff` would need. A difference is always that of the two rows' cells (`compare.compare`); where the
+rows average different benchmarks there is no difference of averages. Runs without a result are listed with why.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Sequence
 from inspo_cli.ablation.compare import AVERAGE, Comparison, compare, estimate
 from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
 from inspo_cli.ablation.plan import SEARCH_R1, PlannedRun, run_name
-from inspo_cli.ablation.results import read_result
+from inspo_cli.ablation.results import check_same_benchmarks, read_result
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 
@@ -52,8 +54,8 @@ def collect(ablation: AblationDir, rule: str = "best", reference: str | None = N
 def default_reference(rows: Sequence[dict]) -> str:
     """The static-instruction baseline: the variant named search-r1, else the first whose recipe has no instruction
     population ("static"); else the first variant (the base recipe)."""
-    for row in rows:
-        if row["variant"] == SEARCH_R1[0] or SEARCH_R1[0] in row.get("bars", []):
+    for row in rows:  # "name": the variant's own name where the label adds where it is from
+        if row.get("name", row["variant"]) == SEARCH_R1[0] or SEARCH_R1[0] in row.get("bars", []):
             return row["variant"]
     return next((row["variant"] for row in rows if row.get("static")), rows[0]["variant"])
 
@@ -74,9 +76,14 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
     compare every row with `reference`; returns {"benchmarks", "rows", "rule", "reference", "comparisons", ...}."""
     benchmarks: list[str] = []
     for row in rows:
+        check_same_benchmarks(row["variant"], row["results"])
         for result in row["results"]:
             benchmarks.extend(b for b in result.em if b not in benchmarks)
     names = [row["variant"] for row in rows]
+    if len(set(names)) != len(names):  # comparisons are looked up by name: a second row would show the first's
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise InspoError(f"two variants are both named {', '.join(map(repr, twice))}; every variant of a table "
+                         "needs its own name")
     if reference is not None and reference not in names:
         raise InspoError(f"--reference {reference!r} is not a variant here; choose from {', '.join(names)}")
     reference = reference or (default_reference(rows) if rows else None)
@@ -103,16 +110,29 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
 
 
 def _comparison(row: dict, base: dict, benchmarks: list[str], target_diff: float) -> dict:
+    """The row against the reference, per benchmark both have and on the average; no difference of averages when
+    they average other benchmarks (it would not be the difference of their avg. cells)."""
     shared = [b for b in benchmarks if b in row["em"] and b in base["em"]]
     per_benchmark = {b: compare(row["_scores"], base["_scores"], b) for b in shared}
+    own, other = _averaged(row["_scores"]), _averaged(base["_scores"])
+    result = {"variant": row["variant"], "reference": base["variant"],
+              "em": {b: c.as_dict() for b, c in per_benchmark.items()}}
+    if own != other:
+        why = (f"{row['variant']} − {base['variant']}: no difference of averages: {row['variant']} is averaged over "
+               f"{', '.join(own) or 'no benchmark'}, {base['variant']} over {', '.join(other) or 'no benchmark'}")
+        return {**result, "average": None, "sentence": why, "power": None, "power_sentence": why}
     average = compare(row["_scores"], base["_scores"], AVERAGE)
     where = shared[0] if len(shared) == 1 else f"the average over {len(shared)} benchmarks"
-    return {"variant": row["variant"], "reference": base["variant"],
-            "em": {b: c.as_dict() for b, c in per_benchmark.items()}, "average": average.as_dict(),
+    return {**result, "average": average.as_dict(),
             "sentence": sentence(row["variant"], base["variant"], where, average),
             "power": {"detectable": average.detectable(), "target_diff": target_diff,
                       "seeds_needed": average.seeds_needed(target_diff)},
             "power_sentence": power_sentence(row["variant"], base["variant"], average, target_diff)}
+
+
+def _averaged(scores: Sequence) -> list[str]:
+    """The benchmarks a row's avg. cell is over (those every seed has), sorted."""
+    return sorted(b for b in scores[0].em if all(b in s.em for s in scores)) if scores else []
 
 
 def _signed(value: float) -> str:
@@ -136,12 +156,14 @@ def sentence(variant: str, reference: str, where: str, c: Comparison) -> str:
         return f"{head}; no interval or p-value: {c.notes[-1]}"
     verdict = "significant" if c.p < 0.05 else "not significant"
     return (f"{head} [{_signed(c.low)}, {_signed(c.high)}], {p_text(c.p)}: {verdict} at 0.05 with "
-            f"{design(c)}" + ("" if c.paired_seeds else " (seeds not paired)"))
+            f"{design(c)}" + ("" if c.paired_seeds else " (seeds not paired)")
+            + (f" (questions not paired on {', '.join(c.unpaired_questions)}: different questions)"
+               if c.unpaired_questions else ""))
 
 
 def power_sentence(variant: str, reference: str, c: Comparison, target: float) -> str:
     if c.se is None:
-        return f"{variant} vs {reference}: no power estimate with one seed"
+        return f"{variant} vs {reference}: no power estimate ({c.notes[-1]})"
     detectable = c.detectable()
     found = (f"is ±{detectable:.3f}" if detectable is not None else
              "does not exist: not even all questions against none would be found")
@@ -184,6 +206,16 @@ def delta_cell(c: dict | None) -> str:
     if c["p"] is None:
         return _signed(c["diff"])
     return f"{_signed(c['diff'])} [{_signed(c['low'])}, {_signed(c['high'])}] {p_text(c['p'])}"
+
+
+def pairing_cell(comparison: dict) -> str:
+    """What the difference on the average pairs ("seed, question", "seed", "question", "none"), and where the
+    variants answered different questions."""
+    c = comparison["average"]
+    if c is None:
+        return "-"
+    unpaired = c.get("unpaired_questions") or []
+    return c["pairing"] + (f" (different questions on {', '.join(unpaired)})" if unpaired else "")
 
 
 def steps_cell(row: dict) -> str:
@@ -230,14 +262,15 @@ def uncertainty_sections(table: dict) -> list[str]:
     benchmarks, reference = table["benchmarks"], table["reference"]
     lines = []
     if table["comparisons"]:
-        header = ["variant", *(f"Δ {b}" for b in benchmarks), "Δ avg."]
+        header = ["variant", *(f"Δ {b}" for b in benchmarks), "Δ avg.", "paired by"]
         lines += [f"## Differences to {reference}", "",
-                  f"Δ EM = variant − {reference}: 95% interval and two-sided p-value (t test over seeds and "
-                  "questions, paired by seed and by question where both ran them).", "",
+                  f"Δ EM = variant − {reference}, the difference of the two rows' means: 95% interval and two-sided "
+                  "p-value (t test over seeds and questions; paired by seed where both ran the same seeds, by "
+                  "question where all their runs answered the same questions, else unpaired).", "",
                   "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in table["comparisons"]:
             lines.append("| " + " | ".join([c["variant"], *(delta_cell(c["em"].get(b)) for b in benchmarks),
-                                            f"**{delta_cell(c['average'])}**"]) + " |")
+                                            f"**{delta_cell(c['average'])}**", pairing_cell(c)]) + " |")
         lines += [""] + [f"- {c['sentence']}." for c in table["comparisons"]]
         lines += ["", "Power (80%, α = 0.05, from the seed-level and question-level variance observed):", ""]
         lines += [f"- {c['power_sentence']}." for c in table["comparisons"]]

@@ -9,8 +9,10 @@
     inspo ablate --study fig3 --scheduler slurm --partition gpu ...   # a SLURM job array (commands/ablate_cluster.py)
     inspo ablate --status runs/ablations/inspo-fig3                   # where each run is
 
-Exit codes: 0 every run finished and has a result; 1 some run failed or has no result (the others ran; the table
-holds what there is); 2 bad input (one line on stderr); 130 interrupted (the same command continues).
+Exit codes (also of --collect [--wait]): 0 every planned run finished and has a result; 1 some run failed or has no
+result (the others ran; the table holds what there is); 2 bad input (one line on stderr); 3 SLURM could not be asked
+whether runs are still queued or running (nothing submitted; --wait gave up); 130 interrupted (the same command
+continues).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from inspo_cli.errors import InspoError
 
 DEMO_RECIPE = "recipes/demo.yaml"
 ABLATIONS_DIR = Path("runs/ablations")
+MAX_WORKERS = 256  # processes on one machine, each loading a policy; --workers 10**9 must not allocate 10**9 slots
 
 
 @user_errors
@@ -101,7 +104,9 @@ def ablate(
                                                         "(queued, running with its step, finished with EM, failed "
                                                         "with its error, requeues); --json too.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="With --scheduler slurm or --collect: block until no run is "
-                                                      "queued or running, then tabulate; exit code = failed runs.")
+                                                      "queued or running, then tabulate; exit code 0 when every run "
+                                                      "has a result, 1 when some run has none, 3 when SLURM cannot "
+                                                      "be asked.")
                     ] = False,
     collect: Annotated[Optional[Path], typer.Option(help="Build the table of this ablation directory from its "
                                                          "finished runs; loads no model.")] = None,
@@ -110,13 +115,22 @@ def ablate(
                                                  "final checkpoint before any reward collapse; evaluated when "
                                                  "missing) or final.")] = "best",
     reference: Annotated[Optional[str], typer.Option(help="The variant every other is compared with (default: "
-                                                          "search-r1 when planned, else the first).")] = None,
+                                                          "search-r1 when planned, else the first variant with no "
+                                                          "instruction population, else the first).")] = None,
     target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
                                                     "lines give.")] = 0.05,
     max_variants: Annotated[int, typer.Option(help="The most variants a sweep may plan.")] = 500,
+    replan: Annotated[bool, typer.Option("--replan", help="A recipe changed since --out was planned and no run has "
+                                                          "started: plan it again with the current recipes.")] = False,
+    keep_planned: Annotated[bool, typer.Option("--keep-planned", help="A recipe changed since --out was planned: go "
+                                                                      "on with the recipes planned then (in "
+                                                                      "OUT/recipes/).")] = False,
 ) -> None:
     """Train and evaluate the variants of an ablation over seeds; write ablation.md/.json/.csv: EM with 95%
     intervals over seeds and questions, differences to a reference with p-values, power."""
+    from inspo_cli.commands.ablate_flags import check_flags, given_flags
+
+    check_flags(given_flags(ablate, dict(locals())))  # a flag this mode would ignore is refused, not dropped
     from inspo_cli.ablation.directory import AblationDir
 
     from inspo_cli.commands import ablate_cluster as cluster
@@ -129,11 +143,10 @@ def ablate(
                                               ("selection", selection), ("parents", parents), ("n-parent", n_parent),
                                               ("temperature", temperature)) if value]
     if collect is not None:
-        if axes or study or sweep or dry_run or print_commands:
-            raise InspoError("--collect reads an existing ablation directory; drop the other planning flags")
         ablation = AblationDir.open(collect)
-        failed = cluster.wait(ablation) if wait else 0
-        _finish(ablation, as_json, options, exit_code=failed if wait else None)
+        if wait:
+            cluster.wait(ablation)
+        _finish(ablation, as_json, options)
         return
     if scheduler not in cluster.SCHEDULERS:
         raise InspoError(f"--scheduler {scheduler!r}: choose local or slurm")
@@ -148,14 +161,17 @@ def ablate(
         raise InspoError("--wait waits for SLURM jobs: use it with --scheduler slurm or --collect DIR")
     if gpus_per_run is not None and gpus_per_run < 0:
         raise InspoError(f"--gpus-per-run {gpus_per_run}: must be at least 0")
-    if workers < 1 or (workers > 1 and scheduler != "local"):
-        raise InspoError(f"--workers {workers}: runs at once with --scheduler local, at least 1 (SLURM's is "
-                         "--array-parallelism)")
+    if workers < 1 or workers > MAX_WORKERS or (workers > 1 and scheduler != "local"):
+        raise InspoError(f"--workers {workers}: runs at once with --scheduler local, from 1 to {MAX_WORKERS} (SLURM's "
+                         "is --array-parallelism)")
     plan = _plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
+    workers = min(workers, len(plan.runs()))  # more workers than runs would only sit idle
     target = out if out is not None else ABLATIONS_DIR / plan.name
     if reference is not None and reference not in [v.name for v in plan.variants]:
         raise InspoError(f"--reference {reference!r} is not a variant of this ablation; choose from "
                          f"{', '.join(v.name for v in plan.variants)}")
+    if slurm is not None:  # a path SLURM cannot carry; without --dry-run, sbatch, srun and squeue here
+        cluster.check_slurm(target, dry_run, wait)
     if dry_run:
         _print_plan(plan, target, as_json, None if slurm is None else cluster.preview(
             AblationDir(target, plan), slurm, device, launcher))
@@ -164,14 +180,21 @@ def ablate(
         from inspo_cli.models import check_device
 
         check_device(device)
-    ablation = AblationDir.start(target, plan)
+        if workers > 1:  # their GPUs are shared out before the plan is written, not after
+            from inspo_cli.ablation.workers import gpu_groups
+
+            gpu_groups(workers, gpus_per_run, device)
+    ablation = AblationDir.start(target, plan, "replan" if replan else "keep" if keep_planned else None)
+    if ablation.notice:
+        err_console.print(escape(ablation.notice), soft_wrap=True)
     if print_commands:
-        _print_commands(ablation, launcher)
+        _print_commands(ablation, launcher, device)
         return
     if slurm is not None:
         cluster.submit(ablation, slurm, device, options["rule"], launcher)
         if wait:
-            _finish(ablation, as_json, options, exit_code=cluster.wait(ablation))
+            cluster.wait(ablation)
+            _finish(ablation, as_json, options)
         return
     _run(ablation, device, as_json, options, launcher, workers, gpus_per_run)
 
@@ -255,7 +278,7 @@ def _print_plan(plan, target: Path, as_json: bool, slurm: dict | None = None) ->
         typer.echo(f"\n{slurm['text']}")
 
 
-def _print_commands(ablation, launcher: str) -> None:
+def _print_commands(ablation, launcher: str, device: str | None = None) -> None:
     """One shell line per unfinished run: a cut-off run resumes from its directory (a new `--name` would make
     <name>-2, which --collect never reads); one cut off before its first checkpoint is removed and started over."""
     from inspo_cli.ablation.directory import ABSENT, FINISHED
@@ -264,15 +287,16 @@ def _print_commands(ablation, launcher: str) -> None:
 
     pending = [r for r in ablation.plan.runs() if ablation.status(r) != FINISHED]
     lines = []
+    on = ["--device", device] if device else []
     for run in pending:
         directory = ablation.run_dir(run)
         if ablation.status(run) == ABSENT:
-            lines.append(shlex.join(command_line(ablation, run, launcher)))
+            lines.append(shlex.join(command_line(ablation, run, launcher) + on))
         elif resume_possible(directory):
-            lines.append(shlex.join(command_line(ablation, run, launcher, resume=True)))
+            lines.append(shlex.join(command_line(ablation, run, launcher, resume=True) + on))
         else:
             lines.append(f"rm -rf -- {shlex.quote(str(directory.path))} && "
-                         + shlex.join(command_line(ablation, run, launcher)))
+                         + shlex.join(command_line(ablation, run, launcher) + on))
     for line in lines:
         typer.echo(line)
     err_console.print(f"{len(pending)} of {len(ablation.plan.runs())} runs to go; afterwards: inspo ablate "
@@ -298,9 +322,8 @@ def _run(ablation, device: str | None, as_json: bool, options: dict, launcher: s
     _finish(ablation, as_json, options)
 
 
-def _finish(ablation, as_json: bool, options: dict, exit_code: int | None = None) -> None:
-    """Write and print the table. Exit 1 when a run has no result; with `exit_code` (--wait: the failed runs),
-    exit with that instead."""
+def _finish(ablation, as_json: bool, options: dict) -> None:
+    """Write and print the table. Exit 1 when a planned run has no result (failed, stopped, not run)."""
     from inspo_cli.ablation.table import collect, write_table
 
     table = collect(ablation, **options)
@@ -314,10 +337,7 @@ def _finish(ablation, as_json: bool, options: dict, exit_code: int | None = None
     if missing:
         err_console.print(f"{len(missing)} runs without a result: " + "; ".join(f"{m['run']} ({m['why']})"
                                                                                for m in missing[:5]))
-        if exit_code is None:
-            raise typer.Exit(1)
-    if exit_code:
-        raise typer.Exit(min(exit_code, 125))
+        raise typer.Exit(1)
 
 
 def _print_table(table: dict) -> None:

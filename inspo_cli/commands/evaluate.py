@@ -4,7 +4,10 @@
     inspo evaluate --benchmarks nq,hotpotqa --model Qwen/Qwen2.5-3B-Instruct --method rag,agent --limit 500 \
         --retriever http://127.0.0.1:8000/retrieve
     inspo evaluate --run runs/qwen3b-inspo --benchmarks nq,triviaqa,popqa,hotpotqa,2wikimultihopqa,musique,bamboogle
-    inspo evaluate --run runs/qwen3b-inspo --checkpoint best     # App. B: the last checkpoint before a reward collapse
+    inspo evaluate --run runs/qwen3b-inspo --checkpoint final    # the final policy, even after a reward collapse
+
+With --run and no --checkpoint, a finished run is evaluated at App. B's checkpoint (`best`: the final policy, or
+the last evaluated checkpoint before a reward collapse), which is what the paper reports.
 
 Writes results.json, results.csv, results.md and predictions.jsonl (one row per method and question) into
 --out (default: evals/<timestamp>, or <run>/eval-<timestamp> with --run), and prints the EM table.
@@ -60,6 +63,29 @@ def _looks_like_path(value: str) -> bool:
     return "/" in value or "\\" in value or value.startswith("~") or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None
 
 
+def check_retriever(spec: str) -> None:
+    """--retriever names something `open_retriever` can open: checked before the model loads (minutes for a 7B),
+    not after. An index directory is opened and its files checked when the retriever loads."""
+    from urllib.parse import urlsplit
+
+    fix = "pass an index directory (`inspo index --out DIR`), a corpus .jsonl or http://HOST:PORT/retrieve"
+    if not spec.strip():
+        raise InspoError(f"--retriever is empty; {fix}")
+    if "://" in spec:
+        parts = urlsplit(spec)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InspoError(f"--retriever {spec!r}: not an http(s)://HOST URL; {fix}")
+        return
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "index.json").is_file():
+            raise InspoError(f"--retriever {spec}: a directory without index.json, so not an index; {fix}")
+    elif not path.exists():
+        raise InspoError(f"--retriever {spec}: does not exist; {fix}")
+    elif not path.is_file():
+        raise InspoError(f"--retriever {spec}: is a FIFO, a socket or a device, not a file; {fix}")
+
+
 @user_errors
 def evaluate(
     benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
@@ -76,9 +102,11 @@ def evaluate(
     run: Annotated[Optional[Path], typer.Option(help="A training run directory: its policy, best instruction "
                                                      "and recipe.")] = None,
     checkpoint: Annotated[Optional[str], typer.Option(help="With --run: a training step, final, or best (App. B: the "
-                                                           "final checkpoint before any reward collapse); each is "
+                                                           "final checkpoint before any reward collapse, among the "
+                                                           "steps evaluated every training.eval_every); each is "
                                                            "evaluated with the best instruction of its own saved "
-                                                           "population. Default: final, else the newest.")] = None,
+                                                           "population. Default: best for a finished run, else the "
+                                                           "newest checkpoint.")] = None,
     recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML (or a bundled recipe's name) for model, "
                                                         "retriever and limits (default: paper defaults).")] = None,
     retriever: Annotated[Optional[str], typer.Option(help="Index directory, corpus .jsonl or server URL; default: "
@@ -96,12 +124,14 @@ def evaluate(
 ) -> None:
     """Evaluate inference methods on benchmarks: a Table-1 style EM table, plus F1, SubEM and searches."""
     from inspo_cli.config import load_recipe
-    from inspo_cli.evaluation.checkpoints import run_policy
+    from inspo_cli.evaluation.checkpoints import default_checkpoint, run_policy
     from inspo_cli.evaluation.runner import evaluation_questions
     from inspo_cli.models import check_device
     from inspo_cli.runs import RunDir
 
     check_device(device)
+    if retriever is not None:
+        check_retriever(retriever)
     overrides = list(overrides or [])
     policy = None
     if run is not None:
@@ -109,7 +139,8 @@ def evaluate(
         if recipe is not None:
             raise InspoError("--run and --recipe both name a recipe; drop --recipe (the run's own recipe is used)")
         recipe = trained.recipe_file
-        policy = run_policy(trained, trained.recipe(), checkpoint)
+        policy = run_policy(trained, trained.recipe(), checkpoint if checkpoint is not None
+                            else default_checkpoint(trained))
     elif checkpoint is not None:
         raise InspoError("--checkpoint picks a policy of a training run; add --run RUN_DIR")
     trained_model = str(policy.path) if policy is not None else None
@@ -129,7 +160,8 @@ def evaluate(
     target = _out_dir(out, run)
     if policy is not None:
         source = "--instruction" if instruction is not None else f"instruction {policy.instruction_id}"
-        err_console.print(f"evaluating {run} at {policy.label} with {source}", soft_wrap=True)
+        why = f" ({policy.why})" if policy.why else ""
+        err_console.print(f"evaluating {run} at {policy.label} with {source}{why}", soft_wrap=True)
     with output_dir(target, "--out") as out_dir:  # removed again if the evaluation fails before writing
         _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir,
              {"checkpoint": policy.label if policy else None,

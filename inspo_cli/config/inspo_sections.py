@@ -11,6 +11,10 @@ from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
 from inspo_cli.registry import PROPOSERS, SELECTIONS
 
 STAGES = ("online", "pre-rl", "post-rl")
+# tau_s: weights are mean rewards in [0, 1], so below this softmax(w / tau_s) is argmax for any difference that
+# matters; eq. 4's softmax is computed stably for every tau_s > 0 (selection/softmax.py), this only refuses typos.
+MIN_TEMPERATURE = 1e-6
+MAX_OFFLINE_STEPS = 1_000_000  # as training.steps
 
 
 @dataclass
@@ -106,6 +110,13 @@ class PopulationConfig:
                               ("max_verify_rounds", "5"), ("max_instruction_chars", "12000"),
                               ("replay_capacity", "4096")):
             _positive(getattr(self, name), name, example)
+        _require(self.temperature >= MIN_TEMPERATURE, "temperature", f"must be at least {MIN_TEMPERATURE:g} (got "
+                 f"{self.temperature!r}): weights are mean rewards in [0, 1], so a smaller tau_s only draws the best "
+                 "instruction, as 1e-6 does; the paper uses 0.2")
+        _require(self.verify_size <= self.replay_capacity, "verify_size",
+                 f"is {self.verify_size}, more than replay_capacity ({self.replay_capacity}): D_B is drawn from the "
+                 "replay buffer's distinct questions, so it could never hold that many; lower verify_size or raise "
+                 "replay_capacity")
         _require(self.evolve_until >= 0, "evolve_until", f"must be >= 0 (got {self.evolve_until}); 0 disables evolution")
         _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
         _require(len(self.instructions) <= self.size, "instructions",
@@ -123,6 +134,8 @@ class PopulationConfig:
         _one_of(self.stage, STAGES, "stage")
         if self.offline_steps is not None:
             _positive(self.offline_steps, "offline_steps", "150")
+            _require(self.offline_steps <= MAX_OFFLINE_STEPS, "offline_steps", f"must be at most "
+                     f"{MAX_OFFLINE_STEPS:,} (got {self.offline_steps:,}); the paper evolves for 150 steps")
         _require(self.stage == "online" or self.enabled, "stage",
                  f"{self.stage} optimises the instruction population, so it needs population.enabled: true")
         _require(self.stage == "online" or self.evolve_steps > 0, "stage",
@@ -165,8 +178,9 @@ class OptimizerConfig:
                 "(thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000 characters, the paper's length, "
                 "and their analysis: ~3k tokens; docs/faithfulness.md), 8192 for the others."})
     thinking_budget: int | None = field(default=None, metadata={
-        "help": "Tokens the model may think before it answers. gemini: thinking_budget (default 8192, 2.5 Pro's own "
-                "automatic ceiling, at most half of max_output_tokens; -1: not sent, the model decides; 0: off "
+        "help": "Tokens the model may think before it answers. gemini: thinking_budget (default 8192, ours: the "
+                "paper gives none and Google's default for 2.5 Pro is dynamic thinking, settable from 128 to 32768; "
+                "at most half of max_output_tokens; -1: not sent, the model decides; 0: off "
                 "where the model allows it); anthropic: extended thinking's budget_tokens (>= 1024, needs "
                 "temperature 1.0; default: off); openai: must stay unset (chat completions take no such budget; "
                 "max_output_tokens caps a reasoning model's thinking and answer); local: ignored (the demo's small "

@@ -14,6 +14,7 @@ directory, then against the project checkout, so `inspo train` works from anywhe
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import difflib
 import math
@@ -32,6 +33,8 @@ from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 from inspo_cli.registry import is_sft
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+INT_LIMIT = 2 ** 63
+MAX_EXTENDS = 16  # recipes extend each other at most this deep (the bundled ones: 3)
 
 
 class RecipeError(InspoError):
@@ -60,9 +63,10 @@ def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), c
         override_keys.add(key)
 
     def where(key: str) -> str:
-        if key in flag_of:
-            return flag_of[key]
-        return f"--set {key}" if key in override_keys else f"{source}: {key}"
+        field = key.split("[")[0]  # an item of a list field came from where the list did
+        if field in flag_of:
+            return flag_of[field] if field == key else f"{flag_of[field]} {key}"
+        return f"--set {key}" if field in override_keys else f"{source}: {key}"
 
     _refuse_renamed(raw, where)
     recipe = _build(Recipe, raw, prefix="", where=where)
@@ -134,8 +138,8 @@ def _closest(name: str, bundled: dict[str, Path]) -> str:
 
 # -- reading -------------------------------------------------------------------------------------------------
 
-def _read_yaml(path: Path) -> dict:
-    text = read_text(path, "recipe", max_bytes=MAX_BYTES)
+def _read_yaml(path: Path, text: str | None = None) -> dict:
+    text = read_text(path, "recipe", max_bytes=MAX_BYTES) if text is None else text
     try:
         data = load_yaml(text, str(path))
     except yaml.YAMLError as e:
@@ -150,12 +154,22 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def _read_with_extends(path: Path, seen: tuple[Path, ...]) -> dict:
+def _read_with_extends(path: Path, seen: tuple[Path, ...], size: int = 0) -> dict:
+    """The recipe at `path` merged over the chain of recipes it extends. The chain is bounded as one recipe is:
+    at most `MAX_EXTENDS` files and `MAX_BYTES` in all (each file alone is bounded when read)."""
     resolved = path.resolve()
     if resolved in seen:
         chain = " -> ".join(str(p) for p in (*seen, resolved))
         raise RecipeError(f"{path}: extends: recipes extend each other in a cycle ({chain}); remove one extends")
-    data = _read_yaml(path)
+    if len(seen) > MAX_EXTENDS:
+        raise RecipeError(f"{seen[0]}: extends: a chain of more than {MAX_EXTENDS} recipes (at {path}); no recipe "
+                          "needs that many, extend a recipe nearer the top")
+    text = read_text(path, "recipe", max_bytes=MAX_BYTES)
+    size += len(text.encode("utf-8"))
+    if size > MAX_BYTES:
+        raise RecipeError(f"{seen[0] if seen else path}: extends: the chain of {len(seen) + 1} recipes holds more "
+                          f"than {MAX_BYTES:,} bytes (at {path}); a recipe is a few KB, point to data files instead")
+    data = _read_yaml(path, text)
     parent = data.pop("extends", None)
     if parent is None:
         return data
@@ -166,7 +180,7 @@ def _read_with_extends(path: Path, seen: tuple[Path, ...]) -> dict:
         raise RecipeError(f"{path}: extends: {parent_path} is a directory; name a recipe file")
     if not parent_path.exists():
         raise RecipeError(f"{path}: extends: recipe {parent_path} not found; the path is relative to {path.parent}")
-    return _deep_merge(_read_with_extends(parent_path, (*seen, resolved)), data)
+    return _deep_merge(_read_with_extends(parent_path, (*seen, resolved), size), data)
 
 
 def _deep_merge(base: dict, update: dict) -> dict:
@@ -256,14 +270,21 @@ def _build(cls: type, raw: Any, prefix: str, where) -> Any:
     for key, value in raw.items():
         dotted = f"{prefix}{key}"
         if key not in names:
-            raise RecipeError(f"{where(dotted)}: unknown key{_suggest(str(key), names)}; valid keys in {section}: {', '.join(names)}")
+            read_as = "" if isinstance(key, str) else f" (YAML read it as {type(key).__name__} {key!r})"
+            raise RecipeError(f"{where(dotted)}: unknown key{read_as}{_suggest(str(key), names)}; valid keys in "
+                              f"{section}: {', '.join(names)}")
         if isinstance(value, bool) and "yaml_bool" in fields[key].metadata:
             value = fields[key].metadata["yaml_bool"][value]  # YAML 1.1 reads a bare on/off as a boolean
         kwargs[key] = _coerce(value, hints[key], dotted, where)
     try:
-        return cls(**kwargs)
+        built = cls(**kwargs)
     except ConfigValueError as e:
         raise RecipeError(f"{where(prefix + e.field_name)}: {e.message}") from None
+    for key, value in kwargs.items():  # after the fields' own checks, which name their ranges better
+        if isinstance(value, int) and not isinstance(value, bool) and not -INT_LIMIT <= value < INT_LIMIT:
+            raise RecipeError(f"{where(prefix + key)}: {_show(value)} does not fit a 64-bit integer (torch, numpy "
+                              "and TRL take no more); no setting needs that many, fix the value")
+    return built
 
 
 def _coerce(value: Any, tp: Any, dotted: str, where) -> Any:
@@ -279,10 +300,12 @@ def _coerce(value: Any, tp: Any, dotted: str, where) -> Any:
         items = value if isinstance(value, list) else [value]
         return [_coerce(item, args[0], f"{dotted}[{i}]", where) for i, item in enumerate(items)]
     try:
-        return _SCALARS[tp](value)
+        converted = _SCALARS[tp](value)
     except (TypeError, ValueError):
         expected = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}[tp]
-        raise RecipeError(f"{where(dotted)}: expected {expected}, got {_show(value)}; fix the value") from None
+        hint = "quote it" if tp is str and isinstance(value, (datetime.date, bytes)) else "fix the value"
+        raise RecipeError(f"{where(dotted)}: expected {expected}, got {_show(value)}; {hint}") from None
+    return converted
 
 
 def _to_bool(value: Any) -> bool:
@@ -312,7 +335,10 @@ def _to_float(value: Any) -> float:
 
 
 def _to_str(value: Any) -> str:
-    if isinstance(value, (bool, list, dict)) or value is None:
+    # A date reads back as the text written (2024-01-01); a timestamp does not (PyYAML converts it to UTC), and
+    # !!set, !!binary and the like have no text of their own.
+    if isinstance(value, datetime.datetime) or not isinstance(value, (str, int, float, datetime.date)) \
+            or isinstance(value, bool):
         raise TypeError
     return str(value)
 

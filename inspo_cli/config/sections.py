@@ -19,6 +19,8 @@ from inspo_cli.registry import ALGORITHMS, METHODS, is_sft
 from retriever.kinds import KINDS as RETRIEVER_KINDS
 
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
+MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; more is a typo, not a run
+MAX_RUN_NAME = 200  # a directory name (at most 255 bytes) with room for "-2" and atomic writes' temporary names
 
 
 @dataclass
@@ -216,7 +218,8 @@ class TrainingConfig:
     learning_rate: float = field(default=5e-7, metadata={
         "help": "AdamW's peak learning rate (the paper: 5e-7 for 3B, 3e-7 for 7B)."})
     lr_scheduler: str = field(default="cosine", metadata={
-        "help": "The learning-rate schedule after warm-up: cosine | linear | constant (the paper: cosine)."})
+        "help": "The learning-rate schedule after a linear warm-up: cosine | linear | constant (the paper: cosine; "
+                "Search-R1's veRL: constant)."})
     warmup_ratio: float = field(default=0.1, metadata={
         "help": "The fraction of the optimizer updates spent warming the learning rate up (the paper: 0.1)."})
     kl_beta: float = field(default=0.001, metadata={
@@ -252,13 +255,16 @@ class TrainingConfig:
                 "veRL does. A 135M model's checkpoint (weights, AdamW state) is 1.6 GB, a 3B model's about 30 GB."})
     eval_every: int = field(default=100, metadata={
         "help": "Evaluate the policy with its best instruction every N steps, and after the last (App. B: 100); "
-                "0: never."})
+                "0: never. App. B's checkpoint (--checkpoint best) is chosen among these steps only, never a save in "
+                "between (0: among every save)."})
 
     def __post_init__(self) -> None:
         for name, example in (("steps", "300"), ("batch_size", "512"), ("mini_batch_trajectories", "256"),
                               ("micro_batch_size", "8"), ("learning_rate", "5e-7"), ("save_every", "100"),
                               ("max_grad_norm", "1.0"), ("vllm_is_clip", "3.0")):
             _positive(getattr(self, name), name, example)
+        _require(self.steps <= MAX_STEPS, "steps", f"must be at most {MAX_STEPS:,} (got {self.steps:,}); the paper "
+                 "trains 300")
         _require(self.keep_checkpoints >= 0, "keep_checkpoints", f"must be >= 0 (got {self.keep_checkpoints}); 0 keeps "
                  "every checkpoint, N keeps the newest N")
         _require(self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every}); 0 turns evaluation during "
@@ -299,7 +305,8 @@ class EvaluationConfig:
         "help": "Score only the first N questions of each benchmark; null: all of them."})
     batch_size: int = field(default=32, metadata={"help": "Questions rolled out together in one batch."})
     temperature: float = field(default=0.0, metadata={
-        "help": "Sampling temperature; 0 = greedy decoding, as the paper's evaluation."})
+        "help": "Sampling temperature; 0 = greedy decoding, as Search-R1's validation (do_sample false); App. B's "
+                "temperature 1.0 \"for LLM inference\" is the rollouts' (rollout.temperature)."})
     collapse_window: int = field(default=10, metadata={
         "help": "Steps averaged to detect a reward collapse (App. B reports \"the final checkpoint before any "
                 "reward collapse\"): the mean training reward over the last collapse_window steps falls below (1 - "
@@ -368,8 +375,9 @@ class RunConfig:
             _require(tracker in REPORT_TO, "report_to", f"must list trackers from {', '.join(REPORT_TO)} (got "
                      f"{tracker!r}); the metrics file and TensorBoard are always written")
         if self.name is not None:
-            _require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", self.name)), "name",
-                     f"must be a plain directory name of letters, digits, '.', '_' or '-' (got {self.name!r})")
+            _require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", self.name)) and len(self.name) <= MAX_RUN_NAME,
+                     "name", f"must be a plain directory name of at most {MAX_RUN_NAME} letters, digits, '.', '_' or "
+                     f"'-' (got {self.name[:80]!r}{'...' if len(self.name) > 80 else ''}, {len(self.name):,} characters)")
         _require(bool(self.output_dir.strip()), "output_dir", "must not be empty; the default is runs")
         _require(0 <= self.seed < 2 ** 32, "seed", f"must be in [0, 2**32 - 1] (numpy's and torch's range; got "
                  f"{self.seed})")

@@ -3,7 +3,14 @@
     policy = run_policy(run_dir, recipe, "best")      # App. B: the final checkpoint before any reward collapse
     policy = run_policy(run_dir, recipe, "100")       # the checkpoint saved after training step 100
     policy = run_policy(run_dir, recipe, "final")     # checkpoints/final
-    policy.path, policy.instruction                   # a model directory, and the I* of that checkpoint
+    policy.path, policy.instruction, policy.why       # a model directory, the I* of that checkpoint, why this one
+    run_policy(run_dir, recipe, default_checkpoint(run_dir))  # what `inspo evaluate --run` takes by default
+
+App. B evaluates "every 100 steps, and we report the final checkpoint before any reward collapse": its candidates
+are the steps it evaluated, so "best" considers only checkpoints on the run's evaluation interval
+(`training.eval_every`, the paper's 100), never the saves in between (the paper recipes save every 50 steps, to
+resume from). Without `--checkpoint`, `inspo evaluate --run` reports that same choice for a finished run, as the
+paper does, rather than the final policy.
 
 Every checkpoint is evaluated with the best instruction of *its own* population (argmax w in the coevolution.json
 saved with it), not the run's final one; a static-instruction run uses its instruction throughout. Checkpoints
@@ -32,6 +39,7 @@ class RunPolicy:
     path: str  # what transformers / vLLM load: a model directory (adapters merged), or a frozen run's model
     instruction: str
     instruction_id: str
+    why: str = ""  # with "best": why App. B's rule chose this policy, for the console
 
 
 def checkpoint_steps(run: RunDir, recipe: Recipe) -> dict[int, Path]:
@@ -40,9 +48,26 @@ def checkpoint_steps(run: RunDir, recipe: Recipe) -> dict[int, Path]:
     return {update // per_step: path for update, path in run.checkpoints().items()}
 
 
+def evaluation_steps(steps, recipe: Recipe) -> list[int]:
+    """App. B's candidates among `steps`: those on the run's evaluation interval (`training.eval_every`; the
+    paper evaluates every 100 steps), oldest first. With evaluation during training off (0) every step counts."""
+    every = recipe.training.eval_every
+    return sorted(step for step in set(steps) if step > 0 and (every <= 0 or step % every == 0))
+
+
+def interval_text(recipe: Recipe) -> str:
+    every = recipe.training.eval_every
+    return f"every {every} steps, training.eval_every" if every > 0 else "any saved step, training.eval_every 0"
+
+
 def paper_choice(run: RunDir, recipe: Recipe) -> str:
-    """App. B's choice, "final" or a step: the last checkpoint at or before the peak of the reward that later
-    collapsed; without a collapse, the final policy (else the newest checkpoint)."""
+    """App. B's choice, "final" or a step: the last checkpoint on the evaluation interval at or before the peak of
+    the reward that later collapsed; without a collapse, the final policy (else the newest checkpoint)."""
+    return _paper_choice(run, recipe)[0]
+
+
+def _paper_choice(run: RunDir, recipe: Recipe) -> tuple[str, str]:
+    """(App. B's choice, why it is that one)."""
     from inspo_cli.collapse import detect_collapse
 
     e = recipe.evaluation
@@ -50,14 +75,27 @@ def paper_choice(run: RunDir, recipe: Recipe) -> str:
     steps = checkpoint_steps(run, recipe)
     if collapse is None:
         if run.has_final_model() or not steps:
-            return FINAL
-        return str(max(steps))
-    before = [step for step in steps if step <= collapse.peak_step]
+            return FINAL, "App. B's choice: no reward collapse, so the final policy"
+        return str(max(steps)), "App. B's choice: no reward collapse, and no final policy yet, so the newest checkpoint"
+    before = [step for step in evaluation_steps(steps, recipe) if step <= collapse.peak_step]
     if not before:
-        raise InspoError(f"{collapse.describe()}, and run {run} saved no checkpoint by step {collapse.peak_step} "
-                         f"(its first is at step {min(steps) if steps else '-'}); evaluate one with --checkpoint N, "
-                         "and save more often next time (training.save_every)")
-    return str(max(before))
+        raise InspoError(f"{collapse.describe()}, and run {run} saved no checkpoint on its evaluation interval "
+                         f"({interval_text(recipe)}) by step {collapse.peak_step}{_available(steps)}; evaluate one "
+                         "with --checkpoint N, or the final policy with --checkpoint final, and save at the evaluation "
+                         "steps next time (training.save_every)")
+    return str(max(before)), (f"App. B's choice: the last checkpoint on the evaluation interval "
+                              f"({interval_text(recipe)}) up to the reward's peak; {collapse.describe()}; "
+                              "--checkpoint final for the final policy")
+
+
+def default_checkpoint(run: RunDir) -> str | None:
+    """What `inspo evaluate --run` evaluates without --checkpoint: App. B's choice ("best") for a finished training
+    run, as the paper reports it; None (the newest checkpoint) for an unfinished one; a frozen-policy or chained
+    run has one policy to report."""
+    summary = run.summary()
+    if summary is None or summary.get("frozen_policy") or summary.get("stage") in ("pre-rl", "post-rl"):
+        return None
+    return "best"
 
 
 def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPolicy:
@@ -79,8 +117,9 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
             raise InspoError(f"{run.summary_file}: a chained run's summary names no model; {DAMAGED}")
         return RunPolicy(FINAL, str(_intact(run.path / summary["model"])), summary["best_instruction"],
                          summary.get("best_instruction_id", "i0"))
+    why = ""
     if which == "best":
-        which = paper_choice(run, recipe)
+        which, why = _paper_choice(run, recipe)
     if which is None:
         which = FINAL if run.has_final_model() else (str(max(steps)) if steps else FINAL)
     if which == FINAL:
@@ -91,7 +130,7 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
             raise InspoError(f"run {run} has no final policy yet (unfinished){_available(steps)}; resume it with "
                              f"`inspo train --resume {quote(str(run))}` or pick a checkpoint with --checkpoint N")
         return RunPolicy(FINAL, str(_intact(run.final_dir)), summary["best_instruction"],
-                         summary.get("best_instruction_id", "i0"))
+                         summary.get("best_instruction_id", "i0"), why)
     if which.isascii() and which.isdigit() and int(which) not in steps:
         per_step = batch_plan(recipe).updates_per_step
         for update, (path, problem) in run.unusable_checkpoints().items():
@@ -104,7 +143,7 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
     step = int(which)
     folder = steps[step]
     text, instruction_id = _checkpoint_instruction(folder, recipe)
-    return RunPolicy(f"step {step} ({folder.name})", str(_loadable(folder)), text, instruction_id)
+    return RunPolicy(f"step {step} ({folder.name})", str(_loadable(folder)), text, instruction_id, why)
 
 
 def _available(steps: dict[int, Path]) -> str:

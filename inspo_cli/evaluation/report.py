@@ -13,11 +13,14 @@ from pathlib import Path
 from rich.table import Table
 
 from inspo_cli.benchmarks import BENCHMARKS
-from inspo_cli.evaluation.runner import SCORE_FIELDS, averages
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text, iter_rows, read_json
+from inspo_cli.evaluation.runner import SCORE_FIELDS, TABLE_WORDS, averages
+from inspo_cli.jsonio import (POSITIVE, UNIT, NonEmpty, atomic_write_json, atomic_write_text, iter_rows,
+                              read_json)
 
-RESULTS_SHAPE = {"scores": {str: {str: {"em": float, "n": int, "*": (float, None)}}}}  # results.json, read back
-PREDICTION_SHAPE = {"method": str, "benchmark": str, "id": (str, int), "em": float}  # a predictions.jsonl row
+# results.json and a predictions.jsonl row, read back: scores are proportions over at least one question
+RESULTS_SHAPE = {"scores": NonEmpty({str: NonEmpty({str: {"em": UNIT, "f1?": UNIT, "subem?": UNIT, "n": POSITIVE,
+                                                          "*": (float, None)}})})}
+PREDICTION_SHAPE = {"method": str, "benchmark": str, "id": (str, int), "em": UNIT}
 METRIC_TITLES = {"em": "Exact match", "f1": "F1", "subem": "SubEM", "searches": "Searches per question"}
 
 
@@ -30,9 +33,19 @@ def _cell(value: float, metric: str) -> str:
     return f"{value:.2f}" if metric == "searches" else f"{100 * value:.1f}"
 
 
+def column_names(benchmarks: list[str]) -> list[str]:
+    """Each benchmark's column header: its display name ("HotpotQA"), or its own name where that would read as
+    another column (results written before QA files were kept off the built-in names, e.g. a file NQ.jsonl)."""
+    shown = [display_name(b) for b in benchmarks]
+    names = [name if shown.count(name) == 1 and name.lower() not in TABLE_WORDS else benchmark
+             for benchmark, name in zip(benchmarks, shown)]
+    return [f"{name} (QA file)" if names.count(name) > 1 or name.lower() in TABLE_WORDS else name
+            for name in names]
+
+
 def table_rows(scores: dict, metric: str) -> tuple[list[str], list[list[str]]]:
     benchmarks = list(next(iter(scores.values()), {}))
-    header = ["Method", *map(display_name, benchmarks), "Avg."]
+    header = ["Method", *column_names(benchmarks), "Avg."]
     avg = averages(scores)
     rows = [[method, *(_cell(scores[method][b][metric], metric) for b in benchmarks), _cell(avg[method][metric], metric)]
             for method in scores]

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from inspo_cli.benchmarks import (BENCHMARKS, TRAIN_MIXTURE_NAME, WORLD, Question, is_benchmark_file, load_benchmark,
-                                  load_questions, parse_benchmark_names)
+from inspo_cli.benchmarks import (Question, is_benchmark_file, load_benchmark, load_questions, parse_benchmark_names,
+                                  resolve_benchmark_name)
 from inspo_cli.config import DataConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import get_method
@@ -42,22 +42,39 @@ class Score:
                 "retrieval_seconds": round(self.retrieval_seconds, 2)}
 
 
+TABLE_WORDS = {"method", "avg", "avg.", "average"}  # column names of the results tables beside the benchmarks
+
+
+def _taken(label: str) -> bool:
+    """Whether a table could show `label` as something else: a built-in benchmark, its display name or an alias
+    in any case ("NQ", "Hotpot_QA"), or a column of the tables ("Avg.")."""
+    try:
+        resolve_benchmark_name(label)
+        return True
+    except InspoError:
+        return label.lower() in TABLE_WORDS
+
+
 def benchmark_file_labels(paths: Sequence[str]) -> dict[str, str]:
     """The names users' QA files go by in tables: each file's stem, or as many of its folders before it as tell it
     apart from the other files and from the built-in benchmarks (qa/x/a/q.jsonl and qa/y/a/q.jsonl are x/a/q and
-    y/a/q, never both a/q); the path itself when nothing shorter does."""
+    y/a/q, never both a/q; qa/NQ.jsonl is qa/NQ); the path itself when nothing shorter does, and the absolute path
+    when even that is another file's name."""
     parts = {path: Path(path).with_suffix("").parts for path in paths}
-    builtin = {*BENCHMARKS, WORLD, TRAIN_MIXTURE_NAME}
     labels = {}
     for path, mine in parts.items():
         for length in range(1, len(mine) + 1):
             label = "/".join(mine[-length:])
             others = {"/".join(p[-length:]) for other, p in parts.items() if other != path}
-            if label not in others and label not in builtin:
+            if label not in others and not _taken(label):
                 labels[path] = label
                 break
         else:
             labels[path] = str(path)
+    chosen = list(labels.values())
+    for path, label in labels.items():
+        if chosen.count(label) > 1 or _taken(label):
+            labels[path] = str(Path(path).resolve())
     return labels
 
 

@@ -36,42 +36,100 @@ class SeedRun:
     instructions: list[dict]  # instructions.jsonl rows (INSPO), else []
     result: RunResult | None  # its evaluation at the step the report's rule picks, else None
     why: str | None = None  # why it has no result
+    label: str | None = None  # set where two inputs hold runs of the same directory name
 
     @property
     def name(self) -> str:
-        return self.run.path.name
+        """The run's name in the report (its tables, its lineage file): the directory's, unless that is not unique."""
+        return self.label or self.run.path.name
 
 
 @dataclass
 class Group:
-    label: str
+    label: str  # unique in the report: the variant's name, and where two share it, the path that tells them apart
     runs: list[SeedRun] = field(default_factory=list)
     bars: list[str] = field(default_factory=list)  # what the variant stands for (ablations)
+    source: Path | None = None  # the ablation directory it is a variant of, else its first run's directory
+    name: str = ""  # the variant's own name ("search-r1"), whatever the label
+
+    def __post_init__(self):
+        self.name = self.name or self.label
 
 
 def load_groups(paths: Sequence[str | Path], rule: str = "best") -> list[Group]:
-    """Groups of runs with their results under `rule` (`ablation.results`: "best", App. B's, or "final")."""
-    groups: list[Group] = []
-    loose: list[RunDir] = []
-    for path in paths:
-        path = Path(path)
+    """Groups of runs with their results under `rule` (`ablation.results`: "best", App. B's, or "final"), each
+    with a label no other group has (tables look comparisons up by it). A directory given twice, or inside another
+    input (a run of a given ablation), is refused: its runs would be counted twice."""
+    given: dict[Path, Path] = {}  # resolved: as given
+    for path in map(Path, paths):
         if (problem := not_a_directory(path, "input")) is not None:
             raise InspoError(problem)
-        if (path / "plan.json").is_file():
-            groups += _ablation_groups(path, rule)
-        elif (path / RunDir.INFO).is_file():
-            loose.append(RunDir(path))
-        else:
+        if not (path / "plan.json").is_file() and not (path / RunDir.INFO).is_file():
             raise InspoError(f"{path} is neither a run directory (no {RunDir.INFO}) nor an ablation directory (no "
                              "plan.json); pass directories made by inspo train, inspo evolve or inspo ablate")
-    groups += _group_loose(loose, rule)
-    labels = [g.label for g in groups]
-    for group in groups:  # the same variant name from two ablations: tell them apart
-        if labels.count(group.label) > 1:
-            group.label = f"{group.label} ({group.runs[0].run.path.parent.parent.name})"
-    if not any(g.runs for g in groups):
+        if path.resolve() in given:
+            raise InspoError(f"{path} is given twice (also as {given[path.resolve()]}); give each directory once")
+        given[path.resolve()] = path
+    for inner, path in given.items():
+        outer = next((given[p] for p in inner.parents if p in given), None)
+        if outer is not None:
+            raise InspoError(f"{path} lies inside {outer}, which is given too, so its runs would be reported twice; "
+                             "give one of them")
+    groups: list[Group] = []
+    loose: list[RunDir] = []
+    for path in given.values():
+        if (path / "plan.json").is_file():
+            groups += _ablation_groups(path, rule)
+        else:
+            loose.append(RunDir(path))
+    groups = [g for g in [*groups, *_group_loose(loose, rule)] if g.runs]
+    if not groups:
         raise InspoError("none of the given directories holds a run that has started; train first")
-    return [g for g in groups if g.runs]
+    _check_runs_once(groups)
+    _label_uniquely(groups)
+    return groups
+
+
+def _check_runs_once(groups: Sequence[Group]) -> None:
+    """A run reached through two inputs (a link, a copy's link) would be a seed of two variants, or two seeds."""
+    seen: dict[Path, Path] = {}
+    for run in (r.run.path for g in groups for r in g.runs):
+        if run.resolve() in seen:
+            raise InspoError(f"{run} and {seen[run.resolve()]} are the same run directory; give it once")
+        seen[run.resolve()] = run
+
+
+def tails(paths: Sequence[Path]) -> list[str]:
+    """Each path's fewest last parts that no other path ends with (runs/a/world, runs/b/world: a/world, b/world)."""
+    parts = [p.resolve().parts for p in paths]
+    found = []
+    for i, mine in enumerate(parts):
+        n = next((n for n in range(1, len(mine) + 1)
+                  if all(other[-n:] != mine[-n:] for j, other in enumerate(parts) if j != i)), len(mine))
+        found.append("/".join(mine[-n:]).lstrip("/") or "/")
+    return found
+
+
+def _label_uniquely(groups: Sequence[Group]) -> None:
+    """Variants of the same name (from two ablations, or two run folders) get the part of their path that tells
+    them apart; so do runs of the same directory name (lineage files and run tables are named by them)."""
+    labels = [g.label for g in groups]
+    for label in {label for label in labels if labels.count(label) > 1}:
+        clashing = [g for g in groups if g.label == label]
+        for group, tail in zip(clashing, tails([g.source for g in clashing])):
+            group.label = f"{label} ({tail})"
+    runs = [r for g in groups for r in g.runs]
+    names = [r.run.path.name for r in runs]
+    clashing_runs = [r for r in runs if names.count(r.run.path.name) > 1]
+    for run, tail in zip(clashing_runs, tails([r.run.path for r in clashing_runs])):
+        run.label = tail.replace("/", "_")
+        if run.result is not None:
+            run.result.name = run.label
+    for kind, values in (("variants", [g.label for g in groups]), ("runs", [r.name for r in runs])):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise InspoError(f"two {kind} of the report would both be named {twice[0]!r}; rename one of their "
+                             "directories")
 
 
 def _ablation_groups(path: Path, rule: str) -> list[Group]:
@@ -80,7 +138,7 @@ def _ablation_groups(path: Path, rule: str) -> list[Group]:
     ablation = AblationDir.open(path)
     groups = []
     for variant in ablation.plan.variants:
-        group = Group(variant.name, bars=list(variant.bars))
+        group = Group(variant.name, bars=list(variant.bars), source=path)
         for run in ablation.plan.runs():
             if run.variant == variant.name and ablation.status(run) != ABSENT:
                 group.runs.append(read_run(ablation.run_dir(run), run.seed, rule))
@@ -95,7 +153,7 @@ def _group_loose(runs: Sequence[RunDir], rule: str) -> list[Group]:
         seed = recipe.run.seed
         key = _recipe_without_seed(recipe)
         if key not in by_recipe:
-            by_recipe[key] = Group(re.sub(r"-s\d+$", "", run.path.name))
+            by_recipe[key] = Group(re.sub(r"-s\d+$", "", run.path.name), source=run.path)
         group = by_recipe[key]
         if any(r.seed == seed for r in group.runs):
             raise InspoError(f"{run} and {next(r.run for r in group.runs if r.seed == seed)} have the same recipe "

@@ -8,6 +8,7 @@ from inspo_cli.instructions.selection.base import FixedDistribution
 
 
 def build(arms, config, batch: int) -> FixedDistribution:
-    scaled = [arm.weight / config.temperature for arm in arms]
-    top = max(scaled)  # subtracting the max keeps exp() from overflowing at low temperatures
-    return FixedDistribution([math.exp(s - top) for s in scaled])
+    # Shifted by the largest weight before dividing: every exponent is then (w - max) / tau_s <= 0, and the best
+    # arm's is exactly 0, so no tau_s > 0 overflows (w / 1e-310 is inf, and inf - inf is NaN) or leaves all zeros.
+    top = max(arm.weight for arm in arms)
+    return FixedDistribution([math.exp((arm.weight - top) / config.temperature) for arm in arms])
