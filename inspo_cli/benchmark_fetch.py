@@ -15,9 +15,10 @@ from typing import Callable, Iterable, Sequence
 
 from inspo_cli.benchmarks import (BENCHMARKS, DEFAULT_DATA_DIR, DEFAULT_WORLD_DIR, HUB_REPO, TEST_BENCHMARKS,
                                   TRAIN_MIXTURE, TRAIN_MIXTURE_NAME, WORLD, WORLD_SPLITS, HubDownloadError,
-                                  download_hub_rows, find_split_file, hub_allowed, hub_offline_reason,
-                                  parse_benchmark_names, questions_from_hub_rows)
+                                  download_hub_rows, find_split_file, hub_allowed, parse_benchmark_names,
+                                  questions_from_hub_rows)
 from inspo_cli.errors import InspoError
+from inspo_cli.hub import hub_offline_reason
 from inspo_cli.jsonio import atomic_write_jsonl
 
 

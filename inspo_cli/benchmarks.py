@@ -32,6 +32,8 @@ from typing import Any, Iterable, Iterator
 
 from inspo_cli.errors import InspoError
 from inspo_cli.files import iter_lines, open_regular, user_file
+from inspo_cli import hub
+from inspo_cli.hub import hub_offline_reason
 
 HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
 WORLD = "world"
@@ -42,7 +44,6 @@ QA_ARRAY_BYTES = 1 << 30  # a QA file that is one JSON array is read whole; Flas
 DEFAULT_WORLD_DIR = "data/world"
 FILE_SUFFIXES = (".jsonl", ".parquet", ".json")  # looked for in this order
 WORLD_SPLITS = ("train", "dev", "test")
-_OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 _CORE_FIELDS = ("id", "question", "golden_answers", "metadata")
 
 
@@ -295,12 +296,6 @@ def _first_line(error: BaseException) -> str:
 
 # -- the hub ----------------------------------------------------------------------------------------------------
 
-def hub_offline_reason() -> str | None:
-    """'HF_HUB_OFFLINE=1 is set' when an offline variable is on (offline, `datasets` would only retry and fail)."""
-    on = [v for v in _OFFLINE_VARS if os.environ.get(v, "").strip().upper() in {"1", "ON", "YES", "TRUE"}]
-    return f"{on[0]}={os.environ[on[0]]} is set" if on else None
-
-
 def hub_allowed() -> bool:
     return hub_offline_reason() is None
 
@@ -312,9 +307,7 @@ class HubDownloadError(Exception):
 def download_hub_rows(spec: BenchmarkSpec, split: str) -> list[dict]:
     """The raw rows of one FlashRAG split from the hub, through `datasets.load_dataset` (and its cache); an unreachable
     hub fails at once (`inspo_cli.hub`), not after 25 s of retries."""
-    from inspo_cli.hub import hub_unreachable
-
-    if (why := hub_unreachable()) is not None:
+    if (why := hub.hub_unreachable()) is not None:
         raise HubDownloadError(why)
     import datasets  # imported late: it is slow to import and only the hub path needs it
 

@@ -65,7 +65,8 @@ def run_cli(app: Callable[[], object]) -> None:
     code: int | str | None = 0
     with marked_streams():
         try:
-            check_environment()
+            if not _diagnosing(sys.argv[1:]):
+                check_environment()
             app()  # a click app in standalone mode always ends in SystemExit
         except SystemExit as e:
             code = e.code
@@ -84,6 +85,12 @@ def run_cli(app: Callable[[], object]) -> None:
             elif (code := report_os_error(e)) is None:
                 raise
     sys.exit(code)
+
+
+def _diagnosing(args: list[str]) -> bool:
+    """`--help`, `--version` and `inspo env` run whatever the INSPO_* variables say: they are how a bad one is found."""
+    return bool({"--help", "-h", "--version"} & set(args)) or next((a for a in args if not a.startswith("-")),
+                                                                    None) == "env"
 
 
 def report_os_error(error: OSError) -> int | None:

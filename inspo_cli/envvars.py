@@ -65,8 +65,24 @@ def env_path(name: str) -> Path:
 
 
 def check_environment() -> None:
-    """Check every declared variable that is set; the CLI calls this before any command runs."""
+    """Check every declared variable that is set; the CLI calls this before any command runs (but `--help`,
+    `--version` and `inspo env`, which must work to diagnose a bad value)."""
     for name in SECONDS:
         env_seconds(name)
     for name in PATHS:
         env_path(name)
+
+
+def describe_environment() -> dict[str, str]:
+    """Each declared variable as `inspo env` shows it: its value, `unset (default ...)`, or why it is refused."""
+    described = {}
+    for name, read in [*((n, env_seconds) for n in SECONDS), *((n, env_path) for n in PATHS)]:
+        raw = os.environ.get(name, "").strip()
+        try:
+            value = read(name)
+        except InspoError as refused:
+            described[name] = f"refused: {refused}"
+            continue
+        described[name] = _shown(raw) if raw else f"unset (default {value:g} s)" if name in SECONDS else \
+            f"unset (default {value})"
+    return described

@@ -110,15 +110,11 @@ def read_bytes(path: str | os.PathLike, what: str, max_bytes: int) -> bytes:
 
 def iter_lines(f: BinaryIO, path: str | os.PathLike, fix: str,
                max_bytes: int = LINE_BYTES) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of a file opened in binary, streamed; a line of more than `max_bytes` (newline left out)
-    is an `InspoError` `<path>:<line>: ...; <fix>` before it is held whole: a 3 GB file of NUL bytes is one line."""
-    lineno = 0
-    while line := f.readline(max_bytes + 2):
-        lineno += 1
-        if len(line) - line.endswith(b"\n") > max_bytes:
-            raise InspoError(f"{path}:{lineno}: a line of more than {max_bytes:,} bytes (no line of this kind is "
-                             f"that long: is it the right file?); {fix}")
-        yield lineno, line
+    """(line number, line) of a file opened in binary, streamed; a line of more than `max_bytes` is an `InspoError`
+    `<path>:<line>: ...; <fix>` before it is held whole (the retriever's reader, which stands alone, with our error)."""
+    from retriever.checked import iter_lines as checked_lines
+
+    return checked_lines(f, path, fix, max_bytes, InspoError)
 
 
 def read_text(path: str | os.PathLike, what: str, max_bytes: int = TEXT_FILE_BYTES) -> str:

@@ -22,6 +22,15 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 TIMEOUT_S = 3.0
 
 
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def hub_offline_reason() -> str | None:
+    """'HF_HUB_OFFLINE=1 is set' when an offline variable is on (offline, `datasets` would only retry and fail)."""
+    on = [v for v in OFFLINE_VARIABLES if os.environ.get(v, "").strip().upper() in {"1", "ON", "YES", "TRUE"}]
+    return f"{on[0]}={os.environ[on[0]]} is set" if on else None
+
+
 def endpoint() -> str:
     """The hub's URL, as huggingface_hub and datasets take it from the environment."""
     return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")

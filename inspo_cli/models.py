@@ -210,7 +210,8 @@ def model_files_problem(path: Path) -> str | None:
             if (path / name).exists():
                 _config_problem(path / name)
         weights = sorted(path.glob("*.safetensors"))
-        if not weights and not any(path.glob("*.bin")) and not any(path.glob("global_step*")):
+        bins = [*path.glob("pytorch_model*.bin"), *path.glob("adapter_model.bin")]  # not training_args.bin
+        if not weights and not bins and not any(path.glob("global_step*")):
             return "no model weights (*.safetensors)"
         for file in weights:
             safetensors_header(file)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from retriever.index import MemoryEstimate, build_index, open_index, read_index_meta
 
 __all__ = ["KINDS", "MemoryEstimate", "Passage", "Retriever", "RetrieverError", "bm25_in_memory", "build_index",
-           "open_index", "open_retriever", "read_index_meta"]
+           "check_spec", "open_index", "open_retriever", "read_index_meta"]
 
 _LAZY = {"MemoryEstimate": "retriever.index", "build_index": "retriever.index", "open_index": "retriever.index",
          "read_index_meta": "retriever.index", "bm25_in_memory": "retriever.bm25"}
@@ -62,29 +62,52 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
     `nprobe=`, `ef_search=`, `mmap=`; for a corpus `n_threads=`; for a URL `timeout_s=` and the client's others.
     """
     text = str(spec)
-    if text.startswith(("http://", "https://")):
+    kind = check_spec(text)
+    if kind == "url":
         from retriever.client import HTTPRetriever
 
         return HTTPRetriever(text, **options)
     from retriever.index import open_index
 
     path = Path(text).expanduser()
-    if path.is_dir():
-        return open_index(path, **options)
-    if path.is_file():
-        if (path.parent / "index.json").is_file() and path.name == "index.json":
-            return open_index(path.parent, **options)
-        unknown = set(options) - {"n_threads"}
-        if unknown:
-            raise RetrieverError(f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to "
-                                 "an in-memory BM25 corpus; only n_threads does")
-        from retriever.bm25 import bm25_in_memory
+    if kind == "index":
+        return open_index(path if path.is_dir() else path.parent, **options)
+    # kind == "corpus"
+    unknown = set(options) - {"n_threads"}
+    if unknown:
+        raise RetrieverError(f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to "
+                             "an in-memory BM25 corpus; only n_threads does")
+    from retriever.bm25 import bm25_in_memory
 
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, options.get("n_threads"))
-        with _IN_MEMORY_LOCK:  # one build per corpus per process, even when threads ask at once
-            if key not in _IN_MEMORY:
-                _IN_MEMORY[key] = bm25_in_memory(path, n_threads=options.get("n_threads"))
-            return _IN_MEMORY[key]
-    raise RetrieverError(f"retriever {text!r} is neither an index directory, a corpus .jsonl file nor an http(s):// "
-                         "URL; build an index with `inspo index --corpus CORPUS --out DIR`, or check the path")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, options.get("n_threads"))
+    with _IN_MEMORY_LOCK:  # one build per corpus per process, even when threads ask at once
+        if key not in _IN_MEMORY:
+            _IN_MEMORY[key] = bm25_in_memory(path, n_threads=options.get("n_threads"))
+        return _IN_MEMORY[key]
+
+
+def check_spec(spec: str | os.PathLike, what: str = "retriever") -> str:
+    """What `open_retriever(spec)` will open: "url", "index" or "corpus", told without opening anything, so a command
+    can refuse a bad --retriever before it loads a model; `RetrieverError` (one line, naming `what`) for anything
+    else."""
+    text = str(spec)
+    fix = "give an index directory (`inspo index --out DIR`), a corpus .jsonl or http://HOST:PORT/retrieve"
+    if "://" in text:
+        from urllib.parse import urlsplit
+
+        if not text.startswith(("http://", "https://")) or not urlsplit(text).hostname:
+            raise RetrieverError(f"{what} {text!r}: not an http(s)://HOST URL; {fix}")
+        return "url"
+    if not text.strip():
+        raise RetrieverError(f"{what} is empty; {fix}")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "index.json").is_file():
+            raise RetrieverError(f"{what} {text!r}: a directory without index.json, so not an index; {fix}")
+        return "index"
+    if path.is_file():
+        return "index" if path.name == "index.json" else "corpus"
+    problem = "does not exist" if not os.path.lexists(path) else "is a FIFO, a socket or a device, not a file"
+    raise RetrieverError(f"{what} {text!r} {problem}: neither an index directory, a corpus .jsonl file nor an "
+                         f"http(s):// URL; {fix}")

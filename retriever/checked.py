@@ -49,16 +49,17 @@ def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
         raise
 
 
-def iter_lines(f: BinaryIO, path: str | os.PathLike, fix: str,
-               max_bytes: int = LINE_BYTES) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of a file opened in binary, streamed; a line longer than `max_bytes` is refused before it
-    is held whole (a 3 GB file of NUL bytes is one line)."""
+def iter_lines(f: BinaryIO, path: str | os.PathLike, fix: str, max_bytes: int = LINE_BYTES,
+               error: type[Exception] = RetrieverError) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a file opened in binary, streamed; a line of more than `max_bytes` (newline left out)
+    is an `error` `<path>:<line>: ...; <fix>` before it is held whole: a 3 GB file of NUL bytes is one line.
+    (`inspo_cli.files.iter_lines` is this, raising `InspoError`.)"""
     lineno = 0
     while line := f.readline(max_bytes + 2):
         lineno += 1
         if len(line) - line.endswith(b"\n") > max_bytes:
-            raise RetrieverError(f"{path}:{lineno}: a line of more than {max_bytes:,} bytes (not a passage: is it the "
-                                 f"right file?); {fix}")
+            raise error(f"{path}:{lineno}: a line of more than {max_bytes:,} bytes (no line of this kind is that long: "
+                        f"is it the right file?); {fix}")
         yield lineno, line
 
 

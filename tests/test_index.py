@@ -209,8 +209,10 @@ def test_fast_passage_constructor_makes_ordinary_frozen_passages():
 def test_open_retriever_rejects_what_it_cannot_open(tmp_path):
     with pytest.raises(RetrieverError, match="neither an index directory"):
         open_retriever(tmp_path / "missing")
-    with pytest.raises(RetrieverError, match="no index.json"):
+    with pytest.raises(RetrieverError, match="a directory without index.json"):
         open_retriever(tmp_path)
+    with pytest.raises(RetrieverError, match="not an http"):
+        open_retriever("HTTP://host/retrieve")  # the client takes lower-case schemes only: refused, not a path
 
 
 def test_open_retriever_url_gives_the_http_client():
@@ -258,6 +260,10 @@ def test_bad_corpora_are_one_line_errors(tmp_path):
     empty.write_text("\n")
     with pytest.raises(RetrieverError, match="no passages"):
         build_index(empty, tmp_path / "out")
+    deep = tmp_path / "deep.jsonl"  # nested past Python's recursion limit: was a RecursionError traceback
+    deep.write_text('{"id": "a", "contents": "\\"A\\"\\ntext"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(RetrieverError, match=re.escape(f"{deep}:2: not valid JSON (nested too deeply)")):
+        build_index(deep, tmp_path / "out")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
 
 

@@ -70,6 +70,8 @@ INDEX_FILES = [*cuts("index.json"), *cuts("offsets.npy"), *special("index.json")
                ("offsets.npy-negative", "offsets.npy", offsets(lambda a: a - a[1])),
                *[(f"bm25s/{name}-cut", f"bm25s/{name}", lambda p: cut(p, 0.5)) for name in BM25S_FILES],
                ("bm25s/vocab.index.json-fifo", "bm25s/vocab.index.json", SPECIAL["fifo"]),
+               *[(f"bm25s/{name}-{value}", f"bm25s/{name}", lambda p, value=value: p.write_text(value))
+                 for name in ("vocab.index.json", "params.index.json") for value in ("[1, 2]", "null", '"x"')],
                ("bm25s/params.index.json-missing", "bm25s/params.index.json", lambda p: p.unlink())]
 
 
@@ -181,3 +183,16 @@ def test_a_users_model_directory_is_checked_the_same_way(trained, tmp_path, file
     result = invoke("evaluate", "--model", trained / "checkpoints/final", "--method", "direct", "--benchmarks",
                     "world", "--limit", 1, "--out", tmp_path / "e")
     assert_last_line_error(result, "model.name_or_path", Path(file).name, "download or save the model again")
+
+
+def test_a_checkpoint_whose_weights_are_gone_is_not_taken_for_a_model(tmp_path):
+    """Every HF Trainer checkpoint holds training_args.bin; that is no model weight (review of issue 37)."""
+    from inspo_cli.models import model_files_problem
+
+    checkpoint = tmp_path / "checkpoint-3"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 10}))
+    (checkpoint / "training_args.bin").write_bytes(b"PK\x03\x04 not weights")
+    assert model_files_problem(checkpoint) == "no model weights (*.safetensors)"
+    (checkpoint / "pytorch_model.bin").write_bytes(b"")  # older checkpoints' weights
+    assert model_files_problem(checkpoint) is None

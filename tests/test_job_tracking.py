@@ -185,7 +185,7 @@ def test_slurm_commands_are_checked_before_the_plan_is_written(tmp_path, repo_ro
     ('{"demo-s0": {"job": "local:HOST:' + "9" * 30 + '"}}', "neither a SLURM job id"),  # os.kill overflows
     ('{"demo-s0": {"job": "local:HOST:0"}}', "neither a SLURM job id"),
     ('{"demo-s0": {"job": "4242_0; rm -rf ~"}}', "neither a SLURM job id"),
-    ('{"demo-s0": {"job": "4242_0", "requeued": -3}}', "is not a number of requeues"),
+    ('{"demo-s0": {"job": "4242_0", "requeued": -3}}', "expected an integer in [0, 1000000], got int -3"),
     ("DIR", "is not a regular file"), ("FIFO", "is not a regular file"), ("HUGE", "more than the 16,777,216"),
 ])
 def test_a_damaged_jobs_json_is_one_line_naming_it(tmp_path, repo_root, monkeypatch, content, fragment):
@@ -261,7 +261,7 @@ def test_the_launchers_accelerate_config_is_read_as_checked_input(tmp_path, repo
     (tmp_path / "huge.yaml").write_text("# " + "x" * (2 << 20) + "\n")
     for path, message in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "is a directory"),
                           ("/dev/zero", "not a regular file"), (tmp_path / "bad.yaml", "not valid YAML"),
-                          (tmp_path / "huge.yaml", "more than 1,048,576 bytes"), (tmp_path / "none", "does not exist")):
+                          (tmp_path / "huge.yaml", "more than the 1,048,576 it may have"), (tmp_path / "none", "does not exist")):
         with pytest.raises(InspoError, match=message):
             launcher_gpus(f"accelerate launch --config_file {path}")
     assert launcher_gpus(f"accelerate launch --config_file {tmp_path / 'bool.yaml'}") is None

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import resource
 import signal
@@ -105,6 +106,17 @@ def test_the_cli_checks_the_variables_before_any_command(name, value):
     result = run_cli("recipe", "list", env={name: value})
     assert result.returncode == 2 and result.stdout == ""
     assert f"{name} is {value!r}" in one_error_line(result.stderr)
+
+
+def test_help_version_and_env_still_run_and_env_says_which_variable_is_refused():
+    """They are how a bad variable is diagnosed, so a bad value must not stop them."""
+    for args in (("--help",), ("--version",), ("recipe", "--help")):
+        assert run_cli(*args, env={"INSPO_POLL_SECONDS": "0"}).returncode == 0, args
+    result = run_cli("env", "--json", env={"INSPO_POLL_SECONDS": "0", "INSPO_PROGRESS_SECONDS": "5"})
+    assert result.returncode == 0, result.stderr
+    settings = json.loads(result.stdout)["inspo settings"]
+    assert settings["INSPO_POLL_SECONDS"].startswith("refused: the environment variable INSPO_POLL_SECONDS is '0'")
+    assert settings["INSPO_PROGRESS_SECONDS"] == "'5'" and settings["INSPO_CACHE"].startswith("unset (default ")
 
 
 # -- item 12: stdout closed or full --------------------------------------------------------------------------------

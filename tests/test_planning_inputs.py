@@ -43,8 +43,9 @@ SWEEP_HEAD = f"recipe: {DEMO}\nseeds: [0]\n"
     ("variants:\n  017: [training.steps=2]\n", "the name 15 is an integer"),
     ("grid:\n  evaluation.benchmarks: [[world], [world, nq]]\n", "make the variant name \"benchmarks-['world']\""),
     ("grid:\n  model.name_or_path: [HuggingFaceTB/SmolLM2-135M]\n", "list those values under variants:"),
-    ("grid:\n  run.output_dir: [" + "x" * 250 + "]\n", "at most 200 letters"),
-    ("variants:\n  " + "v" * 201 + ": [training.steps=2]\n", "must be at most 200 letters"),
+    ("grid:\n  run.output_dir: [" + "x" * 250 + "]\n", "at most 188 letters"),
+    # its runs are named <variant>-s<seed>, which run.name's 200 characters must hold for any seed
+    ("variants:\n  " + "v" * 189 + ": [training.steps=2]\n", "must be at most 188 letters"),
 ])
 def test_sweep_values_of_types_the_planner_does_not_expect_are_one_line_errors(repo_root, monkeypatch, tmp_path,
                                                                                body, message):
@@ -222,3 +223,13 @@ def test_two_plannings_into_one_out_at_once_leave_one_complete_plan(repo_root, m
     assert sorted(p.name for p in (tmp_path / "abl").iterdir()) == [".lock", "plan.json", "recipes"]
     assert sorted(p.name for p in (tmp_path / "abl/recipes").iterdir()) == ["demo.yaml", "n-parent-2.yaml",
                                                                           "n-parent-3.yaml"]
+
+
+def test_the_longest_variant_name_still_names_a_valid_run_at_the_largest_seed():
+    """A variant plans runs `<variant>-s<seed>`, and run.name is refused past 200 characters when the run starts:
+    the planner's bound leaves room for any seed (review of issue 37)."""
+    from inspo_cli.ablation.plan import MAX_NAME_CHARS, SEED_LIMIT
+    from inspo_cli.config import load_recipe
+
+    longest = "v" * MAX_NAME_CHARS + f"-s{SEED_LIMIT - 1}"
+    assert load_recipe(None, [f"run.name={longest}"], check_paths=False).run.name == longest

@@ -134,7 +134,7 @@ def test_trained_weights_are_float32_whenever_they_train(dtype, lora, device, we
     assert (str(precision.weights).removeprefix("torch."), precision.mixed) == (weights, mixed)
     kwargs = shared_kwargs(recipe, Path("runs/x/checkpoints"), device, 10, 5)
     assert (kwargs["bf16"], kwargs["fp16"]) == (mixed == "bf16", mixed == "fp16")
-    assert kwargs["model_init_kwargs"] == {"dtype": precision.weights}
+    assert {k: str(v).removeprefix("torch.") for k, v in kwargs["model_init_kwargs"].items()} == {"dtype": weights}
 
 
 @pytest.mark.parametrize("name", ["search-r1", "inspo", "grpo-no-search"])

@@ -4,8 +4,12 @@
     recipes/<variant>.yaml   each variant's resolved recipe (what `--print-commands` hands to `inspo train`)
     runs/<variant>-s<seed>/  one run directory per run (`RunDir`)
     failures.json        runs that failed in their last attempt, with the error; cleared when they finish
-    jobs.json            per run, the job it was last started as (a SLURM array task, or local:<host>:<pid>) and
-                         how often SLURM requeued it; what `--status` and re-submitting read
+    jobs.json            per run, the job it was last started as (a SLURM array task, or
+                         local:<host>:<pid>:<start time>) and how often SLURM requeued it; what `--status` and
+                         re-submitting read
+    .lock                the ablation's lock: planning, failures.json and jobs.json are changed under it; a
+                         `recipes/` folder without it beside it is the user's, never taken for a cut-short planning
+    .recipes.partial/, .recipes.old/   recipes being written, and those a --replan replaces (removed under the lock)
     slurm/               with --scheduler slurm: submitit's folder (each task's stdout and stderr)
     ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average with 95% intervals,
                          and every variant against the reference (Δ, interval, p-value, power)
@@ -27,7 +31,7 @@ from inspo_cli.ablation.plan import Plan, PlannedRun
 from inspo_cli.config import dump_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.files import make_dir, not_a_directory
-from inspo_cli.jsonio import atomic_write_json, atomic_write_text, read_json
+from inspo_cli.jsonio import Range, atomic_write_json, atomic_write_text, read_json
 from inspo_cli.runs import RunDir
 
 FINISHED, PARTIAL, ABSENT = "finished", "partial", "absent"
@@ -44,7 +48,8 @@ class AblationDir:
     JOBS = "jobs.json"
     SLURM_LOGS = "slurm"
     LOCK = ".lock"  # held while a shared file (failures.json, jobs.json) is read, changed and written
-    JOBS_SHAPE = {str: {"job?": str, "requeued?": int, "started?": str}}
+    JOBS_BYTES = 16 << 20  # jobs.json: ~100 bytes per run
+    JOBS_SHAPE = {str: {"job?": str, "requeued?": Range(0, 1_000_000, integer=True), "started?": str}}
 
     def __init__(self, path: str | Path, plan: Plan):
         self.path, self.plan = Path(path), plan
@@ -211,10 +216,12 @@ class AblationDir:
 
     def jobs(self) -> dict[str, dict]:
         """jobs.json: {run: {"job": ..., "requeued": n, "started": time}}."""
-        if not self.jobs_file.is_file():
+        fix = "delete it: it only records the job of each run (re-running the command starts them again)"
+        if not os.path.lexists(self.jobs_file):
             return {}
-        return read_json(self.jobs_file, self.JOBS_SHAPE,
-                         "delete it: it only records the job of each run (re-running the command starts them again)")
+        if not self.jobs_file.is_file():  # a FIFO or a directory there is refused, never read as "no jobs"
+            raise InspoError(f"{self.jobs_file}: is not a regular file (a directory, a FIFO or a device); {fix}")
+        return read_json(self.jobs_file, self.JOBS_SHAPE, fix, self.JOBS_BYTES)
 
     def record_jobs(self, started: dict[str, str]) -> None:
         """Note the job each run (by name) now runs as."""

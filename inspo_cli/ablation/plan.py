@@ -26,12 +26,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
+from inspo_cli.config.sections import MAX_RUN_NAME, RUN_NAME
 from inspo_cli.errors import InspoError
 from inspo_cli.registry import PROPOSERS, SELECTIONS
 
@@ -88,11 +88,10 @@ STUDIES = {
 # Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# A variant names its recipe file and run directories (<name>-s<seed>, and atomic writes' ".<file>.<8 hex>.tmp"
-# beside them), which must stay under the 255 bytes a file name may have.
-MAX_NAME_CHARS = 200
+_NAME = RUN_NAME
 SEED_LIMIT = 2 ** 32  # numpy and torch take seeds in [0, 2**32); run.seed is checked against the same range
+# A variant names its recipe file and its runs, `<name>-s<seed>`, whose run.name may have MAX_RUN_NAME characters
+MAX_NAME_CHARS = MAX_RUN_NAME - len(f"-s{SEED_LIMIT - 1}")
 MAX_SEEDS = 1000  # the paper's figures use 3; more is a typo (0,1000 for 0..1000), not a study
 
 

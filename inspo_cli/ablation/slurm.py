@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -118,24 +116,15 @@ def _count(value) -> bool:
 
 
 def read_launcher_config(path: str):
-    """An accelerate config file, read as a user's YAML is: a regular file, at most the YAML reader's bound in bytes
-    actually read (a FIFO or /dev/zero is refused, not read forever), one line on any damage."""
+    """An accelerate config file, read as a user's YAML is (`files.read_text`: a regular file, bounded by the bytes
+    actually read, so a FIFO or /dev/zero is refused rather than read forever), one line on any damage."""
     import yaml
 
     from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
-    from inspo_cli.files import user_file
+    from inspo_cli.files import read_text
 
     what = "--launcher's --config_file"
-    with user_file(path, what):
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise InspoError(f"{what} {path}: is not a regular file (a directory, a FIFO or a device); pass "
-                                 "accelerate's config file")
-            data = f.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            raise InspoError(f"{what} {path}: more than {MAX_BYTES:,} bytes, far more than an accelerate config has; "
-                             "check that this is the right file")
-        text = data.decode("utf-8")
+    text = read_text(path, what, MAX_BYTES)
     try:
         return load_yaml(text, f"{what} {path}")
     except yaml.YAMLError as error:

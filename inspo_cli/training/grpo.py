@@ -56,7 +56,7 @@ def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
 
 def build_grpo(ctx):
     """`SearchGRPOTrainer` for the run in `ctx` (a `training.run.TrainingContext`)."""
-    from inspo_cli.models import resolve_dtype, resolve_model_path, uses_chat_template
+    from inspo_cli.models import resolve_model_path, uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.setup import lora_config, question_dataset, train_questions
     from inspo_cli.training.trainer import SearchGRPOTrainer
@@ -72,4 +72,4 @@ def build_grpo(ctx):
             chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
             generation_batch_size=plan.generation_batch_per_process,
             peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
-            evaluation=ctx.evaluation, reference_dtype=resolve_dtype(recipe.model.dtype, ctx.device))
+            evaluation=ctx.evaluation)

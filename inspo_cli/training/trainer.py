@@ -70,8 +70,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                  retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
                  callbacks=None, coevolution: CoEvolutionFactory | None = None,
-                 evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True,
-                 reference_dtype: torch.dtype | None = None):
+                 evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True):
         self.instructions = instructions
         self.compact_cpu_logprobs = compact_cpu_logprobs  # see `score_only_labelled_positions_on_cpu`
         self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
@@ -83,7 +82,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         super().__init__(model=model, reward_funcs=[make_reward_func(reward)], args=args,
                          train_dataset=train_dataset, processing_class=processing_class, peft_config=peft_config,
                          rollout_func=self._rollout, callbacks=[*(callbacks or []), _StepEnd(self)])
-        self._hold_reference_in(reference_dtype)
+        self._hold_reference_in_compute_dtype()
         if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
             from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
 
@@ -94,11 +93,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         self.coevolution = None if coevolution is None else coevolution(
             PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))
 
-    def _hold_reference_in(self, dtype: torch.dtype | None) -> None:
+    def _hold_reference_in_compute_dtype(self) -> None:
         """TRL builds the KL reference with the policy's loading dtype, which is float32 when the policy keeps fp32
-        master weights (`training.setup.training_precision`). The reference never trains, so in a one-process or
-        DDP launch it goes back to `model.dtype` (as verl holds Search-R1's reference in bf16), which saves half its
-        memory; it computes under the same autocast either way. ZeRO-3 and FSDP shard it: it is left to them."""
+        master weights under bf16/fp16 autocast (`training.setup.training_precision`). The reference never trains,
+        so in a one-process or DDP launch it is held in the autocast dtype (as verl holds Search-R1's reference in
+        bf16), which halves its memory; it computes under the same autocast either way. ZeRO-3 holds it in bf16
+        itself; FSDP shards it in float32 (computing in bf16): both are left as they are."""
+        dtype = torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
         if (dtype is None or self.ref_model is None or self.is_deepspeed_enabled or self.is_fsdp_enabled
                 or self.args.cast_lm_head_to_fp32):
             return
