@@ -104,7 +104,7 @@ def check_spec(spec: str | os.PathLike, what: str = "retriever") -> str:
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "index.json").is_file():
-            raise RetrieverError(f"{what} {text!r}: a directory without index.json, so not an index; {fix}")
+            raise RetrieverError(f"{what} {text!r}: a directory without index.json, so not an inspo index; {fix}")
         return "index"
     if path.is_file():
         return "index" if path.name == "index.json" else "corpus"
