@@ -389,7 +389,7 @@ def checkpoint_problem(path: Path) -> str | None:
 
 def weights_problem(path: Path) -> str | None:
     """Why the model files in `path` cannot be loaded (none, cut short, a damaged config.json or safetensors header,
-    not regular files), or None; reads config.json and headers only (`models.model_files_problem`)."""
-    from inspo_cli.models import model_files_problem
+    not regular files), or None; reads config.json and headers only (`model_files.model_files_problem`)."""
+    from inspo_cli.model_files import model_files_problem
 
     return model_files_problem(path)

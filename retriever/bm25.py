@@ -39,6 +39,7 @@ from retriever.store import (PassageStore, check_corpus_file, iter_corpus_chunks
                              save_offsets)
 
 K1, B, METHOD = 1.5, 0.75, "lucene"  # bm25s's defaults; Lucene/pyserini use k1=0.9, b=0.4 (Search-R1's BM25)
+FILES = ("bm25s",)  # what `build` writes into an index directory besides index.json and offsets.npy
 META_SHAPE = {"bm25": {"tokenizer": {"stemmer": (str, None)}}}  # what opening reads of index.json (`index`)
 STOPWORDS = "en"
 
@@ -230,7 +231,7 @@ class BM25Retriever:
             tokenizer.load_vocab(index_dir / "bm25s")
             tokenizer.load_stopwords(index_dir / "bm25s")
             return cls(bm25, tokenizer, store, n_threads)
-        except (OSError, ValueError, EOFError, KeyError, TypeError) as error:  # bm25s reads its files unchecked
+        except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError) as error:  # bm25s: unchecked
             raise engine_error(error, index_dir / "bm25s", rebuild) from None
 
     def _rank(self, token_ids: list[int], k: int) -> tuple[list[int], list[float]]:

@@ -38,6 +38,7 @@ from retriever.store import PassageStore, iter_corpus_chunks, open_passage_store
 
 FAISS_TYPES = ("flat", "hnsw", "ivfpq")
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 200, 128
+FILES = ("faiss.index",)  # what `build` writes into an index directory besides index.json and offsets.npy
 META_SHAPE = {"encoder": {"name": str, "dim": Positive, "query_prefix": str, "passage_prefix": str},  # what opening
               "faiss": {"type": str, "fp16": bool, "ef_search?": Positive, "nprobe?": Positive}}  # reads (`index`)
 SEARCH_BREADTH = {"hnsw": "ef_search", "ivfpq": "nprobe"}  # the index.json entry each faiss type searches with

@@ -90,20 +90,28 @@ def check_out_dir(out: Path, corpus: Path, force: bool) -> None:
                              "directory")
     if not force:
         raise RetrieverError(f"--out {out} already holds an index; pass --force to replace it, or choose another --out")
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in _index_files())
+    if foreign:  # --force replaces the directory whole: a file of the user's (notes, a nested index) would go too
+        names = ", ".join(name if name.isprintable() else ascii(name) for name in foreign[:3])
+        raise RetrieverError(f"--out {out} holds {names}{' ...' if len(foreign) > 3 else ''}, which no index build "
+                             "writes, and --force replaces the index directory whole; move them out, or choose "
+                             "another --out")
+
+
+def _index_files() -> set[str]:
+    """The names an index build writes at the top of its directory: index.json, offsets.npy, each kind's FILES."""
+    return {"index.json", "offsets.npy"}.union(*(getattr(kind_module(kind), "FILES", ()) for kind in KINDS))
 
 
 def _is_index(out: Path) -> bool:
-    """Whether `out` holds the index.json an index build writes (read to at most 1 MiB: it is a few hundred bytes)."""
-    path = out / "index.json"
-    if not path.is_file():
+    """Whether `out` holds the index.json an index build writes (it is a few hundred bytes: 1 MiB is no index's)."""
+    if not (out / "index.json").is_file():
         return False
     try:
-        with open(path, "rb") as f:
-            data = f.read((1 << 20) + 1)
-        meta = json.loads(data) if len(data) <= 1 << 20 else None
-    except (OSError, ValueError, RecursionError):
+        meta = read_json_object(out / "index.json", "index.json", 1 << 20, "")
+    except RetrieverError:
         return False
-    return isinstance(meta, dict) and meta.get("format") == INDEX_FORMAT
+    return meta.get("format") == INDEX_FORMAT
 
 
 def estimate_memory(corpus: Path, kind: str, options: BuildOptions | None = None,

@@ -26,6 +26,9 @@ A kind module provides these functions (see `retriever.bm25` for a complete one)
         Open a built index (`meta` is its index.json).
     memory_advice(options: BuildOptions) -> str | None        (optional)
         What to change when the estimate is over the limit; default: "a machine with more memory".
+    FILES: tuple[str, ...]                                    (optional)
+        The names `build` writes at the top of `out_dir` (index.json and offsets.npy aside): `inspo index --force`
+        replaces a directory holding nothing else.
     META_SHAPE: dict                                          (optional)
         What `load` reads of its own entries in index.json, checked before it runs (`retriever.checked`).
 """

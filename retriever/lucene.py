@@ -33,6 +33,7 @@ from retriever.kinds import BuildOptions, OpenOptions, Progress
 from retriever.search import checked_queries
 from retriever.store import iter_corpus_chunks, save_offsets
 
+FILES = ("lucene",)  # what `build` writes into an index directory besides index.json and offsets.npy
 INSTALL_HINT = "install the lucene extra: pip install -e '.[lucene]'"
 OPENAI_KEY_PLACEHOLDER = "unused-by-inspo"
 

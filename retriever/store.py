@@ -62,8 +62,9 @@ def check_corpus_file(path: str | os.PathLike) -> Path:
 def _parse_line(path: Path, lineno: int, line: bytes) -> str:
     try:
         row = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        reason = (e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8" if isinstance(e, UnicodeDecodeError)
+                  else "nested too deeply")
         raise RetrieverError(f"{path}:{lineno}: not valid JSON ({reason}); fix or remove that line") from None
     if not isinstance(row, dict):
         raise RetrieverError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
@@ -148,7 +149,7 @@ class PassageStore:
                 data = decode(os.pread(fd, end - start, start).decode("utf-8"))
                 title, text = parse_contents(data["contents"])
                 ident = data["id"]
-            except (ValueError, KeyError, TypeError, AttributeError):  # the corpus changed past its hashed head
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # corpus changed past its head
                 raise RetrieverError(f"corpus {self.corpus_path}: the passage at byte {start:,} is not a passage "
                                      "row; the corpus changed since the index was built: rebuild it") from None
             out.append(make_passage(ident if type(ident) is str else str(ident), title, text,

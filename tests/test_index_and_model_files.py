@@ -185,9 +185,33 @@ def test_a_users_model_directory_is_checked_the_same_way(trained, tmp_path, file
     assert_last_line_error(result, "model.name_or_path", Path(file).name, "download or save the model again")
 
 
+TOKENIZER_FILES = [*cuts("tokenizer.json"), *special("tokenizer.json"), *special("tokenizer_config.json"),
+                   *cuts("tokenizer_config.json"), *cuts("chat_template.jinja"), *special("chat_template.jinja"),
+                   ("tokenizer-a-list", "tokenizer.json", lambda p: p.write_text("[1]")),
+                   ("tokenizer-config-a-list", "tokenizer_config.json", lambda p: p.write_text("[1]")),
+                   ("tokenizer-nan", "tokenizer.json", lambda p: p.write_text(p.read_text().replace("0", "NaN", 1))),
+                   ("generation-config-a-list", "generation_config.json", lambda p: p.write_text("[]")),
+                   ("generation-config-eos-nan", "generation_config.json",
+                    lambda p: edit(p, lambda d: d.update(eos_token_id=float("nan")))),
+                   ("chat-template-not-utf8", "chat_template.jinja", lambda p: p.write_bytes(b"\xff" + p.read_bytes()))]
+
+
+@pytest.mark.parametrize("file, damage", [pytest.param(f, d, id=i) for i, f, d in TOKENIZER_FILES])
+def test_a_damaged_tokenizer_file_is_one_line_before_the_model_loads(tiny_model_dir, tmp_path, file, damage):
+    """transformers reads these unchecked: each was a traceback (a 3 GB tokenizer.json was read whole first, a
+    3 GB chat template never finished)."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    damage(model / file)
+    result = invoke("evaluate", "--model", model, "--method", "direct", "--benchmarks", "world", "--limit", 1,
+                    "--out", tmp_path / "e")
+    assert_last_line_error(result, str(model), "download or save the model again")
+    assert not (tmp_path / "e").exists()
+
+
 def test_a_checkpoint_whose_weights_are_gone_is_not_taken_for_a_model(tmp_path):
     """Every HF Trainer checkpoint holds training_args.bin; that is no model weight (review of issue 37)."""
-    from inspo_cli.models import model_files_problem
+    from inspo_cli.model_files import model_files_problem
 
     checkpoint = tmp_path / "checkpoint-3"
     checkpoint.mkdir()

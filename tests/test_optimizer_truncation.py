@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from fake_providers import KEY, KEY_ENV, MODELS, Reply, gemini_thinking_budget, optimizer, success_body
+from fake_providers import KEY, KEY_ENV, Reply, gemini_thinking_budget, optimizer, success_body
 from inspo_cli.errors import InspoError
 from fake_providers import serve  # noqa: F401 (the servers' fixture)
 from inspo_cli.config import OptimizerConfig, load_recipe

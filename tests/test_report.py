@@ -11,7 +11,7 @@ import pytest
 from inspo_cli.config import dump_recipe, load_recipe
 from inspo_cli.reporting.figures import band
 from inspo_cli.reporting.lineage import lineage_text, tree_order
-from inspo_cli.reporting.report import table1, write_report
+from inspo_cli.reporting.report import table1
 from inspo_cli.reporting.sources import load_groups
 from cli_helpers import assert_one_line_error, invoke
 

@@ -10,6 +10,7 @@ steps, seeds on different benchmarks, a staged summary that points nowhere) are 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -71,6 +72,11 @@ TABLE_FILES = [*damages("plan.json", "variants", "x"),
                 lambda p: edit(p, lambda d: d["scores"]["agent"]["world"].__setitem__("em", "x"))),
                (f"{RUN}/metrics.jsonl-bad-middle-line", f"{RUN}/metrics.jsonl",
                 lambda p: p.write_text(p.read_text().replace("\n", "\n{\"step\": 2, \"rew\n", 1)))]
+# replaced by something that is not a regular file: refused, never taken for "not evaluated" or "no predictions"
+TABLE_FILES += [(f"{file}-{kind}", file, lambda p, make=make: (p.unlink(), make(p)))
+                for file in (f"{STEP}/results.json", f"{STEP}/predictions.jsonl")
+                for kind, make in (("fifo", os.mkfifo), ("directory", Path.mkdir),
+                                   ("link-to-dev-zero", lambda p: p.symlink_to("/dev/zero")))]
 REPORT_ONLY = damages(f"{RUN}/instructions.jsonl", "text", 5)
 COLLECT_ONLY = [("failures.json-wrong-type", "failures.json", lambda p: p.write_text("[1, 2]")),
                 ("failures.json-cut", "failures.json", lambda p: cut(p, 0.5))]
@@ -113,8 +119,8 @@ def test_report_refuses_a_damaged_file_in_one_line_and_writes_no_report(ablation
 
 @pytest.mark.parametrize("file, damage", [pytest.param(f, d, id=i) for i, f, d in TABLE_FILES + COLLECT_ONLY])
 def test_ablate_collect_refuses_a_damaged_file_in_one_line_and_writes_no_table(ablation, file, damage):
-    before = snapshot(ablation)
     damage(ablation / file)
+    before = snapshot(ablation)
     assert_refused(invoke("ablate", "--collect", ablation), file)
     assert set(snapshot(ablation)) == set(before)  # no ablation.md/.csv/.json, nothing else
 

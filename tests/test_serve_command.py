@@ -131,6 +131,7 @@ def test_a_busy_port_is_a_one_line_error(repo_root, monkeypatch):
     (["--index", CORPUS, "--max-connections", 0], "--max-connections is 0; use 1 or more"),
     (["--index", CORPUS, "--max-connections", -3], "--max-connections is -3"),
     (["--index", CORPUS, "--max-connections", 10 ** 12], "--max-connections is 1000000000000; use at most"),
+    (["--index", CORPUS, "--workers", 10 ** 20], "--workers is 100000000000000000000; use at most 1024"),  # hung
 ])
 def test_bad_options_are_one_line_errors(repo_root, monkeypatch, args, fragment):
     monkeypatch.chdir(repo_root)

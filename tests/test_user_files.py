@@ -192,6 +192,23 @@ def test_index_force_refuses_a_folder_with_an_index_json_of_another_program(tmp_
     assert listing(tmp_path) == before
 
 
+def test_index_force_refuses_an_index_holding_files_no_build_writes(tmp_path, repo_root):
+    """An index directory the user added to (notes, an index built inside it) was replaced whole by --force."""
+    corpus = repo_root / "data/world/corpus.jsonl"
+    index = tmp_path / "indexes"
+    assert invoke("index", "--corpus", corpus, "--out", index).exit_code == 0
+    (index / "NOTES.md").write_text("which corpus version this is")
+    assert invoke("index", "--corpus", corpus, "--out", index / "world-nested").exit_code == 0
+    before = listing(tmp_path)
+    result = invoke("index", "--corpus", corpus, "--out", index, "--force")
+    assert_one_line_error(result, f"--out {index} holds NOTES.md", "no index build writes")
+    assert listing(tmp_path) == before
+    (index / "NOTES.md").unlink()  # the nested index is no file of this one's either
+    assert_one_line_error(invoke("index", "--corpus", corpus, "--out", index, "--force"), "holds world-nested")
+    shutil.rmtree(index / "world-nested")
+    assert invoke("index", "--corpus", corpus, "--out", index, "--force").exit_code == 0  # the index alone: replaced
+
+
 def test_data_world_force_never_writes_over_files_of_a_worlds_names_that_are_no_world(tmp_path):
     data = tmp_path / "mydata"
     data.mkdir()

@@ -17,6 +17,7 @@ question in predictions.jsonl, which the comparisons pair across variants.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from shlex import quote
@@ -114,7 +115,7 @@ def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult |
     file = results_file(run, choice.step)
     checkpoint = "" if choice.step == choice.last_step else f" --checkpoint {choice.step}"
     again = f"`inspo evaluate --run {quote(str(run))}{checkpoint} --out {quote(str(file.parent))}`"
-    if not file.is_file():
+    if not os.path.lexists(file):  # anything else there (a FIFO, a folder) is refused by read_results below
         if choice.step == choice.last_step:
             return None, ("finished, no evaluation after its last step (training.eval_every is 0): `inspo ablate` "
                           f"evaluates it, or {again}")
@@ -143,7 +144,7 @@ def check_same_benchmarks(variant: str, results: list[RunResult]) -> None:
 
 def _per_question(file: Path, benchmarks: set[str], fix: str) -> dict[str, dict[str, float]] | None:
     """{benchmark: {question id: EM}} of the policy's predictions; None when they were not kept."""
-    if not file.is_file():
+    if not os.path.lexists(file):  # anything else there (a FIFO, a folder) is refused by iter_predictions
         return None
     found: dict[str, dict[str, float]] = {b: {} for b in benchmarks}
     for row in iter_predictions(file, fix):

@@ -23,6 +23,7 @@ from inspo_cli.errors import InspoError
 
 _GENERIC_META = ("format", "format_version", "kind", "corpus", "created", "build_seconds", "inspo_version")
 MAX_CONNECTIONS = 1 << 20
+MAX_WORKERS = 1024  # each is a thread and a task made at start: 10^20 of them never finished starting
 SPARE_DESCRIPTORS = 64  # the index's files, the log, the listening socket
 
 
@@ -100,6 +101,9 @@ def serve_retriever(
                              ("--max-results", max_results, 1), ("--max-connections", max_connections, 1)):
         if value < low:
             raise InspoError(f"{name} is {value}; use {low} or more")
+    if workers > MAX_WORKERS:
+        raise InspoError(f"--workers is {workers}; use at most {MAX_WORKERS} (each searches in a thread of its own; "
+                         "more than the machine's cores only take turns)")
     if max_connections > MAX_CONNECTIONS:
         raise InspoError(f"--max-connections is {max_connections}; use at most {MAX_CONNECTIONS} (each open "
                          "connection holds a file descriptor)")
