@@ -90,12 +90,14 @@ def bench_encoding(tokenizer: Path, tmp: Path, n_gpu: int, n_cpu: int) -> dict:
     results = {}
     for shape in SHAPES:
         model_dir = random_encoder(shape, tokenizer, tmp / f"{shape}-random")
-        for device, dtype, batch, corpus in (("cuda", "float16", 512, corpus_gpu), ("cuda", "float32", 512, corpus_gpu32),
+        for device, dtype, batch, corpus in (("cuda", "float16", 512, corpus_gpu),
+                                             ("cuda", "float32", 512, corpus_gpu32),
                                              ("cpu", "float32", 64, corpus_cpu)):
             encoder = load_encoder(str(model_dir), device=device, batch_size=batch, dtype=dtype)
             encoding_rate(encoder, warm[device], tmp / "warm-index")
             row = encoding_rate(encoder, corpus, tmp / "index")
-            results[f"{shape} {device} {dtype}"] = {"shape": shape, "device": device, "dtype": dtype, "batch": batch, **row}
+            results[f"{shape} {device} {dtype}"] = {"shape": shape, "device": device, "dtype": dtype, "batch": batch,
+                                                    **row}
             print(f"encoding {shape} {device} {dtype}: {row['passages_per_s']:,.0f} passages/s", flush=True)
             del encoder
             torch.cuda.empty_cache()
@@ -265,19 +267,21 @@ loaded encoder (corpus streaming, encoding, faiss flat fp16 add and write all co
                      "index when faiss has no GPU build). Agreement: share of faiss's top-3 the GPU returns.\n")
         if s.get("note"):
             lines.append(f"({s['note']}.)\n")
-        lines.append("| vectors | search | 1 | 64 | 512 | GPU / CPU at 512 | agreement |\n|---|---|---|---|---|---|---|")
+        lines.append("| vectors | search | 1 | 64 | 512 | GPU / CPU at 512 | agreement |\n"
+                     "|---|---|---|---|---|---|---|")
         for r in s["rows"]:
             cpu512 = r.get("cpu_faiss_qps_b512")
             if cpu512:
-                lines.append(f"| {r['n']:,} | CPU faiss fp32 | {r['cpu_faiss_qps_b1']:,.0f} | {r['cpu_faiss_qps_b64']:,.0f} "
-                             f"| {cpu512:,.0f} | | |")
+                lines.append(f"| {r['n']:,} | CPU faiss fp32 | {r['cpu_faiss_qps_b1']:,.0f} | "
+                             f"{r['cpu_faiss_qps_b64']:,.0f} | {cpu512:,.0f} | | |")
             for name in ("float32", "float16"):
                 if f"gpu_{name}_qps_b512" not in r:
                     continue
                 ratio = f"{r[f'gpu_{name}_qps_b512'] / cpu512:,.0f}x" if cpu512 else "(CPU not run)"
                 agree = r.get(f"gpu_{name}_top{s['k']}_agreement", "")
                 lines.append(f"| {r['n']:,} | GPU {name} | {r[f'gpu_{name}_qps_b1']:,.0f} | "
-                             f"{r[f'gpu_{name}_qps_b64']:,.0f} | {r[f'gpu_{name}_qps_b512']:,.0f} | {ratio} | {agree} |")
+                             f"{r[f'gpu_{name}_qps_b64']:,.0f} | {r[f'gpu_{name}_qps_b512']:,.0f} | "
+                             f"{ratio} | {agree} |")
     if "wiring" in result:
         w = result["wiring"]
         lines.append("\nWiring: the world's dense index (e5-base-v2 shape) built on the GPU and opened with "

@@ -25,7 +25,8 @@ alternatives) over `--runs` seeds it reports, with 95% intervals (Wilson for pro
   P(I* best ever): I* at the end is the strongest instruction the run ever held (by then pruning has cut the
   population down to N_parent, so "the best of the final population" says nothing);
 - regret: the mean reward per group lost to sampling instructions weaker than the population's strongest in the
-  question's category (the cost of exploring), and I*'s true success rate at the end (on an average question, without drift);
+  question's category (the cost of exploring), and I*'s true success rate at the end (on an average question,
+  without drift);
 - worse in: of the accepted candidates, the share weaker than their parent; better out: of the candidates stronger
   than their parent by more than 0.1 logit, the share turned away by verification.
 

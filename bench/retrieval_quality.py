@@ -129,7 +129,8 @@ def main() -> None:
     report = {"benchmark": "retrieval_quality", "corpus": os.path.relpath(args.corpus, ROOT),
               "questions": len(questions),
               "multi_support_questions": sum(len(q["supporting_ids"]) > 1 for q in questions),
-              "machine": machine(("bm25s", "faiss-cpu", "sentence-transformers", "torch", "numpy")), "build_seconds": {}, "quality": {}}
+              "machine": machine(("bm25s", "faiss-cpu", "sentence-transformers", "torch", "numpy")),
+              "build_seconds": {}, "quality": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("bm25", "dense"):
             start = time.perf_counter()

@@ -204,7 +204,8 @@ def write_readme_section(results: dict, tag: str = "") -> None:
               "(~1 ms), reading and validating the request, handing the batch to the search thread and back, and "
               "moving ~620 KB through loopback. The median call's ratio is ~0.8x here; the table's means also carry "
               "the slower calls of a shared 2-core machine, where client, server and search compete for two cores, "
-              "and from run to run the 512 ratio moves by several hundredths. On 16 cores (the section 'Retriever over HTTP, 16 CPU cores' below) the "
+              "and from run to run the 512 ratio moves by several hundredths. "
+              "On 16 cores (the section 'Retriever over HTTP, 16 CPU cores' below) the "
               "same code gives 0.94x. Before orjson on both sides and `http.client` in place of httpx in the client, "
               "HTTP added ~24 ms per 512 queries (0.66x). This world's BM25 is so cheap that the rest still shows; a "
               f"retriever spending {4 * over_us / 1000:.2f} ms or more per query (a dense encoder, BM25 over wiki-18) "
@@ -267,7 +268,8 @@ def main() -> None:
         server.wait(timeout=10)
 
     results = {
-        "benchmark": "retriever_http", "machine": machine(("fastapi", "uvicorn", "orjson", "bm25s")), "k": K, "questions": len(questions),
+        "benchmark": "retriever_http", "machine": machine(("fastapi", "uvicorn", "orjson", "bm25s")), "k": K,
+        "questions": len(questions),
         "passages": getattr(retriever, "num_docs", None),
         "retriever": "BM25 in memory (open_retriever on data/world/corpus.jsonl)",
         "server": {"command": "inspo serve-retriever", "process": "separate", "batch_window_ms": 2.0,

@@ -270,27 +270,46 @@ def write_section(r: dict) -> None:
     lim = r["limits"]
     section = f"""## Retrieval server limits (`python bench/server_limits.py`)
 
-`inspo serve-retriever` with its default limits (`--max-queries {lim['max_queries']}`, `--max-results {lim['max_results']}`
-passages per answer, `--max-body-mib {lim['max_body_bytes'] / (1 << 20):g}`, `--read-timeout-s {lim['read_timeout_s']:g}`,
-`--max-batch {lim['max_batch']}`, `--max-header-kib {lim['max_header_bytes'] / 1024:g}`, `--header-timeout-s {lim['header_timeout_s']:g}`,
-`--idle-timeout-s {lim['idle_timeout_s']:g}`, `--max-connections {lim['max_connections']}`), BM25 over the world, in its own process on loopback; {m['cpu_cores']} CPU cores
+`inspo serve-retriever` with its default limits (`--max-queries {lim['max_queries']}`, \
+`--max-results {lim['max_results']}`
+passages per answer, `--max-body-mib {lim['max_body_bytes'] / (1 << 20):g}`, \
+`--read-timeout-s {lim['read_timeout_s']:g}`,
+`--max-batch {lim['max_batch']}`, `--max-header-kib {lim['max_header_bytes'] / 1024:g}`, \
+`--header-timeout-s {lim['header_timeout_s']:g}`,
+`--idle-timeout-s {lim['idle_timeout_s']:g}`, `--max-connections {lim['max_connections']}`), BM25 over the world, \
+in its own process on loopback; {m['cpu_cores']} CPU cores
 ({m['cpu']}), load average {r['load_average_1m']:g} when it started (timings, not sizes, grow with it). Results:
 `bench/results/server_limits.json`.
 
 | case | what happened |
 |---|---|
-| the largest allowed answer ({big['queries']} queries x topk {big['topk']}) | HTTP {big['status']}, {big['answer_mb']} MB, {big['seconds_alone']} s alone |
+| the largest allowed answer ({big['queries']} queries x topk {big['topk']}) | HTTP {big['status']}, \
+{big['answer_mb']} MB, {big['seconds_alone']} s alone |
 | the same with topk {big['topk'] + 1} | HTTP {big['one_more_query']['status']}: "{big['one_more_query']['error']}" |
-| 1-query requests while it is served | p50 {big['small_ms_during']['p50']} ms, max {big['small_ms_during']['max']} ms ({big['small_ms_during']['n']} requests; idle: p50 {big['small_ms_idle']['p50']} ms, max {big['small_ms_idle']['max']} ms) |
-| a 400 MiB upload, chunked (no Content-Length) | `{up['answer']}` once {lim['max_body_bytes'] >> 20} MiB had arrived (the client had pushed {up['sent_mib_before_refusal']} MiB into the socket); server RSS {up['rss_mib_before']} → {up['rss_mib_peak']} MiB |
+| 1-query requests while it is served | p50 {big['small_ms_during']['p50']} ms, max {big['small_ms_during']['max']} ms \
+({big['small_ms_during']['n']} requests; idle: p50 {big['small_ms_idle']['p50']} ms, \
+max {big['small_ms_idle']['max']} ms) |
+| a 400 MiB upload, chunked (no Content-Length) | `{up['answer']}` once {lim['max_body_bytes'] >> 20} MiB had arrived \
+(the client had pushed {up['sent_mib_before_refusal']} MiB into the socket); server RSS {up['rss_mib_before']} → \
+{up['rss_mib_peak']} MiB |
 | the same, declared in Content-Length | `{up['declared_answer']}` before reading a byte of it |
 | an upload that stalls | `{stall['answer']}` after {stall['seconds']} s |
-| a {head['header_mib']} MiB header, pushed as fast as the socket takes it | {head['outcome']} after {head['pushed_mib_before_refusal']} MiB had been pushed into the socket, in {head['seconds']} s; server RSS {head['rss_mib_before']} → {head['rss_mib_peak']} MiB |
-| a head just over {lim['max_header_bytes'] // 1024} KiB, the client then waiting | `{head['just_over_the_limit_answer']}` |
-| a head sent one byte every {slow['interval_s']:g} s | `{slow['answer']}` after {slow['seconds_until_dropped']} s ({slow['bytes_sent']} bytes) |
-| {idle['opened']} connections that never send | each closed {idle['idle_closed_after_s']['first']}–{idle['idle_closed_after_s']['last']} s after it opened ({idle['never_closed']} left open); `/health` meanwhile: HTTP {idle['health_status_while_held']} in {idle['health_ms_while_held']} ms, {idle['open_while_held']} open |
-| {over['opened']} such connections (past `--max-connections`) | {over['answered_503']} answered 503 and closed at once, {over['closed_idle']} closed idle {over['idle_closed_after_s']['first']}–{over['idle_closed_after_s']['last']} s after they opened; a new client meanwhile: HTTP {over['health_status_while_held']} |
-| {ab['aborted']} uploads aborted mid-body | {ab['log_lines']} log lines, {ab['log_bytes']:,} bytes, {ab['tracebacks']} tracebacks |
+| a {head['header_mib']} MiB header, pushed as fast as the socket takes it | \
+{head['outcome']} after {head['pushed_mib_before_refusal']} MiB had been pushed into the socket, \
+in {head['seconds']} s; server RSS {head['rss_mib_before']} → {head['rss_mib_peak']} MiB |
+| a head just over {lim['max_header_bytes'] // 1024} KiB, the client then waiting | \
+`{head['just_over_the_limit_answer']}` |
+| a head sent one byte every {slow['interval_s']:g} s | `{slow['answer']}` after {slow['seconds_until_dropped']} s \
+({slow['bytes_sent']} bytes) |
+| {idle['opened']} connections that never send | \
+each closed {idle['idle_closed_after_s']['first']}–{idle['idle_closed_after_s']['last']} s after it opened \
+({idle['never_closed']} left open); `/health` meanwhile: HTTP {idle['health_status_while_held']} in \
+{idle['health_ms_while_held']} ms, {idle['open_while_held']} open |
+| {over['opened']} such connections (past `--max-connections`) | {over['answered_503']} answered 503 and closed at \
+once, {over['closed_idle']} closed idle {over['idle_closed_after_s']['first']}–{over['idle_closed_after_s']['last']} s \
+after they opened; a new client meanwhile: HTTP {over['health_status_while_held']} |
+| {ab['aborted']} uploads aborted mid-body | {ab['log_lines']} log lines, {ab['log_bytes']:,} bytes, \
+{ab['tracebacks']} tracebacks |
 
 Before these limits (issue 17's measurements on the same kind of machine): a 400 MB body took the server to 0.9 GB,
 the largest request the defaults allowed (4,096 queries x topk 100) returned 163 MB while small queries waited 14 s

@@ -1,7 +1,8 @@
 """Trainer step time: `SearchGRPOTrainer` against plain TRL `GRPOTrainer`, and the phases of a multi-turn step.
 
     python bench/trainer_step.py                     # CPU, SmolLM2-135M-sized models, ~12 min on 2 cores
-    python bench/trainer_step.py --device cuda --dtype bfloat16 --skip-phases --tag _cuda   # bench/results/trainer_step_cuda.json
+    # bench/results/trainer_step_cuda.json
+    python bench/trainer_step.py --device cuda --dtype bfloat16 --skip-phases --tag _cuda
 
 1. Overhead, search off. Both trainers get the same questions under the same instruction (plain text), the same
    GRPOConfig (16 trajectories per step: 4 questions x group 4, micro-batch 8) and the same budget of new tokens.
@@ -73,7 +74,8 @@ def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
 
     tokenizer = load_tokenizer(recipe.model)
     trainer = SearchGRPOTrainer(
-        model=resolve_model_path(recipe.model.name_or_path), args=grpo_config(recipe, batch_plan(recipe), out, device=device),
+        model=resolve_model_path(recipe.model.name_or_path),
+        args=grpo_config(recipe, batch_plan(recipe), out, device=device),
         train_dataset=question_dataset(questions), processing_class=tokenizer,
         instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=open_from_config(recipe.retriever),
         rollout=recipe.rollout, reward=recipe.reward, topk=3, chat=False, generation_batch_size=16)
@@ -116,7 +118,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per trainer, alternating")
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--dtype", default="float32", help="policy precision (bfloat16 on GPUs)")
-    parser.add_argument("--skip-phases", action="store_true", help="only the overhead part (it needs no trained weights)")
+    parser.add_argument("--skip-phases", action="store_true",
+                        help="only the overhead part (it needs no trained weights)")
     parser.add_argument("--tag", default="", help="suffix of the results file and README section, e.g. _cuda")
     args = parser.parse_args()
     questions = load_benchmark("world", "train", world_dir=ROOT / "data/world", limit=64)
@@ -134,7 +137,8 @@ def main() -> None:
             started = time.perf_counter()
             rows = run(overhead, questions, tmp / f"{name}-{i}", args.device)
             steps[name] += [{"seconds": r["step_time"], "tokens": r["completions/mean_length"]} for r in rows[1:]]
-            print(f"{name}: {time.perf_counter() - started:.0f}s, steps " + ", ".join(f"{r['step_time']:.1f}s" for r in rows))
+            print(f"{name}: {time.perf_counter() - started:.0f}s, steps "
+                  + ", ".join(f"{r['step_time']:.1f}s" for r in rows))
         if not args.skip_phases:
             phases_recipe = recipe_for(args.model, args.steps, 48, max_turns=2, dtype=args.dtype)
             phase_rows = run_ours(phases_recipe, questions, tmp / "phases", args.device)[1:]
@@ -177,9 +181,11 @@ Search off, same single-turn batch ({s['trajectories_per_step']} trajectories of
 | trainer | step time | new tokens / trajectory |
 |---|---|---|
 | plain TRL `GRPOTrainer` | {o['median_step_seconds']['plain']:.2f} s | {o['mean_new_tokens']['plain']:.1f} |
-| `SearchGRPOTrainer` (rollout engine, `max_turns=0`) | {o['median_step_seconds']['ours']:.2f} s | {o['mean_new_tokens']['ours']:.1f} |
+| `SearchGRPOTrainer` (rollout engine, `max_turns=0`) | {o['median_step_seconds']['ours']:.2f} s | \
+{o['mean_new_tokens']['ours']:.1f} |
 | ratio | **{o['ratio']:.3f}x** (target <= 1.1x) | |
-""" + (f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | {o['median_step_seconds']['plain_as_shipped']:.2f} s | {o['mean_new_tokens']['plain_as_shipped']:.1f} |
+""" + (f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | \
+{o['median_step_seconds']['plain_as_shipped']:.2f} s | {o['mean_new_tokens']['plain_as_shipped']:.1f} |
 """ if "plain_as_shipped" in o["median_step_seconds"] else "") + """
 Both rows of the ratio use the same LM-head setting (`SearchGRPOTrainer` makes TRL's fused LM head score only
 completion positions on CPU, as TRL already does on GPUs), so the ratio is the cost of the rollout engine,

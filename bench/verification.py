@@ -215,7 +215,8 @@ def choice(results: dict) -> str:
         low, high = f"{min(values) * 100:.1f}", f"{max(values) * 100:.1f}"
         return f"{low}%" if low == high else f"{low}-{high}%"
 
-    return (f"**The paper recipes' choice: `accept: beat_parent` with `accept_margin: 1.645` and `verify_rollouts: 1`.** "
+    return (f"**The paper recipes' choice: `accept: beat_parent` with `accept_margin: 1.645` and "
+            f"`verify_rollouts: 1`.** "
             f"Requiring at least the parent's mean (before) turns away {span(old, '+0.00', True)} of candidates "
             f"exactly as good as their parent, so all six of an evolution join together only "
             f"{span(old, 'one_round')} of the time and App. C's one round of verification rarely holds. The paired "

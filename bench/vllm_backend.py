@@ -5,7 +5,8 @@
 1. Engine overhead (search off): the same prompts (bundled-world questions under Search-R1's instruction, chat
    template) and greedy decoding, so both sides produce the same tokens (checked): `RolloutEngine` on `VLLMBackend`
    (`max_turns=0`: one turn, stop strings, exact-id and log-prob bookkeeping) against one `LLM.generate` call with
-   the same stop strings (same tokens, but for the EOS the engine drops from a turn without an answer). Repetitions alternate; medians are reported.
+   the same stop strings (same tokens, but for the EOS the engine drops from a turn without an answer).
+   Repetitions alternate; medians are reported.
 2. vLLM against the transformers backend, both through the engine on the same prompts, on an idle machine and with a
    competing process holding one core (as in CI, where other work shares the 2 cores). Start-up (engine or model
    load until the first generation can run) is reported separately.
@@ -133,9 +134,12 @@ def main() -> None:
                      for load, v in versus.items())
     update_readme_section("vllm_backend", f"""## vLLM backend
 
-`python bench/vllm_backend.py` — {args.model} with {engine_name} ({settings.dtype}, eager: {settings.enforce_eager}), {len(questions)} bundled-world questions under Search-R1's instruction, greedy, at most {args.max_new} new tokens, search off, median of {args.reps} alternating repetitions; machine: {m['cpu']}, GPU: {m['gpu']}.
+`python bench/vllm_backend.py` — {args.model} with {engine_name} ({settings.dtype}, eager: {settings.enforce_eager}), \
+{len(questions)} bundled-world questions under Search-R1's instruction, greedy, at most {args.max_new} new tokens, \
+search off, median of {args.reps} alternating repetitions; machine: {m['cpu']}, GPU: {m['gpu']}.
 
-Engine overhead: `RolloutEngine` on `VLLMBackend` {overhead['engine']:,.0f} tokens/s against one plain `LLM.generate` call {overhead['plain']:,.0f} tokens/s: **{result['engine_vs_plain']:.2f}x** (target 0.9x; same tokens: {same_tokens}).
+Engine overhead: `RolloutEngine` on `VLLMBackend` {overhead['engine']:,.0f} tokens/s against one plain `LLM.generate` \
+call {overhead['plain']:,.0f} tokens/s: **{result['engine_vs_plain']:.2f}x** (target 0.9x; same tokens: {same_tokens}).
 
 vLLM against transformers, both through the engine (same tokens: {same_as_transformers}):
 

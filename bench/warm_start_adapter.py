@@ -41,7 +41,8 @@ def export(run: RunDir, out: Path) -> str:
         raise SystemExit(f"{run} has no checkpoint with a LoRA adapter; train {RECIPE} first")
     config = json.loads((checkpoint / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = run.recipe().model.name_or_path  # e.g. smollm2-135m-instruct
-    weights = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(checkpoint / "adapter_model.safetensors").items()}
+    weights = {k: v.to(torch.bfloat16).contiguous()
+               for k, v in load_file(checkpoint / "adapter_model.safetensors").items()}
     tmp = Path(tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None))
     save_file(weights, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
     (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -83,8 +84,8 @@ def main() -> None:
     summary = run.summary() or {}
     report = {"recipe": RECIPE, "adapter": str(OUT.relative_to(ROOT)), "sha256": sha,
               "size_bytes": (OUT / "adapter_model.safetensors").stat().st_size,
-              "training": {"steps": metrics[-1]["step"], "loss_first": metrics[0]["loss"], "loss_last": metrics[-1]["loss"],
-                           "seconds": summary.get("wall_seconds")},
+              "training": {"steps": metrics[-1]["step"], "loss_first": metrics[0]["loss"],
+                           "loss_last": metrics[-1]["loss"], "seconds": summary.get("wall_seconds")},
               "test_questions": args.limit, "evaluation_seconds": round(seconds, 1),
               "results": {"before": base["results"]["before"], "after": after},
               "machine": machine(("torch", "transformers", "trl", "peft"))}
@@ -95,8 +96,8 @@ def main() -> None:
                f"The LoRA adapter the demo starts from, exported to `{report['adapter']}` (bf16, "
                f"{report['size_bytes'] / 1e6:.1f} MB, SHA-256 `{sha}`), after {t['steps']} steps (loss "
                f"{t['loss_first']:.3f} → {t['loss_last']:.3f}, {t['seconds'] or 0:.0f} s on "
-               f"{report['machine']['cpu_cores']} cores), on the first {args.limit} test questions of the world, greedy, "
-               f"with {EVAL_RECIPE}'s instruction and limits:\n\n" + scores)
+               f"{report['machine']['cpu_cores']} cores), on the first {args.limit} test questions of the world, "
+               f"greedy, with {EVAL_RECIPE}'s instruction and limits:\n\n" + scores)
     update_readme_section("warm_start_adapter", section)
     atomic_write_text(OUT.parent / "README.md", f"""# Warm start for the laptop demo
 

@@ -61,7 +61,8 @@ def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
             rows = download_hub_rows(spec, split)
         except HubDownloadError as e:
             raise InspoError(f"could not download {name!r} split {split!r} from {HUB_REPO} ({e}); check the network "
-                             f"(and HF_TOKEN), or copy FlashRAG's {spec.config}/{split}.jsonl to {out} by hand") from None
+                             f"(and HF_TOKEN), or copy FlashRAG's {spec.config}/{split}.jsonl to {out} "
+                             "by hand") from None
         questions_from_hub_rows(spec, split, rows)  # never write rows we cannot read
         atomic_write_jsonl(out, rows)
         written.append(out)

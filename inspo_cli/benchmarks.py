@@ -169,7 +169,8 @@ def load_questions(path: str | os.PathLike, source: str | None = None, limit: in
         kind = "is a directory" if path.is_dir() else "not a regular file (a FIFO, a socket or a device)"
         raise InspoError(f"QA file {path}: {kind}; {wanted}")
     if path.suffix.lower() not in FILE_SUFFIXES:
-        raise InspoError(f"{path}: unsupported file type {path.suffix!r}; convert it to one of {', '.join(FILE_SUFFIXES)}")
+        raise InspoError(f"{path}: unsupported file type {path.suffix!r}; convert it to one of "
+                         f"{', '.join(FILE_SUFFIXES)}")
     questions = _questions_from_rows(_read_rows(path), source or path.parent.name, path.stem, limit)
     if not questions and limit != 0:  # scored, an empty file would be EM 0.0 over n = 0 and enter the average
         raise InspoError(f"QA file {path}: holds no questions (empty or blank); {wanted}")
@@ -241,7 +242,8 @@ def _questions_from_rows(rows: Iterable[tuple[str, Any]], source: str, stem: str
 
 def _question_from_row(row: Any, where: str, source: str, fallback_id: str) -> Question:
     if not isinstance(row, dict):
-        raise InspoError(f"{where}: expected an object with fields id, question, golden_answers, got {type(row).__name__}")
+        raise InspoError(f"{where}: expected an object with fields id, question, golden_answers, "
+                         f"got {type(row).__name__}")
     text = row.get("question")
     if not isinstance(text, str) or not text.strip():
         hint = " (this looks like Search-R1's processed parquet; use FlashRAG's rows)" if "reward_model" in row else ""
@@ -354,7 +356,8 @@ def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathL
         path = find_split_file(Path(world_dir), split)
         if path is None:
             raise InspoError(f"synthetic world split {split!r} not found at {Path(world_dir) / f'{split}.jsonl'}; "
-                             f"generate it with `inspo data world --out {shlex.quote(str(world_dir))}` or set data.world_dir")
+                             f"generate it with `inspo data world --out {shlex.quote(str(world_dir))}` "
+                             "or set data.world_dir")
         return load_questions(path, source=WORLD, limit=limit)
 
     spec = BENCHMARKS[name]

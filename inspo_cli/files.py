@@ -49,7 +49,8 @@ def describe(error: BaseException, what: str, path: str | os.PathLike | None = N
     path = path if path is not None else error.filename
     if isinstance(error, FileNotFoundError):
         return f"{what} {path}: does not exist; check the path"
-    reason = _REASONS.get(error.errno) or f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions"
+    reason = (_REASONS.get(error.errno)
+              or f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions")
     return f"{what} {path}: {reason}"
 
 

@@ -170,7 +170,8 @@ def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
     except OSError as e:
         raise InspoError(_not_found(base_name, e)) from None
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
-    tokenizer_source = adapter_dir if (adapter_dir / "tokenizer_config.json").is_file() else resolve_model_path(base_name)
+    tokenizer_source = (adapter_dir if (adapter_dir / "tokenizer_config.json").is_file()
+                        else resolve_model_path(base_name))
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         merged.save_pretrained(tmp)
@@ -269,13 +270,15 @@ def uses_chat_template(tokenizer, mode: str) -> bool:
     one (e.g. Gemma-3 base) gets plain text. `off` forces plain text, `on` requires a template."""
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if mode == "on" and not has_template:
-        raise InspoError("model.chat_template is 'on' but the tokenizer has no chat template; set model.chat_template=off")
+        raise InspoError("model.chat_template is 'on' but the tokenizer has no chat template; "
+                         "set model.chat_template=off")
     return has_template if mode == "auto" else mode == "on"
 
 
 def _not_found(name: str, error: Exception) -> str:
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    why = "the hub is off (HF_HUB_OFFLINE=1)" if offline else f"it could not be loaded ({str(error).splitlines()[0][:120]})"
+    why = ("the hub is off (HF_HUB_OFFLINE=1)" if offline
+           else f"it could not be loaded ({str(error).splitlines()[0][:120]})")
     return (f"model {name!r} is not a local directory or a cached hub model and {why}; download it on a connected "
             f"machine (`huggingface-cli download {name}`), pass a local directory, or use one of "
             + ", ".join(PACKAGED_MODELS))

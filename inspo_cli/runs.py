@@ -351,7 +351,8 @@ class RunDir:
     def truncate_metrics(self, last_update: int) -> None:
         """Keep only the rows logged at or before optimizer update `last_update` (the state being resumed)."""
         if self.metrics_file.is_file():
-            atomic_write_jsonl(self.metrics_file, [row for row in self.metrics() if row.get("update", 0) <= last_update])
+            atomic_write_jsonl(self.metrics_file,
+                               [row for row in self.metrics() if row.get("update", 0) <= last_update])
 
     def write_outcome(self, summary: dict, best_instruction: str, evolutions: list[dict] | None) -> None:
         """The finished run's files; summary.json last, since its presence marks the run finished."""

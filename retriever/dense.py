@@ -9,10 +9,10 @@ faiss types (`--faiss`): `flat` (exact, `IndexFlatIP`), `hnsw` (`IndexHNSWFlat`,
 fp16 storage (documented choice): faiss's own `QT_fp16` scalar quantizer (`IndexScalarQuantizer` for flat,
 `IndexHNSWSQ` for hnsw), which halves both the file and the RAM at search time with no training and a
 negligible accuracy change; ivfpq already stores m-byte codes, so fp16 does not apply to it.
-GPU: encoding uses CUDA when torch sees it. Search moves the index to all GPUs, sharded: with `faiss.index_cpu_to_all_gpus` when faiss was built with
-GPUs (faiss-gpu-cu12, `[faiss-gpu]`); otherwise, for flat indexes, with `TorchFlatIndex` (exact inner product by
-torch matrix products on each GPU), because the pip faiss-gpu wheels need CUDA 12 and a GPU node often has
-only faiss-cpu. hnsw (and ivfpq without faiss-gpu) stays on the CPU.
+GPU: encoding uses CUDA when torch sees it. Search moves the index to all GPUs, sharded: with
+`faiss.index_cpu_to_all_gpus` when faiss was built with GPUs (faiss-gpu-cu12, `[faiss-gpu]`); otherwise, for flat
+indexes, with `TorchFlatIndex` (exact inner product by torch matrix products on each GPU), because the pip faiss-gpu
+wheels need CUDA 12 and a GPU node often has only faiss-cpu. hnsw (and ivfpq without faiss-gpu) stays on the CPU.
 
 The index kind "dense" (see `retriever.kinds`): `check_options`, `prepare`, `estimate`, `build`, `load` and
 `memory_advice` at the end of this module.
@@ -176,7 +176,8 @@ def to_gpus(index, fp16: bool):
     if isinstance(index, faiss.IndexHNSW):
         return index
     if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
-        if isinstance(index, faiss.IndexScalarQuantizer):  # GPUs have no flat-SQ index: decode to a float16 GpuIndexFlat
+        # GPUs have no flat-SQ index: decode to a float16 GpuIndexFlat
+        if isinstance(index, faiss.IndexScalarQuantizer):
             flat = faiss.IndexFlatIP(index.d)
             flat.add(index.reconstruct_n(0, index.ntotal))
             index = flat

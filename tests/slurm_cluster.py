@@ -29,7 +29,8 @@ def available() -> str | None:
     """Why a test SLURM cannot run here, or None."""
     missing = [name for name in DAEMONS if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
     if missing:
-        return f"SLURM is not installed (missing {', '.join(missing)}): apt-get install slurmctld slurmd slurm-client munge"
+        return (f"SLURM is not installed (missing {', '.join(missing)}): "
+                "apt-get install slurmctld slurmd slurm-client munge")
     if os.geteuid() != 0:
         return "the test SLURM needs root (its daemons run as root, munged as the munge user)"
     if not Path("/etc/munge/munge.key").is_file():

@@ -23,7 +23,8 @@ def greedy(tiny, batch_size=8):
 
 def contexts(tokenizer):
     return [tokenizer.encode(text) for text in
-            ["who founded Hokin Works?", "the river", "Answer the given question. Question: when was the castle built?"]]
+            ["who founded Hokin Works?", "the river",
+             "Answer the given question. Question: when was the castle built?"]]
 
 
 def test_greedy_tokens_are_the_models_argmax_one_by_one(tiny):

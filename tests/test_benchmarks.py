@@ -69,7 +69,8 @@ def test_table1_benchmarks_and_search_r1_splits():
     assert set(TEST_BENCHMARKS) == set(SEARCH_R1_TEST_SPLITS)
     assert TEST_BENCHMARKS[:4] == ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")  # paper's Table 1 order
     assert {name: BENCHMARKS[name].test_split for name in TEST_BENCHMARKS} == SEARCH_R1_TEST_SPLITS
-    assert [n for n in TEST_BENCHMARKS if BENCHMARKS[n].multi_hop] == ["hotpotqa", "2wikimultihopqa", "musique", "bamboogle"]
+    assert [n for n in TEST_BENCHMARKS if BENCHMARKS[n].multi_hop] == ["hotpotqa", "2wikimultihopqa", "musique",
+                                                                       "bamboogle"]
     assert BENCHMARKS["2wikimultihopqa"].display_name == "2WikiMQA"
     assert TRAIN_MIXTURE == ("nq", "hotpotqa") and HUB_REPO == "RUC-NLPIR/FlashRAG_datasets"
 
@@ -173,7 +174,8 @@ def test_offline_and_missing_names_the_path_and_the_fix(tmp_path):
     ('{"id": "x", "question": "  ", "golden_answers": ["a"]}', "field 'question' must be a non-empty string"),
     ('{"id": "x", "question": "q", "golden_answers": {"a": 1}}', "field 'golden_answers' must be a non-empty list"),
     ('{"id": "x", "question": "q", "golden_answers": []}', "field 'golden_answers' must be a non-empty list"),
-    ('{"id": "x", "question": "q", "golden_answers": ["a", null]}', "'golden_answers' item 1 must be a non-empty string"),
+    ('{"id": "x", "question": "q", "golden_answers": ["a", null]}',
+     "'golden_answers' item 1 must be a non-empty string"),
     ('{"id": "x", "question": "q", "answer": "a"}', "rename field 'answer' to 'golden_answers'"),
     ('{"id": "x", "question": "q", "golden_answers": ["a"]', "not valid JSON"),
     ('["q", "a"]', "expected an object"),
@@ -241,7 +243,8 @@ def test_fetch_writes_files_that_load_benchmark_reads(tmp_path, fake_hub, monkey
     assert written == [tmp_path / "hotpotqa" / "dev.jsonl", tmp_path / "nq" / "train.jsonl",
                        tmp_path / "hotpotqa" / "train.jsonl"]
     assert fake_hub == [(HUB_REPO, "hotpotqa", "dev"), (HUB_REPO, "nq", "train"), (HUB_REPO, "hotpotqa", "train")]
-    assert load_benchmark("hotpotqa", data_dir=tmp_path, allow_hub=False) == load_benchmark("hotpotqa", data_dir=FIXTURES)
+    assert (load_benchmark("hotpotqa", data_dir=tmp_path, allow_hub=False)
+            == load_benchmark("hotpotqa", data_dir=FIXTURES))
     assert load_train_mixture(tmp_path, allow_hub=False) == load_train_mixture(FIXTURES)
     assert ticks == [(0, 3), (1, 3), (2, 3), (3, 3)]
     assert not list(tmp_path.rglob("*.tmp"))
@@ -275,7 +278,8 @@ def test_fetch_writes_nothing_when_a_hub_row_is_malformed(tmp_path, monkeypatch)
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("HF_DATASETS_OFFLINE")
-    rows = [{"id": "0", "question": "q?", "golden_answers": ["a"]}, {"id": "1", "question": "", "golden_answers": ["a"]}]
+    rows = [{"id": "0", "question": "q?", "golden_answers": ["a"]},
+            {"id": "1", "question": "", "golden_answers": ["a"]}]
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: datasets.Dataset.from_list(rows))
     with pytest.raises(InspoError) as error:
         fetch_benchmarks(["bamboogle"], data_dir=tmp_path)

@@ -86,7 +86,8 @@ def test_recipe_check_missing_corpus(repo_root, tmp_path):
 
 
 def test_recipe_check_missing_file(tmp_path):
-    assert_one_line_error(invoke("recipe", "check", tmp_path / "none.yaml"), f"recipe {tmp_path / 'none.yaml'} not found")
+    assert_one_line_error(invoke("recipe", "check", tmp_path / "none.yaml"),
+                          f"recipe {tmp_path / 'none.yaml'} not found")
 
 
 def test_data_world_writes_a_world_and_refuses_to_replace_another(tmp_path):
@@ -97,7 +98,8 @@ def test_data_world_writes_a_world_and_refuses_to_replace_another(tmp_path):
     assert "passages" in result.stdout
     before = (out / "corpus.jsonl").read_bytes()
     assert invoke("data", "world", "--size", "tiny", "--seed", "3", "--out", out).exit_code == 0  # same world: fine
-    assert_one_line_error(invoke("data", "world", "--size", "tiny", "--seed", "4", "--out", out), "another world", "--force")
+    assert_one_line_error(invoke("data", "world", "--size", "tiny", "--seed", "4", "--out", out),
+                          "another world", "--force")
     assert (out / "corpus.jsonl").read_bytes() == before  # nothing lost
     assert invoke("data", "world", "--size", "tiny", "--seed", "4", "--out", out, "--force").exit_code == 0
     assert (out / "corpus.jsonl").read_bytes() != before
@@ -125,9 +127,11 @@ def test_the_installed_entry_point_exits_2_without_traceback(tmp_path):
     """The real console path (`python -m inspo_cli`), not the test runner, prints one line and exits 2."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  lora: sometimes\n")
-    proc = subprocess.run([sys.executable, "-m", "inspo_cli", "recipe", "check", str(bad)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "inspo_cli", "recipe", "check", str(bad)],
+                          capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"error: {bad}: model.lora: expected true or false, got 'sometimes' (str); fix the value"
+    assert proc.stderr.strip() == (f"error: {bad}: model.lora: expected true or false, got 'sometimes' (str); "
+                                   "fix the value")
     assert proc.stdout == ""
 
 

@@ -161,7 +161,8 @@ def test_hits_of_every_search_r1_shape_are_parsed():
     """The fast path (id, contents with a title line, float score) and every fallback give the same Passages
     as `Passage.from_row` would."""
     rows = [({"document": {"id": "a", "contents": '"Title"\ntext'}, "score": 1.5}, Passage("a", "Title", "text", 1.5)),
-            ({"document": {"id": "b", "contents": "no title line"}, "score": 2.0}, Passage("b", "", "no title line", 2.0)),
+            ({"document": {"id": "b", "contents": "no title line"}, "score": 2.0},
+             Passage("b", "", "no title line", 2.0)),
             ({"document": {"id": "c", "contents": '"T"'}, "score": 1}, Passage("c", "", '"T"', 1.0)),  # int score
             ({"document": {"id": 7, "contents": '"T"\nx'}, "score": 0.5}, Passage("7", "T", "x", 0.5)),  # int id
             ({"document": {"contents": '"T"\nx'}, "score": None}, Passage("", "T", "x", None)),  # no id, no score

@@ -25,7 +25,8 @@ def corpus(tmp_path):
 @pytest.fixture
 def minimal(tmp_path, corpus):
     """A recipe that needs no bundled data: trains on a named hub mixture, retrieves over a tmp corpus."""
-    return write(tmp_path, f"data:\n  train: nq_hotpotqa\nretriever:\n  corpus: {corpus}\nevaluation:\n  benchmarks: [nq]\n")
+    return write(tmp_path, f"data:\n  train: nq_hotpotqa\nretriever:\n  corpus: {corpus}\n"
+                           "evaluation:\n  benchmarks: [nq]\n")
 
 
 def error_of(path, overrides=()):
@@ -42,7 +43,8 @@ def test_defaults_are_the_papers(minimal):
         (5, 512, 256)
     assert (recipe.training.learning_rate, recipe.training.kl_beta, recipe.training.clip_epsilon) == (5e-7, 0.001, 0.2)
     assert (recipe.population.size, recipe.population.n_parent, recipe.population.temperature) == (7, 1, 0.2)
-    assert (recipe.population.prune_every, recipe.population.evolve_every, recipe.population.evolve_until) == (5, 15, 150)
+    assert ((recipe.population.prune_every, recipe.population.evolve_every, recipe.population.evolve_until)
+            == (5, 15, 150))
     assert recipe.population.instructions == [SEARCH_R1_INSTRUCTION]
     assert (recipe.retriever.topk, recipe.rollout.max_turns, recipe.rollout.max_tokens_per_turn) == (3, 4, 500)
     t = recipe.training  # where TRL's defaults differ from eq. 2 / Search-R1's veRL, the recipe defaults to the latter
@@ -58,8 +60,8 @@ def test_bundled_demo_recipe_is_valid(repo_root):
 
 
 def test_overrides_are_parsed_as_yaml_and_applied_last(minimal):
-    recipe = load_recipe(minimal, ["training.learning_rate=1e-6", "model.lora=true", "evaluation.benchmarks=[nq, hotpotqa]",
-                                   "run.name=exp1", "optimizer.max_calls=null"])
+    recipe = load_recipe(minimal, ["training.learning_rate=1e-6", "model.lora=true",
+                                   "evaluation.benchmarks=[nq, hotpotqa]", "run.name=exp1", "optimizer.max_calls=null"])
     assert recipe.training.learning_rate == 1e-6
     assert recipe.model.lora is True
     assert recipe.evaluation.benchmarks == ["nq", "hotpotqa"]
@@ -165,7 +167,8 @@ def test_a_pasted_api_key_is_refused_without_echoing_it(minimal):
 
 
 def test_missing_corpus_path_is_an_error(tmp_path):
-    path = write(tmp_path, "data:\n  train: nq_hotpotqa\nretriever:\n  corpus: nowhere/corpus.jsonl\nevaluation:\n  benchmarks: [nq]\n")
+    path = write(tmp_path, "data:\n  train: nq_hotpotqa\nretriever:\n  corpus: nowhere/corpus.jsonl\n"
+                           "evaluation:\n  benchmarks: [nq]\n")
     message = error_of(path)
     assert message.startswith(f"{path}: retriever.corpus: path 'nowhere/corpus.jsonl' does not exist;")
 
@@ -202,7 +205,8 @@ def test_missing_and_malformed_recipe_files(tmp_path):
 
 
 def test_extends_deep_merges_and_detects_cycles(tmp_path, minimal):
-    child = write(tmp_path, f"extends: {minimal.name}\ntraining:\n  steps: 7\npopulation:\n  enabled: true\n", "child.yaml")
+    child = write(tmp_path, f"extends: {minimal.name}\ntraining:\n  steps: 7\npopulation:\n  enabled: true\n",
+                  "child.yaml")
     recipe = load_recipe(child)
     assert recipe.training.steps == 7 and recipe.population.enabled
     assert recipe.data.train == "nq_hotpotqa"  # inherited

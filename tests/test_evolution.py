@@ -359,7 +359,8 @@ def test_reflection_shows_the_parents_latest_failures_and_never_a_full_reward():
     assert prompt.index("parent-new-fail") < prompt.index("parent-old-fail") < prompt.index("other-new-fail")
     assert "pass" not in prompt
 
-    config = make_config(failures_per_call=4, max_verify_rounds=1)  # only two failures exist: two are shown, not padded with successes
+    # only two failures exist: two are shown, not padded with successes
+    config = make_config(failures_per_call=4, max_verify_rounds=1)
     buffer = ReplayBuffer(capacity=10)
     buffer.extend([Experience("i0", "q1", "Q1?", ("a",), "fail-1", 0.2, 2),
                    Experience("i0", "q2", "Q2?", ("b",), "pass-2", 1.0, 2),

@@ -121,7 +121,8 @@ def test_bm25_k_larger_than_corpus_and_no_matching_term(bm25_dir, tiny_world):
     n = len(rows(tiny_world / "corpus.jsonl"))
     (hits,) = retriever.search(["the"], k=10)  # only a stopword: nothing matches
     assert hits == []
-    (hits,) = retriever.search([" ".join(Passage.from_row(r).title for r in rows(tiny_world / "corpus.jsonl"))], k=n + 50)
+    (hits,) = retriever.search([" ".join(Passage.from_row(r).title for r in rows(tiny_world / "corpus.jsonl"))],
+                               k=n + 50)
     assert 0 < len(hits) <= n and len({h.id for h in hits}) == len(hits)
 
 
@@ -159,7 +160,8 @@ def test_in_memory_bm25_from_a_corpus_file_matches_the_index_and_is_cached(bm25_
     assert open_retriever(corpus) is in_memory
     questions = [row["question"] for row in rows(tiny_world / "test.jsonl")][:5]
     from_dir = open_retriever(bm25_dir).search(questions, k=3)
-    assert [[h.id for h in hits] for hits in in_memory.search(questions, k=3)] == [[h.id for h in hits] for hits in from_dir]
+    assert ([[h.id for h in hits] for hits in in_memory.search(questions, k=3)]
+            == [[h.id for h in hits] for hits in from_dir])
 
 
 def test_bm25_never_starts_jax_which_would_take_the_gpus_memory(tmp_path, corpus300):

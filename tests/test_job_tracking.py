@@ -261,7 +261,8 @@ def test_the_launchers_accelerate_config_is_read_as_checked_input(tmp_path, repo
     (tmp_path / "huge.yaml").write_text("# " + "x" * (2 << 20) + "\n")
     for path, message in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "is a directory"),
                           ("/dev/zero", "not a regular file"), (tmp_path / "bad.yaml", "not valid YAML"),
-                          (tmp_path / "huge.yaml", "more than the 1,048,576 it may have"), (tmp_path / "none", "does not exist")):
+                          (tmp_path / "huge.yaml", "more than the 1,048,576 it may have"),
+                          (tmp_path / "none", "does not exist")):
         with pytest.raises(InspoError, match=message):
             launcher_gpus(f"accelerate launch --config_file {path}")
     assert launcher_gpus(f"accelerate launch --config_file {tmp_path / 'bool.yaml'}") is None

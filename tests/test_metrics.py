@@ -46,7 +46,8 @@ def test_instruction_example_tags_cannot_change_the_reward():
 
     `extract_answer` is documented to take the generated response only; this shows what that protects.
     """
-    prompt = "Answer inside <answer> and </answer>. For example, <answer> Beijing </answer>.\nQuestion: Capital of China?"
+    prompt = ("Answer inside <answer> and </answer>. For example, <answer> Beijing </answer>.\n"
+              "Question: Capital of China?")
     response = "<think>I do not know</think>"
     assert exact_match(extract_answer(prompt + response), ["Beijing"]) == 1.0  # the bug it avoids
     assert exact_match(extract_answer(response), ["Beijing"]) == 0.0

@@ -92,7 +92,8 @@ def test_list_prints_every_key_with_its_default():
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [entry.key for entry in fields()]
-    assert flat(next(line for line in lines if line.startswith("population.accept "))) == "population.accept beat_parent"
+    assert (flat(next(line for line in lines if line.startswith("population.accept ")))
+            == "population.accept beat_parent")
 
 
 def test_the_generated_reference_is_up_to_date(repo_root):

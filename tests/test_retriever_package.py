@@ -171,7 +171,8 @@ def test_a_new_kind_is_one_module_plus_one_registry_line(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(KINDS, "toy", Kind("toy_kind", "exact words"))
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"id": "a", "contents": "\\"Alpha\\"\\nred fox"}\n{"id": "b", "contents": "\\"Beta\\"\\nblue owl"}\n')
+    corpus.write_text('{"id": "a", "contents": "\\"Alpha\\"\\nred fox"}\n'
+                      '{"id": "b", "contents": "\\"Beta\\"\\nblue owl"}\n')
 
     with pytest.raises(RetrieverError, match="--fp16 does not apply"):
         build_index(corpus, tmp_path / "idx", kind="toy", fp16=True)

@@ -63,9 +63,9 @@ def test_generated_tokens_are_kept_exactly_and_observations_are_masked(tiny_toke
     # The second turn saw exactly prompt + first turn + observation: no decode/re-encode anywhere.
     assert policy.calls[1]["contexts"][0] == t.prompt_ids + t.completion_ids[:-len(generated[1])]
     observation = decode_masked(tiny_tokenizer, t, 0)
-    assert observation == ('\n\n<information>Doc 1(Title: "Castle") The castle of Vell was recorded in 1707. It is known '
-                           'for the violin nearby.\nDoc 2(Title: "Violin") The violin of Vell was recorded in 1714. It '
-                           'is known for the harbour nearby.</information>\n\n')
+    assert observation == ('\n\n<information>Doc 1(Title: "Castle") The castle of Vell was recorded in 1707. It is '
+                           'known for the violin nearby.\nDoc 2(Title: "Violin") The violin of Vell was recorded in '
+                           '1714. It is known for the harbour nearby.</information>\n\n')
     assert (t.answer, t.stop_reason, t.num_searches, t.turns) == ("1714", "answer", 1, 2)
     assert t.queries == ["violin of Vell"] and t.retrieved == [["p1", "p2"]]
     assert len(t.completion_mask) == len(t.completion_ids) and t.logprobs is None  # scripted: no log-probs

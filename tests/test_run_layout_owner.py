@@ -1,6 +1,7 @@
 """docs/architecture.md, "One owner per concept": one object owns the run directory's layout. No module but
-inspo_cli/runs.py spells a run-directory file name in code (docstrings and comments may mention them; a directory name counts as a path segment, so the
-English word "checkpoints" in a message or a summary key named "plots" does not)."""
+inspo_cli/runs.py spells a run-directory file name in code (docstrings and comments may mention them; a directory
+name counts as a path segment, so the English word "checkpoints" in a message or a summary key named "plots"
+does not)."""
 
 from __future__ import annotations
 

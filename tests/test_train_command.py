@@ -83,7 +83,8 @@ def test_resume_takes_the_runs_own_recipe(tmp_path, repo_root):
 
 def test_micro_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_path, repo_root):
     recipe = write_recipe(tmp_path, repo_root, "no-such-model")
-    result = invoke("train", "--recipe", recipe, "--set", "training.micro_batch_size=3", "--output-dir", tmp_path / "runs")
+    result = invoke("train", "--recipe", recipe, "--set", "training.micro_batch_size=3",
+                    "--output-dir", tmp_path / "runs")
     assert_one_line_error(result, "training.micro_batch_size=3", "must divide training.mini_batch_trajectories")
 
 
@@ -292,7 +293,8 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     assert [(c["round"], c["reason"]) for c in evolution["candidates"]] == [
         (1, "accepted"), (1, "not in top-n"), (2, "duplicate"), (2, "accepted")]
     # each verification rolls the parent out beside the candidates, on the same 2 questions
-    assert evolution["stop_reason"] == "population full" and evolution["verification_rollouts"] == (2 + 1) * 2 + (1 + 1) * 2
+    assert (evolution["stop_reason"] == "population full"
+            and evolution["verification_rollouts"] == (2 + 1) * 2 + (1 + 1) * 2)
     assert all(c["parent_score"] is not None for c in evolution["candidates"] if c["reason"] != "duplicate")
     records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
     assert [(r["id"], r["step_pruned"]) for r in records[:2]] == [("i0", None), ("i1", 1)]  # halved at step 1
@@ -326,8 +328,8 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
 def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root):
     """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
     after its checkpoint at step 2, resumed, compared with the same seed run straight through."""
-    recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct", training={"steps": 3, "save_every": 2,
-                                                                                    "keep_checkpoints": 1, "eval_every": 0})
+    recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct",
+                          training={"steps": 3, "save_every": 2, "keep_checkpoints": 1, "eval_every": 0})
     runs = tmp_path / "runs"
     straight = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight", cwd=repo_root)
     output, _ = straight.communicate(timeout=900)
@@ -414,7 +416,8 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     assert records[0]["proposer"] == "initial" and {r["proposer"] for r in records[1:]} == {"reflection"}
     assert any(r["step_pruned"] for r in records)
     overhead = summary["overhead"]
-    assert overhead["optimizer"]["provider"] == "local" and overhead["optimizer"]["calls"] == evolution["optimizer_calls"]
+    assert (overhead["optimizer"]["provider"] == "local"
+            and overhead["optimizer"]["calls"] == evolution["optimizer_calls"])
     assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 3 * 16
     assert (run / "best_instruction.txt").read_text().strip() in {r["text"].strip() for r in records}
 

@@ -68,9 +68,9 @@ def tiny_recipe(model_dir, **training) -> Recipe:
     return Recipe(model=ModelConfig(name_or_path=str(model_dir), dtype="float32"),
                   rollout=RolloutConfig(max_turns=2, max_tokens_per_turn=64, max_observation_tokens=64,
                                         max_prompt_tokens=256, max_total_tokens=512),
-                  training=TrainingConfig(**{"steps": 1, "group_size": GROUP, "batch_size": 2, "mini_batch_trajectories": 2 * GROUP,
-                                             "micro_batch_size": 4, "learning_rate": 1e-3, "kl_beta": 0.0,
-                                             "warmup_ratio": 0.0, **training}))
+                  training=TrainingConfig(**{"steps": 1, "group_size": GROUP, "batch_size": 2,
+                                             "mini_batch_trajectories": 2 * GROUP, "micro_batch_size": 4,
+                                             "learning_rate": 1e-3, "kl_beta": 0.0, "warmup_ratio": 0.0, **training}))
 
 
 @pytest.fixture

@@ -87,8 +87,10 @@ def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
     # Search-R1 applies the tokenizer's chat template whenever it has one (Qwen2.5 base tokenizers do; App. F shows it)
     assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.model.chat_template == "auto"
     assert (t.group_size, t.batch_size, t.mini_batch_trajectories, t.steps) == (5, 512, 256, 300)
-    assert (t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon) == (lr, "cosine", 0.1, 0.001, 0.2)
-    assert (r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens) == (turns, 500, 500, 4096)
+    assert ((t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon)
+            == (lr, "cosine", 0.1, 0.001, 0.2))
+    assert ((r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens)
+            == (turns, 500, 500, 4096))
     assert (r.temperature, r.top_p, recipe.retriever.topk, recipe.retriever.kind) == (1.0, 1.0, 3, "http")
     assert not recipe.population.enabled and recipe.data.train == "nq_hotpotqa"
     assert batch_plan(recipe, processes=8).max_updates == 3000  # 300 steps x 10 mini-batches of 256 trajectories
@@ -214,7 +216,8 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
     assert (rs.rollout, rs.retriever, rs.reward, rs.population) == (base.rollout, base.retriever, base.reward,
                                                                       base.population)
     rs_kwargs = sft_kwargs(rs, batch_plan(rs, 8), repo_root / "runs/x", device="cuda")
-    assert {k: v for k, v in rs_kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")} \
+    assert {k: v for k, v in rs_kwargs.items()
+            if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")} \
         == {k: v for k, v in kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")}
     assert rs_kwargs["per_device_train_batch_size"] * rs_kwargs["gradient_accumulation_steps"] * 8 == 256
     assert (inference.retriever, inference.evaluation.benchmarks) == (base.retriever, base.evaluation.benchmarks)
@@ -296,7 +299,8 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
 
         def complete(self, prompt):
             self.prompts.append(prompt)
-            return "<ins_1>Second one.</ins_1><ins_2>Rewrite A.</ins_2><ins_3>Rewrite B.</ins_3><ins_4>Rewrite C.</ins_4>"
+            return ("<ins_1>Second one.</ins_1><ins_2>Rewrite A.</ins_2><ins_3>Rewrite B.</ins_3>"
+                    "<ins_4>Rewrite C.</ins_4>")
 
     rewriter = Rewriter()
     monkeypatch.setattr(lm, "open_optimizer", lambda config: rewriter)

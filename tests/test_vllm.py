@@ -247,5 +247,6 @@ def _assert_logprobs_match_the_initial_policy(rollout: dict, initial_norm: torch
     # float32 checkpoints), so on CPU, where the trainer runs float32, the two differ by bfloat16 rounding; a
     # wrong token, position or temperature would be off by nats, not hundredths.
     mean = sum(diffs) / len(diffs)
-    assert mean < 0.05 and max(diffs) < 1.0, f"sampled-token log-probs off the policy's: mean {mean:.3f}, max {max(diffs):.3f}"
+    assert mean < 0.05 and max(diffs) < 1.0, (f"sampled-token log-probs off the policy's: mean {mean:.3f}, "
+                                              f"max {max(diffs):.3f}")
     print(f"log-prob gap vs the float32 policy over {len(diffs)} tokens: mean {mean:.4f}, max {max(diffs):.4f}")

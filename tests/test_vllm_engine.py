@@ -26,7 +26,8 @@ def test_cpu_runs_eager_in_float32_with_an_explicit_kv_cache():
 
 
 def test_the_recipe_overrides_the_automatic_choice():
-    recipe = load_recipe(None, ["model.vllm_enforce_eager=off", "model.vllm_cpu_kv_cache_gib=6", "model.dtype=bfloat16"])
+    recipe = load_recipe(None, ["model.vllm_enforce_eager=off", "model.vllm_cpu_kv_cache_gib=6",
+                                "model.dtype=bfloat16"])
     s = engine_settings(recipe.model, "cpu")
     assert (s.enforce_eager, s.cpu_kv_cache_gib, s.dtype) == (False, 6, "bfloat16")
     assert engine_settings(load_recipe(None, ["model.vllm_enforce_eager=on"]).model, "cuda").enforce_eager is True

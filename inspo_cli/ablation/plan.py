@@ -313,9 +313,9 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
                          "'population.n_parent: [1, 2, 3]'")
     count = math.prod(len(v) for v in grid.values()) if grid else 0
     if count + len(variants) > max_variants:
-        raise InspoError(f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), more "
-                         f"than the {max_variants:,} allowed (each is resolved now and trained for every seed); shrink "
-                         "the grid, or raise the cap with --max-variants")
+        raise InspoError(f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), "
+                         f"more than the {max_variants:,} allowed (each is resolved now and trained for every seed); "
+                         "shrink the grid, or raise the cap with --max-variants")
     for key, values in grid.items():
         for value in values:
             _grid_value(key, value, source)

@@ -224,7 +224,8 @@ def steps_cell(row: dict) -> str:
     if not runs:
         return "-"
     collapsed = [f"s{r['seed']}" for r in runs if r["collapsed"]]
-    return ", ".join(str(r["step"]) for r in runs) + (f" ({', '.join(collapsed)}: reward collapse)" if collapsed else "")
+    return ", ".join(str(r["step"]) for r in runs) + (f" ({', '.join(collapsed)}: reward collapse)"
+                                                      if collapsed else "")
 
 
 def csv_columns(benchmarks: list[str]) -> list[str]:

@@ -47,7 +47,8 @@ def _check_overwrite(out: Path, seed: int, size: str, force: bool) -> None:
                          "so not even --force writes over them; choose another --out (files an interrupted "
                          "`inspo data world` left: delete them yourself)")
     if any(out.iterdir()) and not force:
-        raise InspoError(f"--out {out} is not empty and holds no world; choose an empty or new directory or pass --force")
+        raise InspoError(f"--out {out} is not empty and holds no world; choose an empty or new directory "
+                         "or pass --force")
 
 
 def _world_manifest(out: Path) -> dict | None:
@@ -67,7 +68,8 @@ def _world_manifest(out: Path) -> dict | None:
 @app.command("world")
 @user_errors
 def world(
-    out: Annotated[Path, typer.Option("--out", help="Directory to write corpus.jsonl, train/dev/test.jsonl and world.json.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write corpus.jsonl, train/dev/test.jsonl and "
+                                                    "world.json.")],
     seed: Annotated[int, typer.Option(help="Random seed; the same seed and size give identical files.")] = 0,
     size: Annotated[str, typer.Option(help="Preset: tiny, small, default or large.")] = "default",
     force: Annotated[bool, typer.Option(help="Replace a different world already in --out.")] = False,

@@ -5,8 +5,8 @@
 
 inspo's version and git revision, Python and the platform, torch (its CUDA or ROCm build and the devices it sees),
 the libraries that change results (trl, transformers, vllm, accelerate, deepspeed, peft, faiss and whether it has
-GPUs), submitit and whether SLURM's `sbatch` is reachable. API keys are shown as set or unset, never their value; the INSPO_* variables with their values, defaults or
-why they are refused.
+GPUs), submitit and whether SLURM's `sbatch` is reachable. API keys are shown as set or unset, never their value; the
+INSPO_* variables with their values, defaults or why they are refused.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir
 
 
 def parse_methods(text: str) -> list[str]:
-    names = list(tuple(METHODS)) if text.strip().lower() == "all" else [m.strip().lower() for m in text.split(",") if m.strip()]
+    names = (list(tuple(METHODS)) if text.strip().lower() == "all"
+             else [m.strip().lower() for m in text.split(",") if m.strip()])
     unknown = [m for m in names if m not in tuple(METHODS)]
     if unknown or not names:
         raise InspoError(f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
@@ -60,7 +61,8 @@ def _looks_like_path(value: str) -> bool:
     value = value.strip()
     if not value or any(c.isspace() for c in value) or "{" in value:
         return False
-    return "/" in value or "\\" in value or value.startswith("~") or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None
+    return ("/" in value or "\\" in value or value.startswith("~")
+            or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None)
 
 
 @user_errors

@@ -45,7 +45,8 @@ def _dir_size(path: Path) -> int:
 
 @user_errors
 def index(
-    corpus: Annotated[Optional[Path], typer.Option(help="Search-R1 corpus JSONL: {\"id\", \"contents\"} per line.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option(help="Search-R1 corpus JSONL: {\"id\", \"contents\"} "
+                                                        "per line.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Index directory to create.")] = None,
     kind: Annotated[Optional[str], typer.Option(help=f"Index kind: {describe_kinds()}.")] = None,
     encoder: Annotated[Optional[str], typer.Option(help="kind=dense: sentence encoder, a hub id or local directory "
@@ -75,7 +76,8 @@ def index(
     out = out or defaults.get("out")
     kind = kind or defaults.get("kind") or DEFAULT_KIND
     if corpus is None:
-        raise InspoError("--corpus is required (or --recipe with retriever.corpus); e.g. --corpus data/world/corpus.jsonl")
+        raise InspoError("--corpus is required (or --recipe with retriever.corpus); "
+                         "e.g. --corpus data/world/corpus.jsonl")
     if out is None:
         raise InspoError("--out is required (or --recipe with retriever.index); e.g. --out indexes/world-bm25")
     faiss_type = faiss or defaults.get("faiss") or DEFAULT_FAISS
@@ -95,7 +97,8 @@ def index(
                            fp16=fp16, batch_size=batch_size, device=device, encoder_dtype=encoder_dtype,
                            max_memory_gb=max_memory_gb, force=force,
                            on_estimate=lambda e: console.print(
-                               f"corpus {corpus}: ~{e.passages:,} passages; memory needed to build the {kind} index: {e}"),
+                               f"corpus {corpus}: ~{e.passages:,} passages; "
+                               f"memory needed to build the {kind} index: {e}"),
                            progress=report)
     elapsed = time.perf_counter() - start
 
@@ -103,7 +106,8 @@ def index(
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("kind", kind + (f" ({meta['faiss']['type']}{', fp16' if meta['faiss']['fp16'] else ''}, "
-                                  f"{meta['encoder']['name']}, dim {meta['encoder']['dim']})" if kind == "dense" else ""))
+                                  f"{meta['encoder']['name']}, dim {meta['encoder']['dim']})"
+                                  if kind == "dense" else ""))
     table.add_row("passages", f"{meta['corpus']['passages']:,}")
     table.add_row("time", f"{elapsed:.1f}s")
     if kind == "dense":

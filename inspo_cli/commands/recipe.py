@@ -48,7 +48,8 @@ def check(
     processes: Annotated[int, typer.Option(help="The processes accelerate will launch (8 for one 8-GPU node): the "
                                                 "batch must divide over them, and with --trl they set gradient "
                                                 "accumulation.", min=1)] = 1,
-    device: Annotated[Optional[str], typer.Option(help="With --trl: cpu or cuda (default: cuda when available).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="With --trl: cpu or cuda (default: cuda when "
+                                                       "available).")] = None,
 ) -> None:
     """Validate RECIPE (types, values, referenced files) and print the resolved configuration."""
     from inspo_cli.training.preflight import check_recipe
@@ -153,10 +154,12 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
         notes = [f"{row['setting']}: {row['note']}" for row in report["appendix_b"] if row["note"]]
         console.print("\n".join(notes), soft_wrap=True)
     else:
-        console.print(f"training.algorithm={resolved.training.algorithm}: App. B lists the RL runs' settings; the paper gives none for SFT "
-                      "(the recipe's comment says where its values come from)", soft_wrap=True)
+        console.print(f"training.algorithm={resolved.training.algorithm}: App. B lists the RL runs' settings; "
+                      "the paper gives none for SFT (the recipe's comment says where its values come from)",
+                      soft_wrap=True)
     set_by_inspo = set(report["set_by_inspo"])
-    name, config = ("SFTConfig", report["sft_config"]) if "sft_config" in report else ("GRPOConfig", report["grpo_config"])
+    name, config = (("SFTConfig", report["sft_config"]) if "sft_config" in report
+                    else ("GRPOConfig", report["grpo_config"]))
     lines = [f"{key}: {json.dumps(config[key])}" for key in sorted(config) if key in set_by_inspo]
     lines += [f"{key}: {json.dumps(config[key])}  # TRL default" for key in sorted(config) if key not in set_by_inspo]
     console.print(f"\n[bold]TRL {name}[/] (set by the recipe first, then TRL's defaults):", soft_wrap=True)

@@ -26,7 +26,8 @@ DEMO_RECIPE = "recipes/demo.yaml"
 @user_errors
 def train(
     recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML or a bundled recipe's name, e.g. qwen2.5-3b/inspo "
-                                                        f"(inspo recipe list; default: {DEMO_RECIPE}, the CPU demo).")] = None,
+                                                        f"(inspo recipe list; default: {DEMO_RECIPE}, "
+                                                        "the CPU demo).")] = None,
     overrides: SetOption = None,
     resume: Annotated[Optional[Path], typer.Option(help="A run directory to continue from its newest checkpoint; "
                                                         "its own recipe is used.")] = None,

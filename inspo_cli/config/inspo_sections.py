@@ -117,7 +117,8 @@ class PopulationConfig:
                  f"is {self.verify_size}, more than replay_capacity ({self.replay_capacity}): D_B is drawn from the "
                  "replay buffer's distinct questions, so it could never hold that many; lower verify_size or raise "
                  "replay_capacity")
-        _require(self.evolve_until >= 0, "evolve_until", f"must be >= 0 (got {self.evolve_until}); 0 disables evolution")
+        _require(self.evolve_until >= 0, "evolve_until",
+                 f"must be >= 0 (got {self.evolve_until}); 0 disables evolution")
         _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
         _require(len(self.instructions) <= self.size, "instructions",
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
@@ -152,7 +153,8 @@ class PopulationConfig:
         return self.offline_steps if self.offline_steps is not None else self.evolve_until
 
 
-_PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "local": None}
+_PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+                     "local": None}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -207,7 +209,8 @@ class OptimizerConfig:
             raise ConfigValueError("api_key_env", "must be the NAME of an environment variable (e.g. GEMINI_API_KEY), "
                                    "not a key; put the key in the environment instead")
         if self.base_url is not None:
-            _require(bool(re.match(r"^https?://", self.base_url)), "base_url", f"must start with http:// or https:// (got {self.base_url!r})")
+            _require(bool(re.match(r"^https?://", self.base_url)), "base_url",
+                     f"must start with http:// or https:// (got {self.base_url!r})")
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature})")
         if self.max_output_tokens is None:
             self.max_output_tokens = 16384 if self.provider == "gemini" else 8192
@@ -215,7 +218,8 @@ class OptimizerConfig:
             self.timeout_s = 300.0 if self.provider == "gemini" else 120.0
         if self.thinking_budget is None and self.provider == "gemini":  # half: a recipe's small limit keeps room
             self.thinking_budget = min(8192, self.max_output_tokens // 2)
-        for name, example in (("max_output_tokens", "8192"), ("timeout_s", "120"), ("max_calls", "100"), ("max_total_tokens", "2000000")):
+        for name, example in (("max_output_tokens", "8192"), ("timeout_s", "120"), ("max_calls", "100"),
+                              ("max_total_tokens", "2000000")):
             _positive(getattr(self, name), name, example)
         _require(self.max_retries >= 0, "max_retries", f"must be >= 0 (got {self.max_retries})")
         self._check_thinking_budget()

@@ -150,7 +150,8 @@ def _read_yaml(path: Path, text: str | None = None) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise RecipeError(f"{path}: the top level must be a mapping of sections (data:, model:, ...), got {type(data).__name__}")
+        raise RecipeError(f"{path}: the top level must be a mapping of sections (data:, model:, ...), "
+                          f"got {type(data).__name__}")
     return data
 
 
@@ -197,7 +198,8 @@ def _parse_override(item: str) -> tuple[str, Any]:
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise RecipeError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. --set training.learning_rate=1e-6")
+        raise RecipeError(f"--set {item!r}: expected KEY=VALUE with a dotted key, "
+                          "e.g. --set training.learning_rate=1e-6")
     try:
         value = load_yaml(text, f"--set {key}") if text.strip() else ""
     except yaml.YAMLError:
@@ -367,7 +369,8 @@ def _check_paths(recipe: Recipe, where) -> None:
     needs_world = data.train == "world" or "world" in recipe.evaluation.benchmarks
     if needs_world:
         data.world_dir = _existing(data.world_dir, "data.world_dir", where,
-                                   "generate one with `inspo data world --out DIR` or set data.world_dir=DIR", kind="dir")
+                                   "generate one with `inspo data world --out DIR` or set data.world_dir=DIR",
+                                   kind="dir")
     if data.train not in _NAMED_TRAIN_SETS:
         data.train = _existing(data.train, "data.train", where,
                                "use world, nq_hotpotqa, or the path of a FlashRAG JSONL/parquet file", kind="file")
@@ -382,8 +385,9 @@ def _check_paths(recipe: Recipe, where) -> None:
     recipe.model.name_or_path = _local_or_as_is(recipe.model.name_or_path)
     recipe.sampling.model = _local_or_as_is(recipe.sampling.model)
     if recipe.population.instruction_file is not None:
-        recipe.population.instruction_file = _existing(recipe.population.instruction_file, "population.instruction_file",
-                                                       where, "write the file or remove the key", kind="file")
+        recipe.population.instruction_file = _existing(recipe.population.instruction_file,
+                                                       "population.instruction_file", where,
+                                                       "write the file or remove the key", kind="file")
         read_text(recipe.population.instruction_file, where("population.instruction_file"),  # readable, UTF-8
                   max_bytes=INSTRUCTION_FILE_BYTES)
 

@@ -79,9 +79,11 @@ class RetrieverConfig:
         if self.kind == "http":
             _require(self.url is not None, "url", "is required when kind=http; set it to the server's endpoint, e.g. http://127.0.0.1:8000/retrieve")
         if self.url is not None:
-            _require(bool(re.match(r"^https?://", self.url)), "url", f"must start with http:// or https:// (got {self.url!r})")
+            _require(bool(re.match(r"^https?://", self.url)), "url",
+                     f"must start with http:// or https:// (got {self.url!r})")
         if self.kind in ("dense", "lucene"):
-            _require(self.index is not None, "index", f"is required when kind={self.kind}; build one with `inspo index --kind {self.kind}`")
+            _require(self.index is not None, "index",
+                     f"is required when kind={self.kind}; build one with `inspo index --kind {self.kind}`")
 
 
 @dataclass
@@ -120,7 +122,8 @@ class ModelConfig:
         "help": "Recompute activations in the backward pass: less memory, slower steps."})
 
     def __post_init__(self) -> None:
-        _require(bool(self.name_or_path.strip()), "name_or_path", "must name a hub id, a local directory or a packaged model")
+        _require(bool(self.name_or_path.strip()), "name_or_path",
+                 "must name a hub id, a local directory or a packaged model")
         _one_of(self.dtype, ("auto", "float32", "bfloat16", "float16"), "dtype")
         _one_of(self.chat_template, ("auto", "on", "off"), "chat_template")
         _one_of(self.backend, ("transformers", "vllm"), "backend")
@@ -270,7 +273,8 @@ class TrainingConfig:
                  "every checkpoint, N keeps the newest N")
         _require(self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every}); 0 turns evaluation during "
                  "training off, the paper evaluates every 100 steps")
-        _require(self.group_size >= 2, "group_size", f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
+        _require(self.group_size >= 2, "group_size",
+                 f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
         if not is_sft(self.algorithm):
             per_step = self.batch_size * self.group_size
             _require(per_step % self.mini_batch_trajectories == 0, "mini_batch_trajectories",
@@ -282,11 +286,13 @@ class TrainingConfig:
         _one_of(self.lr_scheduler, ("cosine", "linear", "constant"), "lr_scheduler")
         _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")
-        _require(0 < self.clip_epsilon < 1, "clip_epsilon", f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
+        _require(0 < self.clip_epsilon < 1, "clip_epsilon",
+                 f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
         _one_of(self.algorithm, tuple(ALGORITHMS), "algorithm")
         _one_of(self.loss_type, LOSS_TYPES, "loss_type")
         _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
-        _require(self.entropy_coef >= 0, "entropy_coef", f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")
+        _require(self.entropy_coef >= 0, "entropy_coef",
+                 f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")
         _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
 
 
@@ -317,7 +323,8 @@ class EvaluationConfig:
                 "collapse_window); 0 disables collapse detection."})
 
     def __post_init__(self) -> None:
-        _require(bool(self.benchmarks), "benchmarks", "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
+        _require(bool(self.benchmarks), "benchmarks",
+                 "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
         methods = tuple(METHODS)
         names = [m.strip() for m in self.method.split(",")]
         _require(self.method.strip() == "all" or (all(n in methods for n in names) and all(names)), "method",
@@ -378,7 +385,8 @@ class RunConfig:
         if self.name is not None:
             _require(bool(RUN_NAME.match(self.name)) and len(self.name) <= MAX_RUN_NAME,
                      "name", f"must be a plain directory name of at most {MAX_RUN_NAME} letters, digits, '.', '_' or "
-                     f"'-' (got {self.name[:80]!r}{'...' if len(self.name) > 80 else ''}, {len(self.name):,} characters)")
+                     f"'-' (got {self.name[:80]!r}{'...' if len(self.name) > 80 else ''}, "
+                     f"{len(self.name):,} characters)")
         _require(bool(self.output_dir.strip()), "output_dir", "must not be empty; the default is runs")
         _require(0 <= self.seed < 2 ** 32, "seed", f"must be in [0, 2**32 - 1] (numpy's and torch's range; got "
                  f"{self.seed})")
@@ -417,5 +425,5 @@ class Recipe:
             _require(not self.population.enabled, "population.enabled", f"must be false with training.algorithm="
                      f"{algorithm}: SFT trains with one static instruction, the first of population.instructions")
             _require(self.model.backend == "transformers", "model.backend", f"must be transformers with training."
-                     f"algorithm={algorithm} (TRL's SFTTrainer generates with the trained model; got {self.model.backend}); "
-                     "sampling.backend picks rejection sampling's sampler")
+                     f"algorithm={algorithm} (TRL's SFTTrainer generates with the trained model; "
+                     f"got {self.model.backend}); sampling.backend picks rejection sampling's sampler")

@@ -112,7 +112,8 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
         if which not in (None, FINAL):
             training = [s["dir"] for s in summary.get("stages", []) if s["kind"] == "train"]
             raise InspoError(f"--checkpoint {which!r}: run {run} chains stages ({summary['stage']}); pick a checkpoint "
-                             f"of its training stage with --run {quote(str(run.path / (training or ['stages/*-train'])[0]))}")
+                             f"of its training stage with --run "
+                             f"{quote(str(run.path / (training or ['stages/*-train'])[0]))}")
         if not summary.get("model"):
             raise InspoError(f"{run.summary_file}: a chained run's summary names no model; {DAMAGED}")
         return RunPolicy(FINAL, str(_intact(run.path / summary["model"])), summary["best_instruction"],

@@ -47,7 +47,8 @@ def table_rows(scores: dict, metric: str) -> tuple[list[str], list[list[str]]]:
     benchmarks = list(next(iter(scores.values()), {}))
     header = ["Method", *column_names(benchmarks), "Avg."]
     avg = averages(scores)
-    rows = [[method, *(_cell(scores[method][b][metric], metric) for b in benchmarks), _cell(avg[method][metric], metric)]
+    rows = [[method, *(_cell(scores[method][b][metric], metric) for b in benchmarks),
+             _cell(avg[method][metric], metric)]
             for method in scores]
     return header, rows
 

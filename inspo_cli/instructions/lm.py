@@ -14,9 +14,9 @@ offer `answer(prompt) -> Answer`, and `ask` uses it where it exists (`OptimizerL
 broadcasts it); a test's fake with `complete` alone gives answers that count as whole.
 
 Providers live in `lm_clients.py`; each makes exactly one attempt per `attempt(prompt)` call (their SDKs'
-own retries are off) and reports a failure as `AttemptFailed` (`lm_errors.py`, which both files import). `OptimizerLM` owns retries (exponential
-backoff with jitter, honouring Retry-After), the call/token budget and the accounting, so every provider
-behaves alike.
+own retries are off) and reports a failure as `AttemptFailed` (`lm_errors.py`, which both files import).
+`OptimizerLM` owns retries (exponential backoff with jitter, honouring Retry-After), the call/token budget and the
+accounting, so every provider behaves alike.
 
 API keys come only from the environment and never appear in errors, reprs, logs or accounting: those are built from
 our own words and what a server sent back (`AttemptFailed.detail`), and the key is removed from the latter, whole

@@ -98,7 +98,8 @@ class GeminiClient:
                                     retry_options=types.HttpRetryOptions(attempts=1))
         self._sdk = genai.Client(api_key=api_key, vertexai=False, http_options=options)
         # Gemini 2.5 counts thinking against max_output_tokens and, unbudgeted (dynamic thinking), decides itself how
-        # much to think: a fixed budget keeps room for the answer. -1 sends none: the model decides (and a model without thinking gets none).
+        # much to think: a fixed budget keeps room for the answer. -1 sends none: the model decides (and a model
+        # without thinking gets none).
         thinking = (types.ThinkingConfig(thinking_budget=config.thinking_budget)
                     if config.thinking_budget is not None and config.thinking_budget != -1 else None)
         # No tools are passed, so automatic function calling has nothing to do but log a line per call.

@@ -138,7 +138,8 @@ STATE_SHAPE = {"capacity": int, "entries": [{"instruction_id": str, "question_ke
 
 def _experience(row: dict[str, Any]) -> Experience:
     fields = set(Experience.__dataclass_fields__)  # a row may carry more than this version knows
-    return Experience(**{**{k: v for k, v in row.items() if k in fields}, "golden_answers": tuple(row["golden_answers"])})
+    return Experience(**{**{k: v for k, v in row.items() if k in fields},
+                         "golden_answers": tuple(row["golden_answers"])})
 
 
 def experiences_from(instruction_ids: Sequence[str], question_keys: Sequence[str], questions: Sequence[str],

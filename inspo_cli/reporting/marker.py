@@ -124,8 +124,8 @@ def _check(out: Path, location: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(info.st_mode):
-        raise InspoError(f"--out {out} is a symbolic link (to {_shown(os.readlink(location))}); {_REPLACE}, so pass the "
-                         "directory itself, or another --out")
+        raise InspoError(f"--out {out} is a symbolic link (to {_shown(os.readlink(location))}); {_REPLACE}, "
+                         "so pass the directory itself, or another --out")
     if not stat.S_ISDIR(info.st_mode):
         raise InspoError(f"--out {out}: is a file, not a directory; choose a directory")
     if not any(location.iterdir()):

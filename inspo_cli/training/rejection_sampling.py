@@ -6,8 +6,9 @@ Phase 1, sampling: every training question is rolled out `sampling.samples` time
 included, at `rollout.temperature`, on `sampling.backend` (transformers or vLLM). A trajectory is kept when its
 reward is 1 (exact match with the default reward). The questions go in batches of `sampling.batch_size`; each
 batch is written whole (atomically) to `sampling/batch-<N>.jsonl` in the run directory: a header row (batch,
-seconds), then one row per trajectory, the kept ones with their token ids and loss mask. A killed phase 1 continues at the first batch without a file;
-`sampling/summary.json` marks it complete. Under `accelerate launch`, process r samples batches r, r + n, ...
+seconds), then one row per trajectory, the kept ones with their token ids and loss mask. A killed phase 1
+continues at the first batch without a file; `sampling/summary.json` marks it complete. Under `accelerate launch`,
+process r samples batches r, r + n, ...
 Each batch is seeded from `run.seed` and its number (`derived_seed`), so a resumed phase 1 samples what an
 uninterrupted one would, and each run seed samples its own trajectories, on either backend: vLLM samples each
 request with a seed drawn from that seeded generator (`load_backend(request_seeds=True)`), not from its engine's.
@@ -140,7 +141,8 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
         repeated = [q for q in batch for _ in range(s.samples)]
         trajectories = engine.run([instruction] * len(repeated), [q.question for q in repeated])
         rewards = trajectory_rewards(trajectories, [q.golden_answers for q in repeated], recipe.reward)
-        rows = [_row(q, i % s.samples, t, reward) for i, (q, t, reward) in enumerate(zip(repeated, trajectories, rewards))]
+        rows = [_row(q, i % s.samples, t, reward)
+                for i, (q, t, reward) in enumerate(zip(repeated, trajectories, rewards))]
         atomic_write_jsonl(run.sampling_batch_file(index),
                            [{"batch": index, "seconds": round(time.perf_counter() - batch_started, 2)}, *rows])
         done, total = done + 1, total + len(rows)
@@ -198,7 +200,8 @@ def sampling_summary(recipe: Recipe, batches, run: RunDir) -> dict:
             "kept": sum(kept.values()), "questions_solved": sum(solved.values()),
             "kept_rate": round(sum(kept.values()) / max(sum(trajectories.values()), 1), 4),
             "sampling_seconds": round(seconds, 1),  # summed over batches (and processes), across resumes
-            "by_type": {t: {"questions": questions[t], "kept": kept[t], "solved": solved[t]} for t in sorted(questions)}}
+            "by_type": {t: {"questions": questions[t], "kept": kept[t], "solved": solved[t]}
+                        for t in sorted(questions)}}
 
 
 def _free_memory() -> None:

@@ -37,8 +37,8 @@ def outcome_rewards(answers: Sequence[str | None], golden_answers: Sequence[Sequ
 
 def trajectory_rewards(trajectories, golden_answers: Sequence[Sequence[str]], config: RewardConfig) -> list[float]:
     """The reward of finished trajectories (what GRPO's reward function computes from the same fields)."""
-    return outcome_rewards([t.answer for t in trajectories], golden_answers, [followed_protocol(t) for t in trajectories],
-                           config.metric, config.format_weight)
+    return outcome_rewards([t.answer for t in trajectories], golden_answers,
+                           [followed_protocol(t) for t in trajectories], config.metric, config.format_weight)
 
 
 def rollout_and_score(engine, instructions: Sequence[str], questions: Sequence, config: RewardConfig):

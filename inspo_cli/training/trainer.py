@@ -15,7 +15,8 @@ It adds these things to GRPOTrainer and nothing else:
    reference/old policy and rewards) and the update (forward, backward, optimizer).
 
 The overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`, `_save_checkpoint`,
-`_get_per_token_logps_and_entropies`) are why trl is pinned exactly; `tests/test_trainer.py` and `tests/test_train_command.py` cover them.
+`_get_per_token_logps_and_entropies`) are why trl is pinned exactly; `tests/test_trainer.py` and
+`tests/test_train_command.py` cover them.
 """
 
 from __future__ import annotations

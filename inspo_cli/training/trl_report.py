@@ -118,7 +118,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
             _row("verification set |D_B|", 200, p.verify_size, "inspo: population.verify_size"),
             _row("verification rollouts per question (App. C)", 1, p.verify_rollouts,
                  "inspo: population.verify_rollouts", note="App. C counts 6 x 200 rollouts per evolution"),
-            _row("candidates per evolution (App. C)", 6, p.candidates_per_call, "inspo: population.candidates_per_call"),
+            _row("candidates per evolution (App. C)", 6, p.candidates_per_call,
+                 "inspo: population.candidates_per_call"),
             _row("verification rounds (App. C)", 5, p.max_verify_rounds, "inspo: population.max_verify_rounds"),
             _row("optimizer", "gemini-2.5-pro", recipe.optimizer.model, "inspo: optimizer.model"),
         ]

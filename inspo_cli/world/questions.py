@@ -2,8 +2,9 @@
 
 Every question names its entities exactly and has one correct answer, given with natural aliases. Its
 support names one (entity, fact) per hop, for which the splits (`inspo_cli.world.splits`) pick a passage of the
-`FactIndex` (so the fact is literally in that passage), and `searches` the oracle's query per hop. Questions whose answer appears in their own text are discarded, and no single
-answer may account for more than a small share of a type, so guessing without searching does not pay.
+`FactIndex` (so the fact is literally in that passage), and `searches` the oracle's query per hop. Questions
+whose answer appears in their own text are discarded, and no single answer may account for more than a small share
+of a type, so guessing without searching does not pay.
 Templates for each phrasing live next to the builder that fills them.
 """
 
@@ -146,7 +147,8 @@ class QuestionMaker:
         k = self.pick(self.ents.countries)
         text = _q(self.t("What is the capital of {k}?", "Which city is the capital of {k}?",
                          "What city serves as the capital of {k}?"), k=k.name)
-        return QuestionDraft(("capital", k.id), text, answers_for(k.capital), [(k.id, "capital")], [f"{k.name} capital"])
+        return QuestionDraft(("capital", k.id), text, answers_for(k.capital), [(k.id, "capital")],
+                             [f"{k.name} capital"])
 
     def term_start(self):
         p = self.pick(self.leaders)
