@@ -10,6 +10,13 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2` (CI): one thread each, so the workers never fight for
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # the two cores (subprocesses inherit it); before torch
+        os.environ.setdefault(variable, "1")
+
+# Tests that must not run beside one another under `pytest -n`: all that share one of these run on one worker.
+XDIST_GROUPS = {"slurm": lambda item: "slurm" in getattr(item, "fixturenames", ()),  # one SLURM per machine (munge)
+                "vllm": lambda item: item.module.__name__.startswith("test_vllm")}  # engines bind cores, take GBs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,12 +26,13 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--runslow"):
-        return
     skip = pytest.mark.skip(reason="slow: pass --runslow to run")
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords and not config.getoption("--runslow"):
             item.add_marker(skip)
+        for group, member in XDIST_GROUPS.items():
+            if member(item):
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
@@ -59,3 +67,53 @@ def slurm():
         pytest.skip(why)
     with slurm_cluster() as conf:
         yield conf
+
+
+# -- fixtures several test modules share (a test module never imports another's) ------------------------------------
+
+@pytest.fixture
+def serve():
+    """start(provider, *replies) -> a fake Anthropic/Gemini/OpenAI server on loopback (tests/fake_providers.py),
+    each closed after the test."""
+    from fake_providers import serving
+
+    yield from serving()
+
+
+@pytest.fixture(scope="module")
+def world_retriever():
+    """BM25 over the shipped world corpus, top 2."""
+    from inspo_cli.config import RetrieverConfig
+    from inspo_cli.retrieval import open_from_config
+
+    return open_from_config(RetrieverConfig(kind="bm25", corpus=str(REPO_ROOT / "data/world/corpus.jsonl"), topk=2))
+
+
+@pytest.fixture
+def trained(tmp_path, repo_root, tiny_model_dir, monkeypatch) -> Path:
+    """An unfinished-looking INSPO run with a final model and a checkpoint at step 4 (demo: one update per step)."""
+    import json
+    import shutil
+
+    from inspo_cli.config import dump_recipe, load_recipe
+    from inspo_cli.instructions.population import InstructionPopulation
+
+    monkeypatch.chdir(repo_root)
+    recipe = load_recipe("recipes/demo.yaml", [f"model.name_or_path={tiny_model_dir}"])
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "recipe.yaml").write_text(dump_recipe(recipe))
+    (run / "run.json").write_text(json.dumps({"name": "run", "seed": 0, "command": ["inspo", "train"]}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": 0.1 * i}) + "\n"
+                                               for i in range(1, 5)))
+    shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")
+    checkpoint = run / "checkpoints" / "checkpoint-4"
+    shutil.copytree(tiny_model_dir, checkpoint)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": []}))
+    population = InstructionPopulation(recipe.population, seed=0, initial_texts=["Search first. {question}"])
+    state = {"step": 4, "population": population.state_dict(), "replay": {"capacity": 8, "entries": []}}
+    (checkpoint / "coevolution.json").write_text(json.dumps(state))
+    (run / "coevolution.json").write_text(json.dumps(state))  # as `inspo evolve` keeps it
+    (run / "summary.json").write_text(json.dumps({"steps": 4, "best_instruction": "Answer.",
+                                                  "best_instruction_id": "i0"}))
+    return run

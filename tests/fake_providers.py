@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
 
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.instructions.lm import open_optimizer
@@ -116,8 +115,8 @@ class FakeProvider:
         self.server.server_close()
 
 
-@pytest.fixture
-def serve():
+def serving():
+    """What the `serve` fixture (tests/conftest.py) yields, then closes: start(provider, *replies) -> FakeProvider."""
     servers = []
 
     def start(provider: str, *replies: Reply) -> FakeProvider:

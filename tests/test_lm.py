@@ -21,7 +21,6 @@ import pytest
 
 from fake_providers import (ANSWER, EMPTY_BODIES, KEY, KEY_ENV, MODELS, PATHS, PROVIDERS, Reply, closed_port,
                             gemini_thinking_budget, key_header_ok, optimizer, prompt_sent, success_body)
-from fake_providers import serve  # noqa: F401 (the servers' fixture; test_reliability takes it from here)
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer, redact

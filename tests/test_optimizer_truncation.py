@@ -16,7 +16,6 @@ import pytest
 
 from fake_providers import KEY, KEY_ENV, Reply, gemini_thinking_budget, optimizer, success_body
 from inspo_cli.errors import InspoError
-from fake_providers import serve  # noqa: F401 (the servers' fixture)
 from inspo_cli.config import OptimizerConfig, load_recipe
 from inspo_cli.config.loader import RecipeError
 from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve, initial_rewrites, propose

@@ -22,8 +22,7 @@ from inspo_cli.errors import InspoError
 from inspo_cli.models import load_tokenizer
 from inspo_cli.runs import RunDir
 from cli_helpers import assert_one_line_error, invoke
-from test_sft import (INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine,
-                      world_retriever)  # noqa: F401 (a fixture)
+from test_sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
 from test_train_command import metrics, resume_after_a_cut, write_recipe
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,7 +210,8 @@ def test_rejection_sampling_run_trains_and_resumes_from_either_phase(tmp_path, r
     resume_after_a_cut(runs / "resumed", straight)  # phase 2 from its checkpoint at step 1
 
     killed = runs / "killed"  # as a kill during phase 1 leaves it: one batch saved, nothing trained
-    for later in ("checkpoints", "summary.json", "metrics.jsonl", "sampling/summary.json", "sampling/batch-00001.jsonl"):
+    for later in ("checkpoints", "summary.json", "metrics.jsonl", "sampling/summary.json",
+                  "sampling/batch-00001.jsonl"):
         path = killed / later
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     result = invoke("train", "--resume", killed)

@@ -17,7 +17,6 @@ from inspo_cli.console import STREAM, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.progress import PlainProgress, plain_line
 from cli_helpers import assert_one_line_error, invoke
-from test_lm import serve  # noqa: F401 (the fake provider servers' fixture)
 
 LATIN1 = "r\xe9ponse: caf\xe9\n".encode("latin-1")  # what an editor on an old Windows machine saves
 
@@ -35,7 +34,8 @@ def files(tmp_path):
 # -- class 1: unreadable or wrong-kind files ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, fragments", [
-    (["recipe", "check", "{t}/recipe.yaml"], ["recipe {t}/recipe.yaml", "not UTF-8 text (byte 0xe9", "save it as UTF-8"]),
+    (["recipe", "check", "{t}/recipe.yaml"],
+     ["recipe {t}/recipe.yaml", "not UTF-8 text (byte 0xe9", "save it as UTF-8"]),
     (["recipe", "check", "{t}/adir"], ["recipe {t}/adir", "is a directory; pass a file"]),
     (["train", "--recipe", "{t}/recipe.yaml", "--output-dir", "{t}/runs"], ["not UTF-8 text"]),
     (["evolve", "--recipe", "{t}/adir", "--output-dir", "{t}/runs"], ["is a directory"]),
@@ -359,7 +359,8 @@ def test_a_recipe_that_is_not_found_lists_the_closest_bundled_names(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     result = invoke("train", "--recipe", "qwen3b.yaml")  # the product card's own example
     assert_one_line_error(result, "recipe qwen3b.yaml not found", "qwen2.5-3b/", "inspo recipe list")
-    assert_one_line_error(invoke("recipe", "check", "qwen-3b/serch-r1"), "closest bundled recipes: qwen2.5-3b/search-r1")
+    assert_one_line_error(invoke("recipe", "check", "qwen-3b/serch-r1"),
+                          "closest bundled recipes: qwen2.5-3b/search-r1")
     assert list(tmp_path.iterdir()) == []
 
 

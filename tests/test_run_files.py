@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from cli_helpers import assert_one_line_error, invoke
-from inspo_cli.config import dump_recipe, load_recipe
 from test_report import make_run
 
 CUTS = (0.3, 0.6, 0.9)
@@ -175,32 +173,6 @@ def test_report_refuses_an_out_holding_other_files_and_replaces_an_earlier_repor
 
 
 # -- evaluate --run and --resume over a run directory ----------------------------------------------------------------
-
-@pytest.fixture
-def trained(tmp_path, repo_root, tiny_model_dir, monkeypatch) -> Path:
-    """An unfinished-looking INSPO run with a final model and a checkpoint at step 4 (demo: one update per step)."""
-    from inspo_cli.instructions.population import InstructionPopulation
-
-    monkeypatch.chdir(repo_root)
-    recipe = load_recipe("recipes/demo.yaml", [f"model.name_or_path={tiny_model_dir}"])
-    run = tmp_path / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    (run / "recipe.yaml").write_text(dump_recipe(recipe))
-    (run / "run.json").write_text(json.dumps({"name": "run", "seed": 0, "command": ["inspo", "train"]}))
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": 0.1 * i}) + "\n"
-                                               for i in range(1, 5)))
-    shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")
-    checkpoint = run / "checkpoints" / "checkpoint-4"
-    shutil.copytree(tiny_model_dir, checkpoint)
-    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": []}))
-    population = InstructionPopulation(recipe.population, seed=0, initial_texts=["Search first. {question}"])
-    state = {"step": 4, "population": population.state_dict(), "replay": {"capacity": 8, "entries": []}}
-    (checkpoint / "coevolution.json").write_text(json.dumps(state))
-    (run / "coevolution.json").write_text(json.dumps(state))  # as `inspo evolve` keeps it
-    (run / "summary.json").write_text(json.dumps({"steps": 4, "best_instruction": "Answer.",
-                                                  "best_instruction_id": "i0"}))
-    return run
-
 
 EVALUATED = [*[(i, f, d, ()) for i, f, d in damages("summary.json", "best_instruction", 7)],
              *[(i, f, d, ("--checkpoint", "4")) for i, f, d in damages("checkpoints/checkpoint-4/coevolution.json",

@@ -14,7 +14,6 @@ from inspo_cli.agent.rollout import RolloutEngine
 from inspo_cli.benchmarks import WORLD, load_benchmark
 from inspo_cli.config import DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig, TrainingConfig
 from inspo_cli.models import load_tokenizer
-from inspo_cli.retrieval import open_from_config
 from inspo_cli.world.oracle import coverage, oracle_trajectories
 from cli_helpers import assert_one_line_error, invoke
 from test_train_command import metrics, resume_after_a_cut, write_recipe
@@ -24,11 +23,6 @@ REPO = Path(__file__).resolve().parent.parent
 ROLLOUT = RolloutConfig(max_turns=2, max_tokens_per_turn=48, max_observation_tokens=1024, max_prompt_tokens=256,
                         max_total_tokens=2048)
 INSTRUCTION = "Search, then answer. Question: {question}\n"
-
-
-@pytest.fixture(scope="module")
-def world_retriever():
-    return open_from_config(RetrieverConfig(kind="bm25", corpus=str(REPO / "data/world/corpus.jsonl"), topk=2))
 
 
 def world_engine(tokenizer, retriever, rollout=ROLLOUT) -> RolloutEngine:
@@ -196,6 +190,7 @@ def test_recipe_check_trl_shows_the_sft_config(repo_root):
     report = json.loads(result.stdout)
     assert report["appendix_b"] == [] and "grpo_config" not in report
     config = report["sft_config"]
-    assert (config["completion_only_loss"], config["gradient_accumulation_steps"], config["adam_beta2"]) == (True, 2, 0.95)
+    assert ((config["completion_only_loss"], config["gradient_accumulation_steps"], config["adam_beta2"])
+            == (True, 2, 0.95))
     text = invoke("recipe", "check", recipe, "--trl", "--processes", "8", "--device", "cuda")
     assert text.exit_code == 0 and "TRL SFTConfig" in text.stdout and "adam_beta1: 0.9  # TRL default" in text.stdout

@@ -71,7 +71,7 @@ def lineage_png(rows: Sequence[dict], path: Path, title: str = "") -> bool:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 3 + 0.35 * len(ordered) + 3),
                                       gridspec_kw={"height_ratios": [max(2, len(ordered)), 4]})
     row_of = {row["id"]: i for i, (_, row) in enumerate(ordered)}
-    for i, (depth, row) in enumerate(ordered):
+    for i, (_depth, row) in enumerate(ordered):
         color = colors[i % len(colors)]
         end = row["step_pruned"] if row.get("step_pruned") is not None else last
         top.plot([row["step_born"], end], [i, i], color=color, linewidth=6, solid_capstyle="butt", alpha=0.8)

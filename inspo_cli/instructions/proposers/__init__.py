@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from inspo_cli.registry import PROPOSERS, load
 
+__all__ = ["PROPOSERS", "load_proposer"]  # PROPOSERS: re-exported, the registry's names
+
 if TYPE_CHECKING:
     from inspo_cli.instructions.proposers.base import ProposalPrompt
-
 
 
 def load_proposer(name: str) -> ProposalPrompt:
