@@ -14,7 +14,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2` (CI): one thread each
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # the two cores (subprocesses inherit it); before torch
         os.environ.setdefault(variable, "1")
 
-# Tests that must not run beside one another under `pytest -n`: all that share one of these run on one worker.
+# Under `pytest -n` a module's tests run on one worker, in order, as they do without -n (a module-scoped server or
+# model is shared, and a test may follow another's traces on it); tests that must not run beside one another even
+# across modules share one of these groups.
 XDIST_GROUPS = {"slurm": lambda item: "slurm" in getattr(item, "fixturenames", ()),  # one SLURM per machine (munge)
                 "vllm": lambda item: item.module.__name__.startswith("test_vllm")}  # engines bind cores, take GBs
 
@@ -30,9 +32,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords and not config.getoption("--runslow"):
             item.add_marker(skip)
-        for group, member in XDIST_GROUPS.items():
-            if member(item):
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = next((group for group, member in XDIST_GROUPS.items() if member(item)), item.module.__name__)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

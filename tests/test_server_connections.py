@@ -144,6 +144,9 @@ def test_a_body_still_arriving_after_its_answer_closes_the_connection():
 
 
 def test_health_reports_the_connection_limits(guarded):
+    sock = connect(guarded)  # a refusal of its own: under pytest -n the tests above may run on another worker
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (2 * LIMIT) + b"\r\n\r\n")
+    assert status_and_error(read_until_closed(sock)[0])[0] == 431
     answer = health(guarded)
     assert answer["limits"]["max_header_bytes"] == LIMIT and answer["limits"]["idle_timeout_s"] == 0.5
     assert answer["connections"]["open"] >= 1 and answer["connections"]["refused_large_header"] >= 1

@@ -36,7 +36,8 @@ def train(
     name: Annotated[Optional[str], typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
-    """Train a search agent with GRPO (Search-R1 protocol, observation tokens masked out of the loss)."""
+    """Train a search agent (Search-R1 protocol, observation tokens masked out of the loss) by the recipe's
+    training.algorithm: GRPO (the paper's), SFT or rejection sampling; INSPO recipes co-evolve the instructions."""
     from inspo_cli.config import PROJECT_ROOT, load_recipe
 
     config, recipe_path = None, None
