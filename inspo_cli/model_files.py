@@ -46,11 +46,17 @@ def _open_model_file(file: Path):
         raise _Unusable(f"{file.name} cannot be read ({e.strerror or e})") from None
 
 
-def _json_file(file: Path, limit: int) -> object:
+def _small_file(file: Path, limit: int) -> bytes:
+    """A model directory's small file, read to at most `limit` bytes (counted as read: a FIFO or device lies)."""
     with _open_model_file(file) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise _Unusable(f"{file.name} is more than {limit:,} bytes (not a model's {file.name})")
+    return data
+
+
+def _json_file(file: Path, limit: int) -> object:
+    data = _small_file(file, limit)
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -129,10 +135,9 @@ def _template_problem(file: Path) -> None:
     """chat_template.jinja: UTF-8 text that parses as a Jinja template (transformers compiles it at first use)."""
     import jinja2
 
-    with _open_model_file(file) as f:
-        data = f.read(CONFIG_BYTES + 1)
+    data = _small_file(file, CONFIG_BYTES)
     try:
-        if len(data) > CONFIG_BYTES or b"\0" in data:
+        if b"\0" in data:
             raise ValueError("not text")
         jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(data.decode("utf-8"))
     except (ValueError, jinja2.TemplateError):  # UnicodeDecodeError is a ValueError
