@@ -4,11 +4,11 @@
     kind_module("dense").build(...)     # the module is imported on first use
 
 Everything that depends on the kind looks it up here: building an index (`index.build_index`), its memory
-estimate, opening one (`index.open_index`), checking an index.json, `inspo index --kind` (its help lists the
-names) and the recipe's `retriever.kind` (validated against these names plus "http"). Adding a kind is one new
-module plus one line in `KINDS`. This module imports only the standard library, so anything may import it
-cheaply; a kind's module is imported only when that kind is used, and imports its engine (faiss, bm25s,
-pyserini, torch) only inside the functions that need it.
+estimate, opening one (`index.open_index`), checking an index.json, `inspo index --kind` and the recipe's
+`retriever.kind` (validated against these names plus "http"; inspo lists, documents and checks them through
+`inspo_cli.registry.RETRIEVER_KINDS`). Adding a kind is one new module plus one line in `KINDS`. This module
+imports only the standard library, so anything may import it cheaply; a kind's module is imported only when that
+kind is used, and imports its engine (faiss, bm25s, pyserini, torch) only inside the functions that need it.
 
 A kind module provides these functions (see `retriever.bm25` for a complete one):
 
@@ -49,12 +49,13 @@ Progress = Callable[[str, int, Optional[int]], None]  # (phase, done, total or N
 class Kind(NamedTuple):
     module: str  # imported on first use
     summary: str  # a few words for help texts
+    origin: str = "beyond"  # for inspo's docs (inspo_cli.registry.ORIGINS): paper, search-r1 or beyond (the paper)
 
 
 KINDS: dict[str, Kind] = {
     "bm25": Kind("retriever.bm25", "bm25s, the default"),
-    "dense": Kind("retriever.dense", "sentence encoder + faiss"),
-    "lucene": Kind("retriever.lucene", "pyserini; needs the lucene extra"),
+    "dense": Kind("retriever.dense", "sentence encoder + faiss", "paper"),  # the paper's E5 + faiss
+    "lucene": Kind("retriever.lucene", "pyserini, needs the lucene extra", "search-r1"),  # Search-R1's BM25
 }
 
 
@@ -82,11 +83,6 @@ class OpenOptions:
     ef_search: Optional[int] = None  # dense hnsw
     mmap: bool = False  # bm25, dense: memory-map the index files
     encoder: Any = None  # dense: reuse a loaded Encoder
-
-
-def describe_kinds() -> str:
-    """"bm25 (bm25s, the default), dense (...), lucene (...)": for help texts."""
-    return ", ".join(f"{name} ({kind.summary})" for name, kind in KINDS.items())
 
 
 def kind_module(name: str) -> ModuleType:

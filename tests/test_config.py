@@ -130,16 +130,16 @@ def test_invalid_values_name_key_value_and_fix(minimal, override, expected):
 
 
 def test_proposer_and_method_are_checked_against_their_registries(minimal, monkeypatch):
-    from inspo_cli.evaluation.methods import METHODS
-    from inspo_cli.instructions.proposers import PROPOSERS
+    from inspo_cli.registry import METHODS, PROPOSERS, Strategy
 
     assert error_of(minimal, ["population.proposer=opro"]) == (
-        "--set population.proposer: must be one of reflection, paraphrase, history, merge (got 'opro')")
+        "--set population.proposer: must be one of reflection, paraphrase, history, merge (got 'opro'); or name "
+        "your own as package.module:object")
     assert error_of(minimal, ["evaluation.method=rag,cot"]).startswith(
         "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent, a comma-separated list")
     # a registry line is all a new strategy needs to be accepted (and listed) by the config
-    monkeypatch.setitem(PROPOSERS, "opro", "my_project.opro")
-    monkeypatch.setitem(METHODS, "cot", "my_project.cot")
+    monkeypatch.setitem(PROPOSERS.entries, "opro", Strategy("my_project.opro", "OPRO"))
+    monkeypatch.setitem(METHODS.entries, "cot", Strategy("my_project.cot", "chain of thought"))
     recipe = load_recipe(minimal, ["population.proposer=opro", "evaluation.method=rag,cot"])
     assert (recipe.population.proposer, recipe.evaluation.method) == ("opro", "rag,cot")
     assert "opro" in error_of(minimal, ["population.proposer=nope"])

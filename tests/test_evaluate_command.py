@@ -125,7 +125,11 @@ def test_existing_results_are_never_overwritten(tmp_path):
 def test_method_help_lists_the_registered_methods():
     result = invoke("evaluate", "--help")
     assert result.exit_code == 0
-    assert "direct, rag, ircot, search-o1, agent" in " ".join(result.output.replace("│", " ").split())
+    from inspo_cli.registry import METHODS
+
+    shown = " ".join(result.output.replace("│", " ").split())
+    assert all(f"{name} ({' '.join(METHODS[name].describe(name).split(' (', 1)[1].split())}" in shown
+               for name in METHODS)
 
 
 def test_a_qa_file_of_ones_own_is_a_benchmark_named_by_its_stem(tiny_model_dir, tmp_path):

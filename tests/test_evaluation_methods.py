@@ -146,13 +146,14 @@ def predict(ctx, questions):
 
 def test_a_method_is_one_file_plus_one_registry_line(tiny_tokenizer, tmp_path, monkeypatch):
     from inspo_cli.evaluation.methods import METHODS
+    from inspo_cli.registry import Strategy
 
     assert list(METHODS) == ["direct", "rag", "ircot", "search-o1", "agent"]  # Table 1's order, which reports keep
     with pytest.raises(ValueError, match="unknown inference method 'echo'; registered: direct, rag, ircot"):
         get_method("echo")
     (tmp_path / "echo_method.py").write_text(ECHO_METHOD)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(METHODS, "echo", "echo_method")
+    monkeypatch.setitem(METHODS.entries, "echo", Strategy("echo_method", "echoes"))
     ctx, _, _ = make_ctx(tiny_tokenizer, lambda text: "unused")
     questions = [Question("a", QUESTIONS[0], ("1714",), "world")]
     assert evaluate_methods(["echo"], {"world": questions}, ctx, batch_size=1)["echo"]["world"]["em"] == 1.0

@@ -18,6 +18,7 @@ from inspo_cli.instructions.evolution import (ACCEPTED, BELOW_PARENT, DUPLICATE,
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.proposers import PROPOSERS
+from inspo_cli.registry import Strategy
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
 from inspo_cli.instructions.sampling import Pick
 
@@ -255,7 +256,7 @@ def test_a_proposer_is_one_file_plus_one_registry_line(tmp_path, monkeypatch):
     (tmp_path / "shout_proposer.py").write_text(SHOUT_PROPOSER)  # the file ...
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "shout_proposer", raising=False)
-    monkeypatch.setitem(PROPOSERS, "shout", "shout_proposer")  # ... and the line
+    monkeypatch.setitem(PROPOSERS.entries, "shout", Strategy("shout_proposer", "shouts"))  # ... and the line
     config = make_config(proposer="shout")  # the config accepts the registered name
     population, lm = make_population(config), ScriptedLM(ROUND_1, ROUND_2)
     report = evolve(population, make_buffer(), lm, DictVerifier(SCORES), config, step=15, rng=random.Random(0))
@@ -495,7 +496,7 @@ def test_merge_needs_two_parents():
     from inspo_cli.config.validation import ConfigValueError
     from inspo_cli.instructions.proposers.merge import prompt
 
-    with pytest.raises(ConfigValueError, match="merge combines two parents, but population.n_parent is 1"):
+    with pytest.raises(ConfigValueError, match="merge combines 2 parents, but population.n_parent is 1"):
         make_config(proposer="merge", n_parent=1)
     config = make_config(proposer="merge", n_parent=2, instructions=[PARENT])  # one instruction: one parent alive
     population = InstructionPopulation(config, seed=0)

@@ -15,9 +15,10 @@ always a variant (named after its file) for the named ablations and studies; a s
 
 Named ablations (`AXES`): proposer (reflection | paraphrase | history), components (constant: no pruning and no
 evolution; no-verify: prune + expand without verification; full), n-parent and temperature (Fig. 6, any values),
-stage (online | pre | post: `population.stage`) and, beyond the paper, selection (softmax | ucb | thompson |
-epsilon-greedy: `population.selection`), parents (top | pareto) and the merge proposer (with n_parent 2); the
-`selection` study compares each with the base recipe. `search-r1` is the
+stage (online | pre | post: `population.stage`) and, beyond the paper, selection (`population.selection`),
+parents (`population.parents`) and the proposers beyond the paper (a proposer combining k parents runs with
+n_parent k): the strategy axes take any name of their registry (`inspo_cli.registry`) or an import path. The
+`selection` study compares the paper's strategy and each one beyond the paper with the base recipe. `search-r1` is the
 static-instruction reference (`population.enabled=false`) that Fig. 6 and Table 1 compare against.
 """
 
@@ -33,7 +34,7 @@ from typing import Any, Sequence
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
 from inspo_cli.config.sections import MAX_RUN_NAME, RUN_NAME
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import PROPOSERS, SELECTIONS
+from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS, Registry, is_import_path
 
 PAPER_SEEDS = (0, 1, 2)  # Fig. 2 and Fig. 5: three seeds
 SEARCH_R1 = ("search-r1", ["population.enabled=false"])  # the static-instruction baseline
@@ -59,18 +60,30 @@ def _number(key: str, kind: type, minimum: float):
     return overrides
 
 
+def _strategy(registry: Registry):
+    """A registered name or an import path of `registry`; a proposer that combines k parents gets n_parent k (the
+    paper's n_parent is 1), so its variant runs."""
+    def overrides(value: str) -> list[str]:
+        if value not in registry and not is_import_path(value):
+            raise ValueError(f"one of {', '.join(registry)}, or {IMPORT_PATH_HINT}")
+        try:
+            min_parents = registry.resolve(value).min_parents
+        except ValueError as error:
+            raise ValueError(f"importable ({error})") from None
+        return [f"{registry.key}={value}", *([f"population.n_parent={min_parents}"] if min_parents > 1 else [])]
+    return overrides
+
+
 # axis -> (value -> its overrides). Every axis varies INSPO's population, so the base must have one.
 AXES = {
     "stage": _choices({"online": ["population.stage=online"], "pre": ["population.stage=pre-rl"],
                        "post": ["population.stage=post-rl"]}),
-    # merge combines two parents, so its variant has two (the paper's n_parent is 1)
-    "proposer": _choices({name: [f"population.proposer={name}", *(["population.n_parent=2"] if name == "merge" else [])]
-                          for name in PROPOSERS}),
-    "parents": _choices({"top": ["population.parents=top"], "pareto": ["population.parents=pareto"]}),
+    "proposer": _strategy(PROPOSERS),
+    "parents": _strategy(PARENTS),
     "components": _choices({"constant": ["population.prune=false", "population.evolve_until=0"],
                             "no-verify": ["population.prune=true", "population.verify=false"],
                             "full": ["population.prune=true", "population.verify=true"]}),
-    "selection": _choices({name: [f"population.selection={name}"] for name in SELECTIONS}),
+    "selection": _strategy(SELECTIONS),
     "n-parent": _number("population.n_parent", int, 1),
     "temperature": _number("population.temperature", float, 0.0),
 }
@@ -82,8 +95,10 @@ STUDIES = {
     "fig6": ([("n-parent", ["1", "2", "3"]), ("temperature", ["0.05", "0.2", "1.0"])], True),
     "table1": ([], True),
     # beyond the paper: each selection rule against the paper's configuration (the base recipe, eq. 4's softmax)
-    "selection": ([("selection", ["softmax", *(name for name in SELECTIONS if name != "softmax")]),
-                   ("parents", ["top", "pareto"]), ("proposer", ["reflection", "merge"])], False),
+    "selection": ([(axis, [name for name, entry in registry.items() if entry.origin == "paper"]
+                    + [name for name, entry in registry.items() if entry.beyond_paper])
+                   for axis, registry in (("selection", SELECTIONS), ("parents", PARENTS), ("proposer", PROPOSERS))],
+                  False),
 }
 # Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
@@ -220,7 +235,9 @@ def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], see
                 overrides = AXES[axis](str(value))
             except ValueError as error:
                 raise InspoError(f"--{axis} {value!r}: must be {error}") from None
-            planner.add(Variant(f"{axis}-{value}", recipe, list(overrides), [f"{axis}={value}"]))
+            # an import path's ":" cannot be in a run name; "proposer-my_lab.opro.prompt"
+            planner.add(Variant(f"{axis}-{str(value).replace(':', '.')}", recipe, list(overrides),
+                                [f"{axis}={value}"]))
     if reference:
         planner.add(Variant(SEARCH_R1[0], recipe, list(SEARCH_R1[1]), ["search-r1"]))
     return planner.plan(name or f"{Path(recipe).stem}-{'-'.join(a for a, _ in axes) or 'base'}", seeds)

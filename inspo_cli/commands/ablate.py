@@ -29,6 +29,7 @@ from rich.table import Table
 from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
+from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS
 
 DEMO_RECIPE = "recipes/demo.yaml"
 ABLATIONS_DIR = Path("runs/ablations")
@@ -39,19 +40,18 @@ MAX_WORKERS = 256  # processes on one machine, each loading a policy; --workers 
 def ablate(
     recipe: Annotated[Optional[Path], typer.Option(help=f"Base recipe (default: the sweep file's, else "
                                                         f"{DEMO_RECIPE}).")] = None,
-    proposer: Annotated[Optional[str], typer.Option(help="Proposers to compare, comma-separated: reflection (INSPO), "
-                                                         "paraphrase, history (Fig. 3); merge (beyond the paper, "
-                                                         "with n_parent 2).")] = None,
+    proposer: Annotated[Optional[str], typer.Option(help="Proposers to compare, comma-separated (Fig. 3; "
+                                                         "one combining k parents runs with n_parent k): "
+                                                         f"{PROPOSERS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
     stage: Annotated[Optional[str], typer.Option(help="When the instruction is optimised, comma-separated: online "
                                                       "(INSPO), pre (before RL), post (after RL) (Fig. 3).")] = None,
     components: Annotated[Optional[str], typer.Option(help="Population components, comma-separated: constant (no "
                                                            "pruning, no evolution), no-verify (prune + expand without "
                                                            "verification), full (Fig. 3).")] = None,
-    selection: Annotated[Optional[str], typer.Option(help="Selection rules to compare, comma-separated: softmax "
-                                                          "(INSPO, eq. 4), ucb, thompson, epsilon-greedy (beyond "
-                                                          "the paper).")] = None,
-    parents: Annotated[Optional[str], typer.Option(help="Parent rules to compare, comma-separated: top (INSPO), "
-                                                        "pareto (beyond the paper).")] = None,
+    selection: Annotated[Optional[str], typer.Option(help="Selection rules to compare, comma-separated: "
+                                                          f"{SELECTIONS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
+    parents: Annotated[Optional[str], typer.Option(help="Parent rules to compare, comma-separated: "
+                                                        f"{PARENTS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
     n_parent: Annotated[Optional[str], typer.Option(help="Values of population.n_parent, comma-separated "
                                                          "(Fig. 6a).")] = None,
     temperature: Annotated[Optional[str], typer.Option(help="Values of population.temperature (tau_s), "
@@ -59,8 +59,9 @@ def ablate(
     study: Annotated[Optional[str], typer.Option(help="A paper experiment: fig3 (stage, proposer, components), fig6 "
                                                       "(N_parent, tau_s, vs Search-R1), table1 (INSPO, Search-R1 and "
                                                       "the trained baselines beside the recipe), selection "
-                                                      "(beyond the paper: every population.selection, pareto "
-                                                      "parents and the merge proposer against the recipe).")] = None,
+                                                      "(beyond the paper: the paper's selection, parent rule and "
+                                                      "proposer and each registered one beyond the paper, against "
+                                                      "the recipe).")] = None,
     sweep: Annotated[Optional[Path], typer.Option(help="A sweep file (YAML): recipe, seeds, set, variants, "
                                                        "grid.")] = None,
     seeds: Annotated[Optional[str], typer.Option(help="Seeds, comma-separated (default: the sweep file's, else "

@@ -24,17 +24,22 @@ import typer
 from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import METHODS
+from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, is_import_path
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir, read_text
 
 
 def parse_methods(text: str) -> list[str]:
-    names = (list(tuple(METHODS)) if text.strip().lower() == "all"
-             else [m.strip().lower() for m in text.split(",") if m.strip()])
-    unknown = [m for m in names if m not in tuple(METHODS)]
+    names = (list(METHODS) if text.strip().lower() == "all"
+             else [m.strip() if is_import_path(m) else m.strip().lower() for m in text.split(",") if m.strip()])
+    unknown = [m for m in names if m not in METHODS and not is_import_path(m)]
     if unknown or not names:
         raise InspoError(f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
-                         f"{', '.join(tuple(METHODS))} or all (comma-separated)")
+                         f"{', '.join(METHODS)} or all (comma-separated), or name your own as {IMPORT_PATH_HINT}")
+    for name in names:
+        try:
+            METHODS.resolve(name)  # an import path imports now, so a typo fails before any model loads
+        except ValueError as error:
+            raise InspoError(f"--method: {error}") from None
     return list(dict.fromkeys(names))
 
 
@@ -72,8 +77,8 @@ def evaluate(
                                                            "bamboogle, all, or a path to your own QA file (JSONL, "
                                                            "JSON or parquet with id, question, golden_answers; "
                                                            "named by its stem).")] = None,
-    method: Annotated[Optional[str], typer.Option(help=f"{', '.join(tuple(METHODS))} (comma-separated), "
-                                                       "or all.")] = None,
+    method: Annotated[Optional[str], typer.Option(help=f"Comma-separated, or all: {METHODS.choices()}; or "
+                                                       f"{IMPORT_PATH_HINT}.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Hub id, local directory, or packaged model "
                                                       "(smollm2-135m-instruct, gemma3-270m).")] = None,
     instruction: Annotated[Optional[str], typer.Option(help="agent: the instruction, as text or a file; default: the "

@@ -22,7 +22,7 @@ from rich.table import Table
 from inspo_cli.console import console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.files import check_can_create
-from retriever.kinds import describe_kinds
+from inspo_cli.registry import RETRIEVER_KINDS
 
 DEFAULT_KIND = "bm25"
 DEFAULT_FAISS = "flat"
@@ -48,7 +48,7 @@ def index(
     corpus: Annotated[Optional[Path], typer.Option(help="Search-R1 corpus JSONL: {\"id\", \"contents\"} "
                                                         "per line.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Index directory to create.")] = None,
-    kind: Annotated[Optional[str], typer.Option(help=f"Index kind: {describe_kinds()}.")] = None,
+    kind: Annotated[Optional[str], typer.Option(help=f"Index kind: {RETRIEVER_KINDS.choices()}.")] = None,
     encoder: Annotated[Optional[str], typer.Option(help="kind=dense: sentence encoder, a hub id or local directory "
                                                         "(e.g. intfloat/e5-base-v2); default: the packaged "
                                                         "all-MiniLM-L6-v2.")] = None,

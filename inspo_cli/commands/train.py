@@ -19,6 +19,7 @@ import typer
 from inspo_cli.commands.recipe import SetOption, refuse_with_resume
 from inspo_cli.commands.running import start_run
 from inspo_cli.console import console, user_errors
+from inspo_cli.registry import ALGORITHMS
 
 DEMO_RECIPE = "recipes/demo.yaml"
 
@@ -37,7 +38,7 @@ def train(
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Train a search agent (Search-R1 protocol, observation tokens masked out of the loss) by the recipe's
-    training.algorithm: GRPO (the paper's), SFT or rejection sampling; INSPO recipes co-evolve the instructions."""
+    training.algorithm; INSPO recipes co-evolve the instructions."""
     from inspo_cli.config import PROJECT_ROOT, load_recipe
 
     config, recipe_path = None, None
@@ -79,3 +80,7 @@ def _report(run, summary: dict) -> None:
                   f"{metrics.parent / run.TENSORBOARD})\n"
                   f"plots:   {', '.join(str(run.path / p) for p in summary['plots'])}\nsummary: {run.summary_file}\n"
                   f"evaluate it: inspo evaluate --run {shlex.quote(str(run))} --limit 50", soft_wrap=True)
+
+
+train.__doc__ = (f"{train.__doc__}\n\nTraining algorithms: "  # from the registry, so a new one is listed with no edit
+                 f"{'; '.join(entry.describe(name) for name, entry in ALGORITHMS.items())}.")

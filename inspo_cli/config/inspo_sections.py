@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from inspo_cli.config.validation import ConfigValueError, _one_of, _positive, _require
+from inspo_cli.config.validation import ConfigValueError, _one_of, _positive, _registered, _require
 from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
-from inspo_cli.registry import PROPOSERS, SELECTIONS
+from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS
 
 STAGES = ("online", "pre-rl", "post-rl")
 # tau_s: weights are mean rewards in [0, 1], so below this softmax(w / tau_s) is argmax for any difference that
@@ -43,15 +43,12 @@ class PopulationConfig:
         "help": "N_parent: instructions chosen as parents for each evolution (the paper: 1); pruning never goes "
                 "below it."})
     parents: str = field(default="top", metadata={
-        "help": "Which instructions parent the next generation: top (the paper: the top n_parent by weight) | "
-                "pareto (beyond the paper, GEPA's: every instruction no other beats in all question categories - "
-                "benchmarks, or the world's question types - over the weight window; topped up to n_parent)."})
+        "help": f"Which instructions parent the next generation: {PARENTS.choices()}; or {IMPORT_PATH_HINT}. "
+                "pareto's categories are the benchmarks, or the world's question types, over the weight window."})
     temperature: float = field(default=0.2, metadata={
         "help": "tau_s in softmax(w / tau_s), the sampling of instructions by weight (the paper: 0.2)."})
     selection: str = field(default="softmax", metadata={
-        "help": "How each question group's instruction is drawn (a name in inspo_cli.registry.SELECTIONS): softmax "
-                "(the paper, eq. 4, with temperature) | ucb (batched UCB1, ucb_exploration) | thompson (Beta "
-                "posteriors of the window's rewards) | epsilon-greedy (epsilon); the last three go beyond the paper."})
+        "help": f"How each question group's instruction is drawn: {SELECTIONS.choices()}; or {IMPORT_PATH_HINT}."})
     ucb_exploration: float = field(default=1.0, metadata={
         "help": "selection ucb: c in w + c * sqrt(ln N / n), the exploration bonus (rewards lie in [0, 1])."})
     epsilon: float = field(default=0.1, metadata={
@@ -67,8 +64,8 @@ class PopulationConfig:
     evolve_until: int = field(default=150, metadata={
         "help": "T_e: evolve only at steps before T_e (the paper: 150); 0 disables evolution."})
     proposer: str = field(default="reflection", metadata={
-        "help": "A name in inspo_cli.registry.PROPOSERS: reflection (INSPO) | paraphrase | history (ablations) | "
-                "merge (beyond the paper: two parents combined; needs n_parent >= 2)."})
+        "help": f"How the optimizer is asked for new instructions: {PROPOSERS.choices()}; or {IMPORT_PATH_HINT}. "
+                "One that combines k parents needs n_parent >= k."})
     candidates_per_call: int = field(default=6, metadata={
         "help": "Candidates the optimizer writes per call (App. C: \"6 new candidates per evolution\")."})
     failures_per_call: int = field(default=4, metadata={
@@ -122,11 +119,13 @@ class PopulationConfig:
         _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
         _require(len(self.instructions) <= self.size, "instructions",
                  f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
-        _one_of(self.proposer, tuple(PROPOSERS), "proposer")
-        _one_of(self.selection, tuple(SELECTIONS), "selection")
-        _one_of(self.parents, ("top", "pareto"), "parents")
-        _require(self.proposer != "merge" or self.n_parent >= 2, "proposer",
-                 f"merge combines two parents, but population.n_parent is {self.n_parent}; set n_parent to 2 or more")
+        _registered(self.proposer, PROPOSERS, "proposer")
+        _registered(self.selection, SELECTIONS, "selection")
+        _registered(self.parents, PARENTS, "parents")
+        min_parents = PROPOSERS.resolve(self.proposer).min_parents
+        _require(self.n_parent >= min_parents, "proposer",
+                 f"{self.proposer} combines {min_parents} parents, but population.n_parent is {self.n_parent}; set "
+                 f"n_parent to {min_parents} or more")
         _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")
         _require(0 <= self.epsilon <= 1, "epsilon", f"must be a probability in [0, 1] (got {self.epsilon}); e.g. 0.1")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")

@@ -23,6 +23,7 @@ from typing import Any, Iterator, NamedTuple
 from inspo_cli.config.loader import PROJECT_ROOT
 from inspo_cli.config.sections import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.registry import IMPORT_PATH_HINT, ORIGINS, REGISTRIES, TRAITS, Strategy
 
 FAITHFULNESS = PROJECT_ROOT / "docs" / "faithfulness.md"
 REGENERATE = "python -m inspo_cli.config.reference > docs/reference/recipe.md"
@@ -153,6 +154,16 @@ def explain(key: str) -> str:
     if key in PAPER_VALUES:
         lines.append(f"  paper:    {format_value(PAPER_VALUES[key])}")
     lines.append(_wrap("help:     ", entry.help, "  "))
+    registry = next((r for r in REGISTRIES if r.key == key), None)
+    if registry is not None:  # the strategies, one per line with where each comes from (inspo_cli.registry)
+        width = max(map(len, registry))
+        lines += ["", "  choices (inspo_cli/registry.py" + (f"; or {IMPORT_PATH_HINT}):" if registry.import_paths
+                                                           else "):")]
+        for name, strategy in registry.items():
+            traits = "".join(f"; {trait} {getattr(strategy, trait)}" for trait in TRAITS
+                             if getattr(strategy, trait) != getattr(Strategy, trait))
+            lines.append(_wrap(f"{name:<{width}}  ", f"{ORIGINS[strategy.origin]}: {strategy.summary}{traits}",
+                               "    "))
     for row in faithfulness_rows():
         if key in row.keys:
             lines += ["", f"  faithfulness ({_shown(FAITHFULNESS)}): {row.topic}",

@@ -14,9 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from inspo_cli.config.inspo_sections import OptimizerConfig, PopulationConfig
-from inspo_cli.config.validation import _fraction, _one_of, _positive, _require
-from inspo_cli.registry import ALGORITHMS, METHODS, is_sft
-from retriever.kinds import KINDS as RETRIEVER_KINDS
+from inspo_cli.config.validation import ConfigValueError, _fraction, _one_of, _positive, _registered, _require
+from inspo_cli.registry import ALGORITHMS, IMPORT_PATH_HINT, METHODS, RETRIEVER_KINDS, is_import_path, is_sft
 
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
 MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; more is a typo, not a run
@@ -55,8 +54,8 @@ class RetrieverConfig:
     """The search engine the policy calls: in-process over an index or corpus, or a Search-R1 HTTP server."""
 
     kind: str = field(default="bm25", metadata={
-        "help": "The search engine: bm25 | dense | lucene (in-process; dense and lucene need `index`) | http (a "
-                "Search-R1 retrieval server at `url`)."})
+        "help": f"The search engine, in-process: {RETRIEVER_KINDS.choices()} (all but bm25 need `index`); or http "
+                "(a Search-R1 retrieval server at `url`)."})
     corpus: str = field(default="data/world/corpus.jsonl", metadata={
         "help": "The corpus JSONL ({\"id\", \"contents\"} per line): bm25 builds an in-memory index of it when no "
                 "index is given; `inspo index --recipe` indexes it."})
@@ -204,7 +203,7 @@ class TrainingConfig:
     `mini_batch_trajectories` is unused."""
 
     algorithm: str = field(default="grpo", metadata={
-        "help": "grpo | sft | rejection-sampling: a name in inspo_cli.registry.ALGORITHMS."})
+        "help": f"How the policy is trained: {ALGORITHMS.choices()}; or {IMPORT_PATH_HINT} (a builder)."})
     steps: int = field(default=300, metadata={
         "help": "Training steps (the paper: 300); with sft or rejection-sampling, optimizer updates."})
     group_size: int = field(default=5, metadata={
@@ -288,7 +287,7 @@ class TrainingConfig:
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")
         _require(0 < self.clip_epsilon < 1, "clip_epsilon",
                  f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
-        _one_of(self.algorithm, tuple(ALGORITHMS), "algorithm")
+        _registered(self.algorithm, ALGORITHMS, "algorithm")
         _one_of(self.loss_type, LOSS_TYPES, "loss_type")
         _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
         _require(self.entropy_coef >= 0, "entropy_coef",
@@ -304,8 +303,8 @@ class EvaluationConfig:
         "help": "The benchmarks to score (`inspo data list` names them), e.g. [nq, hotpotqa]; world is the "
                 "synthetic world."})
     method: str = field(default="agent", metadata={
-        "help": "Names in inspo_cli.registry.METHODS (direct, rag, ircot, search-o1, agent), comma-separated, or "
-                "all."})
+        "help": f"Inference methods, comma-separated, or all (every registered one): {METHODS.choices()}; or "
+                f"{IMPORT_PATH_HINT}."})
     split: str | None = field(default=None, metadata={
         "help": "The benchmark split; default: the split Search-R1 reports (test, or dev where there is no test)."})
     limit: int | None = field(default=None, metadata={
@@ -325,10 +324,16 @@ class EvaluationConfig:
     def __post_init__(self) -> None:
         _require(bool(self.benchmarks), "benchmarks",
                  "must name at least one benchmark, e.g. [world] or [nq, hotpotqa]")
-        methods = tuple(METHODS)
         names = [m.strip() for m in self.method.split(",")]
-        _require(self.method.strip() == "all" or (all(n in methods for n in names) and all(names)), "method",
-                 f"must be one of {', '.join(methods)}, a comma-separated list of them, or all (got {self.method!r})")
+        if self.method.strip() != "all":
+            _require(all(names), "method", f"must be one of {', '.join(METHODS)}, a comma-separated list of them, or "
+                     f"all (got {self.method!r})")
+            for name in names:
+                if name not in METHODS and not is_import_path(name):
+                    raise ConfigValueError("method", f"must be one of {', '.join(METHODS)}, a comma-separated list of "
+                                           f"them, or all (got {self.method!r}); or name your own as "
+                                           f"{IMPORT_PATH_HINT}")
+                _registered(name, METHODS, "method")
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature}); 0 is greedy")
         _positive(self.limit, "limit", "500")
         _positive(self.batch_size, "batch_size", "32")

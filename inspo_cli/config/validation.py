@@ -3,6 +3,8 @@ the loader prefixes with the file and the section."""
 
 from __future__ import annotations
 
+from inspo_cli.registry import Registry, is_import_path
+
 
 class ConfigValueError(ValueError):
     """A field holds a value of the right type that is still invalid."""
@@ -30,3 +32,12 @@ def _positive(value: float | int | None, field_name: str, example: str) -> None:
 def _fraction(value: float, field_name: str, *, closed: bool = True) -> None:
     ok = 0 <= value <= 1 if closed else 0 < value <= 1
     _require(ok, field_name, f"must be in {'[0, 1]' if closed else '(0, 1]'} (got {value!r})")
+
+
+def _registered(value: str, registry: Registry, field_name: str) -> None:
+    """`value` names a strategy of `registry`, or (where allowed) an import path that imports to a callable."""
+    try:
+        registry.resolve(value)
+    except ValueError as error:
+        own = registry.import_paths and is_import_path(value)
+        raise ConfigValueError(field_name, str(error) if own else registry.unknown(value)) from None

@@ -28,10 +28,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.parents import load_parent_rule
 from inspo_cli.instructions.sampling import Pick, stable_random
 from inspo_cli.instructions.selection import load_selection
 from inspo_cli.instructions.selection.base import Arm
-from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
+from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS, is_import_path
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
@@ -150,8 +151,9 @@ class InstructionPopulation:
         """A new alive candidate, or None when the population is full or an alive one has the same text."""
         if not text.strip():
             raise ValueError("an instruction must not be empty")
-        if proposer not in ORIGINS and proposer not in REGISTERED_PROPOSERS:
-            raise ValueError(f"proposer must be one of {(*ORIGINS, *REGISTERED_PROPOSERS)}, got {proposer!r}")
+        if proposer not in ORIGINS and proposer not in REGISTERED_PROPOSERS and not is_import_path(proposer):
+            raise ValueError(f"proposer must be one of {(*ORIGINS, *REGISTERED_PROPOSERS)} or an import path, got "
+                             f"{proposer!r}")
         if parent is not None and parent not in self._candidates:
             raise ValueError(f"unknown parent instruction id {parent!r}")
         alive = self.alive()
@@ -259,21 +261,9 @@ class InstructionPopulation:
         return self._retire(ranked[keep:], step)
 
     def parents(self) -> list[Candidate]:
-        """The parents of the next generation, best weight first: the top n_parent alive candidates by weight
-        (`population.parents: top`, the paper's), or (`pareto`, GEPA's) every alive candidate that no other
-        dominates on its per-category mean rewards (at least as good in every category, better in one), topped up
-        by weight to n_parent."""
-        ranked = self.ranked()
-        if self.config.parents != "pareto":
-            return ranked[:self.config.n_parent]
-        means = {c.id: c.category_means() for c in ranked}
-        categories = sorted({category for m in means.values() for category in m})
-
-        def score(c: Candidate) -> list[float]:  # a category it was not tried on counts as nothing earned there
-            return [means[c.id].get(category, 0.0) for category in categories]
-
-        front = [c for c in ranked if not any(_dominates(score(o), score(c)) for o in ranked if o is not c)]
-        return front + [c for c in ranked if c not in front][:max(self.config.n_parent - len(front), 0)]
+        """The parents of the next generation, best first, by `population.parents` (`parents/`): the top n_parent
+        alive candidates by weight (`top`, the paper's), or GEPA's Pareto front over question categories."""
+        return load_parent_rule(self.config.parents)(self.ranked(), self.config)
 
     def keep_only_parents(self, step: int) -> list[str]:
         """Alg. 1 line 17, P_t <- P_parent: retire every alive non-parent before refilling; returns their ids."""
@@ -332,8 +322,3 @@ class InstructionPopulation:
                                      "step_categories": [list(r) for r in row.get("step_categories", [])]})
             population._candidates[candidate.id] = candidate
         return population
-
-
-def _dominates(a: Sequence[float], b: Sequence[float]) -> bool:
-    """a Pareto-dominates b: at least as good everywhere and better somewhere."""
-    return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))

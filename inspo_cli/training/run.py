@@ -68,7 +68,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
         unusable = "; ".join(f"{path.name}: {problem}" for path, problem in skipped)
         # an algorithm whose first phase keeps its own progress (rejection sampling's sampling/) resumes a run cut
         # before its first checkpoint: that phase goes on where it stopped, then training starts
-        if checkpoint is None and not ALGORITHMS[recipe.training.algorithm].progress_before_training:
+        if checkpoint is None and not ALGORITHMS.resolve(recipe.training.algorithm).progress_before_training:
             raise InspoError(f"{run} has no complete checkpoint to resume from ({unusable or 'none was saved'}); "
                              "start a new run instead")
         if state.is_main_process:

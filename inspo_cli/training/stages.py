@@ -96,7 +96,8 @@ def resume_possible(directory: RunDir, kind: str = "train") -> bool:
     recipe = directory.recipe()
     if recipe.population.enabled and recipe.population.stage != "online":
         return True  # a chain of stages: each stage decides for itself
-    return directory.latest_checkpoint() is not None or ALGORITHMS[recipe.training.algorithm].progress_before_training
+    return (directory.latest_checkpoint() is not None
+            or ALGORITHMS.resolve(recipe.training.algorithm).progress_before_training)
 
 
 def _create(recipe: Recipe, directory: RunDir) -> None:

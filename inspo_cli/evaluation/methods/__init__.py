@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inspo_cli.registry import METHODS, load
+from inspo_cli.registry import METHODS
 
 if TYPE_CHECKING:
     from inspo_cli.evaluation.methods.base import Method
 
-METHOD_NAMES = tuple(METHODS)
 
 
 def get_method(name: str) -> Method:
-    """The `predict` function of the method registered as `name`."""
-    return load("METHODS", name, "inference method", "predict")
+    """The `predict` function of the method registered (or imported) as `name`."""
+    return METHODS.load(name)

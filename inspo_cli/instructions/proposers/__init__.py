@@ -6,14 +6,15 @@
 A proposer is a module with one function, `prompt(parent, population, buffer, config, rng) -> str`, that
 builds the text sent to the optimizer LM. `PROPOSERS` maps the name a recipe uses (`population.proposer`) to
 that module (`inspo_cli.registry`, where the config validates the name). To add a proposer, write
-`proposers/<name>.py` and add its line to `inspo_cli/registry.py`. Modules are imported on first use.
+`proposers/<name>.py` and add its line to `inspo_cli/registry.py` (docs/contributing.md walks through one); a recipe
+may also name one by import path (`package.module:prompt`). Modules are imported on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inspo_cli.registry import PROPOSERS, load
+from inspo_cli.registry import PROPOSERS
 
 __all__ = ["PROPOSERS", "load_proposer"]  # PROPOSERS: re-exported, the registry's names
 
@@ -22,5 +23,5 @@ if TYPE_CHECKING:
 
 
 def load_proposer(name: str) -> ProposalPrompt:
-    """The `prompt` function of the proposer registered as `name`."""
-    return load("PROPOSERS", name, "proposer", "prompt")
+    """The `prompt` function of the proposer registered (or imported) as `name`."""
+    return PROPOSERS.load(name)

@@ -9,19 +9,20 @@ literature (beyond the paper; docs/faithfulness.md). A strategy is a module with
 returning a `Selector` (base.py). Every strategy decides from the arms' statistics alone (the same on every process)
 and draws only from the generator it is handed (seeded by run seed, step and question), so a question's pick is the
 same on every process and after a resume; none keeps state of its own. To add one, write `selection/<name>.py` and
-add its line to `inspo_cli/registry.py` (SELECTIONS).
+add its line to `inspo_cli/registry.py` (SELECTIONS); a recipe may also name one by import path
+(`package.module:build`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inspo_cli.registry import load
+from inspo_cli.registry import SELECTIONS
 
 if TYPE_CHECKING:
     from inspo_cli.instructions.selection.base import Build
 
 
 def load_selection(name: str) -> Build:
-    """The `build` function of the strategy registered as `name`."""
-    return load("SELECTIONS", name, "selection", "build")
+    """The `build` function of the strategy registered (or imported) as `name`."""
+    return SELECTIONS.load(name)

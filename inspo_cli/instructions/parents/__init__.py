@@ -1,0 +1,24 @@
+"""Which alive instructions parent the next generation (Alg. 1 line 16): one file per rule.
+
+    parents = load_parent_rule(config.parents)(ranked, config)   # ranked: alive candidates, best weight first
+
+`top` is the paper's (the top n_parent by weight); `pareto` is GEPA's (beyond the paper; docs/faithfulness.md). A
+rule is a module with `choose(ranked, config) -> list[Candidate]`, best first, that decides from the candidates'
+statistics alone (the same on every process). To add one, write `parents/<name>.py` and add its line to
+`inspo_cli/registry.py` (PARENTS); a recipe may also name one by import path (`package.module:choose`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from inspo_cli.registry import PARENTS
+
+# (ranked candidates, the population config) -> the parents; typed loosely because population.py imports this
+# package (the population holds the candidates this choice is made among)
+Choose = Callable[[Any, Any], list]
+
+
+def load_parent_rule(name: str) -> Choose:
+    """The `choose` function of the parent rule registered (or imported) as `name`."""
+    return PARENTS.load(name)

@@ -1,0 +1,289 @@
+"""The registry is the one source of every strategy list, and docs/contributing.md's worked examples are true:
+a proposer, a selection rule and a strategy from an outside package need exactly the files the docs say, and every
+list a user sees (help, `recipe explain`, the generated reference and strategies pages, the ablation axes, the
+config's checks) shows them with no other edit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inspo_cli.cli import app
+from inspo_cli.config import load_recipe
+from inspo_cli.errors import InspoError
+from inspo_cli.registry import (ALGORITHMS, IMPORT_PATH_HINT, METHODS, PARENTS, PROPOSERS, REGISTRIES,
+                                RETRIEVER_KINDS, SELECTIONS, markdown)
+
+ROOT = Path(__file__).resolve().parents[1]
+# "`path`:" or "`path`, in `TABLE`:", a blank line, then a ```python block: what the docs tell a contributor to write
+DOC_BLOCK = re.compile(r"^`(?P<path>[\w./]+\.py)`(?:, in `(?P<table>[A-Z_]+)`)?:\n\n```python\n(?P<code>.*?)```",
+                       re.MULTILINE | re.DOTALL)
+
+
+def doc_blocks() -> list[tuple[str, str | None, str]]:
+    return [(m["path"], m["table"], m["code"]) for m in DOC_BLOCK.finditer((ROOT / "docs/contributing.md").read_text())]
+
+
+def test_the_docs_worked_examples_are_one_file_and_one_registry_line_each():
+    blocks = doc_blocks()
+    assert [(path, table) for path, table, _ in blocks] == [
+        ("inspo_cli/instructions/proposers/contrast.py", None), ("inspo_cli/registry.py", "PROPOSERS"),
+        ("inspo_cli/instructions/selection/uniform.py", None), ("inspo_cli/registry.py", "SELECTIONS"),
+        ("my_lab/strategies.py", None)]
+    for path, _, _ in blocks[:4:2]:  # the examples are not shipped: the test adds them to a copy
+        assert not (ROOT / path).exists()
+
+
+SCRIPT = r'''
+import json, sys
+from typer.testing import CliRunner
+from inspo_cli.cli import app
+
+runner, out = CliRunner(), {}
+def run(*args):
+    result = runner.invoke(app, list(args), terminal_width=400)
+    return {"code": result.exit_code, "output": result.output}
+
+out["explain_proposer"] = run("recipe", "explain", "population.proposer")
+out["explain_selection"] = run("recipe", "explain", "population.selection")
+out["ablate_help"] = run("ablate", "--help")
+out["check"] = run("recipe", "check", "recipes/demo.yaml", "--set", "population.proposer=contrast",
+                   "--set", "population.selection=uniform", "--json")
+out["check_outside"] = run("recipe", "check", "recipes/demo.yaml", "--set",
+                           "population.proposer=my_lab.strategies:prompt", "--json")
+out["plan"] = run("ablate", "--recipe", "recipes/demo.yaml", "--proposer", "contrast,my_lab.strategies:prompt",
+                  "--selection", "uniform", "--seeds", "0", "--dry-run", "--json")
+out["study"] = run("ablate", "--recipe", "recipes/demo.yaml", "--study", "selection", "--seeds", "0", "--dry-run",
+                   "--json")
+
+from inspo_cli.registry import markdown
+from inspo_cli.config.reference import markdown_reference as reference
+out["strategies_md"], out["reference_md"] = markdown(), reference()
+
+# the strategies themselves, as a run loads them
+import random
+from inspo_cli.config import load_recipe
+from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.proposers import load_proposer
+from inspo_cli.instructions.selection import load_selection
+from inspo_cli.instructions.selection.base import Arm
+recipe = load_recipe("recipes/demo.yaml", ["population.instructions=[first instruction, second instruction]"])
+population = InstructionPopulation(recipe.population, seed=0)
+parent = population.ranked()[0]
+out["contrast_prompt"] = load_proposer("contrast")(parent, population, None, recipe.population, random.Random(0))
+out["outside_prompt"] = load_proposer("my_lab.strategies:prompt")(parent, population, None, recipe.population,
+                                                                   random.Random(0))
+arms = [Arm("a", 0.9, 5, 4.5), Arm("b", 0.1, 5, 0.5), Arm("c", 0.0, 0, 0.0)]
+out["uniform"] = load_selection("uniform")(arms, recipe.population, 1).probabilities()
+json.dump(out, sys.stdout)
+'''
+
+
+@pytest.fixture(scope="module")
+def followed(tmp_path_factory):
+    """A copy of the package with the docs' files written and their registry lines added, as a contributor would,
+    and what every list says there (run in a fresh interpreter on the copy)."""
+    copy = tmp_path_factory.mktemp("contributor")
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("inspo_cli", "retriever", "recipes"):
+        shutil.copytree(ROOT / name, copy / name, ignore=ignore)
+    (copy / "data").symlink_to(ROOT / "data")  # read only: the world the demo recipe names
+    (copy / "docs").mkdir()
+    shutil.copy(ROOT / "docs/faithfulness.md", copy / "docs")
+    outside = copy / "site-packages"
+    for path, table, code in doc_blocks():
+        if table is None:
+            target = (outside if path.startswith("my_lab/") else copy) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(code)
+        else:  # the line goes last in the table, before its closing "})"
+            registry = copy / path
+            text = registry.read_text()
+            start = text.index(f"\n{table} = Registry(")
+            end = text.index("\n})", start)
+            registry.write_text(text[:end] + "\n    " + code.strip().replace("\n", "\n    ") + text[end:])
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{outside}", "COLUMNS": "400", "NO_COLOR": "1"}
+    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=copy, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_a_new_proposer_and_selection_rule_appear_in_every_list(followed):
+    proposer = "contrast (beyond the paper): the parent beside the weakest instruction"
+    selection = "uniform (beyond the paper): every alive instruction equally likely"
+    for name in ("explain_proposer", "explain_selection", "ablate_help", "check", "check_outside", "plan", "study"):
+        assert followed[name]["code"] == 0, (name, followed[name]["output"][-2000:])
+    assert "contrast    beyond the paper: the parent beside the weakest instruction" in \
+        followed["explain_proposer"]["output"]
+    assert "uniform         beyond the paper: every alive instruction equally likely" in \
+        followed["explain_selection"]["output"]
+    help_text = " ".join(followed["ablate_help"]["output"].replace("│", " ").split())
+    assert proposer in help_text and selection in help_text
+    assert "| `contrast` | beyond the paper | the parent beside the weakest instruction |  |" in \
+        followed["strategies_md"]
+    assert "| `uniform` | beyond the paper | every alive instruction equally likely |  |" in followed["strategies_md"]
+    assert proposer in followed["reference_md"] and selection in followed["reference_md"]
+
+
+def test_the_new_strategies_run_and_are_planned(followed):
+    resolved = json.loads(followed["check"]["output"])
+    assert (resolved["population"]["proposer"], resolved["population"]["selection"]) == ("contrast", "uniform")
+    prompt = followed["contrast_prompt"]
+    assert prompt.startswith("<ins_0> first instruction </ins_0>") and "second instruction" in prompt
+    assert prompt.endswith("<ins_2>...</ins_2> tags.")  # the demo asks for 2 candidates per call
+    assert followed["uniform"] == [1 / 3] * 3
+    plan = json.loads(followed["plan"]["output"])
+    variants = {v["name"]: v["overrides"] for v in plan["variants"]}
+    assert variants["proposer-contrast"] == ["population.proposer=contrast"]
+    assert variants["selection-uniform"] == ["population.selection=uniform"]
+    assert variants["proposer-my_lab.strategies.prompt"] == ["population.proposer=my_lab.strategies:prompt"]
+    # the selection study: every rule beyond the paper, the new one included, against the base (softmax's variant)
+    study = {v["name"]: v["bars"] for v in json.loads(followed["study"]["output"])["variants"]}
+    assert [n for n in study if n.startswith("selection-")] == [
+        "selection-ucb", "selection-thompson", "selection-epsilon-greedy", "selection-uniform"]
+    assert "selection=softmax" in study["demo"]
+
+
+def test_a_strategy_from_an_outside_package_is_named_by_import_path(followed):
+    resolved = json.loads(followed["check_outside"]["output"])
+    assert resolved["population"]["proposer"] == "my_lab.strategies:prompt"
+    assert followed["outside_prompt"].startswith("<ins_0> first instruction </ins_0>\n\nWrite 2 shorter versions")
+
+
+# -- import paths in this process: validated like names, refused in one line ------------------------------
+
+OUTSIDE = '''"""Two parents' worth of proposer, by import path."""
+
+MIN_PARENTS = 2
+NOT_CALLABLE = 3
+
+
+def prompt(parent, population, buffer, config, rng):
+    """pairs: a proposer that needs two parents."""
+    return "pairs"
+'''
+
+
+@pytest.fixture
+def outside_package(tmp_path, monkeypatch):
+    package = tmp_path / "lab_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "pairs.py").write_text(OUTSIDE)
+    (package / "broken.py").write_text("raise RuntimeError('cannot start\\nsecond line')\n")
+    (package / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    (package / "bad_trait.py").write_text("MIN_PARENTS = 'two'\ndef prompt(*a):\n    return ''\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m.startswith("lab_pkg")]:
+        monkeypatch.delitem(sys.modules, name)
+    return "lab_pkg"
+
+
+def test_an_import_path_carries_its_traits_and_summary(outside_package):
+    strategy = PROPOSERS.resolve("lab_pkg.pairs:prompt")
+    assert (strategy.origin, strategy.min_parents, strategy.summary) == (
+        "outside", 2, "pairs: a proposer that needs two parents.")
+    assert PROPOSERS.load("lab_pkg.pairs:prompt")(None, None, None, None, None) == "pairs"
+    recipe = load_recipe(ROOT / "recipes/demo.yaml", ["population.proposer=lab_pkg.pairs:prompt",
+                                                       "population.n_parent=2"])
+    assert recipe.population.proposer == "lab_pkg.pairs:prompt"
+
+
+@pytest.mark.parametrize("override, message", [
+    (["population.proposer=lab_pkg.pairs:prompt"], "lab_pkg.pairs:prompt combines 2 parents, but population.n_parent "
+                                                   "is 1; set n_parent to 2 or more"),
+    (["population.proposer=lab_pkg.pairs:missing"], "proposer lab_pkg.pairs:missing: lab_pkg.pairs has no callable "
+                                                    "'missing' (a proposer provides prompt)"),
+    (["population.proposer=lab_pkg.pairs:NOT_CALLABLE"], "has no callable 'NOT_CALLABLE'"),
+    (["population.selection=lab_pkg.nowhere:build"], "selection lab_pkg.nowhere:build: cannot import lab_pkg.nowhere "
+                                                     "(ModuleNotFoundError: No module named 'lab_pkg.nowhere'); is "
+                                                     "its package installed or on PYTHONPATH?"),
+    (["population.parents=lab_pkg.broken:choose"], "cannot import lab_pkg.broken (RuntimeError: cannot start)"),
+    (["population.proposer=lab_pkg.bad_trait:prompt"], "lab_pkg.bad_trait.MIN_PARENTS must be a int, got 'two'"),
+    (["population.proposer=lab-pkg:prompt"], "'lab-pkg:prompt' is not an import path package.module:object"),
+    (["population.proposer=:prompt"], "is not an import path"),
+    (["population.proposer=lab_pkg.exits:prompt"], "cannot import lab_pkg.exits (SystemExit: 3)"),
+    (["population.proposer=" + "x" * 1_000_000 + ":prompt"], "is not an import path"),
+    (["population.selection=" + "y" * 1_000_000], "(got 'yyyyyyyyyy"),
+    (["population.proposer=''"], "must be one of reflection, paraphrase, history, merge (got '')"),
+    (["population.proposer=lab_pkg.pairs:1x"], "is not an import path"),
+    (["training.algorithm=lab_pkg.nowhere:build"], "cannot import lab_pkg.nowhere"),
+    (["evaluation.method=rag,lab_pkg.nowhere:predict"], "cannot import lab_pkg.nowhere"),
+])
+def test_a_bad_import_path_is_one_line_naming_the_field(outside_package, override, message):
+    with pytest.raises(InspoError) as info:
+        load_recipe(ROOT / "recipes/demo.yaml", override)
+    text = str(info.value)
+    assert message in text and "\n" not in text and len(text) < 600
+    assert text.startswith(f"--set {override[0].split('=')[0]}:")
+
+
+def test_retriever_kinds_take_no_import_path():
+    with pytest.raises(InspoError, match=r"must be one of bm25, dense, lucene, http \(got 'my.kinds:bm25'\)$"):
+        load_recipe(ROOT / "recipes/demo.yaml", ["retriever.kind=my.kinds:bm25"])
+
+
+def test_an_ablation_axis_refuses_a_path_that_does_not_import(outside_package):
+    result = CliRunner().invoke(app, ["ablate", "--recipe", str(ROOT / "recipes/demo.yaml"), "--selection",
+                                      "lab_pkg.nowhere:build", "--dry-run"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "--selection 'lab_pkg.nowhere:build': must be importable (selection lab_pkg.nowhere:build: cannot " \
+           "import lab_pkg.nowhere" in " ".join(result.output.split())
+
+
+def test_evaluate_method_takes_an_import_path(outside_package, tmp_path):
+    from inspo_cli.commands.evaluate import parse_methods
+
+    (tmp_path / "lab_pkg" / "echo.py").write_text("def predict(ctx, questions):\n    return []\n")
+    assert parse_methods("RAG, lab_pkg.echo:predict") == ["rag", "lab_pkg.echo:predict"]
+    with pytest.raises(InspoError, match="^--method: inference method lab_pkg.echo:nope: lab_pkg.echo has no "
+                                         "callable 'nope'"):
+        parse_methods("lab_pkg.echo:nope")
+
+
+# -- every list is the registry's ----------------------------------------------------------------------------
+
+def test_the_strategies_page_is_current():
+    assert (ROOT / "docs/reference/strategies.md").read_text() == markdown(), (
+        "docs/reference/strategies.md is stale: python -m inspo_cli.registry > docs/reference/strategies.md")
+
+
+def test_every_registry_is_in_help_explain_and_the_reference():
+    from inspo_cli.config.reference import explain
+
+    reference = (ROOT / "docs/reference/recipe.md").read_text()
+    runner = CliRunner()
+    helps = {command: " ".join(runner.invoke(app, [*command.split(), "--help"], terminal_width=400)
+                               .output.replace("│", " ").split())
+             for command in ("ablate", "evaluate", "train", "index")}
+    shown_in = {PROPOSERS.key: "ablate", SELECTIONS.key: "ablate", PARENTS.key: "ablate", METHODS.key: "evaluate",
+                ALGORITHMS.key: "train", RETRIEVER_KINDS.key: "index"}
+    assert set(shown_in) == {registry.key for registry in REGISTRIES}
+    for registry in REGISTRIES:
+        text = explain(registry.key)
+        for name, strategy in registry.items():
+            assert strategy.describe(name) in helps[shown_in[registry.key]], (registry.key, name)
+            assert re.search(rf"^    {re.escape(name)} +{re.escape(strategy.summary[:30])}", text, re.MULTILINE) \
+                or name in text, (registry.key, name)
+            assert strategy.describe(name) in " ".join(reference.split()), (registry.key, name)
+        assert (f"or {IMPORT_PATH_HINT}" in text) == registry.import_paths
+
+
+def test_every_registered_strategy_loads_what_its_registry_promises():
+    for registry in (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS):
+        for name in registry:
+            assert callable(registry.load(name)), (registry.key, name)
+    for name in RETRIEVER_KINDS:
+        assert hasattr(RETRIEVER_KINDS.load(name), "build")
+    with pytest.raises(ValueError, match=r"^unknown proposer 'opro'; registered: reflection, paraphrase, history, "
+                                         r"merge \(inspo_cli.registry, population.proposer\)$"):
+        PROPOSERS.load("opro")
