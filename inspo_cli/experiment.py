@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from inspo_cli.config import Recipe
-from inspo_cli.errors import InspoError
 from inspo_cli.files import first_missing, remove_empty_dirs
+from inspo_cli.main_process import broadcast_from_main
 from inspo_cli.runs import RunDir
 
 KINDS = ("train", "evolve")  # train: GRPO with the instruction source; evolve: INSPO with a frozen policy
@@ -98,15 +98,6 @@ def _create(recipe: Recipe, recipe_path, command, output_dir, state) -> RunDir:
     """A new run directory, made once: under `accelerate launch` by the main process, the others get its name."""
     if state.num_processes == 1:
         return RunDir.create(recipe, recipe_path, command, output_dir)
-    from accelerate.utils import broadcast_object_list
-
-    holder: list = [None]
-    if state.is_main_process:
-        try:
-            holder = [("ok", str(RunDir.create(recipe, recipe_path, command, output_dir).path))]
-        except InspoError as error:  # every process fails the same way instead of the others waiting
-            holder = [("error", str(error))]
-    outcome, value = broadcast_object_list(holder)[0]
-    if outcome == "error":
-        raise InspoError(value)
-    return RunDir(value)
+    # every process fails the same way (an InspoError) instead of the others waiting
+    return RunDir(broadcast_from_main(state, lambda: str(RunDir.create(recipe, recipe_path, command,
+                                                                       output_dir).path)))

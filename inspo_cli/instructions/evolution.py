@@ -40,7 +40,7 @@ from inspo_cli.instructions.proposers import load_proposer
 from inspo_cli.instructions.proposers.base import NoFailures, NothingToPropose, cut_off_block, parse_candidates
 from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
-from inspo_cli.instructions.verification import paired_comparison
+from inspo_cli.instructions.verification import PairedComparison, paired_comparison
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
@@ -163,112 +163,140 @@ def evolve(population: InstructionPopulation, buffer: ReplayBuffer, lm: Language
     parents = population.parents()  # ranked by weight, so taken before the weights are reset
     report = EvolutionReport(step=step, proposer=config.proposer, parents=[p.id for p in parents],
                              retired=population.keep_only_parents(step))  # P_t <- P_parent
-    report.stop_reason = _refill(population, parents, buffer, lm, verifier, config, step, rng, report)
+    evolution = _Evolution(population, buffer, lm, verifier, config, step, rng, report)
+    report.stop_reason = evolution.refill(parents)
     population.reset_weights()  # W_t <- 0 (line 17); new candidates start at 0 anyway, parents are reset here
     report.wall_s = time.monotonic() - started
     return report
 
 
-def _refill(population: InstructionPopulation, parents: Sequence[Candidate], buffer: ReplayBuffer,
-            lm: LanguageModel, verifier: Verifier, config: PopulationConfig, step: int, rng: random.Random,
-            report: EvolutionReport) -> str:
-    """Lines 18-22, bounded by `max_verify_rounds` (App. C: "a maximum of 5 rounds of verification retrials")."""
-    for round_number in range(1, config.max_verify_rounds + 1):
-        if len(population) >= config.size:
-            return "population full"
-        report.rounds = round_number
-        # §3.3 Select: "We randomly sample one instruction I_t at a time to form the parent". Sampling without
-        # replacement gives every parent a turn per round, in an order that differs between rounds.
-        for parent in rng.sample(list(parents), len(parents)):
+@dataclass
+class _Evolution:
+    """One evolution's working state: what every phase of lines 18-22 reads, and the report each one writes to.
+    Each optimizer answer goes through `screen` (parse; duplicates, over-long and cut-off blocks recorded and
+    dropped), `verify` (the parent and the fresh candidates on one D_B) and `admit` (by population.accept)."""
+
+    population: InstructionPopulation
+    buffer: ReplayBuffer
+    lm: LanguageModel
+    verifier: Verifier
+    config: PopulationConfig
+    step: int
+    rng: random.Random
+    report: EvolutionReport
+
+    def refill(self, parents: Sequence[Candidate]) -> str:
+        """Lines 18-22, bounded by `max_verify_rounds` (App. C: "a maximum of 5 rounds of verification
+        retrials"); returns why it stopped."""
+        config, population, report = self.config, self.population, self.report
+        for round_number in range(1, config.max_verify_rounds + 1):
             if len(population) >= config.size:
                 return "population full"
-            try:
-                prompt = proposal_prompt(config.proposer, parent, population, buffer, config, rng)
-            except NoFailures:
-                return "no failed rollouts to reflect on"
-            except NothingToPropose as error:
-                return str(error)
-            try:
-                answer = ask(lm, prompt)
-            except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason
-                report.optimizer_error = str(error)
-                return "optimizer budget exhausted"
-            except InspoError as error:
-                report.optimizer_error = str(error)
-                return "optimizer failed"
-            report.optimizer_calls += 1
-            report.truncated_answers += answer.truncated
-            _verify_and_add(answer, parent, round_number, population, buffer, verifier, config, step, rng, report)
-    return "population full" if len(population) >= config.size else "max_verify_rounds reached"
+            report.rounds = round_number
+            # §3.3 Select: "We randomly sample one instruction I_t at a time to form the parent". Sampling without
+            # replacement gives every parent a turn per round, in an order that differs between rounds.
+            for parent in self.rng.sample(list(parents), len(parents)):
+                if len(population) >= config.size:
+                    return "population full"
+                try:
+                    prompt = proposal_prompt(config.proposer, parent, population, self.buffer, config, self.rng)
+                except NoFailures:
+                    return "no failed rollouts to reflect on"
+                except NothingToPropose as error:
+                    return str(error)
+                try:
+                    answer = ask(self.lm, prompt)
+                except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason
+                    report.optimizer_error = str(error)
+                    return "optimizer budget exhausted"
+                except InspoError as error:
+                    report.optimizer_error = str(error)
+                    return "optimizer failed"
+                report.optimizer_calls += 1
+                report.truncated_answers += answer.truncated
+                fresh = self.screen(answer, parent, round_number)
+                if not fresh:
+                    continue
+                if not config.verify:  # Fig. 3's "prune + expand" ablation: no rollouts, the first accept_top_n join
+                    self.admit_unverified(fresh, parent, round_number)
+                else:  # line 21
+                    self.admit(fresh, self.verify(fresh, parent), parent, round_number)
+        return "population full" if len(population) >= config.size else "max_verify_rounds reached"
 
+    def record(self, text: str, parent: Candidate, round_number: int, score: float | None, reason: str,
+               instruction_id: str | None = None, parent_score: float | None = None, **paired: float) -> None:
+        self.report.candidates.append(ProposedCandidate(text, parent.id, self.config.proposer, round_number, score,
+                                                        reason == ACCEPTED, reason, instruction_id, parent_score,
+                                                        **paired))
 
-def _verify_and_add(answer: Answer, parent: Candidate, round_number: int, population: InstructionPopulation,
-                    buffer: ReplayBuffer, verifier: Verifier, config: PopulationConfig, step: int,
-                    rng: random.Random, report: EvolutionReport) -> None:
-    """Line 21 for one optimizer answer: verify its new candidates, with their parent, on a fresh D_B; add the best."""
-    alive_normalized = {normalize_text(c.text) for c in population.alive()}
+    def screen(self, answer: Answer, parent: Candidate, round_number: int) -> list[str]:
+        """The answer's new candidates, at most `candidates_per_call`; every other distinct block is recorded with
+        why it is not verified (the same text as an alive instruction, over max_instruction_chars, or the unclosed
+        last block of an answer cut off at the output limit)."""
+        alive_normalized = {normalize_text(c.text) for c in self.population.alive()}
+        fresh: list[str] = []
+        for text in parse_candidates(answer.text, truncated=answer.truncated):
+            if normalize_text(text) in alive_normalized:
+                self.record(text, parent, round_number, None, DUPLICATE)
+            elif len(text) > self.config.max_instruction_chars:
+                self.record(text, parent, round_number, None, TOO_LONG)
+            elif len(fresh) < self.config.candidates_per_call:
+                fresh.append(text)
+        cut = cut_off_block(answer.text) if answer.truncated else None
+        if cut is not None:
+            self.record(cut, parent, round_number, None, CUT_OFF)
+        return fresh
 
-    def record(text: str, score: float | None, reason: str, instruction_id: str | None = None,
-               parent_score: float | None = None, **paired: float) -> None:
-        report.candidates.append(ProposedCandidate(text, parent.id, config.proposer, round_number, score,
-                                                   reason == ACCEPTED, reason, instruction_id, parent_score, **paired))
+    def verify(self, fresh: Sequence[str], parent: Candidate) -> list[PairedComparison]:
+        """Each candidate against its parent on a fresh D_B: the parent is rolled out in the same call on the same
+        questions, and each candidate is compared with it question by question (verification.py): the same
+        questions, the same policy weights, the same batch on both sides."""
+        config = self.config
+        questions = self.buffer.verification_questions(config.verify_size, self.rng)  # D_B, drawn anew each batch
+        table = self.verifier.score([parent.text, *fresh], questions, rollouts=config.verify_rollouts)
+        if len(table) != len(fresh) + 1 or any(len(row) != len(questions) or not all(math.isfinite(v) for v in row)
+                                               for row in table):
+            raise ValueError(f"the verifier must return one finite reward per question for each instruction: "
+                             f"{len(fresh) + 1} instructions x {len(questions)} questions, got {table}")
+        self.report.verification_calls += 1
+        self.report.verification_rollouts += (len(fresh) + 1) * len(questions) * config.verify_rollouts
+        return [paired_comparison(row, table[0]) for row in table[1:]]
 
-    fresh: list[str] = []
-    # every distinct block, so what is not verified is on record too
-    for text in parse_candidates(answer.text, truncated=answer.truncated):
-        if normalize_text(text) in alive_normalized:
-            record(text, None, DUPLICATE)
-        elif len(text) > config.max_instruction_chars:
-            record(text, None, TOO_LONG)
-        elif len(fresh) < config.candidates_per_call:
-            fresh.append(text)
-    cut = cut_off_block(answer.text) if answer.truncated else None
-    if cut is not None:
-        record(cut, None, CUT_OFF)
-    if not fresh:
-        return
-    if not config.verify:  # Fig. 3's "prune + expand" ablation: no rollouts, the first accept_top_n join
+    def admit(self, fresh: Sequence[str], comparisons: Sequence[PairedComparison], parent: Candidate,
+              round_number: int) -> None:
+        """Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
+        accept=beat_parent a candidate must not be significantly worse than its parent (accept_margin standard
+        errors of the paired difference); either way at most accept_top_n join, best first (sorted() is stable: of
+        equal differences, the earlier proposal ranks first). Every candidate is recorded, in the order proposed."""
+        config, population = self.config, self.population
+        ranking = sorted(range(len(fresh)), key=lambda i: -comparisons[i].difference)
+        outcomes: dict[int, tuple[str, str | None]] = {}
+        for rank, i in enumerate(ranking):
+            if config.accept == "beat_parent" and not comparisons[i].joins(config.accept_margin):
+                outcomes[i] = (BELOW_PARENT, None)
+                continue
+            if rank >= config.accept_top_n:
+                outcomes[i] = (NOT_IN_TOP_N, None)
+                continue
+            added = population.add(fresh[i], parent=parent.id, proposer=config.proposer, step=self.step,
+                                   verification_score=comparisons[i].candidate_score)
+            if added is not None:
+                outcomes[i] = (ACCEPTED, added.id)
+            else:
+                outcomes[i] = (NO_ROOM if len(population) >= config.size else DUPLICATE, None)
+        for i, text in enumerate(fresh):
+            c = comparisons[i]
+            self.record(text, parent, round_number, c.candidate_score, *outcomes[i], parent_score=c.parent_score,
+                        difference=c.difference, difference_se=c.standard_error)
+
+    def admit_unverified(self, fresh: Sequence[str], parent: Candidate, round_number: int) -> None:
+        """Fig. 3's "prune + expand": the first accept_top_n join in proposal order, with no rollouts."""
+        config, population = self.config, self.population
         for rank, text in enumerate(fresh):
             added = None if rank >= config.accept_top_n else population.add(text, parent=parent.id,
-                                                                              proposer=config.proposer, step=step)
+                                                                              proposer=config.proposer, step=self.step)
             if added is not None:
-                record(text, None, ACCEPTED, added.id)
+                self.record(text, parent, round_number, None, ACCEPTED, added.id)
             else:
-                record(text, None, NOT_IN_TOP_N if rank >= config.accept_top_n else
-                       NO_ROOM if len(population) >= config.size else DUPLICATE)
-        return
-    questions = buffer.verification_questions(config.verify_size, rng)  # D_B, drawn anew for every batch
-    # The parent is rolled out in the same call on the same D_B, and each candidate is compared with it question by
-    # question (verification.py): the same questions, the same policy weights, the same batch on both sides.
-    table = verifier.score([parent.text, *fresh], questions, rollouts=config.verify_rollouts)
-    if len(table) != len(fresh) + 1 or any(len(row) != len(questions) or not all(math.isfinite(v) for v in row)
-                                           for row in table):
-        raise ValueError(f"the verifier must return one finite reward per question for each instruction: "
-                         f"{len(fresh) + 1} instructions x {len(questions)} questions, got {table}")
-    comparisons = [paired_comparison(row, table[0]) for row in table[1:]]
-    report.verification_calls += 1
-    report.verification_rollouts += (len(fresh) + 1) * len(questions) * config.verify_rollouts
-
-    # Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
-    # accept=beat_parent a candidate must not be significantly worse than its parent (accept_margin standard errors
-    # of the paired difference); either way at most accept_top_n join, best first (sorted() is stable: of equal
-    # differences, the earlier proposal ranks first).
-    ranking = sorted(range(len(fresh)), key=lambda i: -comparisons[i].difference)
-    outcomes: dict[int, tuple[str, str | None]] = {}
-    for rank, i in enumerate(ranking):
-        if config.accept == "beat_parent" and not comparisons[i].joins(config.accept_margin):
-            outcomes[i] = (BELOW_PARENT, None)
-            continue
-        if rank >= config.accept_top_n:
-            outcomes[i] = (NOT_IN_TOP_N, None)
-            continue
-        added = population.add(fresh[i], parent=parent.id, proposer=config.proposer, step=step,
-                               verification_score=comparisons[i].candidate_score)
-        if added is not None:
-            outcomes[i] = (ACCEPTED, added.id)
-        else:
-            outcomes[i] = (NO_ROOM if len(population) >= config.size else DUPLICATE, None)
-    for i, text in enumerate(fresh):  # recorded in the order proposed
-        c = comparisons[i]
-        record(text, c.candidate_score, *outcomes[i], parent_score=c.parent_score, difference=c.difference,
-               difference_se=c.standard_error)
+                self.record(text, parent, round_number, None, NOT_IN_TOP_N if rank >= config.accept_top_n else
+                            NO_ROOM if len(population) >= config.size else DUPLICATE)

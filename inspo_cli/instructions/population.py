@@ -53,6 +53,56 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
+class StepReward(list):
+    """A row of `Candidate.step_rewards`: [step, mean group reward, groups] for a step the instruction was used in.
+    A list (so it is saved, compared and read back as the JSON row it is), with its columns by name."""
+
+    @property
+    def step(self) -> int:
+        return int(self[0])
+
+    @property
+    def mean(self) -> float:
+        return float(self[1])
+
+    @property
+    def groups(self) -> int:
+        return int(self[2])
+
+
+class WeightPoint(list):
+    """A row of `Candidate.weight_history`: [step, weight after that step] (a list, as StepReward)."""
+
+    @property
+    def step(self) -> int:
+        return int(self[0])
+
+    @property
+    def weight(self) -> float:
+        return float(self[1])
+
+
+class CategoryReward(list):
+    """A row of `Candidate.step_categories`: [step, question category, summed group mean reward, groups] (a list,
+    as StepReward): what `population.parents: pareto` compares instructions on."""
+
+    @property
+    def step(self) -> int:
+        return int(self[0])
+
+    @property
+    def category(self) -> str:
+        return str(self[1])
+
+    @property
+    def reward_sum(self) -> float:
+        return float(self[2])
+
+    @property
+    def groups(self) -> int:
+        return int(self[3])
+
+
 @dataclass
 class Candidate:
     """One instruction and everything the run learned about it."""
@@ -63,13 +113,12 @@ class Candidate:
     proposer: str  # one of ORIGINS or a registered proposer (proposers.PROPOSERS)
     step_born: int
     verification_score: float | None = None
-    step_rewards: list[list[float]] = field(default_factory=list)  # [step, mean group reward, groups] per used step
+    step_rewards: list[StepReward] = field(default_factory=list)  # per step it was used in
     recent_means: list[float] = field(default_factory=list)  # the last <= weight_window step means: eq. 6's window
-    weight_history: list[list[float]] = field(default_factory=list)  # [step, weight] after every step it was alive
+    weight_history: list[WeightPoint] = field(default_factory=list)  # after every step it was alive
     step_pruned: int | None = None
-    # [step, category, summed group mean reward, groups] per used step and question category (a benchmark, or a
-    # question type): what population.parents: pareto compares instructions on
-    step_categories: list[list] = field(default_factory=list)
+    # per used step and question category (a benchmark, or a question type)
+    step_categories: list[CategoryReward] = field(default_factory=list)
 
     @property
     def weight(self) -> float:
@@ -80,19 +129,19 @@ class Candidate:
     def alive(self) -> bool:
         return self.step_pruned is None
 
-    def window(self) -> list[list[float]]:
+    def window(self) -> list[StepReward]:
         """The `step_rewards` rows of eq. 6's window: the steps its weight averages ([] since a reset)."""
         return self.step_rewards[-len(self.recent_means):] if self.recent_means else []
 
     def category_means(self) -> dict[str, float]:
         """The mean group reward per question category over eq. 6's window."""
-        window = {int(row[0]) for row in self.window()}
+        window = {row.step for row in self.window()}
         totals: dict[str, list[float]] = {}
-        for step, category, reward_sum, groups in self.step_categories:
-            if step in window:
-                total = totals.setdefault(category, [0.0, 0])
-                total[0] += reward_sum
-                total[1] += groups
+        for row in self.step_categories:
+            if row.step in window:
+                total = totals.setdefault(row.category, [0.0, 0])
+                total[0] += row.reward_sum
+                total[1] += row.groups
         return {category: reward_sum / groups for category, (reward_sum, groups) in totals.items() if groups}
 
 
@@ -176,10 +225,10 @@ class InstructionPopulation:
         alive = self.alive()
         if not alive:
             raise RuntimeError("the population has no alive candidates")
-        arms = [Arm(c.id, c.weight, sum(int(g) for _, _, g in c.window()), math.fsum(m * g for _, m, g in c.window()))
-                for c in alive]
-        batch = sum(int(g) for c in self._candidates.values() for s, _, g in c.step_rewards
-                    if s == self._last_step_ended)
+        arms = [Arm(c.id, c.weight, sum(row.groups for row in c.window()),
+                    math.fsum(row.mean * row.groups for row in c.window())) for c in alive]
+        batch = sum(row.groups for c in self._candidates.values() for row in c.step_rewards
+                    if row.step == self._last_step_ended)
         return load_selection(self.config.selection)(arms, self.config, batch), alive
 
     def probabilities(self) -> dict[str, float]:
@@ -224,13 +273,13 @@ class InstructionPopulation:
         for instruction_id, rewards in self._pending.items():
             candidate = self._candidates[instruction_id]
             step_mean = math.fsum(rewards) / len(rewards)
-            candidate.step_rewards.append([step, step_mean, len(rewards)])
+            candidate.step_rewards.append(StepReward([step, step_mean, len(rewards)]))
             candidate.recent_means.append(step_mean)
             del candidate.recent_means[:-self.config.weight_window]
             for category, (reward_sum, groups) in sorted(self._pending_categories.get(instruction_id, {}).items()):
-                candidate.step_categories.append([step, category, reward_sum, int(groups)])
+                candidate.step_categories.append(CategoryReward([step, category, reward_sum, int(groups)]))
         for candidate in self.alive():
-            candidate.weight_history.append([step, candidate.weight])
+            candidate.weight_history.append(WeightPoint([step, candidate.weight]))
         self._pending, self._pending_categories = {}, {}
         self._last_step_ended = step
 
@@ -316,9 +365,10 @@ class InstructionPopulation:
         fields = set(Candidate.__dataclass_fields__)
         for row in state["candidates"]:
             candidate = Candidate(**{**{k: v for k, v in row.items() if k in fields},
-                                     "step_rewards": [list(r) for r in row.get("step_rewards", [])],
+                                     "step_rewards": [StepReward(r) for r in row.get("step_rewards", [])],
                                      "recent_means": list(row.get("recent_means", [])),
-                                     "weight_history": [list(h) for h in row.get("weight_history", [])],
-                                     "step_categories": [list(r) for r in row.get("step_categories", [])]})
+                                     "weight_history": [WeightPoint(h) for h in row.get("weight_history", [])],
+                                     "step_categories": [CategoryReward(r)
+                                                         for r in row.get("step_categories", [])]})
             population._candidates[candidate.id] = candidate
         return population

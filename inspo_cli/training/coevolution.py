@@ -25,48 +25,60 @@ from typing import Callable, Sequence
 from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.evolution import EvolutionReport, Verifier, evolve
-from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask
+from inspo_cli.instructions.lm import Answer, LanguageModel, ask
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
 from inspo_cli.instructions.sampling import InstructionSource, stable_random
+from inspo_cli.main_process import broadcast_from_main
 from inspo_cli.runs import RunDir
 from inspo_cli.training.reward import rollout_and_score
 
 
+class NoOptimizer:
+    """The optimizer LM where none may be called: on every process but the main one (`MainProcessLM` asks on the
+    main process only), and in a run that never evolves. Calling it is a bug, and says so; its accounting is
+    nothing (the main process's is the run's)."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def complete(self, prompt: str) -> str:
+        raise RuntimeError(f"the optimizer LM was called {self.why}; it is only ever called on the main process of "
+                           "a run that evolves")
+
+    def accounting(self) -> None:
+        return None
+
+    def restore(self, accounting: dict) -> None:
+        """Nothing to restore: the main process's optimizer carries the budget."""
+
+
 class MainProcessLM:
     """The optimizer LM, called on the main process only; every process gets the same answer (its text and whether
-    it was truncated, so all drop the same cut-off candidate) or the same error.
+    it was truncated, so all drop the same cut-off candidate) or the same error (`broadcast_from_main`).
 
-    `broadcast` sends the main process's one-element list to all processes (accelerate's `broadcast_object_list`
-    unless given)."""
+    Every process but the main one holds a `NoOptimizer`. `broadcast` sends the main process's one-element list to
+    all processes (accelerate's `broadcast_object_list` unless given)."""
 
-    def __init__(self, lm: LanguageModel | None, accelerator, broadcast: Callable[[list], list] | None = None):
+    def __init__(self, lm: LanguageModel, accelerator, broadcast: Callable[[list], list] | None = None):
         self.lm, self.accelerator, self._broadcast = lm, accelerator, broadcast
 
     def complete(self, prompt: str) -> str:
         return self.answer(prompt).text
 
     def answer(self, prompt: str) -> Answer:
-        if self.accelerator.num_processes == 1:
-            return ask(self.lm, prompt)
-        broadcast = self._broadcast
-        if broadcast is None:
-            from accelerate.utils import broadcast_object_list as broadcast
+        return broadcast_from_main(self.accelerator, lambda: ask(self.lm, prompt), self._broadcast)
 
-        payload: list = [None]
-        if self.accelerator.is_main_process:
-            try:
-                payload = [("ok", ask(self.lm, prompt))]
-            except OptimizerBudgetExhausted as e:
-                payload = [("budget", str(e))]
-            except InspoError as e:
-                payload = [("error", str(e))]
-        kind, value = broadcast(payload)[0]
-        if kind == "budget":
-            raise OptimizerBudgetExhausted(value)
-        if kind == "error":
-            raise InspoError(value)
-        return value
+    def accounting(self) -> dict | None:
+        """The optimizer's calls, tokens and seconds so far (on the main process; None elsewhere)."""
+        accounting = getattr(self.lm, "accounting", None)
+        return accounting() if callable(accounting) else None
+
+    def restore(self, accounting: dict) -> None:
+        """The budget spent before an interruption, so it carries over a resume."""
+        restore = getattr(self.lm, "restore", None)
+        if callable(restore):
+            restore(accounting)
 
 
 class PolicyVerifier:
@@ -108,7 +120,7 @@ class PolicyVerifier:
 class CoEvolution:
     """The population with its replay buffer, optimizer LM and verifier; `reports` lists every evolution so far."""
 
-    def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel | None,
+    def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel,
                  verifier: Verifier, seed: int, buffer: ReplayBuffer | None = None, reports: Sequence[dict] = (),
                  warn: Callable[[str], None] | None = None):
         self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
@@ -158,8 +170,8 @@ class CoEvolution:
 
     def optimizer_accounting(self) -> dict | None:
         """The optimizer's calls, tokens and seconds so far (known on the main process, which makes the calls)."""
-        lm = getattr(self.lm, "lm", self.lm)
-        return lm.accounting() if hasattr(lm, "accounting") else None
+        accounting = getattr(self.lm, "accounting", None)  # a test's fake LM may keep none
+        return accounting() if callable(accounting) else None
 
     def state_dict(self) -> dict:
         return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
@@ -182,21 +194,21 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
     config = recipe.population
     if not config.enabled:
         return StaticInstruction(texts[0]), None
-    lm = None
+    lm: LanguageModel = NoOptimizer("in a run with population.evolve_until 0 and no initial_rewrites")
     warn = _console_warning if accelerator.is_main_process else None
     if config.evolve_until > 0 or config.initial_rewrites:
         from inspo_cli.instructions.lm import open_optimizer
 
-        lm = MainProcessLM(open_optimizer(recipe.optimizer) if accelerator.is_main_process else None, accelerator)
+        lm = MainProcessLM(open_optimizer(recipe.optimizer) if accelerator.is_main_process
+                           else NoOptimizer("on a process other than the main one"), accelerator)
     if saved is not None:
         if not saved.is_file():
             raise InspoError(f"{saved.parent} has no {saved.name} although population.enabled is true; it was written "
                              "without the population, so it cannot be resumed with one")
         state = RunDir.coevolution_state(saved)
         population = InstructionPopulation.from_state_dict(config, state["population"])
-        optimizer = getattr(lm, "lm", None)
-        if optimizer is not None and state.get("optimizer"):
-            optimizer.restore(state["optimizer"])  # the budget carries over the interruption
+        if isinstance(lm, MainProcessLM) and state.get("optimizer"):
+            lm.restore(state["optimizer"])  # the budget carries over the interruption
         return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed,
                                              buffer=ReplayBuffer.from_state_dict(state["replay"]),
                                              reports=state.get("evolutions", []), warn=warn)
