@@ -17,6 +17,7 @@ continues).
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from pathlib import Path
@@ -26,106 +27,113 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS
 
 DEMO_RECIPE = "recipes/demo.yaml"
+# The help groups the options by what they are for (one command, not subcommands: `inspo ablate --status DIR` and
+# `--collect DIR` are in users' scripts and job files, and a plan, its runs and its table share the same flags)
+PLAN, RUN, SLURM, STATUS = ("What to compare", "Where and how to run", "On SLURM (--scheduler slurm)",
+                            "Status, collection and the table")
+_plan, _run, _slurm, _status = (functools.partial(typer.Option, rich_help_panel=panel)
+                                for panel in (PLAN, RUN, SLURM, STATUS))
 ABLATIONS_DIR = Path("runs/ablations")
 MAX_WORKERS = 256  # processes on one machine, each loading a policy; --workers 10**9 must not allocate 10**9 slots
 
 
 @user_errors
 def ablate(
-    recipe: Annotated[Optional[Path], typer.Option(help=f"Base recipe (default: the sweep file's, else "
-                                                        f"{DEMO_RECIPE}).")] = None,
-    proposer: Annotated[Optional[str], typer.Option(help="Proposers to compare, comma-separated (Fig. 3; "
-                                                         "one combining k parents runs with n_parent k): "
-                                                         f"{PROPOSERS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
-    stage: Annotated[Optional[str], typer.Option(help="When the instruction is optimised, comma-separated: online "
-                                                      "(INSPO), pre (before RL), post (after RL) (Fig. 3).")] = None,
-    components: Annotated[Optional[str], typer.Option(help="Population components, comma-separated: constant (no "
-                                                           "pruning, no evolution), no-verify (prune + expand without "
-                                                           "verification), full (Fig. 3).")] = None,
-    selection: Annotated[Optional[str], typer.Option(help="Selection rules to compare, comma-separated: "
-                                                          f"{SELECTIONS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
-    parents: Annotated[Optional[str], typer.Option(help="Parent rules to compare, comma-separated: "
-                                                        f"{PARENTS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
-    n_parent: Annotated[Optional[str], typer.Option(help="Values of population.n_parent, comma-separated "
-                                                         "(Fig. 6a).")] = None,
-    temperature: Annotated[Optional[str], typer.Option(help="Values of population.temperature (tau_s), "
-                                                            "comma-separated (Fig. 6b).")] = None,
-    study: Annotated[Optional[str], typer.Option(help="A paper experiment: fig3 (stage, proposer, components), fig6 "
-                                                      "(N_parent, tau_s, vs Search-R1), table1 (INSPO, Search-R1 and "
-                                                      "the trained baselines beside the recipe), selection "
-                                                      "(beyond the paper: the paper's selection, parent rule and "
-                                                      "proposer and each registered one beyond the paper, against "
-                                                      "the recipe).")] = None,
-    sweep: Annotated[Optional[Path], typer.Option(help="A sweep file (YAML): recipe, seeds, set, variants, "
-                                                       "grid.")] = None,
-    seeds: Annotated[Optional[str], typer.Option(help="Seeds, comma-separated (default: the sweep file's, else "
-                                                      "0,1,2).")] = None,
-    overrides: SetOption = None,
-    out: Annotated[Optional[Path], typer.Option(help="The ablation directory (default: runs/ablations/<name>); the "
-                                                     "same command with the same --out continues it.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned runs (with --scheduler slurm, the "
-                                                      "job array: sbatch file, resources, each task's command) "
-                                                      "and exit; writes nothing.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan (--dry-run) or the table as JSON.")] = False,
-    print_commands: Annotated[bool, typer.Option("--print-commands", help="Write the plan and print one training "
-                                                 "command per unfinished run (for SLURM, job arrays); then "
-                                                 "--collect.")] = False,
-    launcher: Annotated[str, typer.Option(help="What starts each run's training, e.g. \"accelerate launch "
-                                               "--config_file recipes/accelerate/8gpu-zero3.yaml\" (locally, in "
-                                               "each SLURM task, or in --print-commands).")] = "inspo",
-    scheduler: Annotated[str, typer.Option(help="local (one run after another here) or slurm (one job array "
-                                                "through submitit; then --status, --collect --wait).")] = "local",
-    partition: Annotated[Optional[str], typer.Option(help="slurm: the partition.")] = None,
-    account: Annotated[Optional[str], typer.Option(help="slurm: the account.")] = None,
-    qos: Annotated[Optional[str], typer.Option(help="slurm: the QOS.")] = None,
-    time_limit: Annotated[str, typer.Option("--time", help="slurm: each run's time limit (MM, HH:MM:SS, D-HH:MM); "
-                                                           "a run that reaches it is requeued and resumes.")
-                          ] = "24:00:00",
-    workers: Annotated[int, typer.Option(help="local: runs at once on this machine, each in its own process (with "
-                                              "--gpus-per-run, on its own GPUs).")] = 1,
-    gpus_per_run: Annotated[Optional[int], typer.Option(help="GPUs per run: slurm, per node (default: the "
-                                                             "--launcher's accelerate config's num_processes); local "
-                                                             "with --workers, each worker's share of the visible "
-                                                             "GPUs.")] = None,
-    cpus_per_run: Annotated[Optional[int], typer.Option(help="slurm: CPUs per run.")] = None,
-    mem_per_run: Annotated[Optional[str], typer.Option(help="slurm: memory per run, e.g. 256G.")] = None,
-    nodes_per_run: Annotated[int, typer.Option(help="slurm: nodes per run.")] = 1,
-    array_parallelism: Annotated[int, typer.Option(help="slurm: runs at once, at most.")] = 256,
-    max_timeouts: Annotated[int, typer.Option(help="slurm: how often a run may reach --time and be requeued "
-                                                   "(preemptions do not count).")] = 10,
-    sbatch_option: Annotated[Optional[list[str]], typer.Option(help="slurm: any other sbatch option as KEY=VALUE "
-                                                                    "(repeatable), e.g. constraint=a100.")] = None,
-    status: Annotated[Optional[Path], typer.Option(help="Print where every run of this ablation directory is "
-                                                        "(queued, running with its step, finished with EM, failed "
-                                                        "with its error, requeues); --json too.")] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="With --scheduler slurm or --collect: block until no run is "
-                                                      "queued or running, then tabulate; exit code 0 when every run "
-                                                      "has a result, 1 when some run has none, 3 when SLURM cannot "
-                                                      "be asked.")
-                    ] = False,
-    collect: Annotated[Optional[Path], typer.Option(help="Build the table of this ablation directory from its "
-                                                         "finished runs; loads no model.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
-    checkpoint: Annotated[str, typer.Option(help="Which evaluation of each run the table uses: best (App. B: the "
-                                                 "final checkpoint before any reward collapse; evaluated when "
-                                                 "missing) or final.")] = "best",
-    reference: Annotated[Optional[str], typer.Option(help="The variant every other is compared with (default: "
-                                                          "search-r1 when planned, else the first variant with no "
-                                                          "instruction population, else the first).")] = None,
-    target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
-                                                    "lines give.")] = 0.05,
-    max_variants: Annotated[int, typer.Option(help="The most variants a sweep may plan.")] = 500,
-    replan: Annotated[bool, typer.Option("--replan", help="A recipe changed since --out was planned and no run has "
-                                                          "started: plan it again with the current recipes.")] = False,
-    keep_planned: Annotated[bool, typer.Option("--keep-planned", help="A recipe changed since --out was planned: go "
-                                                                      "on with the recipes planned then (in "
-                                                                      "OUT/recipes/).")] = False,
+    recipe: Annotated[Optional[Path], _plan(help=f"Base recipe (default: the sweep file's, else "
+                                                 f"{DEMO_RECIPE}).")] = None,
+    proposer: Annotated[Optional[str], _plan(help="Proposers to compare, comma-separated (Fig. 3; "
+                                                  "one combining k parents runs with n_parent k): "
+                                                  f"{PROPOSERS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
+    stage: Annotated[Optional[str], _plan(help="When the instruction is optimised, comma-separated: online "
+                                               "(INSPO), pre (before RL), post (after RL) (Fig. 3).")] = None,
+    components: Annotated[Optional[str], _plan(help="Population components, comma-separated: constant (no "
+                                                    "pruning, no evolution), no-verify (prune + expand without "
+                                                    "verification), full (Fig. 3).")] = None,
+    selection: Annotated[Optional[str], _plan(help="Selection rules to compare, comma-separated: "
+                                                   f"{SELECTIONS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
+    parents: Annotated[Optional[str], _plan(help="Parent rules to compare, comma-separated: "
+                                                 f"{PARENTS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
+    n_parent: Annotated[Optional[str], _plan(help="Values of population.n_parent, comma-separated "
+                                                  "(Fig. 6a).")] = None,
+    temperature: Annotated[Optional[str], _plan(help="Values of population.temperature (tau_s), "
+                                                     "comma-separated (Fig. 6b).")] = None,
+    study: Annotated[Optional[str], _plan(help="A paper experiment: fig3 (stage, proposer, components), fig6 "
+                                               "(N_parent, tau_s, vs Search-R1), table1 (INSPO, Search-R1 and "
+                                               "the trained baselines beside the recipe), selection "
+                                               "(beyond the paper: the paper's selection, parent rule and "
+                                               "proposer and each registered one beyond the paper, against "
+                                               "the recipe).")] = None,
+    sweep: Annotated[Optional[Path], _plan(help="A sweep file (YAML): recipe, seeds, set, variants, "
+                                                "grid.")] = None,
+    seeds: Annotated[Optional[str], _plan(help="Seeds, comma-separated (default: the sweep file's, else "
+                                               "0,1,2).")] = None,
+    overrides: Annotated[Optional[list[str]], _plan("--set", help="Override a recipe field in every variant, e.g. "
+                                                                  "--set training.steps=100 (repeatable; values "
+                                                                  "are YAML).")] = None,
+    out: Annotated[Optional[Path], _run(help="The ablation directory (default: runs/ablations/<name>); the "
+                                             "same command with the same --out continues it.")] = None,
+    dry_run: Annotated[bool, _run("--dry-run", help="Print the planned runs (with --scheduler slurm, the "
+                                              "job array: sbatch file, resources, each task's command) "
+                                              "and exit; writes nothing.")] = False,
+    print_commands: Annotated[bool, _run("--print-commands", help="Write the plan and print one training "
+                                         "command per unfinished run (for SLURM, job arrays); then "
+                                         "--collect.")] = False,
+    launcher: Annotated[str, _run(help="What starts each run's training, e.g. \"accelerate launch "
+                                       "--config_file recipes/accelerate/8gpu-zero3.yaml\" (locally, in "
+                                       "each SLURM task, or in --print-commands).")] = "inspo",
+    scheduler: Annotated[str, _slurm(help="local (one run after another here) or slurm (one job array "
+                                          "through submitit; then --status, --collect --wait).")] = "local",
+    partition: Annotated[Optional[str], _slurm(help="slurm: the partition.")] = None,
+    account: Annotated[Optional[str], _slurm(help="slurm: the account.")] = None,
+    qos: Annotated[Optional[str], _slurm(help="slurm: the QOS.")] = None,
+    time_limit: Annotated[str, _slurm("--time", help="slurm: each run's time limit (MM, HH:MM:SS, D-HH:MM); "
+                                                     "a run that reaches it is requeued and resumes.")
+                    ] = "24:00:00",
+    workers: Annotated[int, _run(help="local: runs at once on this machine, each in its own process (with "
+                                      "--gpus-per-run, on its own GPUs).")] = 1,
+    gpus_per_run: Annotated[Optional[int], _slurm(help="GPUs per run: slurm, per node (default: the "
+                                                       "--launcher's accelerate config's num_processes); local "
+                                                       "with --workers, each worker's share of the visible "
+                                                       "GPUs.")] = None,
+    cpus_per_run: Annotated[Optional[int], _slurm(help="slurm: CPUs per run.")] = None,
+    mem_per_run: Annotated[Optional[str], _slurm(help="slurm: memory per run, e.g. 256G.")] = None,
+    nodes_per_run: Annotated[int, _slurm(help="slurm: nodes per run.")] = 1,
+    array_parallelism: Annotated[int, _slurm(help="slurm: runs at once, at most.")] = 256,
+    max_timeouts: Annotated[int, _slurm(help="slurm: how often a run may reach --time and be requeued "
+                                             "(preemptions do not count).")] = 10,
+    sbatch_option: Annotated[Optional[list[str]], _slurm(help="slurm: any other sbatch option as KEY=VALUE "
+                                                              "(repeatable), e.g. constraint=a100.")] = None,
+    status: Annotated[Optional[Path], _status(help="Print where every run of this ablation directory is "
+                                                   "(queued, running with its step, finished with EM, failed "
+                                                   "with its error, requeues); --json too.")] = None,
+    wait: Annotated[bool, _status("--wait", help="With --scheduler slurm or --collect: block until no run is "
+                                                 "queued or running, then tabulate; exit code 0 when every run "
+                                                 "has a result, 1 when some run has none, 3 when SLURM cannot "
+                                                 "be asked.")
+               ] = False,
+    collect: Annotated[Optional[Path], _status(help="Build the table of this ablation directory from its "
+                                                    "finished runs; loads no model.")] = None,
+    as_json: Annotated[bool, _status("--json", help="Print the plan (--dry-run) or the table as JSON.")] = False,
+    device: Annotated[Optional[str], _run(help="cpu or cuda (default: cuda when available).")] = None,
+    checkpoint: Annotated[str, _run(help="Which evaluation of each run the table uses: best (App. B: the "
+                                         "final checkpoint before any reward collapse; evaluated when "
+                                         "missing) or final.")] = "best",
+    reference: Annotated[Optional[str], _status(help="The variant every other is compared with (default: "
+                                                     "search-r1 when planned, else the first variant with no "
+                                                     "instruction population, else the first).")] = None,
+    target_diff: Annotated[float, _status(help="The EM difference whose needed number of seeds the power "
+                                               "lines give.")] = 0.05,
+    max_variants: Annotated[int, _plan(help="The most variants a sweep may plan.")] = 500,
+    replan: Annotated[bool, _plan("--replan", help="A recipe changed since --out was planned and no run has "
+                                                   "started: plan it again with the current recipes.")] = False,
+    keep_planned: Annotated[bool, _plan("--keep-planned", help="A recipe changed since --out was planned: go "
+                                                               "on with the recipes planned then (in "
+                                                               "OUT/recipes/).")] = False,
 ) -> None:
     """Train and evaluate the variants of an ablation over seeds; write ablation.md/.json/.csv: EM with 95%
     intervals over seeds and questions, differences to a reference with p-values, power."""
@@ -163,7 +171,7 @@ def ablate(
     if workers < 1 or workers > MAX_WORKERS or (workers > 1 and scheduler != "local"):
         raise InspoError(f"--workers {workers}: runs at once with --scheduler local, from 1 to {MAX_WORKERS} (SLURM's "
                          "is --array-parallelism)")
-    plan = _plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
+    plan = _make_plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
     workers = min(workers, len(plan.runs()))  # more workers than runs would only sit idle
     target = out if out is not None else ABLATIONS_DIR / plan.name
     if reference is not None and reference not in [v.name for v in plan.variants]:
@@ -195,7 +203,7 @@ def ablate(
             cluster.wait(ablation)
             _finish(ablation, as_json, options)
         return
-    _run(ablation, device, as_json, options, launcher, workers, gpus_per_run)
+    _run_here(ablation, device, as_json, options, launcher, workers, gpus_per_run)
 
 
 def table_options(checkpoint: str, reference: str | None, target_diff: float) -> dict:
@@ -210,7 +218,7 @@ def table_options(checkpoint: str, reference: str | None, target_diff: float) ->
     return {"rule": checkpoint, "reference": reference, "target_diff": target_diff}
 
 
-def _plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
+def _make_plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
     from inspo_cli.ablation.plan import PAPER_SEEDS, plan_axes, plan_study, plan_sweep
     from inspo_cli.config import PROJECT_ROOT, find_recipe
 
@@ -302,8 +310,8 @@ def _print_commands(ablation, launcher: str, device: str | None = None) -> None:
                       f"--collect {shlex.quote(str(ablation))}")
 
 
-def _run(ablation, device: str | None, as_json: bool, options: dict, launcher: str = "inspo", workers: int = 1,
-         gpus_per_run: int | None = None) -> None:
+def _run_here(ablation, device: str | None, as_json: bool, options: dict, launcher: str = "inspo", workers: int = 1,
+              gpus_per_run: int | None = None) -> None:
     from inspo_cli.ablation.runner import run_plan
     from inspo_cli.ablation.workers import run_parallel
 

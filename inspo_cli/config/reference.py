@@ -4,76 +4,31 @@
     print(explain("population.accept"))     # one key: type, default, help, the paper's value, faithfulness rows
     python -m inspo_cli.config.reference > docs/reference/recipe.md
 
-The help is each field's `metadata["help"]` (`sections.py`, `inspo_sections.py`); the paper's values are
-`PAPER_VALUES` below; the faithfulness rows are read from docs/faithfulness.md, matched by the recipe fields its
-last column names. Plain functions, no typer and no torch: `inspo recipe explain` is their command line.
+The help is each field's `metadata["help"]` (`sections.py`, `inspo_sections.py`); the paper's values and the
+faithfulness rows come from `paper.yaml` (`paper.py`, which also generates docs/faithfulness.md), a row matched by
+the recipe fields its last column names. Plain functions, no typer and no torch: `inspo recipe explain` is their
+command line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
-import re
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 from inspo_cli.config.loader import PROJECT_ROOT
+from inspo_cli.config.paper import PAPER_VALUES, FaithfulnessRow, faithfulness_rows
 from inspo_cli.config.sections import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.registry import IMPORT_PATH_HINT, ORIGINS, REGISTRIES, TRAITS, Strategy
 
-FAITHFULNESS = PROJECT_ROOT / "docs" / "faithfulness.md"
+FAITHFULNESS = PROJECT_ROOT / "docs" / "faithfulness.md"  # generated from paper.yaml
+__all__ = ["PAPER_VALUES", "FaithfulnessRow", "RecipeField", "explain", "faithfulness_rows", "fields", "format_value",
+           "markdown_reference", "sections"]
 REGENERATE = "python -m inspo_cli.config.reference > docs/reference/recipe.md"
-
-# The paper's values (App. B, §4 "Setups", App. A and C), copied from the rows `inspo recipe check --trl` compares
-# (`inspo_cli.training.trl_report.appendix_b_rows`), which imports the training stack, so is not imported here;
-# tests/test_recipe_explain.py keeps the two in step. Values that depend on the model size are given for both.
-PAPER_VALUES: dict[str, Any] = {
-    "training.steps": 300,
-    "training.group_size": 5,
-    "training.batch_size": 512,
-    "training.mini_batch_trajectories": 256,
-    "training.micro_batch_size": "8 (64 over 8 GPUs)",
-    "training.learning_rate": "5e-07 (3B) / 3e-07 (7B)",
-    "training.lr_scheduler": "cosine",
-    "training.warmup_ratio": 0.1,
-    "training.kl_beta": 0.001,
-    "training.clip_epsilon": 0.2,
-    "training.loss_type": "grpo",
-    "training.kl_bias_correction": False,  # eq. 2: beta x k3, with no importance weight
-    "training.vllm_is_correction": "off",
-    "training.weight_decay": "0.01 (Search-R1's code; the paper is silent)",
-    "training.entropy_coef": "0.001 (Search-R1's code; the paper is silent)",
-    "training.eval_every": 100,
-    "rollout.max_prompt_tokens": 4096,
-    "rollout.max_tokens_per_turn": 500,
-    "rollout.max_observation_tokens": 500,
-    "rollout.max_turns": "4 (3B) / 6 (7B)",
-    "rollout.temperature": 1.0,
-    "rollout.top_p": 1.0,
-    "retriever.topk": 3,
-    "model.chat_template": "chat template",
-    "population.size": 7,
-    "population.n_parent": 1,
-    "population.temperature": 0.2,
-    "population.weight_window": 5,
-    "population.stage": "online",
-    "population.prune": True,
-    "population.prune_every": 5,
-    "population.evolve_every": 15,
-    "population.evolve_until": 150,
-    "population.proposer": "reflection",
-    "population.failures_per_call": 4,
-    "population.verify": True,
-    "population.verify_size": 200,
-    "population.verify_rollouts": 1,
-    "population.candidates_per_call": 6,
-    "population.max_verify_rounds": 5,
-    "optimizer.model": "gemini-2.5-pro",
-}
 
 
 class RecipeField(NamedTuple):
@@ -81,14 +36,6 @@ class RecipeField(NamedTuple):
     type: str  # "str", "int | None", "list[str]"
     default: Any  # the dataclass default (a default_factory called); None shows as null
     help: str
-
-
-class FaithfulnessRow(NamedTuple):
-    topic: str
-    paper: str  # "the paper / Search-R1"
-    inspo: str  # "inspo (default)"
-    why: str
-    keys: tuple[str, ...]  # the recipe fields its last column names
 
 
 def sections() -> Iterator[tuple[str, str, type]]:
@@ -120,27 +67,6 @@ def format_value(value: Any, limit: int = 60) -> str:
             return '""'
         return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
     return repr(value)
-
-
-@functools.lru_cache(maxsize=1)
-def faithfulness_rows(path: Path = FAITHFULNESS) -> tuple[FaithfulnessRow, ...]:
-    """The rows of docs/faithfulness.md's table; none when the file is absent (an installed package)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return ()
-    rows = []
-    for line in text.splitlines():
-        if not line.startswith("| "):
-            continue
-        # a cell separator has a space either side; a `|` in a cell is escaped (`\|`) or touches its text (|D_B|)
-        cells = [cell.strip().replace("\\|", "|").replace("**", "")
-                 for cell in re.split(r"(?<=\s)\|(?=\s)", line.strip(" |"))]
-        if len(cells) != 5 or cells[0] == "topic":
-            continue
-        keys = tuple(dict.fromkeys(re.findall(r"`([a-z_]+\.[a-z_0-9]+)", cells[4])))
-        rows.append(FaithfulnessRow(*cells[:4], keys))
-    return tuple(rows)
 
 
 def explain(key: str) -> str:

@@ -20,10 +20,9 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.registry import is_sft
 from inspo_cli.config.batch_plan import BatchPlan, batch_plan
+from inspo_cli.config.paper import paper_value
 from inspo_cli.training.grpo import grpo_kwargs
 
-# App. B and §4 "Setups"; the two values that depend on the model size are keyed by it
-_BY_SIZE = {"learning_rate": {"3b": 5e-7, "7b": 3e-7}, "max_turns": {"3b": 4, "7b": 6}}
 
 
 def model_size(name: str) -> str | None:
@@ -48,80 +47,92 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
     t, r, p = recipe.training, recipe.rollout, recipe.population
     size = model_size(recipe.model.name_or_path)
 
-    def by_size(key: str):
-        values = _BY_SIZE[key]
-        return values[size] if size else " / ".join(f"{v:g} ({k.upper()})" for k, v in values.items())
+    def paper(key: str):  # App. B and §4 "Setups" (inspo_cli/config/paper.yaml), by model size where it depends on it
+        return paper_value(key, size)
 
     processes = plan.processes
     per_generation = kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] * processes
     per_update = kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes
     rows = [
-        _row("training steps", 300, t.steps, "max_steps",
+        _row("training steps", paper("training.steps"), t.steps, "max_steps",
              note=f"{kwargs['max_steps']} optimizer updates, {plan.updates_per_step} per step"),
-        _row("group size G", 5, t.group_size, "num_generations"),
-        _row("batch (questions per step)", 512, t.batch_size, "steps_per_generation",
-             matches=512 == per_generation // t.group_size == t.batch_size,
+        _row("group size G", paper("training.group_size"), t.group_size, "num_generations"),
+        _row("batch (questions per step)", paper("training.batch_size"), t.batch_size, "steps_per_generation",
+             matches=paper("training.batch_size") == per_generation // t.group_size == t.batch_size,
              note=f"{kwargs['per_device_train_batch_size']} x {kwargs['steps_per_generation']} x {processes} "
                   f"process(es) = {per_generation} trajectories"),
-        _row("mini-batch (trajectories per update)", 256, t.mini_batch_trajectories, "gradient_accumulation_steps",
-             matches=256 == per_update == t.mini_batch_trajectories,
+        _row("mini-batch (trajectories per update)", paper("training.mini_batch_trajectories"),
+             t.mini_batch_trajectories, "gradient_accumulation_steps",
+             matches=paper("training.mini_batch_trajectories") == per_update == t.mini_batch_trajectories,
              note=f"{kwargs['per_device_train_batch_size']} x {kwargs['gradient_accumulation_steps']} x {processes} "
                   f"process(es) = {per_update} trajectories; Search-R1 repeats each question n_agent=5 times "
                   "before veRL splits the batch, so its 256 counts trajectories"),
         _row("optimizer updates per step (Search-R1 code)", 10, plan.updates_per_step,
              "steps_per_generation / gradient_accumulation_steps",
              note=f"{t.batch_size} x {t.group_size} / {t.mini_batch_trajectories}; {plan.max_updates} in all"),
-        _row("micro-batch (trajectories per GPU pass)", "8 (64 over 8 GPUs)", t.micro_batch_size,
+        _row("micro-batch (trajectories per GPU pass)", paper("training.micro_batch_size"), t.micro_batch_size,
              "per_device_train_batch_size",
              matches=True if t.micro_batch_size == 8 else "equivalent" if t.loss_type == "grpo" else False,
              note="with loss_type grpo the gradient does not depend on the micro-batch (memory only)"),
-        _row("learning rate", by_size("learning_rate"), t.learning_rate, "learning_rate",
+        _row("learning rate", paper("training.learning_rate"), t.learning_rate, "learning_rate",
              **({} if size else {"matches": None})),
-        _row("LR schedule", "cosine", t.lr_scheduler, "lr_scheduler_type"),
-        _row("warm-up ratio", 0.1, t.warmup_ratio, "warmup_steps",
+        _row("LR schedule", paper("training.lr_scheduler"), t.lr_scheduler, "lr_scheduler_type"),
+        _row("warm-up ratio", paper("training.warmup_ratio"), t.warmup_ratio, "warmup_steps",
              note=f"{kwargs['warmup_steps']} of {kwargs['max_steps']} updates"),
-        _row("max prompt length", 4096, r.max_prompt_tokens, "engine: rollout.max_prompt_tokens"),
-        _row("response tokens per turn", 500, r.max_tokens_per_turn, "engine: rollout.max_tokens_per_turn"),
-        _row("observation tokens per turn", 500, r.max_observation_tokens, "engine: rollout.max_observation_tokens"),
-        _row("max turns", by_size("max_turns"), r.max_turns, "engine: rollout.max_turns",
+        _row("max prompt length", paper("rollout.max_prompt_tokens"),
+             r.max_prompt_tokens, "engine: rollout.max_prompt_tokens"),
+        _row("response tokens per turn", paper("rollout.max_tokens_per_turn"),
+             r.max_tokens_per_turn, "engine: rollout.max_tokens_per_turn"),
+        _row("observation tokens per turn", paper("rollout.max_observation_tokens"),
+             r.max_observation_tokens, "engine: rollout.max_observation_tokens"),
+        _row("max turns", paper("rollout.max_turns"), r.max_turns, "engine: rollout.max_turns",
              **({} if size else {"matches": None})),
-        _row("temperature", 1.0, r.temperature, "temperature"),
-        _row("top-p", 1.0, r.top_p, "top_p"),
-        _row("KL coefficient beta", 0.001, t.kl_beta, "beta"),
-        _row("clip ratio epsilon", 0.2, t.clip_epsilon, "epsilon"),
-        _row("retrieved passages", 3, recipe.retriever.topk, "engine: retriever.topk"),
-        _row("loss aggregation (eq. 2)", "grpo", t.loss_type, "loss_type"),
+        _row("temperature", paper("rollout.temperature"), r.temperature, "temperature"),
+        _row("top-p", paper("rollout.top_p"), r.top_p, "top_p"),
+        _row("KL coefficient beta", paper("training.kl_beta"), t.kl_beta, "beta"),
+        _row("clip ratio epsilon", paper("training.clip_epsilon"), t.clip_epsilon, "epsilon"),
+        _row("retrieved passages", paper("retriever.topk"), recipe.retriever.topk, "engine: retriever.topk"),
+        _row("loss aggregation (eq. 2)", paper("training.loss_type"), t.loss_type, "loss_type"),
         _row("KL term", "beta x k3 (no importance weight)", "beta x k3" + (" x ratio" if t.kl_bias_correction else ""),
              "use_bias_correction_kl", matches=not t.kl_bias_correction),
-        _row("vLLM IS correction", "off", t.vllm_is_correction, "vllm_importance_sampling_correction"),
-        _row("prompt format (App. F)", "chat template", "chat template" if recipe.model.chat_template != "off"
+        _row("vLLM IS correction", paper("training.vllm_is_correction"),
+             t.vllm_is_correction, "vllm_importance_sampling_correction"),
+        _row("prompt format (App. F)", paper("model.chat_template"),
+             "chat template" if recipe.model.chat_template != "off"
              else "plain text", "engine: model.chat_template",
              note="App. F shows <|im_start|>assistant after the question; Search-R1 applies the template when the "
                   "tokenizer has one"),
-        _row("weight decay (Search-R1 code)", 0.01, t.weight_decay, "weight_decay"),
-        _row("entropy bonus (Search-R1 code)", 0.001, t.entropy_coef, "entropy_coef"),
+        _row("weight decay (Search-R1 code)", paper("training.weight_decay"), t.weight_decay, "weight_decay"),
+        _row("entropy bonus (Search-R1 code)", paper("training.entropy_coef"), t.entropy_coef, "entropy_coef"),
     ]
     if p.enabled:
         rows += [
-            _row("population size N_P", 7, p.size, "inspo: population.size"),
-            _row("parents N_parent", 1, p.n_parent, "inspo: population.n_parent"),
-            _row("sampling temperature tau_s", 0.2, p.temperature, "inspo: population.temperature"),
-            _row("weight window n", 5, p.weight_window, "inspo: population.weight_window"),
-            _row("when the instruction is optimised", "online", p.stage, "inspo: population.stage"),
-            _row("pruning", True, p.prune, "inspo: population.prune"),
-            _row("prune every K_p", 5, p.prune_every, "inspo: population.prune_every"),
-            _row("evolve every K_e", 15, p.evolve_every, "inspo: population.evolve_every"),
-            _row("evolve until T_e", 150, p.evolve_until, "inspo: population.evolve_until"),
-            _row("proposer", "reflection", p.proposer, "inspo: population.proposer"),
-            _row("failures per reflection", 4, p.failures_per_call, "inspo: population.failures_per_call"),
-            _row("verification", True, p.verify, "inspo: population.verify"),
-            _row("verification set |D_B|", 200, p.verify_size, "inspo: population.verify_size"),
-            _row("verification rollouts per question (App. C)", 1, p.verify_rollouts,
+            _row("population size N_P", paper("population.size"), p.size, "inspo: population.size"),
+            _row("parents N_parent", paper("population.n_parent"), p.n_parent, "inspo: population.n_parent"),
+            _row("sampling temperature tau_s", paper("population.temperature"),
+                 p.temperature, "inspo: population.temperature"),
+            _row("weight window n", paper("population.weight_window"),
+                 p.weight_window, "inspo: population.weight_window"),
+            _row("when the instruction is optimised", paper("population.stage"), p.stage, "inspo: population.stage"),
+            _row("pruning", paper("population.prune"), p.prune, "inspo: population.prune"),
+            _row("prune every K_p", paper("population.prune_every"), p.prune_every, "inspo: population.prune_every"),
+            _row("evolve every K_e", paper("population.evolve_every"),
+                 p.evolve_every, "inspo: population.evolve_every"),
+            _row("evolve until T_e", paper("population.evolve_until"),
+                 p.evolve_until, "inspo: population.evolve_until"),
+            _row("proposer", paper("population.proposer"), p.proposer, "inspo: population.proposer"),
+            _row("failures per reflection", paper("population.failures_per_call"),
+                 p.failures_per_call, "inspo: population.failures_per_call"),
+            _row("verification", paper("population.verify"), p.verify, "inspo: population.verify"),
+            _row("verification set |D_B|", paper("population.verify_size"),
+                 p.verify_size, "inspo: population.verify_size"),
+            _row("verification rollouts per question (App. C)", paper("population.verify_rollouts"), p.verify_rollouts,
                  "inspo: population.verify_rollouts", note="App. C counts 6 x 200 rollouts per evolution"),
-            _row("candidates per evolution (App. C)", 6, p.candidates_per_call,
+            _row("candidates per evolution (App. C)", paper("population.candidates_per_call"), p.candidates_per_call,
                  "inspo: population.candidates_per_call"),
-            _row("verification rounds (App. C)", 5, p.max_verify_rounds, "inspo: population.max_verify_rounds"),
-            _row("optimizer", "gemini-2.5-pro", recipe.optimizer.model, "inspo: optimizer.model"),
+            _row("verification rounds (App. C)", paper("population.max_verify_rounds"),
+                 p.max_verify_rounds, "inspo: population.max_verify_rounds"),
+            _row("optimizer", paper("optimizer.model"), recipe.optimizer.model, "inspo: optimizer.model"),
         ]
     return rows
 
