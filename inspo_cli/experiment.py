@@ -53,6 +53,7 @@ def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | No
         directory = RunDir(resume)
         recipe = directory.resumable_recipe()
     else:
+        assert recipe is not None  # exactly one of recipe and resume, checked above
         check_run(kind, recipe, state.num_processes, device)  # a start that would fail creates nothing
         created_root = first_missing(output_dir if output_dir is not None else recipe.run.output_dir)
         directory = _create(recipe, recipe_path, command, output_dir, state)

@@ -286,6 +286,15 @@ class RunDir:
                     raise InspoError(f"{self.summary_file}: {key!r} is {value!r}, not a path inside the run; {DAMAGED}")
         return summary
 
+    def finished_summary(self) -> dict:
+        """summary.json of a run that must have finished: its absence is one line naming the run, not a TypeError
+        further on."""
+        summary = self.summary()
+        if summary is None:
+            raise InspoError(f"{self.path}: no {self.summary_file.name}, so the run did not finish; resume it with "
+                             f"`inspo train --resume {self.path}` (or `inspo evolve --resume`)")
+        return summary
+
     def resumable_recipe(self) -> Recipe:
         """The recipe of a run to resume: it must be a run directory without summary.json (not finished yet). The
         files a resume reads back (run.json, metrics.jsonl, `inspo evolve`'s coevolution.json) are checked here,

@@ -257,8 +257,8 @@ class Queue:
                 self._jobs = slurm_jobs()
             except SchedulerUnavailable as error:
                 self.error = str(error)
-        if self.error is not None:
-            return UNKNOWN, self.error
+        if self.error is not None or self._jobs is None:
+            return UNKNOWN, self.error or "SLURM was not asked"
         return (SLURM_ACTIVE.get(self._jobs[job], RUNNING) if job in self._jobs else None), None
 
 
@@ -323,7 +323,7 @@ def wait(ablation: AblationDir, on_event=print, poll_s: float | None = None,
             failing_since = None
         elif failing_since is None:
             failing_since = time.monotonic()
-        if unknown and time.monotonic() - failing_since >= patience_s:
+        if unknown and failing_since is not None and time.monotonic() - failing_since >= patience_s:
             raise SchedulerUnavailable(f"gave up waiting after SLURM could not be asked for {patience_s:g} s "
                                        f"({unknown[0].why}); {len(unknown)} runs may still be queued or running: run "
                                        "the same command again when squeue answers")

@@ -59,7 +59,7 @@ def run_staged(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
                     shutil.rmtree(directory.path)
                 _create(sub, directory)
             (run_training if kind == "train" else run_evolve)(sub, directory, resume=not fresh, device=device)
-        summaries[kind] = directory.summary()
+        summaries[kind] = directory.finished_summary()
     train, evolve = summaries["train"], summaries["evolve"]
     trained = first if stage == "post-rl" else second
     # pre-rl trains with stage 1's best instruction, post-rl hands over stage 2's: either way the evolve stage's
@@ -106,7 +106,7 @@ def _create(recipe: Recipe, directory: RunDir) -> None:
 
 
 def _read_best(directory: RunDir) -> str:
-    return directory.summary()["best_instruction"]
+    return directory.finished_summary()["best_instruction"]
 
 
 def _static(recipe: Recipe, instruction: str | None) -> Recipe:
