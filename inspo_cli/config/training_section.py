@@ -1,0 +1,115 @@
+"""The recipe's training section: which algorithm trains the policy and App. B's optimisation settings. Part of the
+typed recipe (`sections.py`, which re-exports it); same conventions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inspo_cli.config.validation import _one_of, _positive, _registered, _require
+from inspo_cli.registry import ALGORITHMS, IMPORT_PATH_HINT, is_sft
+
+MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; more is a typo, not a run
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+@dataclass
+class TrainingConfig:
+    """GRPO optimisation (App. B). Units, as Search-R1's scripts run them: `batch_size` counts questions per step
+    (each gets `group_size` rollouts: 512 x 5 = 2,560 trajectories); `mini_batch_trajectories` counts trajectories
+    per optimizer update over all devices (256: ten updates per step); `micro_batch_size` counts trajectories per
+    device in one forward/backward pass (8: veRL's 64 over 8 GPUs). With `algorithm: sft` or `rejection-sampling`,
+    `batch_size` counts examples per optimizer update, `micro_batch_size` per device and pass, and
+    `mini_batch_trajectories` is unused."""
+
+    algorithm: str = field(default="grpo", metadata={
+        "help": f"How the policy is trained: {ALGORITHMS.choices()}; or {IMPORT_PATH_HINT} (a builder)."})
+    steps: int = field(default=300, metadata={
+        "help": "Training steps (the paper: 300); with sft or rejection-sampling, optimizer updates."})
+    group_size: int = field(default=5, metadata={
+        "help": "Rollouts per question, GRPO's group G whose mean reward is the baseline (the paper: 5)."})
+    batch_size: int = field(default=512, metadata={
+        "help": "Questions per training step (the paper: 512, so 2,560 trajectories); with sft or "
+                "rejection-sampling, examples per optimizer update."})
+    mini_batch_trajectories: int = field(default=256, metadata={
+        "help": "Trajectories per optimizer update, over all devices. Search-R1 repeats each question n_agent=5 "
+                "times before veRL splits the batch, so its ppo_mini_batch_size of 256 counts trajectories: 2,560 / "
+                "256 = 10 optimizer updates per step (docs/faithfulness.md). Unused by sft and rejection-sampling."})
+    micro_batch_size: int = field(default=8, metadata={
+        "help": "Trajectories (sft: examples) per device and forward/backward pass: 8 GPUs x 8 = the paper's "
+                "micro-batch of 64."})
+    learning_rate: float = field(default=5e-7, metadata={
+        "help": "AdamW's peak learning rate (the paper: 5e-7 for 3B, 3e-7 for 7B)."})
+    lr_scheduler: str = field(default="cosine", metadata={
+        "help": "The learning-rate schedule after a linear warm-up: cosine | linear | constant (the paper: cosine; "
+                "Search-R1's veRL: constant)."})
+    warmup_ratio: float = field(default=0.1, metadata={
+        "help": "The fraction of the optimizer updates spent warming the learning rate up (the paper: 0.1)."})
+    kl_beta: float = field(default=0.001, metadata={
+        "help": "beta, the KL penalty's weight against the reference policy (the paper: 0.001); 0 disables it."})
+    clip_epsilon: float = field(default=0.2, metadata={
+        "help": "epsilon, PPO's clip range of the importance ratio (the paper: 0.2)."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradients are clipped to this global norm."})
+    loss_type: str = field(default="grpo", metadata={
+        "help": "grpo | bnpo | dr_grpo | dapo. Eq. 2 averages each trajectory's tokens, then the trajectories "
+                "(TRL's grpo; TRL's own default is dapo). Search-R1's veRL took one token mean over each "
+                "micro-batch, which is TRL's bnpo."})
+    kl_bias_correction: bool = field(default=False, metadata={
+        "help": "TRL multiplies the KL term by the importance ratio by default (use_bias_correction_kl); eq. 2's "
+                "beta*KL, and veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - "
+                "logp) - 1 in both."})
+    entropy_coef: float = field(default=0.001, metadata={
+        "help": "Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it."})
+    weight_decay: float = field(default=0.01, metadata={
+        "help": "AdamW's weight decay, as Search-R1's veRL (the HF Trainer default is 0)."})
+    adam_beta2: float = field(default=0.999, metadata={
+        "help": "AdamW's beta2: veRL's actor and HF's default; veRL's SFT trainer uses 0.95."})
+    vllm_is_correction: str = field(default="off", metadata={
+        "yaml_bool": {True: "sequence_mask", False: "off"},
+        "help": "off | token_truncate | token_mask | sequence_truncate | sequence_mask. TRL corrects for "
+                "vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the paper "
+                "does. A bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off."})
+    vllm_is_clip: float = field(default=3.0, metadata={
+        "help": "The importance-ratio bound C_max for vllm_is_correction."})
+    save_every: int = field(default=100, metadata={
+        "help": "Save a checkpoint every N steps (the unit of `steps`)."})
+    keep_checkpoints: int = field(default=0, metadata={
+        "help": "Keep only the newest N checkpoints (TRL's save_total_limit); 0 keeps every one, as Search-R1's "
+                "veRL does. A 135M model's checkpoint (weights, AdamW state) is 1.6 GB, a 3B model's about 30 GB."})
+    eval_every: int = field(default=100, metadata={
+        "help": "Evaluate the policy with its best instruction every N steps, and after the last (App. B: 100); "
+                "0: never. App. B's checkpoint (--checkpoint best) is chosen among these steps only, never a save in "
+                "between (0: among every save)."})
+
+    def __post_init__(self) -> None:
+        for name, example in (("steps", "300"), ("batch_size", "512"), ("mini_batch_trajectories", "256"),
+                              ("micro_batch_size", "8"), ("learning_rate", "5e-7"), ("save_every", "100"),
+                              ("max_grad_norm", "1.0"), ("vllm_is_clip", "3.0")):
+            _positive(getattr(self, name), name, example)
+        _require(self.steps <= MAX_STEPS, "steps", f"must be at most {MAX_STEPS:,} (got {self.steps:,}); the paper "
+                 "trains 300")
+        _require(self.keep_checkpoints >= 0, "keep_checkpoints", f"must be >= 0 (got {self.keep_checkpoints}); 0 keeps "
+                 "every checkpoint, N keeps the newest N")
+        _require(self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every}); 0 turns evaluation during "
+                 "training off, the paper evaluates every 100 steps")
+        _require(self.group_size >= 2, "group_size",
+                 f"must be >= 2 for GRPO's group baseline (got {self.group_size}); the paper uses 5")
+        if not is_sft(self.algorithm):
+            per_step = self.batch_size * self.group_size
+            _require(per_step % self.mini_batch_trajectories == 0, "mini_batch_trajectories",
+                     f"counts trajectories per optimizer update, so must divide batch_size x group_size = {per_step} "
+                     f"trajectories per step (got {self.mini_batch_trajectories}); the paper uses 256 of 2,560")
+            _require(self.micro_batch_size <= self.mini_batch_trajectories, "micro_batch_size",
+                     f"counts trajectories per device and pass, so must be <= mini_batch_trajectories "
+                     f"({self.mini_batch_trajectories}); got {self.micro_batch_size}")
+        _one_of(self.lr_scheduler, ("cosine", "linear", "constant"), "lr_scheduler")
+        _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
+        _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")
+        _require(0 < self.clip_epsilon < 1, "clip_epsilon",
+                 f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
+        _registered(self.algorithm, ALGORITHMS, "algorithm")
+        _one_of(self.loss_type, LOSS_TYPES, "loss_type")
+        _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
+        _require(self.entropy_coef >= 0, "entropy_coef",
+                 f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")
+        _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
