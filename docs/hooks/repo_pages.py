@@ -102,20 +102,6 @@ def on_page_markdown(markdown, page, config, **kwargs):
     return rewrite_links(markdown, docs + page.file.src_uri, docs_dir, everything=False, docs=docs)
 
 
-def on_page_content(html, page, **kwargs):
-    """A `\\|` these pages mean (the changelog names the bug of a table's `\\|` showing on the site) is written
-    `&#92;|` in a code span outside the tables: it shows the same, and tests/test_docs.py, which reads every code span
-    of the site for a `\\|` that docs/hooks/code_pipes.py left in a table, does not take it for one."""
-    if page.file.src_uri not in PAGES.values():
-        return html
-    def meant(code: re.Match) -> str:
-        return code[1] + code[2].replace("\\|", "&#92;|") + code[3]
-
-    pieces = re.split(r"(<table\b.*?</table>)", html, flags=re.S)
-    return "".join(piece if piece.startswith("<table") else re.sub(r"(<code[^>]*>)([^<]*)(</code>)", meant, piece)
-                   for piece in pieces)
-
-
 def on_serve(server, config, builder, **kwargs):
     """`mkdocs serve` rebuilds when one of the files changes, as it does for a page in docs/."""
     for source in PAGES:
