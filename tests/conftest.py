@@ -44,7 +44,7 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random Llama with a real BPE tokenizer and a chat template (built offline, ~1 s)."""
-    from tiny_model import build_tiny_model
+    from helpers.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
@@ -58,8 +58,9 @@ def tiny_tokenizer(tiny_model_dir):
 
 @pytest.fixture(scope="session")
 def slurm():
-    """A real one-node SLURM (tests/slurm_cluster.py); skipped where it cannot run, unless INSPO_REQUIRE_SLURM=1."""
-    from slurm_cluster import available, slurm_cluster
+    """A real one-node SLURM (tests/helpers/slurm_cluster.py); skipped where it cannot run, unless
+    INSPO_REQUIRE_SLURM=1."""
+    from helpers.slurm_cluster import available, slurm_cluster
 
     why = available()
     if why is not None:
@@ -74,9 +75,9 @@ def slurm():
 
 @pytest.fixture
 def serve():
-    """start(provider, *replies) -> a fake Anthropic/Gemini/OpenAI server on loopback (tests/fake_providers.py),
-    each closed after the test."""
-    from fake_providers import serving
+    """start(provider, *replies) -> a fake Anthropic/Gemini/OpenAI server on loopback
+    (tests/helpers/fake_providers.py), each closed after the test."""
+    from helpers.fake_providers import serving
 
     yield from serving()
 

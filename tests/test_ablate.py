@@ -16,7 +16,8 @@ from inspo_cli.ablation.plan import plan_axes, plan_study, plan_sweep
 from inspo_cli.ablation.stats import seed_band
 from inspo_cli.ablation.table import collect, write_table
 from inspo_cli.errors import InspoError
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.run_dirs import fake_run_dir
 
 INSPO_3B = "recipes/qwen2.5-3b/inspo.yaml"
 
@@ -220,16 +221,6 @@ def test_printed_commands_run_as_printed(repo_root, monkeypatch, tmp_path):
 
 
 # -- the table -----------------------------------------------------------------------------------------------------
-
-def fake_run_dir(ablation: AblationDir, name: str, em: dict[str, float], steps: int = 4) -> None:
-    """A finished run directory with an evaluation after its last step, as training leaves it."""
-    run = ablation.runs_dir / name
-    (run / f"evaluations/step-{steps}").mkdir(parents=True)
-    (run / "run.json").write_text("{}")
-    (run / "summary.json").write_text(json.dumps({"steps": steps, "best_instruction": "Answer."}))
-    scores = {b: {"em": v, "f1": v, "subem": v, "searches": 1.0, "n": 10} for b, v in em.items()}
-    (run / f"evaluations/step-{steps}/results.json").write_text(json.dumps({"scores": {"agent": scores}}))
-
 
 def test_the_table_groups_seeds_by_variant_and_averages_benchmarks_per_seed_first(repo_root, monkeypatch, tmp_path):
     monkeypatch.chdir(repo_root)

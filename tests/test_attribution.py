@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 
 
 def test_a_variant_with_the_same_recipe_as_another_is_named_in_the_plan(repo_root, monkeypatch, tmp_path):

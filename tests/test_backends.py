@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fake_retrievers import OverlapRetriever
+from helpers.fake_retrievers import OverlapRetriever
 from inspo_cli.agent import RolloutEngine, TransformersBackend
 from inspo_cli.config import ModelConfig, RolloutConfig
 from inspo_cli.models import load_model

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.damaged_files import HUGE, SPECIAL, fifo
 
 DEEP = "[" * 500 + "]" * 500
 LAUGHS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"
@@ -94,53 +95,7 @@ def test_a_qa_file_nested_too_deep_is_one_line(repo_root, tmp_path):
 # the bytes actually read. A huge file (3 GB of NUL bytes, sparse) is refused by its size, or, streamed, by a line
 # cap, before it is held whole; a small one of NUL bytes (what a crash can leave) is not taken for text.
 
-HUGE = 3 << 30
 
-
-def fifo(path) -> None:
-    """Put a FIFO at `path`. Should a reader block opening it, a thread opens and closes its other end after 10 s
-    (each time one waits, for a minute): the reader then sees an empty file and the test fails instead of hanging."""
-    import os
-    import threading
-    import time
-
-    path.unlink(missing_ok=True)
-    os.mkfifo(path)
-
-    def unblock():
-        deadline = time.monotonic() + 60
-        time.sleep(10)
-        while time.monotonic() < deadline and path.exists():
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # succeeds only while a reader waits
-            except OSError:
-                pass
-            time.sleep(0.2)
-
-    threading.Thread(target=unblock, daemon=True).start()
-
-
-def device(path) -> None:
-    """`path` becomes a symbolic link to /dev/zero: a character device that never ends."""
-    path.unlink(missing_ok=True)
-    path.symlink_to("/dev/zero")
-
-
-def huge(path) -> None:
-    """`path` becomes 3 GB of NUL bytes (sparse: it takes no disk space), one line with no newline."""
-    path.unlink(missing_ok=True)
-    with open(path, "wb") as f:
-        f.truncate(HUGE)
-
-
-def nul(path) -> None:
-    """`path` keeps its size (4 KiB at least) but every byte is NUL: what a crash can leave of a file."""
-    size = max(path.stat().st_size if path.is_file() else 0, 4096)
-    path.unlink(missing_ok=True)
-    path.write_bytes(b"\0" * size)
-
-
-SPECIAL = {"fifo": fifo, "dev-zero": device, "3gb-of-nul": huge, "nul-bytes": nul}
 QA_ROW = json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n"
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 from inspo_cli import __version__
 from inspo_cli.cli import app
 

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from fake_retrievers import OverlapRetriever
+from helpers.fake_retrievers import OverlapRetriever
 from retriever import client as client_module
 from retriever.client import HTTPRetriever, _retry_after_s, normalize_url
 from retriever.corpus import Passage

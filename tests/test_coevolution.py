@@ -9,40 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from inspo_cli.agent.rollout import Trajectory
-from inspo_cli.benchmarks import Question
-from inspo_cli.config import RewardConfig, load_recipe
+from inspo_cli.config import RewardConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.training.evolve import FrozenPolicyEvolution
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted
-from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import ReplayQuestion
-from inspo_cli.runs import RunDir
-from inspo_cli.training.coevolution import CoEvolution, MainProcessLM, PolicyVerifier
-from inspo_cli.training.run_logger import StepLog
+from inspo_cli.training.coevolution import MainProcessLM, PolicyVerifier
 from inspo_cli.training.summary import run_summary
-
-GOOD, BAD = "Search first, then answer. {question}", "Answer at once. {question}"
-
-
-class RuleEngine:
-    """A policy that answers right exactly when its instruction says "Search" (and counts what it was asked)."""
-
-    retrieval_seconds = 0.0
-
-    def __init__(self):
-        self.calls: list[tuple[list[str], list[str]]] = []
-
-    def run(self, instructions, questions):
-        self.calls.append((list(instructions), list(questions)))
-        return [Trajectory(prompt_ids=[1], completion_ids=[2, 3], completion_mask=[1, 1], turns=1,
-                           answer="Paris" if "Search" in text else "Rome", stop_reason="answer",
-                           response="<answer> ... </answer>") for text in instructions]
-
-
-def fake_accelerator(rank=0, world=1):
-    return SimpleNamespace(process_index=rank, num_processes=world, is_main_process=rank == 0, device="cpu",
-                           reduce=lambda tensor, reduction: tensor * world)  # every rank saw the same sums
+from helpers.coevolution import BAD, GOOD, Optimizer, RuleEngine, evolve_recipe, fake_accelerator, make_loop
 
 
 def paris(n):
@@ -50,16 +23,6 @@ def paris(n):
 
 
 # -- MainProcessLM ---------------------------------------------------------------------------------------------
-
-class Optimizer:
-    def __init__(self, answer):
-        self.answer, self.prompts = answer, []
-
-    def complete(self, prompt):
-        self.prompts.append(prompt)
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
 
 
 def test_main_process_lm_calls_the_optimizer_once_and_every_rank_gets_its_answer():
@@ -142,27 +105,6 @@ def test_a_rank_without_questions_still_enters_generation():
 
 # -- CoEvolution and the frozen-policy loop ----------------------------------------------------------------------
 
-def evolve_recipe(**population):
-    settings = {"enabled": "true", "instructions": f"[{json.dumps(BAD)}, {json.dumps(GOOD)}]", "size": 3,
-                "prune_every": 100, "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 1,
-                "failures_per_call": 1, "verify_size": 2, "accept_top_n": 1, "max_verify_rounds": 1, **population}
-    return load_recipe(None, [f"population.{k}={v}" for k, v in settings.items()]
-                       + ["training.steps=3", "training.batch_size=2", "training.mini_batch_trajectories=4",
-                          "training.micro_batch_size=2", "training.group_size=2"], check_paths=False)
-
-
-def make_loop(tmp_path, recipe, optimizer, warn=None):
-    population = InstructionPopulation(recipe.population, seed=recipe.run.seed,
-                                       initial_texts=recipe.population.instructions)
-    engine = RuleEngine()
-    coevolution = CoEvolution(population, recipe.population, optimizer, PolicyVerifier(engine, recipe.reward),
-                              recipe.run.seed, warn=warn)
-    questions = [Question(f"q{i}", f"capital {i}?", ("Paris",), "world") for i in range(4)]
-    tmp_path.mkdir(exist_ok=True)
-    run = RunDir(tmp_path)
-    log = StepLog(run, recipe.training.steps, instructions=population)  # not opened: no TensorBoard, no bar
-    return FrozenPolicyEvolution(recipe, questions, engine, coevolution, log, run), run
-
 
 def test_frozen_policy_loop_writes_a_row_per_step_evolves_on_schedule_and_saves_its_state(tmp_path, capsys):
     recipe = evolve_recipe()
@@ -203,7 +145,6 @@ def test_train_and_evolve_summaries_share_one_schema(tmp_path):
     assert set(frozen) == set(trained)
     assert (frozen["model"], trained["model"]) == (None, "checkpoints/final")
     assert frozen["selected_checkpoint"] is None and frozen["steps"] == 2 and frozen["recipe_model"]
-
 
 
 class FailingThenAnswering(Optimizer):

@@ -310,7 +310,7 @@ def test_report_tells_apart_variants_of_the_same_name_and_refuses_runs_given_twi
     the second showed the first's difference (EM 0.90 against 0.35 read as +0.000, p = 1.00)."""
     import json
 
-    from cli_helpers import assert_one_line_error, invoke
+    from helpers.cli_helpers import assert_one_line_error, invoke
 
     monkeypatch.chdir(repo_root)
     first = fake_ablation(tmp_path / "cluster-a/world", {"inspo": 0.9, "search-r1": 0.35})

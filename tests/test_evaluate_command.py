@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 
 FAST = ["--set", "rollout.max_tokens_per_turn=6", "--set", "rollout.max_observation_tokens=40",
         "--set", "rollout.max_turns=1", "--device", "cpu"]

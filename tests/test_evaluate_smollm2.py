@@ -8,7 +8,7 @@ import pytest
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from retriever.corpus import Passage
-from cli_helpers import invoke
+from helpers.cli_helpers import invoke
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fake_retrievers import OverlapRetriever
+from helpers.fake_retrievers import OverlapRetriever
 from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import RolloutConfig

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from helpers.encoders import HashingEncoder
 from inspo_cli.commands.index import index as index_command
 from inspo_cli.world import generate_world, write_world
 from retriever import Passage, Retriever, build_index, open_index, open_retriever, read_index_meta
@@ -49,28 +49,6 @@ def bm25_dir(tiny_world, tmp_path_factory) -> Path:
 
 def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-class HashingEncoder:
-    """A test double for `retriever.encoder.Encoder`: normalised hashed bag of words (no model, instant)."""
-
-    name, batch_size, dim = "hashing-test-encoder", 32, 64
-
-    def _encode(self, texts):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w\w+", text.lower()):
-                out[i, zlib.crc32(word.encode()) % self.dim] += 1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-    encode_queries = encode_passages = _encode
-
-    def describe(self):
-        return {"name": self.name, "dim": self.dim, "pooling": "none", "normalized": True,
-                "query_prefix": "", "passage_prefix": "", "max_seq_length": 0}
-
-    def parameter_bytes(self):
-        return 0
 
 
 # -- BM25 ---------------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import invoke
-from test_bounded_input import SPECIAL  # a FIFO, /dev/zero, 3 GB of NUL bytes, a file of NUL bytes
-from test_run_files import CUTS, assert_refused, cut, edit
+from helpers.cli_helpers import invoke
+from helpers.damaged_files import SPECIAL  # a FIFO, /dev/zero, 3 GB of NUL bytes, a file of NUL bytes
+from helpers.damaged_files import CUTS, assert_refused, cut, edit
 
 
 def assert_last_line_error(result, *fragments) -> None:
@@ -105,7 +105,7 @@ def test_opening_a_damaged_index_is_one_line_naming_the_file(built_index, tmp_pa
 def test_a_damaged_faiss_index_is_one_line(built_index, tmp_path, damage):
     from retriever import build_index, open_index
     from retriever.errors import RetrieverError
-    from test_index import HashingEncoder
+    from helpers.encoders import HashingEncoder
 
     encoder = HashingEncoder()
     build_index(built_index.parent / "corpus.jsonl", tmp_path / "idx", kind="dense", encoder=encoder)

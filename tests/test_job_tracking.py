@@ -13,10 +13,10 @@ import socket
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 from inspo_cli.ablation.directory import AblationDir
 from inspo_cli.ablation.plan import plan_axes
-from test_ablate import fake_run_dir
+from helpers.run_dirs import fake_run_dir
 
 UNREACHABLE = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
 SQUEUE_DOWN = f"echo '{UNREACHABLE}' >&2; exit 1"

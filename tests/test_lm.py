@@ -1,5 +1,6 @@
-"""The optimizer LM against fake provider servers on loopback (`fake_providers.py`): the real SDKs (google-genai,
-anthropic) and httpx talk HTTP to a `ThreadingHTTPServer` that records what they sent and answers what a test scripts.
+"""The optimizer LM against fake provider servers on loopback (`helpers/fake_providers.py`): the real SDKs
+(google-genai, anthropic) and httpx talk HTTP to a `ThreadingHTTPServer` that records what they sent and answers
+what a test scripts.
 
 Each provider is checked for the path and key header it really uses, success with token accounting, a 429
 then success (one retry honouring Retry-After), 500 until max_retries, no retry on 400, a timeout, an
@@ -15,12 +16,12 @@ import logging
 import subprocess
 import sys
 import traceback
-from urllib.parse import quote, quote_plus
 
 import pytest
 
-from fake_providers import (ANSWER, EMPTY_BODIES, KEY, KEY_ENV, MODELS, PATHS, PROVIDERS, Reply, closed_port,
-                            gemini_thinking_budget, key_header_ok, optimizer, prompt_sent, success_body)
+from helpers.fake_providers import (ANSWER, EMPTY_BODIES, KEY, KEY_ENV, MODELS, PATHS, PROVIDERS, Reply, closed_port,
+                                    gemini_thinking_budget, key_header_ok, optimizer, prompt_sent, success_body)
+from helpers.api_keys import ODD_KEY, key_forms, leaks
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer, redact
@@ -184,22 +185,6 @@ def test_the_key_never_leaks(serve, provider, caplog):
     for error in errors:
         texts += [str(error), repr(error), "".join(traceback.format_exception(error))]
     assert all(KEY not in text for text in texts)
-
-
-ODD_KEY = "sk-FAKE/inspo+7c1e9b42d0=KEY&x y?"  # each encoding below writes it differently
-
-
-def key_forms(key: str) -> list[str]:
-    """How a server might quote a key back: as sent, URL-encoded (both ways), base64 (both alphabets)."""
-    raw = key.encode()
-    return [key, quote(key, safe=""), quote_plus(key), base64.b64encode(raw).decode(),
-            base64.urlsafe_b64encode(raw).decode()]
-
-
-def leaks(text: str, key: str) -> list[str]:
-    """Every form of `key` found whole in `text` (a key's first characters are no secret: "sk-proj-" starts every
-    OpenAI project key, and providers quote keys as their first and last few characters themselves)."""
-    return [form for form in key_forms(key) if form in text]
 
 
 def test_redact_replaces_whole_forms_of_a_secret_only():

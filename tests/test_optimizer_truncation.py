@@ -2,8 +2,9 @@
 (issue 37): every provider says so, evolution keeps the blocks closed before the cut and records the unfinished one
 as "cut off", the run warns once; and optimizer.thinking_budget reaches Gemini and Claude as their SDKs send it.
 
-Providers run against the fake servers of `fake_providers.py` with the real SDKs; the local provider on the tiny
-random model; evolution and CoEvolution with the scripted fakes of test_evolution.py and test_coevolution.py.
+Providers run against the fake servers of `helpers/fake_providers.py` with the real SDKs; the local provider on
+the tiny random model; evolution and CoEvolution with the scripted fakes of helpers/evolution.py and
+helpers/coevolution.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import random
 
 import pytest
 
-from fake_providers import KEY, KEY_ENV, Reply, gemini_thinking_budget, optimizer, success_body
+from helpers.fake_providers import KEY, KEY_ENV, Reply, gemini_thinking_budget, optimizer, success_body
 from inspo_cli.errors import InspoError
 from inspo_cli.config import OptimizerConfig, load_recipe
 from inspo_cli.config.loader import RecipeError
@@ -22,8 +23,8 @@ from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve, initial_
 from inspo_cli.instructions.lm import Answer, ask, open_optimizer
 from inspo_cli.instructions.proposers.base import parse_candidates
 from inspo_cli.training.coevolution import MainProcessLM
-from test_coevolution import GOOD, evolve_recipe, fake_accelerator, make_loop
-from test_evolution import PARENT, SCORES, DictVerifier, ScriptedLM, make_buffer, make_config, make_population
+from helpers.coevolution import GOOD, evolve_recipe, fake_accelerator, make_loop
+from helpers.evolution import PARENT, SCORES, DictVerifier, ScriptedLM, make_buffer, make_config, make_population
 
 # One closed block, then the cut: the second block ends mid-word, as an answer stopped by the limit does.
 CUT_ANSWER = "Two candidates follow.\n<ins_1>Alpha: search twice.</ins_1>\n<ins_2>Beta: plan fi"

@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 from inspo_cli.ablation.results import choose_step
 from inspo_cli.config import dump_recipe, load_recipe
 from inspo_cli.evaluation.checkpoints import default_checkpoint, paper_choice

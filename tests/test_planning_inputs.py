@@ -15,7 +15,7 @@ from inspo_cli.ablation.directory import AblationDir
 from inspo_cli.ablation.plan import plan_axes
 from inspo_cli.instructions.selection import softmax
 from inspo_cli.instructions.selection.base import Arm
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 
 DEMO = "recipes/demo.yaml"
 

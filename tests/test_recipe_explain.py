@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 from inspo_cli.config import Recipe
 from inspo_cli.config.reference import (PAPER_VALUES, REGENERATE, explain, faithfulness_rows, fields,
                                         markdown_reference, sections)

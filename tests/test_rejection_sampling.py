@@ -21,9 +21,9 @@ from inspo_cli.config import Recipe, SamplingConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.models import load_tokenizer
 from inspo_cli.runs import RunDir
-from cli_helpers import assert_one_line_error, invoke
-from test_sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
-from test_train_command import metrics, resume_after_a_cut, write_recipe
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.runs import metrics, resume_after_a_cut, write_recipe
+from helpers.sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -178,7 +178,7 @@ def test_rejection_sampling_recipe_errors_are_one_line(tmp_path, repo_root):
 
 def test_a_sampler_of_another_vocabulary_is_refused(tmp_path, tiny_model_dir):
     """Phase 2 trains on the sampled token ids, so the sampler must share the trained model's vocabulary."""
-    from tiny_model import build_tiny_model
+    from helpers.tiny_model import build_tiny_model
 
     other = build_tiny_model(tmp_path / "other", vocab_size=300)  # loaded for real, as a transformers sampler
     recipe = rs_recipe(tiny_model_dir, model=str(other))

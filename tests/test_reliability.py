@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from inspo_cli.console import STREAM, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.progress import PlainProgress, plain_line
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 
 LATIN1 = "r\xe9ponse: caf\xe9\n".encode("latin-1")  # what an editor on an old Windows machine saves
 
@@ -253,8 +253,9 @@ def test_an_optimizer_that_echoes_the_key_leaves_it_nowhere_and_its_failure_is_s
     """`inspo evolve` against a provider that rejects the key (401) quoting it encoded, then answers with a candidate
     that quotes it too (an answer is never rewritten: it is refused): the console says each failed evolution on one
     line, and no form of the key is in any file of the run directory or on the console."""
-    from test_lm import KEY_ENV, MODELS, ODD_KEY, Reply, key_forms, leaks, success_body
-    from test_train_command import write_recipe
+    from helpers.api_keys import ODD_KEY, key_forms, leaks
+    from helpers.fake_providers import KEY_ENV, MODELS, Reply, success_body
+    from helpers.runs import write_recipe
 
     monkeypatch.setenv(KEY_ENV, ODD_KEY)
     echo = " ".join(key_forms(ODD_KEY))
@@ -457,7 +458,7 @@ def test_resume_takes_the_newest_whole_checkpoint_and_says_why_newer_ones_are_no
 def test_a_run_whose_only_checkpoint_is_cut_short_is_refused_with_the_reason(tmp_path, repo_root):
     from inspo_cli.config import load_recipe
     from inspo_cli.runs import RunDir
-    from test_train_command import write_recipe
+    from helpers.runs import write_recipe
 
     run = RunDir.create(load_recipe(write_recipe(tmp_path, repo_root, "x")), output_dir=tmp_path / "runs")
     cut(fake_checkpoint(run.path, 2) / "trainer_state.json")
@@ -526,7 +527,7 @@ def test_chaos_kills_and_a_corrupt_checkpoint_resume_to_the_same_metrics(tmp_pat
     import signal
     import time
 
-    from test_train_command import TIMING_KEYS, metrics, train_process, write_recipe
+    from helpers.runs import TIMING_KEYS, metrics, train_process, write_recipe
 
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
     optimizer = HeldOptimizer("<ins_1>Look it up first. Question: {question}\n</ins_1>")
@@ -636,7 +637,7 @@ def wandb_history(run_dir) -> list[dict]:
 def test_wandb_offline_logs_every_step_into_the_run_directory(command, tmp_path, repo_root, tiny_model_dir,
                                                              monkeypatch):
     pytest.importorskip("wandb")
-    from test_train_command import metrics, write_recipe
+    from helpers.runs import metrics, write_recipe
 
     for name in ("WANDB_API_KEY", "WANDB_DIR", "WANDB_RUN_ID", "WANDB_PROJECT", "WANDB_RESUME"):
         monkeypatch.delenv(name, raising=False)

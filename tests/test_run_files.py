@@ -15,28 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
-from test_report import make_run
-
-CUTS = (0.3, 0.6, 0.9)
-
-
-def cut(path: Path, keep: float) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[:int(len(data) * keep)])
-
-
-def edit(path: Path, change) -> None:
-    """Apply `change` to the JSON object of a .json file, or to the first row of a .jsonl file."""
-    if path.suffix == ".jsonl":
-        lines = path.read_text().splitlines()
-        row = json.loads(lines[0])
-        change(row)
-        path.write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n")
-    else:
-        data = json.loads(path.read_text())
-        change(data)
-        path.write_text(json.dumps(data))
+from helpers.cli_helpers import invoke
+from helpers.damaged_files import CUTS, assert_refused, cut, edit
+from helpers.run_dirs import make_run
 
 
 def damages(file: str, key: str, wrong) -> list:
@@ -49,10 +30,6 @@ def damages(file: str, key: str, wrong) -> list:
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def assert_refused(result, file: str) -> None:
-    assert_one_line_error(result, Path(file).name)
 
 
 # -- report and ablate --collect over an ablation directory ----------------------------------------------------------

@@ -98,9 +98,9 @@ def test_the_tiny_model_trains_inspo_with_each_selection_and_resumes_to_the_same
                                                                                        repo_root, tiny_model_dir):
     import shutil
 
-    from cli_helpers import invoke
+    from helpers.cli_helpers import invoke
     from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
-    from test_train_command import metrics, resume_after_a_cut, write_recipe
+    from helpers.runs import metrics, resume_after_a_cut, write_recipe
 
     population = {"enabled": True, "selection": selection, "prune_every": 2, "evolve_until": 0, "size": 3,
                   "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n",
@@ -164,9 +164,10 @@ def test_the_tiny_model_evolves_with_pareto_parents_and_the_merge_proposer_and_r
     import json
     import shutil
 
-    from cli_helpers import invoke
+    from helpers.cli_helpers import invoke
     from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
-    from test_train_command import ScriptedOptimizer, metrics, write_recipe
+    from helpers.fake_providers import ScriptedOptimizer
+    from helpers.runs import metrics, write_recipe
 
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
     optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"

@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 import retriever.server
-from cli_helpers import assert_one_line_error
+from helpers.cli_helpers import assert_one_line_error
 from inspo_cli.commands.serve import serve_retriever
 from retriever.client import HTTPRetriever
 

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from fake_retrievers import PASSAGES, BlockingRetriever, FailingRetriever, OverlapRetriever, SlowRetriever
+from helpers.fake_retrievers import PASSAGES, BlockingRetriever, FailingRetriever, OverlapRetriever, SlowRetriever
 from retriever.batching import MicroBatcher
 from retriever.corpus import Passage
 from retriever.server import create_app, serve_in_background

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from fake_retrievers import BlockingRetriever, OverlapRetriever
+from helpers.fake_retrievers import BlockingRetriever, OverlapRetriever
 from retriever.connections import ConnectionLimits
 from retriever.server import create_app, serve_in_background
 

@@ -1,5 +1,5 @@
-"""`inspo ablate --scheduler slurm` on a real one-node SLURM (tests/slurm_cluster.py): a 2-variant x 2-seed sweep
-of the tiny model as one job array; a task signalled as SLURM does before a time limit is requeued by submitit and
+"""`inspo ablate --scheduler slurm` on a real one-node SLURM (tests/helpers/slurm_cluster.py): a 2-variant x 2-seed
+sweep of the tiny model as one job array; a task signalled as SLURM does before a time limit is requeued by submitit and
 resumes from its checkpoint to the same metrics rows as an uninterrupted run; `--status`, `--collect --wait` and
 the table agree; re-running the command submits nothing that is queued, running or finished."""
 
@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
-from test_ablate_run import tiny_sweep
-from test_train_command import TIMING_KEYS, metrics
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.ablation import tiny_sweep
+from helpers.runs import TIMING_KEYS, metrics
 
 
 def test_bad_cluster_options_are_one_line_errors_before_anything_is_written(repo_root, monkeypatch, tmp_path):

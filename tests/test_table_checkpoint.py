@@ -14,7 +14,7 @@ from inspo_cli.ablation.plan import plan_sweep
 from inspo_cli.ablation.results import choose_step, read_result
 from inspo_cli.ablation.table import collect, write_table
 from inspo_cli.config import dump_recipe, load_recipe
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 
 STEADY = [0.2, 0.3, 0.3, 0.4, 0.4, 0.4, 0.5, 0.5]
 COLLAPSING = [0.3, 0.3, 0.5, 0.5, 0.1, 0.1, 0.0, 0.0]  # windows of 2: best 0.5 (steps 3-4), then 0.1 at step 6

@@ -8,66 +8,18 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.fake_providers import ScriptedOptimizer
+from helpers.runs import TIMING_KEYS, metrics, resume_after_a_cut, train_process, write_recipe
 
-TIMING_KEYS = {"time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
-               "time/evolution", "time/evaluation"}
 STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
              "search/valid_action_rate", "length/prompt", "length/response", "length/response_with_observations",
              "length/observation_share", "kl",
              "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
-
-
-def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -> Path:
-    recipe = {
-        "data": {"train": "world", "world_dir": str(repo_root / "data/world")},
-        "retriever": {"kind": "bm25", "corpus": str(repo_root / "data/world/corpus.jsonl"), "topk": 2},
-        "model": {"name_or_path": model_name, "dtype": "float32", "chat_template": "off"},
-        "rollout": {"max_turns": 1, "max_tokens_per_turn": 32, "max_observation_tokens": 64,
-                    "max_prompt_tokens": 256, "max_total_tokens": 384},
-        "reward": {"format_weight": 0.2},
-        "training": {"steps": 3, "group_size": 2, "batch_size": 2, "mini_batch_trajectories": 4, "micro_batch_size": 4,
-                     "learning_rate": 1e-4, "kl_beta": 0.001, "warmup_ratio": 0.0, "save_every": 1},
-        "population": {"instructions": [WORKED_EXAMPLE_INSTRUCTION]},
-        "evaluation": {"limit": 2, "batch_size": 2},  # evaluated after the last step (training.eval_every 100)
-        "run": {"seed": 3},
-    }
-    for section, values in sections.items():
-        recipe.setdefault(section, {}).update(values)
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
-
-
-def metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def resume_after_a_cut(resumed: Path, straight: Path) -> None:
-    """Cut `resumed` (a copy of `straight`, 3 steps, saved every step) back to its checkpoint at step 1 by dropping
-    what it wrote later, as a kill would have; resume it; it must end with the same metrics as `straight`."""
-    import shutil
-
-    for later in ("checkpoint-2", "checkpoint-3", "final"):
-        shutil.rmtree(resumed / "checkpoints" / later)
-    (resumed / "summary.json").unlink()
-    result = invoke("train", "--resume", resumed)
-    assert result.exit_code == 0, result.output
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
-    for have, want in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):
-        assert have == pytest.approx(want)
-
-
-def train_process(*args: str, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "inspo_cli", "train", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 # -- bad input: one line, exit 2, nothing trained ----------------------------------------------------------------
@@ -228,38 +180,6 @@ def test_evolution_without_the_optimizer_key_is_a_one_line_error(tmp_path, repo_
     recipe = write_recipe(tmp_path, repo_root, "x", population={"enabled": True, "evolve_until": 150})
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs")
     assert_one_line_error(result, "GEMINI_API_KEY")
-
-
-class ScriptedOptimizer:
-    """An OpenAI-compatible chat server on loopback that answers request i with answers[i % len(answers)]."""
-
-    def __init__(self, answers: list[str]):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.answers, self.prompts = list(answers), []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.prompts.append(body["messages"][-1]["content"])
-                text = outer.answers[(len(outer.prompts) - 1) % len(outer.answers)]
-                reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
-                                                 "finish_reason": "stop"}],
-                                    "usage": {"prompt_tokens": 100, "completion_tokens": 20}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
 
 
 @pytest.mark.slow

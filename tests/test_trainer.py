@@ -7,7 +7,7 @@ import contextlib
 import pytest
 import torch
 
-from fake_retrievers import OverlapRetriever
+from helpers.fake_retrievers import OverlapRetriever
 from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig

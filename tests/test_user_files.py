@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import assert_one_line_error, invoke
+from helpers.cli_helpers import assert_one_line_error, invoke
 from inspo_cli.errors import InspoError
 from inspo_cli.files import replaced_dir
 from inspo_cli.reporting.marker import MARKER, check_replaceable, seal
-from test_report import make_run
+from helpers.run_dirs import make_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-CONF_TEMPLATE = Path(__file__).parent / "slurm" / "slurm.conf.in"
+CONF_TEMPLATE = Path(__file__).parent.parent / "slurm" / "slurm.conf.in"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
 
 

@@ -4,6 +4,8 @@ an `OptimizerLM` against one and to read what it sent.
 
     server = serve("gemini", Reply(429, headers={"Retry-After": "3"}), Reply())   # the `serve` fixture
     lm = optimizer("gemini", server.base_url)                                     # OptimizerLM, sleeps recorded
+
+`ScriptedOptimizer` is a plainer OpenAI-compatible server for whole training runs: it answers from a list, in turn.
 """
 
 from __future__ import annotations
@@ -159,3 +161,35 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+class ScriptedOptimizer:
+    """An OpenAI-compatible chat server on loopback that answers request i with answers[i % len(answers)]."""
+
+    def __init__(self, answers: list[str]):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.answers, self.prompts = list(answers), []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.prompts.append(body["messages"][-1]["content"])
+                text = outer.answers[(len(outer.prompts) - 1) % len(outer.answers)]
+                reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
+                                                 "finish_reason": "stop"}],
+                                    "usage": {"prompt_tokens": 100, "completion_tokens": 20}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
