@@ -91,7 +91,7 @@ SUMMARY_SHAPE = {"steps": COUNT, "best_instruction": str, "best_instruction_id?"
                  "stage?": str, "stages?": [{"kind": str, "dir": str}], "instruction_source?": str,
                  "evaluations?": [{"step": COUNT, "em": UNIT}], "reward_collapse?": (dict, None),
                  "overhead?": (None, {"evolutions": int, "verification_rollouts": int, "training_rollouts?": int,
-                                      "share_of_wall_time?": (float, None),
+                                      "share_of_wall_time?": (float, None), "leaked_candidates?": int,
                                       "optimizer?": (None, {"calls?": int, "total_tokens?": (int, None)})})}
 METRICS_ROW_SHAPE = {"step": COUNT, "update?": COUNT, "*": (float, None)}
 STAGED = ("metrics", "instruction_source")  # where a staged run's summary says its curves and instructions are

@@ -91,7 +91,8 @@ def test_verification_draws_verify_size_distinct_questions_from_the_buffer():
         keys = [q.key for q in questions]
         assert len(keys) == 3 and len(set(keys)) == 3 and set(keys) <= {"q1", "q2", "q3", "q4", "q5"}
 
-    config = make_config(verify_size=200)  # more than the buffer holds: all 5 distinct questions
+    # more than the buffer holds: all 5 distinct questions (without the leak guard, which leaves out the shown ones)
+    config = make_config(verify_size=200, leak_check="off")
     verifier = DictVerifier(SCORES)
     report = evolve(make_population(config), make_buffer(), ScriptedLM(ROUND_1, ROUND_2), verifier, config, 15,
                     random.Random(0))
@@ -170,7 +171,7 @@ def test_same_seed_same_evolution_and_report_is_json():
                                     "proposer": "reflection", "round": 1, "verification_score": 0.3,
                                     "accepted": False, "reason": NOT_IN_TOP_N, "instruction_id": None,
                                     "parent_score": parent_score, "difference": pytest.approx(0.3 - parent_score),
-                                    "difference_se": 0.0}
+                                    "difference_se": 0.0, "leak": None}
     verified = sum(1 for c in row["candidates"] if c["reason"] != DUPLICATE)
     assert row["verification_rollouts"] == 2 * (verified + row["verification_calls"])  # the parent's rollouts too
 
@@ -376,7 +377,7 @@ def test_a_candidate_within_noise_of_its_parent_joins_and_a_clearly_worse_one_do
     (the old rule, "at least the parent's mean", turned it away). "Beta" is right on none: -0.6, s^2 = (6 x 0.16
     + 4 x 0.36) / 9 = 0.267, se = 0.163, so -0.6 < -0.269: turned away."""
     config = make_config(accept="beat_parent", accept_top_n=3, size=4, verify_size=10, verify_rollouts=3,
-                         max_verify_rounds=1)
+                         max_verify_rounds=1, leak_check="off")  # D_B: all ten questions, shown ones included
     verifier = TableVerifier({PARENT: [1, 0, 1, 0, 1, 0, 1, 0, 1, 1], "Alpha: search twice.": [1, 0, 1, 0, 1, 0,
                               1, 0, 1, 0], "Beta: plan first.": [0] * 10, "Gamma: verify facts.": [1] * 10})
     report = evolve(make_population(config), paired_buffer(), ScriptedLM(ROUND_1), verifier, config, 15,
@@ -390,7 +391,7 @@ def test_a_candidate_within_noise_of_its_parent_joins_and_a_clearly_worse_one_do
     assert verifier.rollouts == [3] and report.verification_rollouts == 4 * 10 * 3  # (3 + parent) x D_B x rollouts
     # "at least the parent" is margin 0: the same noise turns Alpha away
     config = make_config(accept="beat_parent", accept_top_n=3, size=4, verify_size=10, accept_margin=0.0,
-                         max_verify_rounds=1)
+                         max_verify_rounds=1, leak_check="off")
     report = evolve(make_population(config), paired_buffer(), ScriptedLM(ROUND_1), verifier, config, 15,
                     random.Random(0))
     assert {c.text: c.reason for c in report.candidates}["Alpha: search twice."] == BELOW_PARENT

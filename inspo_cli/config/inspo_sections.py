@@ -88,6 +88,12 @@ class PopulationConfig:
                 "as their parent (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "
                 "\"Verification\")."})
     accept_top_n: int = field(default=6, metadata={"help": "At most this many of one verified batch join."})
+    leak_check: str = field(default="refuse", metadata={
+        "help": "Guards against the optimizer's view leaking into what is judged (instructions/leakage.py; the paper "
+                "is silent, docs/faithfulness.md): refuse (a candidate holding a golden answer of a question its "
+                "prompt showed, or 8 words of a known question, is recorded and not admitted; D_B leaves out the "
+                "questions the prompt showed) | flag (recorded, admitted as usual; D_B leaves them out) | off (no "
+                "check; D_B as the paper draws it)."})
     max_verify_rounds: int = field(default=5, metadata={
         "help": "App. C: \"a maximum of 5 rounds of verification retrials\"."})
     max_instruction_chars: int = field(default=12000, metadata={
@@ -129,6 +135,7 @@ class PopulationConfig:
         _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")
         _require(0 <= self.epsilon <= 1, "epsilon", f"must be a probability in [0, 1] (got {self.epsilon}); e.g. 0.1")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
+        _one_of(self.leak_check, ("refuse", "flag", "off"), "leak_check")
         _require(self.accept_margin >= 0, "accept_margin", f"must be >= 0 standard errors (got {self.accept_margin}); "
                  "0 admits candidates scoring at least their parent, 1.645 those not significantly worse")
         _one_of(self.stage, STAGES, "stage")

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.leakage import LeakGuard
 from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask, how_it_stopped
 from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
 from inspo_cli.instructions.proposers import load_proposer
@@ -55,6 +56,8 @@ BELOW_PARENT = "below parent"  # accept=beat_parent: over accept_margin standard
 NOT_IN_TOP_N = "not in top-n"  # verified, but accept_top_n others of its batch scored higher
 NO_ROOM = "no room"  # good enough, but the population was already full
 CUT_OFF = "cut off"  # the unclosed last block of an answer stopped at optimizer.max_output_tokens: never verified
+LEAKED = "leaked"  # leak_check refuse: holds an answer the optimizer was shown, or a question's words (leakage.py)
+NO_QUESTIONS = "no questions"  # every replay question was shown to the optimizer: nothing left to verify on
 
 
 class Verifier(Protocol):
@@ -76,12 +79,13 @@ class ProposedCandidate:
     round: int  # 1-based verification round
     verification_score: float | None  # mean reward on D_B; None unverified (duplicate, too long, cut off, verify off)
     accepted: bool
-    reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, CUT_OFF, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
+    reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, CUT_OFF, LEAKED, NO_QUESTIONS, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
     instruction_id: str | None = None  # its id in the population when accepted
     parent_score: float | None = None  # the parent's mean reward on the same D_B, in the same verification call
     # the mean per-question difference (candidate - parent) on D_B and its standard error (verification.py)
     difference: float | None = None
     difference_se: float | None = None
+    leak: str | None = None  # why the leakage guard flagged it (leak_check refuse: not admitted; flag: admitted)
 
 
 @dataclass
@@ -154,7 +158,8 @@ def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] =
 
 
 def evolve(population: InstructionPopulation, buffer: ReplayBuffer, lm: LanguageModel, verifier: Verifier,
-           config: PopulationConfig, step: int, rng: random.Random) -> EvolutionReport:
+           config: PopulationConfig, step: int, rng: random.Random,
+           guard: LeakGuard | None = None) -> EvolutionReport:
     """Alg. 1 lines 17-23: keep the top `n_parent`, refill the population with verified candidates, reset weights."""
     started = time.monotonic()
     if len(buffer) == 0:  # checked before the population is touched: Alg. 1 fills B (line 15) before evolving
@@ -163,7 +168,7 @@ def evolve(population: InstructionPopulation, buffer: ReplayBuffer, lm: Language
     parents = population.parents()  # ranked by weight, so taken before the weights are reset
     report = EvolutionReport(step=step, proposer=config.proposer, parents=[p.id for p in parents],
                              retired=population.keep_only_parents(step))  # P_t <- P_parent
-    evolution = _Evolution(population, buffer, lm, verifier, config, step, rng, report)
+    evolution = _Evolution(population, buffer, lm, verifier, config, step, rng, report, guard or LeakGuard())
     report.stop_reason = evolution.refill(parents)
     population.reset_weights()  # W_t <- 0 (line 17); new candidates start at 0 anyway, parents are reset here
     report.wall_s = time.monotonic() - started
@@ -184,6 +189,8 @@ class _Evolution:
     step: int
     rng: random.Random
     report: EvolutionReport
+    guard: LeakGuard
+    flagged: dict[str, str] = field(default_factory=dict)  # leak_check flag: candidate text -> why, this answer
 
     def refill(self, parents: Sequence[Candidate]) -> str:
         """Lines 18-22, bounded by `max_verify_rounds` (App. C: "a maximum of 5 rounds of verification
@@ -204,6 +211,8 @@ class _Evolution:
                     return "no failed rollouts to reflect on"
                 except NothingToPropose as error:
                     return str(error)
+                self.guard.check_prompt(prompt)  # no dev/test question may reach the optimizer, whatever leak_check
+                shown = [] if config.leak_check == "off" else self.guard.shown(prompt, self.buffer)
                 try:
                     answer = ask(self.lm, prompt)
                 except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason
@@ -214,45 +223,63 @@ class _Evolution:
                     return "optimizer failed"
                 report.optimizer_calls += 1
                 report.truncated_answers += answer.truncated
-                fresh = self.screen(answer, parent, round_number)
+                fresh = self.screen(answer, parent, round_number, shown)
                 if not fresh:
                     continue
                 if not config.verify:  # Fig. 3's "prune + expand" ablation: no rollouts, the first accept_top_n join
                     self.admit_unverified(fresh, parent, round_number)
-                else:  # line 21
-                    self.admit(fresh, self.verify(fresh, parent), parent, round_number)
+                    continue
+                comparisons = self.verify(fresh, parent, shown)  # line 21
+                if comparisons is None:
+                    for text in fresh:
+                        self.record(text, parent, round_number, None, NO_QUESTIONS)
+                else:
+                    self.admit(fresh, comparisons, parent, round_number)
         return "population full" if len(population) >= config.size else "max_verify_rounds reached"
 
     def record(self, text: str, parent: Candidate, round_number: int, score: float | None, reason: str,
-               instruction_id: str | None = None, parent_score: float | None = None, **paired: float) -> None:
+               instruction_id: str | None = None, parent_score: float | None = None, leak: str | None = None,
+               **paired: float) -> None:
         self.report.candidates.append(ProposedCandidate(text, parent.id, self.config.proposer, round_number, score,
                                                         reason == ACCEPTED, reason, instruction_id, parent_score,
-                                                        **paired))
+                                                        leak=leak or self.flagged.get(text), **paired))
 
-    def screen(self, answer: Answer, parent: Candidate, round_number: int) -> list[str]:
+    def screen(self, answer: Answer, parent: Candidate, round_number: int,
+               shown: Sequence[ReplayQuestion] = ()) -> list[str]:
         """The answer's new candidates, at most `candidates_per_call`; every other distinct block is recorded with
-        why it is not verified (the same text as an alive instruction, over max_instruction_chars, or the unclosed
-        last block of an answer cut off at the output limit)."""
+        why it is not verified (the same text as an alive instruction, over max_instruction_chars, a leak with
+        leak_check refuse, or the unclosed last block of an answer cut off at the output limit)."""
         alive_normalized = {normalize_text(c.text) for c in self.population.alive()}
         fresh: list[str] = []
+        self.flagged = {}
         for text in parse_candidates(answer.text, truncated=answer.truncated):
+            leak = None if self.config.leak_check == "off" else self.guard.leak(text, shown, self.buffer)
             if normalize_text(text) in alive_normalized:
                 self.record(text, parent, round_number, None, DUPLICATE)
             elif len(text) > self.config.max_instruction_chars:
                 self.record(text, parent, round_number, None, TOO_LONG)
+            elif leak is not None and self.config.leak_check == "refuse":
+                self.record(text, parent, round_number, None, LEAKED, leak=leak)
             elif len(fresh) < self.config.candidates_per_call:
                 fresh.append(text)
+                if leak is not None:
+                    self.flagged[text] = leak
         cut = cut_off_block(answer.text) if answer.truncated else None
         if cut is not None:
             self.record(cut, parent, round_number, None, CUT_OFF)
         return fresh
 
-    def verify(self, fresh: Sequence[str], parent: Candidate) -> list[PairedComparison]:
+    def verify(self, fresh: Sequence[str], parent: Candidate,
+               shown: Sequence[ReplayQuestion] = ()) -> list[PairedComparison] | None:
         """Each candidate against its parent on a fresh D_B: the parent is rolled out in the same call on the same
         questions, and each candidate is compared with it question by question (verification.py): the same
-        questions, the same policy weights, the same batch on both sides."""
+        questions, the same policy weights, the same batch on both sides. D_B leaves out the questions the
+        candidates' prompt showed (`shown`); None when that leaves none."""
         config = self.config
-        questions = self.buffer.verification_questions(config.verify_size, self.rng)  # D_B, drawn anew each batch
+        # D_B, drawn anew each batch
+        questions = self.buffer.verification_questions(config.verify_size, self.rng, exclude={q.key for q in shown})
+        if not questions:
+            return None
         table = self.verifier.score([parent.text, *fresh], questions, rollouts=config.verify_rollouts)
         if len(table) != len(fresh) + 1 or any(len(row) != len(questions) or not all(math.isfinite(v) for v in row)
                                                for row in table):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from inspo_cli.errors import InspoError
 
@@ -94,8 +94,17 @@ class ReplayBuffer:
         chosen = sorted(rng.sample(range(len(tied)), k - len(certain)))
         return certain + [tied[i] for i in chosen]
 
-    def verification_questions(self, n: int, rng: random.Random) -> list[ReplayQuestion]:
-        """n distinct questions (by question key) sampled uniformly from the buffer; all of them if fewer.
+    def questions(self) -> list[ReplayQuestion]:
+        """Every distinct question the buffer holds (by key, each with its newest text and answers), sorted by key."""
+        newest: dict[str, Experience] = {}
+        for experience in self._entries:
+            newest[experience.question_key] = experience
+        return [ReplayQuestion(k, newest[k].question, newest[k].golden_answers) for k in sorted(newest)]
+
+    def verification_questions(self, n: int, rng: random.Random,
+                               exclude: Collection[str] = ()) -> list[ReplayQuestion]:
+        """n distinct questions (by question key) sampled uniformly from the buffer; all of them if fewer. Keys in
+        `exclude` (the questions the candidates' prompt showed the optimizer, `leakage.py`) are never drawn.
 
         The latest step's questions are the ones the policy was just updated on, mostly under the parent's own
         instruction, which would favour the parent; they are drawn only when the older questions number fewer
@@ -104,7 +113,8 @@ class ReplayBuffer:
         """
         newest: dict[str, Experience] = {}
         for experience in self._entries:
-            newest[experience.question_key] = experience
+            if experience.question_key not in exclude:
+                newest[experience.question_key] = experience
         latest = self.latest_step()
         older = sorted(k for k, e in newest.items() if e.step != latest)
         recent = sorted(k for k, e in newest.items() if e.step == latest)

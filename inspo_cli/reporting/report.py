@@ -105,7 +105,8 @@ def _table_csv(table: dict) -> str:
 
 
 OVERHEAD_COLUMNS = ("evolutions", "optimizer calls", "optimizer tokens", "verification rollouts",
-                    "training rollouts", "verification / training", "evolution share of wall time")
+                    "training rollouts", "verification / training", "evolution share of wall time",
+                    "leaked candidates")
 
 
 def overhead_rows(groups: Sequence[Group]) -> list[list]:
@@ -124,7 +125,8 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
                          "-" if tokens is None else tokens,
                          account["verification_rollouts"], training,
                          f"{account['verification_rollouts'] / training:.3f}" if training else "-",
-                         f"{share:.3f}" if share is not None else "-"])
+                         f"{share:.3f}" if share is not None else "-",
+                         account.get("leaked_candidates", "-")])  # "-": a run from before the leak check
     return rows
 
 

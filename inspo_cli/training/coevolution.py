@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.evolution import EvolutionReport, Verifier, evolve
+from inspo_cli.instructions.leakage import LeakGuard
 from inspo_cli.instructions.lm import Answer, LanguageModel, ask
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
@@ -122,8 +123,9 @@ class CoEvolution:
 
     def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel,
                  verifier: Verifier, seed: int, buffer: ReplayBuffer | None = None, reports: Sequence[dict] = (),
-                 warn: Callable[[str], None] | None = None):
+                 warn: Callable[[str], None] | None = None, guard: LeakGuard | None = None):
         self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
+        self.guard = guard or LeakGuard()  # population.leak_check; its held-out questions never reach a prompt
         self.warn = warn  # where a failed evolution is said (the main process's console); None: nowhere
         self.buffer = buffer or ReplayBuffer(config.replay_capacity)
         self.reports: list[dict] = list(reports)
@@ -144,7 +146,7 @@ class CoEvolution:
         report: EvolutionReport | None = None
         if self.evolving and population.should_evolve(step) and len(self.buffer) > 0:
             report = evolve(population, self.buffer, self.lm, self.verifier, self.config, step,
-                            stable_random(self.seed, step, "evolve"))
+                            stable_random(self.seed, step, "evolve"), self.guard)
             self.reports.append(report.as_dict())
             if report.optimizer_error and self.warn is not None:  # else a bad key would only show in evolutions.json
                 self.warn(f"warning: evolution at step {step} stopped: {report.optimizer_error} "
@@ -194,6 +196,7 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
     config = recipe.population
     if not config.enabled:
         return StaticInstruction(texts[0]), None
+    guard = LeakGuard(held_out_questions(recipe, _console_warning if accelerator.is_main_process else None))
     lm: LanguageModel = NoOptimizer("in a run with population.evolve_until 0 and no initial_rewrites")
     warn = _console_warning if accelerator.is_main_process else None
     if config.evolve_until > 0 or config.initial_rewrites:
@@ -211,12 +214,42 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
             lm.restore(state["optimizer"])  # the budget carries over the interruption
         return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed,
                                              buffer=ReplayBuffer.from_state_dict(state["replay"]),
-                                             reports=state.get("evolutions", []), warn=warn)
+                                             reports=state.get("evolutions", []), warn=warn, guard=guard)
     if config.initial_rewrites:  # the recipe's instructions stay; rewrites of the first fill the population
         texts = [*texts, *initial_rewrites(texts[0], lm, config.size - len(texts), keep=texts,
                                            max_chars=config.max_instruction_chars)]
     population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
-    return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed, warn=warn)
+    return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed, warn=warn,
+                                         guard=guard)
+
+
+def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None) -> list[str]:
+    """The texts of the questions the run is evaluated on (all of `evaluation.benchmarks` at `evaluation.split`),
+    which no optimizer prompt may hold; none when the run never asks the optimizer, or (said once) when they cannot
+    be read here, for a run that evaluates elsewhere. A question that is also a training question (NQ repeats some
+    across its splits) is left out: the policy trains on it anyway, and the check is for evaluation rollouts reaching
+    the optimizer."""
+    if recipe.population.evolve_until <= 0:
+        return []
+    from inspo_cli.evaluation.runner import evaluation_questions
+    from inspo_cli.metrics import normalize_answer
+    from inspo_cli.training.setup import train_questions
+
+    e = recipe.evaluation
+    try:
+        found = evaluation_questions(e.benchmarks, recipe.data, e.split, None)  # all of them, not evaluation.limit
+        training = {normalize_answer(q.question) for q in train_questions(recipe)}
+    except InspoError as error:
+        if warn is not None:
+            warn(f"warning: the leak check cannot read the evaluation questions ({error}); optimizer prompts are "
+                 "not checked against them")
+        return []
+    held_out = [q.question for questions in found.values() for q in questions]
+    kept = [text for text in held_out if normalize_answer(text) not in training]
+    if len(kept) < len(held_out) and warn is not None:
+        warn(f"warning: {len(held_out) - len(kept)} of the {len(held_out)} evaluation questions are also training "
+             "questions; the leak check cannot hold those out of optimizer prompts")
+    return kept
 
 
 def _console_warning(line: str) -> None:

@@ -102,4 +102,6 @@ def overhead_account(coevolution, recipe: Recipe, steps: int, wall: float) -> di
             "share_of_wall_time": round(seconds / wall, 4) if wall else None,
             "verification_rollouts": sum(r["verification_rollouts"] for r in reports),
             "training_rollouts": steps * recipe.training.batch_size * recipe.training.group_size,
+            # population.leak_check: candidates that held an answer the optimizer was shown or a question's words
+            "leaked_candidates": sum(1 for r in reports for c in r["candidates"] if c.get("leak")),
             "optimizer": coevolution.optimizer_accounting()}

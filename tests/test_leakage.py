@@ -1,0 +1,136 @@
+"""The leakage guards (`population.leak_check`, instructions/leakage.py): a candidate holding an answer the
+optimizer was shown, or a long verbatim span of a known question, is not admitted (refuse) or is marked (flag); D_B
+leaves out the questions the prompt showed; no dev/test question ever reaches an optimizer prompt."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from helpers.evolution import SCORES, DictVerifier, ScriptedLM, make_buffer, make_config, make_population
+
+from inspo_cli.config import load_recipe
+from inspo_cli.instructions.evolution import ACCEPTED, LEAKED, NO_QUESTIONS, evolve
+from inspo_cli.instructions.leakage import HeldOutInPrompt, LeakGuard
+from inspo_cli.instructions.replay import Experience, ReplayBuffer
+from inspo_cli.training.coevolution import held_out_questions
+
+ROOT = Path(__file__).resolve().parents[1]
+# make_buffer's failures are q2 ("Capital q2?", answer Oslo) and q1 ("Capital q1?", answer Paris)
+LEAKY = "Beta: plan first, and when asked about capitals answer Oslo."
+ANSWER = f"<ins_1>Alpha: search twice.</ins_1><ins_2>{LEAKY}</ins_2><ins_3>Gamma: verify facts.</ins_3>"
+SCORES_WITH_LEAK = {**SCORES, LEAKY: 0.95}
+
+
+def evolve_once(leak_check: str, **overrides):
+    config = make_config(leak_check=leak_check, accept="top_n", accept_top_n=3, size=6, max_verify_rounds=1,
+                         **overrides)
+    lm, verifier = ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK)
+    report = evolve(make_population(config), make_buffer(), lm, verifier, config, 15, random.Random(0))
+    return report, lm, verifier
+
+
+def test_a_candidate_holding_a_shown_answer_is_not_admitted_and_the_reason_is_recorded():
+    report, lm, _ = evolve_once("refuse")
+    assert "Capital q2?" in lm.prompts[0] and "Oslo" in lm.prompts[0]  # App. E shows the correct answer
+    rows = {c.text: c for c in report.candidates}
+    assert rows[LEAKY].reason == LEAKED and not rows[LEAKY].accepted and rows[LEAKY].verification_score is None
+    assert rows[LEAKY].leak == "contains the answer 'Oslo' of a question shown to the optimizer (q2)"
+    assert {rows[t].reason for t in ("Alpha: search twice.", "Gamma: verify facts.")} == {ACCEPTED}
+    saved = json.loads(json.dumps(report.as_dict()))  # as evolutions.json keeps it
+    assert [c["leak"] for c in saved["candidates"] if c["reason"] == LEAKED] == [rows[LEAKY].leak]
+
+
+def test_flag_admits_and_marks_and_off_checks_nothing():
+    flagged, _, _ = evolve_once("flag")
+    row = next(c for c in flagged.candidates if c.text == LEAKY)
+    assert row.accepted and row.leak is not None and row.verification_score == pytest.approx(0.95)
+    off, _, _ = evolve_once("off")
+    assert all(c.leak is None for c in off.candidates) and next(c for c in off.candidates if c.text == LEAKY).accepted
+
+
+def test_d_b_leaves_out_the_questions_the_prompt_showed():
+    _, _, verifier = evolve_once("refuse", verify_size=200)
+    asked = {q.key for _, questions in verifier.calls for q in questions}
+    assert asked == {"q3", "q4", "q5"}  # q1 and q2 were the failures shown
+    _, _, verifier = evolve_once("off", verify_size=200)
+    assert {q.key for _, questions in verifier.calls for q in questions} == {"q1", "q2", "q3", "q4", "q5"}
+
+
+def test_candidates_are_recorded_when_every_question_was_shown():
+    config = make_config(leak_check="refuse", max_verify_rounds=1, failures_per_call=5)
+    buffer = ReplayBuffer(100)
+    buffer.extend(Experience("i0", f"q{i}", f"Capital q{i}?", ("Lima",), "wrong", 0.0, 1) for i in range(3))
+    verifier = DictVerifier(SCORES)
+    report = evolve(make_population(config), buffer, ScriptedLM(ANSWER), verifier, config, 15, random.Random(0))
+    assert verifier.calls == [] and {c.reason for c in report.candidates} == {NO_QUESTIONS}
+
+
+@pytest.mark.parametrize("candidate, reason", [
+    ("Answer in the form: how many years after the founding of the Hokin Works was Ada born",
+     "contains 8 words of training question q9: 'after founding of hokin works was ada born'"),
+    ("Say PARIS when unsure.", None),  # Paris answered q1, which this prompt did not show
+    ("If the answer is yes, write yes.", None),  # yes/no answers are everywhere in instructions
+])
+def test_spans_of_known_questions_and_what_the_guard_lets_through(candidate, reason):
+    buffer = make_buffer()
+    buffer.add(Experience("i0", "q9", "How many years after the founding of the Hokin Works was Ada born?", ("12",),
+                          "wrong", 0.0, 2))
+    shown = [q for q in buffer.questions() if q.key in ("q2", "q9")]
+    found = LeakGuard().leak(candidate, shown, buffer)
+    assert found == reason if reason is None else found.startswith(reason[:40])
+
+
+def test_no_test_question_reaches_an_optimizer_prompt_and_one_that_would_is_an_error():
+    recipe = load_recipe(ROOT / "recipes/demo.yaml")
+    held_out = held_out_questions(recipe)
+    assert len(held_out) > 20  # every question of the world's test split, not only evaluation.limit's
+    guard = LeakGuard(held_out)
+    train = [json.loads(line) for line in (ROOT / "data/world/train.jsonl").read_text().splitlines()[:40]]
+    buffer = ReplayBuffer(100)
+    buffer.extend(Experience("i0", row["id"], row["question"], tuple(row["golden_answers"]), "wrong", 0.0, 1)
+                  for row in train)
+    config = make_config(leak_check="refuse", max_verify_rounds=2, failures_per_call=4)
+    lm = ScriptedLM(ANSWER, ANSWER)
+    evolve(make_population(config), buffer, lm, DictVerifier(SCORES_WITH_LEAK), config, 15, random.Random(0), guard)
+    assert lm.prompts and not any(text in prompt for prompt in lm.prompts for text in held_out)
+    # a bug that let an evaluation rollout into the replay buffer: its question would reach the optimizer
+    buffer.add(Experience("i0", "test-1", held_out[0], ("x",), "wrong", 0.0, 2))
+    with pytest.raises(HeldOutInPrompt, match="a held-out \\(dev/test\\) question reached an optimizer prompt"):
+        evolve(make_population(config), buffer, ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK), config, 15,
+               random.Random(0), guard)
+
+
+def test_a_held_out_question_that_is_also_a_training_question_is_left_out(monkeypatch):
+    import inspo_cli.training.setup as setup
+    from inspo_cli.benchmarks import Question
+
+    recipe = load_recipe(ROOT / "recipes/demo.yaml")
+    held_out = held_out_questions(recipe)
+    monkeypatch.setattr(setup, "train_questions", lambda r: [Question("t", held_out[0].upper() + " ", ("x",), "w")])
+    said: list[str] = []
+    assert held_out_questions(recipe, said.append) == held_out[1:]
+    assert said == [f"warning: 1 of the {len(held_out)} evaluation questions are also training questions; the leak "
+                    "check cannot hold those out of optimizer prompts"]
+
+
+def test_leak_check_is_validated():
+    from inspo_cli.errors import InspoError
+
+    with pytest.raises(InspoError, match=r"population.leak_check: must be one of refuse, flag, off \(got 'strict'\)"):
+        load_recipe(ROOT / "recipes/demo.yaml", ["population.leak_check=strict"])
+
+
+def test_the_run_summary_counts_leaked_candidates_and_the_report_shows_them():
+    from types import SimpleNamespace
+
+    from inspo_cli.training.summary import overhead_account
+
+    refused, _, _ = evolve_once("refuse")
+    flagged, _, _ = evolve_once("flag")
+    coevolution = SimpleNamespace(reports=[refused.as_dict(), flagged.as_dict()], optimizer_accounting=lambda: None)
+    recipe = load_recipe(ROOT / "recipes/demo.yaml")
+    account = overhead_account(coevolution, recipe, steps=8, wall=100.0)
+    assert account["leaked_candidates"] == 2  # one refused, one flagged and admitted
