@@ -107,6 +107,7 @@ class RunDir:
     INSTRUCTIONS = "instructions.jsonl"
     EVOLUTIONS = "evolutions.json"
     COEVOLUTION = "coevolution.json"
+    OPTIMIZER_CALLS = "optimizer_calls.jsonl"  # every optimizer call: prompt, answer, tokens, hash (call_record.py)
     BEST_INSTRUCTION = "best_instruction.txt"
     SUMMARY = "summary.json"
     TENSORBOARD = "tensorboard"
@@ -181,6 +182,7 @@ class RunDir:
     instructions_file = property(lambda self: self.path / self.INSTRUCTIONS)
     evolutions_file = property(lambda self: self.path / self.EVOLUTIONS)
     coevolution_file = property(lambda self: self.path / self.COEVOLUTION)  # `inspo evolve`'s state
+    optimizer_calls_file = property(lambda self: self.path / self.OPTIMIZER_CALLS)
     best_instruction_file = property(lambda self: self.path / self.BEST_INSTRUCTION)
     summary_file = property(lambda self: self.path / self.SUMMARY)
     tensorboard_dir = property(lambda self: self.path / self.TENSORBOARD)

@@ -146,7 +146,7 @@ def test_a_resume_between_two_evolutions_restores_what_the_second_one_uses(tmp_p
     first, run = make_loop(tmp_path / "resumed", evolve_recipe(**settings), Optimizer(answer))
     first.run_steps(1, 3)
     resumed_optimizer = Optimizer(answer)
-    monkeypatch.setattr(lm_module, "open_optimizer", lambda config: resumed_optimizer)
+    monkeypatch.setattr(lm_module, "open_optimizer", lambda config, record=None: resumed_optimizer)
     recipe = evolve_recipe(**settings)
     population, make_coevolution = instruction_source(recipe, run.coevolution_file, fake_accelerator())
     coevolution = make_coevolution(PolicyVerifier(first.engine, recipe.reward))

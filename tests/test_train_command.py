@@ -228,6 +228,11 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     assert overhead["evolutions"] == 1 and overhead["verification_rollouts"] > 0
     assert overhead["optimizer"]["calls"] >= 1 and "sk-test" not in (run / "summary.json").read_text()
     assert "reflect" in optimizer.prompts[0].lower() or "<example>" in optimizer.prompts[0]
+    # every optimizer call is a line of the run's record: the prompt the server got, its answer, a hash; no key
+    recorded = [json.loads(line) for line in (run / "optimizer_calls.jsonl").read_text().splitlines()]
+    assert [r["prompt"] for r in recorded] == optimizer.prompts[:len(recorded)] and len(recorded) == 2
+    assert all(r["answer"] == answers[0] and r["hash"].startswith("sha256:") for r in recorded)
+    assert "sk-test" not in (run / "optimizer_calls.jsonl").read_text()
 
     # the second run, cut back to step 2 (after the evolution) and resumed, ends with the same population
     resumed = runs / "resumed"

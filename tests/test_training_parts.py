@@ -303,7 +303,7 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
                     "<ins_4>Rewrite C.</ins_4>")
 
     rewriter = Rewriter()
-    monkeypatch.setattr(lm, "open_optimizer", lambda config: rewriter)
+    monkeypatch.setattr(lm, "open_optimizer", lambda config, record=None: rewriter)
     recipe = load_recipe(None, ["population.enabled=true", "population.initial_rewrites=true", "population.size=4",
                                 "population.instructions=[First one., Second one.]"], check_paths=False)
     population, _ = instruction_source(recipe, None, SimpleNamespace(is_main_process=True, num_processes=1))

@@ -35,10 +35,12 @@ import os
 import random
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 from urllib.parse import quote, quote_plus
 
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.call_record import CallRecord
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion, ProviderClient
 
 if TYPE_CHECKING:
@@ -92,8 +94,11 @@ class OptimizerLM:
 
     def __init__(self, client: ProviderClient, *, max_retries: int = 5, max_calls: int | None = None,
                  max_total_tokens: int | None = None, secret: str | None = None,
-                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 record: CallRecord | None = None, parameters: dict | None = None):
         self._client = client
+        self._record = record  # every call, answered or failed, as a line of the run's optimizer_calls.jsonl
+        self._parameters = dict(parameters or {})  # what besides the prompt shapes an answer, for the record
         self.max_retries = max_retries
         self.max_calls = max_calls
         self.max_total_tokens = max_total_tokens
@@ -122,13 +127,19 @@ class OptimizerLM:
         started = time.monotonic()
         try:
             completion = self._attempt_with_retries(prompt)
-        except BaseException:
+        except BaseException as error:
             with self._lock:
                 self._failed_calls += 1
+            if self._record is not None and isinstance(error, InspoError):  # its text is redacted already
+                self._record.write(self._client.provider, self._client.model, self._parameters, prompt,
+                                   error=str(error), latency_s=time.monotonic() - started)
             raise
         finally:
             with self._lock:
                 self._wall_s += time.monotonic() - started
+        if self._record is not None:
+            self._record.write(self._client.provider, self._client.model, self._parameters, prompt,
+                               completion=completion, latency_s=time.monotonic() - started)
         with self._lock:
             self._input_tokens += completion.input_tokens
             self._output_tokens += completion.output_tokens
@@ -264,10 +275,14 @@ def read_api_key(config: OptimizerConfig) -> str | None:
 
 
 def open_optimizer(config: OptimizerConfig, *, sleep: Callable[[float], None] = time.sleep,
-                   rng: random.Random | None = None) -> OptimizerLM:
-    """The optimizer LM a recipe's `optimizer:` section describes, ready to `complete(prompt)`."""
+                   rng: random.Random | None = None, record: Path | None = None) -> OptimizerLM:
+    """The optimizer LM a recipe's `optimizer:` section describes, ready to `complete(prompt)`; with `record`, every
+    call it makes is a line of that file (`call_record.py`)."""
     from inspo_cli.instructions.lm_clients import build_client
 
     key = read_api_key(config)
+    parameters = {"temperature": config.temperature, "max_output_tokens": config.max_output_tokens,
+                  "thinking_budget": config.thinking_budget}
     return OptimizerLM(build_client(config, key), max_retries=config.max_retries, max_calls=config.max_calls,
-                       max_total_tokens=config.max_total_tokens, secret=key, sleep=sleep, rng=rng)
+                       max_total_tokens=config.max_total_tokens, secret=key, sleep=sleep, rng=rng,
+                       record=None if record is None else CallRecord(record), parameters=parameters)

@@ -183,10 +183,11 @@ class CoEvolution:
 CoEvolutionFactory = Callable[[Verifier], CoEvolution]
 
 
-def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple[InstructionSource,
-                                                                                 CoEvolutionFactory | None]:
+def instruction_source(recipe: Recipe, saved: Path | None, accelerator,
+                       record: Path | None = None) -> tuple[InstructionSource, CoEvolutionFactory | None]:
     """(source, make_coevolution): the static instruction (Search-R1) and None, or the INSPO population and a
     factory that builds its `CoEvolution` around a verifier, fresh or as `saved` (a coevolution.json) left it.
+    With `record` (the run's optimizer_calls.jsonl), every optimizer call is a line of it.
     A missing optimizer API key fails here, before any model loads."""
     from inspo_cli.instructions.evolution import initial_rewrites
     from inspo_cli.instructions.sampling import StaticInstruction
@@ -202,7 +203,7 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator) -> tuple
     if config.evolve_until > 0 or config.initial_rewrites:
         from inspo_cli.instructions.lm import open_optimizer
 
-        lm = MainProcessLM(open_optimizer(recipe.optimizer) if accelerator.is_main_process
+        lm = MainProcessLM(open_optimizer(recipe.optimizer, record=record) if accelerator.is_main_process
                            else NoOptimizer("on a process other than the main one"), accelerator)
     if saved is not None:
         if not saved.is_file():

@@ -45,7 +45,8 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
             raise InspoError(f"{run} has no {RunDir.COEVOLUTION} to resume from; start a new run instead")
         start = RunDir.coevolution_state(run.coevolution_file).get("step", 0)
         run.truncate_metrics(start)  # rows are keyed by "update", which is the step here
-    population, make_coevolution = instruction_source(recipe, run.coevolution_file if resume else None, state)
+    population, make_coevolution = instruction_source(recipe, run.coevolution_file if resume else None, state,
+                                                      record=run.optimizer_calls_file)
     t = recipe.training
     # request seeds: each step's torch seeding (below) decides vLLM's samples too, so a resumed run repeats its steps
     backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=t.batch_size * t.group_size,

@@ -79,7 +79,8 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     plan = batch_plan(recipe, state.num_processes)  # a batch that does not divide fails here, early
     engine = _vllm_engine(recipe, device)  # so does vLLM server mode on CPU, or vLLM missing
     saved = RunDir.checkpoint_coevolution(checkpoint) if checkpoint is not None else None
-    instructions, coevolution = instruction_source(recipe, saved, state)  # a missing API key fails here, early
+    # a missing API key fails here, early
+    instructions, coevolution = instruction_source(recipe, saved, state, record=run.optimizer_calls_file)
     evaluation = periodic_evaluation(recipe, run)  # so does a missing evaluation set
     tokenizer = load_tokenizer(recipe.model)
     log = StepLog(run, recipe.training.steps, instructions=instructions,
