@@ -1,4 +1,6 @@
-"""The replay buffer: bounded FIFO, failure priority (the parent's, latest step, low reward), distinct questions."""
+"""Optimizer record and replay (issue 39): a run records every optimizer call, and a run with the same recipe and
+seed replayed from that record (`--replay-optimizer`, `optimizer.replay`) evolves exactly as recorded with the
+optimizer unreachable and no key; a call the record lacks stops the run in one line naming the step and the hash."""
 
 from __future__ import annotations
 
@@ -6,98 +8,148 @@ import json
 import random
 
 import pytest
+from helpers.cli_helpers import invoke
+from helpers.evolution import SCORES, DictVerifier, make_buffer, make_config, make_population
+from helpers.fake_providers import ScriptedOptimizer
+from helpers.runs import TIMING_KEYS, metrics, write_recipe
 
-from inspo_cli.errors import InspoError
-from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion, experiences_from
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.instructions.call_record import CallRecord, ReplayClient, ReplayMissing
+from inspo_cli.instructions.evolution import evolve
+from inspo_cli.instructions.lm import OptimizerLM
+from inspo_cli.instructions.lm_errors import Completion
 
-
-def experience(name: str, reward: float, step: int, key: str | None = None) -> Experience:
-    return Experience("i0", key or name, f"question {key or name}?", ("answer",), f"response {name}", reward, step)
-
-
-def responses(experiences) -> list[str]:
-    return [e.response.removeprefix("response ") for e in experiences]
-
-
-def test_buffer_is_bounded_and_evicts_the_oldest():
-    buffer = ReplayBuffer(capacity=3)
-    buffer.extend(experience(name, 0.0, step) for step, name in enumerate("abcde"))
-    assert len(buffer) == 3 and responses(buffer) == ["c", "d", "e"]
-    buffer.add(experience("f", 1.0, 5))
-    assert responses(buffer) == ["d", "e", "f"]
+PARAMETERS = {"temperature": 1.0, "max_output_tokens": None, "thinking_budget": None}
+ROUND = "<ins_1>Alpha: search twice.</ins_1><ins_2>Beta: plan first.</ins_2><ins_3>Gamma: verify facts.</ins_3>"
 
 
-def test_failures_rank_the_parents_first_then_latest_step_then_low_reward():
-    buffer = ReplayBuffer(capacity=10)
-    buffer.extend([experience("old-fail", 0.0, 1), experience("new-fail", 0.0, 3), experience("new-pass", 1.0, 3),
-                   experience("new-half", 0.5, 3), experience("mid-fail", 0.0, 2)])
-    rng = random.Random(0)
-    assert responses(buffer.failures(2, rng, "i0")) == ["new-fail", "new-half"]  # the latest step first
-    assert responses(buffer.failures(4, rng, "i0")) == ["new-fail", "new-half", "mid-fail", "old-fail"]
-    assert responses(buffer.failures(9, rng, "i0")) == ["new-fail", "new-half", "mid-fail", "old-fail"]  # never a pass
-    assert buffer.failures(0, rng) == [] and ReplayBuffer(2).failures(3, rng) == []
+class Client:
+    provider, model, endpoint = "openai", "scripted", "http://127.0.0.1:9/v1"
 
-    other = Experience("i7", "k", "question k?", ("answer",), "response other-new-fail", 0.0, 3)
-    buffer.add(other)
-    assert responses(buffer.failures(5, rng, "i0"))[-1] == "other-new-fail"  # the parent's own come first
-    assert responses(buffer.failures(1, rng, "i7")) == ["other-new-fail"]
+    def __init__(self, answer: str):
+        self.answer, self.calls = answer, 0
+
+    def attempt(self, prompt: str) -> Completion:
+        self.calls += 1
+        return Completion(self.answer, 100, 20)
 
 
-def test_failures_sample_uniformly_among_ties_at_the_boundary():
-    buffer = ReplayBuffer(capacity=20)
-    latest = [experience(f"latest{i}", 0.0, 5) for i in range(6)]
-    earlier = [experience(f"earlier{i}", 0.0, 4) for i in range(2)]
-    buffer.extend(earlier + [experience("pass", 1.0, 5)] + latest)
-    seen = set()
-    for seed in range(20):
-        chosen = buffer.failures(3, random.Random(seed))
-        assert len(chosen) == 3 and set(chosen) <= set(latest)  # all 3 places go to the latest step's failures
-        seen |= set(responses(chosen))
-    assert len(seen) == 6  # every tied failure gets its chance, not just the first three to arrive
-    chosen = buffer.failures(7, random.Random(1))
-    assert chosen[:6] == latest and chosen[6] in earlier
-    assert buffer.failures(3, random.Random(42)) == buffer.failures(3, random.Random(42))
-    assert set(buffer.failures(3, random.Random(0), instruction_id="i0")) <= set(latest)
+def test_an_evolution_replays_from_its_record_and_a_missing_call_names_step_and_hash(tmp_path):
+    path = tmp_path / "optimizer_calls.jsonl"
+    config = make_config(max_verify_rounds=2)
+    recorded = evolve(make_population(config), make_buffer(),
+                      OptimizerLM(Client(ROUND), record=CallRecord(path), parameters=PARAMETERS),
+                      DictVerifier(SCORES), config, 15, random.Random(0))
+    replay = OptimizerLM(ReplayClient(path, "openai", "scripted", PARAMETERS), parameters=PARAMETERS)
+    replayed = evolve(make_population(config), make_buffer(), replay, DictVerifier(SCORES), config, 15,
+                      random.Random(0))
+    strip = lambda report: {k: v for k, v in report.as_dict().items() if k != "wall_s"}  # noqa: E731
+    assert strip(replayed) == strip(recorded) and replay.accounting()["total_tokens"] == 120 * recorded.optimizer_calls
+    # asking for 2 candidates instead of 3 is a prompt the record never saw
+    other = make_config(max_verify_rounds=2, candidates_per_call=2)
+    with pytest.raises(ReplayMissing, match=r"^step 15: the optimizer record .* holds no answer to this prompt "
+                                            r"\(sha256:[0-9a-f]{64}, openai scripted\)"):
+        evolve(make_population(other), make_buffer(), OptimizerLM(ReplayClient(path, "openai", "scripted",
+                                                                                 PARAMETERS)),
+               DictVerifier(SCORES), other, 15, random.Random(0))
 
 
-def test_verification_questions_are_distinct_and_newest():
-    buffer = ReplayBuffer(capacity=20)
-    for step in range(3):
-        buffer.extend(experience(f"{key}@{step}", 0.0, step, key=key) for key in ("q1", "q2", "q3", "q4"))
-    questions = buffer.verification_questions(2, random.Random(0))
-    assert len(questions) == 2 and len({q.key for q in questions}) == 2
-    everything = buffer.verification_questions(10, random.Random(0))  # fewer distinct questions than asked
-    assert everything == [ReplayQuestion(k, f"question {k}?", ("answer",)) for k in ("q1", "q2", "q3", "q4")]
-    draws = {tuple(q.key for q in buffer.verification_questions(2, random.Random(s))) for s in range(20)}
-    assert len(draws) > 1
-    assert buffer.verification_questions(0, random.Random(0)) == []
+def test_a_record_of_other_parameters_answers_nothing(tmp_path):
+    path = tmp_path / "optimizer_calls.jsonl"
+    OptimizerLM(Client(ROUND), record=CallRecord(path), parameters=PARAMETERS).complete("p")
+    other = OptimizerLM(ReplayClient(path, "openai", "scripted", {**PARAMETERS, "temperature": 0.5}))
+    with pytest.raises(ReplayMissing):
+        other.complete("p")
+    assert OptimizerLM(ReplayClient(path, "openai", "scripted", PARAMETERS)).complete("p") == ROUND
 
 
-def test_verification_questions_leave_out_the_latest_update_while_older_ones_suffice():
-    """The latest step's questions are the ones the policy was just trained on (mostly under the parent's
-    instruction): D_B comes from older questions where the buffer holds enough of them, topped up otherwise."""
-    buffer = ReplayBuffer(capacity=20)
-    buffer.extend(experience(f"{key}@1", 0.0, 1, key=key) for key in ("a", "b", "c", "d"))
-    buffer.extend(experience(f"{key}@2", 0.0, 2, key=key) for key in ("d", "e", "f"))  # d was asked again
-    for seed in range(10):
-        assert {q.key for q in buffer.verification_questions(3, random.Random(seed))} == {"a", "b", "c"}
-    drawn = {q.key for q in buffer.verification_questions(5, random.Random(0))}
-    assert {"a", "b", "c"} < drawn and len(drawn & {"d", "e", "f"}) == 2
+@pytest.mark.parametrize("content, message", [
+    (None, "is neither a record file (optimizer_calls.jsonl) nor a directory"),
+    ('{"hash": 3}\n', "optimizer_calls.jsonl:1:"),
+    ("not json\n", "not valid JSON"),
+])
+def test_a_bad_record_is_one_line(tmp_path, content, message):
+    from inspo_cli.errors import InspoError
+
+    path = tmp_path / "optimizer_calls.jsonl"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(InspoError) as info:
+        ReplayClient(path if content is not None else tmp_path / "missing", "openai", "m", PARAMETERS)
+    assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_state_round_trips_through_json_exactly():
-    buffer = ReplayBuffer(capacity=3)
-    buffer.extend(experiences_from(["i0", "i1"], ["k1", "k2"], ["q1?", "q2?"], [["a", "b"], ["c"]],
-                                   ["r1", "r2"], [1, 0.25], step=4))
-    state = buffer.state_dict()
-    restored = ReplayBuffer.from_state_dict(json.loads(json.dumps(state)))
-    assert restored.state_dict() == state and list(restored) == list(buffer)
-    assert restored.capacity == 3 and list(restored)[0].golden_answers == ("a", "b")
-    assert restored.latest_step() == 4 and ReplayBuffer(1).latest_step() is None
+def test_a_directory_without_records_is_refused(tmp_path):
+    from inspo_cli.errors import InspoError
+
+    with pytest.raises(InspoError, match="holds no optimizer_calls.jsonl"):
+        ReplayClient(tmp_path, "openai", "m", PARAMETERS)
 
 
-def test_bad_capacity_and_ragged_columns_are_refused():
-    with pytest.raises(InspoError, match="population.replay_capacity"):
-        ReplayBuffer(0)
-    with pytest.raises(ValueError, match="different lengths"):
-        experiences_from(["i0"], ["k1", "k2"], ["q"], [["a"]], ["r"], [1.0], step=0)
+@pytest.mark.slow
+def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreachable(tmp_path, repo_root,
+                                                                                     tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
+    answers = ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: "
+               "{question}\n</ins_2><ins_3>Look it up first. Question: {question}\n</ins_3>"]
+    optimizer = ScriptedOptimizer(answers)
+    population = {"enabled": True,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
+                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
+                  "candidates_per_call": 3, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1,
+                  "max_verify_rounds": 2}
+    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
+                          training={"steps": 3, "save_every": 1})
+    recipe.write_text(recipe.read_text() + (f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+                                            f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n"))
+    runs = tmp_path / "runs"
+    assert invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", "recorded").exit_code == 0
+    recorded = runs / "recorded"
+    calls = len(optimizer.prompts)
+    assert calls >= 1 and len((recorded / "optimizer_calls.jsonl").read_text().splitlines()) == calls
+
+    optimizer.server.shutdown()  # unreachable now, and no key either
+    optimizer.server.server_close()
+    monkeypatch.delenv("SCRIPTED_KEY")
+    result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", "replayed",
+                    "--replay-optimizer", recorded)
+    assert result.exit_code == 0, result.output
+    replayed = runs / "replayed"
+    for name in ("instructions.jsonl", "evolutions.json", "best_instruction.txt"):
+        have, want = (replayed / name).read_text(), (recorded / name).read_text()
+        if name == "evolutions.json":
+            have, want = ([{k: v for k, v in e.items() if k != "wall_s"} for e in json.loads(text)]
+                          for text in (have, want))
+        assert have == want, name
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
+    for have, want in zip(strip(metrics(replayed)), strip(metrics(recorded)), strict=True):
+        assert have == pytest.approx(want)
+    assert len(optimizer.prompts) == calls  # nothing reached the server
+    # the replayed run records the calls it answered too, so it can itself be replayed
+    assert (replayed / "optimizer_calls.jsonl").read_text().count("\n") == calls
+
+
+@pytest.mark.parametrize("value, message", [
+    ("''", "optimizer.replay: must be a path"),
+    ("'   '", "optimizer.replay: must be a path"),
+])
+def test_optimizer_replay_is_checked(repo_root, value, message):
+    from inspo_cli.config import load_recipe
+    from inspo_cli.errors import InspoError
+
+    with pytest.raises(InspoError, match=message):
+        load_recipe(repo_root / "recipes/demo.yaml", [f"optimizer.replay={value}"])
+
+
+def test_a_replayed_recipe_needs_no_key_but_its_record_must_exist(repo_root, tmp_path, monkeypatch):
+    from inspo_cli.config import load_recipe
+    from inspo_cli.errors import InspoError
+    from inspo_cli.training.preflight import check_run
+
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    recipe = load_recipe(repo_root / "recipes/demo.yaml", ["optimizer.provider=gemini", "optimizer.model=gemini-x",
+                                                           f"optimizer.replay={tmp_path / 'nowhere'}"])
+    with pytest.raises(InspoError, match="optimizer.replay: .*nowhere does not exist"):
+        check_run("train", recipe, 1, "cpu")
+    (tmp_path / "nowhere").mkdir()
+    check_run("train", recipe, 1, "cpu")  # no GEMINI_API_KEY needed

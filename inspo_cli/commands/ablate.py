@@ -120,6 +120,10 @@ def ablate(
                                                     "finished runs; loads no model.")] = None,
     as_json: Annotated[bool, _status("--json", help="Print the plan (--dry-run) or the table as JSON.")] = False,
     device: Annotated[Optional[str], _run(help="cpu or cuda (default: cuda when available).")] = None,
+    replay_optimizer: Annotated[Optional[Path], _run(help="Answer every run's optimizer calls from records: an "
+                                                          "earlier ablation's directory (every "
+                                                          "optimizer_calls.jsonl below it) or one record; no key or "
+                                                          "server needed (optimizer.replay).")] = None,
     checkpoint: Annotated[str, _run(help="Which evaluation of each run the table uses: best (App. B: the "
                                          "final checkpoint before any reward collapse; evaluated when "
                                          "missing) or final.")] = "best",
@@ -171,6 +175,8 @@ def ablate(
     if workers < 1 or workers > MAX_WORKERS or (workers > 1 and scheduler != "local"):
         raise InspoError(f"--workers {workers}: runs at once with --scheduler local, from 1 to {MAX_WORKERS} (SLURM's "
                          "is --array-parallelism)")
+    if replay_optimizer is not None:  # absolute: each run may start elsewhere (a SLURM task, a worker)
+        overrides = [*(overrides or []), f"optimizer.replay={json.dumps(str(replay_optimizer.resolve()))}"]
     plan = _make_plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
     workers = min(workers, len(plan.runs()))  # more workers than runs would only sit idle
     target = out if out is not None else ABLATIONS_DIR / plan.name

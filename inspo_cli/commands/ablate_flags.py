@@ -23,7 +23,7 @@ SLURM_FLAGS = ("--partition", "--account", "--qos", "--time", "--cpus-per-run", 
 PLANNING_FLAGS = ("--recipe", "--proposer", "--stage", "--components", "--selection", "--parents", "--n-parent",
                   "--temperature", "--study", "--sweep", "--seeds", "--set", "--out", "--max-variants", "--replan",
                   "--keep-planned", "--dry-run", "--print-commands", "--launcher", "--scheduler", "--workers",
-                  "--gpus-per-run", "--device", *SLURM_FLAGS)
+                  "--gpus-per-run", "--device", "--replay-optimizer", *SLURM_FLAGS)
 TABLE_FLAGS = ("--checkpoint", "--reference", "--target-diff")
 
 

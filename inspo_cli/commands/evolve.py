@@ -33,6 +33,10 @@ def evolve(
     output_dir: Annotated[Optional[Path], typer.Option(help="Where new run directories go (default: runs/).")] = None,
     name: Annotated[Optional[str], typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    replay_optimizer: Annotated[Optional[Path], typer.Option(help="Answer every optimizer call from a record (a "
+                                                                  "run's optimizer_calls.jsonl, or a run or ablation "
+                                                                  "directory): the run evolves as recorded, with no "
+                                                                  "key or server (optimizer.replay).")] = None,
 ) -> None:
     """Evolve instructions with INSPO's population / prune / evolve / verify loop and a frozen policy."""
     from inspo_cli.config import load_recipe
@@ -40,13 +44,15 @@ def evolve(
     config = None
     if resume is not None:
         refuse_with_resume({"--recipe": recipe, "--set": overrides, "--model": model, "--name": name,
-                            "--output-dir": output_dir})
+                            "--output-dir": output_dir, "--replay-optimizer": replay_optimizer})
     else:
         if recipe is None:
             raise InspoError("--recipe is required: a recipe with population.enabled: true and an optimizer, e.g. "
                              "recipes/qwen2.5-3b/inspo.yaml")
         config = load_recipe(recipe, overrides or [], flags={"--model": ("model.name_or_path", model),
-                                                             "--name": ("run.name", name)})
+                                                             "--name": ("run.name", name),
+                                                             "--replay-optimizer": ("optimizer.replay", replay_optimizer
+                                                                                    and str(replay_optimizer))})
     run = start_run("evolve", config, recipe, resume, output_dir, device)
     summary = run.summary()
     overhead = summary["overhead"]

@@ -36,6 +36,10 @@ def train(
                                                             "i.e. runs/).")] = None,
     name: Annotated[Optional[str], typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    replay_optimizer: Annotated[Optional[Path], typer.Option(help="Answer every optimizer call from a record (a "
+                                                                  "run's optimizer_calls.jsonl, or a run or ablation "
+                                                                  "directory): the run evolves as recorded, with no "
+                                                                  "key or server (optimizer.replay).")] = None,
 ) -> None:
     """Train a search agent (Search-R1 protocol, observation tokens masked out of the loss) by the recipe's
     training.algorithm; INSPO recipes co-evolve the instructions."""
@@ -43,10 +47,13 @@ def train(
 
     config, recipe_path = None, None
     if resume is not None:
-        refuse_with_resume({"--recipe": recipe, "--set": overrides, "--name": name, "--output-dir": output_dir})
+        refuse_with_resume({"--recipe": recipe, "--set": overrides, "--name": name, "--output-dir": output_dir,
+                            "--replay-optimizer": replay_optimizer})
     else:
         recipe_path = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
-        config = load_recipe(recipe_path, overrides or [], flags={"--name": ("run.name", name)})
+        config = load_recipe(recipe_path, overrides or [], flags={
+            "--name": ("run.name", name),
+            "--replay-optimizer": ("optimizer.replay", replay_optimizer and str(replay_optimizer))})
     run = start_run("train", config, recipe_path, resume, output_dir, device)
     summary = run.summary()
     if summary is not None and _main_process():

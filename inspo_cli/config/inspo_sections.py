@@ -205,6 +205,11 @@ class OptimizerConfig:
     max_total_tokens: int | None = field(default=None, metadata={
         "help": "The run's budget of optimizer tokens (input + output): once spent, evolution stops asking; null: "
                 "no limit."})
+    replay: str | None = field(default=None, metadata={
+        "help": "Answer every optimizer call from a record instead of the provider: a run's optimizer_calls.jsonl, "
+                "or a run or ablation directory holding them (`--replay-optimizer`). Calls are looked up by a hash "
+                "of provider, model, parameters and prompt, so the same recipe and seed evolve exactly as recorded, "
+                "with no key and no server; a call the record lacks stops the run, naming the step and the hash."})
 
     def __post_init__(self) -> None:
         _one_of(self.provider, tuple(_PROVIDER_KEY_ENV), "provider")
@@ -228,6 +233,9 @@ class OptimizerConfig:
                               ("max_total_tokens", "2000000")):
             _positive(getattr(self, name), name, example)
         _require(self.max_retries >= 0, "max_retries", f"must be >= 0 (got {self.max_retries})")
+        if self.replay is not None:
+            _require(bool(self.replay.strip()) and "\0" not in self.replay, "replay",
+                     "must be a path: a run's optimizer_calls.jsonl, or a run or ablation directory (or null)")
         self._check_thinking_budget()
 
     def _check_thinking_budget(self) -> None:

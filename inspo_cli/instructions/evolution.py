@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.call_record import ReplayMissing
 from inspo_cli.instructions.leakage import LeakGuard
 from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask, how_it_stopped
 from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
@@ -215,6 +216,8 @@ class _Evolution:
                 shown = [] if config.leak_check == "off" else self.guard.shown(prompt, self.buffer)
                 try:
                     answer = ask(self.lm, prompt)
+                except ReplayMissing as error:  # the replayed run left its record: it must stop, not go on
+                    raise ReplayMissing(f"step {self.step}: {error}") from None
                 except OptimizerBudgetExhausted as error:  # before InspoError: it is one, with its own reason
                     report.optimizer_error = str(error)
                     return "optimizer budget exhausted"

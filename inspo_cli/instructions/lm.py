@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from urllib.parse import quote, quote_plus
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import CallRecord
+from inspo_cli.instructions.call_record import CallRecord, ReplayClient
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion, ProviderClient
 
 if TYPE_CHECKING:
@@ -280,9 +280,14 @@ def open_optimizer(config: OptimizerConfig, *, sleep: Callable[[float], None] = 
     call it makes is a line of that file (`call_record.py`)."""
     from inspo_cli.instructions.lm_clients import build_client
 
-    key = read_api_key(config)
     parameters = {"temperature": config.temperature, "max_output_tokens": config.max_output_tokens,
                   "thinking_budget": config.thinking_budget}
-    return OptimizerLM(build_client(config, key), max_retries=config.max_retries, max_calls=config.max_calls,
+    client: ProviderClient
+    if config.replay is not None:  # the record answers: no key, no server, no local model
+        key, client = None, ReplayClient(Path(config.replay), config.provider, config.model, parameters)
+    else:
+        key = read_api_key(config)
+        client = build_client(config, key)
+    return OptimizerLM(client, max_retries=config.max_retries, max_calls=config.max_calls,
                        max_total_tokens=config.max_total_tokens, secret=key, sleep=sleep, rng=rng,
                        record=None if record is None else CallRecord(record), parameters=parameters)

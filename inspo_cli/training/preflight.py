@@ -9,6 +9,8 @@ start that would fail leaves nothing behind.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 
@@ -58,4 +60,8 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
     if population.enabled and (population.evolve_until > 0 or population.initial_rewrites):
         from inspo_cli.instructions.lm import read_api_key
 
-        read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
+        if recipe.optimizer.replay is None:
+            read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
+        elif not Path(recipe.optimizer.replay).exists():
+            raise InspoError(f"optimizer.replay: {recipe.optimizer.replay} does not exist; give the "
+                             "optimizer_calls.jsonl of a run, or a run or ablation directory")
