@@ -20,10 +20,9 @@ import json
 import logging
 import os
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
-
-from collections import deque
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion
