@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from inspo_cli.cli import app
 from inspo_cli.config import load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import (ALGORITHMS, IMPORT_PATH_HINT, METHODS, PARENTS, PROPOSERS, REGISTRIES,
+from inspo_cli.registry import (ALGORITHMS, IMPORT_PATH_HINT, METHODS, ORIGINS, PARENTS, PROPOSERS, REGISTRIES,
                                 RETRIEVER_KINDS, SELECTIONS, markdown)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,8 +272,9 @@ def test_every_registry_is_in_help_explain_and_the_reference():
         text = explain(registry.key)
         for name, strategy in registry.items():
             assert strategy.describe(name) in helps[shown_in[registry.key]], (registry.key, name)
-            assert re.search(rf"^    {re.escape(name)} +{re.escape(strategy.summary[:30])}", text, re.MULTILINE) \
-                or name in text, (registry.key, name)
+            # its line of `recipe explain`'s choices: the name, then where it comes from and what it does
+            assert re.search(rf"^    {re.escape(name)} +{re.escape(ORIGINS[strategy.origin])}: "
+                             rf"{re.escape(strategy.summary.split()[0])}", text, re.MULTILINE), (registry.key, name)
             assert strategy.describe(name) in " ".join(reference.split()), (registry.key, name)
         assert (f"or {IMPORT_PATH_HINT}" in text) == registry.import_paths
 

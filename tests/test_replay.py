@@ -11,9 +11,8 @@ import pytest
 from helpers.cli_helpers import invoke
 from helpers.evolution import SCORES, DictVerifier, make_buffer, make_config, make_population
 from helpers.fake_providers import ScriptedOptimizer
-from helpers.runs import TIMING_KEYS, metrics, write_recipe
+from helpers.runs import SCRIPTED_ANSWERS, TIMING_KEYS, metrics, write_inspo_recipe
 
-from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from inspo_cli.instructions.call_record import CallRecord, ReplayClient, ReplayMissing
 from inspo_cli.instructions.evolution import evolve
 from inspo_cli.instructions.lm import OptimizerLM
@@ -90,18 +89,8 @@ def test_a_directory_without_records_is_refused(tmp_path):
 def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreachable(tmp_path, repo_root,
                                                                                      tiny_model_dir, monkeypatch):
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
-    answers = ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: "
-               "{question}\n</ins_2><ins_3>Look it up first. Question: {question}\n</ins_3>"]
-    optimizer = ScriptedOptimizer(answers)
-    population = {"enabled": True,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
-                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
-                  "candidates_per_call": 3, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1,
-                  "max_verify_rounds": 2}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1})
-    recipe.write_text(recipe.read_text() + (f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
-                                            f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n"))
+    optimizer = ScriptedOptimizer(SCRIPTED_ANSWERS)
+    recipe = write_inspo_recipe(tmp_path, repo_root, str(tiny_model_dir), optimizer.url)
     runs = tmp_path / "runs"
     assert invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", "recorded").exit_code == 0
     recorded = runs / "recorded"

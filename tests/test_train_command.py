@@ -14,7 +14,8 @@ import pytest
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.fake_providers import ScriptedOptimizer
-from helpers.runs import TIMING_KEYS, metrics, resume_after_a_cut, train_process, write_recipe
+from helpers.runs import (SCRIPTED_ANSWERS, TIMING_KEYS, metrics, resume_after_a_cut, train_process,
+                          write_inspo_recipe, write_recipe)
 
 STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
              "search/valid_action_rate", "length/prompt", "length/response", "length/response_with_observations",
@@ -188,19 +189,9 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     import shutil
 
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
-    answers = ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: "
-               "{question}\n</ins_2><ins_3>Look it up first. Question: {question}\n</ins_3>"]
+    answers = SCRIPTED_ANSWERS
     optimizer = ScriptedOptimizer(answers)
-    population = {"enabled": True,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
-                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
-                  "candidates_per_call": 3, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1,
-                  "max_verify_rounds": 2}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1})
-    text = recipe.read_text() + (f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: {optimizer.url}\n"
-                                 "  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
-    recipe.write_text(text)
+    recipe = write_inspo_recipe(tmp_path, repo_root, str(tiny_model_dir), optimizer.url)
     runs = tmp_path / "runs"
     for name in ("straight", "resumed"):
         result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", name)

@@ -41,6 +41,26 @@ def write_recipe(tmp_path: Path, repo_root: Path, model_name: str, **sections) -
     return path
 
 
+# The scripted optimizer's one answer: three candidates, the third a repeat of the first
+SCRIPTED_ANSWERS = ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: "
+                    "{question}\n</ins_2><ins_3>Look it up first. Question: {question}\n</ins_3>"]
+
+
+def write_inspo_recipe(tmp_path: Path, repo_root: Path, model_name: str, optimizer_url: str) -> Path:
+    """A tiny INSPO recipe (population of 3, evolution at step 2 of 3, D_B of 2) whose optimizer is the scripted
+    OpenAI-compatible server at `optimizer_url`, its key in $SCRIPTED_KEY."""
+    population = {"enabled": True,
+                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
+                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
+                  "candidates_per_call": 3, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1,
+                  "max_verify_rounds": 2}
+    recipe = write_recipe(tmp_path, repo_root, model_name, population=population,
+                          training={"steps": 3, "save_every": 1},
+                          optimizer={"provider": "openai", "model": "scripted", "base_url": optimizer_url,
+                                     "api_key_env": "SCRIPTED_KEY", "max_retries": 0})
+    return recipe
+
+
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
