@@ -8,7 +8,13 @@ most `accept_margin` standard errors below zero), how often
 
 - an exact copy of the parent is turned away (false rejection; with 6 candidates per evolution, App. C's "one
   round" needs all six to join),
-- a truly better candidate (+0.05, +0.10 mean reward) joins, and a truly worse one (-0.05, -0.10) joins.
+- a truly better candidate (+0.05, +0.10 mean reward) joins, and a truly worse one (-0.05, -0.10) joins;
+
+and, for sequential verification (`population.verify_sequential`, issue 39 item 4: D_B scored in `verify_looks`
+chunks, a candidate decided as soon as it is clearly above or below the line; `inspo_cli.instructions.sequential`),
+the same rates, the mean share of D_B a candidate is scored on, the share of an evolution's rollouts (six copies and
+their parent, which is scored until the last copy is decided) and how often its decision differs from the fixed
+rule's on the same rollouts.
 
 Two sources of per-question success rates p_q:
 
@@ -37,18 +43,23 @@ import json
 import math
 import sys
 import time
+from typing import Sequence
 
 import numpy as np
 from _common import ROOT, machine, update_readme_section
 
+from inspo_cli.instructions.sequential import sequential_design, verify_in_chunks
 from inspo_cli.instructions.verification import paired_comparison
 from inspo_cli.jsonio import atomic_write_json
 
 DELTAS = (-0.10, -0.05, 0.0, 0.05, 0.10)
-# (label, rollouts per question, margin in standard errors); the first is the rule the paper recipes had
-RULES = (("at least the parent (before)", 1, 0.0), ("paired, margin 1.0 SE", 1, 1.0),
-         ("paired, margin 1.645 SE (default)", 1, 1.645), ("paired, margin 2.0 SE", 1, 2.0),
-         ("paired, margin 1.645 SE, 2 rollouts", 2, 1.645))
+# (label, rollouts per question, margin in standard errors, looks: None for the fixed rule on all of D_B); the first
+# is the rule the paper recipes had
+RULES = (("at least the parent (before)", 1, 0.0, None), ("paired, margin 1.0 SE", 1, 1.0, None),
+         ("paired, margin 1.645 SE (default)", 1, 1.645, None), ("paired, margin 2.0 SE", 1, 2.0, None),
+         ("paired, margin 1.645 SE, 2 rollouts", 2, 1.645, None),
+         ("sequential, 4 looks, margin 1.645 SE", 1, 1.645, 4), ("sequential, 8 looks, margin 1.645 SE", 1, 1.645, 8))
+SEQUENTIAL = [rule for rule in RULES if rule[3] is not None]
 RESULTS = ROOT / "bench/results/verification.json"
 FIGURE = ROOT / "bench/results/verification.png"
 
@@ -69,29 +80,100 @@ def decide(candidate: np.ndarray, parent: np.ndarray, margin: float) -> np.ndarr
     return d.mean(axis=-1) >= -margin * se - 1e-12
 
 
-def check_against_library(rng: np.random.Generator) -> None:
-    """The vectorised rule is the one evolution applies: compare on a few random draws."""
+def decide_sequential(candidate: np.ndarray, parent: np.ndarray, margin: float,
+                      looks: int) -> tuple[np.ndarray, np.ndarray]:
+    """`sequential.verify_in_chunks`, vectorised over rows (questions in the order scored): (joins, the share of the
+    questions each row was scored on)."""
+    n = candidate.shape[-1]
+    design = sequential_design(n, looks, margin)
+    d = candidate - parent
+    joins = np.zeros(d.shape[0], dtype=bool)
+    scored = np.ones(d.shape[0])
+    open_ = np.ones(d.shape[0], dtype=bool)
+    for look, end in enumerate(design.ends, start=1):
+        mean = d[:, :end].mean(axis=-1)
+        se = d[:, :end].std(axis=-1, ddof=1) / math.sqrt(end) if end > 1 else np.zeros_like(mean)
+        if look == design.looks:
+            verdict, decided = mean >= -design.final_margin * se - 1e-12, np.ones_like(open_)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = np.where(se > 0, mean / np.where(se > 0, se, 1), np.sign(mean) * np.inf)
+            z = np.where((se == 0) & (mean == 0), 0.0, z)
+            low, high = z < design.reject_below[look - 1], z > design.accept_above[look - 1]
+            verdict, decided = high, low | high
+        now = open_ & decided
+        joins[now], scored[now] = verdict[now], end / n
+        open_ &= ~decided
+    return joins, scored
+
+
+def judge(candidate: np.ndarray, parent: np.ndarray, rule: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(joins, share of D_B scored) per row under `rule`."""
+    _, _, margin, looks = rule
+    if looks is None:
+        return decide(candidate, parent, margin), np.ones(candidate.shape[0])
+    return decide_sequential(candidate, parent, margin, looks)
+
+
+def record(row: dict, key: str, candidate: np.ndarray, parent: np.ndarray, rule: tuple) -> None:
+    """The share that joins under `rule`; for a sequential rule also the share of D_B scored, how often its decision
+    differs from the fixed rule's (the same margin) on the same rollouts, and its share joining minus the fixed
+    rule's there (paired, so with far less noise than two rates measured apart)."""
+    joins, scored = judge(candidate, parent, rule)
+    row[key] = float(joins.mean())
+    if rule[3] is not None:
+        fixed = decide(candidate, parent, rule[2])
+        row.setdefault("scored", {})[key] = float(scored.mean())
+        row.setdefault("differs", {})[key] = float(np.mean(joins != fixed))
+        row.setdefault("excess", {})[key] = float(joins.mean() - fixed.mean())
+
+
+def one_round(row: dict, copies: list[tuple[np.ndarray, np.ndarray]], sequential: bool) -> None:
+    """App. C's one round: all six copies join; sequential, the share of the evolution's rollouts made (the parent
+    is scored until its last copy is decided)."""
+    row["one_round"] = float(np.logical_and.reduce([joins for joins, _ in copies]).mean())
+    if sequential:
+        shares = np.array([scored for _, scored in copies])
+        row["one_round_scored"] = float(((shares.sum(axis=0) + shares.max(axis=0)) / (len(copies) + 1)).mean())
+
+
+def check_against_library(rng: np.random.Generator, sequential_rng: np.random.Generator) -> None:
+    """The vectorised rules are the ones evolution applies: compare on a few random draws."""
     for margin in (0.0, 1.645):
         c, p = rng.integers(0, 2, (20, 50)).astype(float), rng.integers(0, 2, (20, 50)).astype(float)
         ours = decide(c, p, margin)
         theirs = [paired_comparison(list(ci), list(pi)).joins(margin) for ci, pi in zip(c, p)]
         assert list(ours) == theirs, "bench/verification.py's rule differs from inspo_cli.instructions.verification"
+    rng = sequential_rng
+    p = rng.integers(0, 2, (40, 200)).astype(float)
+    c = np.where(rng.random(p.shape) < np.linspace(0, 0.6, 40)[:, None], rng.integers(0, 2, p.shape), p)
+    c[:10] = np.clip(c[:10] - (rng.random((10, 200)) < 0.4), 0, 1)  # a few clearly worse
+    for _, _, margin, looks in SEQUENTIAL:
+        joins, scored = decide_sequential(c, p, margin, looks)
+        for ci, pi, j, f in zip(c, p, joins, scored):
+            def score(texts, questions, ci=ci, pi=pi):
+                return [[float({"P": pi, "C": ci}[t][q]) for q in questions] for t in texts]
+            verdict = verify_in_chunks(score, "P", ["C"], list(range(200)), margin, looks)[0]
+            assert (verdict.joins, verdict.comparison.questions) == (j, round(f * 200)), \
+                "bench/verification.py's sequential rule differs from inspo_cli.instructions.sequential"
 
 
-def simulate(concentration: float, questions: int, repetitions: int, rng: np.random.Generator,
+def simulate(concentration: float, questions: int, repetitions: int, rng: np.random.Generator, rules: Sequence[tuple],
              mean: float = 0.45) -> dict:
     rows = {}
-    for label, k, margin in RULES:
+    for rule in rules:
+        label, k = rule[:2]
         if math.isinf(concentration):
             p = np.full((repetitions, questions), mean)
         else:
             p = rng.beta(mean * concentration, (1 - mean) * concentration, (repetitions, questions))
         parent = rng.binomial(k, p) / k
-        rows[label] = {f"{delta:+.2f}": float(decide(rng.binomial(k, np.clip(shifted(p, delta), 0, 1)) / k, parent,
-                                                     margin).mean()) for delta in DELTAS}
+        row: dict = {}
+        for delta in DELTAS:
+            record(row, f"{delta:+.2f}", rng.binomial(k, np.clip(shifted(p, delta), 0, 1)) / k, parent, rule)
         # App. C's one round: six copies of the parent verified against the same parent rollouts all join
-        copies = [decide(rng.binomial(k, p) / k, parent, margin) for _ in range(6)]
-        rows[label]["one_round"] = float(np.logical_and.reduce(copies).mean())
+        one_round(row, [judge(rng.binomial(k, p) / k, parent, rule) for _ in range(6)], rule[3] is not None)
+        rows[label] = row
     return rows
 
 
@@ -126,23 +208,29 @@ def world_pool(questions: int, pool: int, seed: int) -> tuple[np.ndarray, dict]:
                      "share_always_same": float(np.mean(rewards.min(axis=1) == rewards.max(axis=1)))}
 
 
-def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator) -> dict:
+def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator, rules: Sequence[tuple]) -> dict:
     """Acceptance rates on the world. A copy of the parent is a disjoint draw of the same real rollouts; a better
     (worse) candidate is such a draw with each reward raised to the maximum (dropped to 0) with the probability
-    that moves the mean by exactly delta, so its rewards keep the world's own shape (0, 0.2 or 1)."""
+    that moves the mean by exactly delta, so its rewards keep the world's own shape (0, 0.2 or 1). A sequential
+    rule scores the questions in an order of its own per verification, as evolution shuffles D_B."""
     n, pool = rewards.shape
     top = float(rewards.max())
     rows = {}
-    for label, k, margin in RULES:
+    for rule in rules:
+        label, k, margin, looks = rule
         if 2 * k > pool:
             continue
         order = np.argsort(rng.random((repetitions, n, pool)), axis=-1)  # a random permutation of draws per question
         drawn = np.take_along_axis(np.broadcast_to(rewards, (repetitions, n, pool)), order, axis=-1)
+        if looks is not None:  # and of the questions
+            shuffled = np.argsort(rng.random((repetitions, n)), axis=-1)[..., None]
+            drawn = np.take_along_axis(drawn, np.broadcast_to(shuffled, drawn.shape), axis=1)
         parent, copy = drawn[..., :k].mean(-1), drawn[..., k:2 * k].mean(-1)
-        row = {"+0.00": float(decide(copy, parent, margin).mean())}
+        row: dict = {}
+        record(row, "+0.00", copy, parent, rule)
         if 7 * k <= pool:  # six copies and the parent from disjoint real rollouts
-            copies = [decide(drawn[..., i * k:(i + 1) * k].mean(-1), parent, margin) for i in range(1, 7)]
-            row["one_round"] = float(np.logical_and.reduce(copies).mean())
+            one_round(row, [judge(drawn[..., i * k:(i + 1) * k].mean(-1), parent, rule) for i in range(1, 7)],
+                      looks is not None)
         single = drawn[..., k:2 * k]  # the copy's own rollouts, each shifted on its own
         for delta in DELTAS:
             if delta == 0:
@@ -153,7 +241,7 @@ def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator)
             else:
                 chance = -delta / np.mean(rewards)
                 moved = np.where(rng.random(single.shape) < chance, 0.0, single)
-            row[f"{delta:+.2f}"] = float(decide(moved.mean(-1), parent, margin).mean())
+            record(row, f"{delta:+.2f}", moved.mean(-1), parent, rule)
         rows[label] = row
     return rows
 
@@ -161,13 +249,36 @@ def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator)
 def table(rows: dict) -> str:
     lines = ["| rule | rollouts / question | copy of the parent turned away | 6 copies all join (one round) | "
              "joins at -0.10 | at -0.05 | at +0.05 | at +0.10 |", "|---|---|---|---|---|---|---|---|"]
-    for label, k, _ in RULES:
+    for label, k, _, _ in RULES:
         if label not in rows:
             continue
         r = rows[label]
         one_round = f"{r['one_round']:.3f}" if "one_round" in r else "-"
         lines.append(f"| {label} | {k} | {1 - r['+0.00']:.3f} | {one_round} | {r['-0.10']:.3f} | "
                      f"{r['-0.05']:.3f} | {r['+0.05']:.3f} | {r['+0.10']:.3f} |")
+    return "\n".join(lines)
+
+
+def sequential_table(rows: dict) -> str:
+    """What the sequential rules score: the mean share of D_B per candidate, by its true difference; the share of an
+    evolution's rollouts (six copies and their parent); on the same rollouts as the fixed rule, the decisions that
+    differ from its, and how many more candidates join than under it (copy, -0.05, -0.10)."""
+    lines = ["| rule | share of D_B scored: copy | at -0.10 | at -0.05 | at +0.05 | at +0.10 | "
+             "rollouts of an evolution of 6 copies + parent | decisions differing from the fixed rule's (most) | "
+             "joins minus the fixed rule's, same rollouts: copy / -0.05 / -0.10 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    if not any(label in rows for label, _, _, _ in SEQUENTIAL):
+        return "(no sequential rules measured: rerun with --reuse-world)"
+    for label, _, _, _ in SEQUENTIAL:
+        if label not in rows:
+            continue
+        r = rows[label]
+        scored = r["scored"]
+        evolution = f"{r['one_round_scored']:.3f}" if "one_round_scored" in r else "-"
+        differs = max(r["differs"].values())
+        excess = " / ".join(f"{r['excess'][key]:+.4f}" for key in ("+0.00", "-0.05", "-0.10"))
+        lines.append(f"| {label} | {scored['+0.00']:.3f} | {scored['-0.10']:.3f} | {scored['-0.05']:.3f} | "
+                     f"{scored['+0.05']:.3f} | {scored['+0.10']:.3f} | {evolution} | {differs:.4f} | {excess} |")
     return "\n".join(lines)
 
 
@@ -192,15 +303,16 @@ def plot(curves: dict, path) -> None:
     plt.close(fig)
 
 
-def curves(questions: int, repetitions: int, rng: np.random.Generator) -> dict:
+def curves(questions: int, repetitions: int, rng: np.random.Generator, rules: Sequence[tuple]) -> dict:
     out = {}
-    for label, k, margin in RULES:
+    for rule in rules:
+        label, k = rule[:2]
         points = []
         for delta in np.linspace(-0.15, 0.15, 13):
             p = rng.beta(0.45 * 2, 0.55 * 2, (repetitions, questions))
             parent = rng.binomial(k, p) / k
             candidate = rng.binomial(k, np.clip(shifted(p, float(delta)), 0, 1)) / k
-            points.append((float(delta), float(decide(candidate, parent, margin).mean())))
+            points.append((float(delta), float(judge(candidate, parent, rule)[0].mean())))
         out[label] = points
     return out
 
@@ -208,10 +320,16 @@ def curves(questions: int, repetitions: int, rng: np.random.Generator) -> dict:
 def choice(results: dict) -> str:
     """The argument for the paper recipes' defaults, with this run's figures."""
     sims = results["simulation"].values()
-    old, new, two = RULES[0][0], RULES[2][0], RULES[4][0]
+    old, new, two, seq = RULES[0][0], RULES[2][0], RULES[4][0], SEQUENTIAL[0][0]
 
-    def span(label: str, key: str, complement: bool = False) -> str:
-        values = [1 - rows[label][key] if complement else rows[label][key] for rows in sims]
+    def excess(label: str, key: str) -> str:
+        values = [rows[label]["excess"][key] * 100 for rows in sims if label in rows]
+        return f"{min(values):+.2f} to {max(values):+.2f}"
+
+    def span(label: str, key: str, complement: bool = False, within: str | None = None) -> str:
+        values = [1 - rows[label][key] if complement else rows[label][key] for rows in sims if label in rows]
+        if within is not None:
+            values = [rows[label][within][key] for rows in sims if label in rows]
         low, high = f"{min(values) * 100:.1f}", f"{max(values) * 100:.1f}"
         return f"{low}%" if low == high else f"{low}-{high}%"
 
@@ -228,7 +346,19 @@ def choice(results: dict) -> str:
             f"steps. One rollout per question keeps App. C's count (6 x 200 rollouts per evolution); "
             f"`verify_rollouts: 2` cuts the chances of worse candidates (0.05 worse: {span(two, '-0.05')}; 0.10 "
             f"worse: {span(two, '-0.10')}) at twice the verification rollouts, about 1.6% more rollouts over a "
-            f"300-step paper run (9 evolutions x 7 x 200 more against 300 x 2,560 training rollouts).")
+            f"300-step paper run (9 evolutions x 7 x 200 more against 300 x 2,560 training rollouts).\n\n"
+            f"**Sequential verification (`verify_sequential: true`, off in the paper recipes: the paper scores all of "
+            f"D_B).** With 4 looks (`verify_looks`, 50 questions each) it turns away {span(seq, '+0.00', True)} of "
+            f"copies of the parent, admits a candidate worse by 0.05 {span(seq, '-0.05')} and one worse by 0.10 "
+            f"{span(seq, '-0.10')} of the time (the fixed rule, above: {span(new, '-0.05')} and {span(new, '-0.10')}),"
+            f" and on the same rollouts decides otherwise than the fixed rule in at most "
+            f"{max(max(rows[seq]['differs'].values()) for rows in sims) * 100:.1f}% of verifications, admitting "
+            f"{excess(seq, '-0.05')} more of the candidates worse by 0.05 and {excess(seq, '-0.10')} more of those "
+            f"worse by 0.10 (percentage points; negative: fewer). It scores a "
+            f"copy on {span(seq, '+0.00', within='scored')} of D_B, a candidate better by 0.10 on "
+            f"{span(seq, '+0.10', within='scored')}, one worse by 0.10 on {span(seq, '-0.10', within='scored')}; an "
+            f"evolution of six copies makes {span(seq, 'one_round_scored')} of the fixed rule's rollouts. Each look "
+            f"is one batched call, so the saving in wall time is smaller than in rollouts.")
 
 
 def main() -> None:
@@ -242,22 +372,30 @@ def main() -> None:
                         help="recompute the world's rates from the rollouts kept in bench/results/verification.json")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    check_against_library(rng)
+    sequential_rng = np.random.default_rng([args.seed, 39])  # the fixed rules' draws stay those of before
+    check_against_library(rng, sequential_rng)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results = {"machine": machine(("numpy", "torch", "transformers")), "questions": 200,
                "repetitions": args.repetitions, "simulation": {}}
+    fixed = [rule for rule in RULES if rule[3] is None]
     for concentration in (0.5, 2.0, math.inf):
-        results["simulation"][str(concentration)] = simulate(concentration, 200, args.repetitions, rng)
+        results["simulation"][str(concentration)] = {
+            **simulate(concentration, 200, args.repetitions, rng, fixed),
+            **simulate(concentration, 200, args.repetitions, sequential_rng, SEQUENTIAL)}
         print(f"simulated c = {concentration}", flush=True)
-    plot(curves(200, args.repetitions // 4, rng), FIGURE)
+    plot({**curves(200, args.repetitions // 4, rng, fixed),
+          **curves(200, args.repetitions // 4, sequential_rng, SEQUENTIAL[:1])}, FIGURE)
+
+    def rates(rewards: np.ndarray) -> dict:
+        return {**world_rates(rewards, args.repetitions // 4, rng, fixed),
+                **world_rates(rewards, args.repetitions // 4, sequential_rng, SEQUENTIAL)}
+
     if args.world:
         rewards, facts = world_pool(args.questions, args.pool, args.seed)
-        results["world"] = {**facts, "rates": world_rates(rewards, args.repetitions // 4, rng),
-                            "rewards": rewards.tolist()}
+        results["world"] = {**facts, "rates": rates(rewards), "rewards": rewards.tolist()}
     elif "world" in previous:  # keep the last world rollouts when only the simulation is re-run
         w = previous["world"]
-        rates = world_rates(np.array(w["rewards"]), args.repetitions // 4, rng) if args.reuse_world else w["rates"]
-        results["world"] = {**w, "rates": rates}
+        results["world"] = {**w, "rates": rates(np.array(w["rewards"])) if args.reuse_world else w["rates"]}
     atomic_write_json(RESULTS, results)
     section = ["## Verification: telling a candidate from its parent (`python bench/verification.py --world`)", "",
                "What share of verifications admit a candidate, by its true difference from the parent in mean reward "
@@ -268,7 +406,7 @@ def main() -> None:
     for concentration, rows in results["simulation"].items():
         name = {"0.5": "c = 0.5 (most questions always or never solved)", "2.0": "c = 2",
                 "inf": "c = inf (every question alike: pairing helps least)"}[concentration]
-        section += ["", f"**Simulation, {name}**", "", table(rows)]
+        section += ["", f"**Simulation, {name}**", "", table(rows), "", sequential_table(rows)]
     if "world" in results:
         w = results["world"]
         section += ["", f"**The world, frozen warm-start policy** (`recipes/demo.yaml`: its instruction, limits and "
@@ -277,7 +415,7 @@ def main() -> None:
                     f"{w['pool']} rollouts; {w['seconds']:.0f} s on {results['machine']['cpu_cores']} cores). The "
                     "copies compare disjoint real rollouts; better and worse candidates are such rollouts with "
                     "rewards raised to the top or dropped to 0 at random, at the rate that moves the mean by delta.",
-                    "", table(w["rates"])]
+                    "", table(w["rates"]), "", sequential_table(w["rates"])]
     section += ["", choice(results)]
     update_readme_section("verification", "\n".join(section))
     print("\n".join(section))

@@ -3,6 +3,7 @@ new instructions (§3.3). Part of the typed recipe (`sections.py`, which re-expo
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -15,6 +16,11 @@ STAGES = ("online", "pre-rl", "post-rl")
 # matters; eq. 4's softmax is computed stably for every tau_s > 0 (selection/softmax.py), this only refuses typos.
 MIN_TEMPERATURE = 1e-6
 MAX_OFFLINE_STEPS = 1_000_000  # as training.steps
+# verify_sequential: a look at D_B holds at least this many questions (the z statistic of fewer is too far from normal
+# to stop on; instructions/sequential.py), and there are at most MAX_VERIFY_LOOKS (each is one more batched call)
+MIN_LOOK_QUESTIONS = 20
+MAX_VERIFY_LOOKS = 10
+MAX_PRICE_PER_MTOK = 10_000.0  # $ per million tokens: the dearest API models bill a few hundred; more is a unit slip
 
 
 @dataclass
@@ -88,6 +94,16 @@ class PopulationConfig:
                 "as their parent (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "
                 "\"Verification\")."})
     accept_top_n: int = field(default=6, metadata={"help": "At most this many of one verified batch join."})
+    verify_sequential: bool = field(default=False, metadata={
+        "help": "Beyond the paper (false: it scores every candidate on all of D_B). true: D_B is scored in "
+                "verify_looks chunks, one batched call each, and a candidate stops being rolled out once it is "
+                "clearly above or below beat_parent's line (instructions/sequential.py: a group-sequential test that "
+                "turns away a copy of its parent as often as the fixed rule and admits no more worse candidates, "
+                "within 0.3 points); the parent is rolled out on every chunk a candidate still needs. Needs accept: "
+                "beat_parent and verify: true (top_n ranks every candidate on all of D_B, so nothing can stop early)."})
+    verify_looks: int = field(default=4, metadata={
+        "help": f"verify_sequential: the looks at D_B (verify_size / verify_looks questions each, at least "
+                f"{MIN_LOOK_QUESTIONS}; 2 to {MAX_VERIFY_LOOKS}); a D_B drawn smaller gets fewer looks."})
     leak_check: str = field(default="refuse", metadata={
         "help": "Guards against the optimizer's view leaking into what is judged (instructions/leakage.py; the paper "
                 "is silent, docs/faithfulness.md): refuse (a candidate holding a golden answer of a question its "
@@ -138,6 +154,7 @@ class PopulationConfig:
         _one_of(self.leak_check, ("refuse", "flag", "off"), "leak_check")
         _require(self.accept_margin >= 0, "accept_margin", f"must be >= 0 standard errors (got {self.accept_margin}); "
                  "0 admits candidates scoring at least their parent, 1.645 those not significantly worse")
+        self._check_sequential()
         _one_of(self.stage, STAGES, "stage")
         if self.offline_steps is not None:
             _positive(self.offline_steps, "offline_steps", "150")
@@ -152,6 +169,24 @@ class PopulationConfig:
             _require(len(text.strip()) <= self.max_instruction_chars, "instructions",
                      f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
                      f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars")
+
+    def _check_sequential(self) -> None:
+        _require(2 <= self.verify_looks <= MAX_VERIFY_LOOKS, "verify_looks", f"must be in [2, {MAX_VERIFY_LOOKS}] "
+                 f"(got {self.verify_looks}); e.g. 4")
+        if not self.verify_sequential:
+            return
+        stops = "stops verifying a candidate once it is clearly above or below accept: beat_parent's line"
+        _require(self.verify, "verify_sequential",
+                 f"{stops}, but population.verify is false (nothing is verified); set verify_sequential: false")
+        _require(self.accept == "beat_parent", "verify_sequential",
+                 f"{stops}, but population.accept is {self.accept}, which ranks every candidate on all of D_B; set "
+                 "accept: beat_parent or verify_sequential: false")
+        most = self.verify_size // MIN_LOOK_QUESTIONS
+        fixes = ([f"lower verify_looks to {most}"] if most >= 2 else []) + [
+            f"raise verify_size to {self.verify_looks * MIN_LOOK_QUESTIONS}"]
+        _require(self.verify_looks <= most, "verify_looks",
+                 f"is {self.verify_looks} with verify_size {self.verify_size}, so a look would hold fewer than the "
+                 f"{MIN_LOOK_QUESTIONS} questions it needs; {' or '.join(fixes)}")
 
     @property
     def evolve_steps(self) -> int:
@@ -205,6 +240,14 @@ class OptimizerConfig:
     max_total_tokens: int | None = field(default=None, metadata={
         "help": "The run's budget of optimizer tokens (input + output): once spent, evolution stops asking; null: "
                 "no limit."})
+    input_price_per_mtok: float | None = field(default=None, metadata={
+        "help": "US dollars per million input tokens, for each call's cost_usd in optimizer_calls.jsonl and the cost "
+                "in the run's summary. null: inspo's dated table (inspo_cli/instructions/prices.yaml: Gemini 2.5 Pro "
+                "and Flash, Claude Sonnet/Opus 4), 0 for a local model, else unknown (null, said at run start). Set "
+                "together with output_price_per_mtok (0 and 0 for a server of your own); both override the table."})
+    output_price_per_mtok: float | None = field(default=None, metadata={
+        "help": "US dollars per million output tokens, thinking included (both providers bill it as output); see "
+                "input_price_per_mtok."})
     replay: str | None = field(default=None, metadata={
         "help": "Answer every optimizer call from a record instead of the provider: a run's optimizer_calls.jsonl, "
                 "or a run or ablation directory holding them (`--replay-optimizer`). Calls are looked up by a hash "
@@ -237,6 +280,23 @@ class OptimizerConfig:
             _require(bool(self.replay.strip()) and "\0" not in self.replay, "replay",
                      "must be a path: a run's optimizer_calls.jsonl, or a run or ablation directory (or null)")
         self._check_thinking_budget()
+        self._check_prices()
+
+    def _check_prices(self) -> None:
+        for name in ("input_price_per_mtok", "output_price_per_mtok"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            _require(number and math.isfinite(value) and 0 <= value <= MAX_PRICE_PER_MTOK, name,
+                     f"must be a finite number of US dollars per million tokens, from 0 to "
+                     f"{MAX_PRICE_PER_MTOK:,.0f} (got {repr(value)[:40]}); e.g. 1.25 for Gemini 2.5 Pro's input and "
+                     "10 for its output")
+        for name, other in (("input_price_per_mtok", "output_price_per_mtok"),
+                            ("output_price_per_mtok", "input_price_per_mtok")):
+            _require(getattr(self, name) is not None or getattr(self, other) is None, name,
+                     f"is null while {other} is {getattr(self, other)!r}: set both (US dollars per million tokens), "
+                     "or neither to use inspo's price table")
 
     def _check_thinking_budget(self) -> None:
         budget, limit = self.thinking_budget, self.max_output_tokens

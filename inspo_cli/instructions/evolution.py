@@ -9,12 +9,15 @@ the current policy is rolled out `verify_rollouts` times on each question of a s
 `population.verify` is false, the "prune + expand" ablation: the first `accept_top_n` join unverified), and
 candidates join by `population.accept`: `beat_parent` (those not significantly worse than the parent, question by
 question on the same D_B: `verification.py`; best first, at most `accept_top_n`) or `top_n` (the best
-`accept_top_n` whatever their score). Rounds repeat until the population holds `size` instructions or
-`max_verify_rounds` rounds are spent, then every weight restarts at 0.
+`accept_top_n` whatever their score). With `population.verify_sequential` (beyond the paper) D_B is scored in
+chunks and a candidate stops once it is clearly above or below beat_parent's line (`sequential.py`). Rounds repeat
+until the population holds `size` instructions or `max_verify_rounds` rounds are spent, then every weight restarts
+at 0.
 
     report = evolve(population, buffer, optimizer, verifier, recipe.population, step, random.Random(seed))
     rows = report.as_dict()["candidates"]          # every proposal, accepted or not, and why
     overhead += report.verification_rollouts       # (|candidates| + 1 parent) x |D_B| x verify_rollouts each
+                                                   # (sequential: per chunk, the undecided candidates + 1 parent)
 
 `Verifier` is the seam to the policy: the trainer implements it with the batched rollout engine (per-question mean
 rewards), tests with a dict. When the optimizer runs out of budget or fails (`InspoError`), evolution stops where
@@ -42,7 +45,8 @@ from inspo_cli.instructions.proposers import load_proposer
 from inspo_cli.instructions.proposers.base import NoFailures, NothingToPropose, cut_off_block, parse_candidates
 from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
-from inspo_cli.instructions.verification import PairedComparison, paired_comparison
+from inspo_cli.instructions.sequential import verify_in_chunks
+from inspo_cli.instructions.verification import Verdict, paired_comparison
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
@@ -87,6 +91,14 @@ class ProposedCandidate:
     difference: float | None = None
     difference_se: float | None = None
     leak: str | None = None  # why the leakage guard flagged it (leak_check refuse: not admitted; flag: admitted)
+    # verify_sequential only (left out of as_dict otherwise): the D_B questions it was scored on, and the look (chunk
+    # of D_B, 1-based) that decided it out of the looks planned
+    verified_questions: int | None = None
+    decided_at_look: int | None = None
+    looks: int | None = None
+
+
+SEQUENTIAL_ONLY = ("verified_questions", "decided_at_look", "looks")
 
 
 @dataclass
@@ -102,7 +114,7 @@ class EvolutionReport:
     optimizer_calls: int = 0  # calls that returned an answer
     truncated_answers: int = 0  # of those, answers stopped before their end (output limit, provider's filter)
     verification_calls: int = 0
-    verification_rollouts: int = 0  # sum over verifications of (candidates + 1 parent) x questions x verify_rollouts
+    verification_rollouts: int = 0  # sum over verifier calls of (candidates + 1 parent) x questions x verify_rollouts
     wall_s: float = 0.0
     stop_reason: str = ""  # "population full", "max_verify_rounds reached", "optimizer budget exhausted",
     # "no failed rollouts to reflect on", ...
@@ -112,7 +124,10 @@ class EvolutionReport:
         return [c for c in self.candidates if c.accepted]
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "wall_s": round(self.wall_s, 3)}
+        row = {**asdict(self), "wall_s": round(self.wall_s, 3)}
+        row["candidates"] = [{k: v for k, v in c.items() if v is not None or k not in SEQUENTIAL_ONLY}
+                             for c in row["candidates"]]
+        return row
 
 
 # -- proposing ---------------------------------------------------------------------------------------------
@@ -232,20 +247,24 @@ class _Evolution:
                 if not config.verify:  # Fig. 3's "prune + expand" ablation: no rollouts, the first accept_top_n join
                     self.admit_unverified(fresh, parent, round_number)
                     continue
-                comparisons = self.verify(fresh, parent, shown)  # line 21
-                if comparisons is None:
+                verdicts = self.verify(fresh, parent, shown)  # line 21
+                if verdicts is None:
                     for text in fresh:
                         self.record(text, parent, round_number, None, NO_QUESTIONS)
                 else:
-                    self.admit(fresh, comparisons, parent, round_number)
+                    self.admit(fresh, verdicts, parent, round_number)
         return "population full" if len(population) >= config.size else "max_verify_rounds reached"
 
     def record(self, text: str, parent: Candidate, round_number: int, score: float | None, reason: str,
-               instruction_id: str | None = None, parent_score: float | None = None, leak: str | None = None,
-               **paired: float) -> None:
-        self.report.candidates.append(ProposedCandidate(text, parent.id, self.config.proposer, round_number, score,
-                                                        reason == ACCEPTED, reason, instruction_id, parent_score,
-                                                        leak=leak or self.flagged.get(text), **paired))
+               instruction_id: str | None = None, leak: str | None = None, verdict: Verdict | None = None) -> None:
+        """One proposal and what became of it; `verdict`, when it was verified, gives the paired comparison."""
+        c = verdict.comparison if verdict is not None else None
+        look, looks = (verdict.look, verdict.looks) if verdict is not None else (None, None)
+        self.report.candidates.append(ProposedCandidate(
+            text, parent.id, self.config.proposer, round_number, score, reason == ACCEPTED, reason, instruction_id,
+            parent_score=c.parent_score if c else None, difference=c.difference if c else None,
+            difference_se=c.standard_error if c else None, leak=leak or self.flagged.get(text),
+            verified_questions=c.questions if c and look is not None else None, decided_at_look=look, looks=looks))
 
     def screen(self, answer: Answer, parent: Candidate, round_number: int,
                shown: Sequence[ReplayQuestion] = ()) -> list[str]:
@@ -273,36 +292,49 @@ class _Evolution:
         return fresh
 
     def verify(self, fresh: Sequence[str], parent: Candidate,
-               shown: Sequence[ReplayQuestion] = ()) -> list[PairedComparison] | None:
+               shown: Sequence[ReplayQuestion] = ()) -> list[Verdict] | None:
         """Each candidate against its parent on a fresh D_B: the parent is rolled out in the same call on the same
         questions, and each candidate is compared with it question by question (verification.py): the same
         questions, the same policy weights, the same batch on both sides. D_B leaves out the questions the
-        candidates' prompt showed (`shown`); None when that leaves none."""
+        candidates' prompt showed (`shown`); None when that leaves none. With verify_sequential, D_B is shuffled
+        (its chunks must be alike) and scored chunk by chunk, the decided candidates left out (sequential.py)."""
         config = self.config
         # D_B, drawn anew each batch
         questions = self.buffer.verification_questions(config.verify_size, self.rng, exclude={q.key for q in shown})
         if not questions:
             return None
-        table = self.verifier.score([parent.text, *fresh], questions, rollouts=config.verify_rollouts)
-        if len(table) != len(fresh) + 1 or any(len(row) != len(questions) or not all(math.isfinite(v) for v in row)
-                                               for row in table):
-            raise ValueError(f"the verifier must return one finite reward per question for each instruction: "
-                             f"{len(fresh) + 1} instructions x {len(questions)} questions, got {table}")
-        self.report.verification_calls += 1
-        self.report.verification_rollouts += (len(fresh) + 1) * len(questions) * config.verify_rollouts
-        return [paired_comparison(row, table[0]) for row in table[1:]]
+        if config.verify_sequential:
+            return verify_in_chunks(self.score, parent.text, fresh, self.rng.sample(questions, len(questions)),
+                                    config.accept_margin, config.verify_looks)
+        table = self.score([parent.text, *fresh], questions)
+        comparisons = [paired_comparison(row, table[0]) for row in table[1:]]
+        return [Verdict(c, c.joins(config.accept_margin)) for c in comparisons]
 
-    def admit(self, fresh: Sequence[str], comparisons: Sequence[PairedComparison], parent: Candidate,
+    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion]) -> list[list[float]]:
+        """One verifier call, checked and counted in the report."""
+        rollouts = self.config.verify_rollouts
+        table = self.verifier.score(instructions, questions, rollouts=rollouts)
+        if len(table) != len(instructions) or any(len(row) != len(questions) or
+                                                  not all(math.isfinite(v) for v in row) for row in table):
+            raise ValueError(f"the verifier must return one finite reward per question for each instruction: "
+                             f"{len(instructions)} instructions x {len(questions)} questions, got {table}")
+        self.report.verification_calls += 1
+        self.report.verification_rollouts += len(instructions) * len(questions) * rollouts
+        return table
+
+    def admit(self, fresh: Sequence[str], verdicts: Sequence[Verdict], parent: Candidate,
               round_number: int) -> None:
         """Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
         accept=beat_parent a candidate must not be significantly worse than its parent (accept_margin standard
         errors of the paired difference); either way at most accept_top_n join, best first (sorted() is stable: of
-        equal differences, the earlier proposal ranks first). Every candidate is recorded, in the order proposed."""
+        equal differences, the earlier proposal ranks first; a candidate sequential verification stopped early ranks
+        by its difference on the questions it was scored on). Every candidate is recorded, in the order proposed."""
         config, population = self.config, self.population
+        comparisons = [v.comparison for v in verdicts]
         ranking = sorted(range(len(fresh)), key=lambda i: -comparisons[i].difference)
         outcomes: dict[int, tuple[str, str | None]] = {}
         for rank, i in enumerate(ranking):
-            if config.accept == "beat_parent" and not comparisons[i].joins(config.accept_margin):
+            if config.accept == "beat_parent" and not verdicts[i].joins:
                 outcomes[i] = (BELOW_PARENT, None)
                 continue
             if rank >= config.accept_top_n:
@@ -315,9 +347,7 @@ class _Evolution:
             else:
                 outcomes[i] = (NO_ROOM if len(population) >= config.size else DUPLICATE, None)
         for i, text in enumerate(fresh):
-            c = comparisons[i]
-            self.record(text, parent, round_number, c.candidate_score, *outcomes[i], parent_score=c.parent_score,
-                        difference=c.difference, difference_se=c.standard_error)
+            self.record(text, parent, round_number, comparisons[i].candidate_score, *outcomes[i], verdict=verdicts[i])
 
     def admit_unverified(self, fresh: Sequence[str], parent: Candidate, round_number: int) -> None:
         """Fig. 3's "prune + expand": the first accept_top_n join in proposal order, with no rollouts."""

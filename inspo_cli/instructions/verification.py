@@ -14,6 +14,8 @@ the difference. Under `accept: beat_parent` a candidate joins unless it is signi
 its parent is turned away stays near its one-sided tail (5% at 1.645) whatever D_B's size, the reward's spread or
 the number of rollouts; margin 0 is "at least the parent's score" (an equally good candidate is then turned away
 about half the time). bench/verification.py measures both rules; the README's faithfulness table gives the choice.
+`population.verify_sequential` scores D_B in chunks and stops early where the answer is already clear
+(sequential.py); a `Verdict` says at which look.
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ class PairedComparison:
         """Not significantly worse than the parent: the difference is at least -margin standard errors."""
         # a hair of slack, so that exact ties survive the float sums of both sides
         return self.difference >= -margin * self.standard_error - 1e-12
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A candidate's verification: its comparison with the parent and whether it passes accept=beat_parent's line."""
+
+    comparison: PairedComparison  # on the questions it was scored on (all of D_B unless sequential stopped early)
+    joins: bool
+    look: int | None = None  # sequential verification: the 1-based look (chunk of D_B) that decided it
+    looks: int | None = None  # sequential verification: the looks planned for this D_B
 
 
 def paired_comparison(candidate: Sequence[float], parent: Sequence[float]) -> PairedComparison:
