@@ -209,17 +209,21 @@ def read_json(path: str | os.PathLike, shape: Any, fix: str, max_bytes: int = JS
 
 
 def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None,
-              check: Callable[[dict], str | None] | None = None) -> Iterator[dict]:
+              check: Callable[[dict], str | None] | None = None, skip: int = 0) -> Iterator[dict]:
     """Stream the rows of a JSONL file the toolkit wrote, each checked against `shape` and by `check` (which says
     what is wrong with a row, given the rows before it, or None); errors name the line, and a line is never held
     whole past `files.LINE_BYTES`. With `on_cut_tail`, a last line cut short (a file being appended to when it was
-    copied or killed) is left out and `on_cut_tail(message)` says so; anywhere else a bad line is an error."""
+    copied or killed) is left out and `on_cut_tail(message)` says so; anywhere else a bad line is an error. The first
+    `skip` rows (lines that are not blank) are passed over unread: what is wrong with them is not this reader's."""
     from inspo_cli.files import iter_lines, open_regular, user_file
 
     path = Path(path)
     with user_file(path, "file"), open_regular(path, "file") as f:
         for lineno, line in iter_lines(f, path, fix):
             if not line.strip():
+                continue
+            if skip > 0:
+                skip -= 1
                 continue
             try:
                 row = json.loads(line.decode("utf-8"))

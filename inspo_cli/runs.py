@@ -88,6 +88,7 @@ def _unused_dir(output_dir: Path, name: str) -> Path:
 INFO_SHAPE = {"seed": int, "command?": [str]}
 SUMMARY_SHAPE = {"steps": COUNT, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": float,
                  "frozen_policy?": bool, "model?": (str, None), "recipe_model?": str, "metrics?": str,
+                 "compute?": {"processes": COUNT, "device": str},
                  "stage?": str, "stages?": [{"kind": str, "dir": str}], "instruction_source?": str,
                  "evaluations?": [{"step": COUNT, "em": UNIT}], "reward_collapse?": (dict, None),
                  "overhead?": (None, {"evolutions": int, "verification_rollouts": int, "training_rollouts?": int,
@@ -337,11 +338,13 @@ class RunDir:
 
     @staticmethod
     def coevolution_state(file: Path) -> dict:
-        """A coevolution.json (`training.coevolution`): population, replay buffer, evolutions, optimizer budget."""
+        """A coevolution.json (`training.coevolution`): population, replay buffer, evolutions, optimizer budget, and
+        how many lines the optimizer's record had then."""
         from inspo_cli.instructions import population, replay
 
         return read_json(file, {"step?": int, "population": population.STATE_SHAPE, "replay": replay.STATE_SHAPE,
-                                "evolutions?": [dict], "optimizer?": (dict, None)}, DAMAGED)
+                                "evolutions?": [dict], "optimizer?": (dict, None),
+                                "optimizer_record_lines?": (COUNT, None)}, DAMAGED)
 
     def logged_seconds(self) -> float:
         """The wall time of the steps logged so far (their `step_seconds`): what a resumed run adds its own time to,

@@ -13,7 +13,7 @@ from helpers.evolution import SCORES, DictVerifier, make_buffer, make_config, ma
 from helpers.fake_providers import ScriptedOptimizer
 from helpers.runs import SCRIPTED_ANSWERS, TIMING_KEYS, metrics, write_inspo_recipe
 
-from inspo_cli.instructions.call_record import CallRecord, ReplayClient, ReplayMissing
+from inspo_cli.instructions.call_record import CallRecord, ReplayClient, ReplayMissing, summarize_record
 from inspo_cli.instructions.evolution import evolve
 from inspo_cli.instructions.lm import OptimizerLM
 from inspo_cli.instructions.lm_errors import Completion
@@ -114,8 +114,14 @@ def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreacha
     for have, want in zip(strip(metrics(replayed)), strip(metrics(recorded)), strict=True):
         assert have == pytest.approx(want)
     assert len(optimizer.prompts) == calls  # nothing reached the server
-    # the replayed run records the calls it answered too, so it can itself be replayed
-    assert (replayed / "optimizer_calls.jsonl").read_text().count("\n") == calls
+    # the replayed run records the calls it answered too, so it can itself be replayed; its lines say they were
+    # replayed, and total what the recorded run's calls cost
+    lines = [json.loads(line) for line in (replayed / "optimizer_calls.jsonl").read_text().splitlines()]
+    assert len(lines) == calls and all(line["replayed"] for line in lines)
+    totals = {name: summarize_record(run / "optimizer_calls.jsonl") for name, run in (("have", replayed),
+                                                                                      ("want", recorded))}
+    assert totals["have"].pop("replayed_calls") == calls and totals["want"].pop("replayed_calls") == 0
+    assert totals["have"] == totals["want"] and totals["want"]["cost_usd"] == 0.0
 
 
 @pytest.mark.parametrize("value, message", [

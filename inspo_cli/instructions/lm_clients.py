@@ -270,12 +270,12 @@ def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_toke
                           stop_reason: str | None = None) -> Completion:
     """A Completion with the provider's counts, or ~4 characters per token where it reported none; `stop_reason`
     (a stop that was not the model's own end) marks it truncated."""
-    cut = {"truncated": stop_reason is not None, "stop_reason": stop_reason}
+    truncated = stop_reason is not None
     if isinstance(input_tokens, int) and isinstance(output_tokens, int):
-        return Completion(text, input_tokens, output_tokens, **cut)
+        return Completion(text, input_tokens, output_tokens, truncated=truncated, stop_reason=stop_reason)
     return Completion(text, input_tokens if isinstance(input_tokens, int) else _estimate_tokens(prompt),
                       output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text), usage_estimated=True,
-                      **cut)
+                      truncated=truncated, stop_reason=stop_reason)
 
 
 def error_detail(body: Any) -> str:

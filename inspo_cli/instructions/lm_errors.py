@@ -33,6 +33,10 @@ class Completion:
     # filter, ...): the text ends wherever the stop fell, possibly inside a candidate.
     truncated: bool = False
     stop_reason: str | None = None  # the provider's word for that stop (None: ended naturally, or not said)
+    # Read back from a record by a replay (`call_record.ReplayClient`), not asked: nothing was paid for it now, and
+    # `cost_usd` is what it cost when it was asked (None: unknown).
+    replayed: bool = False
+    cost_usd: float | None = None
 
 
 class AttemptFailed(Exception):

@@ -81,6 +81,17 @@ class MainProcessLM:
         if callable(restore):
             restore(accounting)
 
+    def record_lines(self) -> int | None:
+        """The lines of the optimizer's record so far (main process; None elsewhere, or without a record)."""
+        lines = getattr(self.lm, "record_lines", None)
+        return lines() if callable(lines) else None
+
+    def resume_from_record(self, lines: int, say: Callable[[str], None] | None = None) -> None:
+        """The calls recorded after a checkpoint are answered from the record when asked again (`OptimizerLM`)."""
+        resume = getattr(self.lm, "resume_from_record", None)
+        if callable(resume):
+            resume(lines, say)
+
 
 class PolicyVerifier:
     """Alg. 1 line 21's verification: the current policy rolled out under each instruction on D_B; per question,
@@ -176,8 +187,12 @@ class CoEvolution:
         return accounting() if callable(accounting) else None
 
     def state_dict(self) -> dict:
+        """What a resume restores; `optimizer_record_lines` is how many lines the optimizer's record had, so that a
+        resumed run takes the calls recorded after them from the record instead of asking again."""
+        lines = getattr(self.lm, "record_lines", None)
         return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
-                "evolutions": self.reports, "optimizer": self.optimizer_accounting()}
+                "evolutions": self.reports, "optimizer": self.optimizer_accounting(),
+                "optimizer_record_lines": lines() if callable(lines) else None}
 
 
 CoEvolutionFactory = Callable[[Verifier], CoEvolution]
@@ -187,7 +202,8 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator,
                        record: Path | None = None) -> tuple[InstructionSource, CoEvolutionFactory | None]:
     """(source, make_coevolution): the static instruction (Search-R1) and None, or the INSPO population and a
     factory that builds its `CoEvolution` around a verifier, fresh or as `saved` (a coevolution.json) left it.
-    With `record` (the run's optimizer_calls.jsonl), every optimizer call is a line of it.
+    With `record` (the run's optimizer_calls.jsonl), every optimizer call is a line of it; resumed, the calls it
+    holds after the lines `saved` counted are answered from it when asked again.
     A missing optimizer API key fails here, before any model loads."""
     from inspo_cli.instructions.evolution import initial_rewrites
     from inspo_cli.instructions.sampling import StaticInstruction
@@ -213,6 +229,9 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator,
         population = InstructionPopulation.from_state_dict(config, state["population"])
         if isinstance(lm, MainProcessLM) and state.get("optimizer"):
             lm.restore(state["optimizer"])  # the budget carries over the interruption
+        if isinstance(lm, MainProcessLM) and state.get("optimizer_record_lines") is not None:
+            # what the interrupted run asked after this state was saved is in the record: not asked (or paid) again
+            lm.resume_from_record(state["optimizer_record_lines"], warn)
         return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed,
                                              buffer=ReplayBuffer.from_state_dict(state["replay"]),
                                              reports=state.get("evolutions", []), warn=warn, guard=guard)

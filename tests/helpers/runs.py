@@ -57,7 +57,8 @@ def write_inspo_recipe(tmp_path: Path, repo_root: Path, model_name: str, optimiz
     recipe = write_recipe(tmp_path, repo_root, model_name, population=population,
                           training={"steps": 3, "save_every": 1},
                           optimizer={"provider": "openai", "model": "scripted", "base_url": optimizer_url,
-                                     "api_key_env": "SCRIPTED_KEY", "max_retries": 0})
+                                     "api_key_env": "SCRIPTED_KEY", "max_retries": 0,
+                                     "input_price_per_mtok": 0, "output_price_per_mtok": 0})
     return recipe
 
 
