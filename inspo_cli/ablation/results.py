@@ -122,13 +122,20 @@ def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult |
         return None, (f"App. B's checkpoint is step {choice.step} (reward collapse at step "
                       f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or {again}")
     fix = f"copy it again from where the run ran, or delete {quote(str(file.parent))} and evaluate again: {again}"
+    em, n, questions = read_scores(file, fix)
+    return RunResult(run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions,
+                     file), None
+
+
+def read_scores(file: Path, fix: str) -> tuple[dict[str, float], dict[str, int], dict[str, dict[str, float]] | None]:
+    """(EM per benchmark, questions per benchmark, EM per question or None) of the policy ("agent") in an
+    evaluation's results.json and the predictions.jsonl beside it; `fix` says what to do about a damaged one."""
     scores = read_results(file, fix)["scores"]
     if METHOD not in scores:
         raise InspoError(f"{file}: no scores of the trained policy (method {METHOD!r}); {fix}")
     em = {b: float(s["em"]) for b, s in scores[METHOD].items()}
     n = {b: int(s["n"]) for b, s in scores[METHOD].items()}
-    return RunResult(run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n,
-                     _per_question(file.parent / "predictions.jsonl", set(em), fix), file), None
+    return em, n, _per_question(file.parent / "predictions.jsonl", set(em), fix)
 
 
 def check_same_benchmarks(variant: str, results: list[RunResult]) -> None:

@@ -21,6 +21,11 @@ import io
 from typing import Sequence
 
 from inspo_cli.ablation.compare import AVERAGE, Comparison, compare, estimate
+from inspo_cli.ablation.formatting import cell, delta_cell, p_text, signed
+from inspo_cli.ablation.cost import cost_line, cost_section, run_cost, variant_cost
+from inspo_cli.ablation.decompose import CELLS_DIR, Variant, build, choose, has_cells
+from inspo_cli.ablation.effects import effects
+from inspo_cli.ablation.effects import markdown as decomposition_markdown
 from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
 from inspo_cli.ablation.plan import SEARCH_R1, PlannedRun, run_name
 from inspo_cli.ablation.results import check_same_benchmarks, read_result
@@ -35,9 +40,9 @@ RULE_TEXT = {"best": "App. B's checkpoint: the final one before any reward colla
 def collect(ablation: AblationDir, rule: str = "best", reference: str | None = None,
             target_diff: float = TARGET_DIFF) -> dict:
     plan, failures = ablation.plan, ablation.failures()
-    rows = []
+    rows, variants = [], []
     for variant in plan.variants:
-        results, missing = [], []
+        results, missing, runs, costs = [], [], [], []
         for seed in plan.seeds:
             run = PlannedRun(run_name(variant.name, seed), variant.name, seed)
             result, why = read_result(ablation.run_dir(run), seed, rule)
@@ -45,10 +50,33 @@ def collect(ablation: AblationDir, rule: str = "best", reference: str | None = N
                 missing.append({"run": run.name, "seed": seed, "why": _why(ablation, run, failures, why)})
             else:
                 results.append(result)
+                runs.append((ablation.run_dir(run), result))
+                costs.append(run_cost(ablation.run_dir(run)))
+        static = _static(ablation, variant.name)
         rows.append({"variant": variant.name, "bars": variant.bars, "recipe": variant.recipe,
-                     "overrides": variant.overrides, "static": _static(ablation, variant.name), "results": results,
-                     "missing": missing})
-    return {"name": plan.name, "seeds": plan.seeds, **summarize(rows, rule, reference, target_diff)}
+                     "overrides": variant.overrides, "static": static, "results": results, "missing": missing,
+                     "costs": costs})
+        variants.append(Variant(variant.name, static, runs))
+    table = {"name": plan.name, "seeds": plan.seeds, **summarize(rows, rule, reference, target_diff)}
+    table["decompositions"] = cached_decompositions(variants, table["reference"])
+    return table
+
+
+def cached_decompositions(variants: list[Variant], reference: str | None) -> list[dict]:
+    """The instruction x weights decomposition of each variant whose cells an earlier `inspo report --decompose`
+    evaluated (`decompose`); evaluates nothing. A run whose policy cannot be found any more is left out, said."""
+    if not any((run.path / CELLS_DIR).is_dir() for v in variants for run, _ in v.runs):
+        return []
+    found = []
+    for variant, static in choose(variants, None, reference):
+        try:
+            (name, against, cells), = build([(variant, static)])
+        except InspoError as error:
+            found.append({"variant": variant.name, "error": str(error)})
+            continue
+        if has_cells(cells):
+            found.append(effects(cells, name, against))
+    return found
 
 
 def default_reference(rows: Sequence[dict]) -> str:
@@ -97,12 +125,17 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
                      for b in benchmarks if any(b in s.em for s in scores)}
         row["average"] = estimate(scores, AVERAGE).as_dict() if scores else None
         row["runs"] = [r.as_dict() for r in results]
+        costs = row.pop("costs", None)  # per run with a result (`cost.run_cost`), where the caller read them
+        row["cost"] = variant_cost(costs) if costs else None
     comparisons = []
     base = by_name.get(reference)
     for row in rows:
         if base is None or row is base or not row["_scores"] or not base["_scores"]:
             continue
         comparisons.append(_comparison(row, base, benchmarks, target_diff))
+        if row["cost"] and base["cost"]:
+            comparisons[-1]["cost_line"] = cost_line(row["variant"], base["variant"], comparisons[-1]["average"],
+                                                     row["cost"], base["cost"])
     for row in rows:
         del row["_scores"]
     return {"benchmarks": benchmarks, "rule": rule, "rule_text": RULE_TEXT[rule], "reference": reference,
@@ -135,14 +168,6 @@ def _averaged(scores: Sequence) -> list[str]:
     return sorted(b for b in scores[0].em if all(b in s.em for s in scores)) if scores else []
 
 
-def _signed(value: float) -> str:
-    return f"{value:+.3f}".replace("-", "−")
-
-
-def p_text(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
-
-
 def design(c: Comparison) -> str:
     seeds = f"{c.seeds[0]} seeds" if c.seeds[0] == c.seeds[1] else f"{c.seeds[0]} and {c.seeds[1]} seeds"
     return f"{seeds} × {c.n_questions} questions" if c.n_questions else f"{seeds} (question-level error unknown)"
@@ -151,11 +176,12 @@ def design(c: Comparison) -> str:
 def sentence(variant: str, reference: str, where: str, c: Comparison) -> str:
     """"inspo − search-r1 on world: +0.080 [−0.050, +0.210], p = 0.23: not significant at 0.05 with 3 seeds × 200
     questions"."""
-    head = f"{variant} − {reference} on {where}: {_signed(c.diff)}"
+    head = f"{variant} − {reference} on {where}: {signed(c.diff)}"
     if c.p is None:
         return f"{head}; no interval or p-value: {c.notes[-1]}"
     verdict = "significant" if c.p < 0.05 else "not significant"
-    return (f"{head} [{_signed(c.low)}, {_signed(c.high)}], {p_text(c.p)}: {verdict} at 0.05 with "
+    assert c.low is not None and c.high is not None  # a p-value comes with its interval
+    return (f"{head} [{signed(c.low)}, {signed(c.high)}], {p_text(c.p)}: {verdict} at 0.05 with "
             f"{design(c)}" + ("" if c.paired_seeds else " (seeds not paired)")
             + (f" (questions not paired on {', '.join(c.unpaired_questions)}: different questions)"
                if c.unpaired_questions else ""))
@@ -184,28 +210,6 @@ def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str], why: 
     if status == PARTIAL:
         return "unfinished"
     return why or "no result"
-
-
-def cell(interval: dict | None, plus: str = "±", missing: str = "-") -> str:
-    """An interval as a table cell, e.g. "0.300 ± 0.248"; one seed's value alone; `missing` when there is none
-    (LaTeX: plus="$\\pm$", missing="--")."""
-    if interval is None:
-        return missing
-    if interval["ci95"] is None:
-        return f"{interval['mean']:.3f}"
-    mean, half = interval["mean"], interval["ci95"]
-    if interval["low"] > mean - half + 1e-12 or interval["high"] < mean + half - 1e-12:  # clipped to [0, 1]
-        return f"{mean:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
-    return f"{mean:.3f} {plus} {half:.3f}"
-
-
-def delta_cell(c: dict | None) -> str:
-    """A difference with its interval and p-value, e.g. "+0.080 [−0.050, +0.210] p = 0.23"."""
-    if c is None:
-        return "-"
-    if c["p"] is None:
-        return _signed(c["diff"])
-    return f"{_signed(c['diff'])} [{_signed(c['low'])}, {_signed(c['high'])}] {p_text(c['p'])}"
 
 
 def pairing_cell(comparison: dict) -> str:
@@ -276,6 +280,7 @@ def uncertainty_sections(table: dict) -> list[str]:
         lines += ["", "Power (80%, α = 0.05, from the seed-level and question-level variance observed):", ""]
         lines += [f"- {c['power_sentence']}." for c in table["comparisons"]]
         lines.append("")
+    lines += cost_section(table)
     header = ["run", "seed", "step used", "reward collapse", *(f"{b} EM ± SE" for b in benchmarks), "avg. ± SE"]
     lines += ["## Runs", "", "Each run's EM at the step used, ± its binomial standard error sqrt(p(1 − p)/n) over "
               "the questions.", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -307,6 +312,9 @@ def markdown(table: dict) -> str:
     missing = [m for row in table["rows"] for m in row["missing"]]
     if missing:
         lines += ["", "Runs without a result:", ""] + [f"- {m['run']}: {m['why']}" for m in missing]
+    for d in table.get("decompositions", []):
+        lines += [""] + ([f"Instruction × weights of {d['variant']}: {d['error']}"] if "error" in d
+                         else decomposition_markdown(d, table["rule_text"]))
     return "\n".join(lines) + "\n"
 
 

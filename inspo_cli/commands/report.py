@@ -2,9 +2,12 @@
 
     inspo report runs/ablations/world                          # -> runs/ablations/world/report/
     inspo report runs/inspo-s0 runs/inspo-s1 runs/inspo-s2 runs/search-r1-s0 --out reports/fig2
+    inspo report runs/ablations/world --decompose inspo        # + instruction x weights (evaluates what it needs)
 
 Ablation directories give one variant per planned variant; loose run directories are grouped by recipe (runs
-that differ only in their seed are seeds of one variant). Loads no model.
+that differ only in their seed are seeds of one variant). Loads no model, except with --decompose: the cells no
+earlier report evaluated (`ablation.decompose`) are evaluated into each run's decomposition/ and read from there
+next time.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from inspo_cli.console import console, user_errors
+from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 
 
@@ -31,6 +34,15 @@ def report(
                                                           "instruction population, else the first).")] = None,
     target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
                                                     "lines give.")] = 0.05,
+    decompose: Annotated[Optional[str], typer.Option(help="Take these variants apart into instruction × weights "
+                                                          "(comma-separated, or all: every variant with an "
+                                                          "instruction population): the initial and trained policy "
+                                                          "with the seed instruction and the evolved I*, and the "
+                                                          "static baseline's policy with I*, with effects, intervals "
+                                                          "and p. Evaluates the cells no earlier report did into "
+                                                          "each run's decomposition/ (loads the models).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="--decompose: cpu or cuda for its evaluations (default: "
+                                                       "cuda when available).")] = None,
 ) -> None:
     """Figures over seeds (Fig. 2, 3/6, 5), Table 1 with differences, p-values and power, instruction lineages and
     App. C's overhead, with index.md."""
@@ -40,12 +52,15 @@ def report(
     from inspo_cli.reporting.sources import load_groups
 
     options = table_options(checkpoint, reference, target_diff)
+    if device is not None and decompose is None:
+        raise InspoError("--device sets where --decompose evaluates; add --decompose VARIANTS or drop --device")
     groups = load_groups(paths, options["rule"])
     if out is None:
         single = len(paths) == 1 and (paths[0] / AblationDir.PLAN).is_file()
         out = paths[0] / "report" if single else Path("reports") / time.strftime("%Y%m%d-%H%M%S")
     check_out(out, paths)
-    written = write_report(groups, out, **options)
+    decompositions = _decompose(groups, decompose, options, device) if decompose is not None else []
+    written = write_report(groups, out, **options, decompositions=decompositions)
     console.print(f"{len(groups)} variants, {sum(len(g.runs) for g in groups)} runs; "
                   f"{len(written)} files in {out}", soft_wrap=True)
     console.print(f"open {out / 'index.md'}", soft_wrap=True)
@@ -80,3 +95,37 @@ def check_out(out: Path, inputs: list[Path]) -> None:
                 raise InspoError(f"--out {out} is inside the input {path}; choose a directory outside it"
                                  + (f" (or {path / 'report'})" if ablation else ""))
     check_replaceable(out)  # a folder of the user's (an index.md is no proof of a report) is never replaced
+
+
+def _decompose(groups, which: str, options: dict, device: str | None) -> list[dict]:
+    """Plan the decomposition of the variants `which` names, evaluate the cells missing, and compute it."""
+    from inspo_cli.ablation.decompose import Variant, build, choose, evaluate_cells, missing
+    from inspo_cli.ablation.effects import effects
+    from inspo_cli.models import check_device
+    from inspo_cli.reporting.report import is_static, table1
+
+    check_device(device)
+    names = None if which.strip().lower() == "all" else [n.strip() for n in which.split(",") if n.strip()]
+    if names == []:
+        raise InspoError("--decompose is empty; name variants (comma-separated) or all")
+    variants = [Variant(g.label, is_static(g), [(r.run, r.result) for r in g.runs if r.result]) for g in groups]
+    reference = table1(groups, **options)["reference"]
+    plans = build(choose(variants, names, reference))
+    if not plans:
+        raise InspoError("--decompose: no variant with an instruction population among the inputs; decompose "
+                         "INSPO runs (and give a static baseline beside them)")
+    every = [seed for _, _, cells in plans for seed in cells]  # one pass: variants share cells (initial · S)
+    todo = missing(every)
+    if todo:
+        err_console.print(f"--decompose: {len(todo)} evaluations to run ({', '.join(sorted({s.name for s in todo}))}"
+                          "); cached in each run's decomposition/ for the next report", soft_wrap=True)
+        with progress_bar() as progress:
+            task = progress.add_task("decomposition cells", total=len(todo))
+
+            def on_cell(spec, how: str) -> None:
+                progress.update(task, completed=sum(1 for s in todo if s.cached),
+                                description=f"{how} {spec.run.path.name}: {spec.name}")
+
+            evaluate_cells(every, device, on_cell=on_cell)
+            progress.update(task, completed=len(todo))
+    return [effects(cells, variant, static) for variant, static, cells in plans]

@@ -164,3 +164,46 @@ def bars(table: dict, path: Path) -> bool:
     save_png(fig, path)
     plt.close(fig)
     return True
+
+
+def decomposition(d: dict, path: Path) -> bool:
+    """Instruction × weights: EM of the initial and trained policy (and the static baseline's) with the seed
+    instruction S and with the evolved I*; means with 95% whiskers, each seed a point, lines joining the initial
+    and trained policy per instruction (parallel lines: no interaction)."""
+    positions = [("initial", "initial policy"), ("trained", f"trained: {d['variant']}")]
+    if d["static"]:
+        positions.append(("static", f"trained: {d['static']}\n(static)"))
+    if not any(d["cells"].get(f"{w}·{i}") for w, _ in positions for i in ("seed", "evolved")):
+        return False
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for offset, (instruction, label, color) in zip((-0.08, 0.08), (("seed", "seed instruction S", "#4C72B0"),
+                                                                   ("evolved", "evolved instruction I*", "#DD8452"))):
+        xs: list[float] = []
+        means: list[float] = []
+        for x, (weights, _) in enumerate(positions):
+            c = d["cells"].get(f"{weights}·{instruction}")
+            if not c:
+                continue
+            low = c["low"] if c["low"] is not None else c["mean"]
+            high = c["high"] if c["high"] is not None else c["mean"]
+            ax.errorbar([x + offset], [c["mean"]], yerr=[[c["mean"] - low], [high - c["mean"]]], fmt="o",
+                        color=color, capsize=4, label=label if not xs else None, zorder=3)
+            seeds = [p["cells"].get(f"{weights}·{instruction}") for p in d["per_seed"]]
+            ax.scatter([x + offset + 0.04] * len([s for s in seeds if s is not None]),
+                       [s for s in seeds if s is not None], color=color, alpha=0.45, s=12, zorder=2)
+            xs.append(x + offset)
+            means.append(c["mean"])
+        joined = [(x, m) for x, m in zip(xs, means) if x < 1.5]  # initial -> trained; the static policy stands apart
+        if len(joined) == 2:
+            ax.plot(*zip(*joined), color=color, alpha=0.7)
+    ax.set_xticks(range(len(positions)), [label for _, label in positions], fontsize=9)
+    ax.set_xlim(-0.5, len(positions) - 0.5)
+    ax.set_ylabel("EM, average over benchmarks")
+    ax.set_title(f"Instruction × weights: {d['variant']} (points: seeds)", fontsize=11)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+    return True

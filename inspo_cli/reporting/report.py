@@ -11,6 +11,8 @@
                                 comparison, the power lines and every run's EM ± binomial SE at the step used
     overhead.md, .csv           App. C: optimizer calls and tokens, verification vs training rollouts, wall share
     lineage/<run>.md, .png      each INSPO run's instruction tree, as text and as a picture
+    decomposition.md, .json, decomposition-<variant>.png   with --decompose: instruction x weights
+                                (`ablation.decompose`): the cells, the effects with intervals and p, the figure
     .inspo-report.json          written last: every file above with its size and SHA-256 (see `marker`)
 """
 
@@ -19,14 +21,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Sequence
 
+from inspo_cli.ablation.cost import run_cost
 from inspo_cli.ablation.table import (TARGET_DIFF, cell, comparison_of, csv_columns, csv_values, delta_cell,
                                       delta_columns, delta_values, steps_cell, summarize, uncertainty_sections)
 from inspo_cli.errors import InspoError
 from inspo_cli.files import replaced_dir
-from inspo_cli.jsonio import atomic_write_text
+from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 from inspo_cli.reporting import figures
 from inspo_cli.reporting.lineage import lineage_png, lineage_text
 from inspo_cli.reporting.marker import check_replaceable, seal
@@ -38,14 +42,15 @@ def table1(groups: Sequence[Group], rule: str = "best", reference: str | None = 
     """Table 1's numbers: per group, each seed's result at the step `rule` picks, summarised over seeds and
     questions, and every group compared with `reference` (default: search-r1 when there is one, else the first
     variant without an instruction population, else the first; `table.default_reference`)."""
-    rows = [{"variant": g.label, "name": g.name, "bars": g.bars, "static": _static(g),
+    rows = [{"variant": g.label, "name": g.name, "bars": g.bars, "static": is_static(g),
              "results": [r.result for r in g.runs if r.result],
-             "missing": [{"run": r.name, "seed": r.seed, "why": r.why} for r in g.runs if not r.result]}
+             "missing": [{"run": r.name, "seed": r.seed, "why": r.why} for r in g.runs if not r.result],
+             "costs": [run_cost(r.run) for r in g.runs if r.result]}
             for g in groups]
     return summarize(rows, rule, reference, target_diff)
 
 
-def _static(group: Group) -> bool:
+def is_static(group: Group) -> bool:
     """Whether the group's runs train with one fixed instruction (no population)."""
     try:
         return not group.runs[0].run.recipe().population.enabled
@@ -131,18 +136,18 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
 
 
 def write_report(groups: Sequence[Group], out: Path, rule: str = "best", reference: str | None = None,
-                 target_diff: float = TARGET_DIFF) -> list[Path]:
+                 target_diff: float = TARGET_DIFF, decompositions: Sequence[dict] = ()) -> list[Path]:
     """Write the report as the directory `out`, replacing an earlier report there as a whole (it is built beside
     `out` and renamed into place, so a failure or Ctrl-C leaves the earlier one); the files written. Only a new or
     empty `out`, or a report holding nothing but what it wrote (`marker`), is replaced; anything else is refused."""
     table = table1(groups, rule, reference, target_diff)  # first: a bad --reference fails before anything is written
     with replaced_dir(out, "--out", check=check_replaceable) as building:
-        written = _write(groups, table, building)
+        written = _write(groups, table, building, decompositions)
         seal(building)  # last: what it lists is all this report wrote
     return [out / path.relative_to(building) for path in written]
 
 
-def _write(groups: Sequence[Group], table: dict, out: Path) -> list[Path]:
+def _write(groups: Sequence[Group], table: dict, out: Path, decompositions: Sequence[dict] = ()) -> list[Path]:
     written: list[Path] = []
     sections = [f"# Report: {', '.join(g.label for g in groups)}", "",
                 "Curves are means over seeds with 95% bootstrap percentile bands over seeds (n in the legend). "
@@ -172,6 +177,9 @@ def _write(groups: Sequence[Group], table: dict, out: Path) -> list[Path]:
     if figures.bars(table, out / "bars.png"):
         written.append(out / "bars.png")
         sections += ["![Final EM per variant](bars.png)", ""]
+
+    if decompositions:
+        sections += _decomposition(decompositions, table["rule_text"], out, written)
 
     overhead = overhead_rows(groups)
     if overhead:
@@ -204,3 +212,21 @@ def _write(groups: Sequence[Group], table: dict, out: Path) -> list[Path]:
     atomic_write_text(out / "index.md", "\n".join(sections) + "\n")
     written.append(out / "index.md")
     return written
+
+
+def _decomposition(decompositions: Sequence[dict], rule_text: str, out: Path, written: list[Path]) -> list[str]:
+    """decomposition.md/.json and a figure per variant; the index's section."""
+    from inspo_cli.ablation.effects import markdown
+
+    sections: list[str] = []
+    for d in decompositions:
+        lines = markdown(d, rule_text)
+        figure = "decomposition-" + re.sub(r"[^A-Za-z0-9._-]+", "-", d["variant"]) + ".png"
+        if figures.decomposition(d, out / figure):
+            written.append(out / figure)
+            lines[2:2] = [f"![instruction × weights: {d['variant']}]({figure})", ""]
+        sections += lines
+    atomic_write_text(out / "decomposition.md", "# Instruction × weights\n\n" + "\n".join(sections))
+    atomic_write_json(out / "decomposition.json", list(decompositions))
+    written += [out / "decomposition.md", out / "decomposition.json"]
+    return sections

@@ -28,7 +28,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     from accelerate import PartialState
 
     from inspo_cli.agent import RolloutEngine, load_backend
-    from inspo_cli.models import uses_chat_template
+    from inspo_cli.models import default_device, uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.preflight import check_run
@@ -67,7 +67,8 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
         finally:
             log.close()
     return finish_run(run, recipe, population, coevolution, before + time.time() - started,
-                      f"step {start}" if resume else None, frozen_policy=True)
+                      f"step {start}" if resume else None, frozen_policy=True, processes=state.num_processes,
+                      device=device or default_device())
 
 
 class FrozenPolicyEvolution:

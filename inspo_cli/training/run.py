@@ -101,7 +101,8 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     summary = {}
     if state.is_main_process:
         summary = finish_run(run, recipe, instructions, getattr(trainer, "coevolution", None), wall,
-                             run.relative(checkpoint) if checkpoint else None)
+                             run.relative(checkpoint) if checkpoint else None, processes=state.num_processes,
+                             device=device)
     state.wait_for_everyone()
     return summary
 

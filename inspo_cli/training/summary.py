@@ -3,12 +3,13 @@
     summary = finish_run(run, recipe, instructions, coevolution, wall, resumed_from="checkpoints/checkpoint-2")
 
 draws the curves (plots/), builds the summary from metrics.jsonl, and writes evolutions.json (INSPO),
-best_instruction.txt and summary.json, the last marking the run finished. Keys, for both kinds of run:
-steps, updates, wall_seconds, resumed_from, reward/EM/loss over the first and last quarter of the steps, the final
-row, the periodic evaluations, reward_collapse and the checkpoint App. B would report, the best instruction
-and the instructions alive at the end, `frozen_policy` (true for `inspo evolve`), the trained model's directory
-(None with a frozen policy), recipe_model, metrics and plots, and `overhead` (App. C's account of what
-evolution cost; None without a population), and `sampling` for rejection sampling (its phase 1 in numbers).
+best_instruction.txt and summary.json, the last marking the run finished. Keys, for both kinds of run: steps,
+updates, wall_seconds, compute (processes and device kind), resumed_from, reward/EM/loss over the first and last
+quarter of the steps, the final row, the periodic evaluations, reward_collapse and the checkpoint App. B would
+report, the best instruction and the instructions alive at the end, `frozen_policy` (true for `inspo evolve`), the
+trained model's directory (None with a frozen policy), recipe_model, metrics and plots, and `overhead` (App. C's
+account of what evolution cost; None without a population), and `sampling` for rejection sampling (its phase 1 in
+numbers).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from inspo_cli.runs import RunDir
 
 
 def finish_run(run: RunDir, recipe: Recipe, instructions, coevolution, wall: float, resumed_from: str | None,
-               frozen_policy: bool = False) -> dict:
-    """Plots, summary and the run's closing files (call on the main process only)."""
+               frozen_policy: bool = False, processes: int = 1, device: str = "cpu") -> dict:
+    """Plots, summary and the run's closing files (call on the main process only). `processes` and `device`: what
+    the run ran on (its last session's, after a resume), for the cost columns (`ablation.cost`)."""
     from inspo_cli.training.run_logger import plot_curves
 
     plots = plot_curves(run)
     summary = run_summary(run, recipe, instructions, wall, resumed_from, [run.relative(p) for p in plots],
                           frozen_policy)
+    summary["compute"] = {"processes": processes, "device": device.split(":")[0]}
     if coevolution is not None:
         summary["overhead"] = overhead_account(coevolution, recipe, summary["steps"], wall)
     if run.sampling_summary_file.is_file():  # rejection sampling's phase 1

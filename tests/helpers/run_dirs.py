@@ -25,11 +25,12 @@ LINEAGE = [  # i0 initial; i1 and i3 evolved from i0 at step 2; i4 from i1 at st
 
 
 def make_run(root: Path, name: str, seed: int, rewards: list[float], em: float | None, population: bool = True,
-             eval_em: dict[int, float] | None = None) -> Path:
-    """A finished run directory: recipe (the demo with `seed`), metrics, summary, instructions, final evaluation."""
+             eval_em: dict[int, float] | None = None, overrides: tuple[str, ...] = ()) -> Path:
+    """A finished run directory: recipe (the demo with `seed` and `overrides`), metrics, summary, instructions, final
+    evaluation."""
     run = root / name
     run.mkdir(parents=True)
-    overrides = [f"run.seed={seed}"] + ([] if population else ["population.enabled=false"])
+    overrides = [f"run.seed={seed}", *overrides] + ([] if population else ["population.enabled=false"])
     (run / "recipe.yaml").write_text(dump_recipe(load_recipe("recipes/demo.yaml", overrides)))
     (run / "run.json").write_text(json.dumps({"seed": seed}))
     rows = [{"step": i + 1, "update": i + 1, "reward": r, "search/searches_per_trajectory": 1.0 + i,
@@ -58,3 +59,16 @@ def fake_run_dir(ablation: AblationDir, name: str, em: dict[str, float], steps: 
     (run / "summary.json").write_text(json.dumps({"steps": steps, "best_instruction": "Answer."}))
     scores = {b: {"em": v, "f1": v, "subem": v, "searches": 1.0, "n": 10} for b, v in em.items()}
     (run / f"evaluations/step-{steps}/results.json").write_text(json.dumps({"scores": {"agent": scores}}))
+
+
+def write_evaluation(directory: Path, per_question: list[float], instruction: str, benchmark: str = "world") -> None:
+    """results.json and predictions.jsonl of the policy ("agent") with these per-question EMs (ids q0, q1, ...), as
+    `inspo evaluate` writes them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    em = sum(per_question) / len(per_question)
+    (directory / "results.json").write_text(json.dumps(
+        {"instruction": instruction, "scores": {"agent": {benchmark: {"em": em, "f1": em, "subem": em,
+                                                                      "searches": 1.0, "n": len(per_question)}}}}))
+    (directory / "predictions.jsonl").write_text("".join(
+        json.dumps({"method": "agent", "benchmark": benchmark, "id": f"q{i}", "em": v}) + "\n"
+        for i, v in enumerate(per_question)))

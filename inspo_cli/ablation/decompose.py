@@ -1,0 +1,348 @@
+"""Where the gain lives: is INSPO's EM in the evolved instruction or in the trained weights?
+
+    cells = plan_cells(inspo_runs, static_runs)            # what each seed needs evaluated (cached ones marked)
+    evaluate_cells(cells, device="cpu", on_cell=print)      # evaluates the missing ones into the run directories
+    table = effects.effects(cells, "inspo", "search-r1")    # cells and effects with intervals and p (effects.py)
+
+For each seed of an INSPO variant at the step the table reports (`results.choose_step`), the 2 x 2
+{initial policy, trained policy} x {seed instruction S, evolved instruction I*}, and the static baseline's policy of
+the same seed with S and with I*:
+
+    initial · S    the recipe's model (before any RL) with the seed instruction (the recipe's first, the static
+                   baseline's)
+    initial · I*   the same model with the instruction the run reports (its checkpoint's best, argmax w)
+    trained · S    the run's policy at that step with the seed instruction
+    trained · I*   the run's reported result (Table 1's cell), read, never evaluated again
+    static · S     the static run's reported result (evaluated only if it used another instruction)
+    static · I*    the static run's policy with this seed's I*
+
+Effects, each a paired difference over seeds and questions (`compare.compare`: every cell answers the same test
+questions, and the cells of one seed share the seed): the instruction effect at fixed weights (trained, and
+initial), the weights effect at fixed instruction (S, and I*), their interaction ((trained·I* − trained·S) −
+(initial·I* − initial·S)), I* on the static policy, and INSPO against the static baseline (Table 1's difference,
+trained·I* − static·S) split into the instruction's part at INSPO's weights (trained·I* − trained·S) and the
+weights' part with S (trained·S − static·S), which add up to it.
+
+Every evaluation is `inspo evaluate`'s (`evaluation.session.run_evaluation`) with the run's recipe (its benchmarks,
+split, limit, temperature and limits), written into `<run>/decomposition/<cell>-<key>/` with a cell.json saying what
+it is; the key is a hash of the model, the instruction and the evaluation settings, so a second report reads them and
+costs nothing, and a cell that another run already evaluated (the initial policy with S is the same for every seed of
+a greedy evaluation) is copied from it rather than evaluated again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from inspo_cli.ablation.compare import RunScores
+from inspo_cli.ablation.results import METHOD, RunResult, read_scores
+from inspo_cli.errors import InspoError
+from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.runs import RunDir
+
+CELLS_DIR = "decomposition"  # in each run directory
+CELL_FILE = "cell.json"
+WEIGHTS = ("initial", "trained", "static")
+INSTRUCTIONS = ("seed", "evolved")
+CELL_TEXT = {("initial", "seed"): "initial · S", ("initial", "evolved"): "initial · I*",
+             ("trained", "seed"): "trained · S", ("trained", "evolved"): "trained · I*",
+             ("static", "seed"): "static · S", ("static", "evolved"): "static · I*"}
+
+@dataclass
+class CellSpec:
+    """One evaluation a decomposition needs: which policy with which instruction, for one seed."""
+
+    weights: str
+    instruction: str
+    run: RunDir  # where it is cached (the INSPO run; the static run for the static cells)
+    model: str  # the recipe's model (initial), or the policy of `run` as "<run name>@<final or step>"
+    text: str  # the instruction
+    key: str  # hash of model, instruction and evaluation settings
+    result: RunResult | None = None  # a cell read from a reported result (trained·I*, static·S)
+    scores: RunScores | None = None  # once read or evaluated
+
+    @property
+    def name(self) -> str:
+        return f"{self.weights}-{self.instruction}"
+
+    @property
+    def directory(self) -> Path:
+        return self.run.path / CELLS_DIR / f"{self.name}-{self.key[:12]}"
+
+    @property
+    def cached(self) -> bool:
+        return self.result is not None or (self.directory / CELL_FILE).is_file()
+
+    def loadable(self) -> str:
+        """What transformers / vLLM load: the recipe's model, or the run's policy at the step (an adapter merged
+        once, only now that it is evaluated)."""
+        from inspo_cli.evaluation.checkpoints import run_policy
+
+        if self.weights == "initial":
+            return self.model
+        which = self.model.rsplit("@", 1)[1]
+        run = self.run
+        return run_policy(run, run.recipe(), None if which == "final" else which).path
+
+
+@dataclass
+class SeedCells:
+    seed: int
+    run: str  # the INSPO run's name
+    step: int
+    static_run: str | None
+    cells: dict[tuple[str, str], CellSpec] = field(default_factory=dict)
+
+
+def _key(model: str, instruction: str, recipe, seed: int) -> str:
+    e = recipe.evaluation
+    settings = {"model": model, "instruction": instruction, "benchmarks": list(e.benchmarks), "split": e.split,
+                "limit": e.limit, "temperature": e.temperature, "rollout": _fields(recipe.rollout),
+                "retriever": _fields(recipe.retriever), "chat_template": recipe.model.chat_template,
+                "dtype": recipe.model.dtype, "backend": recipe.model.backend,
+                "seed": seed if e.temperature > 0 else None}  # a greedy evaluation does not depend on the seed
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _fields(section) -> dict:
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(section).items() if k != "temperature"}  # rollout's temperature is training's
+
+
+def _model_identity(path: str) -> str:
+    """A model path as the key knows it: a local directory by its absolute path, a hub id or packaged name as is."""
+    local = Path(path).expanduser()
+    return str(local.resolve()) if local.exists() else path
+
+
+def _instruction_of(result: RunResult) -> str:
+    from inspo_cli.evaluation.report import read_results
+
+    info = read_results(result.file, "evaluate the run again") if result.file else {}
+    text = info.get("instruction")
+    if not isinstance(text, str) or not text:
+        raise InspoError(f"{result.file}: names no instruction, so I* is unknown; evaluate the run again with "
+                         "`inspo ablate` or `inspo evaluate --run`")
+    return text
+
+
+def _policy(run: RunDir, result: RunResult) -> str:
+    """The run's policy at the reported step, as the cache key knows it: the run's name and the checkpoint, so a
+    moved directory keeps its cells (nothing is loaded or merged to tell it; `CellSpec.loadable` finds the weights
+    when they are evaluated). Such a cell lives in its own run's directory and is never copied to another."""
+    from inspo_cli.evaluation.checkpoints import checkpoint_steps
+
+    if result.step == result.last_step:
+        if not run.has_final_model():
+            raise InspoError(f"run {run} has no final model ({run.relative(run.final_dir)}), so its policy cannot be "
+                             "evaluated with another instruction; copy it back, or leave the run out of --decompose")
+        return f"{run.path.name}@final"
+    if result.step not in checkpoint_steps(run, run.recipe()):
+        raise InspoError(f"run {run} kept no checkpoint at step {result.step}, the step Table 1 reports; copy it "
+                         "back, or report --checkpoint final")
+    return f"{run.path.name}@{result.step}"
+
+
+def plan_cells(inspo: Sequence[tuple[RunDir, RunResult]],
+               static: Sequence[tuple[RunDir, RunResult]] = ()) -> list[SeedCells]:
+    """Per seed of the INSPO variant (runs with a result), the six cells; the static cells only for seeds the
+    static variant ran too (paired by seed)."""
+    from inspo_cli.instructions.initial import initial_instructions
+
+    by_seed = {result.seed: (run, result) for run, result in static}
+    plans = []
+    for run, result in inspo:
+        recipe = run.recipe()
+        seed_text = initial_instructions(recipe)[0]
+        evolved = _instruction_of(result)
+        initial = recipe.model.name_or_path
+        trained = _policy(run, result)
+        plan = SeedCells(result.seed, run.path.name, result.step, None)
+
+        def cell(weights, instruction, where, model, text, given=None):
+            plan.cells[(weights, instruction)] = CellSpec(
+                weights, instruction, where, model, text,
+                _key(_model_identity(model) if weights == "initial" else model, text, where.recipe(), result.seed),
+                given)
+
+        cell("initial", "seed", run, initial, seed_text)
+        cell("initial", "evolved", run, initial, evolved)
+        cell("trained", "seed", run, trained, seed_text)
+        cell("trained", "evolved", run, trained, evolved, result)
+        if result.seed in by_seed:
+            static_run, static_result = by_seed[result.seed]
+            plan.static_run = static_run.path.name
+            static_model = _policy(static_run, static_result)
+            same = _instruction_of(static_result) == seed_text
+            cell("static", "seed", static_run, static_model, seed_text, static_result if same else None)
+            cell("static", "evolved", static_run, static_model, evolved)
+        plans.append(plan)
+    return plans
+
+
+def missing(plans: Sequence[SeedCells]) -> list[CellSpec]:
+    """The cells with no evaluation yet, one per key (the same evaluation needed twice is done once)."""
+    found, seen = [], set()
+    for plan in plans:
+        for spec in plan.cells.values():
+            shared = _shared(spec)
+            if not spec.cached and (shared is None or shared not in seen):
+                seen.add(shared)
+                found.append(spec)
+    return found
+
+
+def _shared(spec: CellSpec) -> str | None:
+    """What tells the same evaluation in another run: the initial policy's key (the recipe's model is the same
+    model in every run); None for a run's own policy, evaluated in its own directory only."""
+    return spec.key if spec.weights == "initial" else None
+
+
+def evaluate_cells(plans: Sequence[SeedCells], device: str | None = None,
+                   on_cell: Callable[[CellSpec, str], None] = lambda spec, how: None,
+                   on_batch: Callable[[int], None] = lambda n: None) -> int:
+    """Evaluate every cell not cached yet (copying one another run holds); the number evaluated. `on_cell(spec,
+    how)` is told before each ("evaluating", "copying")."""
+    done: dict[str, Path] = {}
+    for plan in plans:
+        for spec in plan.cells.values():
+            if (shared := _shared(spec)) is not None and (spec.directory / CELL_FILE).is_file():
+                done.setdefault(shared, spec.directory)
+    evaluated = 0
+    for plan in plans:
+        for spec in plan.cells.values():
+            if spec.cached:
+                continue
+            shared = _shared(spec)
+            if shared is not None and shared in done:
+                on_cell(spec, "copying")
+                _copy(done[shared], spec.directory)
+                continue
+            on_cell(spec, "evaluating")
+            _evaluate(spec, device, on_batch)
+            if shared is not None:
+                done[shared] = spec.directory
+            evaluated += 1
+    return evaluated
+
+
+def _copy(source: Path, target: Path) -> None:
+    _clear_leftovers(target)
+    building = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    shutil.copytree(source, building)
+    if (target / CELL_FILE).is_file():
+        shutil.rmtree(building)
+        return
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(building, target)
+
+
+def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None]) -> None:
+    """One cell with `inspo evaluate`'s machinery, built beside its directory and renamed into place with its
+    cell.json, so an interrupted evaluation leaves nothing that reads as cached."""
+    from inspo_cli.evaluation.runner import evaluation_questions
+    from inspo_cli.evaluation.session import run_evaluation
+
+    recipe = spec.run.recipe()
+    recipe.model.name_or_path = spec.loadable()
+    e = recipe.evaluation
+    questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
+    _clear_leftovers(spec.directory)
+    building = spec.directory.with_name(f".{spec.directory.name}.tmp-{os.getpid()}")
+    building.mkdir(parents=True)
+    run_evaluation(recipe, [METHOD], questions, spec.text, building,
+                   {"decomposition_cell": spec.name, "key": spec.key}, device=device, seed=recipe.run.seed,
+                   on_batch=on_batch)
+    atomic_write_json(building / CELL_FILE, {"cell": spec.name, "weights": spec.weights,
+                                             "instruction": spec.instruction, "model": spec.model,
+                                             "instruction_text": spec.text, "key": spec.key})
+    if (spec.directory / CELL_FILE).is_file():  # another report, run at the same time, finished it first
+        shutil.rmtree(building)
+        return
+    if spec.directory.exists():  # a cell.json-less leftover of an earlier cut-off evaluation
+        shutil.rmtree(spec.directory)
+    os.replace(building, spec.directory)
+
+
+def _clear_leftovers(directory: Path) -> None:
+    """Remove what evaluations of this cell cut off by Ctrl-C or a kill left beside it (`.<cell>.tmp-<pid>` of a
+    process that is gone); one still running elsewhere is left alone."""
+    for leftover in directory.parent.glob(f".{directory.name}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def read_cells(plans: Sequence[SeedCells]) -> None:
+    """Fill each cached cell's scores (per question where its predictions were kept)."""
+    for plan in plans:
+        for spec in plan.cells.values():
+            if spec.result is not None:
+                spec.scores = RunScores(plan.seed, spec.result.em, spec.result.questions)
+            elif (spec.directory / CELL_FILE).is_file():
+                fix = f"delete {spec.directory} and report again with --decompose to evaluate it again"
+                em, _, questions = read_scores(spec.directory / "results.json", fix)
+                spec.scores = RunScores(plan.seed, em, questions)
+
+
+@dataclass
+class Variant:
+    """A variant as the decomposition sees it: its runs with their reported results."""
+
+    name: str
+    static: bool  # trains with one fixed instruction (no population)
+    runs: list[tuple[RunDir, RunResult]]
+
+
+def choose(variants: Sequence[Variant], which: Sequence[str] | None = None,
+           static: str | None = None) -> list[tuple[Variant, Variant | None]]:
+    """(variant to decompose, the static variant it is set beside) pairs: `which` names variants with an instruction
+    population (None: every one), `static` the static baseline (None: the first static variant)."""
+    names = {v.name: v for v in variants}
+    evolving = [v for v in variants if not v.static]
+    fixed = [v for v in variants if v.static]
+    if which is None:
+        chosen = evolving
+    else:
+        chosen = []
+        for name in which:
+            if name not in names:
+                raise InspoError(f"--decompose {name!r}: no such variant; choose from "
+                                 f"{', '.join(v.name for v in evolving) or '(none with a population)'}")
+            if names[name].static:
+                raise InspoError(f"--decompose {name!r}: it trains with one fixed instruction, so it has no evolved "
+                                 f"instruction to take apart; choose from {', '.join(v.name for v in evolving)}")
+            chosen.append(names[name])
+    if static is not None and static in names and not names[static].static:
+        static = None  # a reference with a population is no static baseline: fall back to the first static one
+    baseline = names[static] if static is not None and static in names else (fixed[0] if fixed else None)
+    return [(v, baseline) for v in chosen]
+
+
+def build(pairs: Sequence[tuple[Variant, Variant | None]]) -> list[tuple[str, str | None, list[SeedCells]]]:
+    """The cells each chosen variant needs: (variant, static variant, per-seed cells)."""
+    return [(v.name, s.name if s else None, plan_cells(v.runs, s.runs if s else ())) for v, s in pairs]
+
+
+def has_cells(plans: Sequence[SeedCells]) -> bool:
+    """Whether any cell beyond the reported results was evaluated (a decomposition to show)."""
+    return any(s.result is None and s.cached for p in plans for s in p.cells.values())

@@ -1,0 +1,253 @@
+"""`inspo report --decompose`: instruction x weights on fabricated runs whose every cell's per-question outcomes are
+known, so each cell, each effect and the pairing are checked exactly; then the cells evaluated for real (the tiny
+model) once, and read from the run directories by the next report and by `ablate --collect`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from inspo_cli.ablation.decompose import CELL_FILE, Variant, build, choose, missing
+from inspo_cli.ablation.effects import effects
+from inspo_cli.ablation.results import read_result
+from inspo_cli.instructions.initial import initial_instructions
+from inspo_cli.runs import RunDir
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.run_dirs import make_run, write_evaluation
+
+Q = 10
+SEEDS = (0, 1, 2)
+
+
+def outcome(first: int, seed: int, shift: int = 0) -> list[float]:
+    """Questions q0..q(first-1) right, then every third question from `shift` (per seed) right too."""
+    return [1.0 if q < first or (q >= first and (q + seed + shift) % 3 == 0) else 0.0 for q in range(Q)]
+
+
+# the per-question EM of each cell, per seed: what the test fabricates and then expects back
+CELLS = {
+    ("initial", "seed"): lambda s: outcome(1, 0),            # the same policy and instruction for every seed
+    ("initial", "evolved"): lambda s: outcome(2, s),
+    ("trained", "seed"): lambda s: outcome(3, s, 1),
+    ("trained", "evolved"): lambda s: outcome(5, s, 2),      # the reported result (Table 1's cell)
+    ("static", "seed"): lambda s: outcome(2, s, 1),          # the static run's reported result
+    ("static", "evolved"): lambda s: outcome(3, s, 2),
+}
+
+
+@pytest.fixture
+def runs(tmp_path, repo_root, monkeypatch, tiny_model_dir):
+    """Three seeds of an INSPO variant and of a static one, each with a final model (the tiny one) and its reported
+    evaluation per question; I* differs per seed."""
+    monkeypatch.chdir(repo_root)
+    root = tmp_path / "runs"
+    overrides = (f"model.name_or_path={tiny_model_dir}", "evaluation.limit=4", "evaluation.batch_size=4",
+                 "rollout.max_turns=1", "rollout.max_tokens_per_turn=8")
+    made = {}
+    for seed in SEEDS:
+        for variant, population in (("inspo", True), ("static", False)):
+            run = make_run(root, f"{variant}-s{seed}", seed, [0.1, 0.2, 0.3], None, population=population,
+                           overrides=overrides)
+            (run / "checkpoints").mkdir()
+            shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")  # its own path: its own cells
+            made[(variant, seed)] = run
+    seed_text = initial_instructions(RunDir(made[("inspo", 0)]).recipe())[0]
+    for seed in SEEDS:
+        write_evaluation(made[("inspo", seed)] / "evaluations/step-3", CELLS[("trained", "evolved")](seed),
+                         f"Evolved instruction of seed {seed}: search, then answer. {{question}}")
+        write_evaluation(made[("static", seed)] / "evaluations/step-3", CELLS[("static", "seed")](seed), seed_text)
+    return made
+
+
+def variants(runs) -> list[Variant]:
+    found = []
+    for name, static in (("inspo", False), ("static", True)):
+        found.append(Variant(name, static, [(RunDir(runs[(name, s)]), read_result(RunDir(runs[(name, s)]), s)[0])
+                                            for s in SEEDS]))
+    return found
+
+
+def fabricate_cells(plans) -> None:
+    for plan in plans:
+        for key, spec in plan.cells.items():
+            if not spec.cached:
+                write_evaluation(spec.directory, CELLS[key](plan.seed), spec.text)
+                (spec.directory / CELL_FILE).write_text(json.dumps({"cell": spec.name}))
+
+
+def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
+    (name, static, plans), = build(choose(variants(runs)))
+    assert (name, static) == ("inspo", "static")
+    assert {s.name for s in missing(plans)} == {"initial-seed", "initial-evolved", "trained-seed", "static-evolved"}
+    assert len([s for s in missing(plans) if s.name == "initial-seed"]) == 1  # one policy, one instruction: once
+    fabricate_cells(plans)
+    d = effects(plans, name, static)
+
+    def mean(key) -> float:
+        return float(np.mean([np.mean(CELLS[key](s)) for s in SEEDS]))
+
+    for key in CELLS:
+        assert d["cells"]["·".join(key)]["mean"] == pytest.approx(mean(key)), key
+    found = {e["effect"]: e for e in d["effects"]}
+    expected = {
+        "instruction | trained": mean(("trained", "evolved")) - mean(("trained", "seed")),
+        "instruction | initial": mean(("initial", "evolved")) - mean(("initial", "seed")),
+        "weights | S": mean(("trained", "seed")) - mean(("initial", "seed")),
+        "weights | I*": mean(("trained", "evolved")) - mean(("initial", "evolved")),
+        "I* on static": mean(("static", "evolved")) - mean(("static", "seed")),
+        "weights vs static | S": mean(("trained", "seed")) - mean(("static", "seed")),
+        "total vs static": mean(("trained", "evolved")) - mean(("static", "seed")),
+    }
+    for effect, value in expected.items():
+        assert found[effect]["diff"] == pytest.approx(value), effect
+    assert found["interaction"]["diff"] == pytest.approx(expected["instruction | trained"]
+                                                           - expected["instruction | initial"])
+    assert found["total vs static"]["diff"] == pytest.approx(expected["instruction | trained"]
+                                                               + expected["weights vs static | S"])
+    for e in found.values():  # every cell of a seed answered the same questions: paired by seed and question
+        assert e["n"] == 3 and e["paired_seeds"] and e["paired_questions"] and e["questions"] == Q
+        assert e["low"] < e["diff"] < e["high"] and 0 <= e["p"] <= 1
+    # the interval of an effect is that of the per-seed, per-question differences (a paired test), computed here
+    # independently: seeds x questions table of trained·I* − trained·S
+    table = np.array([np.subtract(CELLS[("trained", "evolved")](s), CELLS[("trained", "seed")](s)) for s in SEEDS])
+    from inspo_cli.ablation.compare import RunScores, compare
+
+    direct = compare([RunScores(s, {"world": float(row.mean())}, {"world": {f"q{q}": float(row[q]) for q in range(Q)}})
+                      for row, s in zip(table, SEEDS)],
+                     [RunScores(s, {"world": 0.0}, {"world": {f"q{q}": 0.0 for q in range(Q)}}) for s in SEEDS])
+    assert found["instruction | trained"]["se"] == pytest.approx(direct.se)
+    assert [p["cells"]["trained·evolved"] for p in d["per_seed"]] == [np.mean(CELLS[("trained", "evolved")](s))
+                                                                      for s in SEEDS]
+
+
+def test_the_static_cells_pair_by_seed_and_a_seed_without_a_static_run_has_none(runs):
+    static = variants(runs)[1]
+    static.runs = static.runs[:2]  # seed 2 of the static variant never finished
+    (_, _, plans), = build(choose([variants(runs)[0], static]))
+    assert [("static", "seed") in p.cells for p in plans] == [True, True, False]
+    fabricate_cells(plans)
+    d = effects(plans, "inspo", "static")
+    found = {e["effect"]: e for e in d["effects"]}
+    assert found["I* on static"]["n"] == 2 and found["instruction | trained"]["n"] == 3
+
+
+def test_a_cell_reported_with_another_instruction_is_evaluated_not_reused(runs):
+    write_evaluation(runs[("static", 1)] / "evaluations/step-3", CELLS[("static", "seed")](1), "Another one.")
+    (_, _, plans), = build(choose(variants(runs)))
+    assert [p.cells[("static", "seed")].result is not None for p in plans] == [True, False, True]
+
+
+def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_time(runs, tmp_path):
+    roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo",
+                     "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    # initial·S once (copied to the other seeds); initial·I*, trained·S and static·I* per seed (a run's own policy is
+    # evaluated in its own directory, even where, as here, it holds the same weights as another's)
+    cells = sorted(p.parent.name.rsplit("-", 1)[0] for p in (tmp_path / "runs").glob("*/decomposition/*/cell.json"))
+    assert cells.count("initial-seed") == 3 and cells.count("static-evolved") == 3
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/decomposition/*/results.json")}
+    text = (tmp_path / "report" / "decomposition.md").read_text()
+    assert "| initial policy (the recipe's model) |" in text and "| interaction |" in text
+    assert (tmp_path / "report" / "decomposition-inspo.png").stat().st_size > 5000
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert "Where the gain lives: inspo" in index and "decomposition-inspo.png" in index
+
+    first = json.loads((tmp_path / "report" / "decomposition.json").read_text())
+    assert {e["effect"]: e["n"] for e in first[0]["effects"]}["interaction"] == 3
+
+    again = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo")
+    assert again.exit_code == 0, again.output
+    assert "evaluations to run" not in again.output
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing evaluated again
+    assert json.loads((tmp_path / "report" / "decomposition.json").read_text()) == first
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--decompose", "nosuch"], ["--decompose 'nosuch'", "no such variant", "inspo"]),
+    (["--decompose", "static"], ["--decompose 'static'", "fixed instruction"]),
+    (["--decompose", " , "], ["--decompose is empty"]),
+    (["--device", "cpu"], ["--device", "add --decompose"]),
+    (["--decompose", "inspo", "--device", "tpu"], ["tpu"]),
+])
+def test_decompose_refuses_bad_options_in_one_line(runs, tmp_path, args, fragments):
+    roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), *args)
+    assert_one_line_error(result, *fragments)
+    assert not list((tmp_path / "runs").glob("*/decomposition"))
+
+
+def test_a_damaged_cached_cell_is_refused_naming_it_and_the_fix(runs, tmp_path):
+    (_, _, plans), = build(choose(variants(runs)))
+    fabricate_cells(plans)
+    damaged = plans[1].cells[("trained", "seed")].directory / "results.json"
+    damaged.write_text("{not json")
+    roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "all")
+    assert_one_line_error(result, str(damaged), "report again with --decompose")
+
+
+def test_ablate_collect_shows_the_decomposition_an_earlier_report_evaluated(repo_root, monkeypatch, tmp_path,
+                                                                          tiny_model_dir):
+    import yaml
+
+    from inspo_cli.ablation.directory import AblationDir
+    from inspo_cli.config import load_recipe
+
+    monkeypatch.chdir(repo_root)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"recipe": "recipes/demo.yaml", "seeds": [0, 1], "variants": {
+        "inspo": [], "search-r1": ["population.enabled=false"]}}))
+    out = tmp_path / "abl"
+    assert invoke("ablate", "--sweep", sweep, "--out", out, "--print-commands").exit_code == 0
+    ablation = AblationDir.open(out)
+    runs = {}
+    seed_text = initial_instructions(load_recipe(ablation.recipe_file("inspo"), written_by_run=True))[0]
+    for seed in (0, 1):
+        for variant, population in (("inspo", True), ("search-r1", False)):
+            run = make_run(ablation.runs_dir, f"{variant}-s{seed}", seed, [0.1, 0.2, 0.3], None,
+                           population=population, overrides=(f"model.name_or_path={tiny_model_dir}",))
+            shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")
+            runs[(variant, seed)] = run
+        write_evaluation(runs[("inspo", seed)] / "evaluations/step-3", CELLS[("trained", "evolved")](seed),
+                         f"Evolved {seed}. {{question}}")
+        write_evaluation(runs[("search-r1", seed)] / "evaluations/step-3", CELLS[("static", "seed")](seed), seed_text)
+    result = invoke("ablate", "--collect", out)
+    assert result.exit_code == 0, result.output
+    assert "Where the gain lives" not in (out / "ablation.md").read_text()  # no cell evaluated: no section
+
+    variants = [Variant(v, v == "search-r1", [(RunDir(runs[(v, s)]), read_result(RunDir(runs[(v, s)]), s)[0])
+                                             for s in (0, 1)]) for v in ("inspo", "search-r1")]
+    (_, _, plans), = build(choose(variants))
+    fabricate_cells(plans)
+    result = invoke("ablate", "--collect", out)
+    assert result.exit_code == 0, result.output
+    md = (out / "ablation.md").read_text()
+    assert "## Where the gain lives: inspo, instruction × weights, beside search-r1" in md
+    trained_seed = np.mean([np.mean(CELLS[("trained", "seed")](s)) for s in (0, 1)])
+    assert f"| trained: inspo | {trained_seed:.3f}" in md
+    assert json.loads((out / "ablation.json").read_text())["decompositions"][0]["variant"] == "inspo"
+
+
+def test_a_run_whose_policy_is_gone_is_refused_in_one_line_naming_it(runs, tmp_path):
+    shutil.rmtree(runs[("inspo", 1)] / "checkpoints" / "final")
+    roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo")
+    assert_one_line_error(result, "inspo-s1", "no final model", "copy it back")
+
+
+def test_an_evaluation_cut_off_leaves_nothing_that_reads_as_cached_and_its_leftover_goes(runs):
+    from inspo_cli.ablation.decompose import _clear_leftovers
+
+    (_, _, plans), = build(choose(variants(runs)))
+    spec = plans[0].cells[("trained", "seed")]
+    dead = spec.directory.with_name(f".{spec.directory.name}.tmp-999999999")  # no such process
+    alive = spec.directory.with_name(f".{spec.directory.name}.tmp-1")  # pid 1: another report still at work
+    for leftover in (dead, alive):
+        write_evaluation(leftover, CELLS[("trained", "seed")](0), spec.text)
+    assert not spec.cached
+    _clear_leftovers(spec.directory)
+    assert not dead.exists() and alive.exists()
