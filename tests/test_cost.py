@@ -99,3 +99,13 @@ def test_the_report_puts_the_cost_table_and_lines_beside_the_differences(runs, t
     assert "- inspo vs static: +0.100 EM for +10% GPU-hours and $12.00 more of optimizer calls per run." in text
     table = json.loads((tmp_path / "report" / "table1.json").read_text())
     assert table["rows"][0]["cost"]["gpu_hours"] == pytest.approx(13.2)
+
+
+def test_a_population_that_never_evolved_spent_nothing_on_the_optimizer(runs):
+    """Fig. 3's constant population: no evolution, no optimizer, no record."""
+    run = runs[("inspo", 0)]
+    (run / "optimizer_calls.jsonl").unlink()
+    set_summary(run, overhead={"evolutions": 0, "evolution_seconds": 0, "share_of_wall_time": 0.0,
+                               "verification_rollouts": 0, "training_rollouts": 128, "optimizer": None})
+    cost = run_cost(RunDir(run))
+    assert (cost["optimizer_calls"], cost["tokens"], cost["cost_usd"], cost["evolution_share"]) == (0, 0, 0.0, 0.0)

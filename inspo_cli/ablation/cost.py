@@ -34,12 +34,14 @@ def run_cost(run: RunDir) -> dict:
     hours = wall * processes / 3600 if isinstance(wall, (int, float)) and isinstance(processes, int) else None
     overhead = summary.get("overhead") or {}
     optimizer = overhead.get("optimizer") or {}
+    # no population, or one that never evolved (no optimizer was ever asked): nothing spent on the optimizer
+    idle = bool(summary) and (not overhead or (overhead.get("evolutions") == 0 and not optimizer))
     cost: dict = {"device": device, "processes": processes, "hours": hours,
                   "gpu_hours": hours if hours is not None and str(device).startswith("cuda") else None,
-                  "optimizer_calls": optimizer.get("calls", 0 if summary and not overhead else None),
-                  "tokens": optimizer.get("total_tokens", 0 if summary and not overhead else None),
-                  "cost_usd": 0.0 if summary and not overhead else None,
-                  "evolution_share": overhead.get("share_of_wall_time", 0.0 if summary and not overhead else None)}
+                  "optimizer_calls": optimizer.get("calls", 0 if idle else None),
+                  "tokens": optimizer.get("total_tokens", 0 if idle else None),
+                  "cost_usd": 0.0 if idle else None,
+                  "evolution_share": overhead.get("share_of_wall_time", 0.0 if idle else None)}
     records = [file for file in [run.optimizer_calls_file, *(run.path / s["dir"] / RunDir.OPTIMIZER_CALLS
                                                               for s in summary.get("stages") or [])]
                if file.is_file()]  # a chained run's calls are its evolve stage's
