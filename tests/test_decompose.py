@@ -152,6 +152,8 @@ def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_t
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/decomposition/*/results.json")}
     text = (tmp_path / "report" / "decomposition.md").read_text()
     assert "| initial policy (the recipe's model) |" in text and "| interaction |" in text
+    effect_rows = [line for line in text.splitlines() if line.startswith("| instruction \\| trained |")]
+    assert len(effect_rows) == 1 and effect_rows[0].replace("\\|", "").count("|") == 5  # four cells, pipes escaped
     assert (tmp_path / "report" / "decomposition-inspo.png").stat().st_size > 5000
     index = (tmp_path / "report" / "index.md").read_text()
     assert "Where the gain lives: inspo" in index and "decomposition-inspo.png" in index

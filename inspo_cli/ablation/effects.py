@@ -106,7 +106,8 @@ def markdown(d: dict, rule_text: str) -> list[str]:
               "| effect | difference | Δ EM | seeds |", "|---|---|---|---|"]
     for e in d["effects"]:
         if e["n"]:
-            lines.append(f"| {e['effect']} | {e['what']} | {delta_cell(e)} | {e['n']} |")
+            cells = [e["effect"], e["what"]]  # "instruction | trained": a pipe would split the table's cell
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {delta_cell(e)} | {e['n']} |")
     lines += ["", "Per seed (EM, average over benchmarks):", "",
               "| seed | run | step | " + " | ".join(CELL_TEXT.values()) + " |", "|" + "---|" * (3 + len(CELL_TEXT))]
     for p in d["per_seed"]:
