@@ -214,7 +214,7 @@ def remove_abandoned_builds(out: Path) -> list[Path]:
     for tmp in out.parent.glob(f".{out.name}.partial-*"):
         try:
             host, pid = (tmp / BUILDER).read_text().split()
-            abandoned = host == socket.gethostname() and not _alive(int(pid))
+            abandoned = host == socket.gethostname() and not process_alive(int(pid))
         except FileNotFoundError:
             abandoned = time.time() - tmp.stat().st_mtime > 3600
         except (OSError, ValueError):
@@ -225,7 +225,8 @@ def remove_abandoned_builds(out: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (one of another user counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 
 import numpy as np
 import pytest
@@ -174,6 +175,7 @@ def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_t
     (["--decompose", " , "], ["--decompose is empty"]),
     (["--device", "cpu"], ["--device", "add --decompose"]),
     (["--decompose", "inspo", "--device", "tpu"], ["tpu"]),
+    (["--decompose", "inspo", "--reference", "nosuch"], ["--reference 'nosuch'", "choose from"]),
 ])
 def test_decompose_refuses_bad_options_in_one_line(runs, tmp_path, args, fragments):
     roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
@@ -246,10 +248,13 @@ def test_an_evaluation_cut_off_leaves_nothing_that_reads_as_cached_and_its_lefto
 
     (_, _, plans), = build(choose(variants(runs)))
     spec = plans[0].cells[("trained", "seed")]
-    dead = spec.directory.with_name(f".{spec.directory.name}.tmp-999999999")  # no such process
-    alive = spec.directory.with_name(f".{spec.directory.name}.tmp-1")  # pid 1: another report still at work
+    host = socket.gethostname()
+    dead = spec.directory.with_name(f".{spec.directory.name}.tmp-{host}-999999999")  # no such process
+    alive = spec.directory.with_name(f".{spec.directory.name}.tmp-{host}-1")  # pid 1: another report still at work
     for leftover in (dead, alive):
         write_evaluation(leftover, CELLS[("trained", "seed")](0), spec.text)
+    elsewhere = spec.directory.with_name(f".{spec.directory.name}.tmp-another-host-999999999")  # not ours to judge
+    write_evaluation(elsewhere, CELLS[("trained", "seed")](0), spec.text)
     assert not spec.cached
     _clear_leftovers(spec.directory)
-    assert not dead.exists() and alive.exists()
+    assert not dead.exists() and alive.exists() and elsewhere.exists()

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -133,7 +134,7 @@ def _instruction_of(result: RunResult) -> str:
     return text
 
 
-def _policy(run: RunDir, result: RunResult) -> str:
+def _policy(run: RunDir, result: RunResult, recipe) -> str:
     """The run's policy at the reported step, as the cache key knows it: the run's name and the checkpoint, so a
     moved directory keeps its cells (nothing is loaded or merged to tell it; `CellSpec.loadable` finds the weights
     when they are evaluated). Such a cell lives in its own run's directory and is never copied to another."""
@@ -144,7 +145,7 @@ def _policy(run: RunDir, result: RunResult) -> str:
             raise InspoError(f"run {run} has no final model ({run.relative(run.final_dir)}), so its policy cannot be "
                              "evaluated with another instruction; copy it back, or leave the run out of --decompose")
         return f"{run.path.name}@final"
-    if result.step not in checkpoint_steps(run, run.recipe()):
+    if result.step not in checkpoint_steps(run, recipe):
         raise InspoError(f"run {run} kept no checkpoint at step {result.step}, the step Table 1 reports; copy it "
                          "back, or report --checkpoint final")
     return f"{run.path.name}@{result.step}"
@@ -159,30 +160,29 @@ def plan_cells(inspo: Sequence[tuple[RunDir, RunResult]],
     by_seed = {result.seed: (run, result) for run, result in static}
     plans = []
     for run, result in inspo:
-        recipe = run.recipe()
+        recipe = run.recipe()  # read once per run: the key of each of its cells needs it
         seed_text = initial_instructions(recipe)[0]
         evolved = _instruction_of(result)
-        initial = recipe.model.name_or_path
-        trained = _policy(run, result)
         plan = SeedCells(result.seed, run.path.name, result.step, None)
 
-        def cell(weights, instruction, where, model, text, given=None):
-            plan.cells[(weights, instruction)] = CellSpec(
-                weights, instruction, where, model, text,
-                _key(_model_identity(model) if weights == "initial" else model, text, where.recipe(), result.seed),
-                given)
+        def cell(weights, instruction, where, where_recipe, model, text, given=None):
+            identity = _model_identity(model) if weights == "initial" else model
+            plan.cells[(weights, instruction)] = CellSpec(weights, instruction, where, model, text,
+                                                          _key(identity, text, where_recipe, result.seed), given)
 
-        cell("initial", "seed", run, initial, seed_text)
-        cell("initial", "evolved", run, initial, evolved)
-        cell("trained", "seed", run, trained, seed_text)
-        cell("trained", "evolved", run, trained, evolved, result)
+        initial, trained = recipe.model.name_or_path, _policy(run, result, recipe)
+        cell("initial", "seed", run, recipe, initial, seed_text)
+        cell("initial", "evolved", run, recipe, initial, evolved)
+        cell("trained", "seed", run, recipe, trained, seed_text)
+        cell("trained", "evolved", run, recipe, trained, evolved, result)
         if result.seed in by_seed:
             static_run, static_result = by_seed[result.seed]
+            static_recipe = static_run.recipe()
             plan.static_run = static_run.path.name
-            static_model = _policy(static_run, static_result)
+            static_model = _policy(static_run, static_result, static_recipe)
             same = _instruction_of(static_result) == seed_text
-            cell("static", "seed", static_run, static_model, seed_text, static_result if same else None)
-            cell("static", "evolved", static_run, static_model, evolved)
+            cell("static", "seed", static_run, static_recipe, static_model, seed_text, static_result if same else None)
+            cell("static", "evolved", static_run, static_recipe, static_model, evolved)
         plans.append(plan)
     return plans
 
@@ -194,7 +194,8 @@ def missing(plans: Sequence[SeedCells]) -> list[CellSpec]:
         for spec in plan.cells.values():
             shared = _shared(spec)
             if not spec.cached and (shared is None or shared not in seen):
-                seen.add(shared)
+                if shared is not None:
+                    seen.add(shared)
                 found.append(spec)
     return found
 
@@ -234,14 +235,26 @@ def evaluate_cells(plans: Sequence[SeedCells], device: str | None = None,
 
 
 def _copy(source: Path, target: Path) -> None:
-    _clear_leftovers(target)
-    building = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(building, ignore_errors=True)
+    building = _building(target)
     shutil.copytree(source, building)
+    _publish(building, target)
+
+
+def _building(target: Path) -> Path:
+    """Where a cell is built before it is renamed into `target`: `.<cell>.tmp-<host>-<pid>` beside it, after the
+    leftovers of cut-off builds are cleared."""
+    _clear_leftovers(target)
+    building = target.with_name(f".{target.name}.tmp-{socket.gethostname()}-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    return building
+
+
+def _publish(building: Path, target: Path) -> None:
+    """Rename a finished build into place; a cell another report, run at the same time, finished first is kept."""
     if (target / CELL_FILE).is_file():
         shutil.rmtree(building)
         return
-    if target.exists():
+    if target.exists():  # a cell.json-less leftover of an earlier cut-off evaluation
         shutil.rmtree(target)
     os.replace(building, target)
 
@@ -256,8 +269,7 @@ def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None
     recipe.model.name_or_path = spec.loadable()
     e = recipe.evaluation
     questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
-    _clear_leftovers(spec.directory)
-    building = spec.directory.with_name(f".{spec.directory.name}.tmp-{os.getpid()}")
+    building = _building(spec.directory)
     building.mkdir(parents=True)
     run_evaluation(recipe, [METHOD], questions, spec.text, building,
                    {"decomposition_cell": spec.name, "key": spec.key}, device=device, seed=recipe.run.seed,
@@ -265,31 +277,19 @@ def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None
     atomic_write_json(building / CELL_FILE, {"cell": spec.name, "weights": spec.weights,
                                              "instruction": spec.instruction, "model": spec.model,
                                              "instruction_text": spec.text, "key": spec.key})
-    if (spec.directory / CELL_FILE).is_file():  # another report, run at the same time, finished it first
-        shutil.rmtree(building)
-        return
-    if spec.directory.exists():  # a cell.json-less leftover of an earlier cut-off evaluation
-        shutil.rmtree(spec.directory)
-    os.replace(building, spec.directory)
+    _publish(building, spec.directory)
 
 
 def _clear_leftovers(directory: Path) -> None:
-    """Remove what evaluations of this cell cut off by Ctrl-C or a kill left beside it (`.<cell>.tmp-<pid>` of a
-    process that is gone); one still running elsewhere is left alone."""
+    """Remove what builds of this cell cut off by Ctrl-C or a kill left beside it (`.<cell>.tmp-<host>-<pid>` of a
+    process of this host that is gone); one still running, here or on another host, is left alone."""
+    from retriever.index import process_alive
+
+    host = socket.gethostname()
     for leftover in directory.parent.glob(f".{directory.name}.tmp-*"):
-        pid = leftover.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not _alive(int(pid)):
+        where, _, pid = leftover.name.rpartition("-")
+        if where.endswith(f".tmp-{host}") and pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 def read_cells(plans: Sequence[SeedCells]) -> None:

@@ -79,6 +79,12 @@ def cached_decompositions(variants: list[Variant], reference: str | None) -> lis
     return found
 
 
+def check_reference(reference: str | None, names: Sequence[str]) -> None:
+    """--reference names a variant of the table (or is left out), else a one-line error."""
+    if reference is not None and reference not in names:
+        raise InspoError(f"--reference {reference!r} is not a variant here; choose from {', '.join(names)}")
+
+
 def default_reference(rows: Sequence[dict]) -> str:
     """The static-instruction baseline: the variant named search-r1, else the first whose recipe has no instruction
     population ("static"); else the first variant (the base recipe)."""
@@ -112,8 +118,7 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
         twice = sorted({name for name in names if names.count(name) > 1})
         raise InspoError(f"two variants are both named {', '.join(map(repr, twice))}; every variant of a table "
                          "needs its own name")
-    if reference is not None and reference not in names:
-        raise InspoError(f"--reference {reference!r} is not a variant here; choose from {', '.join(names)}")
+    check_reference(reference, names)
     reference = reference or (default_reference(rows) if rows else None)
     by_name = {row["variant"]: row for row in rows}
     for row in rows:

@@ -102,14 +102,17 @@ def _decompose(groups, which: str, options: dict, device: str | None) -> list[di
     from inspo_cli.ablation.decompose import Variant, build, choose, evaluate_cells, missing
     from inspo_cli.ablation.effects import effects
     from inspo_cli.models import check_device
-    from inspo_cli.reporting.report import is_static, table1
+    from inspo_cli.ablation.table import check_reference, default_reference
+    from inspo_cli.reporting.report import is_static
 
     check_device(device)
     names = None if which.strip().lower() == "all" else [n.strip() for n in which.split(",") if n.strip()]
     if names == []:
         raise InspoError("--decompose is empty; name variants (comma-separated) or all")
     variants = [Variant(g.label, is_static(g), [(r.run, r.result) for r in g.runs if r.result]) for g in groups]
-    reference = table1(groups, **options)["reference"]
+    check_reference(options["reference"], [g.label for g in groups])  # before any evaluation
+    reference = options["reference"] or default_reference(
+        [{"variant": g.label, "name": g.name, "bars": g.bars, "static": v.static} for g, v in zip(groups, variants)])
     plans = build(choose(variants, names, reference))
     if not plans:
         raise InspoError("--decompose: no variant with an instruction population among the inputs; decompose "
