@@ -8,6 +8,8 @@ import json
 import pytest
 
 from inspo_cli.ablation.cost import cost_line, cost_sentence, run_cost, variant_cost
+from inspo_cli.reporting.report import overhead_rows
+from inspo_cli.reporting.sources import load_groups
 from inspo_cli.runs import RunDir
 from helpers.cli_helpers import invoke
 from helpers.run_dirs import make_run
@@ -109,3 +111,6 @@ def test_a_population_that_never_evolved_spent_nothing_on_the_optimizer(runs):
                                "verification_rollouts": 0, "training_rollouts": 128, "optimizer": None})
     cost = run_cost(RunDir(run))
     assert (cost["optimizer_calls"], cost["tokens"], cost["cost_usd"], cost["evolution_share"]) == (0, 0, 0.0, 0.0)
+    # App. C's table says the same: 0 calls and 0 tokens, not unknown ones
+    row = next(r for r in overhead_rows(load_groups([run])) if r[1] == run.name)
+    assert row[2:5] == [0, 0, 0]

@@ -123,10 +123,11 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
             if not account:
                 continue
             optimizer = account.get("optimizer") or {}
-            tokens = optimizer.get("total_tokens")
+            idle = account.get("evolutions") == 0 and not optimizer  # never evolved: no optimizer call was made
+            tokens = optimizer.get("total_tokens", 0 if idle else None)
             training = account.get("training_rollouts") or 0
             share = account.get("share_of_wall_time")
-            rows.append([group.label, run.name, account["evolutions"], optimizer.get("calls", "-"),
+            rows.append([group.label, run.name, account["evolutions"], optimizer.get("calls", 0 if idle else "-"),
                          "-" if tokens is None else tokens,
                          account["verification_rollouts"], training,
                          f"{account['verification_rollouts'] / training:.3f}" if training else "-",
