@@ -220,7 +220,13 @@ ALGORITHMS = Registry("training.algorithm", "training algorithm", None, {
 
 RETRIEVER_KINDS = Registry("retriever.kind", "retriever kind", None, _kinds(), import_paths=False)
 
-REGISTRIES = (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS, RETRIEVER_KINDS)
+TOOLS = Registry("agent.tools", "tool", "build", {  # docs/tools.md: adding one
+    "search": Strategy("inspo_cli.agent.tools.search", "the retriever's top k passages for a query"),
+    "calculator": Strategy("inspo_cli.agent.tools.calculator",
+                           "exact, bounded arithmetic on integers and decimals", "beyond"),
+})
+
+REGISTRIES = (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS, RETRIEVER_KINDS, TOOLS)
 
 
 def is_sft(algorithm: str) -> bool:

@@ -20,7 +20,7 @@ from inspo_cli.cli import app
 from inspo_cli.config import load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.registry import (ALGORITHMS, IMPORT_PATH_HINT, METHODS, ORIGINS, PARENTS, PROPOSERS, REGISTRIES,
-                                RETRIEVER_KINDS, SELECTIONS, markdown)
+                                RETRIEVER_KINDS, SELECTIONS, TOOLS, markdown)
 
 ROOT = Path(__file__).resolve().parents[1]
 # "`path`:" or "`path`, in `TABLE`:", a blank line, then a ```python block: what the docs tell a contributor to write
@@ -266,7 +266,7 @@ def test_every_registry_is_in_help_explain_and_the_reference():
                                .output.replace("│", " ").split())
              for command in ("ablate", "evaluate", "train", "index")}
     shown_in = {PROPOSERS.key: "ablate", SELECTIONS.key: "ablate", PARENTS.key: "ablate", METHODS.key: "evaluate",
-                ALGORITHMS.key: "train", RETRIEVER_KINDS.key: "index"}
+                ALGORITHMS.key: "train", RETRIEVER_KINDS.key: "index", TOOLS.key: "ablate"}
     assert set(shown_in) == {registry.key for registry in REGISTRIES}
     for registry in REGISTRIES:
         text = explain(registry.key)
@@ -280,7 +280,7 @@ def test_every_registry_is_in_help_explain_and_the_reference():
 
 
 def test_every_registered_strategy_loads_what_its_registry_promises():
-    for registry in (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS):
+    for registry in (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS, TOOLS):
         for name in registry:
             assert callable(registry.load(name)), (registry.key, name)
     for name in RETRIEVER_KINDS:

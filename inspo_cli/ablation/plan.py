@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
 from inspo_cli.config.sections import MAX_RUN_NAME, RUN_NAME
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS, Registry, is_import_path
+from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS, TOOLS, Registry, is_import_path
 
 PAPER_SEEDS = (0, 1, 2)  # Fig. 2 and Fig. 5: three seeds
 SEARCH_R1 = ("search-r1", ["population.enabled=false"])  # the static-instruction baseline
@@ -60,6 +60,20 @@ def _number(key: str, kind: type, minimum: float):
     return overrides
 
 
+def _tools(value: str) -> list[str]:
+    """A set of tools joined by "+" (`search+calculator`), each registered or an import path."""
+    names = value.split("+")
+    for name in names:
+        if name not in TOOLS and not is_import_path(name):
+            raise ValueError(f"tools joined by + (e.g. search+calculator), each one of {', '.join(TOOLS)} or "
+                             f"{IMPORT_PATH_HINT}")
+        try:
+            TOOLS.resolve(name)
+        except ValueError as error:
+            raise ValueError(f"importable ({error})") from None
+    return [f"agent.tools=[{', '.join(repr(n) for n in names)}]"]
+
+
 def _strategy(registry: Registry):
     """A registered name or an import path of `registry`; a proposer that combines k parents gets n_parent k (the
     paper's n_parent is 1), so its variant runs."""
@@ -74,7 +88,8 @@ def _strategy(registry: Registry):
     return overrides
 
 
-# axis -> (value -> its overrides). Every axis varies INSPO's population, so the base must have one.
+# axis -> (value -> its overrides). Every axis but those of AGENT_AXES varies INSPO's population, so the base must
+# have one.
 AXES = {
     "stage": _choices({"online": ["population.stage=online"], "pre": ["population.stage=pre-rl"],
                        "post": ["population.stage=post-rl"]}),
@@ -86,7 +101,9 @@ AXES = {
     "selection": _strategy(SELECTIONS),
     "n-parent": _number("population.n_parent", int, 1),
     "temperature": _number("population.temperature", float, 0.0),
+    "tools": _tools,
 }
+AGENT_AXES = ("tools",)  # axes of the agent, which a static-instruction recipe has too
 
 # study -> its axes and values, and whether the Search-R1 reference joins
 STUDIES = {
@@ -224,8 +241,9 @@ def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], see
     recipe = str(recipe)
     planner = _Planner(common)
     base = planner.add(Variant(Path(recipe).stem, recipe))
-    if axes and not resolve(base).population.enabled:
-        raise InspoError(f"--{axes[0][0]} ablates INSPO's instruction population, but {recipe} has "
+    population_axes = [axis for axis, _ in axes if axis not in AGENT_AXES]
+    if population_axes and not resolve(base).population.enabled:
+        raise InspoError(f"--{population_axes[0]} ablates INSPO's instruction population, but {recipe} has "
                          "population.enabled: false; pass an INSPO recipe such as recipes/qwen2.5-3b/inspo.yaml")
     for axis, values in axes:
         if axis not in AXES:
@@ -235,8 +253,9 @@ def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], see
                 overrides = AXES[axis](str(value))
             except ValueError as error:
                 raise InspoError(f"--{axis} {value!r}: must be {error}") from None
-            # an import path's ":" cannot be in a run name; "proposer-my_lab.opro.prompt"
-            planner.add(Variant(f"{axis}-{str(value).replace(':', '.')}", recipe, list(overrides),
+            # an import path's ":" and a tool set's "+" cannot be in a run name: "proposer-my_lab.opro.prompt",
+            # "tools-search_calculator"
+            planner.add(Variant(f"{axis}-{str(value).replace(':', '.').replace('+', '_')}", recipe, list(overrides),
                                 [f"{axis}={value}"]))
     if reference:
         planner.add(Variant(SEARCH_R1[0], recipe, list(SEARCH_R1[1]), ["search-r1"]))

@@ -36,16 +36,37 @@ _ACTION_RE = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "search" | "answer" | "invalid"
+    kind: str  # a tool's tag ("search", "calculate"), "answer" or "invalid"
     content: str = ""
 
 
-def parse_action(text: str) -> Action:
-    """The first complete `<search>`/`<answer>` element of one turn's text, as Search-R1 reads it."""
-    match = _ACTION_RE.search(text)
+def parse_action(text: str, tags: Sequence[str] = ("search",)) -> Action:
+    """The first complete element of one turn's text among the tools' `tags` and `<answer>`, as Search-R1 reads
+    `<search>`/`<answer>`."""
+    pattern = _ACTION_RE if tuple(tags) == ("search",) else _action_re(tuple(tags))
+    match = pattern.search(text)
     if match is None:
         return Action("invalid")
     return Action(match.group(1), match.group(2).strip())  # an empty query is searched too, as in Search-R1
+
+
+def _action_re(tags: tuple[str, ...]) -> re.Pattern:
+    return re.compile(rf"<({'|'.join(map(re.escape, (*tags, 'answer')))})>(.*?)</\1>", re.DOTALL)
+
+
+def stop_strings(tags: Sequence[str]) -> tuple[str, ...]:
+    """Where a turn's generation stops: the end of any tool's element or of the answer (Search-R1's two for
+    [search])."""
+    return tuple(f"</{tag}>" for tag in tags) + ("</answer>",)
+
+
+def corrective_observation(elements: Sequence[tuple[str, str]]) -> str:
+    """The observation after a turn without a valid action, naming each tool's element by (tag, argument):
+    Search-R1's, word for word, for [("search", "query")]."""
+    calls = " ".join(f"If I want to {tag}, I should put the {argument} between <{tag}> and </{tag}>."
+                     for tag, argument in elements)
+    return (f"\nMy previous action is invalid. {calls} If I want to give the final answer, I should put the answer "
+            "between <answer> and </answer>. Let me try again.\n")
 
 
 def format_passages(passages: Sequence[Passage]) -> str:
@@ -57,9 +78,9 @@ def format_passages(passages: Sequence[Passage]) -> str:
     return "\n".join(lines)
 
 
-def observation_parts(passages: Sequence[Passage]) -> tuple[str, str, str]:
-    """(opening, body, closing) of an observation; the body alone is truncated when it is too long."""
-    return "\n\n<information>", format_passages(passages), "</information>\n\n"
+def information_parts(body: str) -> tuple[str, str, str]:
+    """(opening, body, closing) of Search-R1's observation block; the body alone is truncated when it is too long."""
+    return "\n\n<information>", body, "</information>\n\n"
 
 
 def search_r1_question(question: str) -> str:

@@ -3,9 +3,11 @@
     engine = RolloutEngine(backend, retriever, tokenizer, recipe.rollout, topk=3, chat=True)
     trajectories = engine.run(instructions, questions)
 
-Turn by turn, every unfinished trajectory generates until `</search>`, `</answer>` or end of sequence. The
-queries of all of them go to the retriever in *one* call per turn; each gets its observation appended
-(`<information>…</information>`, mask 0). A turn without a valid action (no tag, or EOS before one) gets
+Turn by turn, every unfinished trajectory generates until `</search>`, `</answer>` (or the end of another tool's
+element, `agent.tools`) or end of sequence. The calls of all of them go to each tool in *one* batch per turn (every
+query to the retriever in one request); each gets its observation appended (`<information>…</information>`, mask 0).
+A call a tool cannot carry out (the calculator's `1/0`) gets the tool's error observation, counted as an invalid
+action. A turn without a valid action (no tag, or EOS before one) gets
 Search-R1's corrective observation instead and the trajectory goes on (`rollout.end_at_eos: true` ends it at EOS
 instead). A trajectory ends at `<answer>` or when its context is full; after `max_turns` turns with search, one
 last turn is generated without search.
@@ -22,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from inspo_cli.agent.backends import PolicyBackend
-from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION, STOP_STRINGS, build_prompt, observation_parts, parse_action
+from inspo_cli.agent.protocol import build_prompt, corrective_observation, parse_action, stop_strings
+from inspo_cli.agent.tools.base import Observation, Tool
+from inspo_cli.agent.tools.search import SearchTool
 from inspo_cli.config import RolloutConfig
 from inspo_cli.metrics import extract_answer
 from retriever.search import Retriever
@@ -39,6 +43,10 @@ class Trajectory:
     logprobs: list[float] | None = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     retrieved: list[list[str]] = field(default_factory=list)  # passage ids per search
+    # per tool by name: calls, error observations among them, and observation tokens inserted
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    tool_errors: dict[str, int] = field(default_factory=dict)
+    tool_observation_tokens: dict[str, int] = field(default_factory=dict)
     turns: int = 0
     invalid_actions: int = 0
     prompt_truncated: bool = False
@@ -63,9 +71,14 @@ class Trajectory:
             self.logprobs.extend(logprobs if mask_value == 1 else [0.0] * len(ids))
 
 
-def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Means over a batch, under the metric names training logs: searches, valid actions, lengths, observations."""
+def summarize(trajectories: Sequence[Trajectory], tools: Sequence[str] = ()) -> dict[str, float]:
+    """Means over a batch, under the metric names training logs: searches, valid actions, lengths, observations,
+    and per tool of `tools` its calls, errors and observation tokens per trajectory (`tools/<name>/...`)."""
     n = max(len(trajectories), 1)
+    per_tool = {f"tools/{name}/{what}": sum(getattr(t, f"tool_{field}").get(name, 0) for t in trajectories) / n
+                for name in tools
+                for what, field in (("calls", "calls"), ("errors", "errors"), ("observation_tokens",
+                                                                               "observation_tokens"))}
     policy = sum(sum(t.completion_mask) for t in trajectories)
     total = sum(len(t.completion_ids) for t in trajectories)
     turns = sum(t.turns for t in trajectories)
@@ -79,18 +92,25 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         # veRL's response_length, which Search-R1 logs and Fig. 2(d) plots: everything after the prompt, passages too
         "length/response_with_observations": total / n,
         "length/observation_share": 1 - policy / max(total, 1),
+        **per_tool,
     }
 
 
 class RolloutEngine:
-    def __init__(self, backend: PolicyBackend, retriever: Retriever, tokenizer, config: RolloutConfig,
-                 topk: int = 3, chat: bool = True):
+    def __init__(self, backend: PolicyBackend, retriever: Retriever | None, tokenizer, config: RolloutConfig,
+                 topk: int = 3, chat: bool = True, tools: Sequence[Tool] | None = None):
+        """`tools`: what the policy may call (`tools.build_tools(recipe.agent.tools, ...)`); None: search alone,
+        over `retriever` with `topk`, the paper's agent."""
         self.backend, self.retriever, self.tokenizer = backend, retriever, tokenizer
         self.config, self.topk, self.chat = config, topk, chat
-        self._corrective_ids = self._encode(CORRECTIVE_OBSERVATION)
+        self.tools = list(tools) if tools is not None else [SearchTool(retriever, topk)]
+        self._by_tag = {tool.tag: tool for tool in self.tools}
+        self.stop_strings = stop_strings(list(self._by_tag))
+        self._corrective_ids = self._encode(corrective_observation([(t.tag, t.argument) for t in self.tools]))
         self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
-        self.retriever_calls = 0
+        self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
+        self.tool_seconds = {tool.name: 0.0 for tool in self.tools}
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -137,10 +157,12 @@ class RolloutEngine:
         budgets = [b for b in budgets if b > 0]
         if not active:
             return
-        generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active], budgets, STOP_STRINGS)
-        searching: list[tuple[Trajectory, str]] = []
+        generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active], budgets,
+                                            self.stop_strings)
+        calling: dict[str, list[tuple[Trajectory, str]]] = {}
         for trajectory, generation in zip(active, generations):
-            action = parse_action(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
+            action = parse_action(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True),
+                                  list(self._by_tag))
             ids, logprobs = generation.token_ids, generation.logprobs
             eos = generation.finish == "eos"
             if eos and action.kind != "answer" and not self.config.end_at_eos:
@@ -153,13 +175,13 @@ class RolloutEngine:
                 trajectory.stop_reason = "eos"  # the policy ended its turn without an answer
             elif not search_allowed:
                 trajectory.stop_reason = "max_turns"
-            elif action.kind == "search":
-                searching.append((trajectory, action.content))
+            elif action.kind in self._by_tag:
+                calling.setdefault(action.kind, []).append((trajectory, action.content))
             else:  # no valid tag (EOS included, as in Search-R1): the corrective observation, then the next turn
                 trajectory.invalid_actions += 1
                 self._observe(trajectory, [], self._corrective_ids, [])
-        if searching:
-            self._search(searching)
+        for tag, calls in calling.items():  # in the order the policy's elements came, one batch per tool
+            self._call(self._by_tag[tag], calls)
 
     def _without_final_eos(self, ids: list[int], logprobs: list[float] | None):
         """Search-R1 re-tokenises each turn's decoded text, so an EOS the policy sampled never enters its context
@@ -168,21 +190,42 @@ class RolloutEngine:
             return ids[:-1], (logprobs[:-1] if logprobs is not None else None)
         return ids, logprobs
 
-    def _search(self, searching: list[tuple[Trajectory, str]]) -> None:
+    def _call(self, tool: Tool, calls: list[tuple[Trajectory, str]]) -> None:
         started = time.perf_counter()
-        results = self.retriever.search([query for _, query in searching], k=self.topk)
-        self.retrieval_seconds += time.perf_counter() - started
-        self.retriever_calls += 1
-        for (trajectory, query), passages in zip(searching, results):
-            trajectory.queries.append(query)
-            trajectory.retrieved.append([p.id for p in passages])
-            opening, body, closing = (self._encode(part) for part in observation_parts(passages))
-            self._observe(trajectory, opening, body, closing)
+        observations = tool.call([{tool.argument: content} for _, content in calls])
+        seconds = time.perf_counter() - started
+        self.tool_seconds[tool.name] += seconds
+        if len(observations) != len(calls):
+            raise RuntimeError(f"tool {tool.name} answered {len(observations)} observations for {len(calls)} calls")
+        if any(o.passage_ids is not None for o in observations):
+            self.retrieval_seconds += seconds
+            self.retriever_calls += 1
+        limit = tool.max_observation_tokens or self.config.max_observation_tokens
+        for (trajectory, content), observation in zip(calls, observations):
+            self._record(trajectory, tool, content, observation)
+            opening, body, closing = (self._encode(part) for part in tool.observation_parts(observation))
+            trajectory.tool_observation_tokens[tool.name] = (trajectory.tool_observation_tokens.get(tool.name, 0)
+                                                             + self._observe(trajectory, opening, body, closing, limit))
 
-    def _observe(self, trajectory: Trajectory, opening: list[int], body: list[int], closing: list[int]) -> None:
-        """Append an observation, cutting its body to the per-observation and whole-context limits."""
-        room = min(self.config.max_observation_tokens, self._room(trajectory)) - len(opening) - len(closing)
+    @staticmethod
+    def _record(trajectory: Trajectory, tool: Tool, content: str, observation: Observation) -> None:
+        trajectory.tool_calls[tool.name] = trajectory.tool_calls.get(tool.name, 0) + 1
+        if observation.error:
+            trajectory.tool_errors[tool.name] = trajectory.tool_errors.get(tool.name, 0) + 1
+            trajectory.invalid_actions += 1
+        if observation.passage_ids is not None:  # a search: what `searches_per_trajectory` and the replay count
+            trajectory.queries.append(content)
+            trajectory.retrieved.append(list(observation.passage_ids))
+
+    def _observe(self, trajectory: Trajectory, opening: list[int], body: list[int], closing: list[int],
+                 limit: int | None = None) -> int:
+        """Append an observation, cutting its body to the per-observation and whole-context limits; the tokens
+        appended."""
+        limit = self.config.max_observation_tokens if limit is None else limit
+        room = min(limit, self._room(trajectory)) - len(opening) - len(closing)
         if room <= 0:
             trajectory.stop_reason = "context"
-            return
-        trajectory.append(opening + body[:room] + closing, 0)
+            return 0
+        ids = opening + body[:room] + closing
+        trajectory.append(ids, 0)
+        return len(ids)

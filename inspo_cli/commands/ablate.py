@@ -29,7 +29,7 @@ from rich.table import Table
 
 from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS
+from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS, TOOLS
 
 DEMO_RECIPE = "recipes/demo.yaml"
 # The help groups the options by what they are for (one command, not subcommands: `inspo ablate --status DIR` and
@@ -58,6 +58,9 @@ def ablate(
                                                    f"{SELECTIONS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
     parents: Annotated[Optional[str], _plan(help="Parent rules to compare, comma-separated: "
                                                  f"{PARENTS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
+    tools: Annotated[Optional[str], _plan(help="Tool sets to compare (agent.tools), comma-separated, the tools "
+                                             "of a set joined by +, e.g. search,search+calculator: "
+                                             f"{TOOLS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
     n_parent: Annotated[Optional[str], _plan(help="Values of population.n_parent, comma-separated "
                                                   "(Fig. 6a).")] = None,
     temperature: Annotated[Optional[str], _plan(help="Values of population.temperature (tau_s), "
@@ -154,7 +157,7 @@ def ablate(
         return
     axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
                                               ("selection", selection), ("parents", parents), ("n-parent", n_parent),
-                                              ("temperature", temperature)) if value]
+                                              ("temperature", temperature), ("tools", tools)) if value]
     if collect is not None:
         ablation = AblationDir.open(collect)
         if wait:
@@ -232,7 +235,7 @@ def _make_plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
     chosen = [flag for flag, given in (("--study", study), ("--sweep", sweep), ("an axis flag", axes)) if given]
     if len(chosen) != 1:
         raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --selection, --parents, "
-                         "--n-parent, --temperature; "
+                         "--n-parent, --temperature, --tools; "
                          "several may be combined), a --study, or a --sweep file" +
                          (f" (got {' and '.join(chosen)})" if chosen else ""))
     seed_list = _parse_seeds(seeds)

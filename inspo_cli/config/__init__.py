@@ -3,6 +3,7 @@
 from inspo_cli.config.loader import (PROJECT_ROOT, RecipeError, bundled_recipes, dump_recipe, find_recipe, load_recipe,
                                      recipe_to_dict, resolve_path)
 from inspo_cli.config.sections import (
+    AgentConfig,
     DataConfig,
     EvaluationConfig,
     ModelConfig,
@@ -20,6 +21,6 @@ from inspo_cli.config.sections import (
 __all__ = [
     "PROJECT_ROOT", "RecipeError", "bundled_recipes", "dump_recipe", "find_recipe", "load_recipe", "recipe_to_dict",
     "resolve_path",
-    "DataConfig", "EvaluationConfig", "ModelConfig", "OptimizerConfig", "PopulationConfig", "Recipe",
+    "AgentConfig", "DataConfig", "EvaluationConfig", "ModelConfig", "OptimizerConfig", "PopulationConfig", "Recipe",
     "RetrieverConfig", "RewardConfig", "RolloutConfig", "RunConfig", "SamplingConfig", "TrainingConfig",
 ]

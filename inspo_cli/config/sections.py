@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from inspo_cli.config.inspo_sections import OptimizerConfig, PopulationConfig
 from inspo_cli.config.training_section import TrainingConfig
 from inspo_cli.config.validation import ConfigValueError, _fraction, _one_of, _positive, _registered, _require
-from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, RETRIEVER_KINDS, is_import_path, is_sft
+from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, RETRIEVER_KINDS, TOOLS, is_import_path, is_sft
 
 TRAJECTORY_SOURCES = ("answers", "world-oracle")  # data.trajectories, for training.algorithm=sft
 MAX_RUN_NAME = 200  # a directory name (at most 255 bytes) with room for "-2" and atomic writes' temporary names
@@ -175,6 +175,24 @@ class RolloutConfig:
 
 
 @dataclass
+class AgentConfig:
+    """The tools the policy may call (docs/tools.md)."""
+
+    tools: list[str] = field(default_factory=lambda: ["search"], metadata={
+        "help": f"The tools, in the order the protocol lists them: {TOOLS.choices()}; or your own as "
+                f"{IMPORT_PATH_HINT} (a module's `build`). The paper: [search]. In the Search-R1 protocol each tool "
+                "is called by its own element (search, calculate) and answers in an information block "
+                "(docs/tools.md)."})
+
+    def __post_init__(self) -> None:
+        _require(len(self.tools) >= 1, "tools", "must name at least one tool, e.g. [search]")
+        for i, name in enumerate(self.tools):
+            _registered(name, TOOLS, f"tools[{i}]")
+        _require(len(set(self.tools)) == len(self.tools), "tools",
+                 f"names a tool twice ({', '.join(self.tools)}); list each once")
+
+
+@dataclass
 class RewardConfig:
     """Outcome reward on the answer extracted from the generated response only."""
 
@@ -302,6 +320,8 @@ class Recipe:
         "help": "The policy (a hub id, a local directory or a packaged model), how it generates, and LoRA."})
     rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={
         "help": "The multi-turn Search-R1 protocol: limits per turn and per trajectory, and sampling (App. B)."})
+    agent: AgentConfig = field(default_factory=AgentConfig, metadata={
+        "help": "The tools the policy may call (docs/tools.md)."})
     reward: RewardConfig = field(default_factory=RewardConfig, metadata={
         "help": "The outcome reward, on the answer extracted from the generated response only."})
     training: TrainingConfig = field(default_factory=TrainingConfig, metadata={

@@ -28,6 +28,7 @@ def run_evaluation(config, methods: Sequence[str], questions: dict[str, list[Que
     import torch
 
     from inspo_cli.agent import load_backend
+    from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.jsonio import atomic_write_jsonl
     from inspo_cli.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
@@ -40,7 +41,8 @@ def run_evaluation(config, methods: Sequence[str], questions: dict[str, list[Que
     backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
     search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
     ctx = MethodContext(backend, tokenizer, search, rollout, topk=config.retriever.topk,
-                        chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction)
+                        chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction,
+                        tools=recipe_tools(config, search))
     rows: list[dict] = []
     scores = evaluate_methods(methods, questions, ctx, config.evaluation.batch_size, on_batch=on_batch,
                               on_prediction=rows.append)

@@ -28,6 +28,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     from accelerate import PartialState
 
     from inspo_cli.agent import RolloutEngine, load_backend
+    from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.models import default_device, uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
@@ -51,8 +52,10 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     # request seeds: each step's torch seeding (below) decides vLLM's samples too, so a resumed run repeats its steps
     backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=t.batch_size * t.group_size,
                                       device=device, seed=recipe.run.seed, request_seeds=True)
-    engine = RolloutEngine(backend, open_from_config(recipe.retriever), tokenizer, recipe.rollout,
-                           topk=recipe.retriever.topk, chat=uses_chat_template(tokenizer, recipe.model.chat_template))
+    retriever = open_from_config(recipe.retriever)
+    engine = RolloutEngine(backend, retriever, tokenizer, recipe.rollout, topk=recipe.retriever.topk,
+                           chat=uses_chat_template(tokenizer, recipe.model.chat_template),
+                           tools=recipe_tools(recipe, retriever))
     coevolution = make_coevolution(PolicyVerifier(engine, recipe.reward))
     log = StepLog(run, t.steps, instructions=population, description="evolving",
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
@@ -116,7 +119,7 @@ class FrozenPolicyEvolution:
         row = {"step": step, "update": step, "time": round(time.time(), 3),
                "reward": mean(rewards), "reward_std": pstdev(rewards),
                "em": mean(exact_match(x.answer, gold) for x, gold in zip(trajectories, golden)),
-               **summarize(trajectories), **self.coevolution.end_step(step),
+               **summarize(trajectories, [t.name for t in self.engine.tools]), **self.coevolution.end_step(step),
                "time/generation": rollout_seconds - retrieval_seconds, "time/retrieval": retrieval_seconds}
         row["step_seconds"] = round(time.perf_counter() - started, 3)
         return row

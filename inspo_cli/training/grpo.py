@@ -57,17 +57,19 @@ def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
 def build_grpo(ctx):
     """`SearchGRPOTrainer` for the run in `ctx` (a `training.run.TrainingContext`)."""
     from inspo_cli.models import resolve_model_path, uses_chat_template
+    from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.setup import lora_config, question_dataset, train_questions
     from inspo_cli.training.trainer import SearchGRPOTrainer
 
     recipe, plan = ctx.recipe, ctx.plan
     args = grpo_config(recipe, plan, ctx.run.checkpoints_dir, ctx.device)
+    retriever = open_from_config(recipe.retriever)
     with ctx.vllm_engine:  # TRL starts a colocated vLLM engine inside the trainer
         return SearchGRPOTrainer(
             model=resolve_model_path(recipe.model.name_or_path), args=args,
             train_dataset=question_dataset(train_questions(recipe)), processing_class=ctx.tokenizer,
-            instructions=ctx.instructions, retriever=open_from_config(recipe.retriever),
+            instructions=ctx.instructions, retriever=retriever, tools=recipe_tools(recipe, retriever),
             rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
             chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
             generation_batch_size=plan.generation_batch_per_process,

@@ -118,6 +118,7 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
 
     from inspo_cli.agent.backends import load_backend
     from inspo_cli.agent.rollout import RolloutEngine
+    from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.instructions.sampling import derived_seed
     from inspo_cli.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
@@ -131,8 +132,10 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
         raise InspoError(f"sampling.model={config.name_or_path} has another vocabulary than model.name_or_path="
                          f"{recipe.model.name_or_path}; rejection sampling trains on the sampled token ids, so use "
                          "a sampler of the same family (e.g. the instruct model of the base model trained)")
-    engine = RolloutEngine(backend, open_from_config(recipe.retriever), sampler_tokenizer, r,
-                           topk=recipe.retriever.topk, chat=uses_chat_template(sampler_tokenizer, config.chat_template))
+    retriever = open_from_config(recipe.retriever)
+    engine = RolloutEngine(backend, retriever, sampler_tokenizer, r, topk=recipe.retriever.topk,
+                           chat=uses_chat_template(sampler_tokenizer, config.chat_template),
+                           tools=recipe_tools(recipe, retriever))
     started, done, kept, total = time.perf_counter(), 0, 0, 0
     for index in todo:
         set_seed(derived_seed(recipe.run.seed, "sampling", index))

@@ -97,13 +97,16 @@ def sft_engine(ctx, searching: bool):
     with a retriever when `searching` or when evaluation during training searches."""
     from inspo_cli.agent.rollout import RolloutEngine
     from inspo_cli.models import uses_chat_template
+    from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.retrieval import open_from_config
 
     recipe = ctx.recipe
     r = recipe.rollout
     searching = searching or (ctx.evaluation is not None and r.max_turns > 0)
-    return RolloutEngine(None, open_from_config(recipe.retriever) if searching else None, ctx.tokenizer, r,
-                         topk=recipe.retriever.topk, chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template))
+    retriever = open_from_config(recipe.retriever) if searching else None
+    return RolloutEngine(None, retriever, ctx.tokenizer, r, topk=recipe.retriever.topk,
+                         chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template),
+                         tools=recipe_tools(recipe, retriever))
 
 
 def sft_trainer(ctx, engine, examples: list[dict]):

@@ -35,6 +35,7 @@ from trl.models import unwrap_model_for_generation
 
 from inspo_cli.agent.backends import TransformersBackend, VLLMBackend, VLLMServerBackend
 from inspo_cli.agent.rollout import RolloutEngine, Trajectory, summarize
+from inspo_cli.agent.tools import Tool
 from inspo_cli.config import RewardConfig, RolloutConfig
 from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import InstructionSource, Pick
@@ -71,7 +72,8 @@ class SearchGRPOTrainer(GRPOTrainer):
                  retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
                  callbacks=None, coevolution: CoEvolutionFactory | None = None,
-                 evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True):
+                 evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True,
+                 tools: Sequence[Tool] | None = None):
         self.instructions = instructions
         self.compact_cpu_logprobs = compact_cpu_logprobs  # see `score_only_labelled_positions_on_cpu`
         self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
@@ -89,7 +91,7 @@ class SearchGRPOTrainer(GRPOTrainer):
 
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
         self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
-                                    rollout, topk=topk, chat=chat)
+                                    rollout, topk=topk, chat=chat, tools=tools)
         # INSPO: replay buffer, pruning, evolution (None: static instruction), verifying with this trainer's policy
         self.coevolution = None if coevolution is None else coevolution(
             PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))
@@ -181,7 +183,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._last_loaded_step = self.state.global_step
 
     def _log_rollout_metrics(self, trajectories: Sequence[Trajectory]) -> None:
-        for name, value in summarize(trajectories).items():
+        for name, value in summarize(trajectories, [t.name for t in self.engine.tools]).items():
             self._log_metric(name, value)
 
     # -- rewards back to the instruction source --------------------------------------------------------------

@@ -77,7 +77,7 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
     if len(scripts) != len(questions):
         raise InspoError("two world questions have the same prompt; the oracle cannot tell them apart")
     oracle = RolloutEngine(OraclePolicy(engine.tokenizer, scripts), engine.retriever, engine.tokenizer, engine.config,
-                           topk=engine.topk, chat=engine.chat)
+                           topk=engine.topk, chat=engine.chat, tools=engine.tools)
     return [(q.key, t) for q, t in zip(questions, oracle.run_prompts(prompts)) if grounded(q, t, engine.tokenizer)]
 
 

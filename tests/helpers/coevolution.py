@@ -23,6 +23,7 @@ class RuleEngine:
     """A policy that answers right exactly when its instruction says "Search" (and counts what it was asked)."""
 
     retrieval_seconds = 0.0
+    tools: list = []  # the engine's tools: none called
 
     def __init__(self):
         self.calls: list[tuple[list[str], list[str]]] = []

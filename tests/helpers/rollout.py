@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from helpers.fake_retrievers import OverlapRetriever
 from inspo_cli.agent import Generation, RolloutEngine
+from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.config import RolloutConfig
 
 
@@ -36,9 +37,12 @@ class ScriptedPolicy:
         return out
 
 
-def engine_for(tokenizer, scripts, retriever=None, **limits) -> tuple[RolloutEngine, ScriptedPolicy, OverlapRetriever]:
+def engine_for(tokenizer, scripts, retriever=None, tools=None,
+               **limits) -> tuple[RolloutEngine, ScriptedPolicy, OverlapRetriever]:
+    """`tools`: agent.tools names (None: the paper's search alone), built over the retriever with top 2."""
     policy = ScriptedPolicy(tokenizer, scripts)
     retriever = retriever or OverlapRetriever()
     config = RolloutConfig(**{"max_turns": 3, "max_tokens_per_turn": 64, "max_observation_tokens": 400,
                               "max_prompt_tokens": 512, "max_total_tokens": 2048, **limits})
-    return RolloutEngine(policy, retriever, tokenizer, config, topk=2, chat=True), policy, retriever
+    built = None if tools is None else build_tools(tools, ToolContext(retriever, topk=2))
+    return RolloutEngine(policy, retriever, tokenizer, config, topk=2, chat=True, tools=built), policy, retriever

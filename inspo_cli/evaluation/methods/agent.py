@@ -10,7 +10,8 @@ from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 
 
 def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
-    engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat)
+    engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat,
+                           tools=ctx.tools)
     trajectories = engine.run([ctx.instruction] * len(questions), questions)
     ctx.retrieval_seconds += engine.retrieval_seconds
     return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason, t.turns,

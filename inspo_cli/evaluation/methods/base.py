@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from jinja2.exceptions import TemplateError
 
@@ -42,6 +42,7 @@ class MethodContext:
     chat: bool = True
     instruction: str = ""  # the agent method's instruction
     retrieval_seconds: float = 0.0
+    tools: Sequence[Any] | None = None  # the agent's tools (agent.tools built); None: search over `retriever`
 
     def prompt(self, system: str, user: str, prefix: str = "") -> str:
         """A prompt whose reply starts after `prefix`: a chat turn for instruct models, plain text otherwise."""

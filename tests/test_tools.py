@@ -1,0 +1,202 @@
+"""Tools beyond search (issue 40): the calculator's arithmetic and its bounds, the Search-R1 protocol with a second
+tool's element, masks and per-tool counts, the registry and `agent.tools`, and a tool from outside the package."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.rollout import engine_for
+from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION, corrective_observation, parse_action, stop_strings
+from inspo_cli.agent.rollout import summarize
+from inspo_cli.agent.tools import ToolContext, build_tools
+from inspo_cli.agent.tools.arithmetic import ArithmeticRefused, evaluate
+from inspo_cli.agent.tools.calculator import Calculator
+from inspo_cli.config import RecipeError, load_recipe
+from inspo_cli.errors import InspoError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("(2024 - 1987) * 12", "444"), ("2024 − 1987", "37"), ("7 / 4", "1.75"), ("10 ÷ 4", "2.5"), ("3 × 4", "12"),
+    ("0.1 + 0.2", "0.3"),  # exact: decimals as written, not binary floats
+    ("1 / 3", "1/3 (about 0.333333333333)"), ("-2 / 3", "-2/3 (about -0.666666666667)"),
+    ("2 ** -2", "0.25"), ("2^10", "1024"), ("-7 // 2", "-4"), ("-7 % 3", "2"), ("2e3 + 1", "2001"),
+    ("1987 < 2001", "true"), ("3 == 3.0", "true"), ("1 != 1", "false"), ("((((1))))", "1"),
+    ("1_000 + 1", "1001"), (" 12 ", "12"), ("+".join(["1"] * 290), "290"),
+])
+def test_the_calculator_is_exact(expression, value):
+    assert evaluate(expression) == value
+
+
+@pytest.mark.parametrize("expression, why", [
+    ("9**9**9", "exponent may be at most 10,000"),
+    ("2**10000", "at most 3,000 digits"),
+    ("(" * 10_000 + "1" + ")" * 10_000, "longer than 1,000 characters"),
+    ("(" * 60 + "1" + ")" * 60, "more than 50 nested parentheses"),
+    ("1" * 1_000_000, "longer than 1,000 characters"),
+    ("9" * 101, "more than 100 digits"),
+    ("1e400", "exponent may be at most 100"),
+    ("+".join(["1"] * 400), "more than 300 operations"),
+    ("-" * 900 + "1", "more than 300 operations"),
+    ("x + 1", "names are not arithmetic"),
+    ("__import__('os').system('true')", "function calls are not arithmetic"),
+    ("(1).real", "attributes are not arithmetic"),
+    ("lambda: 1", "lambdas are not arithmetic"),
+    ("'a' * 3", "str constants are not numbers"),
+    ("[1, 2][0]", "subscripts are not arithmetic"),
+    ("True + 1", "bool constants are not numbers"),
+    ("3j", "complex constants are not numbers"),
+    ("1 < 2 < 3", "one comparison at a time"),
+    ("(1 < 2) + 1", "not a number"),
+    ("1 / 0", "division by zero"), ("1 % 0", "division by zero"), ("0 ** -1", "division by zero"),
+    ("2 ** 0.5", "whole number"),
+    ("", "empty"), ("1 +", "not an arithmetic expression"),
+    ("10**3000 * 10**3000", "more than 3,000 digits"),
+])
+def test_the_calculator_refuses_in_one_short_line_and_quickly(expression, why):
+    started = time.perf_counter()
+    with pytest.raises(ArithmeticRefused, match=why) as refused:
+        evaluate(expression)
+    assert time.perf_counter() - started < 2 and "\n" not in str(refused.value) and len(str(refused.value)) < 120
+
+
+def test_the_calculator_tool_answers_an_error_observation_instead_of_raising():
+    observations = Calculator().call([{"expression": "6 * 7"}, {"expression": "1/0"}, {}, {"expression": 5}])
+    assert [o.text for o in observations] == ["42", "error: division by zero", "error: the expression must be text",
+                                              "error: the expression must be text"]
+    assert [o.error for o in observations] == [False, True, True, True]
+    assert all(o.passage_ids is None for o in observations)
+
+
+def test_the_paper_protocol_keeps_search_r1s_strings():
+    assert stop_strings(["search"]) == ("</search>", "</answer>")
+    assert corrective_observation([("search", "query")]) == CORRECTIVE_OBSERVATION
+    assert parse_action("<calculate> 1 + 1 </calculate>").kind == "invalid"  # not a tool of the paper's agent
+    two = ["search", "calculate"]
+    assert stop_strings(two) == ("</search>", "</calculate>", "</answer>")
+    assert parse_action("<calculate> 1 + 1 </calculate> <search> x </search>", two) == parse_action(
+        "<calculate> 1 + 1 </calculate>", two)
+    assert parse_action("<calculate> 1 + 1 </calculate>", two).content == "1 + 1"
+    assert "between <calculate> and </calculate>" in corrective_observation([("search", "query"),
+                                                                             ("calculate", "expression")])
+
+
+def masked(tokenizer, trajectory, value):
+    return tokenizer.decode([i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if m == value])
+
+
+def test_search_and_calculator_in_one_trajectory(tiny_tokenizer):
+    script = ["<search> violin of Vell </search>", "<calculate> 1714 - 1707 </calculate>",
+              "<calculate> 1714 / 0 </calculate>", "<answer> 7 </answer>"]
+    engine, policy, retriever = engine_for(tiny_tokenizer, {"Q1": script, "Q2": ["<calculate>2*3</calculate>",
+                                                                                 "<answer> 6 </answer>"]},
+                                           tools=["search", "calculator"], max_turns=4)
+    one, two = engine.run(["I."] * 2, ["Q1 how many years?", "Q2 six?"])
+    # the policy's tokens are exactly what it generated; every observation is masked out
+    generated = [tiny_tokenizer(text, add_special_tokens=False)["input_ids"] for text in script]
+    assert [i for i, m in zip(one.completion_ids, one.completion_mask) if m == 1] == sum(generated, [])
+    observations = masked(tiny_tokenizer, one, 0)
+    assert "<information>7</information>" in observations
+    assert "<information>error: division by zero</information>" in observations
+    assert (one.answer, one.stop_reason, one.turns) == ("7", "answer", 4)
+    assert one.queries == ["violin of Vell"] and one.num_searches == 1  # searches count the search tool only
+    assert one.tool_calls == {"search": 1, "calculator": 2} and one.tool_errors == {"calculator": 1}
+    assert one.invalid_actions == 1  # the refused expression
+    assert two.tool_calls == {"calculator": 1}
+    assert masked(tiny_tokenizer, two, 0) == "\n\n<information>6</information>\n\n"
+    assert sum(one.tool_observation_tokens.values()) == one.completion_mask.count(0)
+    # one batch per tool per turn: the first turn's calculator call did not wait for another turn
+    assert retriever.calls == [1]
+    stats = summarize([one, two], ["search", "calculator"])
+    assert stats["tools/calculator/calls"] == 1.5 and stats["tools/calculator/errors"] == 0.5
+    assert stats["tools/search/calls"] == 0.5 and stats["search/searches_per_trajectory"] == 0.5
+    assert stats["search/valid_action_rate"] == 1 - 1 / 6
+
+
+def test_a_tool_the_recipe_did_not_ask_for_is_an_invalid_action(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<calculate> 1 + 1 </calculate>", "<answer> 2 </answer>"]})
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert masked(tiny_tokenizer, t, 0) == CORRECTIVE_OBSERVATION and t.invalid_actions == 1 and not t.tool_calls
+
+
+def test_a_tool_observation_is_cut_to_its_limit(tiny_tokenizer):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<calculate> 7 ** 1000 </calculate>", "<answer> x </answer>"]},
+                              tools=["calculator"], max_observation_tokens=40)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert t.tool_observation_tokens == {"calculator": 40}
+    assert masked(tiny_tokenizer, t, 0).endswith("</information>\n\n")
+
+
+def test_agent_tools_in_a_recipe():
+    assert load_recipe(None).agent.tools == ["search"]
+    assert load_recipe(None, ["agent.tools=[search, calculator]"]).agent.tools == ["search", "calculator"]
+    for value, message in (("[]", "agent.tools: must name at least one tool"),
+                           ("[search, search]", "agent.tools: names a tool twice"),
+                           ("[serch]", r"agent.tools\[0\]: must be one of search, calculator \(got 'serch'\)"),
+                           ("[no.such.module:build]", "cannot import no.such.module")):
+        with pytest.raises(RecipeError, match=message):
+            load_recipe(None, [f"agent.tools={value}"])
+
+
+ECHO = '''
+"""Echo: repeats its text (a toy tool from outside the package)."""
+from inspo_cli.agent.tools import Observation, Tool
+
+
+class Echo(Tool):
+    name, tag, argument = "echo", "echo", "text"
+    description = "Repeats its text."
+    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+    def call(self, arguments):
+        return [Observation(a["text"].upper()) for a in arguments]
+
+
+def build(context):
+    return Echo()
+'''
+
+
+@pytest.fixture
+def echo_module(tmp_path, monkeypatch):
+    (tmp_path / "lab_tools.py").write_text(textwrap.dedent(ECHO))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "lab_tools:build"
+    sys.modules.pop("lab_tools", None)
+
+
+def test_a_tool_from_outside_the_package_by_import_path(tiny_tokenizer, echo_module):
+    assert load_recipe(None, [f"agent.tools=[search, '{echo_module}']"]).agent.tools == ["search", echo_module]
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<echo> hi </echo>", "<answer> HI </answer>"]},
+                              tools=["search", echo_module])
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert masked(tiny_tokenizer, t, 0) == "\n\n<information>HI</information>\n\n" and t.tool_calls == {"echo": 1}
+
+
+def test_tools_whose_tags_collide_are_refused(echo_module):
+    with pytest.raises(ValueError, match="tags must differ"):
+        build_tools([echo_module, echo_module], ToolContext())
+
+
+def test_ablate_plans_one_variant_per_tool_set_even_for_a_static_recipe():
+    from inspo_cli.ablation.plan import plan_axes, resolve
+
+    recipe = ROOT / "recipes/qwen2.5-3b/search-r1.yaml"
+    plan = plan_axes(recipe, [("tools", ["search", "search+calculator"])], seeds=[0])
+    variants = {v.name: v for v in plan.variants}
+    # [search] is the base recipe itself, which the plan runs once
+    assert set(variants) == {"search-r1", "tools-search_calculator"}
+    assert resolve(variants["tools-search_calculator"]).agent.tools == ["search", "calculator"]
+    assert resolve(variants["search-r1"]).agent.tools == ["search"]
+    for bad, message in (("search+serch", "tools joined by \\+"), ("search+no.such:build", "importable")):
+        with pytest.raises(InspoError, match=f"--tools '{re.escape(bad)}': must be {message}"):
+            plan_axes(recipe, [("tools", [bad])], seeds=[0])
+    with pytest.raises(InspoError, match="--proposer ablates INSPO's instruction population"):
+        plan_axes(recipe, [("tools", ["search"]), ("proposer", ["paraphrase"])], seeds=[0])
