@@ -242,19 +242,20 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root):
-    """SmolLM2 (real weights, so rewards differ within groups and the policy really moves), killed with SIGKILL
-    after its checkpoint at step 2, resumed, compared with the same seed run straight through."""
+    """SmolLM2 (real weights, so the policy really moves), killed with SIGKILL after its checkpoint at step 1,
+    resumed, compared with the same seed run straight through (2 steps, to keep CI short: the resume restores the
+    same state after any step)."""
     recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct",
-                          training={"steps": 3, "save_every": 2, "keep_checkpoints": 1, "eval_every": 0})
+                          training={"steps": 2, "save_every": 1, "keep_checkpoints": 1, "eval_every": 0})
     runs = tmp_path / "runs"
     straight = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight", cwd=repo_root)
     output, _ = straight.communicate(timeout=900)
     assert straight.returncode == 0, output
 
     killed = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "killed", cwd=repo_root)
-    second = runs / "killed/checkpoints/checkpoint-2/trainer_state.json"
+    first = runs / "killed/checkpoints/checkpoint-1/trainer_state.json"
     deadline = time.time() + 900
-    while not second.is_file() and killed.poll() is None and time.time() < deadline:
+    while not first.is_file() and killed.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=60)
@@ -264,13 +265,13 @@ def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root
     output, _ = resumed.communicate(timeout=900)
     assert resumed.returncode == 0, output
     expected, got = metrics(runs / "straight"), metrics(runs / "killed")
-    assert [r["step"] for r in got] == [1, 2, 3]
+    assert [r["step"] for r in got] == [1, 2]
     assert any(r["grad_norm"] > 0 for r in expected)  # the policy did change: resuming had state to restore
     for want, have in zip(expected, got):
         want = {k: v for k, v in want.items() if k not in TIMING_KEYS}
         have = {k: v for k, v in have.items() if k not in TIMING_KEYS}
         assert have == pytest.approx(want, rel=1e-5, abs=1e-7), want["step"]
-    assert json.loads((runs / "killed/summary.json").read_text())["resumed_from"] == "checkpoints/checkpoint-2"
+    assert json.loads((runs / "killed/summary.json").read_text())["resumed_from"] == "checkpoints/checkpoint-1"
 
 
 @pytest.mark.slow
@@ -301,26 +302,30 @@ def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_di
 def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeypatch):
     """The README's first command: `inspo train` trains recipes/demo.yaml (SmolLM2, the world, BM25, INSPO with the
     packaged SmolLM2 as the local optimizer) to the end, and the whole co-evolution loop shows, then the policy is
-    evaluated on held-out questions. 3 of the demo's 8 steps, to keep CI short, pruning every 3 steps instead of 2:
-    evolution (step 2), pruning (step 3) and the evaluation after the last step all happen within them."""
+    evaluated on held-out questions. 2 of the demo's 8 steps, to keep CI short, with its one evolution at step 1
+    instead of 2: evolution (step 1), pruning (step 2) and the evaluation after the last step all happen within
+    them."""
     monkeypatch.chdir(tmp_path)  # run directories go under ./runs, as for a user
-    result = invoke("train", "--set", "training.steps=3", "--set", "population.prune_every=3")
+    result = invoke("train", "--set", "training.steps=2", "--set", "population.evolve_every=1",
+                    "--set", "population.evolve_until=2")
     assert result.exit_code == 0, result.output
     (run,) = (tmp_path / "runs").iterdir()
     assert run.name.startswith("demo-")
     rows = metrics(run)
-    assert [r["step"] for r in rows] == list(range(1, 4))
+    assert [r["step"] for r in rows] == [1, 2]
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["steps"] == 3 and (run / "checkpoints/final/model.safetensors").is_file()
+    assert summary["steps"] == 2 and (run / "checkpoints/final/model.safetensors").is_file()
     assert f"policy:  runs/{run.name}/checkpoints/final" in result.output
-    # one instruction; at step 2 the local optimizer wrote candidates (its answer opened with <ins_1>, so the 135M
-    # model's text parses), each verified by 8 rollouts before it could join; pruned again at step 3
+    # one instruction; at step 1 the local optimizer wrote candidates (its answer opened with <ins_1>, so the 135M
+    # model's text parses), each verified by 8 rollouts before it could join; pruned again at step 2
     sizes = [r["population/size"] for r in rows]
-    assert sizes[0] == 1 and sizes[1] > 1 and sizes[-1] < sizes[1]
-    assert "eval/em" in rows[-1] and (run / "evaluations/step-3/results.json").is_file()  # after the last step
+    assert sizes[0] > 1 and sizes[1] < sizes[0]
+    records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
+    assert records[0]["proposer"] == "initial" and records[0]["step_born"] == 0  # the one instruction before
+    assert "eval/em" in rows[-1] and (run / "evaluations/step-2/results.json").is_file()  # after the last step
     # the optimizer may be asked again (max_verify_rounds 5) when a 135M model's answer holds no finished candidate
     (evolution,) = json.loads((run / "evolutions.json").read_text())
-    assert evolution["step"] == 2 and 1 <= evolution["optimizer_calls"] <= 5 and evolution["candidates"]
+    assert evolution["step"] == 1 and 1 <= evolution["optimizer_calls"] <= 5 and evolution["candidates"]
     # a 135M model mostly runs into its 160-token limit: the unfinished last block is on record, never verified
     verified = [c for c in evolution["candidates"] if c["reason"] not in ("cut off", "leaked")]
     assert all(c["verification_score"] is not None and c["parent_score"] is not None for c in verified)
@@ -330,13 +335,12 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     # parent and each candidate
     rolled_out = len(verified) + evolution["verification_calls"]
     assert rolled_out <= evolution["verification_rollouts"] <= 8 * rolled_out
-    records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
-    assert records[0]["proposer"] == "initial" and {r["proposer"] for r in records[1:]} == {"reflection"}
+    assert {r["proposer"] for r in records[1:]} == {"reflection"}
     assert any(r["step_pruned"] for r in records)
     overhead = summary["overhead"]
     assert (overhead["optimizer"]["provider"] == "local"
             and overhead["optimizer"]["calls"] == evolution["optimizer_calls"])
-    assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 3 * 16
+    assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 2 * 16
     assert (run / "best_instruction.txt").read_text().strip() in {r["text"].strip() for r in records}
 
 
