@@ -200,3 +200,31 @@ def test_ablate_plans_one_variant_per_tool_set_even_for_a_static_recipe():
             plan_axes(recipe, [("tools", [bad])], seeds=[0])
     with pytest.raises(InspoError, match="--proposer ablates INSPO's instruction population"):
         plan_axes(recipe, [("tools", ["search"]), ("proposer", ["paraphrase"])], seeds=[0])
+
+
+def test_evaluate_counts_calls_per_question_by_tool(tiny_tokenizer, tmp_path):
+    from helpers.fake_retrievers import OverlapRetriever
+    from helpers.rollout import ScriptedPolicy
+    from inspo_cli.benchmarks import Question
+    from inspo_cli.config import RolloutConfig
+    from inspo_cli.evaluation.methods.base import MethodContext
+    from inspo_cli.evaluation.report import markdown, read_results, write_results
+    from inspo_cli.evaluation.runner import evaluate_methods
+
+    policy = ScriptedPolicy(tiny_tokenizer, {"Q1": ["<calculate> 6 * 7 </calculate>", "<calculate> 1/0 </calculate>",
+                                                    "<answer> 42 </answer>"],
+                                             "Q2": ["<search> violin </search>", "<answer> 1714 </answer>"]})
+    retriever = OverlapRetriever()
+    ctx = MethodContext(policy, tiny_tokenizer, retriever, RolloutConfig(max_turns=3, max_total_tokens=2048), topk=2,
+                        instruction="I.", tools=build_tools(["search", "calculator"], ToolContext(retriever, 2)))
+    questions = {"world": [Question("1", "Q1 six times seven?", ("42",), "world"),
+                           Question("2", "Q2 the violin?", ("1714",), "world")]}
+    rows: list[dict] = []
+    scores = evaluate_methods(["agent"], questions, ctx, batch_size=2, on_prediction=rows.append)
+    score = scores["agent"]["world"]
+    assert (score["em"], score["searches"], score["calls/calculator"], score["calls/search"]) == (1.0, 0.5, 1.0, 0.5)
+    assert [row["tool_calls"] for row in rows] == [{"search": 0, "calculator": 2}, {"search": 1, "calculator": 0}]
+    text = markdown(scores, {})
+    assert "## Calls per question: calculator\n\n| Method | World |\n|---|---|\n| agent | 1.00 |" in text
+    write_results(tmp_path, scores, {})  # results.json stays readable with the per-tool means
+    assert read_results(tmp_path / "results.json", "fix")["scores"]["agent"]["world"]["calls/calculator"] == 1.0

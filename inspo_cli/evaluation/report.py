@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from inspo_cli.benchmarks import BENCHMARKS
-from inspo_cli.evaluation.runner import SCORE_FIELDS, TABLE_WORDS, averages
+from inspo_cli.evaluation.runner import CALLS, SCORE_FIELDS, TABLE_WORDS, averages
 from inspo_cli.jsonio import (POSITIVE, UNIT, NonEmpty, atomic_write_json, atomic_write_text, iter_rows,
                               read_json)
 
@@ -75,7 +75,26 @@ def markdown(scores: dict, info: dict) -> str:
         unit = "" if metric == "searches" else " (%)"
         lines += [f"## {METRIC_TITLES[metric]}{unit}", "", "| " + " | ".join(header) + " |",
                   "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    lines += _tool_tables(scores)
     return "\n".join(lines)
+
+
+def _tool_tables(scores: dict) -> list[str]:
+    """Calls per question of each tool (agent.tools beyond [search]): a table per tool, '-' where a method or a
+    benchmark had none of its calls counted."""
+    benchmarks = list(next(iter(scores.values()), {}))
+    tools = sorted({key.removeprefix(CALLS) for per_benchmark in scores.values() for score in per_benchmark.values()
+                    for key in score if key.startswith(CALLS)})
+    lines: list[str] = []
+    for tool in tools:
+        header = ["Method", *column_names(benchmarks)]
+        lines += [f"## Calls per question: {tool}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for method, per_benchmark in scores.items():
+            cells = [f"{per_benchmark[b][CALLS + tool]:.2f}" if CALLS + tool in per_benchmark[b] else "-"
+                     for b in benchmarks]
+            lines.append("| " + " | ".join([method, *cells]) + " |")
+        lines.append("")
+    return lines
 
 
 def read_results(file: Path, fix: str) -> dict:

@@ -22,6 +22,7 @@ from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 from inspo_cli.metrics import METRICS
 
 SCORE_FIELDS = ("em", "f1", "subem", "searches")
+CALLS = "calls/"  # "calls/calculator": a tool's calls per question, in the scores of an agent with several tools
 
 
 @dataclass
@@ -30,16 +31,20 @@ class Score:
     sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SCORE_FIELDS, 0.0))
     seconds: float = 0.0
     retrieval_seconds: float = 0.0
+    tool_calls: dict[str, float] = field(default_factory=dict)  # summed calls per tool of an agent with tools
 
     def add(self, row: dict) -> None:
         self.n += 1
         for name in SCORE_FIELDS:
             self.sums[name] += row[name]
+        for tool, calls in row.get("tool_calls", {}).items():
+            self.tool_calls[tool] = self.tool_calls.get(tool, 0) + calls
 
     def as_dict(self) -> dict:
         means = {name: (self.sums[name] / self.n if self.n else 0.0) for name in SCORE_FIELDS}
+        per_tool = {f"{CALLS}{tool}": calls / self.n for tool, calls in sorted(self.tool_calls.items())}
         return {**means, "n": self.n, "seconds": round(self.seconds, 2),
-                "retrieval_seconds": round(self.retrieval_seconds, 2)}
+                "retrieval_seconds": round(self.retrieval_seconds, 2), **per_tool}
 
 
 TABLE_WORDS = {"method", "avg", "avg.", "average"}  # column names of the results tables beside the benchmarks
@@ -104,6 +109,8 @@ def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: st
 def score_prediction(question: Question, prediction: Prediction) -> dict:
     row = {name: METRICS[name](prediction.answer, question.golden_answers) for name in ("em", "f1", "subem")}
     row["searches"] = prediction.searches
+    if set(prediction.tool_calls) - {"search"}:  # an agent with more tools than the paper's
+        row["tool_calls"] = dict(prediction.tool_calls)
     return row
 
 

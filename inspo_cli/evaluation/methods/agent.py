@@ -15,5 +15,5 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     trajectories = engine.run([ctx.instruction] * len(questions), questions)
     ctx.retrieval_seconds += engine.retrieval_seconds
     return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason, t.turns,
-                       t.invalid_actions)
+                       t.invalid_actions, {tool.name: t.tool_calls.get(tool.name, 0) for tool in engine.tools})
             for t in trajectories]

@@ -28,6 +28,7 @@ class Prediction:
     stop_reason: str | None = None
     turns: int = 0  # the agent's policy turns, and how many of them held no valid action (no tag)
     invalid_actions: int = 0
+    tool_calls: dict[str, int] = field(default_factory=dict)  # the agent's calls per tool (agent.tools)
 
 
 @dataclass
