@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from inspo_cli.envvars import env_seconds
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, emoji=False)  # a path or an instruction with ":x:" stays as written
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def progress_bar(transient: bool = False) -> Progress:

@@ -138,7 +138,7 @@ def test_agent_tools_in_a_recipe():
     assert load_recipe(None).agent.tools == ["search"]
     assert load_recipe(None, ["agent.tools=[search, calculator]"]).agent.tools == ["search", "calculator"]
     for value, message in (("[]", "agent.tools: must name at least one tool"),
-                           ("[search, search]", "agent.tools: names a tool twice"),
+                           ("[search, calculator, search]", "agent.tools: names 'search' twice; list each tool once"),
                            ("[serch]", r"agent.tools\[0\]: must be one of search, calculator \(got 'serch'\)"),
                            ("[no.such.module:build]", "cannot import no.such.module")):
         with pytest.raises(RecipeError, match=message):
@@ -180,9 +180,28 @@ def test_a_tool_from_outside_the_package_by_import_path(tiny_tokenizer, echo_mod
     assert masked(tiny_tokenizer, t, 0) == "\n\n<information>HI</information>\n\n" and t.tool_calls == {"echo": 1}
 
 
-def test_tools_whose_tags_collide_are_refused(echo_module):
-    with pytest.raises(ValueError, match="tags must differ"):
+def test_tools_that_do_not_build_into_a_usable_tool_are_one_line(echo_module, tmp_path):
+    with pytest.raises(InspoError, match="names and tags must differ"):
         build_tools([echo_module, echo_module], ToolContext())
+    with pytest.raises(InspoError, match=r"^agent.tools: builtins:repr: build\(\) returned a str, not an "):
+        build_tools(["builtins:repr"], ToolContext())
+    with pytest.raises(InspoError, match=r"^agent.tools: os:getcwd: build\(\) raised TypeError"):
+        build_tools(["os:getcwd"], ToolContext())
+    (tmp_path / "lab_tools.py").write_text(textwrap.dedent(ECHO) + textwrap.dedent('''
+        def broken(context):
+            raise KeyError("no such corpus")
+
+
+        def bad_tag(context):
+            tool = Echo()
+            tool.tag = "my tool>"
+            return tool
+        '''))
+    sys.modules.pop("lab_tools", None)
+    with pytest.raises(InspoError, match=r"^agent.tools: lab_tools:broken: build\(\) raised KeyError: 'no such"):
+        build_tools(["lab_tools:broken"], ToolContext())
+    with pytest.raises(InspoError, match="tag 'my tool>' is not an element name"):
+        build_tools(["lab_tools:bad_tag"], ToolContext())
 
 
 def test_ablate_plans_one_variant_per_tool_set_even_for_a_static_recipe():

@@ -195,8 +195,10 @@ class RolloutEngine:
         observations = tool.call([{tool.argument: content} for _, content in calls])
         seconds = time.perf_counter() - started
         self.tool_seconds[tool.name] += seconds
-        if len(observations) != len(calls):
-            raise RuntimeError(f"tool {tool.name} answered {len(observations)} observations for {len(calls)} calls")
+        if not isinstance(observations, list) or len(observations) != len(calls) or not all(
+                isinstance(o, Observation) and isinstance(o.text, str) for o in observations):
+            raise RuntimeError(f"tool {tool.name}: call() must answer a list of {len(calls)} Observation(text) for "
+                               f"{len(calls)} calls (docs/tools.md)")
         if any(o.passage_ids is not None for o in observations):
             self.retrieval_seconds += seconds
             self.retriever_calls += 1

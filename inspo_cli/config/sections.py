@@ -188,8 +188,8 @@ class AgentConfig:
         _require(len(self.tools) >= 1, "tools", "must name at least one tool, e.g. [search]")
         for i, name in enumerate(self.tools):
             _registered(name, TOOLS, f"tools[{i}]")
-        _require(len(set(self.tools)) == len(self.tools), "tools",
-                 f"names a tool twice ({', '.join(self.tools)}); list each once")
+        twice = next((name for i, name in enumerate(self.tools) if name in self.tools[:i]), None)
+        _require(twice is None, "tools", f"names {twice!r:.100} twice; list each tool once")
 
 
 @dataclass

@@ -107,7 +107,7 @@ def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: st
 
 
 def score_prediction(question: Question, prediction: Prediction) -> dict:
-    row = {name: METRICS[name](prediction.answer, question.golden_answers) for name in ("em", "f1", "subem")}
+    row: dict = {name: METRICS[name](prediction.answer, question.golden_answers) for name in ("em", "f1", "subem")}
     row["searches"] = prediction.searches
     if set(prediction.tool_calls) - {"search"}:  # an agent with more tools than the paper's
         row["tool_calls"] = dict(prediction.tool_calls)

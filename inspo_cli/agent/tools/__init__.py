@@ -9,9 +9,11 @@ through adding one.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
+from inspo_cli.errors import InspoError
 from inspo_cli.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -26,17 +28,35 @@ def recipe_tools(recipe: Recipe, retriever: Retriever | None) -> list[Tool]:
     return build_tools(recipe.agent.tools, ToolContext(retriever, recipe.retriever.topk))
 
 
+TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")  # an element name the protocol can write and find
+
+
 def build_tools(names: Sequence[str], context: ToolContext) -> list[Tool]:
-    """The tools `names` (registered names or import paths) built for `context`, in order."""
+    """The tools `names` (registered names or import paths) built for `context`, in order; InspoError (one line)
+    for a tool that does not build into a usable `Tool`."""
     tools = []
     for name in names:
-        tool = TOOLS.load(name)(context)
+        try:
+            tool = TOOLS.load(name)(context)
+        except (ValueError, InspoError):
+            raise
+        except Exception as error:  # a tool's own code: its failure to build is one line naming it
+            raise InspoError(f"agent.tools: {name}: build() raised {type(error).__name__}: "
+                             f"{str(error).splitlines()[0][:200] if str(error) else ''}") from None
         if not isinstance(tool, Tool):
-            raise ValueError(f"tool {name}: its build() returned {type(tool).__name__}, not an "
-                             "inspo_cli.agent.tools.Tool")
+            raise InspoError(f"agent.tools: {name}: build() returned a {type(tool).__name__}, not an "
+                             "inspo_cli.agent.tools.Tool (docs/tools.md)")
+        for attribute in ("name", "tag", "argument", "description"):
+            if not isinstance(getattr(tool, attribute, None), str) or not getattr(tool, attribute):
+                raise InspoError(f"agent.tools: {name}: the tool has no {attribute} (a non-empty string; "
+                                 "docs/tools.md)")
+        if not TAG.match(tool.tag):
+            raise InspoError(f"agent.tools: {name}: tag {tool.tag[:80]!r} is not an element name (letters, digits, "
+                             "_ and -, starting with a letter)")
         tools.append(tool)
     tags = [tool.tag for tool in tools]
-    if "answer" in tags or len(set(tags)) != len(tags):
-        raise ValueError(f"agent.tools: the tools' tags must differ from each other and from answer (got "
-                         f"{', '.join(tags)})")
+    names_seen = [tool.name for tool in tools]
+    if "answer" in tags or len(set(tags)) != len(tags) or len(set(names_seen)) != len(names_seen):
+        raise InspoError(f"agent.tools: the tools' names and tags must differ from each other and the tags from "
+                         f"answer (got tags {', '.join(tags)})")
     return tools
