@@ -247,3 +247,10 @@ def test_evaluate_counts_calls_per_question_by_tool(tiny_tokenizer, tmp_path):
     assert "## Calls per question: calculator\n\n| Method | World |\n|---|---|\n| agent | 1.00 |" in text
     write_results(tmp_path, scores, {})  # results.json stays readable with the per-tool means
     assert read_results(tmp_path / "results.json", "fix")["scores"]["agent"]["world"]["calls/calculator"] == 1.0
+
+
+def test_a_bad_tool_path_is_quoted_as_written_on_the_command_line():
+    from helpers.cli_helpers import assert_one_line_error, invoke
+
+    result = invoke("recipe", "check", ROOT / "recipes/demo.yaml", "--set", "agent.tools=['lab:x:y']")
+    assert_one_line_error(result, "agent.tools[0]: tool 'lab:x:y' is not an import path")  # not an emoji for :x:
