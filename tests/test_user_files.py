@@ -292,3 +292,21 @@ def test_a_merged_adapter_never_replaces_a_folder_it_did_not_write(tmp_path, tin
     assert listing(tmp_path) == before
     (adapter / "merged" / "notes.md").unlink()  # an empty folder is used
     assert (merged_adapter_dir(adapter) / "config.json").is_file()
+
+
+def test_an_out_replaced_while_it_is_checked_is_read_again(tmp_path, monkeypatch):
+    """The race CI met once: `out` absent, another report's directory put in place and taken away again while the
+    early check read it. The read fails with FileNotFoundError; the check reads again instead of failing."""
+    from inspo_cli.reporting import marker
+
+    real, calls = marker._check, []
+
+    def vanishing(out, location):
+        calls.append(out)
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file or directory", str(out / "b-0.md"))
+        return real(out, location)
+
+    monkeypatch.setattr(marker, "_check", vanishing)
+    marker.check_replaceable(tmp_path / "report")
+    assert len(calls) == 2

@@ -93,6 +93,9 @@ def _marker(directory: Path, out: Path) -> dict | None:
     return files
 
 
+ATTEMPTS = 5  # reads of an `out` other reports keep replacing, before the early check gives up
+
+
 def check_replaceable(out: Path, location: Path | None = None) -> None:
     """Refuse, in one line naming the first thing in the way, an `out` (its content now at `location`, where
     `files.replaced_dir` took it aside) that a report may not replace: anything but a new path, an empty directory,
@@ -100,13 +103,20 @@ def check_replaceable(out: Path, location: Path | None = None) -> None:
     out = Path(out)
     location = Path(location) if location is not None else out
     with user_file(out, "--out"):
-        for attempt in range(3):
+        for attempt in range(ATTEMPTS):
             before = _identity(location)
             try:
                 return _check(out, location)
+            except FileNotFoundError:
+                # what was read went away mid-check: another report replaced `out` (this check is the early one;
+                # `replaced_dir` checks again what it takes aside, where nothing can change it), so read it again
+                if location != out:
+                    raise
+                if attempt == ATTEMPTS - 1:
+                    return
             except (OSError, InspoError):
                 # another report put in place of `out` while it was read: read the new one (a refusal stands)
-                if location != out or attempt == 2 or _identity(location) == before:
+                if location != out or attempt == ATTEMPTS - 1 or (before is not None and _identity(location) == before):
                     raise
 
 
