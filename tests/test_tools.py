@@ -254,3 +254,36 @@ def test_a_bad_tool_path_is_quoted_as_written_on_the_command_line():
 
     result = invoke("recipe", "check", ROOT / "recipes/demo.yaml", "--set", "agent.tools=['lab:x:y']")
     assert_one_line_error(result, "agent.tools[0]: tool 'lab:x:y' is not an import path")  # not an emoji for :x:
+
+
+@pytest.mark.slow
+def test_oracle_trajectories_of_arithmetic_questions_use_both_tools(tmp_path, tiny_tokenizer):
+    """So SFT warm starts and rejection sampling work on the new type: two searches, the calculation, the answer;
+    without the calculator the oracle keeps none of them (their answer is in no passage)."""
+    from dataclasses import replace
+
+    from helpers.sft import ROLLOUT
+    from inspo_cli.agent.rollout import RolloutEngine
+    from inspo_cli.benchmarks import WORLD, load_benchmark
+    from inspo_cli.world import generate_world, write_world
+    from inspo_cli.world.oracle import coverage, oracle_trajectories
+    from retriever import open_retriever
+
+    write_world(generate_world(seed=1, size="tiny", arithmetic_share=0.5), tmp_path / "world")
+    questions = [q for q in load_benchmark(WORLD, "train", world_dir=tmp_path / "world")
+                 if q.metadata["type"] == "arithmetic"][:8]
+    retriever = open_retriever(str(tmp_path / "world/corpus.jsonl"))
+    # the tiny tokenizer spells passages almost letter by letter: room for two passages per search
+    rollout = replace(ROLLOUT, max_turns=3, max_observation_tokens=4096, max_total_tokens=16384)
+    both = RolloutEngine(None, retriever, tiny_tokenizer, rollout, topk=2, chat=False,
+                         tools=build_tools(["search", "calculator"], ToolContext(retriever, 2)))
+    kept = oracle_trajectories(both, "Search, then answer. Question: {question}\n", questions)
+    assert coverage(questions, kept)["arithmetic"][0] >= 0.75 * len(questions)
+    for key, t in kept:
+        q = next(q for q in questions if q.key == key)
+        written = tiny_tokenizer.decode([i for i, m in zip(t.completion_ids, t.completion_mask) if m])
+        assert written.endswith(f"<calculate> {q.metadata['calculation']} </calculate>"
+                                f"<answer> {q.golden_answers[0]} </answer>")
+        assert t.tool_calls == {"search": 2, "calculator": 1} and not t.tool_errors
+    search_only = RolloutEngine(None, retriever, tiny_tokenizer, rollout, topk=2, chat=False)
+    assert oracle_trajectories(search_only, "Search, then answer. Question: {question}\n", questions) == []

@@ -261,3 +261,46 @@ def test_a_custom_size_works_and_progress_reaches_the_total():
     assert world.metadata()["size"] == "custom" and not world.entities.twins
     assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1]
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+# -- arithmetic (issue 40): a world option ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def arithmetic() -> World:
+    return generate_world(seed=0, size="small", arithmetic_share=0.2)
+
+
+def test_an_arithmetic_world_asks_its_share_of_subtractions_of_two_searched_years(arithmetic):
+    from inspo_cli.agent.tools.arithmetic import evaluate
+
+    rows = _rows(arithmetic.splits)
+    counts = Counter(row["type"] for row in rows)
+    assert counts["arithmetic"] == round(0.2 * len(rows)) and arithmetic.metadata()["arithmetic_share"] == 0.2
+    assert arithmetic.metadata()["question_types"]["arithmetic"] == counts["arithmetic"]
+    passages = {p.id: p for p in arithmetic.passages}
+    for row in (r for r in rows if r["type"] == "arithmetic"):
+        later, earlier = (int(year) for year in row["calculation"].split(" - "))
+        # the calculator gives the answer; each year is stated in its supporting passage, in hop order
+        assert evaluate(row["calculation"]) == row["golden_answers"][0] == str(later - earlier) and later > earlier
+        years = [re.findall(r"\b\d{4}\b", passages[pid].text) for pid in row["supporting_ids"]]
+        assert {str(later), str(earlier)} <= set(years[0]) | set(years[1]), row
+        assert len(row["searches"]) == row["hops"] == 2 and row["golden_answers"][1] == f"{later - earlier} years"
+    _assert_no_answer_in_question([r for r in rows if r["type"] == "arithmetic"])
+    # other rows carry no calculation: a world without the option is byte for byte what it was
+    assert all("calculation" not in r for r in rows if r["type"] != "arithmetic")
+
+
+def test_the_arithmetic_share_is_checked_and_recorded(tmp_path):
+    for bad in (-0.1, 0.6, float("nan")):
+        with pytest.raises(InspoError, match="arithmetic share"):
+            generate_world(seed=0, size="tiny", arithmetic_share=bad)
+    from helpers.cli_helpers import assert_one_line_error, invoke
+
+    assert invoke("data", "world", "--out", tmp_path / "w", "--size", "tiny", "--arithmetic-share", "0.25"
+                  ).exit_code == 0
+    meta = json.loads((tmp_path / "w/world.json").read_text())
+    assert meta["arithmetic_share"] == 0.25 and meta["question_types"]["arithmetic"] == 30
+    again = invoke("data", "world", "--out", tmp_path / "w", "--size", "tiny")  # another world: refused
+    assert_one_line_error(again, "holds another world (seed 0, size tiny, arithmetic share 0.25)")
+    assert_one_line_error(invoke("data", "world", "--out", tmp_path / "x", "--arithmetic-share", "0.9"),
+                          "--arithmetic-share 0.9: use a value from 0 to 0.5")

@@ -27,7 +27,7 @@ DEFAULT_BENCHMARKS_DIR = Path("data/benchmarks")
 DEFAULT_WORLD_DIR = Path("data/world")
 
 
-def _check_overwrite(out: Path, seed: int, size: str, force: bool) -> None:
+def _check_overwrite(out: Path, seed: int, size: str, force: bool, arithmetic_share: float = 0.0) -> None:
     """Refuse to replace a different world unless --force, and, even with it, files of a world's names (corpus.jsonl,
     train.jsonl, ...) that are not a world's: the world is written over them, and they may be the user's own data."""
     from inspo_cli.world import WORLD_FILES
@@ -38,9 +38,10 @@ def _check_overwrite(out: Path, seed: int, size: str, force: bool) -> None:
         raise InspoError(f"--out {out} is a file; choose a directory")
     meta = _world_manifest(out)
     if meta is not None:
-        if force or (meta["seed"], meta["size"]) == (seed, size):
+        if force or (meta["seed"], meta["size"], meta.get("arithmetic_share", 0.0)) == (seed, size, arithmetic_share):
             return  # the same world again gives identical bytes; --force replaces a world
-        raise InspoError(f"--out {out} holds another world (seed {meta['seed']}, size {meta['size']}); "
+        share = f", arithmetic share {meta['arithmetic_share']}" if meta.get("arithmetic_share") else ""
+        raise InspoError(f"--out {out} holds another world (seed {meta['seed']}, size {meta['size']}{share}); "
                          "choose another --out or pass --force to replace it")
     if clash := [name for name in WORLD_FILES if os.path.lexists(out / name)]:
         raise InspoError(f"--out {out} holds {', '.join(clash)} but no world (no world.json of `inspo data world`), "
@@ -73,6 +74,10 @@ def world(
     seed: Annotated[int, typer.Option(help="Random seed; the same seed and size give identical files.")] = 0,
     size: Annotated[str, typer.Option(help="Preset: tiny, small, default or large.")] = "default",
     force: Annotated[bool, typer.Option(help="Replace a different world already in --out.")] = False,
+    arithmetic_share: Annotated[float, typer.Option(help="Share of every split's questions that are arithmetic "
+                                                         "(two searched years and a subtraction, for an agent with "
+                                                         "the calculator tool), 0 to 0.5; 0 (the default) makes the "
+                                                         "world exactly as before the option.")] = 0.0,
 ) -> None:
     """Generate a fictional multi-hop QA world whose facts exist only in its own corpus."""
     from inspo_cli.world import WORLD_SIZES, generate_world, write_world
@@ -81,12 +86,14 @@ def world(
         raise InspoError(f"--size {size!r} is not a preset; use one of {', '.join(WORLD_SIZES)}")
     if not 0 <= seed < 2 ** 32:  # -1 silently made the world of seed 1
         raise InspoError(f"--seed {seed}: use 0 .. 2**32 - 1")
-    _check_overwrite(out, seed, size, force)
+    if not 0.0 <= arithmetic_share <= 0.5:  # NaN fails both
+        raise InspoError(f"--arithmetic-share {arithmetic_share}: use a value from 0 to 0.5")
+    _check_overwrite(out, seed, size, force, arithmetic_share)
     check_can_create(out, "--out")  # before the world is generated
     start = time.perf_counter()
     with progress_bar(transient=True) as progress:
         task = progress.add_task("generating world", total=None)
-        world_data = generate_world(seed=seed, size=size,
+        world_data = generate_world(seed=seed, size=size, arithmetic_share=arithmetic_share,
                                     progress=lambda done, total: progress.update(task, completed=done, total=total))
         progress.update(task, description="writing files")
         meta = write_world(world_data, out)

@@ -21,7 +21,8 @@ from typing import Callable
 
 from inspo_cli.world.entities import Entities, build_entities
 from inspo_cli.world.passages import render_passages
-from inspo_cli.world.questions import QUESTION_TYPES
+from inspo_cli.errors import InspoError
+from inspo_cli.world.questions import question_types
 from inspo_cli.world.splits import make_splits
 from inspo_cli.world.sizes import SPLITS, WORLD_SIZES, WorldSize, resolve_size
 from inspo_cli.world.writer import WORLD_FILES, write_world
@@ -43,23 +44,30 @@ class World:
     splits: dict[str, list[dict]]  # split -> FlashRAG rows with type, hops and supporting_ids
     entities: Entities
     version: int = GENERATOR_VERSION
+    arithmetic_share: float = 0.0
 
     def metadata(self) -> dict:
-        """The world.json manifest: fixed key order, no timestamps."""
+        """The world.json manifest: fixed key order, no timestamps (`arithmetic_share` only when above 0, so a world
+        without arithmetic is byte for byte what it was before the option)."""
         types = Counter(row["type"] for rows in self.splits.values() for row in rows)
-        return {"generator": GENERATOR, "version": self.version, "seed": self.seed, "size": self.size.name,
+        extra = {"arithmetic_share": self.arithmetic_share} if self.arithmetic_share > 0 else {}
+        return {"generator": GENERATOR, "version": self.version, "seed": self.seed, "size": self.size.name, **extra,
                 "passages": len(self.passages), "entities": self.entities.counts(),
                 "questions": {split: len(self.splits[split]) for split in SPLITS},
-                "question_types": {qtype: types[qtype] for qtype, _, _ in QUESTION_TYPES}}
+                "question_types": {qtype: types[qtype] for qtype, _, _ in question_types(self.arithmetic_share)}}
 
 
 def generate_world(seed: int = 0, size: str | WorldSize = "default",
-                   progress: Callable[[int, int], None] | None = None) -> World:
-    """Generate the world for `seed` and `size` (a preset name from WORLD_SIZES or a WorldSize).
+                   progress: Callable[[int, int], None] | None = None, arithmetic_share: float = 0.0) -> World:
+    """Generate the world for `seed` and `size` (a preset name from WORLD_SIZES or a WorldSize); with
+    `arithmetic_share` > 0 that share of every split's questions is arithmetic (two searched years and a subtraction,
+    for an agent with the calculator), the other types keeping their proportions.
 
     `progress(done, total)` is called as entities are written up and questions are made.
     """
     world_size = resolve_size(size)
+    if not 0.0 <= arithmetic_share <= 0.5:
+        raise InspoError(f"arithmetic share {arithmetic_share}: use a value in [0, 0.5]")
     rng = random.Random(seed)
     entities = build_entities(rng, world_size)
     n_entities = len(entities.countries) + len(entities.cities) + len(entities.organisations) + len(entities.people)
@@ -75,5 +83,6 @@ def generate_world(seed: int = 0, size: str | WorldSize = "default",
     if progress is not None:
         progress(0, total)
     passages, index = render_passages(rng, entities, tick)
-    splits = make_splits(rng, entities, index, world_size, tick)
-    return World(seed=seed, size=world_size, passages=passages, splits=splits, entities=entities)
+    splits = make_splits(rng, entities, index, world_size, tick, arithmetic_share)
+    return World(seed=seed, size=world_size, passages=passages, splits=splits, entities=entities,
+                 arithmetic_share=arithmetic_share)

@@ -1,13 +1,15 @@
 """Oracle trajectories for the synthetic world: what a policy that searches well would write.
 
-Every world question carries `searches`, one query per hop, naming only what the question names or what an
-earlier hop's passage reveals (the bridge entity, the year of a birth), and `supporting_ids`, the passages that
-hold each hop's fact. The oracle writes, turn by turn, `<search> query </search>` for each hop and then
-`<answer> gold </answer>`; the rollout engine runs those turns exactly as it runs a policy's (the recipe's
-retriever answers each search, observations are inserted, cut and masked out of the loss), so the result is
-token for token a trajectory the policy could have produced. A trajectory is kept only if it is grounded: every
-supporting passage was among the retrieved ones and (except for comparisons, whose answer is named in the
-question) the answer is in the observations as they were cut to `rollout.max_observation_tokens`.
+Every world question carries `searches`, one query per hop, naming only what the question names or what an earlier
+hop's passage reveals (the bridge entity, the year of a birth), and `supporting_ids`, the passages that hold each
+hop's fact; an arithmetic question also its `calculation`. The oracle writes, turn by turn, `<search> query
+</search>` for each hop, then (with the calculator among the agent's tools) `<calculate> calculation </calculate>`,
+and then `<answer> gold </answer>`; the rollout engine runs those turns exactly as it runs a policy's (the recipe's
+retriever answers each search, observations are inserted, cut and masked out of the loss), so the result is token
+for token a trajectory the policy could have produced. A trajectory is kept only if it is grounded: every supporting
+passage was among the retrieved ones and (except for comparisons, whose answer is named in the question) the answer
+is in the observations as they were cut to `rollout.max_observation_tokens`; an arithmetic trajectory when both
+years were in its observations (in whichever passages) and the calculator computed it.
 
     trajectories = oracle_trajectories(engine, instruction, questions)   # [(question key, Trajectory)]
 """
@@ -23,8 +25,14 @@ from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
 
 
-def oracle_turns(searches: Sequence[str], answer: str) -> list[str]:
-    return [f"<search> {query} </search>" for query in searches] + [f"<answer> {answer} </answer>"]
+def oracle_turns(searches: Sequence[str], answer: str, calculation: str | None = None,
+                 calculate_tag: str = "calculate") -> list[str]:
+    """The oracle's turns: one search per hop, then (an arithmetic question, with the calculator) the calculation,
+    then the answer."""
+    turns = [f"<search> {query} </search>" for query in searches]
+    if calculation:
+        turns.append(f"<{calculate_tag}> {calculation} </{calculate_tag}>")
+    return turns + [f"<answer> {answer} </answer>"]
 
 
 class OraclePolicy:
@@ -70,10 +78,15 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
                          f"{missing[0]} has none (data.train must be the world: regenerate it with "
                          "`inspo data world --out DIR --force` if it predates oracle searches)")
     prompts, scripts = [], {}
+    # an arithmetic question's calculation goes to the calculator when the agent has it; without it, its trajectory
+    # answers after the searches and is kept only if the answer is in what was retrieved (it never is)
+    calculator = next((tool for tool in engine.tools if tool.name == "calculator"), None)
     for q in questions:
         prompt = tuple(engine.prompt_ids(instruction, q.question)[-engine.config.max_prompt_tokens:])
         prompts.append(prompt)
-        scripts[prompt] = oracle_turns(q.metadata["searches"], q.golden_answers[0])
+        calculation = q.metadata.get("calculation") if calculator is not None else None
+        scripts[prompt] = oracle_turns(q.metadata["searches"], q.golden_answers[0], calculation,
+                                       calculator.tag if calculator is not None else "calculate")
     if len(scripts) != len(questions):
         raise InspoError("two world questions have the same prompt; the oracle cannot tell them apart")
     oracle = RolloutEngine(OraclePolicy(engine.tokenizer, scripts), engine.retriever, engine.tokenizer, engine.config,
@@ -84,6 +97,12 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
 def grounded(question, trajectory, tokenizer) -> bool:
     if trajectory.stop_reason != "answer":
         return False
+    if question.metadata.get("type") == "arithmetic":  # both years were found (in any passage), then computed
+        seen = normalize_answer(tokenizer.decode(
+            [i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if not m]))
+        years = question.metadata["calculation"].split(" - ")
+        return (all(f" {year} " in f" {seen} " for year in years)
+                and trajectory.tool_calls.get("calculator", 0) >= 1 and not trajectory.tool_errors)
     retrieved = {pid for ids in trajectory.retrieved for pid in ids}
     if not set(question.metadata["supporting_ids"]) <= retrieved:
         return False

@@ -1,4 +1,5 @@
-"""Questions over the world's fact graph: single-hop, bridge, comparison and temporal, with their evidence.
+"""Questions over the world's fact graph: single-hop, bridge, comparison and temporal, with their evidence, and (a
+world option) arithmetic: two searched years and a subtraction.
 
 Every question names its entities exactly and has one correct answer, given with natural aliases. Its
 support names one (entity, fact) per hop, for which the splits (`inspo_cli.world.splits`) pick a passage of the
@@ -22,7 +23,17 @@ from inspo_cli.world.entities import City, Country, Entities, Organisation, Pers
 # (type, share of all questions, hops)
 QUESTION_TYPES: tuple[tuple[str, float, int], ...] = (("single_hop", 0.35, 1), ("bridge", 0.25, 2),
                                                        ("comparison", 0.15, 2), ("temporal", 0.25, 2))
+ARITHMETIC = ("arithmetic", 2)  # (type, hops): asked only when a world's arithmetic share is above 0
 MAX_ANSWER_SHARE = 0.01  # no golden answer may answer more than this share of one type's questions
+
+
+def question_types(arithmetic_share: float = 0.0) -> tuple[tuple[str, float, int], ...]:
+    """The types and shares a world is made with: QUESTION_TYPES, or, with an arithmetic share, those scaled by
+    (1 - share) and the arithmetic type after them."""
+    if arithmetic_share <= 0:
+        return QUESTION_TYPES
+    return tuple((qtype, share * (1 - arithmetic_share), hops) for qtype, share, hops in QUESTION_TYPES) + (
+        (ARITHMETIC[0], arithmetic_share, ARITHMETIC[1]),)
 
 
 @dataclass
@@ -32,6 +43,7 @@ class QuestionDraft:
     answers: list[str]
     support: list[tuple[str, str]]  # (entity id, fact) per hop
     searches: list[str]  # the oracle's query per hop: only names in the question or found at an earlier hop
+    calculation: str | None = None  # arithmetic: the expression of the found numbers that gives the answer
 
 
 def answers_for(value: object) -> list[str]:
@@ -71,6 +83,8 @@ class QuestionMaker:
                        (self.founded_org_year, 1), (self.founded_org_hq, 1), (self.leader_birth_city, 1)],
             "comparison": [(self.older_organisation, 3), (self.older_person, 3), (self.older_city, 1)],
             "temporal": [(self.leader_when_founded, 3), (self.leader_when_born, 2), (self.leader_when_city, 0.5)],
+            "arithmetic": [(self.born_after_founding, 3), (self.founded_after_birth, 2), (self.founding_gap, 2),
+                           (self.birth_gap, 2)],
         }
         self.seen_keys: dict[tuple, None] = {}
         self.seen_texts: dict[str, None] = {}
@@ -340,6 +354,56 @@ class QuestionMaker:
                              ("Who led {k} in the year {c} was founded?",
                               "Who was the {title} of {k} when the city of {c} was founded?"), f"{c.name} founded",
                              c=c.name)
+
+    # -- arithmetic: two years found by searching, one subtraction ----------------------------------------------------
+    def arithmetic(self, key: tuple, templates: tuple[str, ...], later: int, earlier: int,
+                   searches: list[str], support: list[tuple[str, str]], **names: str):
+        if later <= earlier:
+            return None
+        text = _q(self.t(*templates), **names)
+        years = later - earlier
+        return QuestionDraft(("arithmetic", *key), text, [str(years), f"{years} years"], support, searches,
+                             f"{later} - {earlier}")
+
+    def born_after_founding(self):
+        o, p = self.pick(self.ents.organisations), self.pick(self.ents.people)
+        return self.arithmetic(("born_after", o.id, p.id),
+                               ("How many years after {o} was founded was {p} born?",
+                                "{p} was born how many years after the founding of {o}?"),
+                               p.birth_year, o.founded_year, [f"{o.ref} founded", f"{p.name} born"],
+                               [(o.id, "founded_year"), (p.id, "birth_year")], o=o.ref, p=p.name)
+
+    def founded_after_birth(self):
+        p, o = self.pick(self.ents.people), self.pick(self.ents.organisations)
+        return self.arithmetic(("founded_after", p.id, o.id),
+                               ("How many years after {p} was born was {o} founded?",
+                                "{o} was founded how many years after the birth of {p}?"),
+                               o.founded_year, p.birth_year, [f"{p.name} born", f"{o.ref} founded"],
+                               [(p.id, "birth_year"), (o.id, "founded_year")], o=o.ref, p=p.name)
+
+    def founding_gap(self):
+        a, b = self.pick(self.ents.organisations), self.pick(self.ents.organisations)
+        if a is b:
+            return None
+        first, second = sorted((a, b), key=lambda o: o.id)
+        later, earlier = max(a.founded_year, b.founded_year), min(a.founded_year, b.founded_year)
+        return self.arithmetic(("founding_gap", first.id, second.id),
+                               ("How many years apart were {a} and {b} founded?",
+                                "How many years separate the founding of {a} and that of {b}?"),
+                               later, earlier, [f"{a.ref} founded", f"{b.ref} founded"],
+                               [(a.id, "founded_year"), (b.id, "founded_year")], a=a.ref, b=b.ref)
+
+    def birth_gap(self):
+        a, b = self.pick(self.ents.people), self.pick(self.ents.people)
+        if a is b:
+            return None
+        first, second = sorted((a, b), key=lambda p: p.id)
+        later, earlier = max(a.birth_year, b.birth_year), min(a.birth_year, b.birth_year)
+        return self.arithmetic(("birth_gap", first.id, second.id),
+                               ("How many years apart were {a} and {b} born?",
+                                "How many years separate the births of {a} and {b}?"),
+                               later, earlier, [f"{a.name} born", f"{b.name} born"],
+                               [(a.id, "birth_year"), (b.id, "birth_year")], a=a.name, b=b.name)
 
     # -- selection ----------------------------------------------------------------------------------------------------
     def acceptable(self, qtype: str, draft: QuestionDraft, answer_counts: dict[str, int], cap: int) -> bool:

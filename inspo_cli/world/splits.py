@@ -14,13 +14,13 @@ from typing import Callable
 
 from inspo_cli.world.entities import Entities
 from inspo_cli.world.passages import FactIndex
-from inspo_cli.world.questions import QUESTION_TYPES, QuestionDraft, QuestionMaker
+from inspo_cli.world.questions import QUESTION_TYPES, QuestionDraft, QuestionMaker, question_types
 from inspo_cli.world.sizes import SPLITS, WorldSize
 
 
-def type_counts(total: int) -> dict[str, int]:
+def type_counts(total: int, types: tuple[tuple[str, float, int], ...] = QUESTION_TYPES) -> dict[str, int]:
     """Split `total` over the question types by their shares (largest remainder, ties in type order)."""
-    exact = {qtype: share * total for qtype, share, _ in QUESTION_TYPES}
+    exact = {qtype: share * total for qtype, share, _ in types}
     counts = {qtype: math.floor(value) for qtype, value in exact.items()}
     by_remainder = sorted(exact, key=lambda qtype: -(exact[qtype] - counts[qtype]))
     for qtype in by_remainder[:total - sum(counts.values())]:
@@ -29,13 +29,15 @@ def type_counts(total: int) -> dict[str, int]:
 
 
 def make_splits(rng: random.Random, entities: Entities, index: FactIndex, size: WorldSize,
-                tick: Callable[[], None] = lambda: None) -> dict[str, list[dict]]:
-    """Question rows per split, stratified by type; each fact is asked at most once across all splits."""
-    per_split = {split: type_counts(count) for split, count in size.questions.items()}
+                tick: Callable[[], None] = lambda: None, arithmetic_share: float = 0.0) -> dict[str, list[dict]]:
+    """Question rows per split, stratified by type; each fact is asked at most once across all splits (an
+    arithmetic question asks two facts other types may ask too). An arithmetic row also holds `calculation`."""
+    types = question_types(arithmetic_share)
+    per_split = {split: type_counts(count, types) for split, count in size.questions.items()}
     maker = QuestionMaker(rng, entities)
-    hops = {qtype: hop for qtype, _, hop in QUESTION_TYPES}
+    hops = {qtype: hop for qtype, _, hop in types}
     rows: dict[str, list[tuple[str, QuestionDraft]]] = {split: [] for split in SPLITS}
-    for qtype, _, _ in QUESTION_TYPES:
+    for qtype, _, _ in types:
         pool = maker.make(qtype, sum(per_split[split][qtype] for split in SPLITS), tick)
         for split in SPLITS:
             taken, pool = pool[:per_split[split][qtype]], pool[per_split[split][qtype]:]
@@ -47,6 +49,7 @@ def make_splits(rng: random.Random, entities: Entities, index: FactIndex, size: 
         splits[split] = [{"id": f"world-{split}-{i:0{width}d}", "question": draft.text,
                           "golden_answers": draft.answers, "type": qtype, "hops": hops[qtype],
                           "supporting_ids": [rng.choice(index[fact]) for fact in draft.support],
-                          "searches": draft.searches}
+                          "searches": draft.searches,
+                          **({"calculation": draft.calculation} if draft.calculation else {})}
                          for i, (qtype, draft) in enumerate(rows[split], start=1)]
     return splits
