@@ -110,7 +110,6 @@ class RolloutEngine:
         self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
-        self.tool_seconds = {tool.name: 0.0 for tool in self.tools}
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -194,7 +193,6 @@ class RolloutEngine:
         started = time.perf_counter()
         observations = tool.call([{tool.argument: content} for _, content in calls])
         seconds = time.perf_counter() - started
-        self.tool_seconds[tool.name] += seconds
         if not isinstance(observations, list) or len(observations) != len(calls) or not all(
                 isinstance(o, Observation) and isinstance(o.text, str) for o in observations):
             raise RuntimeError(f"tool {tool.name}: call() must answer a list of {len(calls)} Observation(text) for "
