@@ -75,6 +75,16 @@ def test_the_calculator_tool_answers_an_error_observation_instead_of_raising():
     assert all(o.passage_ids is None for o in observations)
 
 
+def test_each_tool_describes_itself_for_a_function_calling_prompt():
+    search, calculator = build_tools(["search", "calculator"], ToolContext())
+    assert calculator.schema() == {"type": "function", "function": {
+        "name": "calculator", "description": calculator.description,
+        "parameters": {"type": "object", "properties": {"expression": {"type": "string",
+                                                                       "description": "the arithmetic to compute"}},
+                       "required": ["expression"]}}}
+    assert search.schema()["function"]["parameters"]["required"] == ["query"]
+
+
 def test_the_paper_protocol_keeps_search_r1s_strings():
     assert stop_strings(["search"]) == ("</search>", "</answer>")
     assert corrective_observation([("search", "query")]) == CORRECTIVE_OBSERVATION

@@ -25,7 +25,7 @@ is cut to `max_observation_tokens` (None: the recipe's `rollout.max_observation_
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from inspo_cli.agent.protocol import information_parts
@@ -48,7 +48,6 @@ class ToolContext:
 
     retriever: Retriever | None = None
     topk: int = 3
-    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Tool(ABC):
