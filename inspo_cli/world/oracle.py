@@ -25,13 +25,13 @@ from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
 
 
-def oracle_turns(searches: Sequence[str], answer: str, calculation: str | None = None,
-                 calculate_tag: str = "calculate") -> list[str]:
-    """The oracle's turns: one search per hop, then (an arithmetic question, with the calculator) the calculation,
-    then the answer."""
+def oracle_turns(searches: Sequence[str], answer: str, calculation: tuple[str | None, str] | None = None) -> list[str]:
+    """The oracle's turns: one search per hop, then (an arithmetic question, with the calculator: `calculation` is
+    (its expression, the calculator's tag)) the calculation, then the answer."""
     turns = [f"<search> {query} </search>" for query in searches]
-    if calculation:
-        turns.append(f"<{calculate_tag}> {calculation} </{calculate_tag}>")
+    if calculation and calculation[0]:
+        expression, tag = calculation
+        turns.append(f"<{tag}> {expression} </{tag}>")
     return turns + [f"<answer> {answer} </answer>"]
 
 
@@ -84,9 +84,8 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
     for q in questions:
         prompt = tuple(engine.prompt_ids(instruction, q.question)[-engine.config.max_prompt_tokens:])
         prompts.append(prompt)
-        calculation = q.metadata.get("calculation") if calculator is not None else None
-        scripts[prompt] = oracle_turns(q.metadata["searches"], q.golden_answers[0], calculation,
-                                       calculator.tag if calculator is not None else "calculate")
+        calculation = (q.metadata.get("calculation"), calculator.tag) if calculator is not None else None
+        scripts[prompt] = oracle_turns(q.metadata["searches"], q.golden_answers[0], calculation)
     if len(scripts) != len(questions):
         raise InspoError("two world questions have the same prompt; the oracle cannot tell them apart")
     oracle = RolloutEngine(OraclePolicy(engine.tokenizer, scripts), engine.retriever, engine.tokenizer, engine.config,

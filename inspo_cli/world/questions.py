@@ -382,28 +382,25 @@ class QuestionMaker:
                                [(p.id, "birth_year"), (o.id, "founded_year")], o=o.ref, p=p.name)
 
     def founding_gap(self):
-        a, b = self.pick(self.ents.organisations), self.pick(self.ents.organisations)
-        if a is b:
-            return None
-        first, second = sorted((a, b), key=lambda o: o.id)
-        later, earlier = max(a.founded_year, b.founded_year), min(a.founded_year, b.founded_year)
-        return self.arithmetic(("founding_gap", first.id, second.id),
-                               ("How many years apart were {a} and {b} founded?",
-                                "How many years separate the founding of {a} and that of {b}?"),
-                               later, earlier, [f"{a.ref} founded", f"{b.ref} founded"],
-                               [(a.id, "founded_year"), (b.id, "founded_year")], a=a.ref, b=b.ref)
+        return self.gap("founding_gap", self.ents.organisations, "founded_year", lambda o: o.ref, "founded",
+                        ("How many years apart were {a} and {b} founded?",
+                         "How many years separate the founding of {a} and that of {b}?"))
 
     def birth_gap(self):
-        a, b = self.pick(self.ents.people), self.pick(self.ents.people)
+        return self.gap("birth_gap", self.ents.people, "birth_year", lambda p: p.name, "born",
+                        ("How many years apart were {a} and {b} born?",
+                         "How many years separate the births of {a} and {b}?"))
+
+    def gap(self, kind: str, pool: list, fact: str, name: Callable, relation: str, templates: tuple[str, ...]):
+        """The years between two entities' `fact` (a founding, a birth): the later minus the earlier."""
+        a, b = self.pick(pool), self.pick(pool)
         if a is b:
             return None
-        first, second = sorted((a, b), key=lambda p: p.id)
-        later, earlier = max(a.birth_year, b.birth_year), min(a.birth_year, b.birth_year)
-        return self.arithmetic(("birth_gap", first.id, second.id),
-                               ("How many years apart were {a} and {b} born?",
-                                "How many years separate the births of {a} and {b}?"),
-                               later, earlier, [f"{a.name} born", f"{b.name} born"],
-                               [(a.id, "birth_year"), (b.id, "birth_year")], a=a.name, b=b.name)
+        first, second = sorted((a, b), key=lambda entity: entity.id)
+        later, earlier = max(getattr(a, fact), getattr(b, fact)), min(getattr(a, fact), getattr(b, fact))
+        return self.arithmetic((kind, first.id, second.id), templates, later, earlier,
+                               [f"{name(a)} {relation}", f"{name(b)} {relation}"], [(a.id, fact), (b.id, fact)],
+                               a=name(a), b=name(b))
 
     # -- selection ----------------------------------------------------------------------------------------------------
     def acceptable(self, qtype: str, draft: QuestionDraft, answer_counts: dict[str, int], cap: int) -> bool:
