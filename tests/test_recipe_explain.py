@@ -143,5 +143,6 @@ def test_paper_values_agree_with_recipe_check_trl(repo_root, name):
         expected = described.get(key, paper)
         assert ours == expected or (isinstance(ours, str) and ours.startswith(f"{paper} (")), (key, paper, ours)
         checked.add(key)
-    # App. B's evaluation interval and the tools (search alone) have no row: `recipe check --trl` is App. B's table
-    assert set(PAPER_VALUES) - checked == {"training.eval_every", "agent.tools"}
+    # App. B's evaluation interval and the tools (search alone, in Search-R1's tags) have no row: `recipe check
+    # --trl` is App. B's table
+    assert set(PAPER_VALUES) - checked == {"training.eval_every", "agent.tools", "agent.protocol"}

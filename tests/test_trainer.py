@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import pytest
 import torch
@@ -24,10 +25,15 @@ GROUP = 2
 
 
 class AlternatingPolicy:
-    """Turn 1: a search. Turn 2: the right answer on even rows, a wrong one on odd rows (so rewards differ)."""
+    """Turn 1: a search (in the agent.protocol's format). Turn 2: the right answer on even rows, a wrong one on odd
+    rows (so rewards differ)."""
 
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+    SEARCH = {"search-r1": "<think> look it up </think> <search> founder of Hokin Works </search>",
+              "function-calling": '<think> look it up </think>\n<tool_call>\n{"name": "search", "arguments": '
+                                  '{"query": "founder of Hokin Works"}}\n</tool_call>'}
+
+    def __init__(self, tokenizer, protocol: str = "search-r1"):
+        self.tokenizer, self.search = tokenizer, self.SEARCH[protocol]
 
     def generating_with(self, model):
         return contextlib.nullcontext()  # scripted: no weights to swap in
@@ -36,8 +42,8 @@ class AlternatingPolicy:
         out = []
         for row, context in enumerate(contexts):
             text = self.tokenizer.decode(context)
-            if "<information>" not in text:
-                reply = "<think> look it up </think> <search> founder of Hokin Works </search>"
+            if "<information>" not in text and "<tool_response>" not in text:
+                reply = self.search
             else:
                 gold = "Ada Vell" if "Hokin" in text.split("Question:")[-1].split("\n")[0] else "1714"
                 reply = f"<think> found it </think> <answer> {gold if row % 2 == 0 else 'castle'} </answer>"
@@ -75,15 +81,18 @@ def tiny_recipe(model_dir, **training) -> Recipe:
 
 @pytest.fixture
 def make_trainer(tmp_path, tiny_model_dir):
-    def make(source=None, **training):
+    def make(source=None, protocol="search-r1", **training):
         recipe = tiny_recipe(tiny_model_dir, **training)
+        if protocol == "function-calling":  # the tools' JSON and its calls are long in the tiny vocabulary
+            recipe.rollout = replace(recipe.rollout, max_tokens_per_turn=256, max_prompt_tokens=1024,
+                                     max_total_tokens=2048)
         tokenizer = load_tokenizer(recipe.model)
         trainer = SearchGRPOTrainer(
             model=str(tiny_model_dir), args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
             train_dataset=question_dataset(QUESTIONS), processing_class=tokenizer,
             instructions=source or StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
-            rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True)
-        trainer.engine.backend = AlternatingPolicy(tokenizer)
+            rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True, protocol=protocol)
+        trainer.engine.backend = AlternatingPolicy(tokenizer, protocol)
         trainer.model.train()
         return trainer
 
@@ -96,10 +105,13 @@ def generation_batch():
             for q in QUESTIONS for _ in range(GROUP)]
 
 
-def test_observation_tokens_get_zero_gradient_and_generated_tokens_do_not(make_trainer):
-    trainer = make_trainer()
+@pytest.mark.parametrize("protocol", ["search-r1", "function-calling"])
+def test_observation_tokens_get_zero_gradient_and_generated_tokens_do_not(make_trainer, protocol):
+    trainer = make_trainer(protocol=protocol)
     inputs = trainer._generate_and_score_completions(generation_batch())
     assert inputs["advantages"].abs().min() > 0  # right vs wrong answers within each group
+    observation = {"search-r1": "<information>", "function-calling": "<tool_response>"}[protocol]
+    assert all(observation in text for text in trainer.processing_class.batch_decode(inputs["completion_ids"]))
 
     # TRL computes log-probs with a fused LM head straight from the final hidden states, so the gradient is read
     # there: the final norm's output at position j feeds only the prediction of completion token j.

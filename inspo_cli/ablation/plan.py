@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
-from inspo_cli.config.sections import MAX_RUN_NAME, RUN_NAME
+from inspo_cli.config.sections import MAX_RUN_NAME, PROTOCOLS, RUN_NAME
 from inspo_cli.errors import InspoError
 from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS, TOOLS, Registry, is_import_path
 
@@ -102,8 +102,9 @@ AXES = {
     "n-parent": _number("population.n_parent", int, 1),
     "temperature": _number("population.temperature", float, 0.0),
     "tools": _tools,
+    "protocol": _choices({name: [f"agent.protocol={name}"] for name in PROTOCOLS}),
 }
-AGENT_AXES = ("tools",)  # axes of the agent, which a static-instruction recipe has too
+AGENT_AXES = ("tools", "protocol")  # axes of the agent, which a static-instruction recipe has too
 
 # study -> its axes and values, and whether the Search-R1 reference joins
 STUDIES = {

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from inspo_cli.agent.backends import PolicyBackend
-from inspo_cli.agent.protocol import build_prompt, corrective_observation, parse_action, stop_strings
+from inspo_cli.agent.call_formats import Call, call_format
 from inspo_cli.agent.tools.base import Observation, Tool
 from inspo_cli.agent.tools.search import SearchTool
 from inspo_cli.config import RolloutConfig
@@ -98,15 +98,17 @@ def summarize(trajectories: Sequence[Trajectory], tools: Sequence[str] = ()) -> 
 
 class RolloutEngine:
     def __init__(self, backend: PolicyBackend, retriever: Retriever | None, tokenizer, config: RolloutConfig,
-                 topk: int = 3, chat: bool = True, tools: Sequence[Tool] | None = None):
+                 topk: int = 3, chat: bool = True, tools: Sequence[Tool] | None = None,
+                 protocol: str = "search-r1"):
         """`tools`: what the policy may call (`tools.build_tools(recipe.agent.tools, ...)`); None: search alone,
-        over `retriever` with `topk`, the paper's agent."""
+        over `retriever` with `topk`, the paper's agent. `protocol`: how it calls them (`agent.protocol`,
+        `call_formats`)."""
         self.backend, self.retriever, self.tokenizer = backend, retriever, tokenizer
-        self.config, self.topk, self.chat = config, topk, chat
+        self.config, self.topk, self.chat, self.protocol = config, topk, chat, protocol
         self.tools = list(tools) if tools is not None else [SearchTool(retriever, topk)]
-        self._by_tag = {tool.tag: tool for tool in self.tools}
-        self.stop_strings = stop_strings(list(self._by_tag))
-        self._corrective_ids = self._encode(corrective_observation([(t.tag, t.argument) for t in self.tools]))
+        self.format = call_format(protocol, self.tools, tokenizer, chat)
+        self.stop_strings = self.format.stop
+        self._corrective = tuple(self._encode(part) for part in self.format.corrective)
         self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
@@ -115,9 +117,7 @@ class RolloutEngine:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def prompt_ids(self, instruction: str, question: str) -> list[int]:
-        text = build_prompt(self.tokenizer, instruction, question, self.chat)
-        # A chat template already writes its BOS; plain text gets the tokenizer's usual special tokens.
-        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
+        return self.format.prompt_ids(instruction, question)
 
     def run(self, instructions: Sequence[str], questions: Sequence[str]) -> list[Trajectory]:
         if len(instructions) != len(questions):
@@ -158,29 +158,31 @@ class RolloutEngine:
             return
         generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active], budgets,
                                             self.stop_strings)
-        calling: dict[str, list[tuple[Trajectory, str]]] = {}
+        calling: dict[str, list[tuple[Trajectory, Call]]] = {}
         for trajectory, generation in zip(active, generations):
-            action = parse_action(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True),
-                                  list(self._by_tag))
+            call = self.format.parse(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
             ids, logprobs = generation.token_ids, generation.logprobs
             eos = generation.finish == "eos"
-            if eos and action.kind != "answer" and not self.config.end_at_eos:
+            if eos and call.kind != "answer" and not self.config.end_at_eos:
                 ids, logprobs = self._without_final_eos(ids, logprobs)
             trajectory.append(ids, 1, logprobs)
             trajectory.turns += 1
-            if action.kind == "answer":
+            if call.kind == "answer":
                 trajectory.stop_reason = "answer"
             elif eos and self.config.end_at_eos:
                 trajectory.stop_reason = "eos"  # the policy ended its turn without an answer
             elif not search_allowed:
                 trajectory.stop_reason = "max_turns"
-            elif action.kind in self._by_tag:
-                calling.setdefault(action.kind, []).append((trajectory, action.content))
-            else:  # no valid tag (EOS included, as in Search-R1): the corrective observation, then the next turn
+            elif call.error is not None:  # a malformed call: the error observation, then the next turn
+                self._malformed(trajectory, call)
+            elif call.tool is not None:
+                calling.setdefault(call.tool.name, []).append((trajectory, call))
+            else:  # no valid call or answer (EOS included, as in Search-R1): the corrective observation, next turn
                 trajectory.invalid_actions += 1
-                self._observe(trajectory, [], self._corrective_ids, [])
-        for tag, calls in calling.items():  # in the order the policy's elements came, one batch per tool
-            self._call(self._by_tag[tag], calls)
+                self._observe(trajectory, *self._corrective)
+        by_name = {tool.name: tool for tool in self.tools}
+        for name, calls in calling.items():  # in the order the policy's calls came, one batch per tool
+            self._call(by_name[name], calls)
 
     def _without_final_eos(self, ids: list[int], logprobs: list[float] | None):
         """Search-R1 re-tokenises each turn's decoded text, so an EOS the policy sampled never enters its context
@@ -189,9 +191,9 @@ class RolloutEngine:
             return ids[:-1], (logprobs[:-1] if logprobs is not None else None)
         return ids, logprobs
 
-    def _call(self, tool: Tool, calls: list[tuple[Trajectory, str]]) -> None:
+    def _call(self, tool: Tool, calls: list[tuple[Trajectory, Call]]) -> None:
         started = time.perf_counter()
-        observations = tool.call([{tool.argument: content} for _, content in calls])
+        observations = tool.call([call.arguments for _, call in calls])
         seconds = time.perf_counter() - started
         if not isinstance(observations, list) or len(observations) != len(calls) or not all(
                 isinstance(o, Observation) and isinstance(o.text, str) for o in observations):
@@ -200,12 +202,27 @@ class RolloutEngine:
         if any(o.passage_ids is not None for o in observations):
             self.retrieval_seconds += seconds
             self.retriever_calls += 1
+        for (trajectory, call), observation in zip(calls, observations):
+            self._record(trajectory, tool, call.content, observation)
+            self._observe_tool(trajectory, tool, self.format.observation_parts(tool, observation))
+
+    def _malformed(self, trajectory: Trajectory, call: Call) -> None:
+        """A call the protocol could not read (function calling's bad JSON, unknown tool, wrong arguments): an
+        invalid action, counted among its tool's calls and errors when it named one, answered by an error
+        observation."""
+        parts = self.format.error_parts(f"error: {call.error}")
+        if call.tool is None:
+            trajectory.invalid_actions += 1
+            self._observe(trajectory, *(self._encode(part) for part in parts))
+            return
+        self._record(trajectory, call.tool, call.content, Observation(parts[1], error=True))
+        self._observe_tool(trajectory, call.tool, parts)
+
+    def _observe_tool(self, trajectory: Trajectory, tool: Tool, parts: tuple[str, str, str]) -> None:
         limit = tool.max_observation_tokens or self.config.max_observation_tokens
-        for (trajectory, content), observation in zip(calls, observations):
-            self._record(trajectory, tool, content, observation)
-            opening, body, closing = (self._encode(part) for part in tool.observation_parts(observation))
-            trajectory.tool_observation_tokens[tool.name] = (trajectory.tool_observation_tokens.get(tool.name, 0)
-                                                             + self._observe(trajectory, opening, body, closing, limit))
+        opening, body, closing = (self._encode(part) for part in parts)
+        trajectory.tool_observation_tokens[tool.name] = (trajectory.tool_observation_tokens.get(tool.name, 0)
+                                                         + self._observe(trajectory, opening, body, closing, limit))
 
     @staticmethod
     def _record(trajectory: Trajectory, tool: Tool, content: str, observation: Observation) -> None:

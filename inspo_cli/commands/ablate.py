@@ -61,6 +61,8 @@ def ablate(
     tools: Annotated[Optional[str], _plan(help="Tool sets to compare (agent.tools), comma-separated, the tools "
                                              "of a set joined by +, e.g. search,search+calculator: "
                                              f"{TOOLS.choices()}; or {IMPORT_PATH_HINT}.")] = None,
+    protocol: Annotated[Optional[str], _plan(help="Tool-call protocols to compare (agent.protocol), "
+                                                  "comma-separated: search-r1, function-calling.")] = None,
     n_parent: Annotated[Optional[str], _plan(help="Values of population.n_parent, comma-separated "
                                                   "(Fig. 6a).")] = None,
     temperature: Annotated[Optional[str], _plan(help="Values of population.temperature (tau_s), "
@@ -157,7 +159,8 @@ def ablate(
         return
     axes = [(name, value) for name, value in (("stage", stage), ("proposer", proposer), ("components", components),
                                               ("selection", selection), ("parents", parents), ("n-parent", n_parent),
-                                              ("temperature", temperature), ("tools", tools)) if value]
+                                              ("temperature", temperature), ("tools", tools),
+                                              ("protocol", protocol)) if value]
     if collect is not None:
         ablation = AblationDir.open(collect)
         if wait:
@@ -235,7 +238,7 @@ def _make_plan(recipe, axes, study, sweep, seeds, overrides, max_variants):
     chosen = [flag for flag, given in (("--study", study), ("--sweep", sweep), ("an axis flag", axes)) if given]
     if len(chosen) != 1:
         raise InspoError("name one ablation: an axis (--proposer, --stage, --components, --selection, --parents, "
-                         "--n-parent, --temperature, --tools; "
+                         "--n-parent, --temperature, --tools, --protocol; "
                          "several may be combined), a --study, or a --sweep file" +
                          (f" (got {' and '.join(chosen)})" if chosen else ""))
     seed_list = _parse_seeds(seeds)

@@ -21,7 +21,7 @@ _FLAG_NAMES = {"as_json": "--json", "overrides": "--set", "time_limit": "--time"
 SLURM_FLAGS = ("--partition", "--account", "--qos", "--time", "--cpus-per-run", "--mem-per-run", "--nodes-per-run",
                "--array-parallelism", "--max-timeouts", "--sbatch-option")
 PLANNING_FLAGS = ("--recipe", "--proposer", "--stage", "--components", "--selection", "--parents", "--tools",
-                  "--n-parent",
+                  "--protocol", "--n-parent",
                   "--temperature", "--study", "--sweep", "--seeds", "--set", "--out", "--max-variants", "--replan",
                   "--keep-planned", "--dry-run", "--print-commands", "--launcher", "--scheduler", "--workers",
                   "--gpus-per-run", "--device", "--replay-optimizer", *SLURM_FLAGS)

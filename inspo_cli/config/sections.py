@@ -174,6 +174,9 @@ class RolloutConfig:
         _fraction(self.top_p, "top_p", closed=False)
 
 
+PROTOCOLS = ("search-r1", "function-calling")  # agent.protocol (inspo_cli.agent.call_formats)
+
+
 @dataclass
 class AgentConfig:
     """The tools the policy may call (docs/tools.md)."""
@@ -183,8 +186,14 @@ class AgentConfig:
                 f"{IMPORT_PATH_HINT} (a module's `build`). The paper: [search]. In the Search-R1 protocol each tool "
                 "is called by its own element (search, calculate) and answers in an information block "
                 "(docs/tools.md)."})
+    protocol: str = field(default="search-r1", metadata={
+        "help": "How the policy calls its tools: search-r1 (the paper's: an element per tool, <search> query "
+                "</search>, results in an information block) | function-calling (the chat template's tool calls, "
+                "Qwen2.5's tool_call JSON, results in the tool role; needs model.chat_template auto or on; "
+                "docs/tools.md)."})
 
     def __post_init__(self) -> None:
+        _one_of(self.protocol, PROTOCOLS, "protocol")
         _require(len(self.tools) >= 1, "tools", "must name at least one tool, e.g. [search]")
         for i, name in enumerate(self.tools):
             _registered(name, TOOLS, f"tools[{i}]")
@@ -340,6 +349,9 @@ class Recipe:
         "help": "Where a run writes, how it is seeded, and the trackers it reports to."})
 
     def __post_init__(self) -> None:
+        _require(self.agent.protocol != "function-calling" or self.model.chat_template != "off", "agent.protocol",
+                 "is function-calling, which writes its prompts through a chat template, but model.chat_template "
+                 "is off: set model.chat_template=auto (or agent.protocol=search-r1)")
         algorithm = self.training.algorithm
         if is_sft(algorithm):
             _require(not self.population.enabled, "population.enabled", f"must be false with training.algorithm="

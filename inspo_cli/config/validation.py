@@ -21,7 +21,7 @@ def _require(condition: bool, field_name: str, message: str) -> None:
 
 
 def _one_of(value: str, choices: tuple[str, ...], field_name: str) -> None:
-    _require(value in choices, field_name, f"must be one of {', '.join(choices)} (got {value!r})")
+    _require(value in choices, field_name, f"must be one of {', '.join(choices)} (got {value!r:.100})")
 
 
 def _positive(value: float | int | None, field_name: str, example: str) -> None:

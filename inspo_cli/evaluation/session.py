@@ -42,7 +42,7 @@ def run_evaluation(config, methods: Sequence[str], questions: dict[str, list[Que
     search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
     ctx = MethodContext(backend, tokenizer, search, rollout, topk=config.retriever.topk,
                         chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction,
-                        tools=recipe_tools(config, search))
+                        tools=recipe_tools(config, search), protocol=config.agent.protocol)
     rows: list[dict] = []
     scores = evaluate_methods(methods, questions, ctx, config.evaluation.batch_size, on_batch=on_batch,
                               on_prediction=rows.append)

@@ -55,7 +55,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     retriever = open_from_config(recipe.retriever)
     engine = RolloutEngine(backend, retriever, tokenizer, recipe.rollout, topk=recipe.retriever.topk,
                            chat=uses_chat_template(tokenizer, recipe.model.chat_template),
-                           tools=recipe_tools(recipe, retriever))
+                           tools=recipe_tools(recipe, retriever), protocol=recipe.agent.protocol)
     coevolution = make_coevolution(PolicyVerifier(engine, recipe.reward))
     log = StepLog(run, t.steps, instructions=population, description="evolving",
                   collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))

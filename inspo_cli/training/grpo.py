@@ -70,6 +70,7 @@ def build_grpo(ctx):
             model=resolve_model_path(recipe.model.name_or_path), args=args,
             train_dataset=question_dataset(train_questions(recipe)), processing_class=ctx.tokenizer,
             instructions=ctx.instructions, retriever=retriever, tools=recipe_tools(recipe, retriever),
+            protocol=recipe.agent.protocol,
             rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
             chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
             generation_batch_size=plan.generation_batch_per_process,

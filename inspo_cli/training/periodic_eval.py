@@ -52,7 +52,8 @@ class PeriodicEvaluation:
         with generation():  # every process enters: under ZeRO-3 it gathers the weights collectively
             ctx = MethodContext(engine.backend.with_sampling(self.config.temperature, 1.0), engine.tokenizer,
                                 engine.retriever, engine.config, topk=engine.topk, chat=engine.chat,
-                                instruction=instruction, tools=engine.tools)
+                                instruction=instruction, tools=engine.tools,
+                                protocol=engine.protocol)
             evaluate_methods(["agent"], mine, ctx, self.config.batch_size, on_prediction=rows.append)
         if world > 1:
             from accelerate.utils import gather_object

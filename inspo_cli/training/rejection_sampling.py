@@ -135,7 +135,7 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
     retriever = open_from_config(recipe.retriever)
     engine = RolloutEngine(backend, retriever, sampler_tokenizer, r, topk=recipe.retriever.topk,
                            chat=uses_chat_template(sampler_tokenizer, config.chat_template),
-                           tools=recipe_tools(recipe, retriever))
+                           tools=recipe_tools(recipe, retriever), protocol=recipe.agent.protocol)
     started, done, kept, total = time.perf_counter(), 0, 0, 0
     for index in todo:
         set_seed(derived_seed(recipe.run.seed, "sampling", index))

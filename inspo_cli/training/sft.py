@@ -106,7 +106,7 @@ def sft_engine(ctx, searching: bool):
     retriever = open_from_config(recipe.retriever) if searching else None
     return RolloutEngine(None, retriever, ctx.tokenizer, r, topk=recipe.retriever.topk,
                          chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template),
-                         tools=recipe_tools(recipe, retriever))
+                         tools=recipe_tools(recipe, retriever), protocol=recipe.agent.protocol)
 
 
 def sft_trainer(ctx, engine, examples: list[dict]):

@@ -73,7 +73,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
                  callbacks=None, coevolution: CoEvolutionFactory | None = None,
                  evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True,
-                 tools: Sequence[Tool] | None = None):
+                 tools: Sequence[Tool] | None = None, protocol: str = "search-r1"):
         self.instructions = instructions
         self.compact_cpu_logprobs = compact_cpu_logprobs  # see `score_only_labelled_positions_on_cpu`
         self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
@@ -91,7 +91,7 @@ class SearchGRPOTrainer(GRPOTrainer):
 
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
         self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
-                                    rollout, topk=topk, chat=chat, tools=tools)
+                                    rollout, topk=topk, chat=chat, tools=tools, protocol=protocol)
         # INSPO: replay buffer, pruning, evolution (None: static instruction), verifying with this trainer's policy
         self.coevolution = None if coevolution is None else coevolution(
             PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))

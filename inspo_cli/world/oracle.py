@@ -4,7 +4,8 @@ Every world question carries `searches`, one query per hop, naming only what the
 hop's passage reveals (the bridge entity, the year of a birth), and `supporting_ids`, the passages that hold each
 hop's fact; an arithmetic question also its `calculation`. The oracle writes, turn by turn, `<search> query
 </search>` for each hop, then (with the calculator among the agent's tools) `<calculate> calculation </calculate>`,
-and then `<answer> gold </answer>`; the rollout engine runs those turns exactly as it runs a policy's (the recipe's
+and then `<answer> gold </answer>` (with `agent.protocol: function-calling`, each call as a `<tool_call>`
+instead); the rollout engine runs those turns exactly as it runs a policy's (the recipe's
 retriever answers each search, observations are inserted, cut and masked out of the loss), so the result is token
 for token a trajectory the policy could have produced. A trajectory is kept only if it is grounded: every supporting
 passage was among the retrieved ones and (except for comparisons, whose answer is named in the question) the answer
@@ -25,13 +26,15 @@ from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
 
 
-def oracle_turns(searches: Sequence[str], answer: str, calculation: tuple[str | None, str] | None = None) -> list[str]:
-    """The oracle's turns: one search per hop, then (an arithmetic question, with the calculator: `calculation` is
-    (its expression, the calculator's tag)) the calculation, then the answer."""
-    turns = [f"<search> {query} </search>" for query in searches]
+def oracle_turns(write_call, search, searches: Sequence[str], answer: str,
+                 calculation: tuple[str | None, object] | None = None) -> list[str]:
+    """The oracle's turns, each call written by `write_call(tool, argument)` (the agent's protocol): a call of the
+    `search` tool per hop, then (an arithmetic question, with the calculator: `calculation` is (its expression, the
+    calculator tool)) the calculation, then the answer."""
+    turns = [write_call(search, query) for query in searches]
     if calculation and calculation[0]:
-        expression, tag = calculation
-        turns.append(f"<{tag}> {expression} </{tag}>")
+        expression, calculator = calculation
+        turns.append(write_call(calculator, expression))
     return turns + [f"<answer> {answer} </answer>"]
 
 
@@ -80,16 +83,20 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
     prompts, scripts = [], {}
     # an arithmetic question's calculation goes to the calculator when the agent has it; without it, its trajectory
     # answers after the searches and is kept only if the answer is in what was retrieved (it never is)
-    calculator = next((tool for tool in engine.tools if tool.name == "calculator"), None)
+    by_name = {tool.name: tool for tool in engine.tools}
+    if "search" not in by_name:
+        raise InspoError("data.trajectories=world-oracle searches: agent.tools must include search")
+    calculator = by_name.get("calculator")
     for q in questions:
         prompt = tuple(engine.prompt_ids(instruction, q.question)[-engine.config.max_prompt_tokens:])
         prompts.append(prompt)
-        calculation = (q.metadata.get("calculation"), calculator.tag) if calculator is not None else None
-        scripts[prompt] = oracle_turns(q.metadata["searches"], q.golden_answers[0], calculation)
+        calculation = (q.metadata.get("calculation"), calculator) if calculator is not None else None
+        scripts[prompt] = oracle_turns(engine.format.write_call, by_name["search"], q.metadata["searches"],
+                                       q.golden_answers[0], calculation)
     if len(scripts) != len(questions):
         raise InspoError("two world questions have the same prompt; the oracle cannot tell them apart")
     oracle = RolloutEngine(OraclePolicy(engine.tokenizer, scripts), engine.retriever, engine.tokenizer, engine.config,
-                           topk=engine.topk, chat=engine.chat, tools=engine.tools)
+                           topk=engine.topk, chat=engine.chat, tools=engine.tools, protocol=engine.protocol)
     return [(q.key, t) for q, t in zip(questions, oracle.run_prompts(prompts)) if grounded(q, t, engine.tokenizer)]
 
 

@@ -11,7 +11,7 @@ from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 
 def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat,
-                           tools=ctx.tools)
+                           tools=ctx.tools, protocol=ctx.protocol)
     trajectories = engine.run([ctx.instruction] * len(questions), questions)
     ctx.retrieval_seconds += engine.retrieval_seconds
     return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason, t.turns,

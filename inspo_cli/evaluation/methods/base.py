@@ -44,6 +44,7 @@ class MethodContext:
     instruction: str = ""  # the agent method's instruction
     retrieval_seconds: float = 0.0
     tools: Sequence[Any] | None = None  # the agent's tools (agent.tools built); None: search over `retriever`
+    protocol: str = "search-r1"  # how the agent calls them (agent.protocol)
 
     def prompt(self, system: str, user: str, prefix: str = "") -> str:
         """A prompt whose reply starts after `prefix`: a chat turn for instruct models, plain text otherwise."""
