@@ -26,7 +26,8 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from inspo_cli.agent.protocol import build_prompt, corrective_observation, information_parts
+from inspo_cli.agent.protocol import (build_prompt, corrective_observation, information_parts, parse_action,
+                                      stop_strings, user_message)
 from inspo_cli.agent.tools.base import Observation, Tool
 from inspo_cli.config.sections import PROTOCOLS
 from inspo_cli.errors import InspoError
@@ -71,9 +72,7 @@ class SearchR1Format:
     def __init__(self, tools: Sequence[Tool], tokenizer, chat: bool):
         self.tools, self.tokenizer, self.chat = list(tools), tokenizer, chat
         self._by_tag = {tool.tag: tool for tool in self.tools}
-        self.stop = tuple(f"</{tag}>" for tag in self._by_tag) + ("</answer>",)
-        self._pattern = re.compile(rf"<({'|'.join(map(re.escape, (*self._by_tag, 'answer')))})>(.*?)</\1>",
-                                   re.DOTALL)
+        self.stop = stop_strings(list(self._by_tag))
         self.corrective: Parts = ("", corrective_observation([(t.tag, t.argument) for t in self.tools]), "")
 
     def prompt_ids(self, instruction: str, question: str) -> list[int]:
@@ -83,14 +82,11 @@ class SearchR1Format:
 
     def parse(self, text: str) -> Call:
         """The first complete element among the tools' and `<answer>`, as Search-R1 reads `<search>`/`<answer>`."""
-        match = self._pattern.search(text)
-        if match is None:
-            return Call("invalid")
-        tag, content = match.group(1), match.group(2).strip()  # an empty query is searched too, as in Search-R1
-        if tag == "answer":
-            return Call("answer", content=content)
-        tool = self._by_tag[tag]
-        return Call("call", tool, {tool.argument: content}, content)
+        action = parse_action(text, list(self._by_tag))
+        if action.kind in ("answer", "invalid"):
+            return Call(action.kind, content=action.content)
+        tool = self._by_tag[action.kind]
+        return Call("call", tool, {tool.argument: action.content}, action.content)
 
     def observation_parts(self, tool: Tool, observation: Observation) -> Parts:
         return tool.observation_parts(observation)
@@ -141,8 +137,6 @@ class FunctionCallingFormat:
         return tail + opening, closing
 
     def prompt_ids(self, instruction: str, question: str) -> list[int]:
-        from inspo_cli.agent.protocol import user_message
-
         text = self._render([{"role": "user", "content": user_message(instruction, question)}], True)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes any BOS itself
 

@@ -3,14 +3,15 @@
     engine = RolloutEngine(backend, retriever, tokenizer, recipe.rollout, topk=3, chat=True)
     trajectories = engine.run(instructions, questions)
 
-Turn by turn, every unfinished trajectory generates until `</search>`, `</answer>` (or the end of another tool's
-element, `agent.tools`) or end of sequence. The calls of all of them go to each tool in *one* batch per turn (every
-query to the retriever in one request); each gets its observation appended (`<information>…</information>`, mask 0).
-A call a tool cannot carry out (the calculator's `1/0`) gets the tool's error observation, counted as an invalid
-action. A turn without a valid action (no tag, or EOS before one) gets
-Search-R1's corrective observation instead and the trajectory goes on (`rollout.end_at_eos: true` ends it at EOS
-instead). A trajectory ends at `<answer>` or when its context is full; after `max_turns` turns with search, one
-last turn is generated without search.
+Turn by turn, every unfinished trajectory generates until the end of a call (`</search>`, or another tool's element,
+`agent.tools`; `</tool_call>` with `agent.protocol: function-calling`), `</answer>` or end of sequence; the
+protocol (`call_formats`) reads the call. The calls of all of them go to each tool in *one* batch per turn (every
+query to the retriever in one request); each gets its observation appended (`<information>…</information>`, or
+the template's tool message; mask 0). A call a tool cannot carry out (the calculator's `1/0`) or the protocol
+cannot read (function calling's malformed JSON) gets an error observation, counted as an invalid action. A turn
+without a valid action (no call, or EOS before one) gets Search-R1's corrective observation instead and the
+trajectory goes on (`rollout.end_at_eos: true` ends it at EOS instead). A trajectory ends at `<answer>` or when
+its context is full; after `max_turns` turns with search, one last turn is generated without search.
 
 Token ids are never re-encoded: the completion is the exact concatenation of the ids the backend sampled (less an
 EOS that the trajectory goes on past) and the ids of the inserted observations, and `completion_mask` marks which
