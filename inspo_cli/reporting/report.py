@@ -10,6 +10,8 @@
                                 difference to the reference (Δ, interval, p); the .md adds one sentence per
                                 comparison, the power lines and every run's EM ± binomial SE at the step used
     overhead.md, .csv           App. C: optimizer calls and tokens, verification vs training rollouts, wall share
+    tools.md, .csv              only where some run had a tool besides search: calls per question by tool per
+                                variant (and benchmark), calls and errors per trajectory in training (`tools`)
     lineage/<run>.md, .png      each INSPO run's instruction tree, as text and as a picture
     decomposition.md, .json, decomposition-<variant>.png   with --decompose: instruction x weights
                                 (`ablation.decompose`): the cells, the effects with intervals and p, the figure
@@ -35,6 +37,7 @@ from inspo_cli.reporting import figures
 from inspo_cli.reporting.lineage import lineage_png, lineage_text
 from inspo_cli.reporting.marker import check_replaceable, seal
 from inspo_cli.reporting.sources import Group
+from inspo_cli.reporting.tools import tool_section
 
 
 def table1(groups: Sequence[Group], rule: str = "best", reference: str | None = None,
@@ -178,6 +181,7 @@ def _write(groups: Sequence[Group], table: dict, out: Path, decompositions: Sequ
     if figures.bars(table, out / "bars.png"):
         written.append(out / "bars.png")
         sections += ["![Final EM per variant](bars.png)", ""]
+    sections += tool_section(groups, out, written, table["rule_text"])
 
     if decompositions:
         sections += _decomposition(decompositions, table["rule_text"], out, written)
