@@ -24,6 +24,12 @@ from inspo_cli.runs import RunDir
 FIELDS = ("hours", "gpu_hours", "optimizer_calls", "tokens", "cost_usd", "evolution_share")
 
 
+def never_evolved(overhead: dict) -> bool:
+    """A population's overhead account (summary.json's `overhead`) of one that never evolved: no evolution, and no
+    optimizer call was made, so its optimizer figures are 0, not unknown."""
+    return overhead.get("evolutions") == 0 and not overhead.get("optimizer")
+
+
 def run_cost(run: RunDir) -> dict:
     """One finished run's cost (see the module docstring); a figure the run cannot tell is None."""
     from inspo_cli.instructions.call_record import summarize_record
@@ -35,7 +41,7 @@ def run_cost(run: RunDir) -> dict:
     overhead = summary.get("overhead") or {}
     optimizer = overhead.get("optimizer") or {}
     # no population, or one that never evolved (no optimizer was ever asked): nothing spent on the optimizer
-    idle = bool(summary) and (not overhead or (overhead.get("evolutions") == 0 and not optimizer))
+    idle = bool(summary) and (not overhead or never_evolved(overhead))
     cost: dict = {"device": device, "processes": processes, "hours": hours,
                   "gpu_hours": hours if hours is not None and str(device).startswith("cuda") else None,
                   "optimizer_calls": optimizer.get("calls", 0 if idle else None),

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from inspo_cli.ablation.cost import run_cost
+from inspo_cli.ablation.cost import never_evolved, run_cost
 from inspo_cli.ablation.table import (TARGET_DIFF, cell, comparison_of, csv_columns, csv_values, delta_cell,
                                       delta_columns, delta_values, steps_cell, summarize, uncertainty_sections)
 from inspo_cli.errors import InspoError
@@ -126,7 +126,7 @@ def overhead_rows(groups: Sequence[Group]) -> list[list]:
             if not account:
                 continue
             optimizer = account.get("optimizer") or {}
-            idle = account.get("evolutions") == 0 and not optimizer  # never evolved: no optimizer call was made
+            idle = never_evolved(account)
             tokens = optimizer.get("total_tokens", 0 if idle else None)
             training = account.get("training_rollouts") or 0
             share = account.get("share_of_wall_time")
