@@ -100,6 +100,18 @@ def test_committed_world_is_what_the_generator_makes(committed, tmp_path):
             f"data/world/{name} is stale; regenerate it with `inspo data world --out data/world --force`"
 
 
+def test_the_committed_tools_world_is_the_bundled_world_with_arithmetic_questions(tmp_path):
+    """data/world-tools (recipes/world-tools/) is the generator's seed-0 world with 30% arithmetic questions, over the
+    very corpus of data/world, which its recipes search."""
+    tools_world = COMMITTED_WORLD.parent / "world-tools"
+    write_world(generate_world(seed=0, size="default", arithmetic_share=0.3), tmp_path)
+    for name in WORLD_FILES:
+        assert (tmp_path / name).read_bytes() == (tools_world / name).read_bytes(), \
+            (f"data/world-tools/{name} is stale; regenerate it with `inspo data world --out data/world-tools "
+             "--arithmetic-share 0.3 --force`")
+    assert (tools_world / "corpus.jsonl").read_bytes() == (COMMITTED_WORLD / "corpus.jsonl").read_bytes()
+
+
 # -- file formats -----------------------------------------------------------------------------------------------------
 
 def test_corpus_rows_are_search_r1_rows_with_unique_ids(tmp_path, tiny):
