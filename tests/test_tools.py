@@ -188,6 +188,13 @@ def test_a_tool_from_outside_the_package_by_import_path(tiny_tokenizer, echo_mod
                               tools=["search", echo_module])
     [t] = engine.run(["I."], ["Q1 ?"])
     assert masked(tiny_tokenizer, t, 0) == "\n\n<information>HI</information>\n\n" and t.tool_calls == {"echo": 1}
+    # the same module, called through function calling: its schema is in the prompt, its name in the call
+    call = '<tool_call>\n{"name": "echo", "arguments": {"text": "hi"}}\n</tool_call>'
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": [call, "<answer> HI </answer>"]}, tools=["search", echo_module],
+                              protocol="function-calling", max_tokens_per_turn=256)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert '"name": "echo", "description": "Repeats its text."' in tiny_tokenizer.decode(t.prompt_ids)
+    assert "<tool_response>\nHI\n</tool_response>" in masked(tiny_tokenizer, t, 0) and t.tool_calls == {"echo": 1}
 
 
 def test_tools_that_do_not_build_into_a_usable_tool_are_one_line(echo_module, tmp_path):
