@@ -109,13 +109,17 @@ class RolloutEngine:
         self.tools = list(tools) if tools is not None else [SearchTool(retriever, topk)]
         self.format = call_format(protocol, self.tools, tokenizer, chat)
         self.stop_strings = self.format.stop
-        self._corrective = tuple(self._encode(part) for part in self.format.corrective)
+        self._corrective = self._encode_parts(self.format.corrective)
         self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _encode_parts(self, parts: tuple[str, str, str]) -> tuple[list[int], list[int], list[int]]:
+        """The ids of an observation's (opening, body, closing), each encoded alone."""
+        return self._encode(parts[0]), self._encode(parts[1]), self._encode(parts[2])
 
     def prompt_ids(self, instruction: str, question: str) -> list[int]:
         return self.format.prompt_ids(instruction, question)
@@ -214,14 +218,14 @@ class RolloutEngine:
         parts = self.format.error_parts(f"error: {call.error}")
         if call.tool is None:
             trajectory.invalid_actions += 1
-            self._observe(trajectory, *(self._encode(part) for part in parts))
+            self._observe(trajectory, *self._encode_parts(parts))
             return
         self._record(trajectory, call.tool, call.content, Observation(parts[1], error=True))
         self._observe_tool(trajectory, call.tool, parts)
 
     def _observe_tool(self, trajectory: Trajectory, tool: Tool, parts: tuple[str, str, str]) -> None:
         limit = tool.max_observation_tokens or self.config.max_observation_tokens
-        opening, body, closing = (self._encode(part) for part in parts)
+        opening, body, closing = self._encode_parts(parts)
         trajectory.tool_observation_tokens[tool.name] = (trajectory.tool_observation_tokens.get(tool.name, 0)
                                                          + self._observe(trajectory, opening, body, closing, limit))
 

@@ -34,10 +34,9 @@ SEARCH = "search"
 TRAINING = "tools/"  # tools/<tool>/calls, tools/<tool>/errors: per trajectory, in metrics.jsonl
 
 
-def evaluation_calls(run: SeedRun) -> tuple[dict[str, dict[str, float]] | None, str | None]:
-    """({benchmark: {tool: calls per question}}, None) of the policy in the run's Table 1 evaluation, or (None, why
-    they are unknown)."""
-    file = run.result.file
+def evaluation_calls(run: SeedRun, file: Path) -> tuple[dict[str, dict[str, float]] | None, str | None]:
+    """({benchmark: {tool: calls per question}}, None) of the policy in the run's Table 1 evaluation (`file`, its
+    results.json), or (None, why they are unknown)."""
     scores = read_results(file, f"evaluate {run.run.path} again")["scores"][METHOD]
     counted = {b: {k.removeprefix(CALLS): float(v) for k, v in s.items() if k.startswith(CALLS)}
                for b, s in scores.items()}
@@ -120,8 +119,10 @@ def evaluation_rows(groups: Sequence[Group]) -> tuple[list[dict], list[str]]:
     rows, unknown = [], []
     for group in groups:
         counted = []
-        for run in (r for r in group.runs if r.result is not None and r.result.file is not None):
-            calls, why = evaluation_calls(run)
+        for run in group.runs:
+            if run.result is None or run.result.file is None:
+                continue
+            calls, why = evaluation_calls(run, run.result.file)
             if calls is None:
                 unknown.append(f"{run.name} ({why})")
             else:
