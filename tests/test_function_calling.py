@@ -252,3 +252,23 @@ def test_ablate_compares_the_protocols_and_says_what_function_calling_needs(repo
         plan_axes(repo_root / "recipes/qwen2.5-3b/search-r1.yaml", [("protocol", ["hermes"])], seeds=[0])
     with pytest.raises(InspoError, match="model.chat_template is off"):
         plan_axes(repo_root / "recipes/demo.yaml", [("protocol", ["function-calling"])], seeds=[0])
+
+
+def test_a_template_that_cannot_continue_with_a_tool_message_is_refused_in_one_line(qwen_tokenizer):
+    from inspo_cli.errors import InspoError
+
+    raising = copy.deepcopy(qwen_tokenizer)  # renders tools, but refuses any role after the assistant's
+    raising.chat_template = QWEN25_TEMPLATE.replace(
+        "{%- for message in messages %}",
+        "{%- for message in messages %}{%- if loop.index0 > 1 %}{{ raise_exception('roles must alternate') }}"
+        "{%- endif %}", 1)
+    with pytest.raises(InspoError, match=r"^agent.protocol=function-calling: the tokenizer's chat template does "
+                                         r"not render a tool message .* \(it raised TemplateError: roles must "
+                                         r"alternate\)$"):
+        FunctionCallingFormat(tools("search"), raising)
+    rewriting = copy.deepcopy(qwen_tokenizer)  # renders a tool message without its content
+    rewriting.chat_template = QWEN25_TEMPLATE.replace("{{- message.content }}\n        {{- '\\n</tool_response>' }}",
+                                                      "{{- '\\n</tool_response>' }}")
+    assert rewriting.chat_template != QWEN25_TEMPLATE
+    with pytest.raises(InspoError, match="use agent.protocol=search-r1$"):
+        FunctionCallingFormat(tools("search"), rewriting)

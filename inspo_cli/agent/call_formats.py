@@ -125,12 +125,16 @@ class FunctionCallingFormat:
         after that content up to the next assistant turn: the opening and closing of an inserted observation."""
         said, result = "ASSISTANT_TEXT_9f3c", "INSERTED_TEXT_9f3c"
         conversation = [{"role": "user", "content": "QUESTION_9f3c"}, {"role": "assistant", "content": said}]
-        before = self._render(conversation, False)
-        after = self._render([*conversation, {"role": role, "content": result}], True)
+        refused = (f"agent.protocol=function-calling: the tokenizer's chat template does not render a {role} message "
+                   "after an assistant's as a continuation of the conversation, so inspo cannot insert tool results "
+                   "into it; use agent.protocol=search-r1")
+        try:
+            before = self._render(conversation, False)
+            after = self._render([*conversation, {"role": role, "content": result}], True)
+        except Exception as error:  # a template that raises on the role (Gemma's: roles must alternate)
+            raise InspoError(f"{refused} (it raised {type(error).__name__}: {str(error)[:120]})") from None
         if not after.startswith(before) or said not in before or after[len(before):].count(result) != 1:
-            raise InspoError(f"agent.protocol=function-calling: the tokenizer's chat template does not render a "
-                             f"{role} message after an assistant's as a continuation of the conversation, so inspo "
-                             "cannot insert tool results into it; use agent.protocol=search-r1")
+            raise InspoError(refused)
         tail = before[before.rindex(said) + len(said):]
         middle = after[len(before):]
         opening, _, closing = middle.partition(result)
