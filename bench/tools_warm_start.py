@@ -21,13 +21,12 @@ question type, EM, searches and calculator calls per question, the valid-action 
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
 from warm_start_adapter import export
+from world_warm_start import by_type as world_by_type
 from world_warm_start import inspo
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
@@ -43,26 +42,7 @@ TYPES = ("single_hop", "bridge", "comparison", "temporal", "arithmetic")
 
 def by_type(predictions: Path) -> dict:
     """Per question type (and all): n, EM, searches and calculator calls per question, valid-action rate, answered."""
-    types = {}
-    for line in (ROOT / "data/world-tools/test.jsonl").open():
-        row = json.loads(line)
-        types[row["id"]] = row["type"]
-    groups = defaultdict(list)
-    for line in predictions.open():
-        row = json.loads(line)
-        groups[types[row["id"]]].append(row)
-        groups["all"].append(row)
-    out = {}
-    for name in (*TYPES, "all"):
-        rows = groups.get(name, [])
-        n, turns = len(rows), sum(r["turns"] for r in rows)
-        out[name] = {"n": n, "em": sum(r["em"] for r in rows) / n if n else None,
-                     "searches": sum(r["searches"] for r in rows) / n if n else None,
-                     "calculator_calls": sum(r.get("tool_calls", {}).get("calculator", 0) for r in rows) / n
-                     if n else None,
-                     "valid_action_rate": 1 - sum(r["invalid_actions"] for r in rows) / turns if turns else None,
-                     "answered": sum(r["stop_reason"] == "answer" for r in rows) / n if n else None}
-    return out
+    return world_by_type(predictions, "data/world-tools", TYPES, tools=("calculator",))
 
 
 def table(results: dict) -> str:

@@ -42,23 +42,28 @@ def inspo(*args: str) -> float:
     return time.time() - started
 
 
-def by_type(predictions: Path) -> dict:
-    types = {}
-    for line in (ROOT / "data/world/test.jsonl").open():
+def by_type(predictions: Path, world: str = "data/world", types: tuple[str, ...] = TYPES,
+            tools: tuple[str, ...] = ()) -> dict:
+    """Per question type of `world`'s test split (and all): n, EM, searches per question, valid-action rate, share
+    answered, and for each of `tools` its calls per question (`<tool>_calls`)."""
+    type_of = {}
+    for line in (ROOT / world / "test.jsonl").open():
         row = json.loads(line)
-        types[row["id"]] = row["type"]
+        type_of[row["id"]] = row["type"]
     groups = defaultdict(list)
     for line in predictions.open():
         row = json.loads(line)
-        groups[types[row["id"]]].append(row)
+        groups[type_of[row["id"]]].append(row)
         groups["all"].append(row)
     out = {}
-    for name in (*TYPES, "all"):
+    for name in (*types, "all"):
         rows = groups.get(name, [])
         n = len(rows)
         turns = sum(r["turns"] for r in rows)
         out[name] = {"n": n, "em": sum(r["em"] for r in rows) / n if n else None,
                      "searches": sum(r["searches"] for r in rows) / n if n else None,
+                     **{f"{tool}_calls": sum(r.get("tool_calls", {}).get(tool, 0) for r in rows) / n if n else None
+                        for tool in tools},
                      "valid_action_rate": 1 - sum(r["invalid_actions"] for r in rows) / turns if turns else None,
                      "answered": sum(r["stop_reason"] == "answer" for r in rows) / n if n else None}
     return out
