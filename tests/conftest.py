@@ -49,6 +49,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
 
+@pytest.fixture
+def make_trainer(tmp_path, tiny_model_dir):
+    """A SearchGRPOTrainer on the tiny model with a scripted policy (helpers/scripted_trainer.py)."""
+    from helpers.scripted_trainer import trainer_factory
+
+    return trainer_factory(tmp_path, tiny_model_dir)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer

@@ -115,7 +115,8 @@ def test_wrong_types_are_named(minimal, override, expected):
     ("retriever.kind=elastic", "--set retriever.kind: must be one of bm25, dense, lucene, http (got 'elastic')"),
     ("population.n_parent=9", "--set population.n_parent: must be <= size (7)"),
     ("evaluation.method=cot", "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent"),
-    ("training.loss_type=dpo", "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo (got 'dpo')"),
+    ("training.loss_type=dpo", "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, "
+     "luspo, vespo (got 'dpo')"),
     ("training.vllm_is_correction=token", "--set training.vllm_is_correction: must be one of off, token_truncate"),
     ("population.accept=best", "--set population.accept: must be one of beat_parent, top_n (got 'best')"),
     ("population.selection=pareto-ucb", "--set population.selection: must be one of softmax, ucb, thompson, "

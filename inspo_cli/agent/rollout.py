@@ -53,6 +53,7 @@ class Trajectory:
     prompt_truncated: bool = False
     answer: str | None = None
     stop_reason: str | None = None  # one of STOP_REASONS
+    last_turn_cut: bool = False  # the latest turn ran out of tokens (max_tokens_per_turn, or the context's room)
     response: str = ""  # the decoded completion, observations included
 
     @property
@@ -62,6 +63,12 @@ class Trajectory:
     @property
     def done(self) -> bool:
         return self.stop_reason is not None
+
+    @property
+    def truncated(self) -> bool:
+        """Cut by a length limit rather than ended by the policy: its context filled, or its last turn ran out of
+        tokens (`training.mask_truncated_completions` leaves these out of the loss)."""
+        return self.stop_reason == "context" or (self.done and self.last_turn_cut)
 
     def append(self, ids: Sequence[int], mask_value: int, logprobs: Sequence[float] | None = None) -> None:
         self.completion_ids.extend(ids)
@@ -93,6 +100,7 @@ def summarize(trajectories: Sequence[Trajectory], tools: Sequence[str] = ()) -> 
         # veRL's response_length, which Search-R1 logs and Fig. 2(d) plots: everything after the prompt, passages too
         "length/response_with_observations": total / n,
         "length/observation_share": 1 - policy / max(total, 1),
+        "length/truncated_share": sum(t.truncated for t in trajectories) / n,  # cut by a length limit
         **per_tool,
     }
 
@@ -172,6 +180,7 @@ class RolloutEngine:
                 ids, logprobs = self._without_final_eos(ids, logprobs)
             trajectory.append(ids, 1, logprobs)
             trajectory.turns += 1
+            trajectory.last_turn_cut = generation.finish == "length"
             if call.kind == "answer":
                 trajectory.stop_reason = "answer"
             elif eos and self.config.end_at_eos:

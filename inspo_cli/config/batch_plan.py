@@ -11,8 +11,11 @@ GRPO follows Search-R1's scripts, which App. B quotes: `batch_size` counts *ques
 
     per_device_train_batch_size = micro_batch_size
     gradient_accumulation_steps = mini_batch_trajectories / (micro_batch_size x processes)
-    steps_per_generation        = gradient_accumulation_steps x updates per step
-    max_steps                   = steps x updates per step                        (optimizer updates)
+    steps_per_generation        = gradient_accumulation_steps x updates per pass
+    max_steps                   = steps x updates per pass x num_iterations       (optimizer updates)
+
+`training.num_iterations` passes over each generated batch (veRL's ppo_epochs; 1 in the paper) multiply the updates
+of a step, as TRL generates anew every steps_per_generation x num_iterations passes.
 
 SFT (and rejection sampling's SFT phase) counts `batch_size` *examples* per update, one update per step.
 """
@@ -30,7 +33,7 @@ class BatchPlan:
     processes: int
     micro_batch: int  # per device and forward/backward pass: trajectories (GRPO) or examples (SFT)
     accumulation: int  # passes per optimizer update on each device (gradient_accumulation_steps)
-    updates_per_step: int  # optimizer updates per logged training step
+    updates_per_step: int  # optimizer updates per logged training step (all passes over its batch)
     steps_per_generation: int  # TRL's: passes per device over one generated batch (GRPO; 1 for SFT)
     max_updates: int  # optimizer updates over the whole run (TRL's max_steps)
 
@@ -62,5 +65,12 @@ def batch_plan(recipe, processes: int = 1) -> BatchPlan:
             f"pass must divide training.mini_batch_trajectories={trajectories}; choose a micro_batch_size and a "
             f"number of processes whose product divides {trajectories}")
     accumulation = trajectories // per_pass
-    updates = t.batch_size * t.group_size // trajectories
-    return BatchPlan(processes, t.micro_batch_size, accumulation, updates, accumulation * updates, t.steps * updates)
+    updates = t.batch_size * t.group_size // trajectories  # per pass over the batch
+    per_process = accumulation * updates * t.micro_batch_size
+    if t.dynamic_sampling and per_process % t.group_size:
+        raise InspoError(
+            f"training.dynamic_sampling needs whole groups on each process: {per_process} trajectories per process "
+            f"(batch_size {t.batch_size} x group_size {t.group_size} over {processes} process(es)) do not divide into "
+            f"groups of {t.group_size}; choose a number of processes that divides batch_size")
+    per_step = updates * t.num_iterations
+    return BatchPlan(processes, t.micro_batch_size, accumulation, per_step, accumulation * updates, t.steps * per_step)

@@ -45,8 +45,9 @@ def _shown(value: Any) -> Any:
     if isinstance(value, dict) and "by_size" in value:
         return " / ".join(f"{v:g} ({k.upper()})" for k, v in value["by_size"].items())
     if isinstance(value, dict):
-        return f"{value['value']:g} ({value['note']})" if isinstance(value["value"], float) \
-            else f"{value['value']} ({value['note']})"
+        shown = "null" if value["value"] is None else f"{value['value']:g}" if isinstance(value["value"], float) \
+            else value["value"]
+        return f"{shown} ({value['note']})"
     return value
 
 

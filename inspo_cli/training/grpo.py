@@ -26,25 +26,31 @@ def grpo_kwargs(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
         gradient_accumulation_steps=plan.accumulation,
         steps_per_generation=plan.steps_per_generation,
         num_generations=t.group_size,
-        num_iterations=1,
+        num_iterations=t.num_iterations,
         beta=t.kl_beta,
         use_bias_correction_kl=t.kl_bias_correction,
         epsilon=t.clip_epsilon,
+        epsilon_high=t.clip_epsilon_high,
         loss_type=t.loss_type,
+        importance_sampling_level=t.importance_sampling_level,
+        top_entropy_quantile=t.top_entropy_quantile,
         entropy_coef=t.entropy_coef,
-        scale_rewards="group",
+        scale_rewards=t.scale_rewards,
         temperature=r.temperature,
         top_p=r.top_p,
         max_completion_length=r.max_total_tokens,
-        mask_truncated_completions=False,  # it would zero every trajectory that does not end in EOS
+        # TRL's test (no final EOS) would zero every trajectory that ends at </answer>: the trainer masks the
+        # trajectories the rollout cut instead (training.mask_truncated_completions)
+        mask_truncated_completions=False,
         logging_steps=plan.updates_per_step,
         use_vllm=m.backend == "vllm",
         vllm_mode=m.vllm_mode,
         vllm_gpu_memory_utilization=m.vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=m.vllm_enable_sleep_mode,
         vllm_importance_sampling_correction=t.vllm_is_correction != "off",
         vllm_importance_sampling_mode="sequence_mask" if t.vllm_is_correction == "off" else t.vllm_is_correction,
         vllm_importance_sampling_clip_max=t.vllm_is_clip,
-        log_completions=False,
+        log_completions=t.log_completions,
     )
 
 
@@ -73,6 +79,9 @@ def build_grpo(ctx):
             protocol=recipe.agent.protocol,
             rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
             chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
+            mask_truncated=recipe.training.mask_truncated_completions,
+            dynamic_sampling_rounds=recipe.training.dynamic_sampling_max_rounds if recipe.training.dynamic_sampling
+            else 0,
             generation_batch_size=plan.generation_batch_per_process,
             peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
             evaluation=ctx.evaluation)

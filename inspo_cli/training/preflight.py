@@ -19,6 +19,9 @@ STAGED_ONE_PROCESS = ("population.stage {stage} runs in one process (its evolve 
 VLLM_SERVER_ON_CPU = ("model.vllm_mode=server needs a GPU: TRL syncs the weights into the server through vLLM's NCCL "
                       "weight-transfer engine; on CPU use model.vllm_mode=colocate")
 
+VLLM_SLEEP_ON_CPU = ("model.vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode (it frees GPU "
+                     "memory only); set model.vllm_enable_sleep_mode=false")
+
 
 def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
@@ -54,8 +57,11 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
                              "train; inspo evolve itself is the offline loop (drop population.stage)")
         if processes > 1:
             raise InspoError("inspo evolve runs in one process; launch it without accelerate")
-    if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and (device or default_device()) == "cpu":
+    on_cpu = (device or default_device()) == "cpu"
+    if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and on_cpu:
         raise InspoError(VLLM_SERVER_ON_CPU)
+    if recipe.model.vllm_enable_sleep_mode and on_cpu:
+        raise InspoError(VLLM_SLEEP_ON_CPU)
     check_wandb(recipe)  # installed, and a key unless offline
     if population.enabled and (population.evolve_until > 0 or population.initial_rewrites):
         from inspo_cli.instructions.lm import read_api_key

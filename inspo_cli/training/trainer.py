@@ -22,6 +22,7 @@ The overridden private methods (`_generate_and_score_completions`, `_calculate_r
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -38,10 +39,11 @@ from inspo_cli.agent.rollout import RolloutEngine, Trajectory, summarize
 from inspo_cli.agent.tools import Tool
 from inspo_cli.config import RewardConfig, RolloutConfig
 from inspo_cli.instructions.replay import experiences_from
-from inspo_cli.instructions.sampling import InstructionSource, Pick
+from inspo_cli.instructions.sampling import InstructionSource, Pick, derived_seed
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.runs import RunDir
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
+from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informative_groups
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
@@ -73,8 +75,12 @@ class SearchGRPOTrainer(GRPOTrainer):
                  chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
                  callbacks=None, coevolution: CoEvolutionFactory | None = None,
                  evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True,
-                 tools: Sequence[Tool] | None = None, protocol: str = "search-r1"):
+                 tools: Sequence[Tool] | None = None, protocol: str = "search-r1", mask_truncated: bool = False,
+                 dynamic_sampling_rounds: int = 0):
         self.instructions = instructions
+        self.mask_truncated = mask_truncated  # training.mask_truncated_completions
+        self.dynamic_sampling_rounds = dynamic_sampling_rounds  # 0: off; else training.dynamic_sampling_max_rounds
+        self._round_rewards: torch.Tensor | None = None  # the latest generation's rewards, all processes
         self.compact_cpu_logprobs = compact_cpu_logprobs  # see `score_only_labelled_positions_on_cpu`
         self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
         self.updates_per_step = updates_per_step  # optimizer updates per generation batch (batch / mini-batch)
@@ -127,15 +133,73 @@ class SearchGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         started = time.perf_counter()
-        self._picks = self.instructions.sample([x["qid"] for x in inputs], self.step)
-        for x, pick in zip(inputs, self._picks):
-            x["instruction_id"] = pick.instruction_id
         self._rollout_seconds = 0.0
-        output = super()._generate_and_score_completions(inputs)
+        if self.dynamic_sampling_rounds and self.model.training:
+            output = self._dynamically_sampled(inputs)
+        else:
+            output = self._generate_round(inputs).output
+            if self.model.training:  # the groups of every process, which give no gradient
+                informative = informative_groups(self._round_rewards, self.num_generations)
+                self._metrics["train"]["groups/equal_rewards"].append(1 - sum(informative) / len(informative))
         elapsed = time.perf_counter() - started
         self._generate_and_score_seconds += elapsed
         self.phase_seconds["scoring"] += elapsed - self._rollout_seconds
         return output
+
+    def _generate_round(self, inputs) -> Round:
+        """One rollout of `inputs` (each question group_size times in a row), scored by TRL, with the instruction
+        of each question sampled first and its group's rewards reported back (`_calculate_rewards`)."""
+        self._picks = self.instructions.sample([x["qid"] for x in inputs], self.step)
+        for x, pick in zip(inputs, self._picks):
+            x["instruction_id"] = pick.instruction_id
+        output = super()._generate_and_score_completions(inputs)
+        return Round(output, self._local_informative(len(inputs)) if self.model.training else [])
+
+    def _local_informative(self, rows: int) -> list[bool]:
+        """Per group of this process's latest rows: do its rewards differ?"""
+        index = self.accelerator.process_index
+        return informative_groups(self._round_rewards[index * rows:(index + 1) * rows], self.num_generations)
+
+    def _dynamically_sampled(self, inputs) -> dict:
+        """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further
+        questions (`dynamic_sampling.DynamicSampling`). TRL's metrics of the rounds become one value each, weighted
+        by the rollouts of each round, so that `reward` stays the mean over every rollout generated."""
+        metrics = self._metrics["train"]
+        before = {key: len(values) for key, values in metrics.items()}
+        sizes: list[int] = []
+
+        def generate(rows):
+            sizes.append(len(rows))
+            return self._generate_round(rows)
+
+        sampler = DynamicSampling(self.num_generations, self.dynamic_sampling_rounds,
+                                  self.processing_class.pad_token_id)
+        output, extra = sampler.fill(inputs, generate, self._further_questions, self._reduce)
+        for key, values in metrics.items():
+            new = values[before.get(key, 0):]
+            if len(new) > 1:
+                weights = sizes if len(new) == len(sizes) else [1] * len(new)
+                del values[before.get(key, 0):]
+                values.append(sum(w * v for w, v in zip(weights, new)) / sum(weights))
+        loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        for name, value in extra.items():
+            metrics[name].append(value)
+        metrics["groups/equal_rewards"].append(extra["dynamic_sampling/unfilled"])
+        return output
+
+    def _further_questions(self, count: int, round_: int) -> list[dict]:
+        """`count` training questions at random for dynamic sampling's round `round_` of this step: a stream of its
+        own, seeded by the run seed, the step, the process and the round, so a resumed run draws the same."""
+        generator = random.Random(derived_seed(self.args.seed, "dynamic-sampling", self.step,
+                                               self.accelerator.process_index, round_))
+        dataset = self.train_dataset
+        return [dict(dataset[i]) for i in generator.choices(range(len(dataset)), k=count)]
+
+    def _reduce(self, values: list[float], how: str) -> list[float]:
+        gathered = self.accelerator.gather(torch.tensor([values], dtype=torch.float64, device=self.accelerator.device))
+        combined = gathered.sum(dim=0) if how == "sum" else gathered.amax(dim=0)
+        return combined.tolist()
 
     def _rollout(self, prompts: list[str], trainer=None) -> dict:
         """TRL's rollout_func: the questions of this process's generation batch in, token ids and masks out."""
@@ -152,11 +216,15 @@ class SearchGRPOTrainer(GRPOTrainer):
         self.phase_seconds["generation"] += self._rollout_seconds - retrieval
         self._log_rollout_metrics(trajectories)
         logprobs = [t.logprobs for t in trajectories]
+        # env_mask multiplies TRL's loss mask: a truncated trajectory's all-zero row drops out of the loss (and of
+        # the token count dapo/cispo/vespo normalise by), as TRL's own mask_truncated_completions does for its rows
+        masks = [[0] * len(t.completion_mask) if self.mask_truncated and t.truncated else t.completion_mask
+                 for t in trajectories]
         return {
             "prompt_ids": [t.prompt_ids for t in trajectories],
             "completion_ids": [t.completion_ids for t in trajectories],
             "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
-            "env_mask": [t.completion_mask for t in trajectories],
+            "env_mask": masks,
             "answer": [t.answer for t in trajectories],
             "well_formed": [followed_protocol(t) for t in trajectories],
         }
@@ -165,7 +233,8 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _policy_for_generation(self):
         if self.use_vllm:
             self._sync_vllm_weights()
-            yield
+            with self._vllm_awake():
+                yield
             return
         with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
                                           gather_deepspeed3_params=self.args.ds3_gather_for_generation,
@@ -182,6 +251,25 @@ class SearchGRPOTrainer(GRPOTrainer):
             self.vllm_generation.sync_weights()
             self._last_loaded_step = self.state.global_step
 
+    @contextlib.contextmanager
+    def _vllm_awake(self):
+        """`model.vllm_enable_sleep_mode`: TRL puts its colocated engine to sleep (level 2: weights and KV cache
+        freed) and wakes it inside its own `generate`, which a `rollout_func` trainer never calls; its weight sync
+        wakes the weights only. So the KV cache is woken here around every rollout (training's, verification's,
+        evaluation's), and the engine goes back to sleep after it, with its weights marked gone so that the next
+        rollout pushes them again (level 2 discards them)."""
+        generation = self.vllm_generation
+        if not (self.vllm_mode == "colocate" and getattr(generation, "enable_sleep_mode", False)):
+            yield
+            return
+        generation.llm.wake_up(tags=["kv_cache"])
+        try:
+            yield
+        finally:
+            generation.llm.sleep(level=2)
+            generation._llm_weights_sleeping = True
+            self._last_loaded_step = -1  # TRL's tag for "not in vLLM": the next rollout syncs the weights again
+
     def _log_rollout_metrics(self, trajectories: Sequence[Trajectory]) -> None:
         for name, value in summarize(trajectories, [t.name for t in self.engine.tools]).items():
             self._log_metric(name, value)
@@ -195,6 +283,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             categories = gather_object([x.get("category", "") for x in inputs])  # for parents: pareto
             weights = self.reward_weights.to(rewards_per_func.device)
             rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
+            unscorable = torch.isnan(rewards_per_func).all(dim=1).view(-1, self.num_generations)
+            self._round_rewards = rewards.masked_fill(unscorable, torch.nan).flatten()  # as TRL scores them
             group_picks = picks[::self.num_generations]
             self.instructions.observe(group_picks, rewards.mean(dim=1).tolist(), categories[::self.num_generations])
             if self.coevolution is not None and self.coevolution.evolving:

@@ -1,0 +1,117 @@
+"""DAPO's dynamic sampling (`training.dynamic_sampling`): a step trains on groups whose rewards differ.
+
+A group whose G rollouts all earn the same reward has zero advantage everywhere: it gives the policy no gradient
+(only the KL and entropy terms see it). With the switch on, such groups are dropped from the step's batch and the
+batch is filled from further questions, drawn at random from the training set, in at most
+`training.dynamic_sampling_max_rounds` extra generation rounds. Each round asks for as many groups as are still
+missing divided by the share of groups kept so far (DAPO's over-sampling), never more than one batch. If the
+rounds run out, the batch is completed with dropped groups of the step's own questions (what it would have trained
+on without the switch), and `dynamic_sampling/unfilled` says how many.
+
+Dropped groups are not wasted: every round's rewards reach INSPO's instruction weights and every rollout enters
+the replay buffer, exactly as the batch's own do (`SearchGRPOTrainer._calculate_rewards` runs for every round),
+since an instruction under which all G rollouts fail (or all succeed) is what the weights and the reflection on
+failures are about.
+
+Processes: each one holds whole groups (`batch_plan` checks this), decides for its own groups, and every round is
+run by all of them with the same number of questions, so that TRL's collective gathers line up.
+
+    sampler = DynamicSampling(group_size=5, max_rounds=3, pad_token_id=tokenizer.pad_token_id)
+    output, metrics = sampler.fill(inputs, generate, draw, reduce)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+# the 2-D tensors of TRL's generation output that are left-padded (the prompt side); every other 2-D tensor is
+# right-padded (the completion side)
+PROMPT_KEYS = ("prompt_ids", "prompt_mask")
+PAD_VALUES = {"tool_mask": 1, "importance_sampling_ratio": 1.0}  # ids take the tokenizer's pad id, the rest 0
+
+
+def informative_groups(rewards: torch.Tensor, group_size: int) -> list[bool]:
+    """Per group of `group_size` consecutive rewards: do they differ (a non-zero advantage somewhere)? A reward
+    that is NaN (unscorable, TRL zeroes its advantage) does not count as differing."""
+    grouped = rewards.view(-1, group_size)
+    nan = torch.isnan(grouped)
+    spread = (grouped.masked_fill(nan, -math.inf).amax(dim=1) - grouped.masked_fill(nan, math.inf).amin(dim=1))
+    return [bool(value > 0) for value in spread.tolist()]  # all-NaN: -inf; one value: 0
+
+
+@dataclass
+class Round:
+    output: dict  # what TRL's `_generate_and_score_completions` returned for this process's rows
+    informative: list[bool]  # per group of this process's rows
+
+
+def merge(pieces: Sequence[tuple[dict, list[int]]], pad_token_id: int) -> dict:
+    """The rows `rows` of each output in `pieces`, as one output: 2-D tensors are padded to the widest (prompts
+    on the left, completions on the right), 1-D tensors are concatenated. `num_items_in_batch` is left to the
+    caller (it is a count over all processes)."""
+    merged: dict = {}
+    for key, first in pieces[0][0].items():
+        if key == "num_items_in_batch":
+            continue
+        if not isinstance(first, torch.Tensor):
+            raise ValueError(f"dynamic sampling cannot merge the generation output {key!r} (not a tensor)")
+        parts = [output[key][rows] for output, rows in pieces if rows]
+        if first.dim() == 2:
+            width = max(part.shape[1] for part in parts)
+            pad = pad_token_id if key.endswith("_ids") else PAD_VALUES.get(key, 0)
+            left = key in PROMPT_KEYS
+            parts = [torch.nn.functional.pad(part, (width - part.shape[1], 0) if left else (0, width - part.shape[1]),
+                                             value=pad) for part in parts]
+        merged[key] = torch.cat(parts, dim=0)
+    return merged
+
+
+class DynamicSampling:
+    def __init__(self, group_size: int, max_rounds: int, pad_token_id: int):
+        self.group_size, self.max_rounds, self.pad_token_id = group_size, max_rounds, pad_token_id
+
+    def fill(self, inputs: list[dict], generate: Callable[[list[dict]], Round],
+             draw: Callable[[int, int], list[dict]], reduce: Callable[[list[float], str], list[float]]
+             ) -> tuple[dict, dict[str, float]]:
+        """`generate(rows)` rolls out and scores rows (each question `group_size` times in a row); `draw(k, round)`
+        gives k further questions (one row each); `reduce(values, "sum" | "max")` combines values over all
+        processes. Returns the batch's output and the step's metrics."""
+        g = self.group_size
+        groups = len(inputs) // g
+        rounds = [generate(inputs)]
+        kept, generated, extra_rounds = sum(rounds[0].informative), groups, 0
+        while extra_rounds < self.max_rounds:
+            (most_missing,) = reduce([groups - min(kept, groups)], "max")
+            if most_missing == 0:
+                break
+            kept_all, generated_all = reduce([kept, generated], "sum")
+            share = max(kept_all / generated_all, 1 / groups)
+            size = min(groups, math.ceil(most_missing / share))
+            extra_rounds += 1
+            rows = draw(size, extra_rounds)
+            # a dict per rollout, as TRL's sampler gives: TRL writes each rollout's own fields (its answer) into it
+            rounds.append(generate([dict(row) for row in rows for _ in range(g)]))
+            kept += sum(rounds[-1].informative)
+            generated += size
+        pieces, taken = [], 0
+        for round_ in rounds:  # informative groups, in the order they were generated, until the batch is full
+            chosen = [i for i, ok in enumerate(round_.informative) if ok][:groups - taken]
+            taken += len(chosen)
+            pieces.append((round_.output, [i * g + j for i in chosen for j in range(g)]))
+        unfilled = groups - taken
+        fillers = [i for i, ok in enumerate(rounds[0].informative) if not ok][:unfilled]
+        pieces.append((rounds[0].output, [i * g + j for i in fillers for j in range(g)]))
+        output = merge(pieces, self.pad_token_id)
+        kept_all, generated_all, unfilled_all, groups_all, dropped_all = reduce(
+            [kept, generated, unfilled, groups, generated - kept], "sum")
+        metrics = {
+            "dynamic_sampling/dropped": dropped_all / generated_all,  # share of the step's generated groups
+            "dynamic_sampling/extra_rollouts": (generated_all - groups_all) / groups_all,  # per rollout of the batch
+            "dynamic_sampling/rounds": float(extra_rounds),
+            "dynamic_sampling/unfilled": unfilled_all / groups_all,  # batch share filled with dropped groups
+        }
+        return output, metrics
