@@ -7,7 +7,7 @@ and on, and what filling the batch costs.
 Runs `inspo train` on recipes/demo.yaml twice with the same seed, the switch off then on, alone on the machine (one
 after the other), and reads their metrics.jsonl. Per step: `groups/equal_rewards`, the share of the trained batch's
 groups whose rollouts all earned the same reward (zero advantage: no policy gradient); with the switch on, also the
-share of all generated groups that were dropped, the extra rollouts (per rollout of the batch), the extra rounds,
+share of all generated groups with equal rewards, the extra rollouts (per rollout of the batch), the extra rounds,
 and the share of the batch that had to be filled with dropped groups once the rounds ran out. Wall time is the
 whole run's (evolution and evaluation included) and per step (TRL's time of generation and update).
 
@@ -30,7 +30,7 @@ from _common import ROOT, machine, update_readme_section
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.runs import RunDir  # noqa: E402
 
-KEYS = ("groups/equal_rewards", "dynamic_sampling/dropped", "dynamic_sampling/extra_rollouts",
+KEYS = ("groups/equal_rewards", "dynamic_sampling/equal_generated", "dynamic_sampling/extra_rollouts",
         "dynamic_sampling/rounds", "dynamic_sampling/unfilled", "reward", "em", "frac_reward_zero_std")
 
 
@@ -65,7 +65,7 @@ def section(result: dict) -> str:
              f"recipes/demo.yaml, {result['steps']} steps, the recipe's seed, each run alone"
              + (f", with {' '.join(result['set'])}" if result["set"] else "") + ". Means over the steps; "
              "`equal-reward groups trained` is the share of the trained batch's groups with zero advantage.", "",
-             "| dynamic_sampling | equal-reward groups trained | groups dropped (of generated) | extra rollouts "
+             "| dynamic_sampling | equal-reward groups trained | equal-reward groups generated | extra rollouts "
              "per batch rollout | extra rounds | batch filled with dropped groups | reward | EM | s / step | "
              "run wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for side in result["runs"]:
@@ -76,7 +76,7 @@ def section(result: dict) -> str:
             return "—" if value is None else f"{value:g}"
 
         lines.append(f"| {'on' if side['dynamic_sampling'] else 'off'} | {cell('groups/equal_rewards')} | "
-                     f"{cell('dynamic_sampling/dropped')} | {cell('dynamic_sampling/extra_rollouts')} | "
+                     f"{cell('dynamic_sampling/equal_generated')} | {cell('dynamic_sampling/extra_rollouts')} | "
                      f"{cell('dynamic_sampling/rounds')} | {cell('dynamic_sampling/unfilled')} | {cell('reward')} | "
                      f"{cell('em')} | {cell('seconds')} | {side['wall_seconds']:g} |")
     off, on = result["runs"]

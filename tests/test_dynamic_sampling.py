@@ -4,6 +4,7 @@ further questions fill it within a bounded number of rounds, and every round sti
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -83,7 +84,7 @@ def test_dropped_groups_are_replaced_by_informative_ones_of_further_questions():
     # round 0 keeps groups 0 and 3; 2 missing at a kept share of 1/2: 4 further questions
     assert script.draws == [(4, 1)]
     assert kept_rows(output) == [(0, 0), (0, 1), (0, 6), (0, 7), (1, 2), (1, 3), (1, 4), (1, 5)]
-    assert metrics == {"dynamic_sampling/dropped": 0.5, "dynamic_sampling/extra_rollouts": 1.0,
+    assert metrics == {"dynamic_sampling/equal_generated": 0.5, "dynamic_sampling/extra_rollouts": 1.0,
                        "dynamic_sampling/rounds": 1.0, "dynamic_sampling/unfilled": 0.0}
 
 
@@ -93,7 +94,7 @@ def test_the_round_size_is_what_is_missing_over_the_kept_share_and_rounds_are_bo
     assert script.draws == [(4, 1), (4, 2)]  # 3 missing at 1/4 kept: capped at one batch; then the bound
     # group 0, then the step's own dropped groups fill the rest
     assert kept_rows(output) == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6), (0, 7)]
-    assert metrics == {"dynamic_sampling/dropped": 11 / 12, "dynamic_sampling/extra_rollouts": 2.0,
+    assert metrics == {"dynamic_sampling/equal_generated": 11 / 12, "dynamic_sampling/extra_rollouts": 2.0,
                        "dynamic_sampling/rounds": 2.0, "dynamic_sampling/unfilled": 0.75}
 
 
@@ -101,7 +102,7 @@ def test_a_batch_without_equal_groups_costs_nothing_more():
     script = Script([[True, True]])
     output, metrics = DynamicSampling(2, 3, 0).fill([{}] * 4, script.generate, script.draw, one_process)
     assert script.draws == [] and kept_rows(output) == [(0, 0), (0, 1), (0, 2), (0, 3)]
-    assert metrics["dynamic_sampling/dropped"] == 0 and metrics["dynamic_sampling/rounds"] == 0
+    assert metrics["dynamic_sampling/equal_generated"] == 0 and metrics["dynamic_sampling/rounds"] == 0
 
 
 def test_every_process_runs_the_same_rounds_when_only_another_one_is_short():
@@ -156,9 +157,14 @@ class FirstAlwaysRight:
 def test_the_trainer_drops_the_equal_group_fills_the_batch_and_reports_every_round(make_trainer):
     source = RecordingSource("Answer the given question.")
     trainer = make_trainer(source, dynamic_sampling=True, dynamic_sampling_max_rounds=5)
-    trainer.dynamic_sampling_rounds = 5
+    assert trainer.dynamic_sampling_rounds == 5
     trainer.engine.backend = FirstAlwaysRight(trainer.processing_class)
+    started = time.perf_counter()
     output = trainer._generate_and_score_completions(generation_batch())
+    elapsed = time.perf_counter() - started
+    phases = trainer.phase_seconds
+    # every round's rollout is generation (or retrieval) once, the rest scoring: the phases add up to the call
+    assert phases["scoring"] > 0 and sum(phases.values()) == pytest.approx(elapsed, rel=0.05)
     assert len(output["advantages"]) == 4 and (output["advantages"] != 0).all()  # two informative groups
     loss_mask = output["completion_mask"] * output["tool_mask"]
     assert output["num_items_in_batch"] == loss_mask.sum()
@@ -185,3 +191,18 @@ def test_further_questions_are_the_same_for_the_same_step_and_round(make_trainer
     first = trainer._further_questions(5, 1)
     assert trainer._further_questions(5, 1) == first and all(q["qid"] for q in first)
     assert len(trainer._further_questions(3, 2)) == 3
+
+
+def test_metrics_of_several_rounds_become_one_over_everything_generated():
+    from inspo_cli.training.trainer import _pooled
+
+    sizes = [4, 12]
+    rounds = {"reward": [1.0, 0.0], "reward_std": [0.0, 0.0], "completions/max_length": [30, 50],
+              "completions/min_length": [7, 5], "frac_reward_zero_std": [0.5, 1.0]}
+    assert _pooled("reward", rounds["reward"], sizes, rounds) == 0.25
+    # four rollouts at 1 and twelve at 0: the pooled standard deviation (population form) is sqrt(0.25 x 0.75)
+    assert _pooled("reward_std", rounds["reward_std"], sizes, rounds) == pytest.approx(math.sqrt(0.1875))
+    assert _pooled("completions/max_length", [30, 50], sizes, rounds) == 50
+    assert _pooled("completions/min_length", [7, 5], sizes, rounds) == 5
+    assert _pooled("frac_reward_zero_std", [0.5, 1.0], sizes, rounds) == 0.875
+    assert _pooled("sampling/importance_sampling_ratio/max", [1.2, math.nan], sizes, rounds) == 1.2

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.scripted_trainer import GROUP, RecordingSource, generation_batch
+from helpers.scripted_trainer import RecordingSource, generation_batch
 from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig, load_recipe
 from inspo_cli.config.batch_plan import batch_plan
@@ -29,7 +29,7 @@ def test_the_loss_types_are_every_one_trl_offers():
 
 # (recipe override, GRPOConfig attribute, what TRL holds); the defaults are the paper's and reach TRL as such
 FIELDS = [
-    ("training.loss_type=cispo", "loss_type", "cispo"),
+    ("training.loss_type=sapo", "loss_type", "sapo"),
     ("training.importance_sampling_level=sequence", "importance_sampling_level", "sequence"),
     ("training.clip_epsilon_high=0.28", "epsilon_high", 0.28),
     ("training.scale_rewards=batch", "scale_rewards", "batch"),
@@ -100,8 +100,19 @@ def test_bad_values_are_refused_in_one_line(recipe_file, override, expected):
     assert "\n" not in str(info.value) and expected in str(info.value), str(info.value)
 
 
-def test_vespo_refuses_a_sequence_level_ratio_and_sequence_vllm_correction(recipe_file):
+def test_combinations_trl_would_misread_are_refused(recipe_file):
     for overrides, expected in (
+            (["training.loss_type=cispo"], "training.clip_epsilon_high: must be set to 1 or more with loss_type cispo, "
+             "which caps each token's importance weight at it (got None: TRL would take clip_epsilon, 0.2"),
+            (["training.loss_type=cispo", "training.clip_epsilon_high=0.28"], "(got 0.28: a cap below 1"),
+            (["training.loss_type=sapo", "training.clip_epsilon_high=0.28"],
+             "training.clip_epsilon_high: is unused by loss_type sapo"),
+            (["training.dynamic_sampling=true", "training.scale_rewards=batch"],
+             "training.scale_rewards: must be group or none with dynamic_sampling"),
+            (["training.algorithm=sft", "training.num_iterations=2"],
+             "training.num_iterations: is a GRPO setting, unused by training.algorithm sft"),
+            (["training.algorithm=sft", "training.dynamic_sampling=true"],
+             "training.dynamic_sampling: is a GRPO setting"),
             (["training.loss_type=vespo", "training.importance_sampling_level=sequence"],
              "training.importance_sampling_level: must be token with loss_type vespo"),
             (["training.loss_type=vespo", "training.vllm_is_correction=sequence_mask"],
@@ -173,6 +184,8 @@ def test_masking_truncated_trajectories_leaves_exactly_them_out_of_the_loss(make
     assert all((kept[row] == 0) == mask for row in range(1, len(batch), 2))
     assert inputs["num_items_in_batch"] == loss_mask.sum()
     assert trainer._metrics["train"]["length/truncated_share"][-1] == 0.5
+    # masked after TRL measured the completions (the policy's tokens): its lengths still count the truncated ones
+    assert trainer._metrics["train"]["completions/min_length"][-1] == 19
 
 
 class RecordingLLM:
@@ -233,7 +246,8 @@ def test_without_sleep_mode_nothing_is_woken(make_trainer):
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_every_loss_type_trains_a_step_of_the_tiny_model(make_trainer, loss_type):
     level = "sequence" if loss_type == "luspo" else "token"
-    trainer = make_trainer(loss_type=loss_type, importance_sampling_level=level, clip_epsilon_high=0.28,
+    high = {"cispo": 5.0, "sapo": None, "vespo": None}.get(loss_type, 0.28)
+    trainer = make_trainer(loss_type=loss_type, importance_sampling_level=level, clip_epsilon_high=high,
                            num_iterations=2)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     trainer.train()
@@ -241,4 +255,4 @@ def test_every_loss_type_trains_a_step_of_the_tiny_model(make_trainer, loss_type
     assert sorted(changed) == sorted(before)
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     assert losses and all(math.isfinite(loss) for loss in losses)
-    assert trainer.args.loss_type == loss_type and len(generation_batch()) == 2 * GROUP
+    assert trainer.args.loss_type == loss_type and trainer.epsilon_high == (high or 0.2)

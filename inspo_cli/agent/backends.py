@@ -207,28 +207,68 @@ class VLLMBackend(_Sampling):
     def __init__(self, llm, temperature: float = 1.0, top_p: float = 1.0, request_seeds: bool = False):
         self.llm, self.temperature, self.top_p, self.request_seeds = llm, temperature, top_p, request_seeds
 
-    def generate(self, contexts, max_new_tokens, stop=()) -> list[Generation]:
-        from vllm import SamplingParams
+    def generate(self, contexts, max_new_tokens, stop=(), seeds: Sequence[int | None] | None = None
+                 ) -> list[Generation]:
+        """`seeds`: one per context (the rollout engine's, keyed by row and turn); else drawn when request_seeds."""
         from vllm.inputs import TokensPrompt
 
-        seeds = _request_seeds(len(contexts)) if self.request_seeds else [None] * len(contexts)
-        params = [SamplingParams(max_tokens=n, temperature=self.temperature, top_p=self.top_p, stop=list(stop),
-                                 include_stop_str_in_output=True, logprobs=0, seed=seed)
-                  for n, seed in zip(max_new_tokens, seeds)]
+        if seeds is None:
+            seeds = _request_seeds(len(contexts)) if self.request_seeds else [None] * len(contexts)
+        params = [self._params(n, stop, seed) for n, seed in zip(max_new_tokens, seeds)]
         prompts = [TokensPrompt(prompt_token_ids=list(c)) for c in contexts]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        results = []
-        for output in outputs:
-            sample = output.outputs[0]
-            ids = list(sample.token_ids)
-            logprobs = [entry[token].logprob if entry and token in entry else math.nan
-                        for token, entry in zip(ids, sample.logprobs or [None] * len(ids))]
-            if sample.finish_reason == "length":
-                finish = "length"
-            else:  # vLLM's stop_reason is the matched stop string, or None when EOS ended the turn
-                finish = "stop" if isinstance(sample.stop_reason, str) else "eos"
-            results.append(Generation(ids, finish, logprobs))
-        return results
+        return [_generation(output) for output in self.llm.generate(prompts, params, use_tqdm=False)]
+
+    def _params(self, max_tokens: int, stop: Sequence[str], seed: int | None):
+        from vllm import SamplingParams
+
+        return SamplingParams(max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, stop=list(stop),
+                              include_stop_str_in_output=True, logprobs=0, seed=seed)
+
+    def stream(self, stop: Sequence[str]) -> "VLLMStream":
+        """Requests one by one into the engine's running batch (`rollout.schedule: per-trajectory`)."""
+        return VLLMStream(self, stop)
+
+
+class VLLMStream:
+    """Turns added to a `vllm.LLM`'s engine one request at a time and returned the engine step they finish in, so
+    a trajectory's next turn can join the running batch while the others go on (`agent.per_trajectory`)."""
+
+    def __init__(self, backend: VLLMBackend, stop: Sequence[str]):
+        self.backend, self.stop = backend, list(stop)
+        self.engine = backend.llm.llm_engine
+        if self.engine.has_unfinished_requests():
+            raise RuntimeError("the vLLM engine is busy with other requests; per-trajectory rollouts need it alone")
+        self._keys: dict[str, int] = {}
+        self._count = 0
+
+    def submit(self, key: int, context, max_new_tokens: int, seed: int | None) -> None:
+        from vllm.inputs import TokensPrompt
+
+        self._count += 1
+        request_id = f"inspo-{self._count}"
+        self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(context)),
+                                self.backend._params(max_new_tokens, self.stop, seed))
+        self._keys[request_id] = key
+
+    def poll(self) -> list[tuple[int, Generation]]:
+        return [(self._keys.pop(output.request_id), _generation(output))
+                for output in self.engine.step() if output.finished]
+
+    def pending(self) -> int:
+        return len(self._keys)
+
+
+def _generation(output) -> Generation:
+    """A vLLM RequestOutput as the sampled ids, why they ended and their log-probs."""
+    sample = output.outputs[0]
+    ids = list(sample.token_ids)
+    logprobs = [entry[token].logprob if entry and token in entry else math.nan
+                for token, entry in zip(ids, sample.logprobs or [None] * len(ids))]
+    if sample.finish_reason == "length":
+        finish = "length"
+    else:  # vLLM's stop_reason is the matched stop string, or None when EOS ended the turn
+        finish = "stop" if isinstance(sample.stop_reason, str) else "eos"
+    return Generation(ids, finish, logprobs)
 
 
 def _request_seeds(n: int) -> list[int]:

@@ -26,6 +26,7 @@ from typing import Sequence
 
 from inspo_cli.agent.backends import PolicyBackend
 from inspo_cli.agent.call_formats import Call, call_format
+from inspo_cli.agent.per_trajectory import run_per_trajectory
 from inspo_cli.agent.tools.base import Observation, Tool
 from inspo_cli.agent.tools.search import SearchTool
 from inspo_cli.config import RolloutConfig
@@ -119,6 +120,7 @@ class RolloutEngine:
         self.stop_strings = self.format.stop
         self._corrective = self._encode_parts(self.format.corrective)
         self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
+        self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
 
@@ -145,11 +147,15 @@ class RolloutEngine:
             ids = list(ids)
             trajectory = Trajectory(prompt_ids=ids[-limit:], prompt_truncated=len(ids) > limit)  # keep the question
             trajectories.append(trajectory)
-        for turn in range(self.config.max_turns + 1):
-            active = [t for t in trajectories if not t.done]
-            if not active:
-                break
-            self._turn(active, search_allowed=turn < self.config.max_turns)
+        seed_of = self._seed_of()
+        if self.config.schedule == "per-trajectory":
+            run_per_trajectory(self, trajectories, self.backend.stream(self.stop_strings), seed_of)
+        else:
+            for turn in range(self.config.max_turns + 1):
+                rows = [row for row, t in enumerate(trajectories) if not t.done]
+                if not rows:
+                    break
+                self._turn(trajectories, rows, turn < self.config.max_turns, seed_of)
         for trajectory in trajectories:
             trajectory.response = self.tokenizer.decode(trajectory.completion_ids, skip_special_tokens=True)
             trajectory.answer = extract_answer(self.tokenizer.decode(
@@ -160,43 +166,69 @@ class RolloutEngine:
     def _room(self, trajectory: Trajectory) -> int:
         return self.config.max_total_tokens - len(trajectory.prompt_ids) - len(trajectory.completion_ids)
 
-    def _turn(self, active: list[Trajectory], search_allowed: bool) -> None:
-        budgets = [min(self.config.max_tokens_per_turn, self._room(t)) for t in active]
-        for trajectory, budget in zip(active, budgets):
-            if budget <= 0:
-                trajectory.stop_reason = "context"
-        active = [t for t, b in zip(active, budgets) if b > 0]
-        budgets = [b for b in budgets if b > 0]
-        if not active:
+    def _seed_of(self):
+        """Each request's seed by (row, turn) when the backend takes seeds (`request_seeds`): one draw from this
+        process's torch generator per batch, then keyed, so that both schedules seed each turn alike."""
+        if not getattr(self.backend, "request_seeds", False):
+            return lambda row, turn: None
+        from inspo_cli.agent.backends import _request_seeds
+        from inspo_cli.instructions.sampling import derived_seed
+
+        (base,) = _request_seeds(1)
+        return lambda row, turn: derived_seed(base, row, turn)
+
+    def _turn(self, trajectories: list[Trajectory], rows: list[int], search_allowed: bool, seed_of) -> None:
+        """`rollout.schedule: turn-synchronous`: one generation for every live trajectory (`rows`), then each tool's
+        calls of the turn in one batch, in the order the policy's calls came."""
+        budgets = {row: self._budget(trajectories[row]) for row in rows}
+        rows = [row for row in rows if budgets[row] > 0]
+        if not rows:
             return
-        generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active], budgets,
-                                            self.stop_strings)
+        active = [trajectories[row] for row in rows]
+        seeds = [seed_of(row, trajectories[row].turns) for row in rows]
+        extra = {} if all(seed is None for seed in seeds) else {"seeds": seeds}
+        generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active],
+                                            [budgets[row] for row in rows], self.stop_strings, **extra)
         calling: dict[str, list[tuple[Trajectory, Call]]] = {}
         for trajectory, generation in zip(active, generations):
-            call = self.format.parse(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
-            ids, logprobs = generation.token_ids, generation.logprobs
-            eos = generation.finish == "eos"
-            if eos and call.kind != "answer" and not self.config.end_at_eos:
-                ids, logprobs = self._without_final_eos(ids, logprobs)
-            trajectory.append(ids, 1, logprobs)
-            trajectory.turns += 1
-            trajectory.last_turn_cut = generation.finish == "length"
-            if call.kind == "answer":
-                trajectory.stop_reason = "answer"
-            elif eos and self.config.end_at_eos:
-                trajectory.stop_reason = "eos"  # the policy ended its turn without an answer
-            elif not search_allowed:
-                trajectory.stop_reason = "max_turns"
-            elif call.error is not None:  # a malformed call: the error observation, then the next turn
-                self._malformed(trajectory, call)
-            elif call.tool is not None:
+            call = self._after_generation(trajectory, generation, search_allowed)
+            if call is not None:
                 calling.setdefault(call.tool.name, []).append((trajectory, call))
-            else:  # no valid call or answer (EOS included, as in Search-R1): the corrective observation, next turn
-                trajectory.invalid_actions += 1
-                self._observe(trajectory, *self._corrective)
-        by_name = {tool.name: tool for tool in self.tools}
         for name, calls in calling.items():  # in the order the policy's calls came, one batch per tool
-            self._call(by_name[name], calls)
+            self._call(self._tools_by_name[name], calls)
+
+    def _budget(self, trajectory: Trajectory) -> int:
+        """The tokens its next turn may generate; none left ends it ("context")."""
+        budget = min(self.config.max_tokens_per_turn, self._room(trajectory))
+        if budget <= 0:
+            trajectory.stop_reason = "context"
+        return budget
+
+    def _after_generation(self, trajectory: Trajectory, generation, search_allowed: bool) -> Call | None:
+        """Append a turn's generation and decide what follows: the end, an error or corrective observation (appended
+        here), or a tool call, returned for the caller to carry out."""
+        call = self.format.parse(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
+        ids, logprobs = generation.token_ids, generation.logprobs
+        eos = generation.finish == "eos"
+        if eos and call.kind != "answer" and not self.config.end_at_eos:
+            ids, logprobs = self._without_final_eos(ids, logprobs)
+        trajectory.append(ids, 1, logprobs)
+        trajectory.turns += 1
+        trajectory.last_turn_cut = generation.finish == "length"
+        if call.kind == "answer":
+            trajectory.stop_reason = "answer"
+        elif eos and self.config.end_at_eos:
+            trajectory.stop_reason = "eos"  # the policy ended its turn without an answer
+        elif not search_allowed:
+            trajectory.stop_reason = "max_turns"
+        elif call.error is not None:  # a malformed call: the error observation, then the next turn
+            self._malformed(trajectory, call)
+        elif call.tool is not None:
+            return call
+        else:  # no valid call or answer (EOS included, as in Search-R1): the corrective observation, next turn
+            trajectory.invalid_actions += 1
+            self._observe(trajectory, *self._corrective)
+        return None
 
     def _without_final_eos(self, ids: list[int], logprobs: list[float] | None):
         """Search-R1 re-tokenises each turn's decoded text, so an EOS the policy sampled never enters its context
@@ -206,9 +238,18 @@ class RolloutEngine:
         return ids, logprobs
 
     def _call(self, tool: Tool, calls: list[tuple[Trajectory, Call]]) -> None:
+        self._deliver(tool, calls, *self._invoke(tool, calls))
+
+    @staticmethod
+    def _invoke(tool: Tool, calls: list[tuple[Trajectory, Call]]) -> tuple[list, float]:
+        """The tool's answers to `calls` and the wall seconds they took; touches no trajectory and no tokenizer
+        (the per-trajectory schedule runs it in a thread)."""
         started = time.perf_counter()
         observations = tool.call([call.arguments for _, call in calls])
-        seconds = time.perf_counter() - started
+        return observations, time.perf_counter() - started
+
+    def _deliver(self, tool: Tool, calls: list[tuple[Trajectory, Call]], observations, seconds: float) -> None:
+        """Each call's observation into its trajectory (masked), and the call into its tool's counts."""
         if not isinstance(observations, list) or len(observations) != len(calls) or not all(
                 isinstance(o, Observation) and isinstance(o.text, str) for o in observations):
             raise RuntimeError(f"tool {tool.name}: call() must answer a list of {len(calls)} Observation(text) for "

@@ -168,8 +168,14 @@ class RolloutConfig:
         "help": "false, as Search-R1, which has no EOS branch: a turn that ends without a valid tag gets its "
                 "corrective observation and the trajectory goes on (the EOS token is dropped, as Search-R1's "
                 "re-tokenised text has none). true: EOS ends the trajectory (reward 0)."})
+    schedule: str = field(default="turn-synchronous", metadata={
+        "help": "turn-synchronous (every live trajectory generates turn k, then the turn's tool calls are made, then "
+                "turn k+1, as Search-R1) | per-trajectory (each trajectory advances on its own: its next turn joins "
+                "vLLM's running batch the moment its tool call is answered; model.backend=vllm, not server mode). "
+                "The same rules and seeds either way (docs/training.md)."})
 
     def __post_init__(self) -> None:
+        _one_of(self.schedule, SCHEDULES, "schedule")
         _require(self.max_turns >= 0, "max_turns", f"must be >= 0 (got {self.max_turns}); 0 answers without search, "
                  "the paper uses 4")
         for name, example in (("max_tokens_per_turn", "500"), ("max_observation_tokens", "500"),
@@ -181,6 +187,7 @@ class RolloutConfig:
         _fraction(self.top_p, "top_p", closed=False)
 
 
+SCHEDULES = ("turn-synchronous", "per-trajectory")  # rollout.schedule (inspo_cli.agent.per_trajectory)
 PROTOCOLS = ("search-r1", "function-calling")  # agent.protocol (inspo_cli.agent.call_formats)
 
 
@@ -359,6 +366,13 @@ class Recipe:
         _require(self.agent.protocol != "function-calling" or self.model.chat_template != "off", "agent.protocol",
                  "is function-calling, which writes its prompts through a chat template, but model.chat_template "
                  "is off: set model.chat_template=auto (or agent.protocol=search-r1)")
+        if self.rollout.schedule == "per-trajectory":
+            backend = self.sampling.backend if is_sft(self.training.algorithm) else self.model.backend
+            _require(backend == "vllm" and (is_sft(self.training.algorithm) or self.model.vllm_mode == "colocate"),
+                     "rollout.schedule", "is per-trajectory, which drives a vLLM engine request by request: it needs "
+                     "model.backend=vllm with model.vllm_mode=colocate (got "
+                     f"{backend}{'' if backend != 'vllm' else ', ' + self.model.vllm_mode}); or set "
+                     "rollout.schedule=turn-synchronous")
         algorithm = self.training.algorithm
         if is_sft(algorithm):
             _require(not self.population.enabled, "population.enabled", f"must be false with training.algorithm="

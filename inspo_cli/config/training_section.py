@@ -13,6 +13,8 @@ MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
 IS_LEVELS = ("token", "sequence")
 SCALE_REWARDS = ("group", "batch", "none")
+GRPO_ONLY = ("loss_type", "importance_sampling_level", "clip_epsilon_high", "scale_rewards", "num_iterations",
+             "mask_truncated_completions", "top_entropy_quantile", "dynamic_sampling")
 MAX_ROUNDS = 100  # dynamic sampling's extra generation rounds per step
 MAX_ITERATIONS = 64  # PPO epochs over one generated batch: veRL's ppo_epochs; more is a typo, not a run
 VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -95,7 +97,8 @@ class TrainingConfig:
         "help": "dynamic_sampling: extra generation rounds a step may run to fill its batch, each at most one batch "
                 "of questions; what is still missing after them is filled with dropped groups."})
     log_completions: bool = field(default=False, metadata={
-        "help": "TRL prints (and sends to the trackers) a table of sampled completions at every logged step."})
+        "help": "TRL prints 8 sampled completions at every logged step and sends the step's completions to the "
+                "trackers (and a parquet file per step under the run's checkpoints)."})
     kl_bias_correction: bool = field(default=False, metadata={
         "help": "TRL multiplies the KL term by the importance ratio by default (use_bias_correction_kl); eq. 2's "
                 "beta*KL, and veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - "
@@ -164,9 +167,25 @@ class TrainingConfig:
         if self.clip_epsilon_high is not None:
             _require(0 < self.clip_epsilon_high <= 100, "clip_epsilon_high",
                      f"must be in (0, 100] (got {self.clip_epsilon_high}), or null for clip_epsilon; DAPO uses 0.28")
+            _require(self.loss_type not in ("sapo", "vespo"), "clip_epsilon_high",
+                     f"is unused by loss_type {self.loss_type}, which does not clip (its gate has parameters of its "
+                     "own); remove it")
+        if self.loss_type == "cispo":  # TRL caps the importance weight itself at epsilon_high, clip_epsilon when null
+            _require(self.clip_epsilon_high is not None and self.clip_epsilon_high >= 1, "clip_epsilon_high",
+                     f"must be set to 1 or more with loss_type cispo, which caps each token's importance weight at it "
+                     f"(got {self.clip_epsilon_high}: "
+                     + (f"TRL would take clip_epsilon, {self.clip_epsilon}" if self.clip_epsilon_high is None
+                        else "a cap below 1") + ", which scales every token's gradient down); ScaleRL uses 5.0")
         _require(1 <= self.num_iterations <= MAX_ITERATIONS, "num_iterations",
                  f"must be between 1 and {MAX_ITERATIONS} (got {self.num_iterations}); the paper makes 1 pass")
         _fraction(self.top_entropy_quantile, "top_entropy_quantile")
+        _require(not self.dynamic_sampling or self.scale_rewards != "batch", "scale_rewards",
+                 "must be group or none with dynamic_sampling: each generation round would divide its advantages by "
+                 "its own batch's deviation, and the filled batch would mix those scales")
+        if is_sft(self.algorithm):  # the RL switches mean nothing to SFT: refused rather than silently unused
+            for name in GRPO_ONLY:
+                _require(getattr(self, name) == TrainingConfig.__dataclass_fields__[name].default, name,
+                         f"is a GRPO setting, unused by training.algorithm {self.algorithm}; remove it")
         _require(1 <= self.dynamic_sampling_max_rounds <= MAX_ROUNDS, "dynamic_sampling_max_rounds",
                  f"must be between 1 and {MAX_ROUNDS} (got {self.dynamic_sampling_max_rounds}); DAPO's recipe allows "
                  "10 batches in all")

@@ -31,7 +31,10 @@ import torch
 # the 2-D tensors of TRL's generation output that are left-padded (the prompt side); every other 2-D tensor is
 # right-padded (the completion side)
 PROMPT_KEYS = ("prompt_ids", "prompt_mask")
-PAD_VALUES = {"tool_mask": 1, "importance_sampling_ratio": 1.0}  # ids take the tokenizer's pad id, the rest 0
+# ids take the tokenizer's pad id, the rest 0. The reference log-prob of a padded position is very low so that
+# the KL term there, exp(ref - logp) - (ref - logp) - 1, stays finite whatever the policy gives the pad token (0
+# there and a pad token the policy finds unlikely would be inf, and inf x mask 0 a NaN loss)
+PAD_VALUES = {"tool_mask": 1, "importance_sampling_ratio": 1.0, "ref_per_token_logps": -1e4}
 
 
 def informative_groups(rewards: torch.Tensor, group_size: int) -> list[bool]:
@@ -59,7 +62,7 @@ def merge(pieces: Sequence[tuple[dict, list[int]]], pad_token_id: int) -> dict:
             continue
         if not isinstance(first, torch.Tensor):
             raise ValueError(f"dynamic sampling cannot merge the generation output {key!r} (not a tensor)")
-        parts = [output[key][rows] for output, rows in pieces if rows]
+        parts = [output[key][rows] for output, rows in pieces if rows and key in output]
         if first.dim() == 2:
             width = max(part.shape[1] for part in parts)
             pad = pad_token_id if key.endswith("_ids") else PAD_VALUES.get(key, 0)
@@ -68,6 +71,15 @@ def merge(pieces: Sequence[tuple[dict, list[int]]], pad_token_id: int) -> dict:
                                              value=pad) for part in parts]
         merged[key] = torch.cat(parts, dim=0)
     return merged
+
+
+def _rows(groups: list[int], group_size: int) -> list[int]:
+    return [i * group_size + j for i in groups for j in range(group_size)]
+
+
+def _cut(output: dict, rows: list[int]) -> dict:
+    """The rows `rows` of a generation output (`num_items_in_batch`, a count over all processes, dropped)."""
+    return {key: value[rows] for key, value in output.items() if key != "num_items_in_batch"}
 
 
 class DynamicSampling:
@@ -82,8 +94,12 @@ class DynamicSampling:
         processes. Returns the batch's output and the step's metrics."""
         g = self.group_size
         groups = len(inputs) // g
-        rounds = [generate(inputs)]
-        kept, generated, extra_rounds = sum(rounds[0].informative), groups, 0
+        first = generate(inputs)
+        # each round is cut at once to the rows it can give the batch (memory: only these are kept until the merge);
+        # the step's own rounds keep their dropped groups too, the fillers of last resort
+        pieces = [(first.output, _rows([i for i, ok in enumerate(first.informative) if ok][:groups], g))]
+        fillers = [i for i, ok in enumerate(first.informative) if not ok]
+        kept, generated, equal, extra_rounds = sum(first.informative), groups, groups - sum(first.informative), 0
         while extra_rounds < self.max_rounds:
             (most_missing,) = reduce([groups - min(kept, groups)], "max")
             if most_missing == 0:
@@ -94,22 +110,18 @@ class DynamicSampling:
             extra_rounds += 1
             rows = draw(size, extra_rounds)
             # a dict per rollout, as TRL's sampler gives: TRL writes each rollout's own fields (its answer) into it
-            rounds.append(generate([dict(row) for row in rows for _ in range(g)]))
-            kept += sum(rounds[-1].informative)
+            round_ = generate([dict(row) for row in rows for _ in range(g)])
+            chosen = [i for i, ok in enumerate(round_.informative) if ok][:max(groups - kept, 0)]
+            pieces.append((_cut(round_.output, _rows(chosen, g)), list(range(len(chosen) * g))))
+            kept += sum(round_.informative)
+            equal += len(round_.informative) - sum(round_.informative)
             generated += size
-        pieces, taken = [], 0
-        for round_ in rounds:  # informative groups, in the order they were generated, until the batch is full
-            chosen = [i for i, ok in enumerate(round_.informative) if ok][:groups - taken]
-            taken += len(chosen)
-            pieces.append((round_.output, [i * g + j for i in chosen for j in range(g)]))
-        unfilled = groups - taken
-        fillers = [i for i, ok in enumerate(rounds[0].informative) if not ok][:unfilled]
-        pieces.append((rounds[0].output, [i * g + j for i in fillers for j in range(g)]))
+        unfilled = groups - min(kept, groups)
+        pieces.append((first.output, _rows(fillers[:unfilled], g)))
         output = merge(pieces, self.pad_token_id)
-        kept_all, generated_all, unfilled_all, groups_all, dropped_all = reduce(
-            [kept, generated, unfilled, groups, generated - kept], "sum")
+        generated_all, unfilled_all, groups_all, equal_all = reduce([generated, unfilled, groups, equal], "sum")
         metrics = {
-            "dynamic_sampling/dropped": dropped_all / generated_all,  # share of the step's generated groups
+            "dynamic_sampling/equal_generated": equal_all / generated_all,  # share of the groups the step generated
             "dynamic_sampling/extra_rollouts": (generated_all - groups_all) / groups_all,  # per rollout of the batch
             "dynamic_sampling/rounds": float(extra_rounds),
             "dynamic_sampling/unfilled": unfilled_all / groups_all,  # batch share filled with dropped groups

@@ -51,7 +51,15 @@ def grpo_kwargs(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
         vllm_importance_sampling_mode="sequence_mask" if t.vllm_is_correction == "off" else t.vllm_is_correction,
         vllm_importance_sampling_clip_max=t.vllm_is_clip,
         log_completions=t.log_completions,
+        num_completions_to_print=8,  # TRL prints every completion of the batch otherwise (2,560 in the paper)
     )
+
+
+def trainer_switches(recipe: Recipe) -> dict:
+    """The recipe's switches that `SearchGRPOTrainer` itself carries out (TRL has none for them)."""
+    t = recipe.training
+    return dict(mask_truncated=t.mask_truncated_completions,
+                dynamic_sampling_rounds=t.dynamic_sampling_max_rounds if t.dynamic_sampling else 0)
 
 
 def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: str = "cpu"):
@@ -79,9 +87,7 @@ def build_grpo(ctx):
             protocol=recipe.agent.protocol,
             rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
             chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
-            mask_truncated=recipe.training.mask_truncated_completions,
-            dynamic_sampling_rounds=recipe.training.dynamic_sampling_max_rounds if recipe.training.dynamic_sampling
-            else 0,
+            **trainer_switches(recipe),
             generation_batch_size=plan.generation_batch_per_process,
             peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
             evaluation=ctx.evaluation)

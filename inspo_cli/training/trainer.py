@@ -22,7 +22,9 @@ The overridden private methods (`_generate_and_score_completions`, `_calculate_r
 from __future__ import annotations
 
 import contextlib
+import math
 import random
+import re
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -81,6 +83,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         self.mask_truncated = mask_truncated  # training.mask_truncated_completions
         self.dynamic_sampling_rounds = dynamic_sampling_rounds  # 0: off; else training.dynamic_sampling_max_rounds
         self._round_rewards: torch.Tensor | None = None  # the latest generation's rewards, all processes
+        self._truncated: list[bool] = []  # per trajectory of the latest rollout: cut by a length limit
         self.compact_cpu_logprobs = compact_cpu_logprobs  # see `score_only_labelled_positions_on_cpu`
         self.evaluation = evaluation  # App. B: the policy with its best instruction on held-out questions, periodically
         self.updates_per_step = updates_per_step  # optimizer updates per generation batch (batch / mini-batch)
@@ -153,7 +156,19 @@ class SearchGRPOTrainer(GRPOTrainer):
         for x, pick in zip(inputs, self._picks):
             x["instruction_id"] = pick.instruction_id
         output = super()._generate_and_score_completions(inputs)
+        if self.mask_truncated and any(self._truncated):
+            self._mask_truncated(output)
         return Round(output, self._local_informative(len(inputs)) if self.model.training else [])
+
+    def _mask_truncated(self, output: dict) -> None:
+        """`training.mask_truncated_completions`: the truncated trajectories' rows of the loss mask (TRL's tool_mask,
+        which the loss multiplies in) become 0, so they leave the loss and the token count that dapo, cispo and vespo
+        divide by, as TRL's own switch does for its rows; done after TRL measured the completions' lengths, so its
+        length metrics still count them."""
+        rows = torch.tensor(self._truncated, device=output["tool_mask"].device)
+        output["tool_mask"] = output["tool_mask"].masked_fill(rows.unsqueeze(1), 0)
+        output["num_items_in_batch"] = self.accelerator.gather(
+            (output["completion_mask"] * output["tool_mask"]).sum()).sum()
 
     def _local_informative(self, rows: int) -> list[bool]:
         """Per group of this process's latest rows: do its rewards differ?"""
@@ -175,12 +190,11 @@ class SearchGRPOTrainer(GRPOTrainer):
         sampler = DynamicSampling(self.num_generations, self.dynamic_sampling_rounds,
                                   self.processing_class.pad_token_id)
         output, extra = sampler.fill(inputs, generate, self._further_questions, self._reduce)
-        for key, values in metrics.items():
-            new = values[before.get(key, 0):]
+        rounds = {key: values[before.get(key, 0):] for key, values in metrics.items()}
+        for key, new in rounds.items():
             if len(new) > 1:
-                weights = sizes if len(new) == len(sizes) else [1] * len(new)
-                del values[before.get(key, 0):]
-                values.append(sum(w * v for w, v in zip(weights, new)) / sum(weights))
+                del metrics[key][before.get(key, 0):]
+                metrics[key].append(_pooled(key, new, sizes, rounds))
         loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
         output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         for name, value in extra.items():
@@ -211,20 +225,18 @@ class SearchGRPOTrainer(GRPOTrainer):
             if not t.completion_ids:  # a prompt that filled the context: one masked EOS keeps TRL's shapes valid
                 t.append([self.processing_class.eos_token_id], 0)
         retrieval = self.engine.retrieval_seconds - retrieval_before
-        self._rollout_seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        self._rollout_seconds += seconds  # summed over a step's generation rounds (dynamic sampling)
         self.phase_seconds["retrieval"] += retrieval
-        self.phase_seconds["generation"] += self._rollout_seconds - retrieval
+        self.phase_seconds["generation"] += seconds - retrieval
         self._log_rollout_metrics(trajectories)
         logprobs = [t.logprobs for t in trajectories]
-        # env_mask multiplies TRL's loss mask: a truncated trajectory's all-zero row drops out of the loss (and of
-        # the token count dapo/cispo/vespo normalise by), as TRL's own mask_truncated_completions does for its rows
-        masks = [[0] * len(t.completion_mask) if self.mask_truncated and t.truncated else t.completion_mask
-                 for t in trajectories]
+        self._truncated = [t.truncated for t in trajectories]  # masked after TRL has measured the lengths
         return {
             "prompt_ids": [t.prompt_ids for t in trajectories],
             "completion_ids": [t.completion_ids for t in trajectories],
             "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
-            "env_mask": masks,
+            "env_mask": [t.completion_mask for t in trajectories],
             "answer": [t.answer for t in trajectories],
             "well_formed": [followed_protocol(t) for t in trajectories],
         }
@@ -339,6 +351,26 @@ class SearchGRPOTrainer(GRPOTrainer):
                 logs[f"time/{phase}"] = self.phase_seconds.get(phase, 0.0)
             self.phase_seconds.clear()
         super().log(logs, start_time)
+
+
+def _pooled(key: str, values: list[float], sizes: list[int], rounds: dict[str, list[float]]) -> float:
+    """One value for a metric TRL logged once per generation round: the smallest of minima, the largest of maxima,
+    a standard deviation pooled with its mean's values (`reward_std` with `reward`, `.../std` with `.../mean`), else
+    the mean weighted by each round's rollouts."""
+    last = key.rsplit("/", 1)[-1]
+    if re.match(r"(min|max)(_|$)", last):
+        finite = [v for v in values if not math.isnan(v)]
+        return (min(finite) if last.startswith("min") else max(finite)) if finite else math.nan
+    weights = sizes if len(values) == len(sizes) else [1] * len(values)
+    mean = sum(w * v for w, v in zip(weights, values)) / sum(weights)
+    partner = key[:-len("_std")] if key == "reward_std" else key[:-len("/std")] + "/mean" if key.endswith("/std") \
+        else None
+    means = rounds.get(partner) if partner else None
+    if means is None or len(means) != len(values) or len(values) != len(sizes):
+        return mean
+    overall = sum(w * m for w, m in zip(sizes, means)) / sum(sizes)
+    variance = sum(w * (s * s + (m - overall) ** 2) for w, s, m in zip(sizes, values, means)) / sum(sizes)
+    return math.sqrt(max(variance, 0.0))
 
 
 class _StepEnd(TrainerCallback):

@@ -51,6 +51,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
         return paper_value(key, size)
 
     processes = plan.processes
+    # a loss that averages per trajectory and then over the micro-batch, with no per-micro-batch token threshold
+    per_sequence_mean = t.loss_type in ("grpo", "sapo", "luspo") and t.top_entropy_quantile == 1.0
     per_generation = kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] * processes
     per_update = kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes
     rows = [
@@ -68,12 +70,15 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
                   f"process(es) = {per_update} trajectories; Search-R1 repeats each question n_agent=5 times "
                   "before veRL splits the batch, so its 256 counts trajectories"),
         _row("optimizer updates per step (Search-R1 code)", 10, plan.updates_per_step,
-             "steps_per_generation / gradient_accumulation_steps",
-             note=f"{t.batch_size} x {t.group_size} / {t.mini_batch_trajectories}; {plan.max_updates} in all"),
+             "steps_per_generation x num_iterations / gradient_accumulation_steps",
+             note=f"{t.batch_size} x {t.group_size} / {t.mini_batch_trajectories}"
+                  + (f" x {t.num_iterations} passes" if t.num_iterations > 1 else "")
+                  + f"; {plan.max_updates} in all"),
         _row("micro-batch (trajectories per GPU pass)", paper("training.micro_batch_size"), t.micro_batch_size,
              "per_device_train_batch_size",
-             matches=True if t.micro_batch_size == 8 else "equivalent" if t.loss_type == "grpo" else False,
-             note="with loss_type grpo the gradient does not depend on the micro-batch (memory only)"),
+             matches=True if t.micro_batch_size == 8 else "equivalent" if per_sequence_mean else False,
+             note="with loss_type grpo, sapo or luspo (and every token's entropy kept) the policy gradient does not "
+                  "depend on the micro-batch (memory only)"),
         _row("learning rate", paper("training.learning_rate"), t.learning_rate, "learning_rate",
              **({} if size else {"matches": None})),
         _row("LR schedule", paper("training.lr_scheduler"), t.lr_scheduler, "lr_scheduler_type"),
@@ -97,7 +102,7 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
              "importance_sampling_level", note="sequence: GSPO's one ratio per trajectory"),
         _row("upper clip epsilon_high", paper("training.clip_epsilon_high"), t.clip_epsilon_high, "epsilon_high",
              note=f"null: symmetric, 1 + clip_epsilon = {1 + t.clip_epsilon:g}" if t.clip_epsilon_high is None
-             else "DAPO's clip-higher" if t.loss_type != "cispo" else "CISPO's bound of the clipped ratio"),
+             else "CISPO's cap of the importance weight" if t.loss_type == "cispo" else "DAPO's clip-higher"),
         _row("advantage scaling", paper("training.scale_rewards"), t.scale_rewards, "scale_rewards",
              note="reward minus the group mean, divided by the std of: group | batch | none"),
         _row("passes over each batch (Search-R1's ppo_epochs)", paper("training.num_iterations"), t.num_iterations,
@@ -107,6 +112,10 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
              note="read from the rollout (context full, or last turn out of tokens); TRL's own switch stays off"),
         _row("high-entropy token share in the loss", paper("training.top_entropy_quantile"), t.top_entropy_quantile,
              "top_entropy_quantile"),
+        _row("groups of equal rewards in the batch", paper("training.dynamic_sampling"), t.dynamic_sampling,
+             "trainer: training.dynamic_sampling",
+             note="true: dropped and refilled from further questions (DAPO), at most "
+                  f"{t.dynamic_sampling_max_rounds} extra rounds" if t.dynamic_sampling else "kept (zero advantage)"),
         _row("KL term", "beta x k3 (no importance weight)", "beta x k3" + (" x ratio" if t.kl_bias_correction else ""),
              "use_bias_correction_kl", matches=not t.kl_bias_correction),
         _row("vLLM IS correction", paper("training.vllm_is_correction"),

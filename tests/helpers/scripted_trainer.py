@@ -14,7 +14,7 @@ from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, T
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.instructions.sampling import Pick, StaticInstruction
 from inspo_cli.models import load_tokenizer
-from inspo_cli.training.grpo import grpo_config
+from inspo_cli.training.grpo import grpo_config, trainer_switches
 from inspo_cli.training.setup import question_dataset
 from inspo_cli.training.trainer import SearchGRPOTrainer
 
@@ -95,7 +95,7 @@ def trainer_factory(tmp_path, tiny_model_dir):
             instructions=source or StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
             rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True, protocol=protocol,
             updates_per_step=batch_plan(recipe).updates_per_step,
-            mask_truncated=recipe.training.mask_truncated_completions)
+            **trainer_switches(recipe))
         trainer.engine.backend = AlternatingPolicy(tokenizer, protocol)
         trainer.model.train()
         return trainer
