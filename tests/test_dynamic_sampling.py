@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from helpers.scripted_trainer import RecordingSource, generation_batch
+from helpers.scripted_trainer import RecordingSource, ScriptedBackend, generation_batch
 from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig
 from inspo_cli.config.batch_plan import batch_plan
@@ -128,17 +128,9 @@ def test_dynamic_sampling_needs_whole_groups_on_each_process():
     batch_plan(recipe, processes=2)
 
 
-class FirstAlwaysRight:
+class FirstAlwaysRight(ScriptedBackend):
     """Search, then answer: the first question (Hokin) right on every row, so its group has equal rewards; the
     second right on even rows only."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def generating_with(self, model):
-        import contextlib
-
-        return contextlib.nullcontext()
 
     def generate(self, contexts, max_new_tokens, stop=()):
         out = []

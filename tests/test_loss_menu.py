@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.scripted_trainer import RecordingSource, generation_batch
+from helpers.scripted_trainer import RecordingSource, ScriptedBackend, generation_batch
 from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig, load_recipe
 from inspo_cli.config.batch_plan import batch_plan
@@ -147,16 +147,8 @@ def test_two_passes_generate_once_and_end_the_step_once(make_trainer):
     assert source.ended == [1] and trainer.step == 1
 
 
-class CutOddRows:
+class CutOddRows(ScriptedBackend):
     """Search, then: an answer on even rows; on odd rows a turn that runs out of tokens ("length")."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def generating_with(self, model):
-        import contextlib
-
-        return contextlib.nullcontext()
 
     def generate(self, contexts, max_new_tokens, stop=()):
         out = []

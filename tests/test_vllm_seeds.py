@@ -81,8 +81,8 @@ def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a
     calls: list[list] = []  # per load_backend: (contexts, sampled ids) of each generate call
 
     class Recorded(VLLMBackend):
-        def generate(self, contexts, max_new_tokens, stop=()):
-            out = super().generate(contexts, max_new_tokens, stop)
+        def generate(self, contexts, max_new_tokens, stop=(), seeds=None):
+            out = super().generate(contexts, max_new_tokens, stop, seeds)
             calls[-1].append(([list(c) for c in contexts], [g.token_ids for g in out]))
             return out
 
@@ -103,6 +103,36 @@ def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a
     assert 0 < len(resumed) < len(a) and resumed == a[-len(resumed):]  # batch 1 as the whole run sampled it
     assert _batches(tmp_path / "resumed") == _batches(tmp_path / "a")
     assert b[0][0] == a[0][0] and b[0][1] != a[0][1]  # the same first contexts, other samples
+
+
+def test_per_trajectory_and_turn_synchronous_schedules_sample_the_same_trajectories(engines, repo_root):
+    """Issue 41's equivalence: with request seeds keyed by row and turn, a real vLLM engine driven request by
+    request (turns joining the running batch as tool calls are answered, in whatever order requests finish) gives
+    every trajectory token for token what the turn-synchronous engine gives, over BM25 on the world."""
+    from transformers import set_seed
+
+    from inspo_cli.agent import RolloutEngine
+    from inspo_cli.benchmarks import load_benchmark
+    from inspo_cli.retrieval import open_from_config
+
+    _, _, backend, tokenizer = engines
+    retriever = open_from_config(RetrieverConfig(kind="bm25", corpus=str(repo_root / "data/world/corpus.jsonl")))
+    questions = [q.question for q in load_benchmark("world", "test", world_dir=repo_root / "data/world", limit=12)]
+    rollout = RolloutConfig(max_turns=3, max_tokens_per_turn=40, max_observation_tokens=96, max_prompt_tokens=512,
+                            max_total_tokens=900)
+    runs = {}
+    for schedule in ("per-trajectory", "turn-synchronous"):
+        engine = RolloutEngine(backend, retriever, tokenizer, dataclasses.replace(rollout, schedule=schedule), topk=2,
+                               chat=False)
+        set_seed(SEED_B)
+        runs[schedule] = engine.run([WORKED_EXAMPLE_INSTRUCTION] * len(questions), questions)
+    synchronous, mine = runs["turn-synchronous"], runs["per-trajectory"]
+    # not trivial: searches, and turns of different lengths, so that requests finish out of order
+    assert sum(t.num_searches for t in synchronous) >= 6 and len({len(t.completion_ids) for t in synchronous}) > 6
+    for want, got in zip(synchronous, mine):
+        assert (got.completion_ids, got.completion_mask, got.stop_reason, got.queries) == \
+            (want.completion_ids, want.completion_mask, want.stop_reason, want.queries)
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-3)
 
 
 def _phase_one_recipe(repo_root: Path, seed: int) -> Recipe:

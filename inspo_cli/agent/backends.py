@@ -243,11 +243,13 @@ class VLLMStream:
 
     def submit(self, key: int, context, max_new_tokens: int, seed: int | None) -> None:
         from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
 
         self._count += 1
         request_id = f"inspo-{self._count}"
-        self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(context)),
-                                self.backend._params(max_new_tokens, self.stop, seed))
+        params = self.backend._params(max_new_tokens, self.stop, seed)
+        params.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM.generate: one output per request, when it ends
+        self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(context)), params)
         self._keys[request_id] = key
 
     def poll(self) -> list[tuple[int, Generation]]:

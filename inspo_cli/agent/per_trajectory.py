@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 TOOL_THREADS = 16  # tool calls in flight at once (the HTTP retriever keeps a pool of connections for them)
 
@@ -61,7 +61,7 @@ def run_per_trajectory(engine, trajectories: list, stream: GenerationStream,
 
     for row in range(len(trajectories)):
         start(row)
-    calls: dict[concurrent.futures.Future, tuple[int, object]] = {}
+    calls: dict[concurrent.futures.Future, tuple[Any, list, list[int]]] = {}  # (tool, its calls, their rows)
     with concurrent.futures.ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="inspo-tool") as pool:
         while stream.pending() or calls:
             if stream.pending():
@@ -75,7 +75,7 @@ def run_per_trajectory(engine, trajectories: list, stream: GenerationStream,
             for row, generation in finished:
                 trajectory = trajectories[row]
                 call = engine._after_generation(trajectory, generation, trajectory.turns < max_turns)
-                if call is not None:
+                if call is not None and call.tool is not None:
                     by_tool.setdefault(call.tool.name, []).append((row, call))
                 else:
                     start(row)

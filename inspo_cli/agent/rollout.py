@@ -123,6 +123,8 @@ class RolloutEngine:
         self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
+        # wall seconds in which no generation ran because the engine waited for tools (`rollout.schedule`'s gain)
+        self.tool_wait_seconds = 0.0
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -149,7 +151,9 @@ class RolloutEngine:
             trajectories.append(trajectory)
         seed_of = self._seed_of()
         if self.config.schedule == "per-trajectory":
-            run_per_trajectory(self, trajectories, self.backend.stream(self.stop_strings), seed_of)
+            stream = self.backend.stream(self.stop_strings)  # type: ignore[attr-defined]  # VLLMBackend's (checked)
+            stats = run_per_trajectory(self, trajectories, stream, seed_of)
+            self.tool_wait_seconds += stats["tool_wait_seconds"]
         else:
             for turn in range(self.config.max_turns + 1):
                 rows = [row for row, t in enumerate(trajectories) if not t.done]
@@ -192,7 +196,7 @@ class RolloutEngine:
         calling: dict[str, list[tuple[Trajectory, Call]]] = {}
         for trajectory, generation in zip(active, generations):
             call = self._after_generation(trajectory, generation, search_allowed)
-            if call is not None:
+            if call is not None and call.tool is not None:
                 calling.setdefault(call.tool.name, []).append((trajectory, call))
         for name, calls in calling.items():  # in the order the policy's calls came, one batch per tool
             self._call(self._tools_by_name[name], calls)
@@ -238,7 +242,10 @@ class RolloutEngine:
         return ids, logprobs
 
     def _call(self, tool: Tool, calls: list[tuple[Trajectory, Call]]) -> None:
-        self._deliver(tool, calls, *self._invoke(tool, calls))
+        """The turn-synchronous schedule's call: nothing generates meanwhile."""
+        observations, seconds = self._invoke(tool, calls)
+        self.tool_wait_seconds += seconds
+        self._deliver(tool, calls, observations, seconds)
 
     @staticmethod
     def _invoke(tool: Tool, calls: list[tuple[Trajectory, Call]]) -> tuple[list, float]:

@@ -141,7 +141,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             output = self._dynamically_sampled(inputs)
         else:
             output = self._generate_round(inputs).output
-            if self.model.training:  # the groups of every process, which give no gradient
+            if self.model.training and self._round_rewards is not None:  # every process's groups of equal rewards
                 informative = informative_groups(self._round_rewards, self.num_generations)
                 self._metrics["train"]["groups/equal_rewards"].append(1 - sum(informative) / len(informative))
         elapsed = time.perf_counter() - started
@@ -172,8 +172,9 @@ class SearchGRPOTrainer(GRPOTrainer):
 
     def _local_informative(self, rows: int) -> list[bool]:
         """Per group of this process's latest rows: do its rewards differ?"""
-        index = self.accelerator.process_index
-        return informative_groups(self._round_rewards[index * rows:(index + 1) * rows], self.num_generations)
+        index, rewards = self.accelerator.process_index, self._round_rewards
+        assert rewards is not None, "rewards are set by _calculate_rewards before they are read"
+        return informative_groups(rewards[index * rows:(index + 1) * rows], self.num_generations)
 
     def _dynamically_sampled(self, inputs) -> dict:
         """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further

@@ -94,6 +94,7 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
              **({} if size else {"matches": None})),
         _row("temperature", paper("rollout.temperature"), r.temperature, "temperature"),
         _row("top-p", paper("rollout.top_p"), r.top_p, "top_p"),
+        _row("rollout schedule", paper("rollout.schedule"), r.schedule, "engine: rollout.schedule"),
         _row("KL coefficient beta", paper("training.kl_beta"), t.kl_beta, "beta"),
         _row("clip ratio epsilon", paper("training.clip_epsilon"), t.clip_epsilon, "epsilon"),
         _row("retrieved passages", paper("retriever.topk"), recipe.retriever.topk, "engine: retriever.topk"),

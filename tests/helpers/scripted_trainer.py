@@ -23,6 +23,16 @@ QUESTIONS = [Question("q1", "Who founded Hokin Works?", ("Ada Vell",), "t"),
 GROUP = 2
 
 
+class ScriptedBackend:
+    """A policy backend whose replies a subclass's `generate` writes: no weights to swap in."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generating_with(self, model):
+        return contextlib.nullcontext()
+
+
 class AlternatingPolicy:
     """Turn 1: a search (in the agent.protocol's format). Turn 2: the right answer on even rows, a wrong one on odd
     rows (so rewards differ)."""
