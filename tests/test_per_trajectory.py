@@ -127,7 +127,9 @@ class SlowSearch(OverlapRetriever):
 
     def search(self, queries, k):
         self.log.append(("search started", threading.current_thread().name))
+        started = time.perf_counter()
         time.sleep(0.3)
+        self.seconds = time.perf_counter() - started
         self.log.append(("search done", None))
         return super().search(queries, k)
 
@@ -138,7 +140,8 @@ def test_tool_calls_overlap_generation_of_the_other_trajectories(tiny_tokenizer)
     a thread of the pool."""
     log: list = []
     scripts = {"Hokin": SCRIPTS["Hokin"], "violin": ["thinking", "still thinking", "<answer> 1714 </answer>"]}
-    engine, policy, _ = engine_for(tiny_tokenizer, scripts, retriever=SlowSearch(log))
+    search = SlowSearch(log)
+    engine, policy, _ = engine_for(tiny_tokenizer, scripts, retriever=search)
     engine.config = dataclasses.replace(engine.config, schedule="per-trajectory")
 
     class Paced(ScriptedStream):
@@ -156,6 +159,8 @@ def test_tool_calls_overlap_generation_of_the_other_trajectories(tiny_tokenizer)
     assert len([i for i in violin_turns if started < i < done]) >= 2  # generated while the search was running
     assert log[started][1].startswith("inspo-tool")
     assert [t.stop_reason for t in trajectories] == ["answer", "answer"]
+    # only the wait with nothing generating counts against the rollout (the trainer's retrieval phase)
+    assert 0 < engine.tool_wait_seconds == engine.retrieval_seconds < search.seconds
 
 
 def test_both_schedules_seed_each_turn_by_row_and_turn(tiny_tokenizer):

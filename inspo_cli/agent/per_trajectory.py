@@ -44,8 +44,8 @@ class GenerationStream(Protocol):
 def run_per_trajectory(engine, trajectories: list, stream: GenerationStream,
                        seed_of: Callable[[int, int], int | None]) -> dict[str, float]:
     """Roll `trajectories` out to the end with `engine`'s rules; `seed_of(row, turn)` is each request's seed.
-    Returns the wall seconds spent generating with nothing else to do and waiting for tools with no generation in
-    flight (`engine_wait`), and in all."""
+    Returns the wall seconds in all (`seconds`) and those spent waiting for tools with no generation in flight
+    (`tool_wait_seconds`)."""
     started = time.perf_counter()
     tool_wait = 0.0
     max_turns = engine.config.max_turns
@@ -86,7 +86,8 @@ def run_per_trajectory(engine, trajectories: list, stream: GenerationStream,
             for future in [f for f in calls if f.done()]:
                 tool, pairs, rows = calls.pop(future)
                 # observations are encoded here, in this thread: a fast tokenizer is not to be shared by threads
-                engine._deliver(tool, pairs, *future.result())  # a tool's failure is the engine's, as when in turn
+                observations, _ = future.result()  # a tool's failure is the engine's, as when in turn
+                engine._deliver(tool, pairs, observations, 0.0)
                 for row in rows:
                     start(row)
     return {"seconds": time.perf_counter() - started, "tool_wait_seconds": tool_wait}

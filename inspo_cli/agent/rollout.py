@@ -154,6 +154,7 @@ class RolloutEngine:
             stream = self.backend.stream(self.stop_strings)  # type: ignore[attr-defined]  # VLLMBackend's (checked)
             stats = run_per_trajectory(self, trajectories, stream, seed_of)
             self.tool_wait_seconds += stats["tool_wait_seconds"]
+            self.retrieval_seconds += stats["tool_wait_seconds"]  # the trainer's retrieval phase: time not generating
         else:
             for turn in range(self.config.max_turns + 1):
                 rows = [row for row, t in enumerate(trajectories) if not t.done]
@@ -256,7 +257,9 @@ class RolloutEngine:
         return observations, time.perf_counter() - started
 
     def _deliver(self, tool: Tool, calls: list[tuple[Trajectory, Call]], observations, seconds: float) -> None:
-        """Each call's observation into its trajectory (masked), and the call into its tool's counts."""
+        """Each call's observation into its trajectory (masked), and the call into its tool's counts. `seconds`: the
+        wall time it adds to `retrieval_seconds` (the per-trajectory schedule passes 0 and adds the time it waited
+        for tools with nothing generating, since calls that overlap generation cost no wall time)."""
         if not isinstance(observations, list) or len(observations) != len(calls) or not all(
                 isinstance(o, Observation) and isinstance(o.text, str) for o in observations):
             raise RuntimeError(f"tool {tool.name}: call() must answer a list of {len(calls)} Observation(text) for "
