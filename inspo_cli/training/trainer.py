@@ -167,8 +167,13 @@ class SearchGRPOTrainer(GRPOTrainer):
         length metrics still count them."""
         rows = torch.tensor(self._truncated, device=output["tool_mask"].device)
         output["tool_mask"] = output["tool_mask"].masked_fill(rows.unsqueeze(1), 0)
-        output["num_items_in_batch"] = self.accelerator.gather(
-            (output["completion_mask"] * output["tool_mask"]).sum()).sum()
+        self._count_loss_tokens(output)
+
+    def _count_loss_tokens(self, output: dict) -> None:
+        """`num_items_in_batch` again after the loss mask or the rows changed: the tokens in the loss over all
+        processes, as TRL counts them (completion mask times tool mask), which dapo, cispo and vespo divide by."""
+        loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
 
     def _local_informative(self, rows: int) -> list[bool]:
         """Per group of this process's latest rows: do its rewards differ?"""
@@ -178,8 +183,9 @@ class SearchGRPOTrainer(GRPOTrainer):
 
     def _dynamically_sampled(self, inputs) -> dict:
         """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further
-        questions (`dynamic_sampling.DynamicSampling`). TRL's metrics of the rounds become one value each, weighted
-        by the rollouts of each round, so that `reward` stays the mean over every rollout generated."""
+        questions (`dynamic_sampling.DynamicSampling`). TRL's metrics of the rounds become one value each
+        (`_pooled`): means weighted by the rollouts of each round, so that `reward` stays the mean over every rollout
+        generated; the extremes of minima and maxima; standard deviations pooled over the rounds."""
         metrics = self._metrics["train"]
         before = {key: len(values) for key, values in metrics.items()}
         sizes: list[int] = []
@@ -196,8 +202,7 @@ class SearchGRPOTrainer(GRPOTrainer):
             if len(new) > 1:
                 del metrics[key][before.get(key, 0):]
                 metrics[key].append(_pooled(key, new, sizes, rounds))
-        loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
-        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        self._count_loss_tokens(output)
         for name, value in extra.items():
             metrics[name].append(value)
         metrics["groups/equal_rewards"].append(extra["dynamic_sampling/unfilled"])
