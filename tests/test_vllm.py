@@ -66,6 +66,40 @@ def test_evaluate_with_vllm_gives_the_greedy_predictions_of_transformers(tmp_pat
                (want["question"], want["response"], want["queries"], want["prediction"])
 
 
+# -- two processes ----------------------------------------------------------------------------------------------
+
+def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_path, repo_root):
+    """`accelerate launch --num_processes 2` on CPU (gloo) with vLLM's CPU build colocated: each process starts its
+    own engine inside the processes' torch.distributed world (vLLM's external launcher, as TRL does on GPUs) and
+    rolls out its own share of the batch with the per-trajectory schedule (its engine stepped on its own, a number
+    of steps of its own), and dynamic sampling's rounds, agreed over both processes, do not deadlock them. Before
+    the in-process colocated tests below, whose engines this worker keeps: two trainers with an engine each take
+    GBs, beside whatever the other worker runs (no reference model: kl_beta 0)."""
+    from helpers.runs import metrics, write_recipe
+
+    recipe = write_recipe(tmp_path, repo_root, SMOLLM2, model={"backend": "vllm", "vllm_cpu_kv_cache_gib": 1},
+                          rollout={"schedule": "per-trajectory"},
+                          training={"steps": 1, "save_every": 1, "micro_batch_size": 2, "dynamic_sampling": True,
+                                    "kl_beta": 0.0})
+    runs = tmp_path / "runs"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2", "-m", "inspo_cli",
+                           "train", "--recipe", str(recipe), "--output-dir", str(runs)],
+                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run,) = runs.iterdir()
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [1]
+    for row in rows:
+        # 2 questions x 2 rollouts a step, one group per process; each process's engine generated its own
+        assert row["num_tokens"] > 0 and row["length/response"] > 0
+        assert 0 <= row["groups/equal_rewards"] <= 1 and row["dynamic_sampling/rounds"] >= 0
+        # counted over both processes' groups (2 in the batch): extra groups per group of the batch, in halves
+        assert (2 * row["dynamic_sampling/extra_rollouts"]).is_integer()
+    assert (run / "checkpoints/final/model.safetensors").is_file()
+
+
 # -- colocated training ---------------------------------------------------------------------------------------
 
 def colocated_recipe(repo_root: Path) -> Recipe:
@@ -251,33 +285,3 @@ def _assert_logprobs_match_the_initial_policy(rollout: dict, initial_norm: torch
                                               f"max {max(diffs):.3f}")
     print(f"log-prob gap vs the float32 policy over {len(diffs)} tokens: mean {mean:.4f}, max {max(diffs):.4f}")
 
-
-# -- two processes ----------------------------------------------------------------------------------------------
-
-def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_path, repo_root):
-    """`accelerate launch --num_processes 2` on CPU (gloo) with vLLM's CPU build colocated: each process starts its
-    own engine inside the processes' torch.distributed world (vLLM's external launcher, as TRL does on GPUs) and
-    rolls out its own share of the batch with the per-trajectory schedule (its engine stepped on its own, a number
-    of steps of its own), and dynamic sampling's rounds, agreed over both processes, do not deadlock them."""
-    from helpers.runs import metrics, write_recipe
-
-    recipe = write_recipe(tmp_path, repo_root, SMOLLM2, model={"backend": "vllm", "vllm_cpu_kv_cache_gib": 1},
-                          rollout={"schedule": "per-trajectory"},
-                          training={"steps": 1, "save_every": 1, "micro_batch_size": 2, "dynamic_sampling": True})
-    runs = tmp_path / "runs"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2", "-m", "inspo_cli",
-                           "train", "--recipe", str(recipe), "--output-dir", str(runs)],
-                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (run,) = runs.iterdir()
-    rows = metrics(run)
-    assert [r["step"] for r in rows] == [1]
-    for row in rows:
-        # 2 questions x 2 rollouts a step, one group per process; each process's engine generated its own
-        assert row["num_tokens"] > 0 and row["length/response"] > 0
-        assert 0 <= row["groups/equal_rewards"] <= 1 and row["dynamic_sampling/rounds"] >= 0
-        # counted over both processes' groups (2 in the batch): extra groups per group of the batch, in halves
-        assert (2 * row["dynamic_sampling/extra_rollouts"]).is_integer()
-    assert (run / "checkpoints/final/model.safetensors").is_file()
