@@ -11,6 +11,7 @@ import json
 import math
 import os
 import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -83,8 +84,12 @@ def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_pa
                                     "kl_beta": 0.0})
     runs = tmp_path / "runs"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    with socket.socket() as probe:  # not accelerate's default 29500: another worker's launch may hold it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2", "-m", "inspo_cli",
+                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2",
+                           "--main_process_port", str(port), "-m", "inspo_cli",
                            "train", "--recipe", str(recipe), "--output-dir", str(runs)],
                           cwd=repo_root, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
