@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,8 +12,8 @@ import pytest
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.fake_providers import ScriptedOptimizer
-from helpers.runs import (SCRIPTED_ANSWERS, TIMING_KEYS, metrics, resume_after_a_cut, train_process,
-                          write_inspo_recipe, write_recipe)
+from helpers.runs import (SCRIPTED_ANSWERS, TIMING_KEYS, launch_two_processes, metrics, resume_after_a_cut,
+                          train_process, write_inspo_recipe, write_recipe)
 
 STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
              "search/valid_action_rate", "length/prompt", "length/response", "length/response_with_observations",
@@ -284,11 +281,7 @@ def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_di
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
                           training={"steps": 2, "save_every": 2, "micro_batch_size": 2})
     runs = tmp_path / "runs"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2", "-m", "inspo_cli",
-                           "train", "--recipe", str(recipe), "--output-dir", str(runs)],
-                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+    done = launch_two_processes(repo_root, "train", "--recipe", str(recipe), "--output-dir", str(runs))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = runs.iterdir()  # rank 1 did not make a directory of its own
     rows = metrics(run)
@@ -410,11 +403,8 @@ def test_inspo_with_two_processes_calls_the_optimizer_once_per_proposal(tmp_path
                           training={"steps": 3, "save_every": 1, "micro_batch_size": 2})
     recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
                       f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "SCRIPTED_KEY": "k"}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "-m", "inspo_cli", "train", "--recipe",
-                           str(recipe), "--output-dir", str(tmp_path / "runs"), "--name", "mp"],
-                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+    done = launch_two_processes(repo_root, "train", "--recipe", str(recipe), "--output-dir", str(tmp_path / "runs"),
+                                "--name", "mp", env={"SCRIPTED_KEY": "k"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = tmp_path / "runs/mp"
     (evolution,) = json.loads((run / "evolutions.json").read_text())

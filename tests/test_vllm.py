@@ -11,7 +11,6 @@ import json
 import math
 import os
 import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -76,22 +75,14 @@ def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_pa
     of steps of its own), and dynamic sampling's rounds, agreed over both processes, do not deadlock them. Before
     the in-process colocated tests below, whose engines this worker keeps: two trainers with an engine each take
     GBs, beside whatever the other worker runs (no reference model: kl_beta 0)."""
-    from helpers.runs import metrics, write_recipe
+    from helpers.runs import launch_two_processes, metrics, write_recipe
 
     recipe = write_recipe(tmp_path, repo_root, SMOLLM2, model={"backend": "vllm", "vllm_cpu_kv_cache_gib": 1},
                           rollout={"schedule": "per-trajectory"},
                           training={"steps": 1, "save_every": 1, "micro_batch_size": 2, "dynamic_sampling": True,
                                     "kl_beta": 0.0})
     runs = tmp_path / "runs"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    with socket.socket() as probe:  # not accelerate's default 29500: another worker's launch may hold it
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2",
-                           "--main_process_port", str(port), "-m", "inspo_cli",
-                           "train", "--recipe", str(recipe), "--output-dir", str(runs)],
-                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=1200)
+    done = launch_two_processes(repo_root, "train", "--recipe", str(recipe), "--output-dir", str(runs), timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = runs.iterdir()
     rows = metrics(run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,17 @@ def train_process(*args: str, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     return subprocess.Popen([sys.executable, "-m", "inspo_cli", "train", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def launch_two_processes(repo_root: Path, *args: str, timeout: int = 900,
+                         env: dict | None = None) -> subprocess.CompletedProcess:
+    """`accelerate launch --config_file recipes/accelerate/2cpu.yaml --num_processes 2 -m inspo_cli *args` on a free
+    port of its own: two such launches on accelerate's default 29500 (xdist's two workers) fail with EADDRINUSE."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                           str(repo_root / "recipes/accelerate/2cpu.yaml"), "--num_processes", "2",
+                           "--main_process_port", str(port), "-m", "inspo_cli", *args],
+                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=timeout)
