@@ -111,36 +111,31 @@ def main() -> None:
     rollout = RolloutConfig(max_turns=args.turns, max_tokens_per_turn=TURN_TOKENS, max_observation_tokens=256,
                             max_prompt_tokens=1024, max_total_tokens=1024 + COMPLETION_TOKENS)
 
-    def trl_side() -> dict:
+    def trl_side(n: int) -> dict:
         before = dict(calls)
-        output = trainer._generate(prompts)
-        completion_ids, tool_mask = output[1], output[2]  # prompt_ids, completion_ids, tool_mask, ...
-        return {"tokens": sum(sum(m) for m in tool_mask) if tool_mask is not None else
-                sum(len(c) for c in completion_ids),
-                "tool_calls": sum(calls[k] - before[k] for k in calls)}
+        tool_mask = trainer._generate(prompts[:n])[2]  # (prompt_ids, completion_ids, tool_mask, ...): with tools
+        return {"tokens": sum(sum(m) for m in tool_mask), "tool_calls": sum(calls[k] - before[k] for k in calls)}
 
-    def inspo_side(schedule: str) -> dict:
+    def inspo_side(schedule: str, n: int) -> dict:
         engine = RolloutEngine(VLLMBackend(llm, 1.0, 1.0), bm25, tokenizer,
                                dataclasses.replace(rollout, schedule=schedule), topk=3,
                                tools=[search_tool, calculator_tool], protocol="function-calling")
-        trajectories = engine.run([instruction] * len(questions), questions)
+        trajectories = engine.run([instruction] * n, questions[:n])
         return {"tokens": sum(sum(t.completion_mask) for t in trajectories),
                 "tool_calls": sum(sum(t.tool_calls.values()) for t in trajectories)}
 
-    sides = {"TRL tools= (turn by turn)": trl_side, "inspo turn-synchronous": lambda: inspo_side("turn-synchronous"),
-             "inspo per-trajectory": lambda: inspo_side("per-trajectory")}
-    warm = prompts, questions
-    prompts, questions = prompts[:4], questions[:4]
+    sides = {"TRL tools= (turn by turn)": trl_side,
+             "inspo turn-synchronous": lambda n: inspo_side("turn-synchronous", n),
+             "inspo per-trajectory": lambda n: inspo_side("per-trajectory", n)}
     for side in sides.values():  # warm-up, on a few questions
-        side()
-    prompts, questions = warm
+        side(4)
     runs: dict[str, list[dict]] = {name: [] for name in sides}
     for rep in range(args.reps):
         names = list(sides) if rep % 2 == 0 else list(sides)[::-1]
         for name in names:
             set_seed(rep)
             started = time.perf_counter()
-            row = sides[name]()
+            row = sides[name](len(questions))
             row["seconds"] = time.perf_counter() - started
             row["tokens_per_s"] = row["tokens"] / row["seconds"]
             runs[name].append(row)
