@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.runs import checkpoint_problem
 from helpers.cli_helpers import invoke
 from helpers.ablation import population, tiny_sweep
 from helpers.runs import metrics, write_recipe
@@ -28,9 +29,11 @@ def test_a_tiny_ablation_survives_a_kill_and_a_rerun_and_tabulates_by_variant(tm
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     killed = subprocess.Popen([sys.executable, "-m", "inspo_cli", *args], cwd=repo_root, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    cut = out / "runs/static-s0/checkpoints/checkpoint-1/trainer_state.json"  # the second run, after its step 1
+    cut = out / "runs/static-s0/checkpoints/checkpoint-1"  # the second run, after its step 1
     deadline = time.time() + 600
-    while not cut.is_file() and killed.poll() is None and time.time() < deadline:
+    # complete, not merely begun: a kill the moment trainer_state.json appears can leave it empty, and the rerun
+    # rightly trains that run again instead of resuming it
+    while not (cut.is_dir() and checkpoint_problem(cut) is None) and killed.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     killed.send_signal(signal.SIGKILL)
     output, _ = killed.communicate(timeout=60)
