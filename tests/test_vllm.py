@@ -40,22 +40,32 @@ from inspo_cli.training.trainer import SearchGRPOTrainer  # noqa: E402
 SMOLLM2 = "smollm2-135m-instruct"
 
 
-def inspo(*args, cwd: Path) -> subprocess.CompletedProcess:
+# Runs the CLI as `python -m inspo_cli` does, after making a weakref finalizer before anything imports
+# multiprocessing, as some programs' imports do: vLLM's own shutdown (a finalizer) then comes after multiprocessing's
+# exit hook, which joined the engine core forever, and the program hung once it had returned (load_backend's fix).
+FINALIZER_FIRST = ("import runpy, weakref; weakref.finalize(type('Early', (), {})(), int); "
+                   "runpy.run_module('inspo_cli', run_name='__main__', alter_sys=True)")
+
+
+def inspo(*args, cwd: Path, finalizer_first: bool = False) -> subprocess.CompletedProcess:
     """The CLI in its own process, as a user runs it (vLLM's engine core is a process of its own)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "inspo_cli", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    start = ["-c", FINALIZER_FIRST] if finalizer_first else ["-m", "inspo_cli"]
+    return subprocess.run([sys.executable, *start, *map(str, args)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
 
 
 def test_evaluate_with_vllm_gives_the_greedy_predictions_of_transformers(tmp_path, repo_root):
-    """Same questions, instruction and multi-turn protocol with search; only model.backend differs."""
+    """Same questions, instruction and multi-turn protocol with search; only model.backend differs. The vLLM run
+    also exits once done, even where vLLM's exit hooks come in the wrong order (FINALIZER_FIRST)."""
     predictions = {}
     for backend in ("transformers", "vllm"):
         out = tmp_path / backend
         result = inspo("evaluate", "--benchmarks", "world", "--model", SMOLLM2, "--method", "agent", "--limit", 8,
                        "--instruction", WORKED_EXAMPLE_INSTRUCTION, "--out", out, "--device", "cpu",
                        "--set", "model.chat_template=off", "--set", "rollout.max_tokens_per_turn=48",
-                       "--set", "rollout.max_turns=2", "--set", f"model.backend={backend}", cwd=repo_root)
+                       "--set", "rollout.max_turns=2", "--set", f"model.backend={backend}", cwd=repo_root,
+                       finalizer_first=backend == "vllm")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         predictions[backend] = [json.loads(line) for line in (out / "predictions.jsonl").open()]
     vllm, transformers = predictions["vllm"], predictions["transformers"]

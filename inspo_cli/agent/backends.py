@@ -20,9 +20,11 @@ it decides transformers': what rejection sampling needs to resume a batch exactl
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import math
+import weakref
 from dataclasses import dataclass
 from typing import ContextManager, Protocol, Sequence
 
@@ -311,6 +313,21 @@ class VLLMServerBackend(_Sampling):
         return out  # type: ignore[return-value]
 
 
+def _shut_down_engine_core(llm_ref) -> None:
+    """At exit, stop an engine core that runs in a process of its own, before multiprocessing joins that process.
+
+    vLLM 0.30 stops it from a `weakref.finalize`, which runs at exit only after multiprocessing's own exit hook
+    when a finalizer was made before multiprocessing was imported (atexit runs hooks last-registered first): that
+    hook then joins the engine core, which waits for requests forever, and the program hangs after it returned,
+    its engine processes left spinning once it is killed. Registered when the engine starts, this runs first."""
+    from vllm.v1.engine.core_client import MPClient
+
+    llm = llm_ref()
+    client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if isinstance(client, MPClient):
+        client.shutdown()  # idempotent: a no-op once shut down (its finalizer is detached)
+
+
 def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None,
                  process_index: int = 0, num_processes: int = 1, seed: int = 0, request_seeds: bool = False):
     """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed.
@@ -331,6 +348,7 @@ def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 3
         launched = dict(distributed_executor_backend="external_launcher") if num_processes > 1 else {}
         llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True,
                   seed=derived_seed(seed, process_index), **launched, **engine_settings(model, device).llm_kwargs())
+        atexit.register(_shut_down_engine_core, weakref.ref(llm))
         return VLLMBackend(llm, rollout.temperature, rollout.top_p, request_seeds), tokenizer
     policy, tokenizer = load_model(model, device)
     return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size), tokenizer
