@@ -198,11 +198,16 @@ def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     bm25s's `retrieve` runs `argpartition` over all N scores; with BM25 almost all of them are 0, a worst
     case for introselect (about 7x slower than on random data, measured at N=3,810). Selecting among the
     non-zero scores first is faster and leaves out passages that share no term with the query.
+
+    Ties by row at the k-th place too: which of several passages tied there `argpartition` keeps depends on
+    numpy's SIMD code for the CPU (AVX-512 and AVX2 machines kept different ones), so every passage scoring the
+    k-th best score is kept before the sort and the cut.
     """
     rows = np.flatnonzero(scores > 0)
     if len(rows) > k:
-        rows = rows[np.argpartition(scores[rows], -k)[-k:]]
-    rows = rows[np.lexsort((rows, -scores[rows]))]
+        kth = np.partition(scores[rows], -k)[-k]  # the k-th best score: a value, the same on every CPU
+        rows = rows[scores[rows] >= kth]
+    rows = rows[np.lexsort((rows, -scores[rows]))][:k]
     return rows, scores[rows]
 
 

@@ -122,6 +122,21 @@ def test_top_k_keeps_only_matching_passages_best_first_ties_by_row():
     assert rows.tolist() == [1]
 
 
+def test_top_k_breaks_ties_at_the_kth_place_by_row_whatever_the_cpu():
+    """Several passages tied at the k-th place: the first rows among them, not whichever numpy's partition kept
+    (it kept another on an AVX2 machine than on the AVX-512 machine where the rollouts before tools were recorded)."""
+    from retriever.bm25 import top_k
+
+    scores = np.zeros(3000, dtype=np.float32)
+    scores[[2249, 40, 1282, 2999]] = 0.9963171
+    scores[1824] = 1.0136983
+    for k in (2, 3):
+        rows, _ = top_k(scores, k)
+        assert rows.tolist() == [1824, 40, 1282][:k]
+    rows, _ = top_k(np.ones(100, dtype=np.float32), k=5)
+    assert rows.tolist() == [0, 1, 2, 3, 4]
+
+
 def test_index_json_describes_the_index(bm25_dir, tiny_world):
     meta = read_index_meta(bm25_dir)
     corpus = tiny_world / "corpus.jsonl"
