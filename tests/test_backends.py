@@ -107,3 +107,54 @@ def test_a_random_model_gets_corrected_until_max_turns_and_masks_match_what_it_s
         if t.stop_reason == "max_turns":  # random text is never a valid action: corrected after each search turn
             assert t.turns == 3 and t.invalid_actions == 2 and observations.count("My previous action is invalid") == 2
     assert any(t.stop_reason == "max_turns" for t in trajectories)
+
+
+FSDP2_SCRIPT = r"""
+import os, sys
+import torch, torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from transformers import AutoTokenizer
+from inspo_cli.agent import TransformersBackend
+from inspo_cli.config import ModelConfig
+from inspo_cli.models import load_model
+from inspo_cli.training.guards import _weights_finite
+
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WORLD_SIZE="1")
+dist.init_process_group("gloo")
+model, tokenizer = load_model(ModelConfig(name_or_path=sys.argv[1], dtype="float32"), device="cpu")
+for layer in model.model.layers:  # what accelerate's TRANSFORMER_BASED_WRAP does, then the root
+    fully_shard(layer)
+fully_shard(model)
+backend = TransformersBackend(model, tokenizer, temperature=1.0)
+for step in range(2):  # a rollout, then a training forward and backward, twice
+    backend.generate([tokenizer.encode("who founded Hokin Works?")], [8])
+    model(torch.tensor([tokenizer.encode("the river castle")]), labels=torch.tensor([tokenizer.encode(
+        "the river castle")])).loss.backward()
+weight = model.model.layers[0].mlp.up_proj.weight
+assert type(weight).__name__ == "DTensor" and _weights_finite(model)
+with torch.no_grad():
+    weight.to_local()[0, 0] = float("nan")
+assert not _weights_finite(model)
+print("FSDP2 OK")
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_generation_then_training_runs_on_fsdp2_sharded_weights(tiny_model_dir, tmp_path):
+    """recipes/accelerate/8gpu-fsdp.yaml failed its first step on an H200: generating under inference_mode made the
+    parameters FSDP2 all-gathers inference tensors, which the training forward cannot use. Here FSDP2 (one process,
+    gloo, on CPU, which accelerate does not offer) wraps the tiny model as accelerate does: the backend's rollouts
+    and training passes alternate, and the non-finite guard reads the DTensor shards."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "fsdp2.py"
+    script.write_text(FSDP2_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(port)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "FSDP2 OK" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]

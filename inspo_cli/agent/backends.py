@@ -184,7 +184,10 @@ class TransformersBackend(_Sampling):
         # top_k=0 switches off the top-k=50 that generation configs often carry: sample the full distribution.
         sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0} \
             if self.temperature > 0 else {"do_sample": False}
-        with torch.inference_mode():
+        # no_grad, as TRL generates, not inference_mode: under FSDP2 the parameters a forward all-gathers would be
+        # inference tensors, and the training forward after them fails ("Inference tensors do not track version
+        # counter"; seen on an H200 with recipes/accelerate/8gpu-fsdp.yaml)
+        with torch.no_grad():
             sequences = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device), max_new_tokens=max(budgets),
                 stopping_criteria=[turn_end], pad_token_id=self.pad_id, use_cache=True,

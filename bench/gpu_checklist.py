@@ -1,0 +1,340 @@
+"""The GPU checks a lent GPU machine runs first, in one run: the paper's trainer step at its real shape, precision,
+FSDP2 under accelerate with one process, and the generation share.
+
+    python bench/gpu_checklist.py --out OUT              # on a CUDA machine (at most 8 min: --budget)
+    python bench/gpu_checklist.py --out OUT --quick      # the same code paths on CPU, with tiny shapes (a test)
+    python bench/gpu_checklist.py --readme OUT/gpu_checklist_cuda.json   # here: results and README section
+
+The GPU machines lent to this project have no hub, so the models are the real architectures (Qwen2.5-3B and -7B,
+from their published configs, written out below) with *random* bfloat16 weights, and SmolLM2's tokenizer (ids it
+cannot decode are dropped; a random policy's text is noise either way). A random policy never writes a valid tag, so
+every trajectory runs the recipe's full length: 4 turns of 500 tokens, each followed by the corrective message, which
+is the longest trajectory the recipe allows, and so its peak memory.
+
+1. step-<model>: `inspo train` (in this process, as the CLI runs it) on recipes/qwen2.5-<size>b/search-r1.yaml with
+   the transformers backend and, since no index or hub data can be carried, BM25 over the bundled world's questions
+   and corpus; the recipe's micro-batch (8 trajectories per pass), lengths, gradient checkpointing, bf16 autocast
+   over float32 master weights, KL reference, learning rate 5e-7. One micro-batch instead of the paper's 2,560
+   trajectories per step (2 questions x a group of 4 = 8 trajectories, one update of one pass: the transformers
+   backend took about 4 minutes to generate 40 such trajectories on an H200, so 40 or 80 did not fit a lease), and
+   no warm-up, so that the update runs at 5e-7 itself. An update's peak memory depends on the micro-batch and the
+   lengths, not on how many micro-batches it accumulates. Measured: peak GPU memory (torch's allocator, also sampled
+   every 10 s so that a check cut off by its time limit still reports), TRL's time split, policy tokens per second,
+   and, from the saved float32 weights against the initial ones, the share of parameters the update changed in
+   float32 and the share that still differ once rounded to bfloat16 (what pure-bf16 weights would have kept).
+2. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
+   on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
+   resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
+   non-finite guard must stop at update 1 (FSDP2's parameters are DTensors).
+
+Each check runs in its own process with its own time limit and writes its results as it ends, so one that fails
+(out of memory, say) costs only itself. Writes OUT/gpu_checklist_cuda.json (or _cpu with --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import ROOT, machine, update_readme_section
+
+from inspo_cli.jsonio import atomic_write_json  # noqa: E402
+
+# Qwen2.5-3B and Qwen2.5-7B as published (config.json of Qwen/Qwen2.5-3B and Qwen/Qwen2.5-7B)
+QWEN = {
+    "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+                       num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
+                       max_window_layers=36, tie_word_embeddings=True),
+    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                       num_key_value_heads=4, vocab_size=152064, max_position_embeddings=131072,
+                       max_window_layers=28, tie_word_embeddings=False),
+    # --quick: the same code on CPU
+    "qwen2-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, vocab_size=49152, max_position_embeddings=4096,
+                       max_window_layers=2, tie_word_embeddings=True),
+}
+COMMON = dict(rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", use_sliding_window=False,
+              sliding_window=None, attention_dropout=0.0, initializer_range=0.02, bos_token_id=151643,
+              eos_token_id=151643)
+TOKENIZER = ROOT / ".gpu" / "tokenizer"  # SmolLM2-135M-Instruct's tokenizer files, carried (no hub there)
+CAPS = {"fsdp": 120.0, "step-qwen2.5-3b": 240.0}  # seconds; what is left of the budget goes to the next check
+TRAJECTORIES = 2 * 4  # training.batch_size x group_size in step_overrides: one micro-batch of the recipe's 8
+TIMING = ("time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
+          "time/evolution", "time/evaluation")
+
+
+def step_overrides(model_dir: Path, quick: bool) -> list[str]:
+    sets = [f"model.name_or_path={model_dir}", "model.backend=transformers", "data.train=world",
+            f"data.world_dir={ROOT / 'data/world'}", "retriever.kind=bm25",
+            f"retriever.corpus={ROOT / 'data/world/corpus.jsonl'}", "training.steps=1", "training.batch_size=2",
+            "training.group_size=4", "training.mini_batch_trajectories=8", "training.warmup_ratio=0",
+            "training.save_every=1000", "training.eval_every=0"]
+    if quick:  # CPU: float32 (TRL refuses bf16 autocast there), short turns
+        sets += ["model.dtype=float32", "rollout.max_tokens_per_turn=8", "rollout.max_observation_tokens=32",
+                 "rollout.max_prompt_tokens=512", "rollout.max_total_tokens=1024"]
+    return sets
+
+
+def run_cli(args: list[str]) -> int:
+    """`inspo ARGS` in this process, as the console script runs it; its exit code."""
+    import runpy
+
+    saved = sys.argv
+    sys.argv = ["inspo", *args]
+    try:
+        runpy.run_module("inspo_cli", run_name="__main__")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def random_model(name: str, out: Path, device: str) -> int:
+    """The architecture with random bfloat16 weights (initialised on `device`), and the carried tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
+
+    torch.manual_seed(0)
+    config = Qwen2Config(**QWEN[name], **COMMON, dtype="bfloat16")
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    parameters = sum(p.numel() for p in model.parameters())
+    model.save_pretrained(out)
+    del model
+    AutoTokenizer.from_pretrained(TOKENIZER).save_pretrained(out)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return parameters
+
+
+def tensors(directory: Path, device: str):
+    from safetensors import safe_open
+
+    for file in sorted(directory.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt", device=device) as f:
+            for key in f.keys():
+                yield key, f.get_tensor(key)
+
+
+def changed_shares(initial: Path, final: Path, device: str) -> dict:
+    """Of the parameters the run saved (float32), the share that differ from the initial bf16 weights in float32,
+    and the share that still differ once rounded to bfloat16."""
+    import torch
+
+    before = dict(tensors(initial, "cpu"))
+    total = in_fp32 = in_bf16 = 0
+    for key, after in tensors(final, device):
+        start = before.pop(key).to(device)
+        total += after.numel()
+        in_fp32 += int((after != start.to(after.dtype)).sum())
+        in_bf16 += int((after.to(torch.bfloat16) != start.to(torch.bfloat16)).sum())
+    return {"parameters": total, "final_dtype": str(after.dtype).removeprefix("torch."),
+            "changed_float32": in_fp32 / total, "changed_after_bf16_rounding": in_bf16 / total,
+            "tensors_not_saved": sorted(before)}
+
+
+def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
+    import torch
+
+    device = "cpu" if quick else "cuda"
+    result: dict = {"model": name, "device": device}
+    started = time.time()
+    model_dir = work / f"{name}-random"
+    result["parameters"] = random_model(name, model_dir, device)
+    result["build_seconds"] = round(time.time() - started, 1)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        sample_memory(result, out, started)
+    runs = work / "runs"
+    recipe = ROOT / "recipes" / ("qwen2.5-7b" if name == "qwen2.5-7b" else "qwen2.5-3b") / "search-r1.yaml"
+    args = ["train", "--recipe", str(recipe), "--output-dir", str(runs), "--name", name, "--device", device]
+    for value in step_overrides(model_dir, quick):
+        args += ["--set", value]
+    started = time.time()
+    try:
+        result["exit_code"] = run_cli(args)
+    except Exception as error:  # out of memory, say: what it was, beside the memory samples
+        result["exit_code"], result["error"] = "exception", f"{type(error).__name__}: {error}"[:2000]
+    result["train_seconds"] = round(time.time() - started, 1)
+    if device == "cuda":
+        result["peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        result["peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
+        result["gpu_total_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
+    metrics = runs / name / "metrics.jsonl"
+    result["metrics"] = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    final = runs / name / "checkpoints" / "final"
+    if final.is_dir():
+        result["weights"] = changed_shares(model_dir, final, device)
+    atomic_write_json(out, result)
+
+
+def sample_memory(result: dict, out: Path, started: float, every: float = 10.0) -> None:
+    """Every `every` s, the allocator's current and peak GiB into `result`, written to `out`: what a check that
+    runs out of time leaves behind."""
+    import threading
+
+    import torch
+
+    samples = result.setdefault("memory_samples", [])
+
+    def sample():
+        while True:
+            time.sleep(every)
+            samples.append({"seconds": round(time.time() - started), "allocated_gib": torch.cuda.memory_allocated()
+                            / 2**30, "peak_gib": torch.cuda.max_memory_allocated() / 2**30})
+            atomic_write_json(out, result)
+
+    threading.Thread(target=sample, daemon=True).start()
+
+
+def launch(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> dict:
+    started = time.time()
+    try:
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+        code, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as expired:
+        code, output = "timeout", (expired.stdout or b"").decode(errors="replace") if isinstance(
+            expired.stdout, bytes) else (expired.stdout or "")
+    return {"exit_code": code, "seconds": round(time.time() - started, 1), "output_tail": output[-12000:]}
+
+
+def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:
+    """Straight run, resume from the first checkpoint, and the guard, under accelerate's FSDP2 config."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.tiny_model import build_tiny_model
+
+    tiny = build_tiny_model(work / "tiny")
+    recipe = work / "tiny.yaml"
+    recipe.write_text(f"""data: {{train: world, world_dir: {ROOT / 'data/world'}}}
+retriever: {{kind: bm25, corpus: {ROOT / 'data/world/corpus.jsonl'}, topk: 3}}
+model: {{name_or_path: {tiny}, dtype: {'float32' if quick else 'bfloat16'}, chat_template: auto}}
+rollout: {{max_turns: 2, max_tokens_per_turn: 16, max_observation_tokens: 64, max_prompt_tokens: 256,
+          max_total_tokens: 512}}
+training: {{steps: 2, group_size: 2, batch_size: 2, mini_batch_trajectories: 4, micro_batch_size: 2,
+           learning_rate: 1.0e-5, warmup_ratio: 0.0, save_every: 1, eval_every: 0}}
+population: {{enabled: false}}
+""")
+    launcher = ([sys.executable, "-m", "inspo_cli"] if quick else
+                [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                 str(ROOT / "recipes/accelerate/8gpu-fsdp.yaml"), "--num_processes", "1", "-m", "inspo_cli"])
+    runs = work / "fsdp-runs"
+    result: dict = {"launcher": " ".join(launcher[1:])}
+    result["straight"] = launch([*launcher, "train", "--recipe", str(recipe), "--output-dir", str(runs), "--name",
+                                 "straight"], ROOT, timeout)
+    straight = runs / "straight"
+    result["checkpoints"] = sorted(p.name for p in (straight / "checkpoints").glob("*")) if straight.exists() else []
+    if (straight / "checkpoints/checkpoint-1").is_dir():
+        cut = runs / "resumed"
+        shutil.copytree(straight, cut)
+        for path in ("checkpoints/checkpoint-2", "checkpoints/final", "summary.json"):
+            target = cut / path
+            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+        result["resume"] = launch([*launcher, "train", "--resume", str(cut)], ROOT, timeout)
+
+        def rows(run):
+            path = run / "metrics.jsonl"
+            lines = path.read_text().splitlines() if path.exists() else []
+            return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
+
+        want, have = rows(straight), rows(cut)
+        result["metrics_rows"] = {"straight": len(want), "resumed": len(have)}
+        result["resume_same_metrics"] = bool(want) and want == have
+        result["resume_differences"] = [
+            {k: (w.get(k), h.get(k)) for k in set(w) | set(h) if w.get(k) != h.get(k)} for w, h in zip(want, have)]
+    result["guard"] = launch([*launcher, "train", "--recipe", str(recipe), "--output-dir", str(runs), "--name",
+                              "blown", "--set", "training.learning_rate=1e39"], ROOT, timeout)
+    output = result["guard"]["output_tail"]
+    result["guard_stopped"] = result["guard"]["exit_code"] not in (0, "timeout") and "weights are not finite" in output
+    result["guard_saved_nothing_after"] = not (runs / "blown/checkpoints/checkpoint-1").exists()
+    atomic_write_json(out, result)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--quick", action="store_true", help="CPU, tiny shapes: the code paths only")
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds for all the checks together")
+    parser.add_argument("--checks", default="fsdp,step-qwen2.5-3b,step-qwen2.5-7b")
+    parser.add_argument("--readme", type=Path, help="a results JSON: copy it to bench/results/, write the section")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=300.0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.readme:
+        results = json.loads(args.readme.read_text())
+        atomic_write_json(ROOT / "bench/results" / args.readme.name, results)
+        update_readme_section("gpu-checklist", section(results))
+        return
+    if args.child:
+        if args.child == "fsdp":
+            child_fsdp(args.work, args.out, args.quick, args.timeout)
+        else:
+            child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick)
+        return
+    started = time.time()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results_file = args.out / f"gpu_checklist_{'cpu' if args.quick else 'cuda'}.json"
+    results: dict = {"machine": machine(("torch", "transformers", "trl", "accelerate", "datasets")),
+                     "checks": {}, "skipped": {}}
+    for check in args.checks.split(","):
+        if args.quick:
+            check = check if check == "fsdp" else "step-qwen2-tiny"
+            if check in results["checks"]:
+                continue
+        left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))
+        if left < 60:
+            results["skipped"][check] = f"{left:.0f} s of the budget left"
+            continue
+        with_work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu-checklist-{check}"
+        shutil.rmtree(with_work, ignore_errors=True)
+        with_work.mkdir(parents=True)
+        out = with_work / "result.json"
+        print(f"[{time.time() - started:6.0f} s] {check}: up to {left:.0f} s", flush=True)
+        run = launch([sys.executable, __file__, "--child", check, "--work", str(with_work), "--out", str(out),
+                      "--timeout", str(max(30.0, left / 3))] + (["--quick"] if args.quick else []), ROOT, left)
+        entry = json.loads(out.read_text()) if out.exists() else {}
+        entry["process"] = run
+        results["checks"][check] = entry
+        print(f"[{time.time() - started:6.0f} s] {check}: exit {run['exit_code']}\n{run['output_tail'][-1500:]}",
+              flush=True)
+        atomic_write_json(results_file, results)
+        shutil.rmtree(with_work, ignore_errors=True)
+    print(json.dumps(summary(results), indent=1), flush=True)
+
+
+def summary(results: dict) -> dict:
+    """The figures the README section shows, per check."""
+    shown = {}
+    for check, entry in results["checks"].items():
+        if check.startswith("step-"):
+            rows = entry.get("metrics", [])
+            row = rows[-1] if rows else {}
+            shown[check] = {k: entry.get(k) for k in ("parameters", "exit_code", "error", "train_seconds",
+                                                       "peak_allocated_gib", "peak_reserved_gib", "weights")}
+            if entry.get("memory_samples"):
+                shown[check]["last_memory_sample"] = entry["memory_samples"][-1]
+            shown[check].update({k: row.get(k) for k in ("step_seconds", "time/generation", "time/scoring",
+                                                         "time/update", "length/response",
+                                                         "length/response_with_observations", "update")})
+            generation = row.get("time/generation")
+            if generation and row.get("length/response") is not None:
+                shown[check]["policy_tokens_per_second"] = row["length/response"] * TRAJECTORIES / generation
+        else:
+            shown[check] = {k: entry.get(k) for k in ("checkpoints", "resume_same_metrics", "guard_stopped",
+                                                       "guard_saved_nothing_after")}
+    return shown
+
+
+def section(results: dict) -> str:
+    return "## GPU checklist\n\n```json\n" + json.dumps(summary(results), indent=1) + "\n```\n"
+
+
+if __name__ == "__main__":
+    main()
