@@ -113,7 +113,6 @@ FSDP2_SCRIPT = r"""
 import os, sys
 import torch, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
-from transformers import AutoTokenizer
 from inspo_cli.agent import TransformersBackend
 from inspo_cli.config import ModelConfig
 from inspo_cli.models import load_model
