@@ -2,7 +2,7 @@
 FSDP2 under accelerate with one process, and the generation share.
 
     python bench/gpu_checklist.py --out OUT              # on a CUDA machine (at most 8 min: --budget)
-    python bench/gpu_checklist.py --out OUT --quick      # the same code paths on CPU, with tiny shapes (a test)
+    python bench/gpu_checklist.py --out OUT --quick      # the same code on CPU, tiny shapes, fsdp without FSDP
     python bench/gpu_checklist.py --readme OUT/gpu_checklist_cuda.json   # here: results and README section
 
 The GPU machines lent to this project have no hub, so the models are the real architectures (Qwen2.5-3B and -7B,
@@ -25,7 +25,8 @@ is the longest trajectory the recipe allows, and so its peak memory.
 2. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
-   non-finite guard must stop at update 1 (FSDP2's parameters are DTensors).
+   non-finite guard must stop at update 1 (FSDP2's parameters are DTensors). With --quick it runs the plain
+   `python -m inspo_cli` instead (accelerate has no FSDP on CPU): the resume and the guard, without FSDP.
 
 Each check runs in its own process with its own time limit and writes its results as it ends, so one that fails
 (out of memory, say) costs only itself. Writes OUT/gpu_checklist_cuda.json (or _cpu with --quick).
