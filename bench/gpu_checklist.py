@@ -150,9 +150,10 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     model_dir = work / f"{name}-random"
     result["parameters"] = random_model(name, model_dir, device)
     result["build_seconds"] = round(time.time() - started, 1)
+    stop_sampling = None
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-        sample_memory(result, out, started)
+        stop_sampling = sample_memory(result, out, started)
     runs = work / "runs"
     recipe = ROOT / "recipes" / ("qwen2.5-7b" if name == "qwen2.5-7b" else "qwen2.5-3b") / "search-r1.yaml"
     args = ["train", "--recipe", str(recipe), "--output-dir", str(runs), "--name", name, "--device", device]
@@ -164,6 +165,8 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     except Exception as error:  # out of memory, say: what it was, beside the memory samples
         result["exit_code"], result["error"] = "exception", f"{type(error).__name__}: {error}"[:2000]
     result["train_seconds"] = round(time.time() - started, 1)
+    if stop_sampling is not None:
+        result["memory_samples"] = stop_sampling()
     if device == "cuda":
         result["peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
         result["peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
@@ -176,33 +179,44 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     atomic_write_json(out, result)
 
 
-def sample_memory(result: dict, out: Path, started: float, every: float = 10.0) -> None:
-    """Every `every` s, the allocator's current and peak GiB into `result`, written to `out`: what a check that
-    runs out of time leaves behind."""
+def sample_memory(result: dict, out: Path, started: float, every: float = 10.0):
+    """Every `every` s, the allocator's current and peak GiB, written to `out` beside what `result` held at the
+    start: what a check that runs out of time leaves behind. Returns the function that stops it, which the final
+    write waits for, so the two never write `out` at once."""
     import threading
 
     import torch
 
-    samples = result.setdefault("memory_samples", [])
+    partial = {**result, "partial": True, "memory_samples": []}
+    stop = threading.Event()
 
     def sample():
-        while True:
-            time.sleep(every)
-            samples.append({"seconds": round(time.time() - started), "allocated_gib": torch.cuda.memory_allocated()
-                            / 2**30, "peak_gib": torch.cuda.max_memory_allocated() / 2**30})
-            atomic_write_json(out, result)
+        while not stop.wait(every):
+            partial["memory_samples"].append({"seconds": round(time.time() - started), "allocated_gib":
+                                              torch.cuda.memory_allocated() / 2**30,
+                                              "peak_gib": torch.cuda.max_memory_allocated() / 2**30})
+            atomic_write_json(out, partial)
 
-    threading.Thread(target=sample, daemon=True).start()
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+
+    def finish() -> list:
+        stop.set()
+        thread.join()
+        return partial["memory_samples"]
+
+    return finish
 
 
 def launch(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> dict:
     started = time.time()
-    try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
-        code, output = done.returncode, done.stdout + done.stderr
+    try:  # stderr into stdout: the step lines (stderr) must survive a timeout too
+        done = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                              env=env)
+        code, output = done.returncode, done.stdout
     except subprocess.TimeoutExpired as expired:
-        code, output = "timeout", (expired.stdout or b"").decode(errors="replace") if isinstance(
-            expired.stdout, bytes) else (expired.stdout or "")
+        code, output = "timeout", expired.output or b""
+    output = output.decode(errors="replace")
     return {"exit_code": code, "seconds": round(time.time() - started, 1), "output_tail": output[-12000:]}
 
 
