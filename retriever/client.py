@@ -6,7 +6,10 @@ or by Search-R1's own `retrieval_server.py` (same API).
 
 One pool of keep-alive connections is shared by all threads. Connection errors, timeouts, 5xx and 429
 are retried with exponential backoff (a server's Retry-After wins); a 4xx is the caller's mistake and
-raises at once with the server's message. Long query lists are split to fit the server's limit.
+raises at once with the server's message, except a query the server refuses for its length (`--max-query-chars`,
+known from `/health` before sending, or its 422 naming the query), which raises `QueryRefused` naming that query:
+the search tool answers it with an error observation, as it is the policy's to fix. A lone surrogate (which no
+UTF-8 body can carry) is sent as U+FFFD. Long query lists are split to fit the server's limit.
 
 HTTP goes through the standard library's `http.client` rather than httpx, which spent ~0.4 ms more CPU per
 request and ~1.4 ms more on a 600 KB answer (512 queries x 3 passages, read in 64 KB steps) on the 2-core
@@ -19,6 +22,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import http.client
+import re
 import select
 import threading
 import time
@@ -28,9 +32,15 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from retriever.corpus import Passage, make_passage, parse_contents
-from retriever.errors import RetrieverError
+from retriever.errors import QueryRefused, RetrieverError
 
 MAX_RETRY_AFTER_S = 60.0  # never sleep longer than this on a server's say-so
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_TOO_LONG = re.compile(r"queries\.(\d+) has (\d+) characters; the limit is (\d+)")  # retriever/server.py's 422
+
+
+def _too_long(chars: int, limit: int) -> str:
+    return f"the query has {chars:,} characters; the search engine takes at most {limit:,}, so shorten it"
 
 
 def normalize_url(url: str) -> tuple[str, str]:
@@ -224,6 +234,7 @@ class HTTPRetriever:
         self.max_queries_per_request = max_queries_per_request
         self._server_max_queries: Optional[int] = None
         self._server_max_results: Optional[int] = None
+        self._server_max_query_chars: Optional[int] = None
         self._limits_known = False
         self._pool = _ConnectionPool(self.base_url, timeout_s, connect_timeout_s=10.0, size=pool_size)
 
@@ -236,10 +247,14 @@ class HTTPRetriever:
         if not queries:
             return []
         chunk = self._chunk_size(k)
+        limit = self._server_max_query_chars
+        too_long = {i: _too_long(len(q), limit) for i, q in enumerate(queries) if limit and len(q) > limit}
+        if too_long:  # not sent: the server would refuse the request they are in
+            raise QueryRefused(too_long)
         results: list[list[Passage]] = []
         for start in range(0, len(queries), chunk):
             part = queries[start:start + chunk]
-            body = self._post({"queries": part, "topk": k, "return_scores": True})
+            body = self._post({"queries": part, "topk": k, "return_scores": True}, start)
             results.extend(self._parse(body, len(part)))
         return results
 
@@ -268,11 +283,17 @@ class HTTPRetriever:
                 limits = response.json()["limits"]
                 self._server_max_queries = int(limits["max_queries"])
                 self._server_max_results = int(limits.get("max_results") or 0) or None
+                self._server_max_query_chars = int(limits.get("max_query_chars") or 0) or None
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass
 
-    def _post(self, payload: dict) -> dict:
-        body = orjson.dumps(payload)
+    def _post(self, payload: dict, first: int = 0) -> dict:
+        """The server's answer to `payload`, whose queries are those from index `first` of the caller's list."""
+        try:
+            body = orjson.dumps(payload)
+        except orjson.JSONEncodeError:  # a lone surrogate: what decoding its bytes with errors="replace" would give
+            payload = {**payload, "queries": [_LONE_SURROGATE.sub("\ufffd", q) for q in payload["queries"]]}
+            body = orjson.dumps(payload)
         reason = "no attempt"
         for attempt in range(self.max_retries):
             wait = self.backoff_s * (2 ** attempt)
@@ -288,6 +309,10 @@ class HTTPRetriever:
                         raise RetrieverError(f"retriever at {self.url} answered with a body that is not JSON; is it "
                                              "a Search-R1 compatible /retrieve endpoint?") from None
                 message = _server_message(response)
+                too_long = _TOO_LONG.match(message) if response.status_code == 422 else None
+                if too_long:  # its limit is not known here (no /health when first asked), or it changed
+                    index, chars, limit = map(int, too_long.groups())
+                    raise QueryRefused({first + index: _too_long(chars, limit)})
                 if response.status_code != 429 and response.status_code < 500:
                     raise RetrieverError(f"retriever at {self.url} rejected the request "
                                          f"(HTTP {response.status_code}): {message}")

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.rollout import engine_for
 from inspo_cli.agent.call_formats import (FUNCTION_CALLING_CORRECTIVE, QWEN25_TEMPLATE, FunctionCallingFormat,
-                                          argument_problem)
+                                          argument_problem, json_depth, valid_text)
 from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.config import RecipeError, load_recipe
 
@@ -272,3 +272,64 @@ def test_a_template_that_cannot_continue_with_a_tool_message_is_refused_in_one_l
     assert rewriting.chat_template != QWEN25_TEMPLATE
     with pytest.raises(InspoError, match="use agent.protocol=search-r1$"):
         FunctionCallingFormat(tools("search"), rewriting)
+
+
+# -- issue 51: nothing the policy writes in a call stops the rollout -----------------------------------------------
+
+DEEP = 1000  # past json's recursion limit
+
+
+@pytest.mark.parametrize("body", [
+    "[" * DEEP + "]" * DEEP,
+    '{"name": "search", "arguments": {"query": ' + "[" * DEEP + "]" * DEEP + "}}",
+    '{"name": "search", "arguments": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}",
+    "[" * 33 + "]" * 33,
+])
+def test_a_call_nested_too_deep_is_an_error_not_a_recursion_error(qwen_tokenizer, body):
+    fmt = FunctionCallingFormat(tools("search", "calculator"), qwen_tokenizer)
+    parsed = fmt.parse(f"<tool_call>{body}</tool_call>")
+    assert (parsed.kind, parsed.tool, parsed.error) == ("call", None, "the tool call nests more than 32 levels deep")
+
+
+def test_nesting_up_to_the_limit_is_parsed_and_brackets_in_strings_do_not_count(qwen_tokenizer):
+    fmt = FunctionCallingFormat(tools("search", "calculator"), qwen_tokenizer)
+    at_limit = '{"name": "search", "arguments": {"query": ' + "[" * 30 + "]" * 30 + "}}"
+    assert json_depth(at_limit) == 32
+    assert fmt.parse(f"<tool_call>{at_limit}</tool_call>").error == "search: argument 'query' must be a JSON string"
+    siblings = '{"name": "search", "arguments": {"query": "x", "n": [' + ", ".join(['{"a": [1]}'] * 50) + "]}}"
+    assert json_depth(siblings) == 5 and fmt.parse(f"<tool_call>{siblings}</tool_call>").error == \
+        "search: no argument 'n'; it takes query"
+    bracketed = call("search", query="[" * 100 + '\\"{' * 50)
+    assert json_depth(bracketed) == 2
+    assert fmt.parse(bracketed).content == "[" * 100 + '\\"{' * 50
+
+
+def test_a_lone_surrogate_from_a_json_escape_is_searched_as_the_replacement_character(qwen_tokenizer):
+    """JSON's \\ud800 is the one way a policy's text holds a lone surrogate, which no file or HTTP body can encode:
+    it becomes U+FFFD, what a tokenizer's decoding of invalid bytes gives in the Search-R1 protocol."""
+    fmt = FunctionCallingFormat(tools("search", "calculator"), qwen_tokenizer)
+    parsed = fmt.parse('<tool_call>{"name": "search", "arguments": {"query": "a\\ud800b\\udc00 \\ud83d\\ude00"}}'
+                       "</tool_call>")
+    assert (parsed.error, parsed.content) == (None, "a\ufffdb\ufffd \U0001F600")  # a valid pair stays one character
+    assert fmt.parse('<tool_call>{"name": "search", "arguments": {"query": "x", "\\ud800": 1}}</tool_call>').error == \
+        "search: no argument '\ufffd'; it takes query"
+    assert valid_text({"a\udfff": ["\ud800", {"\udc00": "x", "n": 1.5}], "b": None}) == \
+        {"a\ufffd": ["\ufffd", {"\ufffd": "x", "n": 1.5}], "b": None}
+    script = {"Q1": ['<tool_call>{"name": "search", "arguments": {"query": "violin \\ud800"}}</tool_call>',
+                     "<answer> 1714 </answer>"]}
+    engine, _, retriever = engine_for(qwen_tokenizer, script, tools=["search"], protocol="function-calling")
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert t.queries == ["violin \ufffd"] and t.invalid_actions == 0 and retriever.calls == [1]
+    json.dumps(t.queries, ensure_ascii=False).encode("utf-8")  # what a run's files write
+
+
+def test_a_deep_call_and_a_huge_fraction_in_a_rollout_leave_it_going(qwen_tokenizer):
+    script = {"Q1": ["<tool_call>" + "[" * DEEP + "]" * DEEP + "</tool_call>",
+                     call("calculator", expression="0.5**9000"), "<answer> 0 </answer>"]}
+    engine, _, _ = engine_for(qwen_tokenizer, script, tools=["search", "calculator"], protocol="function-calling",
+                              max_tokens_per_turn=4096, max_total_tokens=8192)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    observations = qwen_tokenizer.decode([i for i, m in zip(t.completion_ids, t.completion_mask) if not m])
+    assert observations.startswith(TOOL_TURN[0] + "error: the tool call nests more than 32 levels deep" + TOOL_TURN[1])
+    assert (t.stop_reason, t.turns, t.invalid_actions, t.tool_errors) == ("answer", 3, 1, {})
+    assert t.tool_calls == {"calculator": 1}  # 0.5**9000 is written out as its exact fraction

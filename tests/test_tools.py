@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.rollout import engine_for
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION, corrective_observation, parse_action, stop_strings
 from inspo_cli.agent.rollout import summarize
@@ -202,7 +203,8 @@ def test_tools_that_do_not_build_into_a_usable_tool_are_one_line(echo_module, tm
         build_tools([echo_module, echo_module], ToolContext())
     with pytest.raises(InspoError, match=r"^agent.tools: builtins:repr: build\(\) returned a str, not an "):
         build_tools(["builtins:repr"], ToolContext())
-    with pytest.raises(InspoError, match=r"^agent.tools: os:getcwd: build\(\) raised TypeError"):
+    with pytest.raises(InspoError, match=r"^agent.tools: tool os:getcwd takes \(\), but a tool is called as "
+                                         r"build\(context\)$"):
         build_tools(["os:getcwd"], ToolContext())
     (tmp_path / "lab_tools.py").write_text(textwrap.dedent(ECHO) + textwrap.dedent('''
         def broken(context):
@@ -219,6 +221,28 @@ def test_tools_that_do_not_build_into_a_usable_tool_are_one_line(echo_module, tm
         build_tools(["lab_tools:broken"], ToolContext())
     with pytest.raises(InspoError, match="tag 'my tool>' is not an element name"):
         build_tools(["lab_tools:bad_tag"], ToolContext())
+
+
+@pytest.mark.parametrize("tag", ["answer", "information", "think", "tool_call", "tool_response", "tools", "invalid",
+                                 "Answer"])
+def test_a_tool_may_not_take_a_tag_the_protocol_writes(tmp_path, monkeypatch, tag):
+    """<answer> would end the trajectory instead of calling the tool, <information> is the observation block, a tool
+    tagged `invalid` would have its calls counted as turns without an action; refused by `inspo recipe check`, which
+    builds the tools, not first at the run's start."""
+    (tmp_path / "lab_clash.py").write_text(textwrap.dedent(ECHO) + textwrap.dedent(f'''
+        def clash(context):
+            tool = Echo()
+            tool.tag = {tag!r}
+            return tool
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lab_clash", raising=False)
+    with pytest.raises(InspoError, match=rf"^agent.tools: lab_clash:clash: tag '{tag}' is the protocol's own "
+                                         r"element; a tool's tag must be none of answer, information, think"):
+        build_tools(["search", "lab_clash:clash"], ToolContext())
+    result = invoke("recipe", "check", ROOT / "recipes/demo.yaml", "--set", "agent.tools=[search, 'lab_clash:clash']")
+    assert_one_line_error(result, "agent.tools: lab_clash:clash: tag", "is the protocol's own element")
+    sys.modules.pop("lab_clash", None)
 
 
 def test_ablate_plans_one_variant_per_tool_set_even_for_a_static_recipe():
@@ -304,3 +328,72 @@ def test_oracle_trajectories_of_arithmetic_questions_use_both_tools(tmp_path, ti
         assert t.tool_calls == {"search": 2, "calculator": 1} and not t.tool_errors
     search_only = RolloutEngine(None, retriever, tiny_tokenizer, rollout, topk=2, chat=False)
     assert oracle_trajectories(search_only, "Search, then answer. Question: {question}\n", questions) == []
+
+
+# -- issue 51: the calculator writes out whatever it computes, and its bounds are pinned ----------------------------
+
+@pytest.mark.parametrize("expression, value", [
+    ("1 / 8", "0.125"), ("-1 / 8", "-0.125"), ("1 / 16", "0.0625"), ("1 / 250", "0.004"), ("3 / 40", "0.075"),
+    ("10 / 4", "2.5"), ("6 / 3", "2"), ("2 / 3 * 3", "2"), ("1 / 1024", "0.0009765625"), ("7 // 2", "3"),
+    ("7.5 % 2", "1.5"), ("1 / 6", "1/6 (about 0.166666666667)"), ("1 / 7 * 7", "1"),
+    ("1e100", "1" + "0" * 100), ("1e-100", "0." + "0" * 99 + "1"), ("1.5e2", "150"), ("1e+2", "100"),
+    ("2E3", "2000"), ("9" * 100 + " - " + "9" * 100, "0"),
+])
+def test_division_is_exact_and_a_literals_exponent_goes_to_its_bound(expression, value):
+    assert evaluate(expression) == value
+
+
+@pytest.mark.parametrize("expression", ["1e101", "1e-101", "1.5E+101"])
+def test_a_literals_exponent_past_its_bound_is_refused(expression):
+    with pytest.raises(ArithmeticRefused, match="a number's exponent may be at most 100"):
+        evaluate(expression)
+
+
+def test_a_result_too_long_for_a_decimal_is_written_as_its_exact_fraction():
+    """2**-9000 is computed exactly; its 9,000-place decimal would pass Python's int-to-str limit, so it is written
+    as a fraction (each part within the 3,000 digits every result keeps), never a ValueError."""
+    for expression, sign in (("0.5**9000", ""), ("2**-9000", ""), ("-2**-9000", "-"), ("0.2**4000", "")):
+        text = evaluate(expression)
+        numerator, _, rest = text.partition("/")
+        denominator, _, approximation = rest.partition(" ")
+        assert (numerator, approximation) == (f"{sign}1", "(about 0)")
+        assert int(denominator) in (2 ** 9000, 5 ** 4000)
+    assert evaluate("0.5**3000") == "0." + str(5 ** 3000).rjust(3000, "0")  # a decimal up to 3,000 places
+    # ... and 3,000 digits in all: this one's decimal has 5,096 (past the int-to-str limit)
+    assert evaluate("(10**2999 + 1) * 0.5**3000").startswith(f"{10 ** 2999 + 1}/{2 ** 3000} (about ")
+    assert evaluate("(10**2000 + 1) * 0.5**3000").startswith(f"{10 ** 2000 + 1}/{2 ** 3000} (about ")  # 4,097
+    assert evaluate("-(0.5)**-9000") == str(-(2 ** 9000))
+    for expression in ("(1/3)**9999", "-(7/3)**-9999", "9**9**9"):
+        with pytest.raises(ArithmeticRefused, match="a power"):
+            evaluate(expression)
+    observations = Calculator().call([{"expression": e} for e in ("0.5**9000", "(1/3)**9999", "2**-9000")])
+    assert [o.error for o in observations] == [False, True, False]
+
+
+def test_a_result_past_the_processes_own_int_to_str_limit_is_refused_not_raised():
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        with pytest.raises(ArithmeticRefused, match="the result is too long to write out"):
+            evaluate("7 ** 1000")
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+class _ShortCalculator(Calculator):
+    max_observation_tokens = 12
+
+
+class _LongCalculator(Calculator):
+    max_observation_tokens = 300
+
+
+@pytest.mark.parametrize("tool, recipe_limit, tokens", [(_ShortCalculator, 400, 12), (_LongCalculator, 40, 300),
+                                                        (Calculator, 40, 40)])
+def test_a_tools_own_observation_limit_wins_over_the_recipes(tiny_tokenizer, tool, recipe_limit, tokens):
+    engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<calculate> 7 ** 1000 </calculate>", "<answer> x </answer>"]},
+                              tools=[], max_observation_tokens=recipe_limit)
+    engine = type(engine)(engine.backend, None, tiny_tokenizer, engine.config, tools=[tool()])
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert t.tool_observation_tokens == {"calculator": tokens}
+    assert masked(tiny_tokenizer, t, 0).endswith("</information>\n\n")

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from inspo_cli.agent.protocol import (build_prompt, corrective_observation, information_parts, parse_action,
                                       stop_strings, user_message)
+from inspo_cli.agent.instruction_rendering import function_calling_instruction, response_tags
 from inspo_cli.agent.tools.base import Observation, Tool
 from inspo_cli.config.sections import PROTOCOLS
 from inspo_cli.errors import InspoError
@@ -75,6 +76,10 @@ class SearchR1Format:
         self.stop = stop_strings(list(self._by_tag))
         self.corrective: Parts = ("", corrective_observation([(t.tag, t.argument) for t in self.tools]), "")
 
+    def instruction_for(self, instruction: str) -> str:
+        """The instruction as this protocol shows it: as written (instructions are written in these tags)."""
+        return instruction
+
     def prompt_ids(self, instruction: str, question: str) -> list[int]:
         text = build_prompt(self.tokenizer, instruction, question, self.chat)
         # A chat template already writes its BOS; plain text gets the tokenizer's usual special tokens.
@@ -114,6 +119,7 @@ class FunctionCallingFormat:
         self._tool_turn = self._splice("tool")
         user_opening, user_closing = self._splice("user")
         self.corrective: Parts = (user_opening, FUNCTION_CALLING_CORRECTIVE, user_closing)
+        self._result_tags = response_tags(*self._tool_turn)
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> str:
         template = None if self.own_template else QWEN25_TEMPLATE
@@ -140,8 +146,13 @@ class FunctionCallingFormat:
         opening, _, closing = middle.partition(result)
         return tail + opening, closing
 
+    def instruction_for(self, instruction: str) -> str:
+        """The instruction as this protocol shows it: its Search-R1 elements made calls (`instruction_rendering`)."""
+        return function_calling_instruction(instruction, self.tools, self.write_call, self._result_tags)
+
     def prompt_ids(self, instruction: str, question: str) -> list[int]:
-        text = self._render([{"role": "user", "content": user_message(instruction, question)}], True)
+        message = user_message(self.instruction_for(instruction), question)
+        text = self._render([{"role": "user", "content": message}], True)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes any BOS itself
 
     def parse(self, text: str) -> Call:
@@ -152,8 +163,11 @@ class FunctionCallingFormat:
             return Call("invalid")
         if match.group(1) is None:
             return Call("answer", content=match.group(2).strip())
+        body = match.group(1)
+        if json_depth(body) > MAX_JSON_DEPTH:  # json.loads recurses per level: ~1,000 levels is a RecursionError
+            return Call("call", error=f"the tool call nests more than {MAX_JSON_DEPTH} levels deep")
         try:
-            call = json.loads(match.group(1))
+            call = valid_text(json.loads(body))
         except ValueError as error:
             return Call("call", error=f"the tool call is not valid JSON ({str(error)[:120]})")
         if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
@@ -190,6 +204,46 @@ def renders_tools(tokenizer, schemas: list[dict]) -> bool:
     except Exception:  # a template that raises on tools has no tool support either
         return False
     return with_tools != without
+
+
+MAX_JSON_DEPTH = 32  # of a tool call's arrays and objects: a call is two levels, its arguments a few more
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_depth(text: str) -> int:
+    """How deeply the arrays and objects of JSON `text` nest (brackets inside strings not counted), read without
+    recursion; for text that is not JSON, a number that bounds what a parser would recurse into."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def valid_text(value: Any) -> Any:
+    """`value` parsed from JSON with every lone surrogate in its strings (keys too) replaced by U+FFFD, as decoding
+    invalid UTF-8 does: JSON's `\\ud800` escape is the one way a policy's text can hold one, and no file, tokenizer or
+    HTTP body can encode it. Recurses as deep as the value nests (MAX_JSON_DEPTH, checked before parsing)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [valid_text(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(key): valid_text(item) for key, item in value.items()}
+    return value
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),

@@ -119,7 +119,11 @@ class RolloutEngine:
         self.format = call_format(protocol, self.tools, tokenizer, chat)
         self.stop_strings = self.format.stop
         self._corrective = self._encode_parts(self.format.corrective)
-        self._special_ids = set(tokenizer.all_special_ids)  # EOS ids are special tokens in every tokenizer we load
+        # what ends a turn at EOS: the tokenizer's special tokens, and the backend's EOS ids (a generation config's
+        # several, which need not all be special tokens)
+        backend_eos = getattr(backend, "eos_ids", None)
+        self._special_ids = set(tokenizer.all_special_ids) | (
+            set(backend_eos) if isinstance(backend_eos, (set, frozenset, list, tuple)) else set())
         self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0

@@ -83,10 +83,18 @@ def evaluate(expression: str, deadline_s: float = DEADLINE_S) -> str:
         raise ArithmeticRefused("not an arithmetic expression (numbers, + - * / // % **, parentheses, "
                                 "one comparison)") from None
     value = _Evaluator(text, time.monotonic() + deadline_s).visit(tree.body, 0)
-    return value if isinstance(value, str) else _render(value)
+    if isinstance(value, str):
+        return value
+    try:
+        return _render(value)
+    except ValueError:  # int-to-str's own limit (sys.set_int_max_str_digits) set below the bounds here
+        raise ArithmeticRefused("the result is too long to write out") from None
 
 
 def _render(value: Fraction) -> str:
+    """`value` written out: an integer, a finite decimal (at most MAX_RESULT_DIGITS digits, else as a fraction: the
+    exact decimal of 2**-9000 has 9,000 places), or a fraction with its rounded decimal. Every integer it writes has
+    at most MAX_RESULT_DIGITS digits, under Python's int-to-str limit (4,300 by default)."""
     if value.denominator == 1:
         return str(value.numerator)
     denominator, twos, fives = value.denominator, 0, 0
@@ -94,12 +102,13 @@ def _render(value: Fraction) -> str:
         denominator, twos = denominator // 2, twos + 1
     while denominator % 5 == 0:
         denominator, fives = denominator // 5, fives + 1
-    if denominator == 1:  # a finite decimal: exactly max(twos, fives) places
-        places = max(twos, fives)
+    places = max(twos, fives)
+    if denominator == 1 and places <= MAX_RESULT_DIGITS:  # a finite decimal: exactly `places` places
         scaled = abs(value.numerator) * 10 ** places // value.denominator
-        sign = "-" if value < 0 else ""
-        whole, frac = divmod(scaled, 10 ** places)
-        return f"{sign}{whole}.{frac:0{places}d}"
+        if _digits(scaled) <= MAX_RESULT_DIGITS:
+            sign = "-" if value < 0 else ""
+            whole, frac = divmod(scaled, 10 ** places)
+            return f"{sign}{whole}.{frac:0{places}d}"
     rounded = round(value, DECIMAL_PLACES)
     approx = _render(rounded) if rounded.denominator != 1 else str(rounded.numerator)
     return f"{value.numerator}/{value.denominator} (about {approx})"

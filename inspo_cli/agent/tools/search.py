@@ -2,7 +2,9 @@
 
 Exactly what the rollout engine did before tools existed: all of a turn's queries in one retriever call, the top k
 passages of each rendered as Search-R1's `Doc i(Title: ...) text` lines in an `<information>` block, an empty query
-searched like any other.
+searched like any other. A query the retriever refuses for what it is (`QueryRefused`: longer than a server's
+`--max-query-chars`) is an error observation telling the policy so, and the turn's other queries are searched; any
+other retriever failure (a server down, a wrong URL) stops the run, as it is not the policy's.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any, Mapping, Sequence
 
 from inspo_cli.agent.protocol import format_passages
 from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
+from retriever.corpus import Passage
+from retriever.errors import QueryRefused
 from retriever.search import Retriever
 
 
@@ -28,8 +32,27 @@ class SearchTool(Tool):
         if self.retriever is None:
             raise RuntimeError("the search tool has no retriever: open one (retriever section) or drop search from "
                                "agent.tools")
-        results = self.retriever.search([str(a.get(self.argument, "")) for a in arguments], k=self.topk)
-        return [Observation(format_passages(passages), passage_ids=[p.id for p in passages]) for passages in results]
+        queries = [str(a.get(self.argument, "")) for a in arguments]
+        answers: dict[int, list[Passage] | str] = {}  # by call: its passages, or why its query was refused
+        pending = list(range(len(queries)))
+        while pending:  # one search for a turn's queries; again without any the retriever refused
+            try:
+                found = self.retriever.search([queries[i] for i in pending], k=self.topk)
+            except QueryRefused as refused:
+                reasons = {pending[i]: why for i, why in refused.reasons.items() if 0 <= i < len(pending)}
+                if not reasons:  # names no query of this batch: not one the policy can fix
+                    raise
+                answers.update(reasons)
+                pending = [i for i in pending if i not in reasons]
+                continue
+            found = list(found)
+            if len(found) != len(pending):
+                raise RuntimeError(f"the retriever answered {len(found)} result lists for {len(pending)} queries")
+            answers.update(zip(pending, found))
+            break
+        return [Observation(f"error: {answer}", error=True) if isinstance(answer, str)
+                else Observation(format_passages(answer), passage_ids=[p.id for p in answer])
+                for answer in (answers[i] for i in range(len(queries)))]
 
 
 def build(context: ToolContext) -> Tool:
