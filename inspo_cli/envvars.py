@@ -25,9 +25,9 @@ SECONDS: dict[str, tuple[float, float, float]] = {
 PATHS: dict[str, str] = {"INSPO_CACHE": "~/.cache/inspo"}  # converted packaged models and merged adapters
 
 
-def _shown(value: str) -> str:
+def _shown(value: str, limit: int = 40) -> str:
     """The value quoted on one line (repr escapes newlines and control characters), cut short if it is huge."""
-    return repr(value if len(value) <= 40 else value[:40] + "...")
+    return repr(value if len(value) <= limit else value[:limit] + "...")
 
 
 def env_seconds(name: str) -> float:
@@ -49,18 +49,21 @@ def env_seconds(name: str) -> float:
 
 def env_path(name: str) -> Path:
     """The directory in the variable `name` (declared in `PATHS`), `~` expanded, its default when unset or empty;
-    `InspoError` when it names something that exists but is not a directory. Made absolute, so that a relative value
-    does not mean another cache in every directory a command is started from."""
+    `InspoError` when it names something that exists but is not a directory, or a path under a file (which no
+    `mkdir` can create). Made absolute, so that a relative value does not mean another cache in every directory a
+    command is started from."""
     raw = os.environ.get(name, "").strip()
     fix = f"point it at a directory (it is created if missing), or unset it for the default {PATHS[name]}"
     try:
         path = Path(raw or PATHS[name]).expanduser().absolute()
-        usable = path.is_dir() or not path.exists()
+        existing = next(p for p in (path, *path.parents) if p.exists())  # "/" at the latest
+        usable = existing.is_dir()
     except (RuntimeError, OSError) as e:  # `~nosuchuser/...`, no home directory, a name too long
         raise InspoError(f"the environment variable {name} is {_shown(raw)}, which cannot be used "
                          f"({e.strerror if isinstance(e, OSError) else e}); {fix}") from None
     if not usable:
-        raise InspoError(f"the environment variable {name} is {_shown(raw)}, which is not a directory; {fix}")
+        under = "" if existing == path else f" (it is under {_shown(str(existing), 200)}, a file)"
+        raise InspoError(f"the environment variable {name} is {_shown(raw)}, which is not a directory{under}; {fix}")
     return path
 
 

@@ -14,12 +14,15 @@ recipe explain` and docs/reference/recipe.md), the commands' help (`inspo ablate
 
 A recipe may also name a strategy by import path, `package.module:object`: the object is what a registered module
 provides under the registry's attribute (a proposer's `prompt` function, a selection's `build`, ...). The config
-imports it when the recipe is loaded and refuses, in one line, a path that does not import or names no callable.
-Its summary is the first line of its docstring, and its traits are the module's upper-case constants of the same
-names (`MIN_PARENTS = 2`, `SFT = True`, ...), defaulting as a record's do.
+imports it when the recipe is loaded and refuses, in one line, a path that does not import, names no callable, or
+names one that cannot be called as the registry calls it (`Registry.call`: `os:getcwd` is no proposer), so nothing
+outside the package is found wrong after a model has loaded. What it returns is checked after every call
+(`Registry.load(name, check)`), with one line naming the path, what came back and what was expected. Its summary
+is the first line of its docstring, and its traits are the module's upper-case constants of the same names
+(`MIN_PARENTS = 2`, `SFT = True`, ...), defaulting as a record's do.
 
-This module sits on the lowest floor and imports nothing of the project but `retriever.kinds` (standard library
-only), so the config validates recipe names against it without importing the strategies (or torch, or TRL); the
+This module sits on the lowest floor and imports nothing of the project but `retriever.kinds` and `errors` (standard
+library only), so the config validates recipe names against it without importing the strategies (or torch, or TRL); the
 packages that run a strategy load it through its registry, on first use. Retriever kinds are registered in the
 standalone `retriever` package (`retriever.kinds.KINDS`, which `inspo index` and `retriever` use without inspo);
 `RETRIEVER_KINDS` here reads that table live, so it is listed, documented and checked like the others.
@@ -27,10 +30,14 @@ standalone `retriever` package (`retriever.kinds.KINDS`, which `inspo index` and
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Callable
+
+from inspo_cli.errors import InspoError
 
 IMPORT_PATH_HINT = "package.module:object"
 MAX_IMPORT_PATH = 300  # characters; every error quotes the path
@@ -76,6 +83,25 @@ def _shown(name: str, limit: int = 100) -> str:
     return repr(name if len(name) <= limit else name[:limit] + "...")
 
 
+def _a(what: str) -> str:
+    return f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
+
+
+def described(value: Any) -> str:
+    """What a strategy returned, as an error shows it: "None", "a str 'abc'", "a list of 2 (Prediction, str)"."""
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple)):
+        kinds = list(dict.fromkeys(type(item).__name__ for item in value))
+        inside = f" ({', '.join(kinds[:3])}{', ...' if len(kinds) > 3 else ''})" if kinds else ""
+        return f"{_a(type(value).__name__)} of {len(value)}{inside}"
+    text = repr(value)
+    return f"{_a(type(value).__name__)} {text if len(text) <= 60 else text[:60] + '...'}"
+
+
+Check = Callable[[tuple, Any], "str | None"]  # (the call's arguments, its result) -> what was expected, or None: fine
+
+
 def _first_line(doc: str | None) -> str:
     lines = (doc or "").strip().splitlines()
     return lines[0].strip() if lines else "(no docstring)"
@@ -85,12 +111,18 @@ class Registry(Mapping[str, Strategy]):
     """The strategies a recipe key accepts, by name, plus any `package.module:object` import path."""
 
     def __init__(self, key: str, what: str, attribute: str | None, entries: Mapping[str, Strategy],
-                 import_paths: bool = True):
+                 import_paths: bool = True, parameters: tuple[str, ...] = ()):
         self.key = key  # the recipe key that names one: "population.proposer"
         self.what = what  # "proposer": for errors
         self.attribute = attribute  # what a registered module provides ("prompt"); None: the module itself
         self.entries = entries
         self.import_paths = import_paths
+        self.parameters = parameters  # the positional arguments a run calls what it provides with
+
+    @property
+    def call(self) -> str:
+        """How a run calls a strategy: "prompt(parent, population, buffer, config, rng)"."""
+        return f"{self.attribute or 'build'}({', '.join(self.parameters)})"
 
     def __getitem__(self, name: str) -> Strategy:
         return self.entries[name]
@@ -141,16 +173,51 @@ class Registry(Mapping[str, Strategy]):
         if not callable(obj):
             raise ValueError(f"{self.what} {name}: {module_name} has no callable {attribute!r}"
                              + (f" (a {self.what} provides {self.attribute})" if self.attribute else ""))
+        self.check_callable(name, obj)
         return obj
 
-    def load(self, name: str) -> Any:
-        """What the strategy named `name` provides (the registry's attribute of its module), imported now."""
+    def check_callable(self, name: str, obj: Callable[..., Any]) -> None:
+        """Refuse (ValueError, one line) a callable a run could not call as `self.call`: found when the recipe is
+        loaded, not when a run first calls it (a method after the model loaded, a proposer at the first evolution)."""
+        if not self.parameters:
+            return
+        try:
+            signature = inspect.signature(obj)
+        except (TypeError, ValueError):  # a built-in that declares no signature: whether it can be called is unknown
+            raise ValueError(f"{self.what} {name}: its signature cannot be read (a built-in?); {_a(self.what)} is a "
+                             f"Python callable {self.call}") from None
+        try:
+            signature.bind(*self.parameters)
+        except TypeError:
+            raise ValueError(f"{self.what} {name} takes {_shown(str(signature), 80)[1:-1]}, but {_a(self.what)} is "
+                             f"called as {self.call}") from None
+
+    def load(self, name: str, check: Check | None = None) -> Any:
+        """What the strategy named `name` provides (the registry's attribute of its module), imported now. For an
+        import path, `check(args, result)` (when given) sees every call's result; what it says was expected instead
+        is an `InspoError` naming the path and what came back."""
         target = self.resolve(name).target
         module_name, _, attribute = target.partition(":")
         if attribute:
-            return self._import(name, module_name, attribute)
+            provided = self._import(name, module_name, attribute)
+            return provided if check is None or name in self.entries else self._checked(name, provided, check)
         module = importlib.import_module(module_name)
         return module if self.attribute is None else getattr(module, self.attribute)
+
+    def _checked(self, name: str, provided: Callable[..., Any], check: Check) -> Callable[..., Any]:
+        @functools.wraps(provided)
+        def call(*args):
+            result = provided(*args)
+            expected = check(args, result)
+            if expected is not None:
+                raise InspoError(self.bad_result(name, result, expected))
+            return result
+        return call
+
+    def bad_result(self, name: str, result: Any, expected: str) -> str:
+        """The one line for a result that breaks the contract: whose, what came back, and what a run needs."""
+        return (f"{self.what} {name}: {self.call.partition('(')[0]}() returned {described(result)}, not {expected} "
+                f"({_a(self.what)} is {self.call})")
 
     def choices(self) -> str:
         """"softmax (the paper): softmax(w / tau_s) ... | ucb (beyond the paper): ...", for help texts."""
@@ -174,7 +241,8 @@ def _kinds() -> Mapping[str, Strategy]:
     return LiveKinds()
 
 
-PROPOSERS = Registry("population.proposer", "proposer", "prompt", {
+PROPOSERS = Registry("population.proposer", "proposer", "prompt", parameters=(
+    "parent", "population", "buffer", "config", "rng"), entries={
     "reflection": Strategy("inspo_cli.instructions.proposers.reflection",
                            "INSPO's: reflect on the parent's failed rollouts, App. E"),
     "paraphrase": Strategy("inspo_cli.instructions.proposers.paraphrase",
@@ -185,7 +253,7 @@ PROPOSERS = Registry("population.proposer", "proposer", "prompt", {
                       "two parents' instructions combined, GEPA's merge", "beyond", min_parents=2),
 })
 
-SELECTIONS = Registry("population.selection", "selection", "build", {
+SELECTIONS = Registry("population.selection", "selection", "build", parameters=("arms", "config", "batch"), entries={
     "softmax": Strategy("inspo_cli.instructions.selection.softmax", "softmax(w / tau_s) over the weights, eq. 4"),
     "ucb": Strategy("inspo_cli.instructions.selection.ucb",
                     "batched UCB1 on the window's rewards, with ucb_exploration", "beyond"),
@@ -195,13 +263,14 @@ SELECTIONS = Registry("population.selection", "selection", "build", {
                                "the best weight, or a uniform draw with chance epsilon", "beyond"),
 })
 
-PARENTS = Registry("population.parents", "parent rule", "choose", {
+PARENTS = Registry("population.parents", "parent rule", "choose", parameters=("ranked", "config"), entries={
     "top": Strategy("inspo_cli.instructions.parents.top", "the top n_parent by weight"),
     "pareto": Strategy("inspo_cli.instructions.parents.pareto",
                        "GEPA's Pareto front over question categories, topped up to n_parent by weight", "beyond"),
 })
 
-METHODS = Registry("evaluation.method", "inference method", "predict", {  # Table 1's order, which reports keep
+METHODS = Registry("evaluation.method", "inference method", "predict", parameters=("ctx", "questions"), entries={
+    # Table 1's order, which reports keep
     "direct": Strategy("inspo_cli.evaluation.methods.direct", "FlashRAG's direct generation", "baseline"),
     "rag": Strategy("inspo_cli.evaluation.methods.rag", "FlashRAG's standard RAG", "baseline"),
     "ircot": Strategy("inspo_cli.evaluation.methods.ircot", "IRCoT, Trivedi et al. 2023", "baseline"),
@@ -209,7 +278,7 @@ METHODS = Registry("evaluation.method", "inference method", "predict", {  # Tabl
     "agent": Strategy("inspo_cli.evaluation.methods.agent", "the Search-R1 protocol with an instruction"),
 })
 
-ALGORITHMS = Registry("training.algorithm", "training algorithm", None, {
+ALGORITHMS = Registry("training.algorithm", "training algorithm", None, parameters=("ctx",), entries={
     "grpo": Strategy("inspo_cli.training.grpo:build_grpo", "GRPO, eq. 2, through TRL's GRPOTrainer"),
     "sft": Strategy("inspo_cli.training.sft:build_sft", "SFT on data.trajectories through TRL's SFTTrainer",
                     "baseline", sft=True),
@@ -220,7 +289,7 @@ ALGORITHMS = Registry("training.algorithm", "training algorithm", None, {
 
 RETRIEVER_KINDS = Registry("retriever.kind", "retriever kind", None, _kinds(), import_paths=False)
 
-TOOLS = Registry("agent.tools", "tool", "build", {  # docs/tools.md: adding one
+TOOLS = Registry("agent.tools", "tool", "build", parameters=("context",), entries={  # docs/tools.md: adding one
     "search": Strategy("inspo_cli.agent.tools.search", "the retriever's top k passages for a query"),
     "calculator": Strategy("inspo_cli.agent.tools.calculator",
                            "exact, bounded arithmetic on integers and decimals", "beyond"),

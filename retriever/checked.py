@@ -76,7 +76,7 @@ def read_json_object(path: str | os.PathLike, what: str, max_bytes: int, fix: st
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         why = (f"line {e.lineno}: {e.msg.removesuffix(' at').lower()}" if isinstance(e, json.JSONDecodeError)
-               else "not UTF-8 JSON")
+               else "nested too deeply" if isinstance(e, RecursionError) else "not UTF-8 JSON")
         raise RetrieverError(f"{path}: not valid JSON ({why}); {fix}") from None
     if not isinstance(value, dict):
         raise RetrieverError(f"{path}: expected a JSON object, got {type(value).__name__}; {fix}")

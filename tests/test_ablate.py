@@ -341,7 +341,7 @@ def test_a_failed_run_is_recorded_the_others_go_on_and_ctrl_c_stops_everything(r
 
 @pytest.mark.parametrize("sweep,message", [
     ({"recipe": 5, "variants": {"a": []}}, "recipe: must be a recipe file or bundled name"),
-    ({"recipe": "recipes/demo.yaml", "grid": {1: [1, 2]}}, "grid: key 1 must be a recipe field"),
+    ({"recipe": "recipes/demo.yaml", "grid": {1: [1, 2]}}, "grid: key 1 (int) must be a recipe field"),
     ({"recipe": "recipes/demo.yaml", "variants": {"a": {"recipe": 5}}}, "variant a: recipe: must be a recipe file"),
     ({"recipe": "recipes/demo.yaml", "grid": {f"population.k{i}": list(range(10)) for i in range(6)}},
      "the sweep plans 1,000,000 variants (1,000,000 from the grid), more than the 500 allowed"),

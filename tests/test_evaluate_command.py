@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,10 @@ def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_popul
     (["--run", "nowhere"], ["nowhere", "run directory"]),
     (["--set", "evaluation.temperature=-1"], ["evaluation.temperature", ">= 0"]),
     (["--instruction", ""], ["--instruction", "empty"]),
+    # callables that cannot be a method: refused before the model loads (minutes for a 7B), not with a traceback after
+    (["--method", "builtins:len"], ["--method: inference method builtins:len takes (obj, /), but an inference method "
+                                    "is called as predict(ctx, questions)"]),
+    (["--method", "rag,os:_exit"], ["inference method os:_exit takes (status)"]),
 ])
 def test_bad_input_is_one_clear_line(args, fragments, tmp_path):
     result = invoke("evaluate", "--model", "smollm2-135m-instruct", "--out", tmp_path / "o", *args)
@@ -150,3 +155,34 @@ def test_a_qa_file_of_ones_own_is_a_benchmark_named_by_its_stem(tiny_model_dir, 
     missing = invoke("evaluate", "--benchmarks", str(tmp_path / "absent.jsonl"), "--model", tiny_model_dir,
                      "--out", tmp_path / "o2", *FAST)
     assert_one_line_error(missing, "absent.jsonl", "no such file")
+
+
+OUTSIDE_METHODS = """
+from inspo_cli.evaluation.methods.base import Prediction
+
+
+def one_short(ctx, questions):
+    return [Prediction("x", "x") for _ in questions][:-1]
+
+
+def nothing(ctx, questions):
+    return None
+"""
+
+
+@pytest.mark.parametrize("method, returned", [("one_short", "a list of 1 (Prediction)"), ("nothing", "None")])
+def test_an_outside_method_that_returns_too_few_predictions_scores_nothing(tiny_model_dir, tmp_path, monkeypatch,
+                                                                            method, returned):
+    """A list one short was zipped against the questions: exit 0, the table over the wrong questions."""
+    (tmp_path / "lab_methods.py").write_text(OUTSIDE_METHODS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lab_methods", raising=False)
+    out = tmp_path / "eval"
+    result = invoke("evaluate", "--benchmarks", "world", "--model", tiny_model_dir, "--method",
+                    f"lab_methods:{method}", "--limit", 2, "--batch-size", 2, "--out", out, *FAST)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    last = result.stderr.strip().splitlines()[-1]  # after the progress lines
+    assert last.startswith(f"error: inference method lab_methods:{method}: predict() returned {returned}, not a list "
+                           "of 2 Prediction"), result.stderr
+    assert not out.exists()
+    sys.modules.pop("lab_methods", None)

@@ -262,6 +262,12 @@ def test_bad_corpora_are_one_line_errors(tmp_path):
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
 
 
+def test_a_deeply_nested_index_json_says_so(tmp_path):
+    (tmp_path / "index.json").write_text('{"format": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(RetrieverError, match=r"index.json: not valid JSON \(nested too deeply\); rebuild it"):
+        read_index_meta(tmp_path)
+
+
 def test_unknown_kind_and_faiss_type(tmp_path, corpus300):
     with pytest.raises(RetrieverError, match="--kind 'sparse'"):
         build_index(corpus300, tmp_path / "out", kind="sparse")

@@ -93,15 +93,17 @@ def test_the_cache_variable_must_be_a_directory(monkeypatch, tmp_path):
     assert envvars.env_path("INSPO_CACHE") == tmp_path / "rel"  # one cache, whatever directory a command starts in
     (tmp_path / "file").write_text("x")
     for value, fragment in ((str(tmp_path / "file"), "not a directory"), ("~nosuchuser-inspo/x", "cannot be used"),
+                            # no mkdir can make a directory under a file: refused now, not at the first conversion
+                            (str(tmp_path / "file" / "cache" / "x"), f"(it is under '{tmp_path / 'file'}', a file)"),
                             ("/dev/null", "not a directory"), ("a" * 5000, "cannot be used")):
         monkeypatch.setenv("INSPO_CACHE", value)
         with pytest.raises(InspoError) as error:
             envvars.env_path("INSPO_CACHE")
-        assert fragment in str(error.value) and "INSPO_CACHE" in str(error.value) and len(str(error.value)) < 300
+        assert fragment in str(error.value) and "INSPO_CACHE" in str(error.value) and len(str(error.value)) < 420
 
 
 @pytest.mark.parametrize("name, value", [("INSPO_PROGRESS_SECONDS", "0"), ("INSPO_POLL_SECONDS", "nan"),
-                                         ("INSPO_CACHE", "/dev/null")])
+                                         ("INSPO_CACHE", "/dev/null"), ("INSPO_CACHE", "/dev/null/inspo/cache")])
 def test_the_cli_checks_the_variables_before_any_command(name, value):
     result = run_cli("recipe", "list", env={name: value})
     assert result.returncode == 2 and result.stdout == ""

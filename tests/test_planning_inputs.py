@@ -39,6 +39,8 @@ SWEEP_HEAD = f"recipe: {DEMO}\nseeds: [0]\n"
     ("grid:\n  population.n_parent: !!set {1, 2}\n", "grid must map a recipe key to a non-empty list"),
     ("variants: !!set {a, b}\n", "variants must map a name"),
     ("variants:\n  ~: [training.steps=2]\n", "variants: the name None is null, not text"),
+    ("grid:\n  ~: [1, 2]\n", "grid: key None (NoneType) must be a recipe field such as population.n_parent"),
+    ("grid:\n  population.n_parent: [1]\n  ~: [1, 2]\n", "grid: key None (NoneType)"),
     ("variants:\n  on: [training.steps=2]\n", "the name True is a boolean"),
     ("variants:\n  017: [training.steps=2]\n", "the name 15 is an integer"),
     ("grid:\n  evaluation.benchmarks: [[world], [world, nq]]\n", "make the variant name \"benchmarks-['world']\""),
@@ -65,10 +67,23 @@ def test_sweep_values_of_types_the_planner_does_not_expect_are_one_line_errors(r
     (["--set", "run.name=" + "r" * 201], "run.name: must be a plain directory name of at most 200"),
     (["--set", "run.name=2001-12-14t21:59:43.10-05:00"], "run.name: expected a string, got datetime"),
     (["--set", "population.instructions=!!set {a, b}"], "--set population.instructions[0]: expected a string"),
+    # every run would stop at its first evolution: refused before the plan
+    (["--replay-optimizer", "no-such-record.jsonl"], "--replay-optimizer: no-such-record.jsonl does not exist"),
+    (["--replay-optimizer", "docs"], "--replay-optimizer: docs holds no optimizer_calls.jsonl"),
 ])
 def test_values_no_run_can_use_are_refused_when_planned(repo_root, monkeypatch, tmp_path, args, message):
     monkeypatch.chdir(repo_root)
     refused_before_writing(tmp_path, ["--recipe", DEMO, "--proposer", "paraphrase", *args], message)
+
+
+def test_evolve_refuses_a_replay_record_that_is_not_there_before_anything_else(repo_root, monkeypatch, tmp_path):
+    """Even when the recipe's evolution would never ask the optimizer (evolve_until 0), and before the model."""
+    monkeypatch.chdir(repo_root)
+    runs = tmp_path / "runs"
+    result = invoke("evolve", "--recipe", DEMO, "--replay-optimizer", tmp_path / "nosuch", "--model",
+                    tmp_path / "no-model", "--set", "population.evolve_until=0", "--output-dir", runs)
+    assert_one_line_error(result, f"--replay-optimizer: {tmp_path / 'nosuch'} does not exist")
+    assert not runs.exists()
 
 
 def test_absurd_workers_are_refused_before_any_slot_or_file_is_made(repo_root, monkeypatch, tmp_path):

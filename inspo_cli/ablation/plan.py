@@ -342,9 +342,11 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
             overrides = _string_list(spec or [], f"{source}: variant {name}")
             planner.add(Variant(str(name), base, overrides, [" ".join(overrides)] if overrides else []))
     grid = sweep.get("grid") or {}
-    bad_key = next((k for k in grid if not isinstance(k, str)), None) if isinstance(grid, dict) else None
-    if bad_key is not None:
-        raise InspoError(f"{source}: grid: key {bad_key!r} must be a recipe field such as population.n_parent")
+    bad_keys = [k for k in grid if not isinstance(k, str)] if isinstance(grid, dict) else []
+    if bad_keys:  # a list, not next(..., None): YAML's `~:` is the key None itself
+        raise InspoError(f"{source}: grid: key {_clip(repr(bad_keys[0]))} ({type(bad_keys[0]).__name__}) must be a "
+                         "recipe field such as population.n_parent (YAML reads unquoted ~, yes/no/on/off and numbers "
+                         "as other than text)")
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise InspoError(f"{source}: grid must map a recipe key to a non-empty list of values, e.g. "
                          "'population.n_parent: [1, 2, 3]'")

@@ -138,7 +138,7 @@ def evaluate_methods(methods: Sequence[str], benchmarks: dict[str, list[Question
                 predictions = run(ctx, [q.question for q in batch])
                 score.seconds += time.perf_counter() - started
                 score.retrieval_seconds += ctx.retrieval_seconds - retrieval_before
-                for question, prediction in zip(batch, predictions):
+                for question, prediction in zip(batch, predictions, strict=True):
                     row = score_prediction(question, prediction)
                     score.add(row)
                     on_prediction(prediction_row(method, question, prediction, row))

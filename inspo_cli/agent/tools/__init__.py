@@ -29,6 +29,10 @@ def recipe_tools(recipe: Recipe, retriever: Retriever | None) -> list[Tool]:
 
 
 TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")  # an element name the protocol can write and find
+# Elements the protocols themselves write or read, so no tool may be called by them: the answer, the observation
+# block, the reasoning, function calling's (Qwen2.5's template), and "invalid", the engine's name for a turn with no
+# action (protocol.Action.kind). Compared without case: <Answer> beside <answer> would only confuse the policy.
+RESERVED_TAGS = ("answer", "information", "think", "tool_call", "tool_response", "tools", "invalid")
 
 
 def build_tools(names: Sequence[str], context: ToolContext) -> list[Tool]:
@@ -37,8 +41,12 @@ def build_tools(names: Sequence[str], context: ToolContext) -> list[Tool]:
     tools = []
     for name in names:
         try:
-            tool = TOOLS.load(name)(context)
-        except (ValueError, InspoError):
+            build = TOOLS.load(name)
+        except ValueError as error:  # the config refuses these first; a caller that built names itself gets one line
+            raise InspoError(f"agent.tools: {error}") from None
+        try:
+            tool = build(context)
+        except InspoError:
             raise
         except Exception as error:  # a tool's own code: its failure to build is one line naming it
             raise InspoError(f"agent.tools: {name}: build() raised {type(error).__name__}: "
@@ -53,10 +61,13 @@ def build_tools(names: Sequence[str], context: ToolContext) -> list[Tool]:
         if not TAG.match(tool.tag):
             raise InspoError(f"agent.tools: {name}: tag {tool.tag[:80]!r} is not an element name (letters, digits, "
                              "_ and -, starting with a letter)")
+        if tool.tag.lower() in RESERVED_TAGS:
+            raise InspoError(f"agent.tools: {name}: tag {tool.tag!r} is the protocol's own element; a tool's tag must "
+                             f"be none of {', '.join(RESERVED_TAGS)}")
         tools.append(tool)
     tags = [tool.tag for tool in tools]
     names_seen = [tool.name for tool in tools]
-    if "answer" in tags or len(set(tags)) != len(tags) or len(set(names_seen)) != len(names_seen):
-        raise InspoError(f"agent.tools: the tools' names and tags must differ from each other and the tags from "
-                         f"answer (got tags {', '.join(tags)})")
+    if len(set(tags)) != len(tags) or len(set(names_seen)) != len(names_seen):
+        raise InspoError(f"agent.tools: the tools' names and tags must differ from each other (got names "
+                         f"{', '.join(names_seen)}; tags {', '.join(tags)})")
     return tools

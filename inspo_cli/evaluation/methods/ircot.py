@@ -51,7 +51,7 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     retrieved: list[list[list[str]]] = [[] for _ in range(n)]
 
     def add_results(rows: list[int], results) -> None:
-        for row, hits in zip(rows, results):
+        for row, hits in zip(rows, results, strict=True):
             retrieved[row].append([p.id for p in hits])
             for p in hits:
                 if p.id not in seen[row]:
@@ -70,7 +70,7 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
             break
         outputs = ctx.generate(prompts(open_rows), ctx.rollout.max_tokens_per_turn, stop=["\n"])
         next_rows, next_queries = [], []
-        for row, output in zip(open_rows, outputs):
+        for row, output in zip(open_rows, outputs, strict=True):
             thought = _first_sentence(output)
             thoughts[row].append(thought)
             answers[row] = _answer_after_mark(thought)
@@ -78,13 +78,13 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
                 next_rows.append(row)
                 next_queries.append(thought)
         if next_rows:
-            for row, query in zip(next_rows, next_queries):
+            for row, query in zip(next_rows, next_queries, strict=True):
                 queries[row].append(query)
             add_results(next_rows, ctx.search(next_queries))
         open_rows = next_rows
     if open_rows:  # out of steps: ask for the answer
         outputs = ctx.generate(prompts(open_rows, suffix=ANSWER_MARK), 32, stop=["\n"])
-        for row, output in zip(open_rows, outputs):
+        for row, output in zip(open_rows, outputs, strict=True):
             thoughts[row].append(f"{ANSWER_MARK} {output.strip()}")
             answers[row] = output.strip().rstrip(".").strip() or None
     return [Prediction(answers[r], " ".join(thoughts[r]), len(queries[r]), queries[r], retrieved[r],

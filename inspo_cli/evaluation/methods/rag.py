@@ -14,7 +14,8 @@ RAG_INSTRUCTION = ("Answer the question based on the given document. Only give m
 def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     results = ctx.search(questions)
     prompts = [ctx.prompt(RAG_INSTRUCTION.format(reference=format_passages(passages)), f"Question: {q}",
-                          prefix="" if ctx.chat else "\nAnswer:") for q, passages in zip(questions, results)]
+                          prefix="" if ctx.chat else "\nAnswer:")
+               for q, passages in zip(questions, results, strict=True)]
     responses = ctx.generate(prompts, ctx.rollout.max_tokens_per_turn, stop=["\n\n"])
     return [Prediction(short_answer(r), r, 1, [q], [[p.id for p in passages]])
-            for q, r, passages in zip(questions, responses, results)]
+            for q, r, passages in zip(questions, responses, results, strict=True)]

@@ -80,7 +80,7 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
             break
         outputs = ctx.generate([prompt(r) for r in open_rows], ctx.rollout.max_tokens_per_turn, stop=[END_QUERY])
         searching = []
-        for row, output in zip(open_rows, outputs):
+        for row, output in zip(open_rows, outputs, strict=True):
             reasoning[row] += output
             found = _QUERY_RE.findall(output)
             if found and found[-1].strip() and len(queries[row]) < max_searches:
@@ -92,9 +92,9 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
             results = ctx.search([queries[r][-1] for r in searching])
             analysis_prompts = [ctx.prompt("You are a helpful assistant.", REASON_IN_DOCUMENTS.format(
                 reasoning=reasoning[r], query=queries[r][-1], documents=format_passages(hits)))
-                for r, hits in zip(searching, results)]
+                for r, hits in zip(searching, results, strict=True)]
             analyses = ctx.generate(analysis_prompts, ctx.rollout.max_observation_tokens)
-            for row, hits, analysis in zip(searching, results, analyses):
+            for row, hits, analysis in zip(searching, results, analyses, strict=True):
                 retrieved[row].append([p.id for p in hits])
                 reasoning[row] += f"\n\n{BEGIN_RESULT}{_final_information(analysis)}{END_RESULT}\n\n"
         open_rows = searching  # every row that searched has a search left for the next turn, or ends there

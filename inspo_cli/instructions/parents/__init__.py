@@ -21,4 +21,13 @@ Choose = Callable[[Any, Any], list]
 
 def load_parent_rule(name: str) -> Choose:
     """The `choose` function of the parent rule registered (or imported) as `name`."""
-    return PARENTS.load(name)
+    return PARENTS.load(name, _parents_of_ranked)
+
+
+def _parents_of_ranked(args: tuple, parents: Any) -> str | None:
+    """What an imported rule must return: distinct candidates out of `ranked` (at least one when there are any)."""
+    ranked = args[0]
+    ok = isinstance(parents, list) and (bool(parents) or not ranked) \
+        and all(any(parent is candidate for candidate in ranked) for parent in parents) \
+        and len({id(parent) for parent in parents}) == len(parents)
+    return None if ok else f"a non-empty list of distinct candidates taken from ranked ({len(ranked)} given)"

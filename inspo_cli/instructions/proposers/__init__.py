@@ -7,7 +7,8 @@ A proposer is a module with one function, `prompt(parent, population, buffer, co
 builds the text sent to the optimizer LM. `PROPOSERS` maps the name a recipe uses (`population.proposer`) to
 that module (`inspo_cli.registry`, where the config validates the name). To add a proposer, write
 `proposers/<name>.py` and add its line to `inspo_cli/registry.py` (docs/contributing.md walks through one); a recipe
-may also name one by import path (`package.module:prompt`). Modules are imported on first use.
+may also name one by import path (`package.module:prompt`), whose every prompt is checked to be a non-empty string.
+Modules are imported on first use.
 """
 
 from __future__ import annotations
@@ -24,4 +25,5 @@ if TYPE_CHECKING:
 
 def load_proposer(name: str) -> ProposalPrompt:
     """The `prompt` function of the proposer registered (or imported) as `name`."""
-    return PROPOSERS.load(name)
+    return PROPOSERS.load(name, lambda args, prompt: None if isinstance(prompt, str) and prompt.strip()
+                          else "a non-empty str (the prompt sent to the optimizer LM)")

@@ -10,14 +10,17 @@ returning a `Selector` (base.py). Every strategy decides from the arms' statisti
 and draws only from the generator it is handed (seeded by run seed, step and question), so a question's pick is the
 same on every process and after a resume; none keeps state of its own. To add one, write `selection/<name>.py` and
 add its line to `inspo_cli/registry.py` (SELECTIONS); a recipe may also name one by import path
-(`package.module:build`).
+(`package.module:build`), whose selector is checked at every use: one finite chance >= 0 per arm, draws in range.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+import random
+from typing import TYPE_CHECKING, Any
 
-from inspo_cli.registry import SELECTIONS
+from inspo_cli.errors import InspoError
+from inspo_cli.registry import SELECTIONS, is_import_path
 
 if TYPE_CHECKING:
     from inspo_cli.instructions.selection.base import Build
@@ -25,4 +28,39 @@ if TYPE_CHECKING:
 
 def load_selection(name: str) -> Build:
     """The `build` function of the strategy registered (or imported) as `name`."""
-    return SELECTIONS.load(name)
+    build = SELECTIONS.load(name, _a_selector)
+    if not is_import_path(name):
+        return build
+    return lambda arms, config, batch: CheckedSelector(name, build(arms, config, batch), len(arms))
+
+
+def _a_selector(args: tuple, selector: Any) -> str | None:
+    ok = callable(getattr(selector, "probabilities", None)) and callable(getattr(selector, "draw", None))
+    return None if ok else "a Selector (with probabilities() and draw(rng); selection/base.py)"
+
+
+class CheckedSelector:
+    """An imported strategy's selector, whose answers are checked before the population uses them: a wrong count of
+    chances would be zipped short against the arms, an index out of range would pick no instruction."""
+
+    def __init__(self, name: str, selector: Any, arms: int):
+        self.name, self.selector, self.arms = name, selector, arms
+
+    def _refuse(self, method: str, result: Any, expected: str) -> InspoError:
+        return InspoError(SELECTIONS.bad_result(self.name, result, expected).replace("build()", f"the selector's "
+                                                                                                 f"{method}()", 1))
+
+    def probabilities(self) -> list[float]:
+        chances = self.selector.probabilities()
+        numbers = isinstance(chances, list) and len(chances) == self.arms and all(
+            isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and p >= 0 for p in chances)
+        if not numbers or not sum(chances) > 0:
+            raise self._refuse("probabilities", chances, f"a list of {self.arms} finite chances >= 0, one per arm, "
+                                                         "not all 0")
+        return chances
+
+    def draw(self, rng: random.Random) -> int:
+        index = self.selector.draw(rng)
+        if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < self.arms):
+            raise self._refuse("draw", index, f"an arm's index, an int from 0 to {self.arms - 1}")
+        return index
