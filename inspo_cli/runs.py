@@ -40,8 +40,9 @@ from typing import Sequence
 from inspo_cli import __version__
 from inspo_cli.config import PROJECT_ROOT, Recipe, dump_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.jsonio import (COUNT, UNIT, atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_rows,
-                              read_json)
+from inspo_cli.instructions.call_record import RECORD_NAME
+from inspo_cli.jsonio import (COUNT, POSITIVE, UNIT, Range, atomic_write_json, atomic_write_jsonl,
+                              atomic_write_text, iter_rows, read_json, shape_problem)
 
 TRACKED_PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "vllm", "bm25s", "faiss-cpu",
                     "pyserini", "anthropic", "google-genai")
@@ -86,17 +87,29 @@ def _unused_dir(output_dir: Path, name: str) -> Path:
 # use, and the range of the numbers a table takes from them, so that a damaged file is one line naming it instead of
 # a traceback somewhere downstream or a wrong number in a table.
 INFO_SHAPE = {"seed": int, "command?": [str]}
-SUMMARY_SHAPE = {"steps": COUNT, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": float,
+SECONDS = Range(0.0)  # a wall time, or a share of one: a negative one or NaN would be averaged into a cost column
+SUMMARY_SHAPE = {"steps": COUNT, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": SECONDS,
                  "frozen_policy?": bool, "model?": (str, None), "recipe_model?": str, "metrics?": str,
-                 "compute?": {"processes": COUNT, "device": str},
+                 "compute?": {"processes": POSITIVE, "device": str},
                  "stage?": str, "stages?": [{"kind": str, "dir": str}], "instruction_source?": str,
                  "evaluations?": [{"step": COUNT, "em": UNIT}], "reward_collapse?": (dict, None),
-                 "overhead?": (None, {"evolutions": int, "verification_rollouts": int, "training_rollouts?": int,
-                                      "share_of_wall_time?": (float, None), "leaked_candidates?": int,
-                                      "optimizer?": (None, {"calls?": int, "total_tokens?": (int, None)})})}
+                 "overhead?": (None, {"evolutions": COUNT, "verification_rollouts": COUNT, "training_rollouts?": COUNT,
+                                      "share_of_wall_time?": (SECONDS, None), "leaked_candidates?": COUNT,
+                                      "optimizer?": (None, {"calls?": COUNT, "total_tokens?": (COUNT, None)})})}
+# Other metrics may be NaN (a diverged loss is a run's to log); a tool's counts per trajectory never are (`check_tools`)
 METRICS_ROW_SHAPE = {"step": COUNT, "update?": COUNT, "*": (float, None)}
+TOOL_COUNTS = ("/calls", "/errors", "/observation_tokens")  # tools/<tool>/...: means per trajectory (rollout.summarize)
 STAGED = ("metrics", "instruction_source")  # where a staged run's summary says its curves and instructions are
 DAMAGED = "the run wrote it whole, so it was damaged since: copy it again from where the run ran, or leave the run out"
+
+
+def check_tools(row: dict) -> str | None:
+    """What is wrong with a metrics row's tool counts (`tools/<tool>/calls`, ...: null, or a finite count >= 0)."""
+    for key, value in row.items():
+        if key.startswith("tools/") and key.endswith(TOOL_COUNTS):
+            if (problem := shape_problem(value, (Range(0.0), None), json.dumps(key))) is not None:
+                return problem
+    return None
 
 
 class RunDir:
@@ -108,7 +121,7 @@ class RunDir:
     INSTRUCTIONS = "instructions.jsonl"
     EVOLUTIONS = "evolutions.json"
     COEVOLUTION = "coevolution.json"
-    OPTIMIZER_CALLS = "optimizer_calls.jsonl"  # every optimizer call: prompt, answer, tokens, hash (call_record.py)
+    OPTIMIZER_CALLS = RECORD_NAME  # every optimizer call: prompt, answer, tokens, hash (call_record.py)
     BEST_INSTRUCTION = "best_instruction.txt"
     SUMMARY = "summary.json"
     TENSORBOARD = "tensorboard"
@@ -327,7 +340,10 @@ class RunDir:
             last[:] = [row["step"]]
             return None
 
-        return list(iter_rows(file, METRICS_ROW_SHAPE, DAMAGED, on_cut_tail=_warn, check=step_goes_on))
+        def checked(row: dict) -> str | None:
+            return check_tools(row) or step_goes_on(row)
+
+        return list(iter_rows(file, METRICS_ROW_SHAPE, DAMAGED, on_cut_tail=_warn, check=checked))
 
     def instructions(self, file: Path | None = None) -> list[dict]:
         """The rows of instructions.jsonl (or of `file`, a stage's): every candidate ever; [] without a population."""

@@ -147,4 +147,7 @@ def test_a_replayed_recipe_needs_no_key_but_its_record_must_exist(repo_root, tmp
     with pytest.raises(InspoError, match="optimizer.replay: .*nowhere does not exist"):
         check_run("train", recipe, 1, "cpu")
     (tmp_path / "nowhere").mkdir()
+    with pytest.raises(InspoError, match="optimizer.replay: .*nowhere holds no optimizer_calls.jsonl"):
+        check_run("train", recipe, 1, "cpu")
+    (tmp_path / "nowhere" / "optimizer_calls.jsonl").write_text("")
     check_run("train", recipe, 1, "cpu")  # no GEMINI_API_KEY needed

@@ -126,9 +126,9 @@ def ablate(
     as_json: Annotated[bool, _status("--json", help="Print the plan (--dry-run) or the table as JSON.")] = False,
     device: Annotated[Optional[str], _run(help="cpu or cuda (default: cuda when available).")] = None,
     replay_optimizer: Annotated[Optional[Path], _run(help="Answer every run's optimizer calls from records: an "
-                                                          "earlier ablation's directory (every "
-                                                          "optimizer_calls.jsonl below it) or one record; no key or "
-                                                          "server needed (optimizer.replay).")] = None,
+                                                          "earlier ablation's directory (each run from the run of "
+                                                          "its name there) or one record; no key or server needed "
+                                                          "(optimizer.replay).")] = None,
     checkpoint: Annotated[str, _run(help="Which evaluation of each run the table uses: best (App. B: the "
                                          "final checkpoint before any reward collapse; evaluated when "
                                          "missing) or final.")] = "best",
@@ -182,6 +182,9 @@ def ablate(
         raise InspoError(f"--workers {workers}: runs at once with --scheduler local, from 1 to {MAX_WORKERS} (SLURM's "
                          "is --array-parallelism)")
     if replay_optimizer is not None:  # absolute: each run may start elsewhere (a SLURM task, a worker)
+        from inspo_cli.training.preflight import check_replay_source
+
+        check_replay_source(replay_optimizer, "--replay-optimizer")  # before the plan: every run would fail
         overrides = [*(overrides or []), f"optimizer.replay={json.dumps(str(replay_optimizer.resolve()))}"]
     plan = _make_plan(recipe, axes, study, sweep, seeds, overrides or [], max_variants)
     workers = min(workers, len(plan.runs()))  # more workers than runs would only sit idle

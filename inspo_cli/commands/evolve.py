@@ -49,6 +49,10 @@ def evolve(
         if recipe is None:
             raise InspoError("--recipe is required: a recipe with population.enabled: true and an optimizer, e.g. "
                              "recipes/qwen2.5-3b/inspo.yaml")
+        if replay_optimizer is not None:  # whether or not this recipe's evolution reaches the optimizer
+            from inspo_cli.training.preflight import check_replay_source
+
+            check_replay_source(replay_optimizer, "--replay-optimizer")
         config = load_recipe(recipe, overrides or [], flags={"--model": ("model.name_or_path", model),
                                                              "--name": ("run.name", name),
                                                              "--replay-optimizer": ("optimizer.replay", replay_optimizer

@@ -5,7 +5,7 @@ resumed run takes back from it.
     record = CallRecord(run.path / "optimizer_calls.jsonl")
     record.write(provider, model, parameters, prompt, completion=completion, latency_s=2.4, cost_usd=0.0123)
     prompt_hash(provider, model, parameters, prompt)        # "sha256:..." : what a replay looks calls up by
-    client = ReplayClient([path_or_directory], "gemini", "gemini-2.5-pro", parameters)   # a ProviderClient
+    client = ReplayClient(path_or_directory, "gemini", "gemini-2.5-pro", parameters, record=this_runs_record)
     answers, n = recorded_after(path, rows)                 # the calls made after a checkpoint saw `rows` lines
     summarize_record(path)                                  # calls, tokens and cost, for a report's table
 
@@ -17,6 +17,11 @@ call's line says `"replayed": true` and carries the cost its answer had when it 
 and flushed one at a time, so a run cut off mid-call loses at most its last line, which a reader skips and the next
 `CallRecord` on the file removes before it appends. Only the main process calls the optimizer, so one process writes
 a run's record.
+
+A replay never mixes runs: from a directory of several (an ablation's), each run answers from the record at its own
+place in it (`replay_record`), and within a record the calls with one hash are answered in the order they were made.
+Every line read for an answer is checked against its hash, so a line changed after it was written is refused, not
+answered to a call it does not hold.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import os
 import threading
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from inspo_cli.instructions.prices import Price
 
 logger = logging.getLogger(__name__)
+RECORD_NAME = "optimizer_calls.jsonl"  # a run's record; inspo_cli.runs.RunDir.OPTIMIZER_CALLS is this name
 
 
 def prompt_hash(provider: str, model: str, parameters: dict[str, Any], prompt: str) -> str:
@@ -117,12 +123,37 @@ class ReplayMissing(InspoError):
 RECORD_ROW = {"hash": str, "prompt": str, "answer": (str, None), "truncated": (bool, None), "stop_reason": (str, None),
               "input_tokens": COUNT, "output_tokens": COUNT, "usage_estimated?": bool, "error": (str, None),
               "cost_usd?": (Range(0.0), None), "replayed?": bool, "*": object}
+# A line that answers a call (a replay's, a resumed run's) holds what its hash is of, and is checked against it
+ANSWER_ROW = {**RECORD_ROW, "provider": str, "model": str, "parameters": {str: object}}
+
+
+def _hash_problem(row: dict) -> str | None:
+    """What is wrong with a line whose hash is not the hash of its provider, model, parameters and prompt: it was
+    changed after it was written, and would answer a call it does not hold."""
+    content = prompt_hash(row["provider"], row["model"], row["parameters"], row["prompt"])
+    if row["hash"] == content:
+        return None
+    return (f"its hash {row['hash']} is not the hash of its provider, model, parameters and prompt ({content}), so the "
+            "line was changed after it was written")
+
+
+def answers_by_hash(path: Path, fix: str, skip: int = 0) -> tuple[dict[str, deque[dict]], int]:
+    """The lines of the record at `path` after its first `skip`, by hash in the order the calls were made, and how
+    many; each checked against its hash. A last line cut short is left out (and said); any other damage is an
+    `InspoError` naming the line and `fix`."""
+    answers: dict[str, deque[dict]] = {}
+    count = 0
+    for row in iter_rows(path, ANSWER_ROW, fix, on_cut_tail=logger.warning, check=_hash_problem, skip=skip):
+        answers.setdefault(row["hash"], deque()).append(row)
+        count += 1
+    return answers, count
 
 
 class ReplayClient:
     """A `ProviderClient` that answers each prompt from recorded calls with the same hash, in the order they were
     recorded (the same prompt asked twice gets the two recorded answers in turn); a recorded failure fails again.
-    `source` is a record file or a directory holding them (an ablation's: every `optimizer_calls.jsonl` below it).
+    `source` is a record file or a directory holding this run's (`replay_record`: a run's, or an ablation's with
+    `record`, the path this run writes its own record to, picking the run's record out of several).
     An answer comes back marked `replayed`, with the cost it had when it was asked: the recorded `cost_usd`, or for a
     line from before costs were recorded, its tokens at `price` (None: unknown).
     """
@@ -130,39 +161,70 @@ class ReplayClient:
     endpoint = "a replay"
 
     def __init__(self, source: Path, provider: str, model: str, parameters: dict[str, Any],
-                 price: Price | None = None):
+                 price: Price | None = None, record: Path | None = None):
         self.provider, self.model, self.parameters, self.source = provider, model, dict(parameters), Path(source)
         self.price = price
-        if self.source.is_dir():
-            files = sorted(self.source.rglob("optimizer_calls.jsonl"))
-        elif self.source.is_file():
-            files = [self.source]
-        else:
-            raise InspoError(f"optimizer.replay: {self.source} is neither a record file (optimizer_calls.jsonl) nor "
-                             "a directory holding some; give a run or ablation directory")
-        if not files:
-            raise InspoError(f"optimizer.replay: {self.source} holds no optimizer_calls.jsonl; give the directory of "
-                             "a run that called the optimizer")
+        self.path = replay_record(self.source, record)
         self._answers: dict[str, deque[dict]] = {}
-        for file in files:  # a last line cut off mid-write (a killed run) is left out, and said
-            for row in iter_rows(file, RECORD_ROW, "the run wrote it whole: copy it again from where it ran",
-                                 on_cut_tail=logger.warning):
-                self._answers.setdefault(row["hash"], deque()).append(row)
+        if self.path.is_file():  # else the run's directory is there, and its run never called the optimizer
+            self._answers, _ = answers_by_hash(self.path, "the run wrote it whole: copy it again from where it ran")
 
     def __repr__(self) -> str:
-        return f"ReplayClient({self.source})"
+        return f"ReplayClient({self.path})"
+
+    def pass_over(self, prompts: Iterable[str] = (), hashes: Iterable[str] = ()) -> None:
+        """Calls this run made (before its checkpoint, or answered from its own record since): the next answer of
+        each is not theirs to give again, so that every call takes the recorded answers of its hash in turn."""
+        keys = [*hashes, *(prompt_hash(self.provider, self.model, self.parameters, p) for p in prompts)]
+        for key in keys:
+            if self._answers.get(key):
+                self._answers[key].popleft()
 
     def attempt(self, prompt: str) -> Completion:
         key = prompt_hash(self.provider, self.model, self.parameters, prompt)
         recorded = self._answers.get(key)
         if not recorded:
-            raise ReplayMissing(f"the optimizer record {self.source} holds no answer to this prompt ({key}, "
-                                f"{self.provider} {self.model}); it replays only the run it recorded, with the same "
-                                "recipe, seed and optimizer settings")
+            where = (f"the optimizer record {self.path}" if self.path.is_file() else
+                     f"the recorded run {self.path.parent} made no optimizer calls: it")
+            raise ReplayMissing(f"{where} holds no answer to this prompt ({key}, {self.provider} {self.model}); it "
+                                "replays only the run it recorded, with the same recipe, seed and optimizer settings")
         row = recorded.popleft()
         if row["answer"] is None:
             raise AttemptFailed(f"failed as recorded: {row['error']}", retryable=False)
         return completion_of(row, self.price, replayed=True)
+
+
+def replay_record(source: Path, record: Path | None = None) -> Path:
+    """The record a run replays (`optimizer.replay`): `source` itself when it is a file. In a directory, the
+    directory below it (or it itself) whose place in it ends the place of `record`, this run's own record, the most
+    specific when several do: a run directory's own record answers any run, an ablation's runs/<variant>-s<seed>/
+    answers only the run of that name (and each stage its stage), so that no run is answered with another's calls; a
+    path that is not there when that run's directory is there without a record (it never called the optimizer).
+    Anything else is an `InspoError` naming the run and the directory."""
+    source = Path(source)
+    if source.is_file():
+        return source
+    if not source.is_dir():
+        raise InspoError(f"optimizer.replay: {source} is neither a record file ({RECORD_NAME}) nor a directory "
+                         "holding some; give a run or ablation directory")
+    records = sorted(source.rglob(RECORD_NAME))
+    if not records:
+        raise InspoError(f"optimizer.replay: {source} holds no {RECORD_NAME}; give the directory of a run that "
+                         "called the optimizer")
+    if record is not None:
+        place = Path(record).absolute().parent.parts[1:]  # without the root, which joinpath would start over at
+        for start in range(len(place)):  # the longest ending of this run's place that is a directory of the source
+            if (source.joinpath(*place[start:])).is_dir():
+                return source.joinpath(*place[start:], RECORD_NAME)
+        if (source / RECORD_NAME).is_file():  # one run's directory: it answers a run of any name
+            return source / RECORD_NAME
+    elif len(records) == 1:
+        return records[0]
+    shown = ", ".join(str(file.relative_to(source)) for file in records[:3]) + (", ..." if len(records) > 3 else "")
+    this = "this run" if record is None else f"the run {Path(record).parent.name} ({record})"
+    raise InspoError(f"optimizer.replay: {source} holds no record of {this}, only {shown}; a directory of several "
+                     "runs answers each from the record at its own place (an ablation's runs/<variant>-s<seed>/): "
+                     "replay into the same plan, or give one run's directory or its optimizer_calls.jsonl")
 
 
 def completion_of(row: dict, price: Price | None, *, replayed: bool = False) -> Completion:
@@ -185,12 +247,19 @@ def recorded_after(path: Path, rows: int) -> tuple[dict[str, deque[dict]], int]:
     before it are not read)."""
     if not Path(path).is_file():
         return {}, 0
-    answers: dict[str, deque[dict]] = {}
-    count = 0
-    for row in iter_rows(path, RECORD_ROW, RESUME_FIX, on_cut_tail=logger.warning, skip=rows):
-        answers.setdefault(row["hash"], deque()).append(row)
-        count += 1
-    return answers, count
+    return answers_by_hash(path, RESUME_FIX, skip=rows)
+
+
+def recorded_hashes(path: Path, rows: int) -> list[str]:
+    """The hashes of the first `rows` calls `path` recorded, in order: the calls a resumed run made before its
+    checkpoint."""
+    hashes: list[str] = []
+    if rows > 0 and Path(path).is_file():
+        for row in iter_rows(path, RECORD_ROW, RESUME_FIX, on_cut_tail=logger.warning):
+            hashes.append(row["hash"])
+            if len(hashes) == rows:
+                break
+    return hashes
 
 
 def summarize_record(path: Path) -> dict:

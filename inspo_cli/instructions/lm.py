@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from urllib.parse import quote, quote_plus
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import CallRecord, ReplayClient, completion_of, prompt_hash, recorded_after
+from inspo_cli.instructions.call_record import (CallRecord, ReplayClient, completion_of, prompt_hash, recorded_after,
+                                               recorded_hashes)
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion, ProviderClient
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ class OptimizerLM:
         completion = self._recorded_answer(prompt)  # already a line of the record: not asked, not written again
         if completion is None:
             completion = self._ask(prompt)
+        elif isinstance(self._client, ReplayClient):  # a resumed replay: its source's answer to this call is used up
+            self._client.pass_over([prompt])
         with self._lock:
             cost = _nano(completion.cost_usd)
             self._cost_nano = None if cost is None or self._cost_nano is None else self._cost_nano + cost
@@ -192,6 +195,8 @@ class OptimizerLM:
         if self._record is None:
             return 0
         path = self._record.path
+        if isinstance(self._client, ReplayClient):  # a resumed replay: what it asked before the checkpoint is answered
+            self._client.pass_over(hashes=recorded_hashes(path, min(lines, self._record.rows)))
         if self._record.rows < lines:
             if say is not None:
                 found = f"has {self._record.rows} lines, fewer than" if path.exists() else "is missing, not holding"
@@ -381,7 +386,8 @@ def open_optimizer(config: OptimizerConfig, *, sleep: Callable[[float], None] = 
     price = price_for(config)
     client: ProviderClient
     if config.replay is not None:  # the record answers: no key, no server, no local model
-        key, client = None, ReplayClient(Path(config.replay), config.provider, config.model, parameters, price)
+        key, client = None, ReplayClient(Path(config.replay), config.provider, config.model, parameters, price,
+                                         record=record)  # from a directory of runs, this run's own calls
     else:
         key = read_api_key(config)
         client = build_client(config, key)

@@ -2,7 +2,8 @@
 
 `check_recipe` is what `inspo recipe check` adds to the loader's validation of types, values and paths: the
 checks that need more than one field (the batch arithmetic for a number of processes, the initial population, a
-model directory that holds no model). `check_run` adds what depends on the command and the machine (the device,
+model directory that holds no model) or more than the names (the tools, built without a retriever: a tag the
+protocol owns, a build that fails). `check_run` adds what depends on the command and the machine (the device,
 vLLM's mode, the optimizer's key) and is run by every `train`/`evolve` before its run directory exists, so a
 start that would fail leaves nothing behind.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.runs import RunDir
 
 STAGED_ONE_PROCESS = ("population.stage {stage} runs in one process (its evolve stage does); launch it without "
                       "accelerate, or run `inspo evolve` and `inspo train` as separate steps")
@@ -25,12 +27,14 @@ VLLM_SLEEP_ON_CPU = ("model.vllm_enable_sleep_mode needs a GPU: vLLM's CPU build
 
 def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
+    from inspo_cli.agent.tools import ToolContext, build_tools
     from inspo_cli.instructions.population import check_initial_texts
     from inspo_cli.models import check_model_location
     from inspo_cli.config.batch_plan import batch_plan
     from inspo_cli.instructions.initial import initial_instructions
 
     batch_plan(recipe, processes)  # the batch divides into micro-batches over the processes
+    build_tools(recipe.agent.tools, ToolContext(None, recipe.retriever.topk))  # the seam allows no retriever
     population = recipe.population
     if population.enabled:
         check_initial_texts(population, initial_instructions(recipe))
@@ -68,6 +72,15 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
 
         if recipe.optimizer.replay is None:
             read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
-        elif not Path(recipe.optimizer.replay).exists():
-            raise InspoError(f"optimizer.replay: {recipe.optimizer.replay} does not exist; give the "
-                             "optimizer_calls.jsonl of a run, or a run or ablation directory")
+        else:
+            check_replay_source(Path(recipe.optimizer.replay), "optimizer.replay")
+
+
+def check_replay_source(source: Path, given_as: str) -> None:
+    """Refuse a record to replay the optimizer from that holds no record: `given_as` (a field or a flag) names it."""
+    if not source.exists():
+        raise InspoError(f"{given_as}: {source} does not exist; give the optimizer_calls.jsonl of a run, or a run or "
+                         "ablation directory")
+    if source.is_dir() and next(source.rglob(RunDir.OPTIMIZER_CALLS), None) is None:
+        raise InspoError(f"{given_as}: {source} holds no optimizer_calls.jsonl; give the directory of a run that "
+                         "called the optimizer")
