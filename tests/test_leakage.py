@@ -134,3 +134,98 @@ def test_the_run_summary_counts_leaked_candidates_and_the_report_shows_them():
     recipe = load_recipe(ROOT / "recipes/demo.yaml")
     account = overhead_account(coevolution, recipe, steps=8, wall=100.0)
     assert account["leaked_candidates"] == 2  # one refused, one flagged and admitted
+
+
+# -- what stops a run: an evaluation question shown whole, never a substring of the prompt (issue 51) --------------
+
+SHORT_HELD_OUT = "Who wrote Hamlet?"  # NQ-like: short enough to turn up inside much else a prompt holds
+
+
+def buffer_with_a_policy_that_quotes(held_out: str) -> ReplayBuffer:
+    """make_buffer's, plus the newest failure: a longer training question holding `held_out`, and a policy response
+    that writes it as its reasoning, its query (on a line of its own), a passage and a made-up next question."""
+    buffer = make_buffer()
+    text = held_out.lower().rstrip("?")
+    response = (f"<think>{text}</think>\n<search>\n{text}\n</search>\n<information>Doc 1(Title: Hamlet) Scholars "
+                f"ask {text}; most say Shakespeare.</information>\n<answer>Marlowe</answer>\nQuestion: {held_out}")
+    buffer.add(Experience("i0", "q7", f"{held_out.rstrip('?')} and in which year was Macbeth first performed?",
+                          ("Shakespeare, 1606",), response, 0.0, 3))
+    return buffer
+
+
+def test_a_short_evaluation_question_inside_training_text_or_policy_text_does_not_stop_the_run():
+    config = make_config(leak_check="refuse", max_verify_rounds=1)
+    lm = ScriptedLM(ANSWER)
+    report = evolve(make_population(config), buffer_with_a_policy_that_quotes(SHORT_HELD_OUT), lm,
+                    DictVerifier(SCORES_WITH_LEAK), config, 15, random.Random(0), LeakGuard([SHORT_HELD_OUT]))
+    assert "who wrote hamlet and in which year" in lm.prompts[0].lower() and "<search>\nwho wrote hamlet\n" in \
+        lm.prompts[0]  # the old substring rule raised on this prompt
+    assert report.optimizer_calls == 1 and any(c.accepted for c in report.candidates)
+
+
+@pytest.mark.parametrize("as_stored", ["Who wrote Hamlet?", "  WHO wrote   Hamlet ?! ", "who wrote the hamlet"])
+def test_an_evaluation_question_shown_whole_stops_the_run_however_it_is_written(as_stored):
+    buffer = make_buffer()
+    buffer.add(Experience("i0", "test-7", as_stored, ("Shakespeare",), "wrong", 0.0, 3))  # an evaluation rollout
+    config = make_config(leak_check="flag", max_verify_rounds=1)
+    with pytest.raises(HeldOutInPrompt, match=r"'Who wrote Hamlet\?' \(replay question test-7\)"):
+        evolve(make_population(config), buffer, ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK), config, 15,
+               random.Random(0), LeakGuard(["What is the capital of Norway?", SHORT_HELD_OUT, "Who painted X?"]))
+
+
+def test_off_checks_nothing_not_even_the_evaluation_questions():
+    buffer = make_buffer()
+    buffer.add(Experience("i0", "test-7", SHORT_HELD_OUT, ("Shakespeare",), "wrong", 0.0, 3))
+    config = make_config(leak_check="off", max_verify_rounds=1)
+    report = evolve(make_population(config), buffer, ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK), config, 15,
+                    random.Random(0), LeakGuard([SHORT_HELD_OUT]))
+    assert report.optimizer_calls == 1 and all(c.leak is None for c in report.candidates)
+    assert held_out_questions(load_recipe(ROOT / "recipes/demo.yaml", ["population.leak_check=off"])) == []
+
+
+def test_spans_of_every_held_out_question_are_checked_not_only_the_last():
+    first = "How many years after the founding of the Hokin Works was Ada born?"
+    guard = LeakGuard([first, "Which river flows through the capital of the country where Tove was born?"])
+    found = guard.leak("Answer questions like: after the founding of the Hokin Works was Ada born", [], ReplayBuffer(4))
+    assert found == "contains 8 words of a held-out (dev/test) question: 'after founding of hokin works was ada born'"
+
+
+# -- the setting: off is the paper's loop, written bare or quoted; the paper recipes keep it and say so ------------
+
+@pytest.mark.parametrize("value, expected", [("off", "off"), ("false", "off"), ("'off'", "off"), ("refuse", "refuse"),
+                                             ("flag", "flag")])
+def test_leak_check_accepts_a_bare_off(value, expected):
+    # YAML 1.1 reads a bare off as false; the recipe means the string (--set values are read as YAML too)
+    assert load_recipe(None, [f"population.leak_check={value}"]).population.leak_check == expected
+
+
+@pytest.mark.parametrize("value", ["on", "true", "'on'"])
+def test_leak_check_refuses_on_and_names_the_choices(value):
+    from inspo_cli.errors import InspoError
+
+    with pytest.raises(InspoError, match=r"population.leak_check: on \(or true\) does not say what to do with a "
+                                         r"leaking candidate: set refuse \(not admitted\), flag \(admitted and "
+                                         r"marked\) or off"):
+        load_recipe(None, [f"population.leak_check={value}"])
+
+
+@pytest.mark.parametrize("size", ["3b", "7b"])
+def test_the_paper_recipes_run_the_papers_loop_and_recipe_check_says_whether_a_recipe_differs(size):
+    from inspo_cli.config.batch_plan import batch_plan
+    from inspo_cli.training.grpo import grpo_kwargs
+    from inspo_cli.training.trl_report import appendix_b_rows
+
+    path = ROOT / f"recipes/qwen2.5-{size}/inspo.yaml"
+    assert "  leak_check: off " in path.read_text(encoding="utf-8")  # written bare in the file
+    assert load_recipe(ROOT / "recipes/demo.yaml").population.leak_check == "refuse"  # the laptop demo keeps it on
+
+    def leak_row(*overrides):
+        recipe = load_recipe(path, list(overrides), check_paths=False)
+        plan = batch_plan(recipe, 8)
+        rows = appendix_b_rows(recipe, grpo_kwargs(recipe, plan, ROOT / "runs/x", device="cuda"), plan)
+        return next(row for row in rows if row["target"] == "inspo: population.leak_check")
+
+    assert {k: leak_row()[k] for k in ("setting", "paper", "recipe", "matches")} == {
+        "setting": "leak guard (beyond the paper)", "paper": "off", "recipe": "off", "matches": True}
+    assert {k: leak_row("population.leak_check=refuse")[k] for k in ("recipe", "matches")} == {
+        "recipe": "refuse", "matches": False}

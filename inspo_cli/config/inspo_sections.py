@@ -20,6 +20,7 @@ MAX_OFFLINE_STEPS = 1_000_000  # as training.steps
 # to stop on; instructions/sequential.py), and there are at most MAX_VERIFY_LOOKS (each is one more batched call)
 MIN_LOOK_QUESTIONS = 20
 MAX_VERIFY_LOOKS = 10
+LEAK_CHECKS = ("refuse", "flag", "off")  # instructions/leakage.py; off is the paper's loop
 MAX_PRICE_PER_MTOK = 10_000.0  # $ per million tokens: the dearest API models bill a few hundred; more is a unit slip
 
 
@@ -104,12 +105,14 @@ class PopulationConfig:
     verify_looks: int = field(default=4, metadata={
         "help": f"verify_sequential: the looks at D_B (verify_size / verify_looks questions each, at least "
                 f"{MIN_LOOK_QUESTIONS}; 2 to {MAX_VERIFY_LOOKS}); a D_B drawn smaller gets fewer looks."})
-    leak_check: str = field(default="refuse", metadata={
-        "help": "Guards against the optimizer's view leaking into what is judged (instructions/leakage.py; the paper "
-                "is silent, docs/faithfulness.md): refuse (a candidate holding a golden answer of a question its "
-                "prompt showed, or 8 words of a known question, is recorded and not admitted; D_B leaves out the "
-                "questions the prompt showed) | flag (recorded, admitted as usual; D_B leaves them out) | off (no "
-                "check; D_B as the paper draws it)."})
+    leak_check: str = field(default="off", metadata={
+        "help": "Guards against the optimizer's view leaking into what is judged, beyond the paper (which has none; "
+                "instructions/leakage.py, docs/faithfulness.md): off (the paper's loop: nothing checked, D_B as the "
+                "paper draws it) | refuse (a candidate holding a golden answer of a question its prompt showed, or "
+                "8 words of a known question, is recorded and not admitted; D_B leaves out the questions the prompt "
+                "showed; a prompt showing an evaluation question, whole, stops the run) | flag (as refuse, but such "
+                "a candidate is admitted as usual).",
+        "yaml_bool": {True: "on", False: "off"}})  # YAML 1.1 reads a bare off as false; a bare on is refused below
     max_verify_rounds: int = field(default=5, metadata={
         "help": "App. C: \"a maximum of 5 rounds of verification retrials\"."})
     max_instruction_chars: int = field(default=12000, metadata={
@@ -151,7 +154,9 @@ class PopulationConfig:
         _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")
         _require(0 <= self.epsilon <= 1, "epsilon", f"must be a probability in [0, 1] (got {self.epsilon}); e.g. 0.1")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
-        _one_of(self.leak_check, ("refuse", "flag", "off"), "leak_check")
+        _require(self.leak_check != "on", "leak_check", "on (or true) does not say what to do with a leaking "
+                 "candidate: set refuse (not admitted), flag (admitted and marked) or off")
+        _one_of(self.leak_check, LEAK_CHECKS, "leak_check")
         _require(self.accept_margin >= 0, "accept_margin", f"must be >= 0 standard errors (got {self.accept_margin}); "
                  "0 admits candidates scoring at least their parent, 1.645 those not significantly worse")
         self._check_sequential()
@@ -250,9 +255,10 @@ class OptimizerConfig:
                 "input_price_per_mtok."})
     replay: str | None = field(default=None, metadata={
         "help": "Answer every optimizer call from a record instead of the provider: a run's optimizer_calls.jsonl, "
-                "or a run or ablation directory holding them (`--replay-optimizer`). Calls are looked up by a hash "
-                "of provider, model, parameters and prompt, so the same recipe and seed evolve exactly as recorded, "
-                "with no key and no server; a call the record lacks stops the run, naming the step and the hash."})
+                "a run's directory, or an ablation's, where each run replays the run of its own name only "
+                "(`--replay-optimizer`). Calls are looked up by a hash of provider, model, parameters and prompt, in "
+                "the order they were made, so the same recipe and seed evolve exactly as recorded, with no key and no "
+                "server; a call the record lacks stops the run, naming the step and the hash."})
 
     def __post_init__(self) -> None:
         _one_of(self.provider, tuple(_PROVIDER_KEY_ENV), "provider")

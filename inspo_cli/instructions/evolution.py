@@ -227,8 +227,8 @@ class _Evolution:
                     return "no failed rollouts to reflect on"
                 except NothingToPropose as error:
                     return str(error)
-                self.guard.check_prompt(prompt)  # no dev/test question may reach the optimizer, whatever leak_check
                 shown = [] if config.leak_check == "off" else self.guard.shown(prompt, self.buffer)
+                self.guard.check_shown(shown)  # no dev/test question may reach the optimizer
                 try:
                     answer = ask(self.lm, prompt)
                 except ReplayMissing as error:  # the replayed run left its record: it must stop, not go on
@@ -304,8 +304,9 @@ class _Evolution:
         if not questions:
             return None
         if config.verify_sequential:
+            room = min(config.accept_top_n, config.size - len(self.population))  # more joining: ranked on all D_B
             return verify_in_chunks(self.score, parent.text, fresh, self.rng.sample(questions, len(questions)),
-                                    config.accept_margin, config.verify_looks)
+                                    config.accept_margin, config.verify_looks, room)
         table = self.score([parent.text, *fresh], questions)
         comparisons = [paired_comparison(row, table[0]) for row in table[1:]]
         return [Verdict(c, c.joins(config.accept_margin)) for c in comparisons]
@@ -327,8 +328,9 @@ class _Evolution:
         """Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
         accept=beat_parent a candidate must not be significantly worse than its parent (accept_margin standard
         errors of the paired difference); either way at most accept_top_n join, best first (sorted() is stable: of
-        equal differences, the earlier proposal ranks first; a candidate sequential verification stopped early ranks
-        by its difference on the questions it was scored on). Every candidate is recorded, in the order proposed."""
+        equal differences, the earlier proposal ranks first; where sequential verification admits more than there is
+        room for, each of them was scored on all of D_B: `sequential.verify_in_chunks`). Every candidate is recorded,
+        in the order proposed."""
         config, population = self.config, self.population
         comparisons = [v.comparison for v in verdicts]
         ranking = sorted(range(len(fresh)), key=lambda i: -comparisons[i].difference)

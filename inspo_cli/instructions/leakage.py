@@ -1,8 +1,8 @@
 """Leakage guards around the optimizer (`population.leak_check`): what it was shown stays out of what is judged.
 
     guard = LeakGuard(held_out=test_question_texts)
-    guard.check_prompt(prompt)                        # a dev/test question in an optimizer prompt: a bug, raised
     shown = guard.shown(prompt, buffer)               # the replay questions the prompt showed (their text is in it)
+    guard.check_shown(shown)                          # a dev/test question among them: a bug, raised
     guard.leak(candidate_text, shown, buffer)         # why the candidate leaks, or None
     buffer.verification_questions(n, rng, exclude={q.key for q in shown})   # D_B without them
 
@@ -14,6 +14,15 @@ buffer's: training and D_B; the held-out ones: dev and test). Comparisons are on
 no punctuation or articles). What it cannot see: a paraphrased answer, an answer of one or two characters or a
 yes/no answer (too common in instructions to tell apart), and questions never held by the buffer or passed as held
 out.
+
+A held-out question reaches the optimizer only as a question the prompt shows, a whole question of the replay
+buffer (an evaluation rollout let into it): `check_shown` raises when a shown question, normalised, *is* a held-out
+question. It never looks for held-out text elsewhere in the prompt: with ~51k evaluation questions, a short one
+("who wrote hamlet") is found inside longer training questions, the policy's queries and reasoning, retrieved
+passages and worked examples of instructions, and a substring rule stopped runs on such matches
+(bench/leak_check.py). A question the run also trains on is not held out (`training/coevolution.py`), so the rule
+cannot fire on a legitimate prompt. What it cannot see: a custom proposer that puts held-out text into its prompt
+from elsewhere than the buffer.
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ from inspo_cli.metrics import normalize_answer
 
 SPAN_WORDS = 8  # a verbatim span this long of a question is no coincidence in an instruction
 UNCHECKABLE_ANSWERS = frozenset({"yes", "no", "true", "false"})  # in most instructions anyway
-MODES = ("refuse", "flag", "off")
 
 
 class HeldOutInPrompt(InspoError):
@@ -63,15 +71,14 @@ class LeakGuard:
                 self._held_out[" ".join(_words(text))] = text.strip()
                 self._held_out_spans |= _spans(_words(text), self.span_words)
 
-    def check_prompt(self, prompt: str) -> None:
-        """Raise `HeldOutInPrompt` when a held-out question's text is in `prompt` (compared normalized)."""
-        if not self._held_out:
-            return
-        normalized = f" {' '.join(_words(prompt))} "
-        for key, text in self._held_out.items():
-            if f" {key} " in normalized:
-                raise HeldOutInPrompt(f"a held-out (dev/test) question reached an optimizer prompt: {text[:80]!r}; "
-                                      "the optimizer may only see training rollouts")
+    def check_shown(self, shown: Sequence[ReplayQuestion]) -> None:
+        """Raise `HeldOutInPrompt` when a question the prompt shows is, normalised, a whole held-out question."""
+        for question in shown:
+            text = self._held_out.get(" ".join(_words(question.question)))
+            if text is not None:
+                raise HeldOutInPrompt(f"a held-out (dev/test) question reached an optimizer prompt: {text[:80]!r} "
+                                      f"(replay question {question.key}); the optimizer may only see training "
+                                      "rollouts: did an evaluation rollout reach the replay buffer?")
 
     @staticmethod
     def shown(prompt: str, buffer: ReplayBuffer) -> list[ReplayQuestion]:

@@ -248,8 +248,8 @@ def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None
     which no optimizer prompt may hold; none when the run never asks the optimizer, or (said once) when they cannot
     be read here, for a run that evaluates elsewhere. A question that is also a training question (NQ repeats some
     across its splits) is left out: the policy trains on it anyway, and the check is for evaluation rollouts reaching
-    the optimizer."""
-    if recipe.population.evolve_until <= 0:
+    the optimizer. None with `population.leak_check: off`, which checks nothing."""
+    if recipe.population.evolve_until <= 0 or recipe.population.leak_check == "off":
         return []
     from inspo_cli.evaluation.runner import evaluation_questions
     from inspo_cli.metrics import normalize_answer

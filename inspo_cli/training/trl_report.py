@@ -100,7 +100,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
         _row("retrieved passages", paper("retriever.topk"), recipe.retriever.topk, "engine: retriever.topk"),
         _row("loss aggregation (eq. 2)", paper("training.loss_type"), t.loss_type, "loss_type"),
         _row("importance ratio (eq. 2)", paper("training.importance_sampling_level"), t.importance_sampling_level,
-             "importance_sampling_level", note="sequence: GSPO's one ratio per trajectory"),
+             "importance_sampling_level",
+             note="sequence: one ratio per trajectory; GSPO's with loss_type grpo and clip epsilon 3e-4 / 4e-4"),
         _row("upper clip epsilon_high", paper("training.clip_epsilon_high"), t.clip_epsilon_high, "epsilon_high",
              note=f"null: symmetric, 1 + clip_epsilon = {1 + t.clip_epsilon:g}" if t.clip_epsilon_high is None
              else "CISPO's cap of the importance weight" if t.loss_type == "cispo" else "DAPO's clip-higher"),
@@ -127,7 +128,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
              note="App. F shows <|im_start|>assistant after the question; Search-R1 applies the template when the "
                   "tokenizer has one"),
         _row("weight decay (Search-R1 code)", paper("training.weight_decay"), t.weight_decay, "weight_decay"),
-        _row("entropy bonus (Search-R1 code)", paper("training.entropy_coef"), t.entropy_coef, "entropy_coef"),
+        _row("entropy bonus (Search-R1 code)", paper("training.entropy_coef"), t.entropy_coef, "entropy_coef",
+             note="a mean per token whatever the loss_type (TRL); veRL aggregates it as its policy loss"),
     ]
     if p.enabled:
         rows += [
@@ -157,6 +159,11 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
             _row("verification rounds (App. C)", paper("population.max_verify_rounds"),
                  p.max_verify_rounds, "inspo: population.max_verify_rounds"),
             _row("optimizer", paper("optimizer.model"), recipe.optimizer.model, "inspo: optimizer.model"),
+            _row("leak guard (beyond the paper)", paper("population.leak_check"), p.leak_check,
+                 "inspo: population.leak_check",
+                 note="off: the paper's loop; refuse / flag: candidates holding a shown answer or a question's words "
+                      "are refused / marked, D_B leaves out the shown questions, an evaluation question shown "
+                      "whole stops the run (docs/faithfulness.md)"),
         ]
     return rows
 
