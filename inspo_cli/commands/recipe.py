@@ -52,10 +52,13 @@ def check(
                                                        "available).")] = None,
 ) -> None:
     """Validate RECIPE (types, values, referenced files) and print the resolved configuration."""
+    from inspo_cli.config.training_section import loss_warnings
     from inspo_cli.training.preflight import check_recipe
 
     resolved = load_recipe(recipe, overrides or [])
     check_recipe(resolved, processes)  # what a run would refuse later: the batch arithmetic, the population, ...
+    for line in loss_warnings(resolved.training, resolved.rollout.max_total_tokens):  # runs, but measures else
+        err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     if trl:
         _print_trl(resolved, processes, device, as_json)
     elif as_json:

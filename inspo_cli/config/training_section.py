@@ -18,6 +18,9 @@ GRPO_ONLY = ("loss_type", "importance_sampling_level", "clip_epsilon_high", "sca
 MAX_ROUNDS = 100  # dynamic sampling's extra generation rounds per step
 MAX_ITERATIONS = 64  # PPO epochs over one generated batch: veRL's ppo_epochs; more is a typo, not a run
 VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+GSPO_CLIP = (3e-4, 4e-4)  # GSPO's clip range of the sequence ratio, low and high (GSPO v2 §5.1; TRL's paper index)
+TOKEN_SCALE_CLIP = 0.01  # a clip range this wide was made for one token's ratio, not a sequence's geometric mean
+SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")  # token sums: at sequence level TRL warns they weigh by length
 
 
 @dataclass
@@ -55,7 +58,8 @@ class TrainingConfig:
     kl_beta: float = field(default=0.001, metadata={
         "help": "beta, the KL penalty's weight against the reference policy (the paper: 0.001); 0 disables it."})
     clip_epsilon: float = field(default=0.2, metadata={
-        "help": "epsilon, PPO's clip range of the importance ratio (the paper: 0.2)."})
+        "help": "epsilon, PPO's clip range of the importance ratio (the paper: 0.2). GSPO clips its sequence ratio "
+                "far tighter: 3e-4, with clip_epsilon_high 4e-4."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradients are clipped to this global norm."})
     loss_type: str = field(default="grpo", metadata={
         "help": "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo, TRL's losses. Eq. 2 averages each "
@@ -67,7 +71,10 @@ class TrainingConfig:
                 "(`inspo recipe check --trl`)."})
     importance_sampling_level: str = field(default="token", metadata={
         "help": "token | sequence. The importance ratio per token (PPO, GRPO, the paper) or one per trajectory, the "
-                "geometric mean of its tokens' ratios (GSPO, with loss_type grpo; luspo needs sequence)."})
+                "geometric mean of its tokens' ratios. GSPO is sequence with loss_type grpo and GSPO's own clip "
+                "range, clip_epsilon 3e-4 and clip_epsilon_high 4e-4 (GSPO v2, §5.1): a clip range of 0.2 is made "
+                "for one token's ratio, and `inspo recipe check` warns about it. luspo needs sequence; with bnpo, "
+                "dr_grpo, dapo or cispo each trajectory then weighs by its length (TRL warns, and so does the check)."})
     clip_epsilon_high: float | None = field(default=None, metadata={
         "help": "The upper clip range 1 + epsilon_high of the ratio (DAPO's clip-higher: 0.28); null: clip_epsilon, "
                 "symmetric clipping as in the paper. With loss_type cispo, the bound of the clipped ratio itself "
@@ -104,7 +111,11 @@ class TrainingConfig:
                 "beta*KL, and veRL's low_var_kl, do not. The estimator itself is k3 = exp(ref - logp) - (ref - "
                 "logp) - 1 in both."})
     entropy_coef: float = field(default=0.001, metadata={
-        "help": "Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it."})
+        "help": "Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it. TRL subtracts it times "
+                "the mean entropy per token whatever the loss_type, where veRL aggregates it as its policy loss: next "
+                "to the policy loss it has the same scale under grpo, bnpo, dapo, cispo, sapo and vespo (means over "
+                "tokens), max_total_tokens / L times that under dr_grpo and about 1 / L of it under luspo, for L "
+                "policy tokens per trajectory (`inspo recipe check` warns; docs/training.md)."})
     weight_decay: float = field(default=0.01, metadata={
         "help": "AdamW's weight decay, as Search-R1's veRL (the HF Trainer default is 0)."})
     adam_beta2: float = field(default=0.999, metadata={
@@ -193,3 +204,33 @@ class TrainingConfig:
         _require(self.entropy_coef >= 0, "entropy_coef",
                  f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus")
         _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
+
+
+def loss_warnings(training: TrainingConfig, max_completion_tokens: int) -> list[str]:
+    """What a recipe can run but does not measure what its name says, one line each (`inspo recipe check` prints
+    them): TRL's warning for a sequence ratio under a loss that sums tokens, GSPO's ratio at a token's clip range,
+    and an entropy bonus whose strength next to the policy loss depends on the loss_type.
+    `max_completion_tokens`: what TRL's dr_grpo divides by (rollout.max_total_tokens)."""
+    t, lines = training, []
+    sequence = t.importance_sampling_level == "sequence"  # SFT keeps the RL fields at their defaults
+    if sequence and t.loss_type in SUMMING_LOSSES:
+        lines.append(f"training.importance_sampling_level=sequence with loss_type {t.loss_type}: the loss sums "
+                     "per-token terms, which weighs each trajectory by its length instead of optimizing the "
+                     "per-sequence objective (TRL's own warning); GSPO is loss_type grpo")
+    widest = max(t.clip_epsilon, t.clip_epsilon_high or t.clip_epsilon)
+    if sequence and t.loss_type not in ("cispo", "sapo") and widest >= TOKEN_SCALE_CLIP:
+        low, high = (f"{bound:.0e}".replace("e-0", "e-") for bound in GSPO_CLIP)
+        lines.append(f"training.importance_sampling_level=sequence clips one ratio per trajectory, the geometric mean "
+                     f"of its tokens' ratios, at clip_epsilon {t.clip_epsilon:g}"
+                     + (f" / clip_epsilon_high {t.clip_epsilon_high:g}" if t.clip_epsilon_high is not None else "")
+                     + f", a range made for one token's ratio; GSPO clips the sequence ratio at {low} / {high} (set "
+                       f"training.clip_epsilon={low} training.clip_epsilon_high={high})")
+    if t.entropy_coef > 0 and t.loss_type in ("dr_grpo", "luspo"):
+        relative = (f"{max_completion_tokens:,} / L times as strong as under grpo ({max_completion_tokens / 1000:.0f}x "
+                    f"at L = 1,000 tokens, {max_completion_tokens / 300:.0f}x at 300)" if t.loss_type == "dr_grpo"
+                    else "about 1 / L as strong as under grpo (sums each trajectory's tokens)")
+        lines.append(f"training.entropy_coef {t.entropy_coef:g} with loss_type {t.loss_type}: TRL adds the bonus as a "
+                     f"mean over tokens for every loss type, so next to this policy loss it is {relative}, for "
+                     "trajectories of L tokens written by the policy; compare loss types with "
+                     "training.entropy_coef=0, or say so")
+    return lines
