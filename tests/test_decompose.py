@@ -11,8 +11,8 @@ import socket
 import numpy as np
 import pytest
 
-from inspo_cli.ablation.decompose import CELL_FILE, Variant, build, choose, missing
-from inspo_cli.ablation.effects import effects
+from inspo_cli.ablation.decompose import CELL_FILE, Variant, build, choose, has_cells, missing
+from inspo_cli.ablation.effects import EFFECTS, effects, holm
 from inspo_cli.ablation.results import read_result
 from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.runs import RunDir
@@ -33,8 +33,8 @@ CELLS = {
     ("initial", "seed"): lambda s: outcome(1, 0),            # the same policy and instruction for every seed
     ("initial", "evolved"): lambda s: outcome(2, s),
     ("trained", "seed"): lambda s: outcome(3, s, 1),
-    ("trained", "evolved"): lambda s: outcome(5, s, 2),      # the reported result (Table 1's cell)
-    ("static", "seed"): lambda s: outcome(2, s, 1),          # the static run's reported result
+    ("trained", "evolved"): lambda s: outcome(5, s, 2),      # Table 1's cell, evaluated again
+    ("static", "seed"): lambda s: outcome(2, s, 1),          # the static run's Table 1 cell, evaluated again
     ("static", "evolved"): lambda s: outcome(3, s, 2),
 }
 
@@ -82,7 +82,8 @@ def fabricate_cells(plans) -> None:
 def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
     (name, static, plans), = build(choose(variants(runs)))
     assert (name, static) == ("inspo", "static")
-    assert {s.name for s in missing(plans)} == {"initial-seed", "initial-evolved", "trained-seed", "static-evolved"}
+    assert {s.name for s in missing(plans)} == {"initial-seed", "initial-evolved", "trained-seed", "trained-evolved",
+                                                "static-seed", "static-evolved"}  # every cell: none read
     assert len([s for s in missing(plans) if s.name == "initial-seed"]) == 1  # one policy, one instruction: once
     fabricate_cells(plans)
     d = effects(plans, name, static)
@@ -101,6 +102,10 @@ def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
         "I* on static": mean(("static", "evolved")) - mean(("static", "seed")),
         "weights vs static | S": mean(("trained", "seed")) - mean(("static", "seed")),
         "total vs static": mean(("trained", "evolved")) - mean(("static", "seed")),
+        "instruction share": (mean(("trained", "evolved")) - mean(("trained", "seed"))
+                              + mean(("static", "evolved")) - mean(("static", "seed"))) / 2,
+        "weights share": (mean(("trained", "seed")) - mean(("static", "seed"))
+                          + mean(("trained", "evolved")) - mean(("static", "evolved"))) / 2,
     }
     for effect, value in expected.items():
         assert found[effect]["diff"] == pytest.approx(value), effect
@@ -108,6 +113,25 @@ def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
                                                            - expected["instruction | initial"])
     assert found["total vs static"]["diff"] == pytest.approx(expected["instruction | trained"]
                                                                + expected["weights vs static | S"])
+    # the shares add up to the total, and are the mean of the two orders' splits
+    assert found["instruction share"]["diff"] + found["weights share"]["diff"] == pytest.approx(
+        found["total vs static"]["diff"])
+    assert found["instruction share"]["diff"] == pytest.approx(
+        (found["instruction | trained"]["diff"] + found["I* on static"]["diff"]) / 2)
+    # Holm over the family of ten: the smallest p times 10, each next one times one fewer, never decreasing
+    ps = sorted((e["p"], e["p_holm"]) for e in found.values())
+    assert len(ps) == len(EFFECTS) == 10
+    running = 0.0
+    for rank, (p, adjusted) in enumerate(ps):
+        running = max(running, min(1.0, (10 - rank) * p))
+        assert adjusted == pytest.approx(running) and adjusted >= p
+    from inspo_cli.ablation.effects import markdown
+    from inspo_cli.ablation.formatting import p_text
+
+    text = "\n".join(markdown(d, "the final step"))
+    assert "Holm-adjusted p |" in text and "Holm-adjusted over the 10 effects" in text
+    total = next(line for line in text.splitlines() if line.startswith("| total vs static |"))
+    assert total.endswith(f"] {p_text(found['total vs static']['p_holm'])} | 3 |")
     for e in found.values():  # every cell of a seed answered the same questions: paired by seed and question
         assert e["n"] == 3 and e["paired_seeds"] and e["paired_questions"] and e["questions"] == Q
         assert e["low"] < e["diff"] < e["high"] and 0 <= e["p"] <= 1
@@ -135,10 +159,35 @@ def test_the_static_cells_pair_by_seed_and_a_seed_without_a_static_run_has_none(
     assert found["I* on static"]["n"] == 2 and found["instruction | trained"]["n"] == 3
 
 
-def test_a_cell_reported_with_another_instruction_is_evaluated_not_reused(runs):
-    write_evaluation(runs[("static", 1)] / "evaluations/step-3", CELLS[("static", "seed")](1), "Another one.")
+def test_which_run_each_decomposition_cell_evaluates(runs):
+    """Every cell is an evaluation of its own (policy, instruction) with the decomposition's settings, kept in the run
+    whose policy it is; none is read from Table 1's evaluation (issue 51, class 9)."""
     (_, _, plans), = build(choose(variants(runs)))
-    assert [p.cells[("static", "seed")].result is not None for p in plans] == [True, False, True]
+    seed_text = initial_instructions(RunDir(runs[("inspo", 0)]).recipe())[0]
+    for plan, seed in zip(plans, SEEDS):
+        evolved = f"Evolved instruction of seed {seed}: search, then answer. {{question}}"
+        inspo, static = RunDir(runs[("inspo", seed)]).recipe().model.name_or_path, f"static-s{seed}@final"
+        assert {key: (spec.run.path.name, spec.model, spec.text, spec.cached) for key, spec in plan.cells.items()} == {
+            ("initial", "seed"): (f"inspo-s{seed}", inspo, seed_text, False),
+            ("initial", "evolved"): (f"inspo-s{seed}", inspo, evolved, False),
+            ("trained", "seed"): (f"inspo-s{seed}", f"inspo-s{seed}@final", seed_text, False),
+            ("trained", "evolved"): (f"inspo-s{seed}", f"inspo-s{seed}@final", evolved, False),
+            ("static", "seed"): (f"static-s{seed}", static, seed_text, False),
+            ("static", "evolved"): (f"static-s{seed}", static, evolved, False)}
+        assert all(spec.directory.parent == spec.run.path / "decomposition" for spec in plan.cells.values())
+    assert not has_cells(plans)  # Table 1's evaluations are there, but no cell reads them
+
+
+def test_the_decomposition_does_not_depend_on_the_order_the_runs_are_given_in(runs):
+    inspo, static = variants(runs)
+    (_, _, plans), = build(choose([inspo, static]))
+    fabricate_cells(plans)
+    forward = effects(plans, "inspo", "static")
+    inspo.runs.reverse()
+    static.runs = [static.runs[1], static.runs[2], static.runs[0]]
+    (_, _, shuffled), = build(choose([static, inspo]))
+    assert [p.seed for p in shuffled] == list(SEEDS)
+    assert effects(shuffled, "inspo", "static") == forward
 
 
 def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_time(runs, tmp_path):
@@ -146,10 +195,10 @@ def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_t
     result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo",
                      "--device", "cpu")
     assert result.exit_code == 0, result.output
-    # initial·S once (copied to the other seeds); initial·I*, trained·S and static·I* per seed (a run's own policy is
-    # evaluated in its own directory, even where, as here, it holds the same weights as another's)
+    # initial·S once (copied to the other seeds); every other cell per seed, Table 1's two included (a run's own policy
+    # is evaluated in its own directory, even where, as here, it holds the same weights as another's)
     cells = sorted(p.parent.name.rsplit("-", 1)[0] for p in (tmp_path / "runs").glob("*/decomposition/*/cell.json"))
-    assert cells.count("initial-seed") == 3 and cells.count("static-evolved") == 3
+    assert all(cells.count(name) == 3 for name in ("initial-seed", "trained-evolved", "static-seed", "static-evolved"))
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/decomposition/*/results.json")}
     text = (tmp_path / "report" / "decomposition.md").read_text()
     assert "| initial policy (the recipe's model) |" in text and "| interaction |" in text
@@ -167,6 +216,12 @@ def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_t
     assert "evaluations to run" not in again.output
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing evaluated again
     assert json.loads((tmp_path / "report" / "decomposition.json").read_text()) == first
+
+
+def test_holm_adjusts_a_family_of_p_values_as_worked_out_by_hand():
+    # sorted 0.01, 0.02, 0.03, 0.5 (m = 4): 0.04, 0.06, 0.06 (kept at least the one before), 0.5
+    assert holm([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert holm([0.4, 0.3]) == pytest.approx([0.6, 0.6]) and holm([0.9, 0.8]) == [1.0, 1.0] and holm([]) == []
 
 
 @pytest.mark.parametrize("args, fragments", [

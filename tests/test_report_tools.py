@@ -37,7 +37,7 @@ def set_tools(run: Path, calls: dict[str, float] | None = None, searches: float 
     for row in rows:
         for tool, (tool_calls, errors) in (training or {}).get(row["step"], {}).items():
             row.update({f"tools/{tool}/calls": tool_calls, f"tools/{tool}/errors": errors,
-                        f"tools/{tool}/observation_tokens": 40.0 * tool_calls})
+                        f"tools/{tool}/observation_tokens": None if tool_calls is None else 40.0 * tool_calls})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run
 
@@ -139,6 +139,32 @@ def test_seeds_with_different_tools_get_a_row_each_never_one_mean(tmp_path, repo
     assert [(r["method"], r["n"], r["calls"], r["errors"]) for r in trained] == [
         ("mix (mix-s0, mix-s2)", 2, {"search": 2.0, "calculator": 1.0}, {"search": 0.5, "calculator": 0.25}),
         ("mix (mix-s1)", 1, {"search": 2.0}, {"search": 0.5})]
+
+
+def test_a_null_count_is_shown_as_not_known_and_never_a_traceback(tmp_path, repo_root, monkeypatch):
+    """Issue 51, class 6: results.json and metrics.jsonl allow null; a null count is left out, not float(None)."""
+    monkeypatch.chdir(repo_root)
+    root = tmp_path / "runs"
+    runs = [set_tools(make_run(root, "calc-s0", 0, [0.1, 0.2], 0.3, overrides=CALCULATOR),
+                      {"search": 1.0, "calculator": None},
+                      training={1: {"calculator": (0.5, 0.0)}, 2: {"search": (1.0, None), "calculator": (None, None)}}),
+            set_tools(make_run(root, "calc-s1", 1, [0.1, 0.2], 0.3, overrides=CALCULATOR),
+                      {"search": 2.0, "calculator": 0.5},
+                      training={2: {"search": (3.0, 0.5), "calculator": (1.5, 0.5)}})]
+    rows, _ = evaluation_rows(load_groups(runs))
+    assert [(r["method"], r["n"], r["calls"]) for r in rows] == [
+        ("calc (calc-s0)", 1, {"search": 1.0}), ("calc (calc-s1)", 1, {"search": 2.0, "calculator": 0.5})]
+    trained, _ = training_rows(load_groups(runs))  # calc-s0's last logged step, 2, logged search's calls alone
+    assert [(r["method"], r["steps"], r["calls"], r["errors"]) for r in trained] == [
+        ("calc (calc-s0)", [2], {"search": 1.0}, {"search": None}),
+        ("calc (calc-s1)", [2], {"search": 3.0, "calculator": 1.5}, {"search": 0.5, "calculator": 0.5})]
+    out = tmp_path / "report"
+    result = invoke("report", *runs, "--out", out)
+    assert result.exit_code == 0, result.output
+    tools = (out / "tools.md").read_text()
+    assert "| calc (calc-s0) | world | 1 | 1.000 | - |" in tools
+    assert "| calc (calc-s0) | 1 | 2 | 1.000 | - | - | - |" in tools
+    assert "nan" not in tools.lower() and "nan" not in (out / "tools.csv").read_text().lower()
 
 
 def test_each_benchmark_has_its_own_row(tmp_path, repo_root, monkeypatch):

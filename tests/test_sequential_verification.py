@@ -12,9 +12,10 @@ import pytest
 
 from helpers.evolution import PARENT, ScriptedLM, make_config, make_population
 from inspo_cli.config import RecipeError, load_recipe
-from inspo_cli.instructions.evolution import ACCEPTED, BELOW_PARENT, evolve
+from inspo_cli.instructions.evolution import ACCEPTED, BELOW_PARENT, NOT_IN_TOP_N, evolve
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
-from inspo_cli.instructions.sequential import chunk_ends, sequential_design, verify_in_chunks, z_score
+from inspo_cli.instructions.sequential import (SequentialDesign, chunk_ends, sequential_design, verify_in_chunks,
+                                               z_score)
 from inspo_cli.instructions.verification import PairedComparison, paired_comparison
 
 ALPHA, BETA, GAMMA = "Alpha: search twice.", "Beta: plan first.", "Gamma: verify facts."
@@ -43,6 +44,65 @@ def test_boundaries_bracket_the_line_and_the_last_look_keeps_the_margin():
     assert design.final_margin == pytest.approx(1.645, abs=0.01)  # alpha spent early is nearly given back
     for margin in (0.0, 1.0, 2.5):
         assert sequential_design(200, 8, margin).final_margin == pytest.approx(margin, abs=0.02)
+
+
+# issue 51, class 9: the boundaries pinned. The first look's rejection and every acceptance boundary have closed forms;
+# a two-look design's last margin is solved here from the bivariate normal, independently of the grid integration.
+
+def _first_reject(margin: float, t: float) -> float:
+    from scipy.stats import norm
+
+    alpha = norm.cdf(-margin)
+    return float(norm.ppf(2 * norm.sf(norm.isf(0.25 * alpha / 2) / math.sqrt(t))))  # the spending at t, all of it
+
+
+def _accept(margin: float, t: float) -> float:
+    from scipy.stats import norm
+
+    return float((-margin * t + norm.isf(0.05) * math.sqrt(1 - t)) / math.sqrt(t))
+
+
+def test_the_boundaries_at_200_questions_and_4_looks_are_these():
+    design = sequential_design(200, 4, 1.645)
+    assert design.reject_below[0] == pytest.approx(_first_reject(1.645, 0.25), abs=1e-9)
+    assert design.accept_above == pytest.approx([_accept(1.645, t) for t in (0.25, 0.5, 0.75)], abs=1e-12)
+    assert design.reject_below == pytest.approx((-4.86016, -3.34493, -2.67039), abs=2e-5)
+    assert design.accept_above == pytest.approx((2.02647, 0.48166, -0.47496), abs=2e-5)
+    assert design.final_margin == pytest.approx(1.64039, abs=2e-5)
+    assert sequential_design(80, 4, 1.645) == SequentialDesign(  # the boundaries are in fractions of D_B
+        (20, 40, 60, 80), design.reject_below, design.accept_above, design.final_margin)
+
+
+def test_a_two_look_design_turns_away_a_copy_with_probability_alpha_exactly():
+    from scipy.optimize import brentq
+    from scipy.stats import multivariate_normal, norm
+
+    margin, t = 1.0, 0.5
+    design = sequential_design(200, 2, margin)
+    low, high = _first_reject(margin, t), _accept(margin, t)
+    assert design.reject_below == pytest.approx((low,), abs=1e-9) and design.accept_above == pytest.approx((high,))
+    z = multivariate_normal(mean=[0, 0], cov=[[1, math.sqrt(t)], [math.sqrt(t), 1]])  # z at looks 1 and 2
+
+    def rejected(c: float) -> float:  # below at look 1, or in between at look 1 and below -c at look 2
+        return norm.cdf(low) + z.cdf([high, -c]) - z.cdf([low, -c])
+
+    assert design.final_margin == pytest.approx(brentq(lambda c: rejected(c) - norm.cdf(-margin), 0, 3), abs=1e-5)
+
+
+def _at(z: float) -> PairedComparison:
+    return PairedComparison(0.5, 0.5, z, 1.0, 50)  # standard error 1: z is the difference, exactly
+
+
+def test_a_z_on_a_boundary_goes_on_and_just_past_it_stops_at_each_look():
+    design = sequential_design(200, 4, 1.645)
+    step = 1e-9
+    for look, (low, high) in enumerate(zip(design.reject_below, design.accept_above), start=1):
+        assert design.decide(look, _at(low)) is None and design.decide(look, _at(high)) is None, look
+        assert design.decide(look, _at(low - step)) is False and design.decide(look, _at(high + step)) is True, look
+        assert design.decide(look, _at(low + step)) is None and design.decide(look, _at(high - step)) is None, look
+    last = design.final_margin
+    assert design.decide(4, _at(-last)) is True and design.decide(4, _at(-last - 1e-9)) is False
+    assert design.decide(4, _at(design.accept_above[2] + 1.0)) is True and design.decide(4, _at(-3.0)) is False
 
 
 def test_z_of_a_comparison_without_spread_is_its_sign():
@@ -199,6 +259,52 @@ def test_a_candidate_near_the_line_is_scored_to_the_end_and_judged_on_all_of_d_b
     assert (verdict.joins, verdict.look, verdict.looks) == (True, 4, 4)
     assert verdict.comparison == paired_comparison(candidate, parent)
     assert asked == [(["P", "C"], 20)] * 4
+
+
+# issue 51, class 9: a candidate that joins early stopped on a high point. Alpha is the parent + 0.5 on the first chunk
+# and the parent's equal after it (+0.125 over all of D_B); Beta is + 0.3 everywhere. Both join at look 1, Alpha with
+# the larger difference so far; over all of D_B Beta is the better one.
+
+class ChunkVerifier:
+    """Rewards by how many chunks were scored before: Alpha 1.0 on the first, 0.5 after; Beta 0.8; the parent 0.5."""
+
+    def __init__(self):
+        self.calls = []
+
+    def score(self, instructions, questions, rollouts=1):
+        first = not self.calls
+        self.calls.append(list(instructions))
+        value = {PARENT: 0.5, "P": 0.5, ALPHA: 1.0 if first else 0.5, "A": 1.0 if first else 0.5, BETA: 0.8, "B": 0.8}
+        return [[value[text]] * len(questions) for text in instructions]
+
+
+def test_candidates_joining_early_are_scored_to_the_end_where_their_rank_decides_who_joins():
+    verifier = ChunkVerifier()
+    alpha, beta = verify_in_chunks(lambda texts, qs: verifier.score(texts, qs), "P", ["A", "B"], list(range(80)),
+                                   1.645, 4, room=1)
+    assert verifier.calls == [["P", "A", "B"]] * 4  # both joined at look 1, and both were scored on to the end
+    assert (alpha.joins, alpha.look, beta.joins, beta.look) == (True, 1, True, 1)
+    assert alpha.comparison == paired_comparison([1.0] * 20 + [0.5] * 60, [0.5] * 80)
+    assert (alpha.comparison.difference, beta.comparison.difference) == (0.125, pytest.approx(0.3))
+
+
+def test_candidates_joining_early_are_not_scored_on_where_all_of_them_can_join():
+    for room in (2, 3, None):
+        verifier = ChunkVerifier()
+        alpha, beta = verify_in_chunks(lambda texts, qs: verifier.score(texts, qs), "P", ["A", "B"],
+                                       list(range(80)), 1.645, 4, room=room)
+        assert verifier.calls == [["P", "A", "B"]] and alpha.comparison.questions == 20, room
+
+
+def test_evolution_ranks_early_joiners_by_all_of_d_b_when_only_one_can_join():
+    config = sequential_config(accept_top_n=1)
+    verifier = ChunkVerifier()
+    lm = ScriptedLM(f"<ins_1>{ALPHA}</ins_1>\n<ins_2>{BETA}</ins_2>")
+    report = evolve(make_population(config), buffer_of(80), lm, verifier, config, 15, random.Random(0))
+    rows = {c.text: c for c in report.candidates}
+    assert (rows[BETA].reason, rows[ALPHA].reason) == (ACCEPTED, NOT_IN_TOP_N)  # Alpha's 0.5 at look 1 ranked it first
+    assert [(rows[t].verified_questions, rows[t].decided_at_look) for t in (ALPHA, BETA)] == [(80, 1), (80, 1)]
+    assert report.verification_rollouts == 3 * 80
 
 
 # -- the recipe ----------------------------------------------------------------------------------------------

@@ -12,16 +12,22 @@ the same seed with S and with I*:
                    baseline's)
     initial · I*   the same model with the instruction the run reports (its checkpoint's best, argmax w)
     trained · S    the run's policy at that step with the seed instruction
-    trained · I*   the run's reported result (Table 1's cell), read, never evaluated again
-    static · S     the static run's reported result (evaluated only if it used another instruction)
+    trained · I*   the run's policy at that step with I*: what Table 1 reports, evaluated again here
+    static · S     the static run's policy at its step with S: Table 1's baseline, evaluated again here
     static · I*    the static run's policy with this seed's I*
+
+Every cell is evaluated by the decomposition itself, none is read from Table 1's evaluation: a difference of two
+cells is then one of policy or instruction alone, never also of two evaluations (another backend, batch, limit or
+sampling seed). "total vs static" is therefore Table 1's difference evaluated again, and may differ from it by
+what the two evaluations differ in.
 
 Effects, each a paired difference over seeds and questions (`compare.compare`: every cell answers the same test
 questions, and the cells of one seed share the seed): the instruction effect at fixed weights (trained, and
 initial), the weights effect at fixed instruction (S, and I*), their interaction ((trained·I* − trained·S) −
 (initial·I* − initial·S)), I* on the static policy, and INSPO against the static baseline (Table 1's difference,
-trained·I* − static·S) split into the instruction's part at INSPO's weights (trained·I* − trained·S) and the
-weights' part with S (trained·S − static·S), which add up to it.
+trained·I* − static·S) split into the instruction's and the weights' share (`effects.EFFECTS`: each the mean of its
+part over the two orders the two changes can be made in, so the split does not depend on which is made first).
+Plans are in seed order, whatever order the runs are given in.
 
 Every evaluation is `inspo evaluate`'s (`evaluation.session.run_evaluation`) with the run's recipe (its benchmarks,
 split, limit, temperature and limits), written into `<run>/decomposition/<cell>-<key>/` with a cell.json saying what
@@ -61,12 +67,11 @@ class CellSpec:
 
     weights: str
     instruction: str
-    run: RunDir  # where it is cached (the INSPO run; the static run for the static cells)
+    run: RunDir  # where it is evaluated and cached (the INSPO run; the static run for the static cells)
     model: str  # the recipe's model (initial), or the policy of `run` as "<run name>@<final or step>"
     text: str  # the instruction
     key: str  # hash of model, instruction and evaluation settings
-    result: RunResult | None = None  # a cell read from a reported result (trained·I*, static·S)
-    scores: RunScores | None = None  # once read or evaluated
+    scores: RunScores | None = None  # once evaluated and read
 
     @property
     def name(self) -> str:
@@ -78,7 +83,7 @@ class CellSpec:
 
     @property
     def cached(self) -> bool:
-        return self.result is not None or (self.directory / CELL_FILE).is_file()
+        return (self.directory / CELL_FILE).is_file()
 
     def loadable(self) -> str:
         """What transformers / vLLM load: the recipe's model, or the run's policy at the step (an adapter merged
@@ -153,35 +158,34 @@ def _policy(run: RunDir, result: RunResult, recipe) -> str:
 
 def plan_cells(inspo: Sequence[tuple[RunDir, RunResult]],
                static: Sequence[tuple[RunDir, RunResult]] = ()) -> list[SeedCells]:
-    """Per seed of the INSPO variant (runs with a result), the six cells; the static cells only for seeds the
-    static variant ran too (paired by seed)."""
+    """Per seed of the INSPO variant (runs with a result), in seed order, the six cells, each to be evaluated; the
+    static cells only for seeds the static variant ran too (paired by seed)."""
     from inspo_cli.instructions.initial import initial_instructions
 
     by_seed = {result.seed: (run, result) for run, result in static}
     plans = []
-    for run, result in inspo:
+    for run, result in sorted(inspo, key=lambda pair: pair[1].seed):
         recipe = run.recipe()  # read once per run: the key of each of its cells needs it
         seed_text = initial_instructions(recipe)[0]
         evolved = _instruction_of(result)
         plan = SeedCells(result.seed, run.path.name, result.step, None)
 
-        def cell(weights, instruction, where, where_recipe, model, text, given=None):
+        def cell(weights, instruction, where, where_recipe, model, text):
             identity = _model_identity(model) if weights == "initial" else model
             plan.cells[(weights, instruction)] = CellSpec(weights, instruction, where, model, text,
-                                                          _key(identity, text, where_recipe, result.seed), given)
+                                                          _key(identity, text, where_recipe, result.seed))
 
         initial, trained = recipe.model.name_or_path, _policy(run, result, recipe)
         cell("initial", "seed", run, recipe, initial, seed_text)
         cell("initial", "evolved", run, recipe, initial, evolved)
         cell("trained", "seed", run, recipe, trained, seed_text)
-        cell("trained", "evolved", run, recipe, trained, evolved, result)
+        cell("trained", "evolved", run, recipe, trained, evolved)
         if result.seed in by_seed:
             static_run, static_result = by_seed[result.seed]
             static_recipe = static_run.recipe()
             plan.static_run = static_run.path.name
             static_model = _policy(static_run, static_result, static_recipe)
-            same = _instruction_of(static_result) == seed_text
-            cell("static", "seed", static_run, static_recipe, static_model, seed_text, static_result if same else None)
+            cell("static", "seed", static_run, static_recipe, static_model, seed_text)
             cell("static", "evolved", static_run, static_recipe, static_model, evolved)
         plans.append(plan)
     return plans
@@ -296,9 +300,7 @@ def read_cells(plans: Sequence[SeedCells]) -> None:
     """Fill each cached cell's scores (per question where its predictions were kept)."""
     for plan in plans:
         for spec in plan.cells.values():
-            if spec.result is not None:
-                spec.scores = RunScores(plan.seed, spec.result.em, spec.result.questions)
-            elif (spec.directory / CELL_FILE).is_file():
+            if spec.cached:
                 fix = f"delete {spec.directory} and report again with --decompose to evaluate it again"
                 em, _, questions = read_scores(spec.directory / "results.json", fix)
                 spec.scores = RunScores(plan.seed, em, questions)
@@ -344,5 +346,5 @@ def build(pairs: Sequence[tuple[Variant, Variant | None]]) -> list[tuple[str, st
 
 
 def has_cells(plans: Sequence[SeedCells]) -> bool:
-    """Whether any cell beyond the reported results was evaluated (a decomposition to show)."""
-    return any(s.result is None and s.cached for p in plans for s in p.cells.values())
+    """Whether any cell was evaluated (a decomposition to show)."""
+    return any(s.cached for p in plans for s in p.cells.values())

@@ -3,9 +3,16 @@
     table = effects(plans, "inspo", "search-r1")   # {"cells": ..., "effects": [...], "per_seed": [...], ...}
     lines = markdown(table, rule_text)             # the section of a report or of ablation.md
 
-Each effect is a sum of cells less others, per seed and question, tested against 0 as a paired difference
-(`compare.compare` against all-zero runs on the same seeds and questions): its mean is the difference of the cells'
-means over the seeds whose cells were all evaluated, its interval and p those of the seeds x questions analysis.
+Each effect is a weighted sum of cells, per seed and question, tested against 0 as a paired difference
+(`compare.compare` against all-zero runs on the same seeds and questions): its mean is that sum of the cells' means
+over the seeds whose cells were all evaluated, its interval and p those of the seeds x questions analysis. The p-values
+of one decomposition are a family of tests: each is also given Holm-adjusted over the family (`p_holm`), which the
+tables show; the intervals are each effect's own 95% intervals, not simultaneous ones.
+
+Table 1's difference (total vs static) is split into an instruction share and a weights share. Changing the
+instruction first (at INSPO's weights) and the weights second gives one split, the other order another whenever the
+two interact; each share is the mean of its part in the two orders (the Shapley value of a two-factor change), so the
+shares add up to the total and do not depend on an order.
 """
 
 from __future__ import annotations
@@ -15,31 +22,34 @@ from typing import Sequence
 from inspo_cli.ablation.compare import Comparison, RunScores, compare, estimate
 from inspo_cli.ablation.decompose import CELL_TEXT, WEIGHTS, SeedCells, read_cells
 
-# (name, what it is, plus cells, minus cells): each effect is sum(plus) − sum(minus), per seed and question
+TI, TS, II, IS, SI, SS = (("trained", "evolved"), ("trained", "seed"), ("initial", "evolved"), ("initial", "seed"),
+                          ("static", "evolved"), ("static", "seed"))
+# (name, what it is, {cell: weight}): each effect is the weighted sum of the cells, per seed and question
 EFFECTS = (
-    ("instruction | trained", "I* − S on the trained policy", [("trained", "evolved")], [("trained", "seed")]),
-    ("instruction | initial", "I* − S on the initial policy", [("initial", "evolved")], [("initial", "seed")]),
-    ("weights | S", "trained − initial policy with S", [("trained", "seed")], [("initial", "seed")]),
-    ("weights | I*", "trained − initial policy with I*", [("trained", "evolved")], [("initial", "evolved")]),
-    ("interaction", "(trained·I* − trained·S) − (initial·I* − initial·S)",
-     [("trained", "evolved"), ("initial", "seed")], [("trained", "seed"), ("initial", "evolved")]),
-    ("I* on static", "I* − S on the static baseline's policy", [("static", "evolved")], [("static", "seed")]),
-    ("weights vs static | S", "trained·S − static·S: the two trainings' weights, both with S",
-     [("trained", "seed")], [("static", "seed")]),
-    ("total vs static", "trained·I* − static·S: Table 1's difference = instruction | trained + weights vs static | S",
-     [("trained", "evolved")], [("static", "seed")]),
+    ("instruction | trained", "I* − S on the trained policy", {TI: 1, TS: -1}),
+    ("instruction | initial", "I* − S on the initial policy", {II: 1, IS: -1}),
+    ("weights | S", "trained − initial policy with S", {TS: 1, IS: -1}),
+    ("weights | I*", "trained − initial policy with I*", {TI: 1, II: -1}),
+    ("interaction", "(trained·I* − trained·S) − (initial·I* − initial·S)", {TI: 1, IS: 1, TS: -1, II: -1}),
+    ("I* on static", "I* − S on the static baseline's policy", {SI: 1, SS: -1}),
+    ("weights vs static | S", "trained·S − static·S: the two trainings' weights, both with S", {TS: 1, SS: -1}),
+    ("total vs static", "trained·I* − static·S: Table 1's difference, evaluated again", {TI: 1, SS: -1}),
+    ("instruction share", "½(trained·I* − trained·S) + ½(static·I* − static·S): I*'s part of the total, "
+     "either order", {TI: 0.5, TS: -0.5, SI: 0.5, SS: -0.5}),
+    ("weights share", "½(trained·S − static·S) + ½(trained·I* − static·I*): the weights' part of the total, "
+     "either order", {TS: 0.5, SS: -0.5, TI: 0.5, SI: -0.5}),
 )
 
 
-def _combined(plan: SeedCells, plus: list, minus: list) -> RunScores | None:
-    """The effect's per-seed scores: sum of the plus cells less the minus cells, per benchmark and question."""
+def _combined(plan: SeedCells, terms: dict) -> RunScores | None:
+    """The effect's per-seed scores: the weighted sum of its cells, per benchmark and question."""
     scores: list[RunScores] = []
-    for key in (*plus, *minus):
+    for key in terms:
         spec = plan.cells.get(key)
         if spec is None or spec.scores is None:
             return None
         scores.append(spec.scores)
-    signs = [1.0] * len(plus) + [-1.0] * len(minus)
+    signs = [float(weight) for weight in terms.values()]
     benchmarks = [b for b in scores[0].em if all(b in s.em for s in scores)]
     em = {b: sum(sign * s.em[b] for sign, s in zip(signs, scores)) for b in benchmarks}
     tables = [s.questions for s in scores]
@@ -60,6 +70,18 @@ def _zero(runs: list[RunScores]) -> list[RunScores]:
             for r in runs]
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given: the i-th smallest of m is multiplied by m − i (i from
+    0), kept at least the one before it and at most 1; rejecting where the adjusted p < alpha keeps the chance of
+    any false rejection in the family at most alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dict:
     """The cells (mean over seeds with 95% intervals) and the effects (difference, interval, p), over the seeds
     whose cells were all evaluated. Reads the cells; evaluates nothing."""
@@ -69,14 +91,17 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
         runs = [score for p in plans if key in p.cells and (score := p.cells[key].scores) is not None]
         cells["·".join(key)] = estimate(runs).as_dict() | {"seeds": [r.seed for r in runs]} if runs else None
     effects = []
-    for name, what, plus, minus in EFFECTS:
-        runs = [r for p in plans if (r := _combined(p, plus, minus)) is not None]
+    for name, what, terms in EFFECTS:
+        runs = [r for p in plans if (r := _combined(p, terms)) is not None]
         if not runs:
             effects.append({"effect": name, "what": what, "n": 0})
             continue
         c: Comparison = compare(runs, _zero(runs))
         c.bounds = (-2.0, 2.0) if name == "interaction" else c.bounds
         effects.append({"effect": name, "what": what, **c.as_dict()})
+    tested = [e for e in effects if e.get("p") is not None]
+    for effect, adjusted in zip(tested, holm([float(e["p"]) for e in tested])):  # type: ignore[arg-type]
+        effect["p_holm"] = adjusted
     per_seed = [{"seed": p.seed, "run": p.run, "step": p.step, "static_run": p.static_run,
                  "cells": {"·".join(k): (None if s.scores is None else sum(s.scores.em.values()) / len(s.scores.em))
                            for k, s in p.cells.items()}} for p in plans]
@@ -93,21 +118,27 @@ def markdown(d: dict, rule_text: str) -> list[str]:
               "static": f"trained: {static} (static)"}
     lines = [f"## Where the gain lives: {d['variant']}, instruction × weights"
              + (f", beside {static}" if static else ""), "",
-             f"EM (average over benchmarks) at {rule_text}, all cells on the same test questions: mean over seeds "
-             "± 95% interval over seeds and questions. S: the seed instruction (the recipe's first, the static "
-             "baseline's); I*: the instruction each seed's run reports (its best).", "",
+             f"EM (average over benchmarks) at {rule_text}, all cells on the same test questions and every cell "
+             "evaluated here (none read from Table 1's evaluation, so trained · I* and static · S may differ from "
+             "Table 1 by what the two evaluations differ in): mean over seeds ± 95% interval over seeds and "
+             "questions. S: the seed instruction (the recipe's first, the static baseline's); I*: the instruction "
+             "each seed's run reports (its best).", "",
              "| policy | with S | with I* |", "|---|---|---|"]
     for weights in WEIGHTS:
         if weights == "static" and not static:
             continue
         lines.append(f"| {labels[weights]} | {cell(d['cells'].get(f'{weights}·seed'))} | "
                      f"{cell(d['cells'].get(f'{weights}·evolved'))} |")
-    lines += ["", "Effects: paired differences over seeds and questions (95% interval, two-sided p).", "",
-              "| effect | difference | Δ EM | seeds |", "|---|---|---|---|"]
+    tested = sum(1 for e in d["effects"] if e.get("p") is not None)
+    lines += ["", f"Effects: paired differences over seeds and questions, each with its own 95% interval; p two-sided "
+              f"and Holm-adjusted over the {tested} effects tested here. The two shares split the total whichever "
+              "change is made first (the mean of both orders) and add up to it.", "",
+              "| effect | difference | Δ EM [95% interval], Holm-adjusted p | seeds |", "|---|---|---|---|"]
     for e in d["effects"]:
         if e["n"]:
             cells = [e["effect"], e["what"]]  # "instruction | trained": a pipe would split the table's cell
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {delta_cell(e)} | {e['n']} |")
+            shown = delta_cell({**e, "p": e.get("p_holm", e.get("p"))})
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {shown} | {e['n']} |")
     lines += ["", "Per seed (EM, average over benchmarks):", "",
               "| seed | run | step | " + " | ".join(CELL_TEXT.values()) + " |", "|" + "---|" * (3 + len(CELL_TEXT))]
     for p in d["per_seed"]:

@@ -14,12 +14,13 @@ from rich.table import Table
 
 from inspo_cli.benchmarks import BENCHMARKS
 from inspo_cli.evaluation.runner import CALLS, SCORE_FIELDS, TABLE_WORDS, averages
-from inspo_cli.jsonio import (POSITIVE, UNIT, NonEmpty, atomic_write_json, atomic_write_text, iter_rows,
+from inspo_cli.jsonio import (POSITIVE, UNIT, NonEmpty, Range, atomic_write_json, atomic_write_text, iter_rows,
                               read_json)
 
-# results.json and a predictions.jsonl row, read back: scores are proportions over at least one question
+# results.json and a predictions.jsonl row, read back: scores are proportions over at least one question; every other
+# figure (searches, calls/<tool> per question, seconds) a count or a time, never negative or NaN, or null
 RESULTS_SHAPE = {"scores": NonEmpty({str: NonEmpty({str: {"em": UNIT, "f1?": UNIT, "subem?": UNIT, "n": POSITIVE,
-                                                          "*": (float, None)}})})}
+                                                          "*": (Range(0.0), None)}})})}
 PREDICTION_SHAPE = {"method": str, "benchmark": str, "id": (str, int), "em": UNIT}
 METRIC_TITLES = {"em": "Exact match", "f1": "F1", "subem": "SubEM", "searches": "Searches per question"}
 

@@ -24,6 +24,13 @@ is scored on about 74% of D_B and a candidate better by 1.2 standard errors on a
 A look holds at least `MIN_LOOK_QUESTIONS` questions, so a smaller D_B gets fewer looks (one: the fixed rule).
 bench/verification.py measures the rates with Bernoulli rewards and on the world.
 
+Candidates that join are ranked (`accept_top_n`, the population's room). A candidate that joined early stopped
+because its difference was high, so that difference overstates it; where more can join than there is room for, the
+ones that joined are scored on to the end of D_B (`verify_in_chunks`'s `room`) and every candidate ranked is ranked
+by its difference over all of D_B, as under the fixed rule. Only rejected candidates, and joined ones whose rank
+cannot matter, save their rollouts then: six copies of their parent (|D_B| 200, 4 looks, Bernoulli rewards at 0.45)
+use 77% of the fixed rule's rollouts when all six may join, and all of them when only four may.
+
     design = sequential_design(questions=200, looks=4, margin=1.645)   # looks after 50, 100, 150 and 200 questions
     design.decide(1, paired_comparison(candidate[:50], parent[:50]))    # True joins, False is turned away, None: go on
 """
@@ -171,24 +178,38 @@ def _advance(state: _State, dt: float, low: float, high: float) -> tuple[float, 
 
 def verify_in_chunks(score: Callable[[Sequence[str], Sequence[ReplayQuestion]], list[list[float]]], parent: str,
                      candidates: Sequence[str], questions: Sequence[ReplayQuestion], margin: float,
-                     looks: int) -> list[Verdict]:
+                     looks: int, room: int | None = None) -> list[Verdict]:
     """Each candidate's verdict, scoring D_B (`questions`, in a random order) chunk by chunk: `score([parent,
-    *undecided], chunk)` returns per-question rewards, the parent's first; a decided candidate is left out of later
-    chunks, and once none is left no chunk is scored."""
+    *scored], chunk)` returns per-question rewards, the parent's first; a rejected candidate is left out of later
+    chunks, and once none is left to score no chunk is scored.
+
+    `room`: how many of the candidates can join (None: all). A candidate that joins early stopped on a high point,
+    so its difference so far is biased upward, and ranking it against candidates scored to the end would favour it.
+    While more candidates have joined or are undecided than `room`, the joined ones are therefore scored on to the
+    end of D_B, and the ranking (the caller's, by `comparison.difference`) is over all of D_B for every candidate it
+    matters for: the fixed rule's ranking on the same rollouts. Once no more than `room` can join, all of them join
+    whatever their order, and a candidate that joined is no longer scored."""
     design = sequential_design(len(questions), looks, margin)
+    room = len(candidates) if room is None else room
     parent_rewards: list[float] = []
     rewards: list[list[float]] = [[] for _ in candidates]
     verdicts: dict[int, Verdict] = {}
     start = 0
     for look, end in enumerate(design.ends, start=1):
         pending = [i for i in range(len(candidates)) if i not in verdicts]
-        if not pending:
+        joined = [i for i, v in verdicts.items() if v.joins]
+        ranked = sorted(joined) if len(joined) + len(pending) > room else []  # whose rank still matters
+        scored = sorted([*pending, *ranked])  # (joined+undecided only shrinks: a ranked one was scored at every look)
+        if not scored:
             break
-        table = score([parent, *(candidates[i] for i in pending)], questions[start:end])
+        table = score([parent, *(candidates[i] for i in scored)], questions[start:end])
         parent_rewards += table[0]
-        for i, row in zip(pending, table[1:]):
+        for i, row in zip(scored, table[1:]):
             rewards[i] += row
             comparison = paired_comparison(rewards[i], parent_rewards)
+            if i in verdicts:  # joined at an earlier look: its comparison grows, its decision stands
+                verdicts[i] = Verdict(comparison, True, look=verdicts[i].look, looks=design.looks)
+                continue
             decision = design.decide(look, comparison)
             if decision is not None:
                 verdicts[i] = Verdict(comparison, decision, look=look, looks=design.looks)

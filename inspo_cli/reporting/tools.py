@@ -38,8 +38,8 @@ def evaluation_calls(run: SeedRun, file: Path) -> tuple[dict[str, dict[str, floa
     """({benchmark: {tool: calls per question}}, None) of the policy in the run's Table 1 evaluation (`file`, its
     results.json), or (None, why they are unknown)."""
     scores = read_results(file, f"evaluate {run.run.path} again")["scores"][METHOD]
-    counted = {b: {k.removeprefix(CALLS): float(v) for k, v in s.items() if k.startswith(CALLS)}
-               for b, s in scores.items()}
+    counted = {b: {k.removeprefix(CALLS): float(v) for k, v in s.items() if k.startswith(CALLS) and v is not None}
+               for b, s in scores.items()}  # a null count (results.json allows one) is not known: left out, "-"
     if any(counted.values()):
         return {b: calls for b, calls in counted.items() if calls}, None
     tools = recipe_tools(run)
@@ -61,18 +61,19 @@ def recipe_tools(run: SeedRun) -> list[str] | None:
 
 def training_calls(run: SeedRun) -> tuple[int, dict[str, tuple[float, float | None]]] | None:
     """(step, {tool: (calls, errors) per trajectory}) at the run's last step that logged tool calls; None if none."""
-    logged = [row for row in run.metrics if any(_tool_of(key) for key in row)]
+    logged = [row for row in run.metrics if any(_tool_of(key, value) for key, value in row.items())]
     if not logged:
         return None
     step = max(int(row["step"]) for row in logged)
     last = [row for row in logged if int(row["step"]) == step][-1]  # of two rows of one step, the one logged last
-    return step, {tool: (float(last[key]), _number(last.get(f"{TRAINING}{tool}/errors")))
-                  for key in last if (tool := _tool_of(key))}
+    return step, {tool: (float(value), _number(last.get(f"{TRAINING}{tool}/errors")))
+                  for key, value in last.items() if (tool := _tool_of(key, value))}
 
 
-def _tool_of(key: str) -> str | None:
-    """"calculator" for "tools/calculator/calls", else None."""
-    if key.startswith(TRAINING) and key.endswith("/calls"):
+def _tool_of(key: str, value=0.0) -> str | None:
+    """"calculator" for "tools/calculator/calls" with a count, else None (a null count, which metrics.jsonl allows,
+    was not logged)."""
+    if key.startswith(TRAINING) and key.endswith("/calls") and value is not None:
         return key[len(TRAINING):-len("/calls")] or None
     return None
 
@@ -86,9 +87,9 @@ def has_other_tools(groups: Sequence[Group]) -> bool:
     for run in (r for g in groups for r in g.runs):
         if run.result is not None and run.result.file is not None:
             scores = read_results(run.result.file, f"evaluate {run.run.path} again")["scores"].get(METHOD, {})
-            if any(key.startswith(CALLS) for s in scores.values() for key in s):
+            if any(key.startswith(CALLS) and value is not None for s in scores.values() for key, value in s.items()):
                 return True
-        if any(tool != SEARCH for row in run.metrics for key in row if (tool := _tool_of(key))):
+        if any(tool != SEARCH for row in run.metrics for key, value in row.items() if (tool := _tool_of(key, value))):
             return True
     return False
 
