@@ -3,6 +3,7 @@ cannot see, the trainer), is refused in one line when it cannot work, and every 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -15,7 +16,7 @@ from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig, load_recipe
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.config.loader import RecipeError
-from inspo_cli.config.training_section import LOSS_TYPES
+from inspo_cli.config.training_section import GRPO_ONLY, LOSS_TYPES
 from inspo_cli.training.grpo import grpo_config
 
 
@@ -121,6 +122,25 @@ def test_combinations_trl_would_misread_are_refused(recipe_file):
             load_recipe(recipe_file, overrides, check_paths=False)
 
 
+# a value other than the default for every GRPO setting (the list is TrainingConfig's GRPO_ONLY, which it must match)
+GRPO_SETTINGS = {"loss_type": "dapo", "importance_sampling_level": "sequence", "clip_epsilon_high": 0.28,
+                 "scale_rewards": "none", "num_iterations": 2, "mask_truncated_completions": True,
+                 "top_entropy_quantile": 0.5, "dynamic_sampling": True}
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "rejection-sampling"])
+@pytest.mark.parametrize("name", list(GRPO_SETTINGS))
+def test_every_grpo_setting_is_refused_under_an_sft_algorithm(recipe_file, algorithm, name):
+    """SFTTrainer never reads them: a recipe that sets one under SFT would run without it, silently."""
+    assert set(GRPO_SETTINGS) == set(GRPO_ONLY)
+    override = f"training.{name}={json.dumps(GRPO_SETTINGS[name])}"
+    load_recipe(recipe_file, [override], check_paths=False)  # the value itself is fine under GRPO
+    with pytest.raises(RecipeError) as info:
+        load_recipe(recipe_file, [f"training.algorithm={algorithm}", override], check_paths=False)
+    assert f"training.{name}: is a GRPO setting, unused by training.algorithm {algorithm}; remove it" in \
+        str(info.value) and "\n" not in str(info.value)
+
+
 def test_sleep_mode_on_cpu_is_refused_before_the_run_starts(recipe_file, tmp_path):
     result = invoke("train", "--recipe", recipe_file, "--device", "cpu", "--output-dir", tmp_path / "runs",
                     "--set", "model.backend=vllm", "--set", "model.vllm_enable_sleep_mode=true")
@@ -178,6 +198,33 @@ def test_masking_truncated_trajectories_leaves_exactly_them_out_of_the_loss(make
     assert trainer._metrics["train"]["length/truncated_share"][-1] == 0.5
     # masked after TRL measured the completions (the policy's tokens): its lengths still count the truncated ones
     assert trainer._metrics["train"]["completions/min_length"][-1] == 19
+
+
+class CutEveryRow(ScriptedBackend):
+    """Search, then a turn that runs out of tokens on every row."""
+
+    def generate(self, contexts, max_new_tokens, stop=()):
+        searched = ["<information>" in self.tokenizer.decode(context) for context in contexts]
+        texts = ["I keep thinking and thinking" if s else "<search> founder of Hokin Works </search>" for s in searched]
+        return [Generation(self.tokenizer(text, add_special_tokens=False)["input_ids"], "length" if s else "stop")
+                for text, s in zip(texts, searched)]
+
+
+def test_a_batch_the_mask_empties_is_said_and_counted_not_trained_silently(make_trainer, capsys):
+    """Every trajectory cut and masked: no token is left in the loss, so the step trains nothing; the run goes on,
+    but says so on a warning line and in the metric loss/all_truncated."""
+    trainer = make_trainer(mask_truncated_completions=True)
+    trainer.engine.config.max_turns = 1
+    trainer.model.train()
+    trainer.engine.backend = CutOddRows(trainer.processing_class)
+    trainer._generate_and_score_completions(generation_batch())
+    assert trainer._metrics["train"]["loss/all_truncated"] == [0.0] and "warning" not in capsys.readouterr().err
+    trainer.engine.backend = CutEveryRow(trainer.processing_class)
+    inputs = trainer._generate_and_score_completions(generation_batch())
+    assert inputs["num_items_in_batch"] == 0 and trainer._metrics["train"]["loss/all_truncated"] == [0.0, 1.0]
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning")]
+    assert f"all {len(generation_batch())} trajectories were cut by a length limit" in line
+    assert "this batch trains nothing" in line
 
 
 class RecordingLLM:

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from inspo_cli.benchmarks import WORLD, load_benchmark
+from inspo_cli.agent.rollout import RolloutEngine
+from inspo_cli.agent.tools import ToolContext, build_tools
+from inspo_cli.benchmarks import WORLD, Question, load_benchmark
 from inspo_cli.config import ModelConfig
 from inspo_cli.models import load_tokenizer
 from inspo_cli.world.oracle import coverage, oracle_trajectories
 from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.fake_retrievers import OverlapRetriever
 from helpers.runs import metrics, resume_after_a_cut, write_recipe
-from helpers.sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
+from helpers.sft import (INSTRUCTION, ROLLOUT, assert_loss_only_on_written_tokens, observation_runs, sft_recipe,
+                         world_engine)
+from retriever.corpus import Passage
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,6 +56,54 @@ def test_oracle_trajectories_are_grounded_and_mask_exactly_the_observations(tiny
         for run in runs:
             text = tokenizer.decode(run)
             assert text.startswith("\n\n<information>") and text.endswith("</information>\n\n"), text
+
+
+FOUNDINGS = [Passage("hokin", "Hokin Works", "Hokin Works was founded in 1913. Its hall has an iron frame."),
+             Passage("ginta", "Ginta Bank", "Ginta Bank was founded in 1859. It keeps an owl."),
+             Passage("orla", "Orla Mill", "Orla Mill stands by the river. Its wheel was rebuilt twice.")]
+
+
+def _founding_question(key: str, question: str, answer: str, searches: list[str], support: list[str],
+                       calculation: str | None = None) -> Question:
+    metadata = {"type": "arithmetic" if calculation else "single_hop", "hops": len(searches), "searches": searches,
+                "supporting_ids": support, **({"calculation": calculation} if calculation else {})}
+    return Question(key, question, (answer,), "world", metadata)
+
+
+def test_an_arithmetic_oracle_trajectory_is_kept_only_when_searches_found_both_years_and_the_calculator_ran(
+        tiny_tokenizer):
+    """The oracle writes the calculation itself, so its years are in the trajectory either way: only the observations
+    count (a year no passage states leaves the question out), and the calculator's result is the answer it gives."""
+    from dataclasses import replace
+
+    from inspo_cli.world.oracle import grounded
+
+    retriever = OverlapRetriever(FOUNDINGS)
+    apart = _founding_question("apart", "How many years apart were Hokin Works and Ginta Bank founded?", "54",
+                               ["Hokin Works founded", "Ginta Bank founded"], ["hokin", "ginta"], "1913 - 1859")
+    unstated = _founding_question("unstated", "How many years apart were Hokin Works and Orla Mill founded?", "43",
+                                  ["Hokin Works founded", "Orla Mill founded"], ["hokin", "orla"], "1913 - 1870")
+    single = _founding_question("single", "When was Ginta Bank founded?", "1859", ["Ginta Bank founded"], ["ginta"])
+    questions = [apart, unstated, single]
+    rollout = replace(ROLLOUT, max_turns=3, max_observation_tokens=4096, max_total_tokens=16384)
+    engine = RolloutEngine(None, retriever, tiny_tokenizer, rollout, topk=1, chat=False,
+                           tools=build_tools(["search", "calculator"], ToolContext(retriever, 1)))
+    kept = dict(oracle_trajectories(engine, INSTRUCTION, questions))
+    assert set(kept) == {apart.key, single.key}
+    computed = kept[apart.key]
+    written = tiny_tokenizer.decode([i for i, m in zip(computed.completion_ids, computed.completion_mask) if m])
+    assert written.endswith("<calculate> 1913 - 1859 </calculate><answer> 54 </answer>")
+    calculator_said = tiny_tokenizer.decode(observation_runs(computed.completion_ids, computed.completion_mask)[-1])
+    assert calculator_said == "\n\n<information>54</information>\n\n"
+    assert computed.tool_calls == {"search": 2, "calculator": 1}
+    assert kept[single.key].tool_calls.get("calculator", 0) == 0  # only an arithmetic question calls it
+    assert grounded(apart, computed, tiny_tokenizer)
+    assert not grounded(apart, replace(computed, tool_errors={"calculator": 1}), tiny_tokenizer)
+    assert not grounded(apart, replace(computed, tool_calls={"search": 2}), tiny_tokenizer)
+    assert not grounded(apart, replace(computed, stop_reason="max_turns"), tiny_tokenizer)
+    # without the calculator the answer, 54, is in no passage: the arithmetic question is left out
+    search_only = RolloutEngine(None, retriever, tiny_tokenizer, rollout, topk=1, chat=False)
+    assert [key for key, _ in oracle_trajectories(search_only, INSTRUCTION, questions)] == [single.key]
 
 
 def test_sft_gives_observation_tokens_no_gradient_and_every_written_token_one(tmp_path, tiny_model_dir,

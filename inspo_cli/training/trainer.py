@@ -156,7 +156,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         for x, pick in zip(inputs, self._picks):
             x["instruction_id"] = pick.instruction_id
         output = super()._generate_and_score_completions(inputs)
-        if self.mask_truncated and any(self._truncated):
+        if self.mask_truncated:  # on every process, cut rows or not: the counts are gathered
             self._mask_truncated(output)
         return Round(output, self._local_informative(len(inputs)) if self.model.training else [])
 
@@ -165,9 +165,22 @@ class SearchGRPOTrainer(GRPOTrainer):
         which the loss multiplies in) become 0, so they leave the loss and the token count that dapo, cispo and vespo
         divide by, as TRL's own switch does for its rows; done after TRL measured the completions' lengths, so its
         length metrics still count them."""
-        rows = torch.tensor(self._truncated, device=output["tool_mask"].device)
+        rows = torch.tensor(self._truncated, dtype=torch.bool, device=output["tool_mask"].device)
         output["tool_mask"] = output["tool_mask"].masked_fill(rows.unsqueeze(1), 0)
         self._count_loss_tokens(output)
+        if not self.model.training:
+            return
+        counts = torch.stack([rows.sum(), torch.tensor(len(rows), device=rows.device)])
+        cut, total = self.accelerator.gather(counts).view(-1, 2).sum(dim=0).tolist()
+        # a batch the switch emptied trains nothing (no token is left in the loss): said, never silent
+        self._metrics["train"]["loss/all_truncated"].append(float(cut == total))
+        if cut == total and self.accelerator.is_main_process:
+            from inspo_cli.progress import err_console
+
+            err_console.print(f"warning: step {self.step + 1}: all {total} trajectories were cut by a length limit "
+                              "and training.mask_truncated_completions leaves them out of the loss, so this batch "
+                              "trains nothing; raise rollout.max_total_tokens or rollout.max_tokens_per_turn, or set "
+                              "training.mask_truncated_completions=false", markup=False, highlight=False)
 
     def _count_loss_tokens(self, output: dict) -> None:
         """`num_items_in_batch` again after the loss mask or the rows changed: the tokens in the loss over all
@@ -191,7 +204,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         sizes: list[int] = []
 
         def generate(rows):
-            sizes.append(len(rows))
+            sizes.append(len(rows) * self.accelerator.num_processes)  # TRL's metrics are over every process's rows
             return self._generate_round(rows)
 
         sampler = DynamicSampling(self.num_generations, self.dynamic_sampling_rounds,
@@ -360,9 +373,9 @@ class SearchGRPOTrainer(GRPOTrainer):
 
 
 def _pooled(key: str, values: list[float], sizes: list[int], rounds: dict[str, list[float]]) -> float:
-    """One value for a metric TRL logged once per generation round: the smallest of minima, the largest of maxima,
-    a standard deviation pooled with its mean's values (`reward_std` with `reward`, `.../std` with `.../mean`), else
-    the mean weighted by each round's rollouts."""
+    """One value for a metric TRL logged once per generation round (`sizes`: each round's rollouts over all
+    processes): the smallest of minima, the largest of maxima, a standard deviation pooled with its mean's values
+    (`reward_std` with `reward`, `.../std` with `.../mean`), else the mean weighted by each round's rollouts."""
     last = key.rsplit("/", 1)[-1]
     if re.match(r"(min|max)(_|$)", last):
         finite = [v for v in values if not math.isnan(v)]
@@ -375,7 +388,9 @@ def _pooled(key: str, values: list[float], sizes: list[int], rounds: dict[str, l
     if means is None or len(means) != len(values) or len(values) != len(sizes):
         return mean
     overall = sum(w * m for w, m in zip(sizes, means)) / sum(sizes)
-    variance = sum(w * (s * s + (m - overall) ** 2) for w, s, m in zip(sizes, values, means)) / sum(sizes)
+    # TRL's standard deviation is the sample one (Bessel's n - 1): the union's is the rounds' squares summed again
+    squares = sum((w - 1) * s * s + w * (m - overall) ** 2 for w, s, m in zip(sizes, values, means))
+    variance = squares / (sum(sizes) - 1)
     return math.sqrt(max(variance, 0.0))
 
 
