@@ -408,3 +408,15 @@ def test_a_retriever_that_answers_the_wrong_number_of_lists_is_a_clear_error():
 
     with pytest.raises(RuntimeError, match="the retriever answered 1 result lists for 2 queries"):
         SearchTool(Short(), topk=1).call([{"query": "comet"}, {"query": "river"}])
+
+
+def test_a_baseline_methods_refused_query_finds_nothing_and_the_evaluation_goes_on(tiny_tokenizer):
+    """IRCoT searches with the model's thought and Search-o1 with its query: one the server refuses (too long)
+    finds no passage, the others are searched, nothing is raised out of `inspo evaluate`."""
+    from inspo_cli.config import RolloutConfig
+    from inspo_cli.evaluation.methods.base import MethodContext
+
+    retriever = _Refusing()
+    ctx = MethodContext(None, tiny_tokenizer, retriever, RolloutConfig(), topk=1)
+    found = ctx.search(["river", "a", "comet"])
+    assert found[1] == [] and found[0] and found[2] and retriever.batches[-1] == ["river", "comet"]

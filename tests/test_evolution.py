@@ -399,6 +399,19 @@ def test_a_candidate_within_noise_of_its_parent_joins_and_a_clearly_worse_one_do
     assert (row["difference"], row["difference_se"]) == (pytest.approx(-0.1), pytest.approx(0.1))
 
 
+def test_a_candidate_turned_away_takes_no_place_of_the_top_n():
+    """accept_top_n 1: Alpha (-0.3, se 0.153: turned away) ranks above Beta (-0.4, se 0.306: within noise, joins) by
+    difference; Beta still joins, since only candidates that may join compete for the top n."""
+    config = make_config(accept="beat_parent", accept_top_n=1, size=4, verify_size=10, max_verify_rounds=1,
+                         leak_check="off")
+    verifier = TableVerifier({PARENT: [1] * 7 + [0] * 3, "Alpha: search twice.": [0, 0, 0, 1, 1, 1, 1, 0, 0, 0],
+                              "Beta: plan first.": [0] * 7 + [1] * 3, "Gamma: verify facts.": [0] * 10})
+    report = evolve(make_population(config), paired_buffer(), ScriptedLM(ROUND_1), verifier, config, 15,
+                    random.Random(0))
+    assert {c.text: c.reason for c in report.candidates} == {
+        "Alpha: search twice.": BELOW_PARENT, "Beta: plan first.": ACCEPTED, "Gamma: verify facts.": BELOW_PARENT}
+
+
 def test_the_paired_comparison_is_the_mean_per_question_difference_and_its_standard_error():
     from inspo_cli.instructions.verification import paired_comparison
 

@@ -160,3 +160,17 @@ def test_a_line_that_is_not_what_its_hash_says_is_refused_naming_file_and_line(t
         with pytest.raises(InspoError) as info:
             read()
         assert str(info.value).startswith(f"{path}:2: {problem}") and "\n" not in str(info.value)
+
+
+def test_a_run_made_inside_the_source_is_never_its_own_source(ablation):
+    """The run's directory is made before it asks: replaying into a directory under the source (an ablation's
+    --out inside the recorded one, `train --replay-optimizer runs/` with runs/ as the output directory) answers from
+    the recorded run of its place, or is refused; never from the empty record it is about to write."""
+    again = ablation / "again/runs/inspo-s1"
+    again.mkdir(parents=True)
+    assert replay_record(ablation, again / "optimizer_calls.jsonl") == \
+        ablation / "runs/inspo-s1/optimizer_calls.jsonl"
+    beside = ablation / "runs/fresh"
+    beside.mkdir()
+    with pytest.raises(InspoError, match="holds no record of the run fresh"):
+        replay_record(ablation / "runs", beside / "optimizer_calls.jsonl")

@@ -245,6 +245,28 @@ def test_a_tool_may_not_take_a_tag_the_protocol_writes(tmp_path, monkeypatch, ta
     sys.modules.pop("lab_clash", None)
 
 
+def test_recipe_check_builds_a_tool_that_holds_on_to_the_retriever(tmp_path, monkeypatch):
+    """A tool of one's own may keep the retriever's search from build(); recipe check builds it over one not opened
+    yet, which only refuses a search made while building."""
+    (tmp_path / "lab_rerank.py").write_text(textwrap.dedent(ECHO) + textwrap.dedent('''
+        def rerank(context):
+            tool = Echo()
+            tool.name, tool.tag, tool.search = "rerank", "rerank", context.retriever.search
+            return tool
+
+        def eager(context):
+            context.retriever.search(["warm up"], 1)
+            return Echo()
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lab_rerank", raising=False)
+    result = invoke("recipe", "check", ROOT / "recipes/demo.yaml", "--set", "agent.tools=[search, 'lab_rerank:rerank']")
+    assert result.exit_code == 0, result.output
+    result = invoke("recipe", "check", ROOT / "recipes/demo.yaml", "--set", "agent.tools=[search, 'lab_rerank:eager']")
+    assert_one_line_error(result, "agent.tools: lab_rerank:eager: build() raised", "search in its call()")
+    sys.modules.pop("lab_rerank", None)
+
+
 def test_ablate_plans_one_variant_per_tool_set_even_for_a_static_recipe():
     from inspo_cli.ablation.plan import plan_axes, resolve
 

@@ -201,7 +201,7 @@ def replay_record(source: Path, record: Path | None = None) -> Path:
     answers only the run of that name (and each stage its stage), so that no run is answered with another's calls; a
     path that is not there when that run's directory is there without a record (it never called the optimizer).
     Anything else is an `InspoError` naming the run and the directory."""
-    source = Path(source)
+    source = Path(source).resolve()
     if source.is_file():
         return source
     if not source.is_dir():
@@ -212,10 +212,12 @@ def replay_record(source: Path, record: Path | None = None) -> Path:
         raise InspoError(f"optimizer.replay: {source} holds no {RECORD_NAME}; give the directory of a run that "
                          "called the optimizer")
     if record is not None:
-        place = Path(record).absolute().parent.parts[1:]  # without the root, which joinpath would start over at
+        own = Path(record).resolve().parent  # this run's directory, made before it asks: never its own source
+        place = own.parts[1:]  # without the root, which joinpath would start over at
         for start in range(len(place)):  # the longest ending of this run's place that is a directory of the source
-            if (source.joinpath(*place[start:])).is_dir():
-                return source.joinpath(*place[start:], RECORD_NAME)
+            candidate = source.joinpath(*place[start:])
+            if candidate.is_dir() and candidate.resolve() != own and own not in candidate.resolve().parents:
+                return candidate / RECORD_NAME
         if (source / RECORD_NAME).is_file():  # one run's directory: it answers a run of any name
             return source / RECORD_NAME
     elif len(records) == 1:

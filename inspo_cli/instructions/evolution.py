@@ -335,11 +335,13 @@ class _Evolution:
         comparisons = [v.comparison for v in verdicts]
         ranking = sorted(range(len(fresh)), key=lambda i: -comparisons[i].difference)
         outcomes: dict[int, tuple[str, str | None]] = {}
-        for rank, i in enumerate(ranking):
+        rank = 0  # among the candidates that may join: one turned away takes no place of the top n
+        for i in ranking:
             if config.accept == "beat_parent" and not verdicts[i].joins:
                 outcomes[i] = (BELOW_PARENT, None)
                 continue
-            if rank >= config.accept_top_n:
+            rank += 1
+            if rank > config.accept_top_n:
                 outcomes[i] = (NOT_IN_TOP_N, None)
                 continue
             added = population.add(fresh[i], parent=parent.id, proposer=config.proposer, step=self.step,

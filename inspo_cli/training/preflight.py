@@ -25,6 +25,15 @@ VLLM_SLEEP_ON_CPU = ("model.vllm_enable_sleep_mode needs a GPU: vLLM's CPU build
                      "memory only); set model.vllm_enable_sleep_mode=false")
 
 
+class _RetrieverNotOpened:
+    """What a tool is built over when only its tags and names are checked (`recipe check`): the recipe's retriever
+    is opened when the run starts, so a tool that searches while it is being built is told so."""
+
+    def search(self, queries, k):
+        raise RuntimeError("a tool searched while it was being built, before the recipe's retriever is opened; "
+                         "search in its call(), not in build()")
+
+
 def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
     from inspo_cli.agent.tools import ToolContext, build_tools
@@ -34,7 +43,8 @@ def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     from inspo_cli.instructions.initial import initial_instructions
 
     batch_plan(recipe, processes)  # the batch divides into micro-batches over the processes
-    build_tools(recipe.agent.tools, ToolContext(None, recipe.retriever.topk))  # the seam allows no retriever
+    # the tools' tags and names, built over a retriever not opened yet (a tool may hold on to it; none searches)
+    build_tools(recipe.agent.tools, ToolContext(_RetrieverNotOpened(), recipe.retriever.topk))
     population = recipe.population
     if population.enabled:
         check_initial_texts(population, initial_instructions(recipe))

@@ -144,6 +144,8 @@ class SearchGRPOTrainer(GRPOTrainer):
             if self.model.training and self._round_rewards is not None:  # every process's groups of equal rewards
                 informative = informative_groups(self._round_rewards, self.num_generations)
                 self._metrics["train"]["groups/equal_rewards"].append(1 - sum(informative) / len(informative))
+        if self.mask_truncated and self.model.training:
+            self._say_if_emptied(output)
         elapsed = time.perf_counter() - started
         self._generate_and_score_seconds += elapsed
         self.phase_seconds["scoring"] += elapsed - self._rollout_seconds
@@ -168,19 +170,20 @@ class SearchGRPOTrainer(GRPOTrainer):
         rows = torch.tensor(self._truncated, dtype=torch.bool, device=output["tool_mask"].device)
         output["tool_mask"] = output["tool_mask"].masked_fill(rows.unsqueeze(1), 0)
         self._count_loss_tokens(output)
-        if not self.model.training:
-            return
-        counts = torch.stack([rows.sum(), torch.tensor(len(rows), device=rows.device)])
-        cut, total = self.accelerator.gather(counts).view(-1, 2).sum(dim=0).tolist()
-        # a batch the switch emptied trains nothing (no token is left in the loss): said, never silent
-        self._metrics["train"]["loss/all_truncated"].append(float(cut == total))
-        if cut == total and self.accelerator.is_main_process:
+
+    def _say_if_emptied(self, output: dict) -> None:
+        """A batch `mask_truncated_completions` left no token in the loss (every trajectory cut) trains nothing:
+        said and counted (`loss/all_truncated`), never silent. Once per step, on the batch that trains (with dynamic
+        sampling, the merged one: a round's cut groups may be dropped and refilled)."""
+        emptied = int(output["num_items_in_batch"]) == 0
+        self._metrics["train"]["loss/all_truncated"].append(float(emptied))
+        if emptied and self.accelerator.is_main_process:
             from inspo_cli.progress import err_console
 
-            err_console.print(f"warning: step {self.step + 1}: all {total} trajectories were cut by a length limit "
-                              "and training.mask_truncated_completions leaves them out of the loss, so this batch "
-                              "trains nothing; raise rollout.max_total_tokens or rollout.max_tokens_per_turn, or set "
-                              "training.mask_truncated_completions=false", markup=False, highlight=False)
+            err_console.print(f"warning: step {self.step + 1}: every trajectory of the batch was cut by a length "
+                              "limit and training.mask_truncated_completions leaves them out of the loss, so this "
+                              "batch trains nothing; raise rollout.max_total_tokens or rollout.max_tokens_per_turn, "
+                              "or set training.mask_truncated_completions=false", markup=False, highlight=False)
 
     def _count_loss_tokens(self, output: dict) -> None:
         """`num_items_in_batch` again after the loss mask or the rows changed: the tokens in the loss over all

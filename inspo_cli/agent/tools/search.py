@@ -13,9 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from inspo_cli.agent.protocol import format_passages
 from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
-from retriever.corpus import Passage
-from retriever.errors import QueryRefused
-from retriever.search import Retriever
+from retriever.search import Retriever, search_each
 
 
 class SearchTool(Tool):
@@ -32,27 +30,10 @@ class SearchTool(Tool):
         if self.retriever is None:
             raise RuntimeError("the search tool has no retriever: open one (retriever section) or drop search from "
                                "agent.tools")
-        queries = [str(a.get(self.argument, "")) for a in arguments]
-        answers: dict[int, list[Passage] | str] = {}  # by call: its passages, or why its query was refused
-        pending = list(range(len(queries)))
-        while pending:  # one search for a turn's queries; again without any the retriever refused
-            try:
-                found = self.retriever.search([queries[i] for i in pending], k=self.topk)
-            except QueryRefused as refused:
-                reasons = {pending[i]: why for i, why in refused.reasons.items() if 0 <= i < len(pending)}
-                if not reasons:  # names no query of this batch: not one the policy can fix
-                    raise
-                answers.update(reasons)
-                pending = [i for i in pending if i not in reasons]
-                continue
-            found = list(found)
-            if len(found) != len(pending):
-                raise RuntimeError(f"the retriever answered {len(found)} result lists for {len(pending)} queries")
-            answers.update(zip(pending, found))
-            break
+        answers = search_each(self.retriever, [str(a.get(self.argument, "")) for a in arguments], self.topk)
         return [Observation(f"error: {answer}", error=True) if isinstance(answer, str)
                 else Observation(format_passages(answer), passage_ids=[p.id for p in answer])
-                for answer in (answers[i] for i in range(len(queries)))]
+                for answer in answers]
 
 
 def build(context: ToolContext) -> Tool:

@@ -15,7 +15,7 @@ from jinja2.exceptions import TemplateError
 
 from inspo_cli.config import RolloutConfig
 from inspo_cli.metrics import extract_answer
-from retriever.search import Retriever
+from retriever.search import Retriever, search_each
 
 
 @dataclass
@@ -70,7 +70,10 @@ class MethodContext:
 
     def search(self, queries: Sequence[str]):
         started = time.perf_counter()
-        results = self.retriever.search(list(queries), k=self.topk)
+        # a query the model wrote that the retriever refuses (too long for the server) finds nothing; the rest
+        # are searched: what a policy writes never stops an evaluation
+        results = [[] if isinstance(found, str) else found for found in search_each(self.retriever, list(queries),
+                                                                                       self.topk)]
         self.retrieval_seconds += time.perf_counter() - started
         return results
 
