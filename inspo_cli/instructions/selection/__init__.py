@@ -16,6 +16,7 @@ add its line to `inspo_cli/registry.py` (SELECTIONS); a recipe may also name one
 from __future__ import annotations
 
 import math
+import operator
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -52,15 +53,21 @@ class CheckedSelector:
 
     def probabilities(self) -> list[float]:
         chances = self.selector.probabilities()
-        numbers = isinstance(chances, list) and len(chances) == self.arms and all(
-            isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and p >= 0 for p in chances)
-        if not numbers or not sum(chances) > 0:
+        try:  # any sequence of real numbers (a numpy array of float32 too), as plain floats
+            values = [float(p) for p in chances if not isinstance(p, (bool, str, bytes))]
+        except (TypeError, ValueError):
+            values = []
+        if len(values) != self.arms or not all(math.isfinite(p) and p >= 0 for p in values) or not sum(values) > 0:
             raise self._refuse("probabilities", chances, f"a list of {self.arms} finite chances >= 0, one per arm, "
                                                          "not all 0")
-        return chances
+        return values
 
     def draw(self, rng: random.Random) -> int:
-        index = self.selector.draw(rng)
-        if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < self.arms):
-            raise self._refuse("draw", index, f"an arm's index, an int from 0 to {self.arms - 1}")
+        drawn = self.selector.draw(rng)
+        try:  # an int of any kind (numpy's argmax gives an int64), never a bool or a float
+            index = None if isinstance(drawn, bool) else operator.index(drawn)
+        except TypeError:
+            index = None
+        if index is None or not 0 <= index < self.arms:
+            raise self._refuse("draw", drawn, f"an arm's index, an int from 0 to {self.arms - 1}")
         return index
