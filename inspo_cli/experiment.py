@@ -55,6 +55,12 @@ def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | No
     else:
         assert recipe is not None  # exactly one of recipe and resume, checked above
         check_run(kind, recipe, state.num_processes, device)  # a start that would fail creates nothing
+        if kind == "train" and state.is_main_process:  # settings that run but measure something else, as recipe check
+            from inspo_cli.config.training_section import loss_warnings
+            from inspo_cli.progress import err_console
+
+            for line in loss_warnings(recipe.training, recipe.rollout.max_total_tokens):
+                err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
         created_root = first_missing(output_dir if output_dir is not None else recipe.run.output_dir)
         directory = _create(recipe, recipe_path, command, output_dir, state)
     if on_start is not None and state.is_main_process:

@@ -82,3 +82,16 @@ def test_recipe_check_prints_the_warnings_on_stderr_and_still_passes(repo_root):
     assert [line.split(":")[0] for line in lines] == ["warning"] * 3
     assert "loss_type: dr_grpo" in result.stdout and "warning" not in result.stdout
     assert invoke("recipe", "check", repo_root / "recipes/qwen2.5-3b/search-r1.yaml").stderr == ""
+
+
+def test_train_says_the_same_warnings_before_it_starts(tmp_path, monkeypatch):
+    """`inspo train` warns as `recipe check` does (on the main process), before anything loads; here the model then
+    cannot be loaded, so the run stops right after."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("train", "--recipe", "demo", "--set", "model.name_or_path=nobody/absent-model",
+                    "--set", "training.importance_sampling_level=sequence", "--set", "training.loss_type=dr_grpo",
+                    "--output-dir", tmp_path / "runs")
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and lines[-1].startswith("error: ") and "Traceback" not in result.output
+    assert sum(line.startswith("warning: ") for line in lines) == 3 and "dr_grpo" in result.stderr
