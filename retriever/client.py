@@ -283,7 +283,8 @@ class HTTPRetriever:
                 limits = response.json()["limits"]
                 self._server_max_queries = int(limits["max_queries"])
                 self._server_max_results = int(limits.get("max_results") or 0) or None
-                self._server_max_query_chars = int(limits.get("max_query_chars") or 0) or None
+                chars = limits.get("max_query_chars")  # refuses queries unsent: only a limit a server can have
+                self._server_max_query_chars = chars if type(chars) is int and chars > 0 else None
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass
 

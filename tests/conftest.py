@@ -64,6 +64,18 @@ def tiny_tokenizer(tiny_model_dir):
     return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
+@pytest.fixture
+def qwen_tokenizer(tiny_tokenizer):
+    """The tiny tokenizer with Qwen2.5-Instruct's own chat template, which renders tools (function calling)."""
+    import copy
+
+    from inspo_cli.agent.call_formats import QWEN25_TEMPLATE
+
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.chat_template = QWEN25_TEMPLATE
+    return tokenizer
+
+
 @pytest.fixture(scope="session")
 def slurm():
     """A real one-node SLURM (tests/helpers/slurm_cluster.py); skipped where it cannot run, unless

@@ -307,6 +307,21 @@ def test_a_query_over_the_servers_length_limit_is_refused_by_index_before_sendin
         assert client.search(["x" * 10], 2) == retriever.search(["x" * 10], 2)  # the limit itself is searched
 
 
+@pytest.mark.parametrize("claimed", [-1, 0, True, "10", 2.5, None])
+def test_a_query_length_limit_no_server_can_have_refuses_nothing_unsent(claimed):
+    """A /health whose max_query_chars is not a positive int (a damaged or foreign server) is no limit: the queries
+    are sent, never all turned into error observations here."""
+    app = scripted_server([])
+
+    @app.get("/health")
+    async def health():
+        return {"limits": {"max_queries": 64, "max_query_chars": claimed}}
+
+    with serve_in_background(app) as url, HTTPRetriever(url) as client:
+        assert len(client.search(["comet", "river of Vell"], 1)) == 2
+    assert app.state.posts == 1
+
+
 def test_a_servers_422_for_a_long_query_names_it_within_the_callers_list():
     """A server whose limits were not known here (no /health): its 422 names the query in its request, which is
     the caller's index less the requests before it."""

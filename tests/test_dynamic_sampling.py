@@ -194,7 +194,7 @@ def test_further_questions_are_the_same_for_the_same_step_and_round(make_trainer
 
 
 def test_metrics_of_several_rounds_become_one_over_everything_generated():
-    from inspo_cli.training.trainer import _pooled
+    from inspo_cli.training.dynamic_sampling import pooled as _pooled
 
     sizes = [4, 12]
     rounds = {"reward": [1.0, 0.0], "reward_std": [0.0, 0.0], "completions/max_length": [30, 50],
@@ -216,7 +216,7 @@ def test_pooled_metrics_are_what_trl_logs_for_all_the_rounds_rollouts_at_once():
     statistics of the union: the extremes are not the last round's, the spread is not a mean of the rounds'."""
     from trl.trainer.utils import nanstd
 
-    from inspo_cli.training.trainer import _pooled
+    from inspo_cli.training.dynamic_sampling import pooled as _pooled
 
     rewards = [[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 1.0, 0.0], [0.25, 1.0]]
     lengths = [[30, 12, 44, 7], [5, 61, 9, 9, 20, 18, 3, 40], [50, 8]]

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from helpers.rollout import engine_for
+from helpers.rollout import engine_for, tools
 from inspo_cli.agent.call_formats import (FUNCTION_CALLING_CORRECTIVE, QWEN25_TEMPLATE, FunctionCallingFormat,
                                           argument_problem, json_depth, valid_text)
 from inspo_cli.agent.tools import ToolContext, build_tools
@@ -21,18 +21,6 @@ USER_TURN = ("<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistan
 
 def call(name, **arguments) -> str:
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-@pytest.fixture
-def qwen_tokenizer(tiny_tokenizer):
-    """The tiny tokenizer with Qwen2.5-Instruct's own chat template, which renders tools."""
-    tokenizer = copy.deepcopy(tiny_tokenizer)
-    tokenizer.chat_template = QWEN25_TEMPLATE
-    return tokenizer
-
-
-def tools(*names):
-    return build_tools(list(names), ToolContext(None, 2))
 
 
 def schema_lines(*names) -> str:

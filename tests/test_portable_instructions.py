@@ -4,11 +4,10 @@ reads, so that the protocol ablation compares protocols, not a prompt that contr
 
 from __future__ import annotations
 
-import copy
 
-import pytest
+from helpers.rollout import tools
 
-from inspo_cli.agent.call_formats import QWEN25_TEMPLATE, FunctionCallingFormat, SearchR1Format
+from inspo_cli.agent.call_formats import FunctionCallingFormat, SearchR1Format
 from inspo_cli.agent.instruction_rendering import function_calling_instruction, response_tags
 from inspo_cli.agent.protocol import user_message
 from inspo_cli.agent.tools import ToolContext, build_tools
@@ -16,17 +15,6 @@ from inspo_cli.config.instruction_defaults import (R1_INSTRUCTION, SEARCH_R1_INS
                                                    WORKED_EXAMPLE_INSTRUCTION)
 
 SEARCH_CALL = '<tool_call>\n{{"name": "search", "arguments": {{"query": "{}"}}}}\n</tool_call>'
-
-
-@pytest.fixture
-def qwen_tokenizer(tiny_tokenizer):
-    tokenizer = copy.deepcopy(tiny_tokenizer)
-    tokenizer.chat_template = QWEN25_TEMPLATE
-    return tokenizer
-
-
-def tools(*names):
-    return build_tools(list(names), ToolContext(None, 2))
 
 
 def user_turn(tokenizer, ids) -> str:

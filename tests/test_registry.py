@@ -209,6 +209,7 @@ no_selector = returns({"probabilities": [1.0]})
 short_chances, nan_chances, zero_chances = (returns(Selector(c, 0)) for c in ([1.0], [float("nan"), 1.0], [0, 0]))
 out_of_range, a_bool = returns(Selector([0.5, 0.5], 2)), returns(Selector([0.5, 0.5], True))
 fine_selector = returns(Selector([0.25, 0.75], 1))
+one_zero = returns(Selector([0, 1.0], 1))
 numpy_selector = returns(Selector(numpy.array([0.25, 0.75], dtype=numpy.float32), numpy.int64(1)))
 
 
@@ -343,6 +344,7 @@ def test_what_an_outside_strategy_returns_is_checked_at_every_call(outside_packa
     arms = ["a", "b"]
     selector = load_selection("lab_pkg.shapes:fine_selector")(arms, None, 1)
     assert (selector.probabilities(), selector.draw(random.Random(0))) == ([0.25, 0.75], 1)
+    assert load_selection("lab_pkg.shapes:one_zero")(arms, None, 1).probabilities() == [0.0, 1.0]  # 0 is a chance
     selector = load_selection("lab_pkg.shapes:numpy_selector")(arms, None, 1)  # numpy's numbers are numbers
     assert (selector.probabilities(), selector.draw(random.Random(0))) == ([0.25, 0.75], 1)
     _refused(lambda: load_selection("lab_pkg.shapes:no_selector")(arms, None, 1),

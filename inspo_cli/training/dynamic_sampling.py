@@ -23,6 +23,7 @@ run by all of them with the same number of questions, so that TRL's collective g
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -127,3 +128,25 @@ class DynamicSampling:
             "dynamic_sampling/unfilled": unfilled_all / groups_all,  # batch share filled with dropped groups
         }
         return output, metrics
+
+
+def pooled(key: str, values: list[float], sizes: list[int], rounds: dict[str, list[float]]) -> float:
+    """One value for a metric TRL logged once per generation round (`sizes`: each round's rollouts over all
+    processes): the smallest of minima, the largest of maxima, a standard deviation pooled with its mean's values
+    (`reward_std` with `reward`, `.../std` with `.../mean`), else the mean weighted by each round's rollouts."""
+    last = key.rsplit("/", 1)[-1]
+    if re.match(r"(min|max)(_|$)", last):
+        finite = [v for v in values if not math.isnan(v)]
+        return (min(finite) if last.startswith("min") else max(finite)) if finite else math.nan
+    weights = sizes if len(values) == len(sizes) else [1] * len(values)
+    mean = sum(w * v for w, v in zip(weights, values)) / sum(weights)
+    partner = key[:-len("_std")] if key == "reward_std" else key[:-len("/std")] + "/mean" if key.endswith("/std") \
+        else None
+    means = rounds.get(partner) if partner else None
+    if means is None or len(means) != len(values) or len(values) != len(sizes):
+        return mean
+    overall = sum(w * m for w, m in zip(sizes, means)) / sum(sizes)
+    # TRL's standard deviation is the sample one (Bessel's n - 1): the union's is the rounds' squares summed again
+    squares = sum((w - 1) * s * s + w * (m - overall) ** 2 for w, s, m in zip(sizes, values, means))
+    variance = squares / (sum(sizes) - 1)
+    return math.sqrt(max(variance, 0.0))

@@ -22,9 +22,7 @@ The overridden private methods (`_generate_and_score_completions`, `_calculate_r
 from __future__ import annotations
 
 import contextlib
-import math
 import random
-import re
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -45,7 +43,7 @@ from inspo_cli.instructions.sampling import InstructionSource, Pick, derived_see
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.runs import RunDir
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
-from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informative_groups
+from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informative_groups, pooled
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
@@ -200,8 +198,8 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _dynamically_sampled(self, inputs) -> dict:
         """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further
         questions (`dynamic_sampling.DynamicSampling`). TRL's metrics of the rounds become one value each
-        (`_pooled`): means weighted by the rollouts of each round, so that `reward` stays the mean over every rollout
-        generated; the extremes of minima and maxima; standard deviations pooled over the rounds."""
+        (`dynamic_sampling.pooled`): means weighted by the rollouts of each round, so that `reward` stays the mean
+        over every rollout generated; the extremes of minima and maxima; standard deviations over all the rounds."""
         metrics = self._metrics["train"]
         before = {key: len(values) for key, values in metrics.items()}
         sizes: list[int] = []
@@ -217,7 +215,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         for key, new in rounds.items():
             if len(new) > 1:
                 del metrics[key][before.get(key, 0):]
-                metrics[key].append(_pooled(key, new, sizes, rounds))
+                metrics[key].append(pooled(key, new, sizes, rounds))
         self._count_loss_tokens(output)
         for name, value in extra.items():
             metrics[name].append(value)
@@ -373,28 +371,6 @@ class SearchGRPOTrainer(GRPOTrainer):
                 logs[f"time/{phase}"] = self.phase_seconds.get(phase, 0.0)
             self.phase_seconds.clear()
         super().log(logs, start_time)
-
-
-def _pooled(key: str, values: list[float], sizes: list[int], rounds: dict[str, list[float]]) -> float:
-    """One value for a metric TRL logged once per generation round (`sizes`: each round's rollouts over all
-    processes): the smallest of minima, the largest of maxima, a standard deviation pooled with its mean's values
-    (`reward_std` with `reward`, `.../std` with `.../mean`), else the mean weighted by each round's rollouts."""
-    last = key.rsplit("/", 1)[-1]
-    if re.match(r"(min|max)(_|$)", last):
-        finite = [v for v in values if not math.isnan(v)]
-        return (min(finite) if last.startswith("min") else max(finite)) if finite else math.nan
-    weights = sizes if len(values) == len(sizes) else [1] * len(values)
-    mean = sum(w * v for w, v in zip(weights, values)) / sum(weights)
-    partner = key[:-len("_std")] if key == "reward_std" else key[:-len("/std")] + "/mean" if key.endswith("/std") \
-        else None
-    means = rounds.get(partner) if partner else None
-    if means is None or len(means) != len(values) or len(values) != len(sizes):
-        return mean
-    overall = sum(w * m for w, m in zip(sizes, means)) / sum(sizes)
-    # TRL's standard deviation is the sample one (Bessel's n - 1): the union's is the rounds' squares summed again
-    squares = sum((w - 1) * s * s + w * (m - overall) ** 2 for w, s, m in zip(sizes, values, means))
-    variance = squares / (sum(sizes) - 1)
-    return math.sqrt(max(variance, 0.0))
 
 
 class _StepEnd(TrainerCallback):

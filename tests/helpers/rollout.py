@@ -48,3 +48,10 @@ def engine_for(tokenizer, scripts, retriever=None, tools=None, protocol="search-
     built = None if tools is None else build_tools(tools, ToolContext(retriever, topk=2))
     return (RolloutEngine(policy, retriever, tokenizer, config, topk=2, chat=True, tools=built, protocol=protocol),
             policy, retriever)
+
+
+def tools(*names):
+    """The registered tools `names`, built with no retriever (what a prompt or a call parser needs of them)."""
+    from inspo_cli.agent.tools import ToolContext, build_tools
+
+    return build_tools(list(names), ToolContext(None, 2))
