@@ -110,8 +110,46 @@ def _digest(adapter_dir: Path) -> str:
     return sha.hexdigest()[:12]
 
 
+def _packaged_model_dir(packaged: PackagedModel) -> Path:
+    return cache_dir() / "models" / packaged.name
+
+
+def model_architecture(name_or_path: str):
+    """The policy's shape without loading a weight (`inspo recipe plan`): its config.json when it is a local directory
+    or a packaged model already converted (a LoRA adapter's directory: its base model's), else the published config
+    of a hub id the recipes name."""
+    import json
+
+    from inspo_cli.config.architecture import architecture_from_config, published_architecture
+    from inspo_cli.model_files import CONFIG_BYTES
+    from inspo_cli.files import read_text
+
+    packaged = PACKAGED_MODELS.get(name_or_path.lower())
+    directory = _packaged_model_dir(packaged) if packaged else Path(name_or_path).expanduser()
+    config = directory / "config.json"
+    adapter = directory / ADAPTER_CONFIG
+    if not config.is_file() and adapter.is_file():  # a LoRA adapter trains merged into its base: the base's shape
+        try:
+            base = json.loads(read_text(adapter, "adapter config", CONFIG_BYTES)).get("base_model_name_or_path")
+        except (json.JSONDecodeError, AttributeError):
+            base = None
+        if not isinstance(base, str) or not base or base == name_or_path:
+            raise InspoError(f"{adapter}: names no base_model_name_or_path; save the adapter again with PEFT")
+        return model_architecture(base)
+    if config.is_file():
+        try:
+            return architecture_from_config(json.loads(read_text(config, "model config", CONFIG_BYTES)), str(config))
+        except json.JSONDecodeError as error:
+            raise InspoError(f"{config}: not JSON ({error}); download or save the model again") from None
+    if (known := published_architecture(name_or_path)) is not None:
+        return known
+    raise InspoError(f"model {name_or_path}: its shape is unknown here (no config.json and not a model inspo knows "
+                     "the published config of); point model.name_or_path at a local directory with its config.json "
+                     "(e.g. from `huggingface-cli download MODEL config.json --local-dir DIR`)")
+
+
 def _cached_packaged_model(packaged: PackagedModel) -> Path:
-    target = cache_dir() / "models" / packaged.name
+    target = _packaged_model_dir(packaged)
     if (target / "model.safetensors").is_file():
         return target
     spec = importlib.util.find_spec(packaged.package)

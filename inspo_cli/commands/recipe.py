@@ -2,12 +2,14 @@
 
 Meant for CI pipelines and shell scripts: exit code 0 and the resolved YAML on stdout when the recipe is
 valid; a one-line error on stderr and exit code 2 when it is not. `inspo recipe list` names the bundled recipes;
-`inspo recipe explain FIELD` documents one recipe key (`inspo_cli.config.reference`).
+`inspo recipe explain FIELD` documents one recipe key (`inspo_cli.config.reference`); `inspo recipe plan` says what
+memory a recipe needs per process and which launches fit (`inspo_cli.config.resource_plan`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Optional
@@ -114,6 +116,73 @@ def explain_field(
         typer.echo("\n".join(f"{entry.key:<{width}}  {format_value(entry.default)}" for entry in entries))
     else:
         typer.echo(explain(field))
+
+
+@app.command("plan")
+@user_errors
+def plan(
+    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file or a bundled recipe's name, e.g. "
+                                                  "qwen2.5-7b/search-r1.")],
+    overrides: SetOption = None,
+    gpus: Annotated[int, typer.Option(help="GPUs on the node the sharded launches (DDP, ZeRO-3, FSDP2) use.")] = 8,
+    gpu_memory: Annotated[float, typer.Option("--gpu-memory", help="GiB of memory per GPU.")] = 80.0,
+    launch: Annotated[Optional[str], typer.Option(help="The launch you mean to use: one-gpu | ddp | zero3 | fsdp2 "
+                                                       "(default: all; exit code 2 when none fits).")] = None,
+    decode_ms: Annotated[float, typer.Option("--decode-ms", help="Milliseconds per decode step, your measurement "
+                                                                 "(default: 35, HF generate on an H100).")] = 35.0,
+    update_tokens_per_s: Annotated[Optional[float], typer.Option(
+        "--update-tokens-per-s", help="Update throughput per GPU in trajectory tokens/s, your measurement (default: "
+                                      "400 TFLOP/s over the model's FLOPs per token).")] = None,
+    prompt_tokens: Annotated[Optional[int], typer.Option(help="First prompt's tokens (default: "
+                                                              "rollout.max_prompt_tokens).")] = None,
+    observation_tokens: Annotated[Optional[int], typer.Option(help="One observation's tokens (default: "
+                                                                   "rollout.max_observation_tokens).")] = None,
+    trajectory_tokens: Annotated[Optional[int], typer.Option(help="The longest trajectory of a batch, prompt "
+                                                                  "included (default: the recipe's bound).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the same figures as JSON.")] = False,
+) -> None:
+    """Plan RECIPE's memory per process for each launch (one GPU, DDP, ZeRO-3, FSDP2, LoRA), the policy tokens of a
+    step and its time, from the model's config alone: nothing is loaded, nothing is downloaded."""
+    from inspo_cli.commands.resource_table import launch_table, plan_json, summary_lines
+    from inspo_cli.config.resource_plan import (LAUNCHES, Hardware, Lengths, Timing, fitting_elsewhere, refusal,
+                                                resource_plan)
+    from inspo_cli.models import model_architecture
+
+    if gpus < 1:
+        raise InspoError(f"--gpus {gpus}: give at least 1")
+    for name, value in (("--gpu-memory", gpu_memory), ("--decode-ms", decode_ms),
+                        ("--update-tokens-per-s", update_tokens_per_s)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InspoError(f"{name} {value}: give a positive finite number")
+    for name, count in (("--prompt-tokens", prompt_tokens), ("--observation-tokens", observation_tokens),
+                        ("--trajectory-tokens", trajectory_tokens)):
+        if count is not None and count < 1:
+            raise InspoError(f"{name} {count}: give a positive number of tokens")
+    if launch is not None and launch not in LAUNCHES:
+        raise InspoError(f"--launch {launch}: use one of {', '.join(LAUNCHES)} (or leave it out for all)")
+    resolved = load_recipe(recipe, overrides or [])
+    architecture = model_architecture(resolved.model.name_or_path)
+    requested = (launch,) if launch else LAUNCHES
+    lengths = Lengths(prompt_tokens, observation_tokens, trajectory_tokens)
+    timing = Timing(decode_ms, update_tokens_per_s)
+    hardware = Hardware(gpus, gpu_memory)
+    result = resource_plan(resolved, architecture, hardware, lengths, timing)
+    refused = refusal(result, requested)
+    if refused and not any(p.fits for p in result.launches.values()):
+        refused = refusal(result, requested, fitting_elsewhere(resolved, architecture, hardware, lengths, timing))
+    if as_json:
+        typer.echo(json.dumps(plan_json(result, refused), indent=2))
+    else:
+        shown = [p for name, p in result.launches.items() if name in requested or name == "one-gpu+lora"]
+        for planned in shown:
+            if planned.problem:
+                console.print(f"{planned.label}: cannot run this recipe: {escape(planned.problem)}", soft_wrap=True)
+            else:
+                console.print(launch_table(planned))
+        console.print("\n".join(escape(line) for line in summary_lines(result)), soft_wrap=True)
+    if refused:
+        err_console.print(escape(refused), soft_wrap=True)
+        raise typer.Exit(2)
 
 
 def _description(path: Path) -> str:
