@@ -157,3 +157,38 @@ def test_generation_then_training_runs_on_fsdp2_sharded_weights(tiny_model_dir, 
     done = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(port)], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and "FSDP2 OK" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_generate_stops_decoding_once_every_row_has_ended(tiny, monkeypatch):
+    """The criterion hands generate each row's end as it happens: a call whose rows all hit their stop string
+    early decodes no further steps (the finished mask is rebuilt only when a row ends, never left stale)."""
+    from inspo_cli.agent import backends
+
+    _, tokenizer = tiny
+    ctx = contexts(tokenizer)[:1]
+    target = greedy(tiny).generate(ctx, [20])[0].token_ids
+    stop = tokenizer.decode(target[4:7])
+    first_end = next(n for n in range(1, 21) if stop in tokenizer.decode(target[:n]))
+    steps = []
+
+    class Counting(backends._TurnEnd):
+        def __call__(self, input_ids, scores, **kwargs):
+            steps.append(input_ids.shape[1] - self.start)
+            return super().__call__(input_ids, scores, **kwargs)
+
+    monkeypatch.setattr(backends, "_TurnEnd", Counting)
+    stopped = greedy(tiny).generate(ctx, [20], stop=[stop])[0]
+    assert stopped.finish == "stop" and len(stopped.token_ids) == first_end < 20
+    assert max(steps) == first_end
+
+
+def test_only_tokens_holding_a_stop_strings_last_character_are_checked_for_it(tiny):
+    """A stop string can only be completed by a token whose text holds its last character; every such token is
+    checked (the decode is skipped for the rest), by its decoded text, not its vocabulary spelling."""
+    from inspo_cli.agent.backends import _ids_marking_stop
+
+    _, tokenizer = tiny
+    marked = _ids_marking_stop(tokenizer, ["</answer>", "</search>"])
+    for i in range(len(tokenizer)):
+        assert (">" in tokenizer.decode([i], skip_special_tokens=False)) == (i in marked), i
+    assert marked and len(marked) < len(tokenizer)

@@ -28,6 +28,7 @@ import weakref
 from dataclasses import dataclass
 from typing import ContextManager, Protocol, Sequence
 
+from inspo_cli.agent.compiled_generation import decoding_compile_config, static_cache_kwargs
 from inspo_cli.config import ModelConfig, RolloutConfig
 from inspo_cli.instructions.sampling import derived_seed
 
@@ -78,72 +79,78 @@ def _stop_token_ids(tokenizer, model_eos) -> set[int]:
 
 
 class _TurnEnd:
-    """Stopping criterion: records, per row, how many tokens it generated when its turn ended and why."""
+    """Stopping criterion: records, per row, how many tokens it generated when its turn ended and why.
+
+    One small device-to-host copy per decode step (the rows' last tokens) and set lookups on the host: the check
+    costs next to nothing against a decode step on any device (`bench/generation_speed.py`). A row's text is
+    decoded only when its last token holds a stop string's last character."""
 
     def __init__(self, tokenizer, start: int, budgets: list[int], stop: Sequence[str], eos_ids: set[int],
-                 may_end_stop):
-        import torch
-
+                 may_end_stop: frozenset[int] | None):
         self.tokenizer = tokenizer
         self.start = start
         self.budgets = budgets
         self.stop = tuple(stop)
-        self.eos_ids = torch.tensor(sorted(eos_ids) or [-1])
-        self.may_end_stop = may_end_stop  # bool tensor over the vocabulary: token text has a stop string's last char
+        self.eos_ids = frozenset(eos_ids)
+        self.may_end_stop = may_end_stop or frozenset()  # ids whose text has a stop string's last character
         self.length: list[int | None] = [None] * len(budgets)
         self.finish: list[str | None] = [None] * len(budgets)
         self._tail = max((len(s) for s in stop), default=1) + 8  # tokens to decode to find a stop string
+        self._done = None  # the bool tensor handed back to generate, rebuilt only when a row finishes
+        self._ended = self._done_count = 0
 
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
         n = input_ids.shape[1] - self.start
-        last = input_ids[:, -1]
-        is_eos = torch.isin(last, self.eos_ids.to(last.device)).tolist()
-        may_stop = self.may_end_stop[last.cpu()].tolist() if self.stop else [False] * len(is_eos)
-        for row in range(len(self.budgets)):
+        last = input_ids[:, -1].tolist()
+        for row, token in enumerate(last):
             if self.finish[row] is not None:
                 continue
-            if is_eos[row]:
+            if token in self.eos_ids:
                 self._end(row, n, "eos")
-            elif may_stop[row] and self._has_stop(input_ids[row, max(self.start, input_ids.shape[1] - self._tail):]):
+            elif token in self.may_end_stop and self._has_stop(input_ids, row):
                 self._end(row, n, "stop")
             elif n >= self.budgets[row]:
                 self._end(row, n, "length")
-        return torch.tensor([f is not None for f in self.finish], device=input_ids.device)
+        if self._done is None or self._done_count != self._ended:
+            self._done = torch.tensor([f is not None for f in self.finish], device=input_ids.device)
+            self._done_count = self._ended
+        return self._done
 
-    def _has_stop(self, tail) -> bool:
+    def _has_stop(self, input_ids, row: int) -> bool:
+        tail = input_ids[row, max(self.start, input_ids.shape[1] - self._tail):]
         text = self.tokenizer.decode(tail.tolist(), skip_special_tokens=False)
         return any(s in text for s in self.stop)
 
     def _end(self, row: int, n: int, why: str) -> None:
         self.length[row], self.finish[row] = n, why
+        self._ended += 1
 
 
-def _chars_marking_stop(tokenizer, stop: Sequence[str], model_vocab: int):
-    """A bool per vocabulary id: does the token's decoded text contain the last character of some stop string?
-
-    Sized to the model's output layer, which is often padded beyond the tokenizer (Qwen2.5: 151,936 vs 151,665)."""
-    import torch
-
+def _ids_marking_stop(tokenizer, stop: Sequence[str]) -> frozenset[int]:
+    """The ids whose decoded text contains the last character of some stop string: the only tokens that can end
+    one. Ids past the tokenizer (the output layer is often padded: Qwen2.5 151,936 vs 151,665) decode to nothing."""
     last_chars = {s[-1] for s in stop}
-    size = max(model_vocab, len(tokenizer))
     # Decoded, not raw vocabulary strings: byte-level BPE spells "\n" as "Ċ" in its vocabulary.
     texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False)
-    mask = torch.zeros(size, dtype=torch.bool)  # ids past the tokenizer decode to nothing
-    mask[:len(texts)] = torch.tensor([any(c in text for c in last_chars) for text in texts], dtype=torch.bool)
-    return mask
+    return frozenset(i for i, text in enumerate(texts) if any(c in text for c in last_chars))
 
 
 class TransformersBackend(_Sampling):
-    """Batched `generate` over a transformers causal LM (left padding, KV cache, per-row stopping)."""
+    """Batched `generate` over a transformers causal LM (left padding, KV cache, per-row stopping).
 
-    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 32):
+    A call generates at most `batch_size` contexts at once; with `fit_memory` (`rollout.generation_batch_size: 0`) on
+    a CUDA device, only as many as fit its free memory (`agent.generation_memory`)."""
+
+    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 32,
+                 fit_memory: bool = False, compile_generation: bool = False):
         self.model, self.tokenizer = model, tokenizer
-        self.temperature, self.top_p, self.batch_size = temperature, top_p, batch_size
+        self.temperature, self.top_p, self.batch_size, self.fit_memory = temperature, top_p, batch_size, fit_memory
+        self.compile_config = decoding_compile_config() if compile_generation else None
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _stop_token_ids(tokenizer, getattr(model.generation_config, "eos_token_id", None))
-        self._stop_masks: dict[tuple[str, ...], object] = {}
+        self._stop_ids: dict[tuple[str, ...], frozenset[int]] = {}
 
     @contextlib.contextmanager
     def generating_with(self, model):
@@ -159,20 +166,34 @@ class TransformersBackend(_Sampling):
         # Similar lengths share a batch, so little compute goes to padding.
         order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
         out: list[Generation | None] = [None] * len(contexts)
-        for first in range(0, len(order), self.batch_size):
-            rows = order[first:first + self.batch_size]
+        first = 0
+        while first < len(order):
+            rows = self._next_batch(order[first:first + self.batch_size], contexts, max_new_tokens)
             results = self._generate_batch([contexts[i] for i in rows], [max_new_tokens[i] for i in rows], stop)
             for i, result in zip(rows, results):
                 out[i] = result
+            first += len(rows)
         return out  # type: ignore[return-value]
+
+    def _next_batch(self, rows: list[int], contexts, max_new_tokens) -> list[int]:
+        """The first of `rows` (sorted by length) that one call takes: all of them, or with `fit_memory` on CUDA those
+        whose KV cache fits the device's free memory now."""
+        from inspo_cli.agent.generation_memory import FREE_SHARE, bytes_per_token, free_device_bytes, rows_that_fit
+
+        room = free_device_bytes(self.model.device) if self.fit_memory else None
+        if room is None:
+            return rows
+        element_bytes = next(self.model.parameters()).element_size()
+        n = rows_that_fit([len(contexts[i]) for i in rows], [max_new_tokens[i] for i in rows],
+                          bytes_per_token(self.model.config, element_bytes), int(room * FREE_SHARE))
+        return rows[:n]
 
     def _generate_batch(self, contexts, budgets, stop) -> list[Generation]:
         import torch
 
         key = tuple(stop)
-        if key and key not in self._stop_masks:
-            self._stop_masks[key] = _chars_marking_stop(self.tokenizer, key,
-                                                        self.model.get_output_embeddings().weight.shape[0])
+        if key and key not in self._stop_ids:
+            self._stop_ids[key] = _ids_marking_stop(self.tokenizer, key)
         width = max(len(c) for c in contexts)
         device = self.model.device
         input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
@@ -180,18 +201,19 @@ class TransformersBackend(_Sampling):
         for row, context in enumerate(contexts):
             input_ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)
             attention[row, width - len(context):] = 1
-        turn_end = _TurnEnd(self.tokenizer, width, list(budgets), key, self.eos_ids, self._stop_masks.get(key))
+        turn_end = _TurnEnd(self.tokenizer, width, list(budgets), key, self.eos_ids, self._stop_ids.get(key))
         # top_k=0 switches off the top-k=50 that generation configs often carry: sample the full distribution.
         sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0} \
             if self.temperature > 0 else {"do_sample": False}
         # no_grad, as TRL generates, not inference_mode: under FSDP2 the parameters a forward all-gathers would be
         # inference tensors, and the training forward after them fails ("Inference tensors do not track version
         # counter"; seen on an H200 with recipes/accelerate/8gpu-fsdp.yaml)
+        compiled = static_cache_kwargs(self.compile_config, width, max(budgets)) if self.compile_config else {}
         with torch.no_grad():
             sequences = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device), max_new_tokens=max(budgets),
                 stopping_criteria=[turn_end], pad_token_id=self.pad_id, use_cache=True,
-                **sampling)
+                **sampling, **compiled)
         generated = sequences[:, width:].tolist()
         results = []
         for row, ids in enumerate(generated):
@@ -354,4 +376,5 @@ def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 3
         atexit.register(_shut_down_engine_core, weakref.ref(llm))
         return VLLMBackend(llm, rollout.temperature, rollout.top_p, request_seeds), tokenizer
     policy, tokenizer = load_model(model, device)
-    return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size), tokenizer
+    return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size,
+                               compile_generation=model.compile_generation), tokenizer

@@ -124,6 +124,11 @@ class ModelConfig:
     lora_dropout: float = field(default=0.05, metadata={"help": "lora: dropout on the adapter's input."})
     gradient_checkpointing: bool = field(default=False, metadata={
         "help": "Recompute activations in the backward pass: less memory, slower steps."})
+    compile_generation: bool = field(default=False, metadata={
+        "help": "backend=transformers: decode with a static KV cache and a torch.compile'd forward (CUDA graphs on "
+                "GPU). The same distribution (the same ids as eager on the tiny test model); the first turns of a run "
+                "wait for compiling. Off by default: on 2 CPU cores it decodes SmolLM2-135M 1.5x slower after 80 s "
+                "of compiling (bench/compiled_generation.py); not yet measured on a GPU."})
 
     def __post_init__(self) -> None:
         _require(bool(self.name_or_path.strip()), "name_or_path",
@@ -141,6 +146,8 @@ class ModelConfig:
         _positive(self.lora_rank, "lora_rank", "16")
         _positive(self.lora_alpha, "lora_alpha", "32")
         _require(0 <= self.lora_dropout < 1, "lora_dropout", f"must be in [0, 1) (got {self.lora_dropout})")
+        _require(not self.compile_generation or self.backend == "transformers", "compile_generation",
+                 "applies to model.backend=transformers (vLLM compiles its own engine); set it to false")
 
 
 @dataclass
@@ -168,6 +175,12 @@ class RolloutConfig:
         "help": "false, as Search-R1, which has no EOS branch: a turn that ends without a valid tag gets its "
                 "corrective observation and the trajectory goes on (the EOS token is dropped, as Search-R1's "
                 "re-tokenised text has none). true: EOS ends the trajectory (reward 0)."})
+    generation_batch_size: int = field(default=0, metadata={
+        "help": "model.backend=transformers: the most trajectories one generate call takes during training. 0 (auto): "
+                "the step's share of each process, and on a GPU only as many as the KV cache fits in free memory "
+                "(decoding is launch-bound there: 64 rows cost about what 8 cost); on CPU the whole share. N: at "
+                "most N. Trajectories follow the same distribution either way; the same ids only with the same "
+                "grouping (vLLM batches by its own scheduler)."})
     schedule: str = field(default="turn-synchronous", metadata={
         "help": "turn-synchronous (every live trajectory generates turn k, then the turn's tool calls are made, then "
                 "turn k+1, as Search-R1) | per-trajectory (each trajectory advances on its own: its next turn joins "
@@ -176,6 +189,8 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         _one_of(self.schedule, SCHEDULES, "schedule")
+        _require(self.generation_batch_size >= 0, "generation_batch_size",
+                 f"must be >= 0 (got {self.generation_batch_size}); 0 fits the batch to memory, N caps it at N")
         _require(self.max_turns >= 0, "max_turns", f"must be >= 0 (got {self.max_turns}); 0 answers without search, "
                  "the paper uses 4")
         for name, example in (("max_tokens_per_turn", "500"), ("max_observation_tokens", "500"),

@@ -59,7 +59,8 @@ def trainer_switches(recipe: Recipe) -> dict:
     """The recipe's switches that `SearchGRPOTrainer` itself carries out (TRL has none for them)."""
     t = recipe.training
     return dict(mask_truncated=t.mask_truncated_completions,
-                dynamic_sampling_rounds=t.dynamic_sampling_max_rounds if t.dynamic_sampling else 0)
+                dynamic_sampling_rounds=t.dynamic_sampling_max_rounds if t.dynamic_sampling else 0,
+                compile_generation=recipe.model.compile_generation)
 
 
 def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: str = "cpu"):

@@ -33,6 +33,7 @@ from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, read_json
 from inspo_cli.runs import DAMAGED, RunDir
+from inspo_cli.training.generation_weights import generation_dtype, in_compute_dtype
 
 TOKENS_FILE = "sft_tokens.json"  # in each checkpoint: TRL's running num_tokens, which TRL itself does not save
 
@@ -123,22 +124,25 @@ def sft_trainer(ctx, engine, examples: list[dict]):
                             train_dataset=Dataset.from_list(examples),
                             processing_class=ctx.tokenizer, peft_config=lora_config(recipe),
                             callbacks=ctx.callbacks, engine=engine, instructions=ctx.instructions,
-                            evaluation=ctx.evaluation)
+                            evaluation=ctx.evaluation, compile_generation=recipe.model.compile_generation)
 
 
 class SearchSFTTrainer(SFTTrainer):
     """TRL's SFTTrainer plus App. B's evaluation during training: every `training.eval_every` steps the policy is
     rolled out, greedily, with the run's instruction through the rollout engine (search included), as GRPO runs are."""
 
-    def __init__(self, *, engine, instructions, evaluation=None, callbacks=None, **kwargs):
+    def __init__(self, *, engine, instructions, evaluation=None, callbacks=None, compile_generation: bool = False,
+                 **kwargs):
         self.engine, self.instructions, self.evaluation = engine, instructions, evaluation
         super().__init__(callbacks=[*(callbacks or []), _Evaluate(self)], **kwargs)
+        self._generation_dtype = generation_dtype(self.args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if engine is not None:  # it generates with this trainer's model (swapped in unwrapped while it evaluates)
             from inspo_cli.agent.backends import TransformersBackend
 
             r = engine.config
             engine.backend = TransformersBackend(self.model, self.processing_class, r.temperature, r.top_p,
-                                                 evaluation.config.batch_size if evaluation else 32)
+                                                 evaluation.config.batch_size if evaluation else 32,
+                                                 compile_generation=compile_generation)
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint:  # TRL counts num_tokens from 0 in every process; a resumed run goes on counting
@@ -160,8 +164,9 @@ class SearchSFTTrainer(SFTTrainer):
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()
-        try:
-            with torch.no_grad(), self.engine.backend.generating_with(model):
+        try:  # from the weights cast once to the compute dtype, outside autocast (training.generation_weights)
+            with (torch.no_grad(), in_compute_dtype(model, self._generation_dtype) as policy,
+                  self.engine.backend.generating_with(policy)):
                 yield
         finally:
             model.train(was_training)

@@ -44,6 +44,7 @@ from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.runs import RunDir
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
 from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informative_groups, pooled
+from inspo_cli.training.generation_weights import generation_dtype, in_compute_dtype
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
@@ -76,7 +77,7 @@ class SearchGRPOTrainer(GRPOTrainer):
                  callbacks=None, coevolution: CoEvolutionFactory | None = None,
                  evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True,
                  tools: Sequence[Tool] | None = None, protocol: str = "search-r1", mask_truncated: bool = False,
-                 dynamic_sampling_rounds: int = 0):
+                 dynamic_sampling_rounds: int = 0, compile_generation: bool = False):
         self.instructions = instructions
         self.mask_truncated = mask_truncated  # training.mask_truncated_completions
         self.dynamic_sampling_rounds = dynamic_sampling_rounds  # 0: off; else training.dynamic_sampling_max_rounds
@@ -93,11 +94,13 @@ class SearchGRPOTrainer(GRPOTrainer):
                          train_dataset=train_dataset, processing_class=processing_class, peft_config=peft_config,
                          rollout_func=self._rollout, callbacks=[*(callbacks or []), _StepEnd(self)])
         self._hold_reference_in_compute_dtype()
+        self._generation_dtype = generation_dtype(args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
             from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
 
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
-        self.engine = RolloutEngine(self._backend(rollout, generation_batch_size), retriever, processing_class,
+        self.engine = RolloutEngine(self._backend(rollout, generation_batch_size, compile_generation), retriever,
+                                    processing_class,
                                     rollout, topk=topk, chat=chat, tools=tools, protocol=protocol)
         # INSPO: replay buffer, pruning, evolution (None: static instruction), verifying with this trainer's policy
         self.coevolution = None if coevolution is None else coevolution(
@@ -115,11 +118,13 @@ class SearchGRPOTrainer(GRPOTrainer):
             return
         self.ref_model.to(dtype)
 
-    def _backend(self, rollout: RolloutConfig, batch_size: int):
+    def _backend(self, rollout: RolloutConfig, batch_size: int, compile_generation: bool):
         if not self.use_vllm:
             # The model is swapped for its unwrapped form around every rollout (see `_policy_for_generation`).
             return TransformersBackend(self.model, self.processing_class, rollout.temperature, rollout.top_p,
-                                       batch_size)
+                                       rollout.generation_batch_size or batch_size,
+                                       fit_memory=not rollout.generation_batch_size,
+                                       compile_generation=compile_generation)
         if self.vllm_mode == "colocate":
             return VLLMBackend(self.vllm_generation.llm, rollout.temperature, rollout.top_p)
         return VLLMServerBackend(self.vllm_generation.vllm_client, self.processing_class, rollout.temperature,
@@ -272,7 +277,8 @@ class SearchGRPOTrainer(GRPOTrainer):
                                           gather_deepspeed3_params=self.args.ds3_gather_for_generation,
                                           gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs)
               as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False),
-              self.engine.backend.generating_with(unwrapped)):
+              in_compute_dtype(unwrapped, self._generation_dtype) as policy,  # no autocast re-casting every step
+              self.engine.backend.generating_with(policy)):
             yield
 
     def _sync_vllm_weights(self) -> None:
