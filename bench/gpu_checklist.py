@@ -1,27 +1,35 @@
-"""The GPU checks a lent GPU machine runs first, in one run: the paper's trainer step at its real shape, precision,
-FSDP2 under accelerate with one process, and the generation share.
+"""The GPU checks a lent GPU machine runs first, in one run: generation speed, the paper's trainer step at its real
+shape beside what `inspo recipe plan` predicts for it, precision, and FSDP2 under accelerate with one process.
 
     python bench/gpu_checklist.py --out OUT              # on a CUDA machine (at most 8 min: --budget)
     python bench/gpu_checklist.py --out OUT --quick      # the same code on CPU, tiny shapes, fsdp without FSDP
     python bench/gpu_checklist.py --readme OUT/gpu_checklist_cuda.json   # here: results and README section
 
-The GPU machines lent to this project have no hub, so the models are the real architectures (Qwen2.5-3B and -7B,
-from their published configs, written out below) with *random* bfloat16 weights, and SmolLM2's tokenizer (ids it
-cannot decode are dropped; a random policy's text is noise either way). A random policy never writes a valid tag, so
-every trajectory runs the recipe's full length: 4 turns of 500 tokens, each followed by the corrective message, which
-is the longest trajectory the recipe allows, and so its peak memory.
+Before anything costly it imports every module the checks need (`NEEDED`) and, if one fails, names every wheel to
+carry in one line and exits 2 (the machines have no package index; bench/README.md lists the wheels).
 
+The GPU machines lent to this project have no hub, so the models are the real architectures (Qwen2.5-3B and -7B,
+from their published configs, `inspo_cli.config.architecture`) with *random* weights, and SmolLM2's tokenizer (ids
+it cannot decode are dropped; a random policy's text is noise either way). A random policy never writes a valid tag,
+so every trajectory runs the recipe's full length: 4 turns of 500 tokens, each followed by the corrective message,
+which is the longest trajectory the recipe allows, and so its peak memory.
+
+0. generation: bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): ms per decode step of
+   plain `generate`, the backend, a rollout in the trainer's context and the same context before issue 52's fix,
+   and tokens/s of the backend at 8 to 128 rows per call.
 1. step-<model>: `inspo train` (in this process, as the CLI runs it) on recipes/qwen2.5-<size>b/search-r1.yaml with
    the transformers backend and, since no index or hub data can be carried, BM25 over the bundled world's questions
    and corpus; the recipe's micro-batch (8 trajectories per pass), lengths, gradient checkpointing, bf16 autocast
    over float32 master weights, KL reference, learning rate 5e-7. One micro-batch instead of the paper's 2,560
    trajectories per step (2 questions x a group of 4 = 8 trajectories, one update of one pass: the transformers
-   backend took about 4 minutes to generate 40 such trajectories on an H200, so 40 or 80 did not fit a lease), and
-   no warm-up, so that the update runs at 5e-7 itself. An update's peak memory depends on the micro-batch and the
-   lengths, not on how many micro-batches it accumulates. Measured: peak GPU memory (torch's allocator, also sampled
-   every 10 s so that a check cut off by its time limit still reports), TRL's time split, policy tokens per second,
-   and, from the saved float32 weights against the initial ones, the share of parameters the update changed in
-   float32 and the share that still differ once rounded to bfloat16 (what pure-bf16 weights would have kept).
+   backend took about 4 minutes to generate 40 such trajectories on an H200 before issue 52, so 40 or 80 did not fit
+   a lease), and no warm-up, so that the update runs at 5e-7 itself. An update's peak memory depends on the
+   micro-batch and the lengths, not on how many micro-batches it accumulates. Measured: peak GPU memory (torch's
+   allocator, also sampled every 10 s so that a check cut off by its time limit still reports), TRL's time split,
+   policy tokens per second, and, from the saved float32 weights against the initial ones, the share of parameters
+   the update changed in float32 and the share that still differ once rounded to bfloat16 (what pure-bf16 weights
+   would have kept); beside them, `inspo recipe plan`'s prediction for the same recipe on this one device (GiB per
+   phase, seconds).
 2. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
@@ -45,16 +53,11 @@ from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
 
+from inspo_cli.config.architecture import QWEN2_5_CONFIGS  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 
-# Qwen2.5-3B and Qwen2.5-7B as published (config.json of Qwen/Qwen2.5-3B and Qwen/Qwen2.5-7B)
 QWEN = {
-    "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
-                       num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
-                       max_window_layers=36, tie_word_embeddings=True),
-    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-                       num_key_value_heads=4, vocab_size=152064, max_position_embeddings=131072,
-                       max_window_layers=28, tie_word_embeddings=False),
+    **QWEN2_5_CONFIGS,  # Qwen2.5-3B and -7B as published, the figures `inspo recipe plan` sizes them by
     # --quick: the same code on CPU
     "qwen2-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        num_key_value_heads=2, vocab_size=49152, max_position_embeddings=4096,
@@ -64,7 +67,8 @@ COMMON = dict(rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", use_sl
               sliding_window=None, attention_dropout=0.0, initializer_range=0.02, bos_token_id=151643,
               eos_token_id=151643)
 TOKENIZER = ROOT / ".gpu" / "tokenizer"  # SmolLM2-135M-Instruct's tokenizer files, carried (no hub there)
-CAPS = {"fsdp": 120.0, "step-qwen2.5-3b": 240.0}  # seconds; what is left of the budget goes to the next check
+# seconds; what is left of the budget goes to the next check
+CAPS = {"generation": 150.0, "fsdp": 120.0, "step-qwen2.5-3b": 180.0}
 TRAJECTORIES = 2 * 4  # training.batch_size x group_size in step_overrides: one micro-batch of the recipe's 8
 TIMING = ("time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
           "time/evolution", "time/evaluation")
@@ -97,6 +101,13 @@ def run_cli(args: list[str]) -> int:
     return 0
 
 
+def carried_tokenizer() -> Path:
+    """SmolLM2's tokenizer files: carried to a GPU machine under .gpu/tokenizer, else the packaged model's here."""
+    from inspo_cli.models import resolve_model_path
+
+    return TOKENIZER if TOKENIZER.is_dir() else Path(resolve_model_path("smollm2-135m-instruct"))
+
+
 def random_model(name: str, out: Path, device: str) -> int:
     """The architecture with random bfloat16 weights (initialised on `device`), and the carried tokenizer."""
     import torch
@@ -109,10 +120,30 @@ def random_model(name: str, out: Path, device: str) -> int:
     parameters = sum(p.numel() for p in model.parameters())
     model.save_pretrained(out)
     del model
-    AutoTokenizer.from_pretrained(TOKENIZER).save_pretrained(out)
+    AutoTokenizer.from_pretrained(carried_tokenizer()).save_pretrained(out)
     if device == "cuda":
         torch.cuda.empty_cache()
     return parameters
+
+
+def predicted(recipe: Path, overrides: list[str], device: str) -> dict:
+    """What `inspo recipe plan` predicts for this step on this one device, beside what it measures: GiB per phase of
+    the one-process launch, and the seconds of its generation and update."""
+    from inspo_cli.config import load_recipe
+    from inspo_cli.config.resource_plan import GiB, Hardware, resource_plan
+    from inspo_cli.models import model_architecture
+
+    try:
+        import torch
+
+        gib = torch.cuda.get_device_properties(0).total_memory / GiB if device == "cuda" else 24.0
+        loaded = load_recipe(recipe, overrides)
+        plan = resource_plan(loaded, model_architecture(loaded.model.name_or_path), Hardware(1, gib, device))
+    except Exception as error:  # a prediction that fails must not cost the measurement
+        return {"error": f"{type(error).__name__}: {error}"[:500]}
+    one = plan.launches["one-gpu"]
+    return {"gib_by_phase": {phase: one.total(phase) / GiB for phase in one.phases}, "peak_phase": one.peak_phase,
+            "seconds": plan.seconds, "policy_tokens_per_step": plan.policy_tokens_per_step}
 
 
 def tensors(directory: Path, device: str):
@@ -159,6 +190,7 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     args = ["train", "--recipe", str(recipe), "--output-dir", str(runs), "--name", name, "--device", device]
     for value in step_overrides(model_dir, quick):
         args += ["--set", value]
+    result["predicted"] = predicted(recipe, step_overrides(model_dir, quick), device)
     started = time.time()
     try:
         result["exit_code"] = run_cli(args)
@@ -220,6 +252,16 @@ def launch(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) 
     return {"exit_code": code, "seconds": round(time.time() - started, 1), "output_tail": output[-12000:]}
 
 
+def child_generation(out: Path, quick: bool) -> None:
+    """bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): plain `generate`, the backend, a
+    rollout in the trainer's context and before the issue-52 fix, and tokens/s against the generation batch."""
+    shape = (["--models", "qwen2-tiny", "--device", "cpu", "--new-tokens", "16", "--prompt", "64", "--sweep", "8"]
+             if quick else ["--models", "qwen2.5-3b", "--device", "cuda", "--new-tokens", "64", "--sweep", "8", "32",
+                            "64", "128"])
+    subprocess.run([sys.executable, str(ROOT / "bench/generation_speed.py"), *shape, "--dtypes", "bfloat16",
+                    "--repeats", "2", "--out", str(out)], check=True)
+
+
 def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:
     """Straight run, resume from the first checkpoint, and the guard, under accelerate's FSDP2 config."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -271,12 +313,38 @@ population: {{enabled: false}}
     atomic_write_json(out, result)
 
 
+# Every module the checks import, and the wheel that brings it: the GPU machines have no package index, so what their
+# image lacks travels as a wheel (bench/README.md lists them). Checked first, in one go: a run once lost its whole
+# lease to one missing wheel (pydantic).
+NEEDED = {"torch": "torch", "transformers": "transformers", "trl": "trl", "accelerate": "accelerate",
+          "datasets": "datasets", "dill": "dill", "multiprocess": "multiprocess", "bm25s": "bm25s",
+          "orjson": "orjson", "gguf": "gguf", "typer": "typer", "pydantic": "pydantic",
+          "pydantic_core": "pydantic_core", "annotated_types": "annotated-types",
+          "typing_inspection": "typing-inspection", "fastapi": "fastapi", "starlette": "starlette",
+          "sniffio": "sniffio", "platformdirs": "platformdirs", "rich": "rich", "yaml": "pyyaml",
+          "safetensors": "safetensors", "tokenizers": "tokenizers", "huggingface_hub": "huggingface-hub",
+          "peft": "peft", "inspo_cli.cli": "this repository (pip install --no-deps -e .)"}
+
+
+def missing_imports() -> list[str]:
+    """The wheels to carry for every module in NEEDED that does not import here (empty: all do)."""
+    import importlib
+
+    missing = []
+    for module, wheel in NEEDED.items():
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # ImportError, or a module that breaks on import (a wrong version)
+            missing.append(f"{wheel} ({module}: {type(error).__name__}: {str(error)[:120]})")
+    return missing
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny shapes: the code paths only")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for all the checks together")
-    parser.add_argument("--checks", default="fsdp,step-qwen2.5-3b,step-qwen2.5-7b")
+    parser.add_argument("--checks", default="generation,step-qwen2.5-3b,fsdp,step-qwen2.5-7b")
     parser.add_argument("--readme", type=Path, help="a results JSON: copy it to bench/results/, write the section")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -290,9 +358,15 @@ def main() -> None:
     if args.child:
         if args.child == "fsdp":
             child_fsdp(args.work, args.out, args.quick, args.timeout)
+        elif args.child == "generation":
+            child_generation(args.out, args.quick)
         else:
             child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick)
         return
+    missing = missing_imports()
+    if missing:
+        print("gpu_checklist: cannot import, carry these wheels and run again: " + "; ".join(missing), flush=True)
+        sys.exit(2)
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
     results_file = args.out / f"gpu_checklist_{'cpu' if args.quick else 'cuda'}.json"
@@ -300,7 +374,7 @@ def main() -> None:
                      "checks": {}, "skipped": {}}
     for check in args.checks.split(","):
         if args.quick:
-            check = check if check == "fsdp" else "step-qwen2-tiny"
+            check = check if check in ("fsdp", "generation") else "step-qwen2-tiny"
             if check in results["checks"]:
                 continue
         left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))
@@ -332,7 +406,8 @@ def summary(results: dict) -> dict:
             rows = entry.get("metrics", [])
             row = rows[-1] if rows else {}
             shown[check] = {k: entry.get(k) for k in ("parameters", "exit_code", "error", "train_seconds",
-                                                       "peak_allocated_gib", "peak_reserved_gib", "weights")}
+                                                       "peak_allocated_gib", "peak_reserved_gib", "weights",
+                                                       "predicted")}
             if entry.get("memory_samples"):
                 shown[check]["last_memory_sample"] = entry["memory_samples"][-1]
             shown[check].update({k: row.get(k) for k in ("step_seconds", "time/generation", "time/scoring",
@@ -341,6 +416,10 @@ def summary(results: dict) -> dict:
             generation = row.get("time/generation")
             if generation and row.get("length/response") is not None:
                 shown[check]["policy_tokens_per_second"] = row["length/response"] * TRAJECTORIES / generation
+        elif check == "generation":
+            shown[check] = [{k: row.get(k) for k in ("model", "dtype", "ms_per_step", "ratio_to_plain",
+                                                      "stop_check_share", "batch_sweep")}
+                            for row in entry.get("models", [])]
         else:
             shown[check] = {k: entry.get(k) for k in ("checkpoints", "resume_same_metrics", "guard_stopped",
                                                        "guard_saved_nothing_after")}
