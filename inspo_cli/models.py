@@ -114,10 +114,10 @@ def _packaged_model_dir(packaged: PackagedModel) -> Path:
     return cache_dir() / "models" / packaged.name
 
 
-def model_architecture(name_or_path: str):
+def model_architecture(name_or_path: str, _adapters: tuple[str, ...] = ()):
     """The policy's shape without loading a weight (`inspo recipe plan`): its config.json when it is a local directory
     or a packaged model already converted (a LoRA adapter's directory: its base model's), else the published config
-    of a hub id the recipes name."""
+    of a hub id the recipes name. `_adapters`: the adapters followed so far (a loop of them is refused)."""
     import json
 
     from inspo_cli.config.architecture import architecture_from_config, published_architecture
@@ -131,15 +131,18 @@ def model_architecture(name_or_path: str):
     if not config.is_file() and adapter.is_file():  # a LoRA adapter trains merged into its base: the base's shape
         try:
             base = json.loads(read_text(adapter, "adapter config", CONFIG_BYTES)).get("base_model_name_or_path")
-        except (json.JSONDecodeError, AttributeError):
+        except (ValueError, AttributeError):
             base = None
         if not isinstance(base, str) or not base or base == name_or_path:
             raise InspoError(f"{adapter}: names no base_model_name_or_path; save the adapter again with PEFT")
-        return model_architecture(base)
+        if name_or_path in _adapters or len(_adapters) >= 8:
+            raise InspoError(f"{adapter}: its base_model_name_or_path leads back to an adapter already followed "
+                             f"({' -> '.join((*_adapters, name_or_path))}); point it at the base model's directory")
+        return model_architecture(base, (*_adapters, name_or_path))
     if config.is_file():
         try:
             return architecture_from_config(json.loads(read_text(config, "model config", CONFIG_BYTES)), str(config))
-        except json.JSONDecodeError as error:
+        except ValueError as error:  # JSONDecodeError, or a number past Python's digit limit
             raise InspoError(f"{config}: not JSON ({error}); download or save the model again") from None
     if (known := published_architecture(name_or_path)) is not None:
         return known

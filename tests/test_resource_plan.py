@@ -252,6 +252,29 @@ def test_an_unknown_hub_model_names_the_fix(tmp_path):
         model_architecture(str(tmp_path))
 
 
+@pytest.mark.parametrize("text, fragment", [
+    ('{"hidden_size": 1e308, "num_hidden_layers": 2, "num_attention_heads": 1, "intermediate_size": 1, '
+     '"vocab_size": 1}', "hidden 100000... (309 digits) is no model's size"),
+    ('{"hidden_size": -4, "num_hidden_layers": 2, "num_attention_heads": 1, "intermediate_size": 1, "vocab_size": 1}',
+     "hidden -4 is no model's size"),
+    ('{"hidden_size": ' + "9" * 5000 + "}", "not JSON"),
+    ('{"hidden_size": "x"}', "not a decoder config"),
+])
+def test_a_damaged_config_is_one_line_on_the_command_line(tmp_path, text, fragment):
+    (tmp_path / "config.json").write_text(text)
+    result = invoke("recipe", "plan", "qwen2.5-3b/search-r1", "--set", f"model.name_or_path={tmp_path}")
+    assert_one_line_error(result, fragment)
+
+
+def test_adapters_that_name_each_other_as_base_are_refused(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for adapter, base in ((first, second), (second, first)):
+        adapter.mkdir()
+        (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+    with pytest.raises(InspoError, match="leads back to an adapter"):
+        model_architecture(str(first))
+
+
 def test_refusal_is_none_when_a_requested_launch_fits():
     plan = resource_plan(load_recipe("qwen2.5-3b/search-r1"), published_architecture("Qwen/Qwen2.5-3B"))
     assert refusal(plan, ("fsdp2",)) is None

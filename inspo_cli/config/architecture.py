@@ -87,6 +87,9 @@ class Architecture:
         return max(self.vocab * self.hidden, *(n_in * n_out for n_in, n_out in self.linear_shapes))
 
 
+MAX_DIMENSION = 2**24  # far above any model's width, depth, heads or vocabulary (Gemma 3: 262,144 entries)
+
+
 def architecture_from_config(config: object, source: str) -> Architecture:
     """The shape a transformers config.json describes (a multimodal config's `text_config` when it has one)."""
     if not isinstance(config, dict):
@@ -97,7 +100,7 @@ def architecture_from_config(config: object, source: str) -> Architecture:
     try:
         hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
         attention_bias = bool(config.get("attention_bias", False))
-        return Architecture(
+        shape = Architecture(
             source=source, vocab=int(config["vocab_size"]), hidden=hidden,
             intermediate=int(config["intermediate_size"]), layers=int(config["num_hidden_layers"]), heads=heads,
             kv_heads=int(config.get("num_key_value_heads") or heads),
@@ -106,10 +109,17 @@ def architecture_from_config(config: object, source: str) -> Architecture:
             qkv_bias=attention_bias if family[0] is None else family[0],
             o_bias=attention_bias if family[1] is None else family[1],
             mlp_bias=bool(config.get("mlp_bias", False)), norms_per_layer=family[2], qk_norm=family[3])
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError) as error:
         raise InspoError(f"{source}: not a decoder config inspo can size ({type(error).__name__}: {error}); "
                          "it needs hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and "
                          "vocab_size") from None
+    for name in ("vocab", "hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim"):
+        value = getattr(shape, name)
+        if not 0 < value <= MAX_DIMENSION:
+            shown = str(value) if len(str(value)) <= 12 else f"{str(value)[:6]}... ({len(str(value))} digits)"
+            raise InspoError(f"{source}: {name} {shown} is no model's size (1 to {MAX_DIMENSION:,} expected); "
+                             "download or save the model again")
+    return shape
 
 
 def published_architecture(name_or_path: str) -> Architecture | None:
