@@ -145,7 +145,7 @@ def measure_model(name: str, args, work: Path) -> dict:
     sides = {"a": plain_generate(plain, contexts, args.new_tokens, backend.pad_id),
              "b": backend_generate(backend, contexts, args.new_tokens, ()),
              "b_stop": backend_generate(backend, contexts, args.new_tokens, STOP)}
-    runs = {"after": None} if compute == torch.float32 else {"after": None, "before": None}
+    runs = ["after"] if compute == torch.float32 else ["after", "before"]  # before: only mixed precision had one
     samples: dict[str, list[float]] = {}
     for run in runs:
         trainer = trainer_for(model_dir, work / f"{name}-{run}", args.dtype, args.device, args.batch)

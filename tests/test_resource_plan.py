@@ -279,3 +279,24 @@ def test_refusal_is_none_when_a_requested_launch_fits():
     plan = resource_plan(load_recipe("qwen2.5-3b/search-r1"), published_architecture("Qwen/Qwen2.5-3B"))
     assert refusal(plan, ("fsdp2",)) is None
     assert "needs" in refusal(plan, ("one-gpu",)) and math.isfinite(plan.launches["one-gpu"].peak_gib)
+
+
+def test_the_generation_copy_and_zero3s_gather_appear_only_where_the_code_makes_them():
+    """The bf16 copy is made for float32 masters on one GPU or DDP, not for LoRA (its base is bf16 already); ZeRO-3
+    gathers every parameter for generation, which its working set holds (one row per call, so the cache is small)."""
+    recipe = load_recipe("qwen2.5-3b/search-r1", ["model.backend=transformers", "rollout.generation_batch_size=1"])
+    architecture = published_architecture("Qwen/Qwen2.5-3B")
+    plan = resource_plan(recipe, architecture)
+    params = architecture.parameters()
+    assert plan.launches["one-gpu"].phases["generation"]["generation copy (bf16)"] == params * 2
+    assert plan.launches["one-gpu+lora"].phases["generation"]["generation copy (bf16)"] == 0
+    assert plan.launches["zero3"].phases["generation"]["generation working set"] >= params * 2
+    assert plan.launches["fsdp2"].phases["generation"]["generation working set"] < params * 2
+
+
+def test_a_zero_dimension_is_no_model(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 0,
+                                                      "num_attention_heads": 4, "intermediate_size": 128,
+                                                      "vocab_size": 100}))
+    with pytest.raises(InspoError, match="layers 0 is no model's size"):
+        model_architecture(str(tmp_path))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-FREE_SHARE = 0.85  # of the free device memory a generate call may plan to fill; the rest absorbs what is not modelled
+# of the free device memory a generate call may plan to fill; the rest absorbs what is not modelled. One number for
+# the backend and `inspo recipe plan`, which sizes an auto call the same way.
+from inspo_cli.config.resource_plan import FREE_SHARE  # noqa: F401
 
 
 def bytes_per_token(config, element_bytes: int) -> int:

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
 from inspo_cli.console import console, err_console, user_errors
+from inspo_cli.config.resource_plan import DECODE_MS, DEFAULT_GPU_GIB, DEFAULT_GPUS
 from inspo_cli.errors import InspoError
 
 app = typer.Typer(help="Validate recipes, show their fully resolved configuration, and explain their fields.",
@@ -124,12 +125,13 @@ def plan(
     recipe: Annotated[Path, typer.Argument(help="Recipe YAML file or a bundled recipe's name, e.g. "
                                                   "qwen2.5-7b/search-r1.")],
     overrides: SetOption = None,
-    gpus: Annotated[int, typer.Option(help="GPUs on the node the sharded launches (DDP, ZeRO-3, FSDP2) use.")] = 8,
-    gpu_memory: Annotated[float, typer.Option("--gpu-memory", help="GiB of memory per GPU.")] = 80.0,
+    gpus: Annotated[int, typer.Option(
+        help="GPUs on the node the sharded launches (DDP, ZeRO-3, FSDP2) use.")] = DEFAULT_GPUS,
+    gpu_memory: Annotated[float, typer.Option("--gpu-memory", help="GiB of memory per GPU.")] = DEFAULT_GPU_GIB,
     launch: Annotated[Optional[str], typer.Option(help="The launch you mean to use: one-gpu | ddp | zero3 | fsdp2 "
                                                        "(default: all; exit code 2 when none fits).")] = None,
     decode_ms: Annotated[float, typer.Option("--decode-ms", help="Milliseconds per decode step, your measurement "
-                                                                 "(default: 35, HF generate on an H100).")] = 35.0,
+                                                                 "(default: 35, HF generate on an H100).")] = DECODE_MS,
     update_tokens_per_s: Annotated[Optional[float], typer.Option(
         "--update-tokens-per-s", help="Update throughput per GPU in trajectory tokens/s, your measurement (default: "
                                       "400 TFLOP/s over the model's FLOPs per token).")] = None,

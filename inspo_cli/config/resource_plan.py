@@ -48,7 +48,7 @@ GENERATION_COPY_BYTES = 2
 LM_HEAD_TILE = (4096, 32768)  # TRL 1.16's chunked log-prob kernel: tokens x vocabulary entries per tile
 ZERO3_LIVE_PARAMETERS = 1e9  # DeepSpeed's stage3_max_live_parameters default: gathered at once in the update
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-FREE_SHARE = 0.85  # of the free memory an auto-sized generate call fills (inspo_cli.agent.generation_memory's)
+FREE_SHARE = 0.85  # of the free memory an auto-sized generate call fills, here and in inspo_cli.agent.generation_memory
 
 
 @dataclass(frozen=True)
