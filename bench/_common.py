@@ -35,8 +35,13 @@ def machine(packages: tuple[str, ...] = ()) -> dict:
             installed[name] = version(name)
         except PackageNotFoundError:
             pass
-    return {"cpu_cores": os.cpu_count(), "cpu": cpu, "gpu": gpu, "python": platform.python_version(),
-            "packages": installed}
+    return {
+        "cpu_cores": os.cpu_count(),
+        "cpu": cpu,
+        "gpu": gpu,
+        "python": platform.python_version(),
+        "packages": installed,
+    }
 
 
 def update_readme_section(name: str, section: str) -> None:
@@ -46,7 +51,7 @@ def update_readme_section(name: str, section: str) -> None:
     text = readme.read_text() if readme.exists() else "# Benchmarks\n\nResults are kept in `bench/results/`.\n"
     block = f"{start}\n{section.strip()}\n{end}"
     if start in text and end in text:
-        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     atomic_write_text(readme, text)

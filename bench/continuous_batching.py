@@ -44,8 +44,15 @@ def continuous(model, tokenizer, prompts: list[list[int]], max_new: int) -> list
     """Generated lengths, transformers' continuous batching (`generate_batch`) over the same prompts."""
     from transformers import GenerationConfig
 
-    config = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=max_new,
-                              eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = GenerationConfig(
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        max_new_tokens=max_new,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     outputs = model.generate_batch(prompts, generation_config=config, progress_bar=False)
     if any(o.error for o in outputs.values()):
         raise RuntimeError(next(o.error for o in outputs.values() if o.error))
@@ -57,13 +64,18 @@ SIDES = {"padded batch (inspo)": padded, "continuous batching": continuous}
 
 def section(result: dict) -> str:
     m = result["machine"]
-    lines = ["## Continuous batching (transformers)", "",
-             f"`{result['command']}` on {m['cpu_cores']} CPU cores ({m['cpu']}), transformers "
-             f"{m['packages'].get('transformers', '?')}, torch {m['packages'].get('torch', '?')}, "
-             f"SmolLM2-135M-Instruct (float32): one turn of {result['questions']} world questions, "
-             f"temperature 1, at most {result['max_new_tokens']} tokens, ending at EOS; "
-             f"median of {result['reps']} alternating repetitions.",
-             "", "| generation | wall s | tokens generated | tokens/s |", "|---|---|---|---|"]
+    lines = [
+        "## Continuous batching (transformers)",
+        "",
+        f"`{result['command']}` on {m['cpu_cores']} CPU cores ({m['cpu']}), transformers "
+        f"{m['packages'].get('transformers', '?')}, torch {m['packages'].get('torch', '?')}, "
+        f"SmolLM2-135M-Instruct (float32): one turn of {result['questions']} world questions, "
+        f"temperature 1, at most {result['max_new_tokens']} tokens, ending at EOS; "
+        f"median of {result['reps']} alternating repetitions.",
+        "",
+        "| generation | wall s | tokens generated | tokens/s |",
+        "|---|---|---|---|",
+    ]
     for name, row in result["sides"].items():
         lines.append(f"| {name} | {row['seconds']:.1f} | {row['tokens']:.0f} | {row['tokens_per_s']:.0f} |")
     lines += ["", result["verdict"]]
@@ -79,33 +91,55 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     model, tokenizer = load_model(MODEL, "cpu")
-    questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world",
-                                                    limit=args.questions)]
-    engine = RolloutEngine(TransformersBackend(model, tokenizer), None, tokenizer,
-                           RolloutConfig(max_prompt_tokens=512, max_total_tokens=1024), chat=False)
+    questions = [
+        q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world", limit=args.questions)
+    ]
+    engine = RolloutEngine(
+        TransformersBackend(model, tokenizer),
+        None,
+        tokenizer,
+        RolloutConfig(max_prompt_tokens=512, max_total_tokens=1024),
+        chat=False,
+    )
     prompts = [engine.prompt_ids(WORKED_EXAMPLE_INSTRUCTION, q) for q in questions]
     for side in SIDES.values():  # warm-up
         side(model, tokenizer, prompts[:4], 8)
     runs: dict[str, list[dict]] = {name: [] for name in SIDES}
     for rep in range(args.reps):
-        for name in (list(SIDES) if rep % 2 == 0 else list(SIDES)[::-1]):
+        for name in list(SIDES) if rep % 2 == 0 else list(SIDES)[::-1]:
             set_seed(rep)
             started = time.perf_counter()
             lengths = SIDES[name](model, tokenizer, prompts, args.max_new)  # each side its own no-grad mode
             seconds = time.perf_counter() - started
-            runs[name].append({"seconds": seconds, "tokens": sum(lengths), "tokens_per_s": sum(lengths) / seconds,
-                               "ended_before_limit": sum(n < args.max_new for n in lengths) / len(lengths)})
+            runs[name].append(
+                {
+                    "seconds": seconds,
+                    "tokens": sum(lengths),
+                    "tokens_per_s": sum(lengths) / seconds,
+                    "ended_before_limit": sum(n < args.max_new for n in lengths) / len(lengths),
+                }
+            )
             print(name, rep, {k: round(v, 3) for k, v in runs[name][-1].items()}, flush=True)
     sides = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for name, rows in runs.items()}
     ours, cb = sides["padded batch (inspo)"], sides["continuous batching"]
     ratio = cb["tokens_per_s"] / ours["tokens_per_s"]
-    verdict = (f"Continuous batching generates {ratio:.2f}x the padded batch's tokens per second here, so the "
-               + ("transformers backend could gain from it: see docs/training.md." if ratio > 1.05 else
-                  "transformers backend keeps its padded batch (turn-synchronous); `rollout.schedule: "
-                  "per-trajectory` is for vLLM."))
-    result = {"command": "python bench/continuous_batching.py", "machine": machine(("torch", "transformers")),
-              "questions": len(prompts), "max_new_tokens": args.max_new, "reps": args.reps, "sides": sides,
-              "cb_over_padded_tokens_per_s": ratio, "verdict": verdict, "runs": runs}
+    verdict = f"Continuous batching generates {ratio:.2f}x the padded batch's tokens per second here, so the " + (
+        "transformers backend could gain from it: see docs/training.md."
+        if ratio > 1.05
+        else "transformers backend keeps its padded batch (turn-synchronous); `rollout.schedule: "
+        "per-trajectory` is for vLLM."
+    )
+    result = {
+        "command": "python bench/continuous_batching.py",
+        "machine": machine(("torch", "transformers")),
+        "questions": len(prompts),
+        "max_new_tokens": args.max_new,
+        "reps": args.reps,
+        "sides": sides,
+        "cb_over_padded_tokens_per_s": ratio,
+        "verdict": verdict,
+        "runs": runs,
+    }
     atomic_write_json(ROOT / "bench/results/continuous_batching.json", result)
     update_readme_section("continuous-batching", section(result))
     print(section(result))

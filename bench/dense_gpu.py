@@ -63,7 +63,7 @@ def wiki_like_corpus(path: Path, n: int, words: int = 100) -> Path:
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n):
             start = (i * 37) % (len(stream) - words)
-            f.write(json.dumps({"id": str(i), "contents": " ".join(stream[start:start + words])}) + "\n")
+            f.write(json.dumps({"id": str(i), "contents": " ".join(stream[start : start + words])}) + "\n")
     return path
 
 
@@ -74,8 +74,12 @@ def encoding_rate(encoder, corpus: Path, out: Path) -> dict:
     meta = build_index(corpus, out, "dense", encoder=encoder, faiss_type="flat", fp16=True, force=True)
     seconds = time.perf_counter() - start
     n = meta["corpus"]["passages"]
-    return {"passages": n, "seconds": round(seconds, 2), "passages_per_s": round(n / seconds, 1),
-            "wiki18_hours": round(WIKI18 / (n / seconds) / 3600, 2)}
+    return {
+        "passages": n,
+        "seconds": round(seconds, 2),
+        "passages_per_s": round(n / seconds, 1),
+        "wiki18_hours": round(WIKI18 / (n / seconds) / 3600, 2),
+    }
 
 
 def bench_encoding(tokenizer: Path, tmp: Path, n_gpu: int, n_cpu: int) -> dict:
@@ -90,14 +94,21 @@ def bench_encoding(tokenizer: Path, tmp: Path, n_gpu: int, n_cpu: int) -> dict:
     results = {}
     for shape in SHAPES:
         model_dir = random_encoder(shape, tokenizer, tmp / f"{shape}-random")
-        for device, dtype, batch, corpus in (("cuda", "float16", 512, corpus_gpu),
-                                             ("cuda", "float32", 512, corpus_gpu32),
-                                             ("cpu", "float32", 64, corpus_cpu)):
+        for device, dtype, batch, corpus in (
+            ("cuda", "float16", 512, corpus_gpu),
+            ("cuda", "float32", 512, corpus_gpu32),
+            ("cpu", "float32", 64, corpus_cpu),
+        ):
             encoder = load_encoder(str(model_dir), device=device, batch_size=batch, dtype=dtype)
             encoding_rate(encoder, warm[device], tmp / "warm-index")
             row = encoding_rate(encoder, corpus, tmp / "index")
-            results[f"{shape} {device} {dtype}"] = {"shape": shape, "device": device, "dtype": dtype, "batch": batch,
-                                                    **row}
+            results[f"{shape} {device} {dtype}"] = {
+                "shape": shape,
+                "device": device,
+                "dtype": dtype,
+                "batch": batch,
+                **row,
+            }
             print(f"encoding {shape} {device} {dtype}: {row['passages_per_s']:,.0f} passages/s", flush=True)
             del encoder
             torch.cuda.empty_cache()
@@ -114,7 +125,7 @@ def unit_vectors(n: int, dim: int, dtype, seed: int):
     for start in range(0, n, 1 << 20):
         block = torch.randn((min(n, start + (1 << 20)) - start, dim), device="cuda", generator=g)
         block = torch.nn.functional.normalize(block, dim=1)
-        out[start:start + len(block)] = (block.half() if dtype == np.float16 else block).cpu().numpy()
+        out[start : start + len(block)] = (block.half() if dtype == np.float16 else block).cpu().numpy()
     return out
 
 
@@ -123,7 +134,7 @@ def timed_qps(search, queries, batch: int, reps: int) -> float:
     for _ in range(reps):
         start = time.perf_counter()
         for i in range(0, len(queries), batch):
-            search(queries[i:i + batch])
+            search(queries[i : i + batch])
         times.append(time.perf_counter() - start)
     return round(len(queries) / min(times), 1)
 
@@ -181,23 +192,36 @@ def wiring_check(tokenizer: Path, tmp: Path) -> dict:
     out = {}
     for fp16 in (False, True):
         index_dir = tmp / f"world-dense-{fp16}"
-        build_index(ROOT / "data/world/corpus.jsonl", index_dir, "dense", encoder=str(model_dir), fp16=fp16,
-                    device="cuda", batch_size=256)
+        build_index(
+            ROOT / "data/world/corpus.jsonl",
+            index_dir,
+            "dense",
+            encoder=str(model_dir),
+            fp16=fp16,
+            device="cuda",
+            batch_size=256,
+        )
         on_gpu, on_cpu = open_index(index_dir), open_index(index_dir, gpu=False)
         a = [[p.id for p in r] for r in on_gpu.search(questions, 3)]
         b = [[p.id for p in r] for r in on_cpu.search(questions, 3)]
-        out["fp16" if fp16 else "fp32"] = {"gpu_index": type(on_gpu.index).__name__,
-                                           "uses_torch_flat": isinstance(on_gpu.index, TorchFlatIndex),
-                                           "questions": len(questions),
-                                           "same_top3": sum(x == y for x, y in zip(a, b))}
+        out["fp16" if fp16 else "fp32"] = {
+            "gpu_index": type(on_gpu.index).__name__,
+            "uses_torch_flat": isinstance(on_gpu.index, TorchFlatIndex),
+            "questions": len(questions),
+            "same_top3": sum(x == y for x, y in zip(a, b)),
+        }
         print("wiring", fp16, out["fp16" if fp16 else "fp32"], flush=True)
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokenizer", type=Path, default=None, help="bert-base-uncased tokenizer directory "
-                        "(default: the packaged all-MiniLM-L6-v2's)")
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="bert-base-uncased tokenizer directory (default: the packaged all-MiniLM-L6-v2's)",
+    )
     parser.add_argument("--passages", type=int, default=100_000, help="passages encoded on the GPU")
     parser.add_argument("--cpu-passages", type=int, default=2_000, help="passages encoded on the CPU")
     parser.add_argument("--sizes", default="1000000,5000000", help="index sizes searched on CPU and GPU")
@@ -246,52 +270,73 @@ def main() -> None:
 
 def write_section(result: dict) -> None:
     m = result["machine"]
-    lines = [f"""## Dense retrieval on a GPU
+    lines = [
+        f"""## Dense retrieval on a GPU
 
-`python bench/dense_gpu.py` — {m['gpu']}, {m['cpu_cores']} CPU cores ({m['cpu']}); torch {m['packages'].get('torch')},
-faiss-cpu {m['packages'].get('faiss-cpu')}. Encoders with the shapes of e5-base-v2 and all-MiniLM-L6-v2 and random
+`python bench/dense_gpu.py` — {m["gpu"]}, {m["cpu_cores"]} CPU cores ({m["cpu"]}); torch {m["packages"].get("torch")},
+faiss-cpu {m["packages"].get("faiss-cpu")}. Encoders with the shapes of e5-base-v2 and all-MiniLM-L6-v2 and random
 weights (speed does not depend on the weights); 100-word passages made from the world's text; `build_index` with a
-loaded encoder (corpus streaming, encoding, faiss flat fp16 add and write all counted)."""]
+loaded encoder (corpus streaming, encoding, faiss flat fp16 add and write all counted)."""
+    ]
     if "encoding" in result:
-        lines.append("\n| encoder | device | precision | batch | passages | passages/s | wiki-18 (21M) would take |\n"
-                     "|---|---|---|---|---|---|---|")
+        lines.append(
+            "\n| encoder | device | precision | batch | passages | passages/s | wiki-18 (21M) would take |\n"
+            "|---|---|---|---|---|---|---|"
+        )
         for r in result["encoding"].values():
-            lines.append(f"| {r['shape']} | {r['device']} | {r['dtype']} | {r['batch']} | {r['passages']:,} | "
-                         f"{r['passages_per_s']:,.0f} | {r['wiki18_hours']:.1f} h |")
+            lines.append(
+                f"| {r['shape']} | {r['device']} | {r['dtype']} | {r['batch']} | {r['passages']:,} | "
+                f"{r['passages_per_s']:,.0f} | {r['wiki18_hours']:.1f} h |"
+            )
         if result.get("encoding_note"):
             lines.append(f"\n{result['encoding_note']}")
     if "search" in result:
         s = result["search"]
-        lines.append(f"\nExact inner-product search, k={s['k']}, dim {s['dim']}, queries/s by queries per call; "
-                     "CPU: faiss `IndexFlatIP`, all cores; GPU: `TorchFlatIndex` (what `open_index` uses for a flat "
-                     "index when faiss has no GPU build). Agreement: share of faiss's top-3 the GPU returns.\n")
+        lines.append(
+            f"\nExact inner-product search, k={s['k']}, dim {s['dim']}, queries/s by queries per call; "
+            "CPU: faiss `IndexFlatIP`, all cores; GPU: `TorchFlatIndex` (what `open_index` uses for a flat "
+            "index when faiss has no GPU build). Agreement: share of faiss's top-3 the GPU returns.\n"
+        )
         if s.get("note"):
             lines.append(f"({s['note']}.)\n")
-        lines.append("| vectors | search | 1 | 64 | 512 | GPU / CPU at 512 | agreement |\n"
-                     "|---|---|---|---|---|---|---|")
+        lines.append(
+            "| vectors | search | 1 | 64 | 512 | GPU / CPU at 512 | agreement |\n|---|---|---|---|---|---|---|"
+        )
         for r in s["rows"]:
             cpu512 = r.get("cpu_faiss_qps_b512")
             if cpu512:
-                lines.append(f"| {r['n']:,} | CPU faiss fp32 | {r['cpu_faiss_qps_b1']:,.0f} | "
-                             f"{r['cpu_faiss_qps_b64']:,.0f} | {cpu512:,.0f} | | |")
+                lines.append(
+                    f"| {r['n']:,} | CPU faiss fp32 | {r['cpu_faiss_qps_b1']:,.0f} | "
+                    f"{r['cpu_faiss_qps_b64']:,.0f} | {cpu512:,.0f} | | |"
+                )
             for name in ("float32", "float16"):
                 if f"gpu_{name}_qps_b512" not in r:
                     continue
                 ratio = f"{r[f'gpu_{name}_qps_b512'] / cpu512:,.0f}x" if cpu512 else "(CPU not run)"
                 agree = r.get(f"gpu_{name}_top{s['k']}_agreement", "")
-                lines.append(f"| {r['n']:,} | GPU {name} | {r[f'gpu_{name}_qps_b1']:,.0f} | "
-                             f"{r[f'gpu_{name}_qps_b64']:,.0f} | {r[f'gpu_{name}_qps_b512']:,.0f} | "
-                             f"{ratio} | {agree} |")
+                lines.append(
+                    f"| {r['n']:,} | GPU {name} | {r[f'gpu_{name}_qps_b1']:,.0f} | "
+                    f"{r[f'gpu_{name}_qps_b64']:,.0f} | {r[f'gpu_{name}_qps_b512']:,.0f} | "
+                    f"{ratio} | {agree} |"
+                )
     if "wiring" in result:
         w = result["wiring"]
-        lines.append("\nWiring: the world's dense index (e5-base-v2 shape) built on the GPU and opened with "
-                     "`open_index` searches with " + ", ".join(
-                         f"{v['gpu_index']} ({k}): {v['same_top3']}/{v['questions']} test questions get the same "
-                         f"top-3 as faiss on the CPU" for k, v in w.items()) + ".")
+        lines.append(
+            "\nWiring: the world's dense index (e5-base-v2 shape) built on the GPU and opened with "
+            "`open_index` searches with "
+            + ", ".join(
+                f"{v['gpu_index']} ({k}): {v['same_top3']}/{v['questions']} test questions get the same "
+                f"top-3 as faiss on the CPU"
+                for k, v in w.items()
+            )
+            + "."
+        )
         if result.get("wiring_note"):
             lines.append(f"The difference: {result['wiring_note']}.")
-    lines.append("\nfaiss's own GPU index (`faiss-gpu-cu12`, the `[faiss-gpu]` extra) needs CUDA 12 libraries; the "
-                 "bench machine has CUDA 13 only, so that path has not run here.")
+    lines.append(
+        "\nfaiss's own GPU index (`faiss-gpu-cu12`, the `[faiss-gpu]` extra) needs CUDA 12 libraries; the "
+        "bench machine has CUDA 13 only, so that path has not run here."
+    )
     update_readme_section("dense_gpu", "\n".join(lines))
 
 

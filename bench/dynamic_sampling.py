@@ -30,28 +30,67 @@ from _common import ROOT, machine, update_readme_section
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.runs import RunDir  # noqa: E402
 
-KEYS = ("groups/equal_rewards", "dynamic_sampling/equal_generated", "dynamic_sampling/extra_rollouts",
-        "dynamic_sampling/rounds", "dynamic_sampling/unfilled", "reward", "em", "frac_reward_zero_std")
+KEYS = (
+    "groups/equal_rewards",
+    "dynamic_sampling/equal_generated",
+    "dynamic_sampling/extra_rollouts",
+    "dynamic_sampling/rounds",
+    "dynamic_sampling/unfilled",
+    "reward",
+    "em",
+    "frac_reward_zero_std",
+)
 
 
 def run(name: str, switch: bool, steps: int, out: Path, extra: list[str]) -> dict:
-    command = [sys.executable, "-m", "inspo_cli", "train", "--recipe", str(ROOT / "recipes/demo.yaml"),
-               "--output-dir", str(out), "--name", name, "--set", f"training.steps={steps}",
-               "--set", f"training.eval_every={steps}", "--set", f"training.save_every={steps}",
-               "--set", f"training.dynamic_sampling={'true' if switch else 'false'}"]
+    command = [
+        sys.executable,
+        "-m",
+        "inspo_cli",
+        "train",
+        "--recipe",
+        str(ROOT / "recipes/demo.yaml"),
+        "--output-dir",
+        str(out),
+        "--name",
+        name,
+        "--set",
+        f"training.steps={steps}",
+        "--set",
+        f"training.eval_every={steps}",
+        "--set",
+        f"training.save_every={steps}",
+        "--set",
+        f"training.dynamic_sampling={'true' if switch else 'false'}",
+    ]
     for item in extra:
         command += ["--set", item]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        command, cwd=ROOT, env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"{name}: inspo train failed\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     rows = RunDir(out / name).metrics()
-    return {"dynamic_sampling": switch, "wall_seconds": round(seconds, 1),
-            "steps": [{"step": r["step"], **{k: r[k] for k in KEYS if k in r},
-                       "seconds": round(r.get("time/generation", 0) + r.get("time/retrieval", 0)
-                                        + r.get("time/scoring", 0) + r.get("time/update", 0), 1)} for r in rows]}
+    return {
+        "dynamic_sampling": switch,
+        "wall_seconds": round(seconds, 1),
+        "steps": [
+            {
+                "step": r["step"],
+                **{k: r[k] for k in KEYS if k in r},
+                "seconds": round(
+                    r.get("time/generation", 0)
+                    + r.get("time/retrieval", 0)
+                    + r.get("time/scoring", 0)
+                    + r.get("time/update", 0),
+                    1,
+                ),
+            }
+            for r in rows
+        ],
+    }
 
 
 def mean(rows: list[dict], key: str) -> float | None:
@@ -60,14 +99,20 @@ def mean(rows: list[dict], key: str) -> float | None:
 
 
 def section(result: dict) -> str:
-    lines = ["## Dynamic sampling", "",
-             f"`{result['command']}` on {result['machine']['cpu_cores']} CPU cores ({result['machine']['cpu']}): "
-             f"recipes/demo.yaml, {result['steps']} steps, the recipe's seed, each run alone"
-             + (f", with {' '.join(result['set'])}" if result["set"] else "") + ". Means over the steps; "
-             "`equal-reward groups trained` is the share of the trained batch's groups with zero advantage.", "",
-             "| dynamic_sampling | equal-reward groups trained | equal-reward groups generated | extra rollouts "
-             "per batch rollout | extra rounds | batch filled with dropped groups | reward | EM | s / step | "
-             "run wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Dynamic sampling",
+        "",
+        f"`{result['command']}` on {result['machine']['cpu_cores']} CPU cores ({result['machine']['cpu']}): "
+        f"recipes/demo.yaml, {result['steps']} steps, the recipe's seed, each run alone"
+        + (f", with {' '.join(result['set'])}" if result["set"] else "")
+        + ". Means over the steps; "
+        "`equal-reward groups trained` is the share of the trained batch's groups with zero advantage.",
+        "",
+        "| dynamic_sampling | equal-reward groups trained | equal-reward groups generated | extra rollouts "
+        "per batch rollout | extra rounds | batch filled with dropped groups | reward | EM | s / step | "
+        "run wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for side in result["runs"]:
         rows = side["steps"]
 
@@ -75,14 +120,22 @@ def section(result: dict) -> str:
             value = mean(rows, key)
             return "—" if value is None else f"{value:g}"
 
-        lines.append(f"| {'on' if side['dynamic_sampling'] else 'off'} | {cell('groups/equal_rewards')} | "
-                     f"{cell('dynamic_sampling/equal_generated')} | {cell('dynamic_sampling/extra_rollouts')} | "
-                     f"{cell('dynamic_sampling/rounds')} | {cell('dynamic_sampling/unfilled')} | {cell('reward')} | "
-                     f"{cell('em')} | {cell('seconds')} | {side['wall_seconds']:g} |")
+        lines.append(
+            f"| {'on' if side['dynamic_sampling'] else 'off'} | {cell('groups/equal_rewards')} | "
+            f"{cell('dynamic_sampling/equal_generated')} | {cell('dynamic_sampling/extra_rollouts')} | "
+            f"{cell('dynamic_sampling/rounds')} | {cell('dynamic_sampling/unfilled')} | {cell('reward')} | "
+            f"{cell('em')} | {cell('seconds')} | {side['wall_seconds']:g} |"
+        )
     off, on = result["runs"]
-    lines += ["", "Per step, equal-reward groups trained (off → on): " + ", ".join(
-        f"{a.get('groups/equal_rewards', float('nan')):.2f} → {b.get('groups/equal_rewards', float('nan')):.2f}"
-        for a, b in zip(off["steps"], on["steps"])) + "."]
+    lines += [
+        "",
+        "Per step, equal-reward groups trained (off → on): "
+        + ", ".join(
+            f"{a.get('groups/equal_rewards', float('nan')):.2f} → {b.get('groups/equal_rewards', float('nan')):.2f}"
+            for a, b in zip(off["steps"], on["steps"])
+        )
+        + ".",
+    ]
     return "\n".join(lines)
 
 
@@ -93,9 +146,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="inspo-dynamic-sampling-") as tmp:
         runs = [run(name, switch, args.steps, Path(tmp), args.set) for name, switch in (("off", False), ("on", True))]
-    result = {"command": "python bench/dynamic_sampling.py" + "".join(f" --set {s}" for s in args.set)
-              + (f" --steps {args.steps}" if args.steps != 8 else ""), "steps": args.steps,
-              "set": args.set, "machine": machine(("torch", "transformers", "trl")), "runs": runs}
+    result = {
+        "command": "python bench/dynamic_sampling.py"
+        + "".join(f" --set {s}" for s in args.set)
+        + (f" --steps {args.steps}" if args.steps != 8 else ""),
+        "steps": args.steps,
+        "set": args.set,
+        "machine": machine(("torch", "transformers", "trl")),
+        "runs": runs,
+    }
     atomic_write_json(ROOT / "bench/results/dynamic_sampling.json", result)
     update_readme_section("dynamic-sampling", section(result))
     print(section(result))

@@ -47,13 +47,16 @@ class _Measured(Exception):
 def random_model(name: str, out: Path, device: str) -> Path:
     """`name`'s architecture with random float32 weights, and SmolLM2's tokenizer (or the carried one on a GPU)."""
     import torch
+    from gpu_checklist import COMMON, QWEN, carried_tokenizer
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
-    from gpu_checklist import COMMON, QWEN, carried_tokenizer
     from inspo_cli.models import resolve_model_path
 
-    config = (Qwen2Config(**QWEN[name], **COMMON) if name in QWEN
-              else AutoConfig.from_pretrained(resolve_model_path("smollm2-135m-instruct")))
+    config = (
+        Qwen2Config(**QWEN[name], **COMMON)
+        if name in QWEN
+        else AutoConfig.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -90,15 +93,25 @@ def plain_generate(model, contexts, new_tokens: int, pad_id: int):
     def call() -> int:
         ids = torch.tensor(contexts, device=model.device)
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                 do_sample=True, top_k=0, top_p=1.0, temperature=1.0, pad_token_id=pad_id)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                do_sample=True,
+                top_k=0,
+                top_p=1.0,
+                temperature=1.0,
+                pad_token_id=pad_id,
+            )
         return out.shape[1] - ids.shape[1]
+
     return call
 
 
 def backend_generate(backend, contexts, new_tokens: int, stop):
     def call() -> int:
         return max(len(g.token_ids) for g in backend.generate(contexts, [new_tokens] * len(contexts), stop))
+
     return call
 
 
@@ -119,10 +132,18 @@ def trainer_for(model_dir: Path, out: Path, dtype: str, device: str, batch: int)
     recipe = recipe_for(str(model_dir), steps=1, max_new=8, max_turns=0, dtype=dtype)
     questions = load_benchmark("world", "train", world_dir=ROOT / "data/world", limit=16)
     return SearchGRPOTrainer(
-        model=resolve_model_path(recipe.model.name_or_path), args=grpo_config(recipe, batch_plan(recipe), out, device),
-        train_dataset=question_dataset(questions), processing_class=load_tokenizer(recipe.model),
-        instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=open_from_config(recipe.retriever),
-        rollout=recipe.rollout, reward=recipe.reward, topk=3, chat=False, generation_batch_size=batch)
+        model=resolve_model_path(recipe.model.name_or_path),
+        args=grpo_config(recipe, batch_plan(recipe), out, device),
+        train_dataset=question_dataset(questions),
+        processing_class=load_tokenizer(recipe.model),
+        instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION),
+        retriever=open_from_config(recipe.retriever),
+        rollout=recipe.rollout,
+        reward=recipe.reward,
+        topk=3,
+        chat=False,
+        generation_batch_size=batch,
+    )
 
 
 def measure_model(name: str, args, work: Path) -> dict:
@@ -130,8 +151,8 @@ def measure_model(name: str, args, work: Path) -> dict:
     from transformers import AutoModelForCausalLM
 
     from inspo_cli.agent.backends import TransformersBackend
-    from inspo_cli.models import load_tokenizer, resolve_dtype
     from inspo_cli.config import ModelConfig
+    from inspo_cli.models import load_tokenizer, resolve_dtype
 
     model_dir = random_model(name, work / name, args.device)
     compute = resolve_dtype(args.dtype, args.device)
@@ -142,9 +163,11 @@ def measure_model(name: str, args, work: Path) -> dict:
     started = time.perf_counter()
     backend.generate(contexts[:1], [1], STOP)  # the stop-id table, built once per backend and stop strings
     stop_table_seconds = time.perf_counter() - started
-    sides = {"a": plain_generate(plain, contexts, args.new_tokens, backend.pad_id),
-             "b": backend_generate(backend, contexts, args.new_tokens, ()),
-             "b_stop": backend_generate(backend, contexts, args.new_tokens, STOP)}
+    sides = {
+        "a": plain_generate(plain, contexts, args.new_tokens, backend.pad_id),
+        "b": backend_generate(backend, contexts, args.new_tokens, ()),
+        "b_stop": backend_generate(backend, contexts, args.new_tokens, STOP),
+    }
     runs = ["after"] if compute == torch.float32 else ["after", "before"]  # before: only mixed precision had one
     samples: dict[str, list[float]] = {}
     for run in runs:
@@ -157,8 +180,10 @@ def measure_model(name: str, args, work: Path) -> dict:
 
         def measure(instructions, prompts):  # in place of the rollout engine, inside _policy_for_generation
             for _ in range(args.repeats):
-                for key, call in [*sides.items(), (side, backend_generate(trainer_backend, contexts,
-                                                                          args.new_tokens, STOP))]:
+                for key, call in [
+                    *sides.items(),
+                    (side, backend_generate(trainer_backend, contexts, args.new_tokens, STOP)),
+                ]:
                     samples.setdefault(key, []).append(timed(call))
             raise _Measured
 
@@ -167,10 +192,16 @@ def measure_model(name: str, args, work: Path) -> dict:
             trainer.train()
         del trainer
     medians = {key: statistics.median(values) for key, values in samples.items()}
-    return {"model": name, "parameters": sum(p.numel() for p in plain.parameters()), "ms_per_step": medians,
-            "samples": samples, "ratio_to_plain": {k: v / medians["a"] for k, v in medians.items()},
-            "stop_check_share": medians["b_stop"] / medians["b"] - 1, "stop_table_seconds": stop_table_seconds,
-            "batch_sweep": batch_sweep(plain, tokenizer, args) if args.sweep else {}}
+    return {
+        "model": name,
+        "parameters": sum(p.numel() for p in plain.parameters()),
+        "ms_per_step": medians,
+        "samples": samples,
+        "ratio_to_plain": {k: v / medians["a"] for k, v in medians.items()},
+        "stop_check_share": medians["b_stop"] / medians["b"] - 1,
+        "stop_table_seconds": stop_table_seconds,
+        "batch_sweep": batch_sweep(plain, tokenizer, args) if args.sweep else {},
+    }
 
 
 def batch_sweep(model, tokenizer, args) -> dict:
@@ -192,8 +223,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "qwen2-tiny"])
-    parser.add_argument("--dtypes", nargs="+", default=None,
-                        help="compute dtypes, each a run (default: float32 bfloat16 on CPU, bfloat16 on CUDA)")
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=None,
+        help="compute dtypes, each a run (default: float32 bfloat16 on CPU, bfloat16 on CUDA)",
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--prompt", type=int, default=400)
     parser.add_argument("--new-tokens", type=int, default=128)
@@ -218,11 +253,19 @@ def main() -> None:
                 row["dtype"] = dtype
                 results.append(row)
                 print("  " + ", ".join(f"{k} {v:.1f} ms" for k, v in row["ms_per_step"].items()), flush=True)
-    result = {"machine": machine(("torch", "trl", "transformers", "accelerate")),
-              "setup": {"device": args.device, "batch": args.batch, "prompt_tokens": args.prompt,
-                        "new_tokens": args.new_tokens, "repeats": args.repeats, "stop": list(STOP),
-                        "sweep_shape": args.sweep_shape},
-              "models": results}
+    result = {
+        "machine": machine(("torch", "trl", "transformers", "accelerate")),
+        "setup": {
+            "device": args.device,
+            "batch": args.batch,
+            "prompt_tokens": args.prompt,
+            "new_tokens": args.new_tokens,
+            "repeats": args.repeats,
+            "stop": list(STOP),
+            "sweep_shape": args.sweep_shape,
+        },
+        "models": results,
+    }
     if args.out:
         atomic_write_json(args.out, result)
         return
@@ -233,37 +276,59 @@ def main() -> None:
 def section(result: dict, tag: str) -> str:
     m, s = result["machine"], result["setup"]
     command = "OMP_WAIT_POLICY=PASSIVE python bench/generation_speed.py" + (
-        f" --device {s['device']} --tag {tag}" if tag else "")
+        f" --device {s['device']} --tag {tag}" if tag else ""
+    )
     rows = []
     for r in result["models"]:
         ms, ratio = r["ms_per_step"], r["ratio_to_plain"]
         before = f"{ms['c_before']:.1f} ({ratio['c_before']:.2f}x)" if "c_before" in ms else "—"
-        rows.append(f"| {r['model']} ({r['parameters'] / 1e6:.0f}M) | {r['dtype']} | {ms['a']:.1f} | "
-                    f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
-                    f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |")
-    gpu_row = ("| Qwen2.5-3B on a GPU | bfloat16 | not measured: no GPU was lent to issue 52; `bench/gpu_checklist.py` "
-               "runs this bench first on the next GPU machine | | | | | |\n" if s["device"] == "cpu" else "")
-    before_ratios = ", ".join(f"{r['ratio_to_plain']['c_before']:.2f}x ({r['model']})" for r in result["models"]
-                              if "c_before" in r["ratio_to_plain"]) or "(not run)"
+        rows.append(
+            f"| {r['model']} ({r['parameters'] / 1e6:.0f}M) | {r['dtype']} | {ms['a']:.1f} | "
+            f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
+            f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |"
+        )
+    gpu_row = (
+        "| Qwen2.5-3B on a GPU | bfloat16 | not measured: no GPU was lent to issue 52; `bench/gpu_checklist.py` "
+        "runs this bench first on the next GPU machine | | | | | |\n"
+        if s["device"] == "cpu"
+        else ""
+    )
+    before_ratios = (
+        ", ".join(
+            f"{r['ratio_to_plain']['c_before']:.2f}x ({r['model']})"
+            for r in result["models"]
+            if "c_before" in r["ratio_to_plain"]
+        )
+        or "(not run)"
+    )
     sweeps = [r for r in result["models"] if r["batch_sweep"]]
     sweep_text = ""
     if sweeps:
         batches = list(sweeps[0]["batch_sweep"])
-        sweep_text = (f"\nThe backend's tokens per second against rows per call ({s['sweep_shape'][0]}-token prompts, "
-                      f"{s['sweep_shape'][1]} new tokens, median of {s['repeats']}):\n\n"
-                      "| model | dtype | " + " | ".join(f"batch {b}" for b in batches) + " |\n|---|---|"
-                      + "---|" * len(batches) + "\n"
-                      + "\n".join(f"| {r['model']} | {r['dtype']} | " + " | ".join(
-                          f"{r['batch_sweep'][b]['tokens_per_second']:.0f}" for b in batches) + " |" for r in sweeps)
-                      + "\n")
+        sweep_text = (
+            f"\nThe backend's tokens per second against rows per call ({s['sweep_shape'][0]}-token prompts, "
+            f"{s['sweep_shape'][1]} new tokens, median of {s['repeats']}):\n\n"
+            "| model | dtype | "
+            + " | ".join(f"batch {b}" for b in batches)
+            + " |\n|---|---|"
+            + "---|" * len(batches)
+            + "\n"
+            + "\n".join(
+                f"| {r['model']} | {r['dtype']} | "
+                + " | ".join(f"{r['batch_sweep'][b]['tokens_per_second']:.0f}" for b in batches)
+                + " |"
+                for r in sweeps
+            )
+            + "\n"
+        )
     return f"""
 ## Generation speed{f" ({s['device']})" if tag else ""}
 
-`{command}` — machine: {m['cpu_cores']} CPU cores ({m['cpu']}), GPU: {m['gpu']}; torch {m['packages'].get('torch')},
-transformers {m['packages'].get('transformers')}, trl {m['packages'].get('trl')}.
+`{command}` — machine: {m["cpu_cores"]} CPU cores ({m["cpu"]}), GPU: {m["gpu"]}; torch {m["packages"].get("torch")},
+transformers {m["packages"].get("transformers")}, trl {m["packages"].get("trl")}.
 
-ms per decode step (median of {s['repeats']}, sides interleaved), batch {s['batch']}, {s['prompt_tokens']}-token
-prompts, {s['new_tokens']} new tokens, random weights; in brackets the ratio to plain `generate` (a) of the same
+ms per decode step (median of {s["repeats"]}, sides interleaved), batch {s["batch"]}, {s["prompt_tokens"]}-token
+prompts, {s["new_tokens"]} new tokens, random weights; in brackets the ratio to plain `generate` (a) of the same
 weights in the compute dtype. (b) the backend alone, (b+stop) with the stop strings `</search>`, `</answer>`,
 (c) the backend inside the trainer's rollout context mid-`train()`, (c-before) that context generating through
 accelerate's autocast wrapper over the float32 masters, as every mixed-precision rollout did before issue 52.

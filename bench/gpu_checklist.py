@@ -59,30 +59,70 @@ from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 QWEN = {
     **QWEN2_5_CONFIGS,  # Qwen2.5-3B and -7B as published, the figures `inspo recipe plan` sizes them by
     # --quick: the same code on CPU
-    "qwen2-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2, vocab_size=49152, max_position_embeddings=4096,
-                       max_window_layers=2, tie_word_embeddings=True),
+    "qwen2-tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=49152,
+        max_position_embeddings=4096,
+        max_window_layers=2,
+        tie_word_embeddings=True,
+    ),
 }
-COMMON = dict(rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", use_sliding_window=False,
-              sliding_window=None, attention_dropout=0.0, initializer_range=0.02, bos_token_id=151643,
-              eos_token_id=151643)
+COMMON = dict(
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    use_sliding_window=False,
+    sliding_window=None,
+    attention_dropout=0.0,
+    initializer_range=0.02,
+    bos_token_id=151643,
+    eos_token_id=151643,
+)
 TOKENIZER = ROOT / ".gpu" / "tokenizer"  # SmolLM2-135M-Instruct's tokenizer files, carried (no hub there)
 # seconds; what is left of the budget goes to the next check
 CAPS = {"generation": 150.0, "fsdp": 120.0, "step-qwen2.5-3b": 180.0}
 TRAJECTORIES = 2 * 4  # training.batch_size x group_size in step_overrides: one micro-batch of the recipe's 8
-TIMING = ("time", "step_seconds", "step_time", "time/generation", "time/retrieval", "time/scoring", "time/update",
-          "time/evolution", "time/evaluation")
+TIMING = (
+    "time",
+    "step_seconds",
+    "step_time",
+    "time/generation",
+    "time/retrieval",
+    "time/scoring",
+    "time/update",
+    "time/evolution",
+    "time/evaluation",
+)
 
 
 def step_overrides(model_dir: Path, quick: bool) -> list[str]:
-    sets = [f"model.name_or_path={model_dir}", "model.backend=transformers", "data.train=world",
-            f"data.world_dir={ROOT / 'data/world'}", "retriever.kind=bm25",
-            f"retriever.corpus={ROOT / 'data/world/corpus.jsonl'}", "training.steps=1", "training.batch_size=2",
-            "training.group_size=4", "training.mini_batch_trajectories=8", "training.warmup_ratio=0",
-            "training.save_every=1000", "training.eval_every=0"]
+    sets = [
+        f"model.name_or_path={model_dir}",
+        "model.backend=transformers",
+        "data.train=world",
+        f"data.world_dir={ROOT / 'data/world'}",
+        "retriever.kind=bm25",
+        f"retriever.corpus={ROOT / 'data/world/corpus.jsonl'}",
+        "training.steps=1",
+        "training.batch_size=2",
+        "training.group_size=4",
+        "training.mini_batch_trajectories=8",
+        "training.warmup_ratio=0",
+        "training.save_every=1000",
+        "training.eval_every=0",
+    ]
     if quick:  # CPU: float32 (TRL refuses bf16 autocast there), short turns
-        sets += ["model.dtype=float32", "rollout.max_tokens_per_turn=8", "rollout.max_observation_tokens=32",
-                 "rollout.max_prompt_tokens=512", "rollout.max_total_tokens=1024"]
+        sets += [
+            "model.dtype=float32",
+            "rollout.max_tokens_per_turn=8",
+            "rollout.max_observation_tokens=32",
+            "rollout.max_prompt_tokens=512",
+            "rollout.max_total_tokens=1024",
+        ]
     return sets
 
 
@@ -142,8 +182,12 @@ def predicted(recipe: Path, overrides: list[str], device: str) -> dict:
     except Exception as error:  # a prediction that fails must not cost the measurement
         return {"error": f"{type(error).__name__}: {error}"[:500]}
     one = plan.launches["one-gpu"]
-    return {"gib_by_phase": {phase: one.total(phase) / GiB for phase in one.phases}, "peak_phase": one.peak_phase,
-            "seconds": plan.seconds, "policy_tokens_per_step": plan.policy_tokens_per_step}
+    return {
+        "gib_by_phase": {phase: one.total(phase) / GiB for phase in one.phases},
+        "peak_phase": one.peak_phase,
+        "seconds": plan.seconds,
+        "policy_tokens_per_step": plan.policy_tokens_per_step,
+    }
 
 
 def tensors(directory: Path, device: str):
@@ -167,9 +211,13 @@ def changed_shares(initial: Path, final: Path, device: str) -> dict:
         total += after.numel()
         in_fp32 += int((after != start.to(after.dtype)).sum())
         in_bf16 += int((after.to(torch.bfloat16) != start.to(torch.bfloat16)).sum())
-    return {"parameters": total, "final_dtype": str(after.dtype).removeprefix("torch."),
-            "changed_float32": in_fp32 / total, "changed_after_bf16_rounding": in_bf16 / total,
-            "tensors_not_saved": sorted(before)}
+    return {
+        "parameters": total,
+        "final_dtype": str(after.dtype).removeprefix("torch."),
+        "changed_float32": in_fp32 / total,
+        "changed_after_bf16_rounding": in_bf16 / total,
+        "tensors_not_saved": sorted(before),
+    }
 
 
 def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
@@ -224,9 +272,13 @@ def sample_memory(result: dict, out: Path, started: float, every: float = 10.0):
 
     def sample():
         while not stop.wait(every):
-            partial["memory_samples"].append({"seconds": round(time.time() - started), "allocated_gib":
-                                              torch.cuda.memory_allocated() / 2**30,
-                                              "peak_gib": torch.cuda.max_memory_allocated() / 2**30})
+            partial["memory_samples"].append(
+                {
+                    "seconds": round(time.time() - started),
+                    "allocated_gib": torch.cuda.memory_allocated() / 2**30,
+                    "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+                }
+            )
             atomic_write_json(out, partial)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -243,8 +295,7 @@ def sample_memory(result: dict, out: Path, started: float, every: float = 10.0):
 def launch(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> dict:
     started = time.time()
     try:  # stderr into stdout: the step lines (stderr) must survive a timeout too
-        done = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                              env=env)
+        done = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
         code, output = done.returncode, done.stdout
     except subprocess.TimeoutExpired as expired:
         code, output = "timeout", expired.output or b""
@@ -255,11 +306,25 @@ def launch(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) 
 def child_generation(out: Path, quick: bool) -> None:
     """bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): plain `generate`, the backend, a
     rollout in the trainer's context and before the issue-52 fix, and tokens/s against the generation batch."""
-    shape = (["--models", "qwen2-tiny", "--device", "cpu", "--new-tokens", "16", "--prompt", "64", "--sweep", "8"]
-             if quick else ["--models", "qwen2.5-3b", "--device", "cuda", "--new-tokens", "64", "--sweep", "8", "32",
-                            "64", "128"])
-    subprocess.run([sys.executable, str(ROOT / "bench/generation_speed.py"), *shape, "--dtypes", "bfloat16",
-                    "--repeats", "2", "--out", str(out)], check=True)
+    shape = (
+        ["--models", "qwen2-tiny", "--device", "cpu", "--new-tokens", "16", "--prompt", "64", "--sweep", "8"]
+        if quick
+        else ["--models", "qwen2.5-3b", "--device", "cuda", "--new-tokens", "64", "--sweep", "8", "32", "64", "128"]
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench/generation_speed.py"),
+            *shape,
+            "--dtypes",
+            "bfloat16",
+            "--repeats",
+            "2",
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
 
 
 def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:
@@ -269,22 +334,35 @@ def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:
 
     tiny = build_tiny_model(work / "tiny")
     recipe = work / "tiny.yaml"
-    recipe.write_text(f"""data: {{train: world, world_dir: {ROOT / 'data/world'}}}
-retriever: {{kind: bm25, corpus: {ROOT / 'data/world/corpus.jsonl'}, topk: 3}}
-model: {{name_or_path: {tiny}, dtype: {'float32' if quick else 'bfloat16'}, chat_template: auto}}
+    recipe.write_text(f"""data: {{train: world, world_dir: {ROOT / "data/world"}}}
+retriever: {{kind: bm25, corpus: {ROOT / "data/world/corpus.jsonl"}, topk: 3}}
+model: {{name_or_path: {tiny}, dtype: {"float32" if quick else "bfloat16"}, chat_template: auto}}
 rollout: {{max_turns: 2, max_tokens_per_turn: 16, max_observation_tokens: 64, max_prompt_tokens: 256,
           max_total_tokens: 512}}
 training: {{steps: 2, group_size: 2, batch_size: 2, mini_batch_trajectories: 4, micro_batch_size: 2,
            learning_rate: 1.0e-5, warmup_ratio: 0.0, save_every: 1, eval_every: 0}}
 population: {{enabled: false}}
 """)
-    launcher = ([sys.executable, "-m", "inspo_cli"] if quick else
-                [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                 str(ROOT / "recipes/accelerate/8gpu-fsdp.yaml"), "--num_processes", "1", "-m", "inspo_cli"])
+    launcher = (
+        [sys.executable, "-m", "inspo_cli"]
+        if quick
+        else [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(ROOT / "recipes/accelerate/8gpu-fsdp.yaml"),
+            "--num_processes",
+            "1",
+            "-m",
+            "inspo_cli",
+        ]
+    )
     runs = work / "fsdp-runs"
     result: dict = {"launcher": " ".join(launcher[1:])}
-    result["straight"] = launch([*launcher, "train", "--recipe", str(recipe), "--output-dir", str(runs), "--name",
-                                 "straight"], ROOT, timeout)
+    result["straight"] = launch(
+        [*launcher, "train", "--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight"], ROOT, timeout
+    )
     straight = runs / "straight"
     result["checkpoints"] = sorted(p.name for p in (straight / "checkpoints").glob("*")) if straight.exists() else []
     if (straight / "checkpoints/checkpoint-1").is_dir():
@@ -304,9 +382,24 @@ population: {{enabled: false}}
         result["metrics_rows"] = {"straight": len(want), "resumed": len(have)}
         result["resume_same_metrics"] = bool(want) and want == have
         result["resume_differences"] = [
-            {k: (w.get(k), h.get(k)) for k in set(w) | set(h) if w.get(k) != h.get(k)} for w, h in zip(want, have)]
-    result["guard"] = launch([*launcher, "train", "--recipe", str(recipe), "--output-dir", str(runs), "--name",
-                              "blown", "--set", "training.learning_rate=1e39"], ROOT, timeout)
+            {k: (w.get(k), h.get(k)) for k in set(w) | set(h) if w.get(k) != h.get(k)} for w, h in zip(want, have)
+        ]
+    result["guard"] = launch(
+        [
+            *launcher,
+            "train",
+            "--recipe",
+            str(recipe),
+            "--output-dir",
+            str(runs),
+            "--name",
+            "blown",
+            "--set",
+            "training.learning_rate=1e39",
+        ],
+        ROOT,
+        timeout,
+    )
     output = result["guard"]["output_tail"]
     result["guard_stopped"] = result["guard"]["exit_code"] not in (0, "timeout") and "weights are not finite" in output
     result["guard_saved_nothing_after"] = not (runs / "blown/checkpoints/checkpoint-1").exists()
@@ -316,14 +409,34 @@ population: {{enabled: false}}
 # Every module the checks import, and the wheel that brings it: the GPU machines have no package index, so what their
 # image lacks travels as a wheel (bench/README.md lists them). Checked first, in one go: a run once lost its whole
 # lease to one missing wheel (pydantic).
-NEEDED = {"torch": "torch", "transformers": "transformers", "trl": "trl", "accelerate": "accelerate",
-          "datasets": "datasets", "dill": "dill", "multiprocess": "multiprocess", "bm25s": "bm25s",
-          "orjson": "orjson", "gguf": "gguf", "typer": "typer", "pydantic": "pydantic",
-          "pydantic_core": "pydantic_core", "annotated_types": "annotated-types",
-          "typing_inspection": "typing-inspection", "fastapi": "fastapi", "starlette": "starlette",
-          "sniffio": "sniffio", "platformdirs": "platformdirs", "rich": "rich", "yaml": "pyyaml",
-          "safetensors": "safetensors", "tokenizers": "tokenizers", "huggingface_hub": "huggingface-hub",
-          "peft": "peft", "inspo_cli.cli": "this repository (pip install --no-deps -e .)"}
+NEEDED = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "trl": "trl",
+    "accelerate": "accelerate",
+    "datasets": "datasets",
+    "dill": "dill",
+    "multiprocess": "multiprocess",
+    "bm25s": "bm25s",
+    "orjson": "orjson",
+    "gguf": "gguf",
+    "typer": "typer",
+    "pydantic": "pydantic",
+    "pydantic_core": "pydantic_core",
+    "annotated_types": "annotated-types",
+    "typing_inspection": "typing-inspection",
+    "fastapi": "fastapi",
+    "starlette": "starlette",
+    "sniffio": "sniffio",
+    "platformdirs": "platformdirs",
+    "rich": "rich",
+    "yaml": "pyyaml",
+    "safetensors": "safetensors",
+    "tokenizers": "tokenizers",
+    "huggingface_hub": "huggingface-hub",
+    "peft": "peft",
+    "inspo_cli.cli": "this repository (pip install --no-deps -e .)",
+}
 
 
 def missing_imports() -> list[str]:
@@ -370,8 +483,11 @@ def main() -> None:
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
     results_file = args.out / f"gpu_checklist_{'cpu' if args.quick else 'cuda'}.json"
-    results: dict = {"machine": machine(("torch", "transformers", "trl", "accelerate", "datasets")),
-                     "checks": {}, "skipped": {}}
+    results: dict = {
+        "machine": machine(("torch", "transformers", "trl", "accelerate", "datasets")),
+        "checks": {},
+        "skipped": {},
+    }
     for check in args.checks.split(","):
         if args.quick:
             check = check if check in ("fsdp", "generation") else "step-qwen2-tiny"
@@ -386,13 +502,30 @@ def main() -> None:
         with_work.mkdir(parents=True)
         out = with_work / "result.json"
         print(f"[{time.time() - started:6.0f} s] {check}: up to {left:.0f} s", flush=True)
-        run = launch([sys.executable, __file__, "--child", check, "--work", str(with_work), "--out", str(out),
-                      "--timeout", str(max(30.0, left / 3))] + (["--quick"] if args.quick else []), ROOT, left)
+        run = launch(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                check,
+                "--work",
+                str(with_work),
+                "--out",
+                str(out),
+                "--timeout",
+                str(max(30.0, left / 3)),
+            ]
+            + (["--quick"] if args.quick else []),
+            ROOT,
+            left,
+        )
         entry = json.loads(out.read_text()) if out.exists() else {}
         entry["process"] = run
         results["checks"][check] = entry
-        print(f"[{time.time() - started:6.0f} s] {check}: exit {run['exit_code']}\n{run['output_tail'][-1500:]}",
-              flush=True)
+        print(
+            f"[{time.time() - started:6.0f} s] {check}: exit {run['exit_code']}\n{run['output_tail'][-1500:]}",
+            flush=True,
+        )
         atomic_write_json(results_file, results)
         shutil.rmtree(with_work, ignore_errors=True)
     print(json.dumps(summary(results), indent=1), flush=True)
@@ -405,24 +538,51 @@ def summary(results: dict) -> dict:
         if check.startswith("step-"):
             rows = entry.get("metrics", [])
             row = rows[-1] if rows else {}
-            shown[check] = {k: entry.get(k) for k in ("parameters", "exit_code", "error", "train_seconds",
-                                                       "peak_allocated_gib", "peak_reserved_gib", "weights",
-                                                       "predicted")}
+            shown[check] = {
+                k: entry.get(k)
+                for k in (
+                    "parameters",
+                    "exit_code",
+                    "error",
+                    "train_seconds",
+                    "peak_allocated_gib",
+                    "peak_reserved_gib",
+                    "weights",
+                    "predicted",
+                )
+            }
             if entry.get("memory_samples"):
                 shown[check]["last_memory_sample"] = entry["memory_samples"][-1]
-            shown[check].update({k: row.get(k) for k in ("step_seconds", "time/generation", "time/scoring",
-                                                         "time/update", "length/response",
-                                                         "length/response_with_observations", "update")})
+            shown[check].update(
+                {
+                    k: row.get(k)
+                    for k in (
+                        "step_seconds",
+                        "time/generation",
+                        "time/scoring",
+                        "time/update",
+                        "length/response",
+                        "length/response_with_observations",
+                        "update",
+                    )
+                }
+            )
             generation = row.get("time/generation")
             if generation and row.get("length/response") is not None:
                 shown[check]["policy_tokens_per_second"] = row["length/response"] * TRAJECTORIES / generation
         elif check == "generation":
-            shown[check] = [{k: row.get(k) for k in ("model", "dtype", "ms_per_step", "ratio_to_plain",
-                                                      "stop_check_share", "batch_sweep")}
-                            for row in entry.get("models", [])]
+            shown[check] = [
+                {
+                    k: row.get(k)
+                    for k in ("model", "dtype", "ms_per_step", "ratio_to_plain", "stop_check_share", "batch_sweep")
+                }
+                for row in entry.get("models", [])
+            ]
         else:
-            shown[check] = {k: entry.get(k) for k in ("checkpoints", "resume_same_metrics", "guard_stopped",
-                                                       "guard_saved_nothing_after")}
+            shown[check] = {
+                k: entry.get(k)
+                for k in ("checkpoints", "resume_same_metrics", "guard_stopped", "guard_saved_nothing_after")
+            }
     return shown
 
 

@@ -61,7 +61,7 @@ class Rules:
         keys = [normalize_answer(q).split() for q in self.held_out]
         self.whole = {tuple(k) for k in keys}  # the substring rule: any of these runs of words
         self.lengths = sorted({len(k) for k in keys})
-        self.spans = {tuple(k[i:i + NGRAM]) for k in keys if len(k) >= NGRAM for i in range(len(k) - NGRAM + 1)}
+        self.spans = {tuple(k[i : i + NGRAM]) for k in keys if len(k) >= NGRAM for i in range(len(k) - NGRAM + 1)}
         self.short = {tuple(k) for k in keys if len(k) < NGRAM}
         self.shorter_than_ngram = round(len([k for k in keys if len(k) < NGRAM]) / max(1, len(keys)), 4)
         self.guard = LeakGuard(self.held_out)
@@ -69,14 +69,17 @@ class Rules:
     def hits(self, prompt: str, buffer: ReplayBuffer) -> dict[str, bool]:
         """Which definitions fire on `prompt`, whose shown questions are looked up in `buffer`."""
         words = normalize_answer(prompt).split()  # " key " in " prompt ": a run of whole words, as the old rule
-        runs = {tuple(words[i:i + n]) for n in self.lengths for i in range(len(words) - n + 1)}
+        runs = {tuple(words[i : i + n]) for n in self.lengths for i in range(len(words) - n + 1)}
         try:
             self.guard.check_shown(self.guard.shown(prompt, buffer))
             shown = False
         except HeldOutInPrompt:
             shown = True
-        return {"substring": bool(runs & self.whole), f"{NGRAM}-gram": bool(runs & (self.spans | self.short)),
-                "shown whole": shown}
+        return {
+            "substring": bool(runs & self.whole),
+            f"{NGRAM}-gram": bool(runs & (self.spans | self.short)),
+            "shown whole": shown,
+        }
 
 
 def measure(rules: Rules, rollouts: list[Experience], held_out_rollouts: list[Experience], seed: int) -> dict:
@@ -91,36 +94,44 @@ def measure(rules: Rules, rollouts: list[Experience], held_out_rollouts: list[Ex
     per_block = -(-len(held_out_rollouts) // len(blocks))
     started = time.perf_counter()
     for b, block in enumerate(blocks):
-        rollouts_here = order[block:block + REPLAY_CAPACITY]
+        rollouts_here = order[block : block + REPLAY_CAPACITY]
         buffer = ReplayBuffer(REPLAY_CAPACITY + per_block)
         buffer.extend(rollouts_here)
         for i in range(0, len(rollouts_here), FAILURES_PER_PROMPT):
-            failures = rollouts_here[i:i + FAILURES_PER_PROMPT]
+            failures = rollouts_here[i : i + FAILURES_PER_PROMPT]
             hits = rules.hits(reflection_prompt(PARENT, failures, 6), buffer)
             prompts += 1
             for rule, hit in hits.items():
                 fired[rule] += hit
             if hits["substring"] and len(examples) < 3:
-                examples += [f.question for f in failures
-                             if rules.hits(reflection_prompt(PARENT, [f], 6), buffer)["substring"]][:1]
-        for leaked in held_out_rollouts[b * per_block:(b + 1) * per_block]:
+                examples += [
+                    f.question for f in failures if rules.hits(reflection_prompt(PARENT, [f], 6), buffer)["substring"]
+                ][:1]
+        for leaked in held_out_rollouts[b * per_block : (b + 1) * per_block]:
             buffer.add(leaked)  # the bug: an evaluation rollout in the replay buffer, shown among training failures
             prompt = reflection_prompt(PARENT, [*rng.sample(rollouts_here, FAILURES_PER_PROMPT - 1), leaked], 6)
             controls += 1
             for rule, hit in rules.hits(prompt, buffer).items():
                 caught[rule] += hit
     rate = {k: v / prompts for k, v in fired.items()}
-    return {"evaluation_questions": len(rules.held_out), "left_out_as_training_questions": rules.duplicates,
-            f"shorter_than_{NGRAM}_words": rules.shorter_than_ngram,
-            "training_rollouts": len(rollouts), "prompts": prompts, "false_positive_prompts": fired,
-            "false_positive_rate": {k: round(v, 4) for k, v in rate.items()},
-            "run_stopped_probability": {k: {n: round(1 - (1 - v) ** n, 3) for n in RUN_PROMPTS}
-                                        for k, v in rate.items()},
-            "positive_control_prompts": controls, "positive_control_caught": caught,
-            "substring_examples": examples, "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "evaluation_questions": len(rules.held_out),
+        "left_out_as_training_questions": rules.duplicates,
+        f"shorter_than_{NGRAM}_words": rules.shorter_than_ngram,
+        "training_rollouts": len(rollouts),
+        "prompts": prompts,
+        "false_positive_prompts": fired,
+        "false_positive_rate": {k: round(v, 4) for k, v in rate.items()},
+        "run_stopped_probability": {k: {n: round(1 - (1 - v) ** n, 3) for n in RUN_PROMPTS} for k, v in rate.items()},
+        "positive_control_prompts": controls,
+        "positive_control_caught": caught,
+        "substring_examples": examples,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 # -- 1. the bundled world -----------------------------------------------------------------------------------------
+
 
 def world() -> tuple[Rules, list[Experience], list[Experience]]:
     def rows(split):
@@ -134,8 +145,10 @@ def world() -> tuple[Rules, list[Experience], list[Experience]]:
         turns = [f"<think>I need to find out: {row['question']}</think>"]
         for query, passage in zip(row["searches"], row["supporting_ids"]):
             title, text = corpus[passage].split("\n", 1)
-            turns += [f"<search> {query} </search>", f"<information>Doc 1(Title: {title.strip(chr(34))}) {text}"
-                                                      "</information>"]
+            turns += [
+                f"<search> {query} </search>",
+                f"<information>Doc 1(Title: {title.strip(chr(34))}) {text}</information>",
+            ]
         turns.append("<answer> unknown </answer>")
         return Experience("i0", row["id"], row["question"], tuple(row["golden_answers"]), "\n".join(turns), 0.0, 1)
 
@@ -144,19 +157,51 @@ def world() -> tuple[Rules, list[Experience], list[Experience]]:
 
 # -- 2. a synthetic NQ-like set with near-duplicates -------------------------------------------------------------
 
-SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vo", "bri", "den", "sul", "mar", "eth", "quo", "nal", "pir", "zan",
-             "hul", "dra", "wen", "cor", "fel"]
-SHORT = ["who wrote {x}", "who sings {x}", "who played {y} in {x}", "when was {x} founded", "where is {x} located",
-         "who directed {x}", "what is the capital of {x}", "who won {x} in {n}", "when did {x} come out",
-         "how many seasons of {x} are there"]
-LONG = ["which film came out first, {x} or {z}", "what is the place of birth of the director of film {x}",
-        "are {x} and {z} both from the same country", "who was born first, {y} of {x} or {z}"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "tas",
+    "vo",
+    "bri",
+    "den",
+    "sul",
+    "mar",
+    "eth",
+    "quo",
+    "nal",
+    "pir",
+    "zan",
+    "hul",
+    "dra",
+    "wen",
+    "cor",
+    "fel",
+]
+SHORT = [
+    "who wrote {x}",
+    "who sings {x}",
+    "who played {y} in {x}",
+    "when was {x} founded",
+    "where is {x} located",
+    "who directed {x}",
+    "what is the capital of {x}",
+    "who won {x} in {n}",
+    "when did {x} come out",
+    "how many seasons of {x} are there",
+]
+LONG = [
+    "which film came out first, {x} or {z}",
+    "what is the place of birth of the director of film {x}",
+    "are {x} and {z} both from the same country",
+    "who was born first, {y} of {x} or {z}",
+]
 EXTENSIONS = ["{q} and when was it first staged", "{q} and what else did they make", "{q} according to the book"]
 
 
 def name(rng: random.Random) -> str:
-    return " ".join("".join(rng.choices(SYLLABLES, k=rng.randint(2, 3))).capitalize()
-                    for _ in range(rng.randint(1, 2)))
+    return " ".join("".join(rng.choices(SYLLABLES, k=rng.randint(2, 3))).capitalize() for _ in range(rng.randint(1, 2)))
 
 
 def question(rng: random.Random, templates: list[str]) -> str:
@@ -187,9 +232,11 @@ def nq_like(seed: int = 0) -> tuple[Rules, list[Experience], list[Experience]]:
 
     def rollout(i: int, text: str, key: str) -> Experience:
         query = queries.get(i, text.rstrip("?"))
-        response = (f"<think>The question asks {text.rstrip('?')}.</think>\n<search> {query} </search>\n"
-                    f"<information>Doc 1(Title: {name(rng)}) {query.capitalize()}? Sources differ.</information>\n"
-                    f"<answer> {name(rng)} </answer>")
+        response = (
+            f"<think>The question asks {text.rstrip('?')}.</think>\n<search> {query} </search>\n"
+            f"<information>Doc 1(Title: {name(rng)}) {query.capitalize()}? Sources differ.</information>\n"
+            f"<answer> {name(rng)} </answer>"
+        )
         return Experience("i0", key, text, (name(rng),), response, 0.0, 1)
 
     rollouts = [rollout(i, text, f"train-{i}") for i, text in enumerate(training)]
@@ -198,38 +245,74 @@ def nq_like(seed: int = 0) -> tuple[Rules, list[Experience], list[Experience]]:
 
 
 def main() -> None:
-    results = {"machine": machine(), "ngram": NGRAM, "failures_per_prompt": FAILURES_PER_PROMPT,
-               "world": measure(*world(), seed=0), "nq_like": measure(*nq_like(), seed=0)}
+    results = {
+        "machine": machine(),
+        "ngram": NGRAM,
+        "failures_per_prompt": FAILURES_PER_PROMPT,
+        "world": measure(*world(), seed=0),
+        "nq_like": measure(*nq_like(), seed=0),
+    }
     RESULT.write_text(json.dumps(results, indent=2) + "\n")
     rows = []
     for key, label in (("world", "bundled world"), ("nq_like", "synthetic NQ-like")):
         r = results[key]
         fp, caught, stop = r["false_positive_prompts"], r["positive_control_caught"], r["run_stopped_probability"]
-        rows.append(f"| {label} | {r['evaluation_questions']:,} ({r[f'shorter_than_{NGRAM}_words']:.0%}) | "
-                    f"{r['prompts']:,} | " + " | ".join(
-                        f"{fp[k]} ({r['false_positive_rate'][k]:.2%}); {stop[k][RUN_PROMPTS[0]]:.0%} / "
-                        f"{stop[k][RUN_PROMPTS[1]]:.0%}" for k in fp)
-                    + " | " + " / ".join(str(caught[k]) for k in caught) + f" of {r['positive_control_prompts']} |")
+        rows.append(
+            f"| {label} | {r['evaluation_questions']:,} ({r[f'shorter_than_{NGRAM}_words']:.0%}) | "
+            f"{r['prompts']:,} | "
+            + " | ".join(
+                f"{fp[k]} ({r['false_positive_rate'][k]:.2%}); {stop[k][RUN_PROMPTS[0]]:.0%} / "
+                f"{stop[k][RUN_PROMPTS[1]]:.0%}"
+                for k in fp
+            )
+            + " | "
+            + " / ".join(str(caught[k]) for k in caught)
+            + f" of {r['positive_control_prompts']} |"
+        )
     world_example = results["world"]["substring_examples"][:1]
-    update_readme_section("leak_check", "\n".join([
-        "## Leak check: false matches that would stop a run (`python bench/leak_check.py`, issue 51)", "",
-        "Reflection prompts (App. E, 4 failed training rollouts each) checked against the evaluation questions by "
-        "three definitions; every hit on them is a false positive, and one stops the run (`HeldOutInPrompt`). "
-        f"Each cell: prompts hit (share); the chance a paper run of {RUN_PROMPTS[0]} / {RUN_PROMPTS[1]} optimizer "
-        "prompts stops. The positive control shows one evaluation rollout in each prompt (the bug the check is "
-        "for). The synthetic set is a stress test with chosen shares of near-duplicates, not an estimate for NQ. "
-        "Results: `bench/results/leak_check.json`.", "",
-        f"| questions | evaluation questions (under {NGRAM} words) | prompts | substring (before) | {NGRAM}-gram | "
-        f"shown whole (now) | control caught (substring / {NGRAM}-gram / shown whole) |",
-        "|---|---|---|---|---|---|---|", *rows, "",
-        *([f"On the bundled world the substring rule fires on a training question itself: {world_example[0]!r} "
-           "holds a test question whole.", ""] if world_example else []),
-        "The rule now (`LeakGuard.check_shown`) fires only when a question the prompt shows from the replay buffer "
-        "is, normalised, an evaluation question; the rest of the prompt (the policy's queries and reasoning, "
-        "passages, instructions) is never compared, and an evaluation question that is also a training question "
-        f"is not held out. A {NGRAM}-gram rule matches a shorter question whole, as a substring, so on questions "
-        "this short it is the substring rule.",
-    ]))
+    update_readme_section(
+        "leak_check",
+        "\n".join(
+            [
+                "## Leak check: false matches that would stop a run (`python bench/leak_check.py`, issue 51)",
+                "",
+                "Reflection prompts (App. E, 4 failed training rollouts each) checked against the evaluation "
+                "questions by "
+                "three definitions; every hit on them is a false positive, and one stops the run (`HeldOutInPrompt`). "
+                f"Each cell: prompts hit (share); the chance a paper run of {RUN_PROMPTS[0]} / {RUN_PROMPTS[1]} "
+                f"optimizer "
+                "prompts stops. The positive control shows one evaluation rollout in each prompt (the bug the check is "
+                "for). The synthetic set is a stress test with chosen shares of near-duplicates, not an estimate for "
+                "NQ. "
+                "Results: `bench/results/leak_check.json`.",
+                "",
+                f"| questions | evaluation questions (under {NGRAM} words) | prompts | substring (before) | "
+                f"{NGRAM}-gram | "
+                f"shown whole (now) | control caught (substring / {NGRAM}-gram / shown whole) |",
+                "|---|---|---|---|---|---|---|",
+                *rows,
+                "",
+                *(
+                    [
+                        f"On the bundled world the substring rule fires on a training question itself: "
+                        f"{world_example[0]!r} "
+                        "holds a test question whole.",
+                        "",
+                    ]
+                    if world_example
+                    else []
+                ),
+                "The rule now (`LeakGuard.check_shown`) fires only when a question the prompt shows from the replay "
+                "buffer "
+                "is, normalised, an evaluation question; the rest of the prompt (the policy's queries and reasoning, "
+                "passages, instructions) is never compared, and an evaluation question that is also a training "
+                "question "
+                f"is not held out. A {NGRAM}-gram rule matches a shorter question whole, as a substring, so on "
+                f"questions "
+                "this short it is the substring rule.",
+            ]
+        ),
+    )
     print(json.dumps({k: results[k] for k in ("world", "nq_like")}, indent=2))
 
 

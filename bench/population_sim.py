@@ -56,9 +56,25 @@ from inspo_cli.jsonio import atomic_write_json
 
 RESULTS = ROOT / "bench/results/population_sim.json"
 STEPS, QUESTIONS_PER_STEP, ROLLOUTS, POOL = 300, 512, 5, 20_000
-PAPER = dict(size=7, n_parent=1, temperature=0.2, weight_window=5, prune_every=5, evolve_every=15, evolve_until=150,
-             proposer="reflection", candidates_per_call=6, failures_per_call=4, verify_size=200, verify_rollouts=1,
-             accept="beat_parent", accept_margin=1.645, accept_top_n=6, max_verify_rounds=5, selection="softmax")
+PAPER = dict(
+    size=7,
+    n_parent=1,
+    temperature=0.2,
+    weight_window=5,
+    prune_every=5,
+    evolve_every=15,
+    evolve_until=150,
+    proposer="reflection",
+    candidates_per_call=6,
+    failures_per_call=4,
+    verify_size=200,
+    verify_rollouts=1,
+    accept="beat_parent",
+    accept_margin=1.645,
+    accept_top_n=6,
+    max_verify_rounds=5,
+    selection="softmax",
+)
 # name -> what differs from the paper's configuration
 CONFIGS = {
     "paper": {},
@@ -131,8 +147,14 @@ class SyntheticVerifier:
         self.world, self.rng, self.step = world, rng, 0
 
     def score(self, instructions, questions: list[ReplayQuestion], rollouts: int = 1) -> list[list[float]]:
-        return [[sum(self.rng.random() < self.world.success(text, int(q.key), self.step) for _ in range(rollouts))
-                 / rollouts for q in questions] for text in instructions]
+        return [
+            [
+                sum(self.rng.random() < self.world.success(text, int(q.key), self.step) for _ in range(rollouts))
+                / rollouts
+                for q in questions
+            ]
+            for text in instructions
+        ]
 
 
 @dataclass
@@ -154,7 +176,8 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
     world = World(rng)
     base = math.log(0.35 / 0.65)
     texts = ["Search-R1's instruction: reason, search, answer."] + [
-        f"Rewrite {k}: reason, search, answer." for k in range(1, settings["size"])]
+        f"Rewrite {k}: reason, search, answer." for k in range(1, settings["size"])
+    ]
     for k, text in enumerate(texts):
         shift = 0.0 if k == 0 else rng.gauss(0.0, 0.3)
         world.strength[text] = [base + shift + (0.0 if k == 0 else rng.gauss(0.0, 0.2)) for _ in range(CATEGORIES)]
@@ -203,9 +226,17 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
                     better_out += c.reason == BELOW_PARENT
     best = population.best()
     ever = max((population[r["id"]] for r in population.records()), key=lambda c: world.overall(c.text))
-    return RunResult(parent_best, evolutions, best.id == ever.id, regret / groups,
-                     statistics.fmean(sigmoid(s) for s in world.strength[best.text]), worse_in, accepted,
-                     better_out, better)
+    return RunResult(
+        parent_best,
+        evolutions,
+        best.id == ever.id,
+        regret / groups,
+        statistics.fmean(sigmoid(s) for s in world.strength[best.text]),
+        worse_in,
+        accepted,
+        better_out,
+        better,
+    )
 
 
 def wilson(successes: int, n: int) -> list[float]:
@@ -231,26 +262,48 @@ def summarize(results: list[RunResult]) -> dict:
     rate, rate_ci = mean_interval([r.best_rate for r in results])
     worse, accepted = sum(r.worse_in for r in results), sum(r.accepted for r in results)
     out, better = sum(r.better_out for r in results), sum(r.better for r in results)
-    return {"runs": n, "p_parent_best": best / evolutions if evolutions else None,
-            "p_parent_best_ci": wilson(best, evolutions), "evolutions": evolutions, "p_best_ever": ever / n,
-            "p_best_ever_ci": wilson(ever, n), "regret": regret, "regret_ci": regret_ci, "best_rate": rate,
-            "best_rate_ci": rate_ci, "worse_in": worse / accepted if accepted else None,
-            "worse_in_ci": wilson(worse, accepted), "accepted": accepted,
-            "better_out": out / better if better else None, "better_out_ci": wilson(out, better), "better": better}
+    return {
+        "runs": n,
+        "p_parent_best": best / evolutions if evolutions else None,
+        "p_parent_best_ci": wilson(best, evolutions),
+        "evolutions": evolutions,
+        "p_best_ever": ever / n,
+        "p_best_ever_ci": wilson(ever, n),
+        "regret": regret,
+        "regret_ci": regret_ci,
+        "best_rate": rate,
+        "best_rate_ci": rate_ci,
+        "worse_in": worse / accepted if accepted else None,
+        "worse_in_ci": wilson(worse, accepted),
+        "accepted": accepted,
+        "better_out": out / better if better else None,
+        "better_out_ci": wilson(out, better),
+        "better": better,
+    }
 
 
 def table(summaries: dict) -> str:
-    rows = ["| configuration | P(parent best) | P(I* best ever) | regret per group | I*'s success rate | worse in | "
-            "better out |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| configuration | P(parent best) | P(I* best ever) | regret per group | I*'s success rate | worse in | "
+        "better out |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, s in summaries.items():
+
         def share(key, count):
-            return "-" if s[key] is None else f"{s[key]:.2f} [{s[key + '_ci'][0]:.2f}, {s[key + '_ci'][1]:.2f}] " \
-                                               f"(of {s[count]})"
-        rows.append(f"| {name} | {share('p_parent_best', 'evolutions')} | "
-                    f"{s['p_best_ever']:.2f} [{s['p_best_ever_ci'][0]:.2f}, {s['p_best_ever_ci'][1]:.2f}] | "
-                    f"{s['regret']:.4f} [{s['regret_ci'][0]:.4f}, {s['regret_ci'][1]:.4f}] | "
-                    f"{s['best_rate']:.3f} [{s['best_rate_ci'][0]:.3f}, {s['best_rate_ci'][1]:.3f}] | "
-                    f"{share('worse_in', 'accepted')} | {share('better_out', 'better')} |")
+            return (
+                "-"
+                if s[key] is None
+                else f"{s[key]:.2f} [{s[key + '_ci'][0]:.2f}, {s[key + '_ci'][1]:.2f}] (of {s[count]})"
+            )
+
+        rows.append(
+            f"| {name} | {share('p_parent_best', 'evolutions')} | "
+            f"{s['p_best_ever']:.2f} [{s['p_best_ever_ci'][0]:.2f}, {s['p_best_ever_ci'][1]:.2f}] | "
+            f"{s['regret']:.4f} [{s['regret_ci'][0]:.4f}, {s['regret_ci'][1]:.4f}] | "
+            f"{s['best_rate']:.3f} [{s['best_rate_ci'][0]:.3f}, {s['best_rate_ci'][1]:.3f}] | "
+            f"{share('worse_in', 'accepted')} | {share('better_out', 'better')} |"
+        )
     return "\n".join(rows)
 
 
@@ -272,15 +325,28 @@ def main(argv: list[str]) -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         for name in names:
             t0 = time.monotonic()
-            results = list(pool.map(simulate, [name] * args.runs, range(args.runs), [args.shift] * args.runs,
-                                    [args.spread] * args.runs))
+            results = list(
+                pool.map(
+                    simulate, [name] * args.runs, range(args.runs), [args.shift] * args.runs, [args.spread] * args.runs
+                )
+            )
             summaries[name] = summarize(results)
-            print(f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best ever) "
-                  f"{summaries[name]['p_best_ever']:.2f}, regret {summaries[name]['regret']:.4f}", flush=True)
+            print(
+                f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best ever) "
+                f"{summaries[name]['p_best_ever']:.2f}, regret {summaries[name]['regret']:.4f}",
+                flush=True,
+            )
     wall = time.monotonic() - started
     command = shlex.join(["python", "bench/population_sim.py", *argv])
-    settings = {"paper": PAPER, "steps": STEPS, "questions_per_step": QUESTIONS_PER_STEP, "rollouts": ROLLOUTS,
-                "runs": args.runs, "shift": args.shift, "spread": args.spread}
+    settings = {
+        "paper": PAPER,
+        "steps": STEPS,
+        "questions_per_step": QUESTIONS_PER_STEP,
+        "rollouts": ROLLOUTS,
+        "runs": args.runs,
+        "shift": args.shift,
+        "spread": args.spread,
+    }
     earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     if earlier.get("settings") == settings:  # the same experiment: add these configurations to the earlier ones
         summaries = {**earlier["results"], **summaries}
@@ -289,15 +355,26 @@ def main(argv: list[str]) -> None:
     else:
         commands = [command]
     summaries = {name: summaries[name] for name in CONFIGS if name in summaries}
-    atomic_write_json(RESULTS, {"commands": commands, "machine": machine(), "wall_s": round(wall, 1),
-                                "settings": settings, "configs": {n: CONFIGS[n] for n in summaries},
-                                "results": summaries})
+    atomic_write_json(
+        RESULTS,
+        {
+            "commands": commands,
+            "machine": machine(),
+            "wall_s": round(wall, 1),
+            "settings": settings,
+            "configs": {n: CONFIGS[n] for n in summaries},
+            "results": summaries,
+        },
+    )
     print(table(summaries))
     if not args.no_readme:
         ran = "; ".join(f"`{c}`" for c in commands)
-        update_readme_section("population_sim", f"## Instruction selection, simulated\n\n{ran} — {args.runs} runs "
-                                                f"per configuration, {wall / 60:.0f} min in all on "
-                                                f"{machine()['cpu_cores']} cores.\n\n{table(summaries)}\n")
+        update_readme_section(
+            "population_sim",
+            f"## Instruction selection, simulated\n\n{ran} — {args.runs} runs "
+            f"per configuration, {wall / 60:.0f} min in all on "
+            f"{machine()['cpu_cores']} cores.\n\n{table(summaries)}\n",
+        )
 
 
 if __name__ == "__main__":

@@ -25,9 +25,20 @@ from _common import ROOT, machine, update_readme_section
 
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 
-SHAPE = dict(hidden_size=640, intermediate_size=2560, num_hidden_layers=12, num_attention_heads=10,
-             num_key_value_heads=2, max_position_embeddings=4096, max_window_layers=12, tie_word_embeddings=True,
-             rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", use_sliding_window=False)
+SHAPE = dict(
+    hidden_size=640,
+    intermediate_size=2560,
+    num_hidden_layers=12,
+    num_attention_heads=10,
+    num_key_value_heads=2,
+    max_position_embeddings=4096,
+    max_window_layers=12,
+    tie_word_embeddings=True,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    use_sliding_window=False,
+)
 TOLERANCE = 0.20
 
 
@@ -39,15 +50,16 @@ def build(out: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
     torch.manual_seed(0)
-    config = Qwen2Config(**SHAPE, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
+    config = Qwen2Config(
+        **SHAPE, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id
+    )
     AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(out)
     tokenizer.save_pretrained(out)
 
 
 def recipe_text(model: Path) -> str:
-    return f"""data: {{train: world, world_dir: {ROOT / 'data/world'}}}
-retriever: {{kind: bm25, corpus: {ROOT / 'data/world/corpus.jsonl'}, topk: 3}}
+    return f"""data: {{train: world, world_dir: {ROOT / "data/world"}}}
+retriever: {{kind: bm25, corpus: {ROOT / "data/world/corpus.jsonl"}, topk: 3}}
 model: {{name_or_path: {model}, dtype: float32, chat_template: off, gradient_checkpointing: true}}
 rollout: {{max_turns: 1, max_tokens_per_turn: 16, max_observation_tokens: 64, max_prompt_tokens: 256,
           max_total_tokens: 352}}
@@ -65,11 +77,10 @@ def status_kib(field: str) -> int:
 
 
 def measure(work: Path) -> dict:
-    from gpu_checklist import run_cli  # `inspo ARGS` in this process
-
     import torch  # noqa: F401  everything the run imports, before the baseline
     import transformers  # noqa: F401
     import trl  # noqa: F401
+    from gpu_checklist import run_cli  # `inspo ARGS` in this process
 
     import inspo_cli.cli  # noqa: F401
     from inspo_cli.config import load_recipe
@@ -81,37 +92,64 @@ def measure(work: Path) -> dict:
     recipe = work / "recipe.yaml"
     recipe.write_text(recipe_text(model))
     baseline_kib, hwm_before_kib = status_kib("VmRSS"), status_kib("VmHWM")
-    code = run_cli(["train", "--recipe", str(recipe), "--output-dir", str(work / "runs"), "--name", "plan-check",
-                    "--device", "cpu"])
+    code = run_cli(
+        [
+            "train",
+            "--recipe",
+            str(recipe),
+            "--output-dir",
+            str(work / "runs"),
+            "--name",
+            "plan-check",
+            "--device",
+            "cpu",
+        ]
+    )
     peak_kib = status_kib("VmHWM")
     rows = [json.loads(line) for line in (work / "runs/plan-check/metrics.jsonl").read_text().splitlines()]
-    plan = resource_plan(load_recipe(recipe), model_architecture(str(model)), Hardware(1, 1e6, "cpu"),
-                         launches=("one-gpu",))
+    plan = resource_plan(
+        load_recipe(recipe), model_architecture(str(model)), Hardware(1, 1e6, "cpu"), launches=("one-gpu",)
+    )
     launch = plan.launches["one-gpu"]
     measured = (peak_kib - baseline_kib) * 1024 / GiB
-    return {"exit_code": code, "parameters": plan.parameters, "steps": len(rows),
-            "baseline_rss_gib": baseline_kib * 1024 / GiB, "hwm_before_gib": hwm_before_kib * 1024 / GiB,
-            "measured_peak_growth_gib": measured,
-            "predicted_peak_gib": launch.peak_gib, "predicted_peak_phase": launch.peak_phase,
-            "predicted_phases_gib": {phase: {term: value / GiB for term, value in terms.items() if value}
-                                     for phase, terms in launch.phases.items()},
-            "lengths": plan.lengths, "ratio": launch.peak_gib / measured,
-            "within_tolerance": abs(launch.peak_gib / measured - 1) <= TOLERANCE}
+    return {
+        "exit_code": code,
+        "parameters": plan.parameters,
+        "steps": len(rows),
+        "baseline_rss_gib": baseline_kib * 1024 / GiB,
+        "hwm_before_gib": hwm_before_kib * 1024 / GiB,
+        "measured_peak_growth_gib": measured,
+        "predicted_peak_gib": launch.peak_gib,
+        "predicted_peak_phase": launch.peak_phase,
+        "predicted_phases_gib": {
+            phase: {term: value / GiB for term, value in terms.items() if value}
+            for phase, terms in launch.phases.items()
+        },
+        "lengths": plan.lengths,
+        "ratio": launch.peak_gib / measured,
+        "within_tolerance": abs(launch.peak_gib / measured - 1) <= TOLERANCE,
+    }
 
 
 def section(result: dict) -> str:
     phases = result["predicted_phases_gib"]
-    lines = ["## The resource planner on CPU (`python bench/resource_plan_check.py`)", "",
-             f"Two real `inspo train` steps of a random Qwen2-shaped model of {result['parameters'] / 1e6:.0f}M "
-             "parameters (float32, KL reference, gradient checkpointing, BM25 over the world; "
-             f"{result['machine']['cpu_cores']} CPU cores), against `inspo recipe plan`'s arithmetic for the same "
-             "recipe on CPU (`resource_plan(..., Hardware(device=\"cpu\"))`). Measured: the resident-set high-water "
-             "mark minus the resident set before the run, after every import. Results: "
-             "`bench/results/resource_plan_check.json`.", "",
-             "| | GiB |", "|---|---|",
-             f"| measured peak growth | {result['measured_peak_growth_gib']:.2f} |",
-             f"| predicted peak ({result['predicted_peak_phase']}) | {result['predicted_peak_gib']:.2f} |",
-             f"| predicted / measured | {result['ratio']:.2f} (tolerance ±{TOLERANCE:.0%}) |", ""]
+    lines = [
+        "## The resource planner on CPU (`python bench/resource_plan_check.py`)",
+        "",
+        f"Two real `inspo train` steps of a random Qwen2-shaped model of {result['parameters'] / 1e6:.0f}M "
+        "parameters (float32, KL reference, gradient checkpointing, BM25 over the world; "
+        f"{result['machine']['cpu_cores']} CPU cores), against `inspo recipe plan`'s arithmetic for the same "
+        'recipe on CPU (`resource_plan(..., Hardware(device="cpu"))`). Measured: the resident-set high-water '
+        "mark minus the resident set before the run, after every import. Results: "
+        "`bench/results/resource_plan_check.json`.",
+        "",
+        "| | GiB |",
+        "|---|---|",
+        f"| measured peak growth | {result['measured_peak_growth_gib']:.2f} |",
+        f"| predicted peak ({result['predicted_peak_phase']}) | {result['predicted_peak_gib']:.2f} |",
+        f"| predicted / measured | {result['ratio']:.2f} (tolerance ±{TOLERANCE:.0%}) |",
+        "",
+    ]
     terms = phases[result["predicted_peak_phase"]]
     lines.append("Predicted terms of that phase: " + ", ".join(f"{k} {v:.2f}" for k, v in terms.items()) + ".")
     return "\n".join(lines) + "\n"

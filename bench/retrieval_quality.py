@@ -73,46 +73,73 @@ def speed(bm25, queries: list[str], reps: int) -> dict:
     ):
         ours_fn(), raw_fn()  # warm up
         ours, theirs = best_qps(ours_fn, len(queries), reps), best_qps(raw_fn, len(queries), reps)
-        out[mode] = {"inspo_bm25_retriever": ours, "raw_bm25s": theirs,
-                     "ratio_best": round(ours["qps_best"] / theirs["qps_best"], 3)}
+        out[mode] = {
+            "inspo_bm25_retriever": ours,
+            "raw_bm25s": theirs,
+            "ratio_best": round(ours["qps_best"] / theirs["qps_best"], 3),
+        }
     rows, scores = raw(queries)
     ours = bm25.search(queries, 3)
-    out["same_scores_as_raw_bm25s"] = all([round(p.score, 4) for p in mine] == [round(s, 4) for s in theirs if s > 0]
-                                          for mine, theirs in zip(ours, scores.tolist()))
+    out["same_scores_as_raw_bm25s"] = all(
+        [round(p.score, 4) for p in mine] == [round(s, 4) for s in theirs if s > 0]
+        for mine, theirs in zip(ours, scores.tolist())
+    )
     return out
 
 
 def markdown(report: dict) -> str:
     q, s = report["quality"], report["speed"]
-    lines = ["## Retrieval quality", "",
-             f"`python bench/retrieval_quality.py` — {report['questions']} test questions of the bundled world "
-             f"against its {report['passages']:,} passages; machine: {report['machine']['cpu_cores']} CPU cores "
-             f"({report['machine']['cpu']}), GPU: {report['machine']['gpu']}. hit@k: any supporting passage in the "
-             f"top k; all@k: every supporting passage in the top k ({report['multi_support_questions']} of the "
-             f"{report['questions']} questions need two or more).", "",
-             "| retriever | hit@1 | hit@3 | hit@10 | all@1 | all@3 | all@10 | build |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Retrieval quality",
+        "",
+        f"`python bench/retrieval_quality.py` — {report['questions']} test questions of the bundled world "
+        f"against its {report['passages']:,} passages; machine: {report['machine']['cpu_cores']} CPU cores "
+        f"({report['machine']['cpu']}), GPU: {report['machine']['gpu']}. hit@k: any supporting passage in the "
+        f"top k; all@k: every supporting passage in the top k ({report['multi_support_questions']} of the "
+        f"{report['questions']} questions need two or more).",
+        "",
+        "| retriever | hit@1 | hit@3 | hit@10 | all@1 | all@3 | all@10 | build |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, label in (("bm25", "BM25 (bm25s, in-process)"), ("dense", "dense (all-MiniLM-L6-v2, faiss flat)")):
         m = q[name]
-        lines.append(f"| {label} | " + " | ".join(f"{m[f'{w}@{k}']:.3f}" for w in ("hit", "all") for k in KS)
-                     + f" | {report['build_seconds'][name]:.1f} s |")
+        lines.append(
+            f"| {label} | "
+            + " | ".join(f"{m[f'{w}@{k}']:.3f}" for w in ("hit", "all") for k in KS)
+            + f" | {report['build_seconds'][name]:.1f} s |"
+        )
     types = sorted(q["bm25"]["hit@3_by_type"])
-    lines += ["", "hit@3 by question type:", "", "| retriever | " + " | ".join(types) + " |",
-              "|---|" + "---|" * len(types)]
+    lines += [
+        "",
+        "hit@3 by question type:",
+        "",
+        "| retriever | " + " | ".join(types) + " |",
+        "|---|" + "---|" * len(types),
+    ]
     for name in ("bm25", "dense"):
         lines.append(f"| {name} | " + " | ".join(f"{q[name]['hit@3_by_type'][t]:.3f}" for t in types) + " |")
-    lines += ["", "Speed (queries/s, k=3, best of repetitions; raw bm25s returns row numbers only, ours returns "
-              "`Passage`s read from the corpus):", "",
-              "| mode | inspo BM25Retriever | raw bm25s | ratio |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "Speed (queries/s, k=3, best of repetitions; raw bm25s returns row numbers only, ours returns "
+        "`Passage`s read from the corpus):",
+        "",
+        "| mode | inspo BM25Retriever | raw bm25s | ratio |",
+        "|---|---|---|---|",
+    ]
     for mode in ("batch", "one_query_per_call"):
         m = s[mode]
-        lines.append(f"| {mode.replace('_', ' ')} | {m['inspo_bm25_retriever']['qps_best']:,.0f} | "
-                     f"{m['raw_bm25s']['qps_best']:,.0f} | {m['ratio_best']:.2f}x |")
-    lines += ["", f"Dense (MiniLM on CPU, batch of {report['questions']}): "
-              f"{report['dense_qps']['qps_best']:,.0f} queries/s. Same scores as raw bm25s: "
-              f"{s['same_scores_as_raw_bm25s']}. Ours is faster because it selects the top k among passages with a "
-              "non-zero score: bm25s's `argpartition` over all N scores, almost all zero, is a slow case for "
-              "introselect."]
+        lines.append(
+            f"| {mode.replace('_', ' ')} | {m['inspo_bm25_retriever']['qps_best']:,.0f} | "
+            f"{m['raw_bm25s']['qps_best']:,.0f} | {m['ratio_best']:.2f}x |"
+        )
+    lines += [
+        "",
+        f"Dense (MiniLM on CPU, batch of {report['questions']}): "
+        f"{report['dense_qps']['qps_best']:,.0f} queries/s. Same scores as raw bm25s: "
+        f"{s['same_scores_as_raw_bm25s']}. Ours is faster because it selects the top k among passages with a "
+        "non-zero score: bm25s's `argpartition` over all N scores, almost all zero, is a slow case for "
+        "introselect.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -126,11 +153,15 @@ def main() -> None:
 
     questions = [json.loads(line) for line in Path(args.questions).read_text().splitlines() if line.strip()]
     queries = [q["question"] for q in questions]
-    report = {"benchmark": "retrieval_quality", "corpus": os.path.relpath(args.corpus, ROOT),
-              "questions": len(questions),
-              "multi_support_questions": sum(len(q["supporting_ids"]) > 1 for q in questions),
-              "machine": machine(("bm25s", "faiss-cpu", "sentence-transformers", "torch", "numpy")),
-              "build_seconds": {}, "quality": {}}
+    report = {
+        "benchmark": "retrieval_quality",
+        "corpus": os.path.relpath(args.corpus, ROOT),
+        "questions": len(questions),
+        "multi_support_questions": sum(len(q["supporting_ids"]) > 1 for q in questions),
+        "machine": machine(("bm25s", "faiss-cpu", "sentence-transformers", "torch", "numpy")),
+        "build_seconds": {},
+        "quality": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("bm25", "dense"):
             start = time.perf_counter()
@@ -144,8 +175,9 @@ def main() -> None:
                 report["speed"] = speed(retriever, queries, args.reps)
                 print("speed", report["speed"], flush=True)
             else:
-                report["dense_qps"] = best_qps(lambda: retriever.search(queries, 3), len(queries),
-                                               max(2, args.reps // 3))
+                report["dense_qps"] = best_qps(
+                    lambda: retriever.search(queries, 3), len(queries), max(2, args.reps // 3)
+                )
     atomic_write_json(args.out, report)
     update_readme_section("retrieval_quality", markdown(report))
     print(f"wrote {args.out} and bench/README.md")

@@ -27,7 +27,6 @@ import sys
 import time
 
 import httpx
-
 from _common import ROOT, machine, update_readme_section  # noqa: E402
 
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
@@ -67,8 +66,14 @@ def paired_throughput(searches: dict, questions: list[str], batch: int) -> dict:
             search(part, K)
             seconds[name] += time.perf_counter() - start
         calls += 1
-    return {name: {"queries_per_s": round(calls * batch / seconds[name], 1),
-                   "ms_per_call": round(1000 * seconds[name] / calls, 2), "calls": calls} for name in searches}
+    return {
+        name: {
+            "queries_per_s": round(calls * batch / seconds[name], 1),
+            "ms_per_call": round(1000 * seconds[name] / calls, 2),
+            "calls": calls,
+        }
+        for name in searches
+    }
 
 
 def free_port() -> int:
@@ -81,8 +86,10 @@ def start_server(index: str, port: int, stderr=None, **options) -> subprocess.Po
     """`inspo serve-retriever` in a child process (called as a function: the CLI wiring is tested elsewhere);
     its log goes to `stderr` (a file) when given."""
     kwargs = ", ".join(f"{k}={v!r}" for k, v in options.items())
-    code = ("from pathlib import Path; from inspo_cli.commands.serve import serve_retriever; "
-            f"serve_retriever(index=Path({index!r}), port={port}{', ' + kwargs if kwargs else ''})")
+    code = (
+        "from pathlib import Path; from inspo_cli.commands.serve import serve_retriever; "
+        f"serve_retriever(index=Path({index!r}), port={port}{', ' + kwargs if kwargs else ''})"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -100,8 +107,10 @@ def start_server(index: str, port: int, stderr=None, **options) -> subprocess.Po
 
 async def _post_keepalive(reader, writer, path: str, body: bytes) -> tuple[int, bytes]:
     """One HTTP/1.1 POST on an open keep-alive connection; returns (status, body)."""
-    writer.write(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body)) + body)
+    writer.write(
+        b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body)) + body
+    )
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.split(b"\r\n")
@@ -118,8 +127,10 @@ async def load_test(url: str, questions: list[str]) -> dict:
     pool spends 6-8 ms of CPU per request at 128 connections, so it would measure itself, not the server.
     """
     rng = random.Random(0)
-    bodies = [{"queries": rng.sample(questions, rng.randint(1, 3)), "topk": K, "return_scores": True}
-              for _ in range(LOAD_REQUESTS)]
+    bodies = [
+        {"queries": rng.sample(questions, rng.randint(1, 3)), "topk": K, "return_scores": True}
+        for _ in range(LOAD_REQUESTS)
+    ]
     payloads = [json.dumps(b).encode() for b in bodies]
     host, port = url.removeprefix("http://").split(":")
     latencies: list[float] = []
@@ -158,13 +169,20 @@ async def load_test(url: str, questions: list[str]) -> dict:
     searches = after["searches"] - before["searches"]
     queries = sum(len(b["queries"]) for b in bodies)
     return {
-        "requests": LOAD_REQUESTS, "queries": queries, "max_in_flight": LOAD_IN_FLIGHT,
-        "errors": sum(errors.values()), "error_kinds": errors,
-        "total_s": round(total, 2), "requests_per_s": round(LOAD_REQUESTS / total, 1),
-        "latency_ms": {"p50": round(1000 * statistics.median(latencies), 1),
-                       "p99": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
-                       "max": round(1000 * latencies[-1], 1)},
-        "retriever_calls": searches, "mean_queries_per_call": round(queries / max(searches, 1), 1),
+        "requests": LOAD_REQUESTS,
+        "queries": queries,
+        "max_in_flight": LOAD_IN_FLIGHT,
+        "errors": sum(errors.values()),
+        "error_kinds": errors,
+        "total_s": round(total, 2),
+        "requests_per_s": round(LOAD_REQUESTS / total, 1),
+        "latency_ms": {
+            "p50": round(1000 * statistics.median(latencies), 1),
+            "p99": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
+            "max": round(1000 * latencies[-1], 1),
+        },
+        "retriever_calls": searches,
+        "mean_queries_per_call": round(queries / max(searches, 1), 1),
         "largest_call": after["largest_batch"],
     }
 
@@ -178,61 +196,79 @@ def write_readme_section(results: dict, tag: str = "") -> None:
     cell = results["throughput"][big]
     over_us = 1000 * cell["http_overhead_ms_per_call"] / int(big)
     search_us = 1e6 / cell["in_process"]["queries_per_s"]
-    lines = ["## Retriever over HTTP", "",
-             f"`python bench/retriever_http.py` — BM25 (bm25s) over the bundled world's {results['passages']:,} "
-             f"passages, k={K}, queries = the world's {results['questions']:,} questions; "
-             "`inspo serve-retriever` in its own process on loopback, `HTTPRetriever` as the client; "
-             f"machine: {m['cpu_cores']} CPU cores ({m['cpu']}), GPU: none. In-process and HTTP calls are "
-             "interleaved so both see the same load.", "",
-             "| queries per call | in-process q/s | HTTP q/s | HTTP / in-process | HTTP cost per call |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "## Retriever over HTTP",
+        "",
+        f"`python bench/retriever_http.py` — BM25 (bm25s) over the bundled world's {results['passages']:,} "
+        f"passages, k={K}, queries = the world's {results['questions']:,} questions; "
+        "`inspo serve-retriever` in its own process on loopback, `HTTPRetriever` as the client; "
+        f"machine: {m['cpu_cores']} CPU cores ({m['cpu']}), GPU: none. In-process and HTTP calls are "
+        "interleaved so both see the same load.",
+        "",
+        "| queries per call | in-process q/s | HTTP q/s | HTTP / in-process | HTTP cost per call |",
+        "|---|---|---|---|---|",
+    ]
     for batch, cell in results["throughput"].items():
-        lines.append(f"| {batch} | {cell['in_process']['queries_per_s']:,.0f} | "
-                     f"{cell['http']['queries_per_s']:,.0f} | {cell['http_over_in_process']:.2f}x | "
-                     f"+{cell['http_overhead_ms_per_call']:.1f} ms |")
-    lines += ["", f"Load: {load['requests']:,} requests of 1-3 queries ({load['queries']:,} queries), "
-              f"{load['max_in_flight']} in flight on keep-alive connections: **{load['errors']} errors**, "
-              f"p50 {load['latency_ms']['p50']} ms, p99 {load['latency_ms']['p99']} ms, "
-              f"{load['total_s']} s in all ({load['requests_per_s']:,.0f} requests/s); the micro-batcher answered "
-              f"them with **{load['retriever_calls']} retriever calls** (mean {load['mean_queries_per_call']} "
-              f"queries per call, largest {load['largest_call']}).", "",
-              f"At {big} queries per request HTTP adds {over_us:.0f} µs per query to the search's "
-              f"{search_us:.0f} µs. "
-              "A one-off breakdown of the median 512-query call (timestamps in client and server, calls "
-              "interleaved as here) finds ~8-9 ms: the client orjson-decoding the answer (~2.3 ms) and turning it "
-              "into `Passage`s (~1.9 ms); the server's orjson encoding of three passages (~1.2 KB) per query "
-              "(~1 ms), reading and validating the request, handing the batch to the search thread and back, and "
-              "moving ~620 KB through loopback. The median call's ratio is ~0.8x here; the table's means also carry "
-              "the slower calls of a shared 2-core machine, where client, server and search compete for two cores, "
-              "and from run to run the 512 ratio moves by several hundredths. "
-              "On 16 cores (the section 'Retriever over HTTP, 16 CPU cores' below) the "
-              "same code gives 0.94x. Before orjson on both sides and `http.client` in place of httpx in the client, "
-              "HTTP added ~24 ms per 512 queries (0.66x). This world's BM25 is so cheap that the rest still shows; a "
-              f"retriever spending {4 * over_us / 1000:.2f} ms or more per query (a dense encoder, BM25 over wiki-18) "
-              "keeps HTTP at 0.8x of in-process or better. At one query per call the round trip dominates: rollouts "
-              "should send all of a step's queries in one request."]
+        lines.append(
+            f"| {batch} | {cell['in_process']['queries_per_s']:,.0f} | "
+            f"{cell['http']['queries_per_s']:,.0f} | {cell['http_over_in_process']:.2f}x | "
+            f"+{cell['http_overhead_ms_per_call']:.1f} ms |"
+        )
+    lines += [
+        "",
+        f"Load: {load['requests']:,} requests of 1-3 queries ({load['queries']:,} queries), "
+        f"{load['max_in_flight']} in flight on keep-alive connections: **{load['errors']} errors**, "
+        f"p50 {load['latency_ms']['p50']} ms, p99 {load['latency_ms']['p99']} ms, "
+        f"{load['total_s']} s in all ({load['requests_per_s']:,.0f} requests/s); the micro-batcher answered "
+        f"them with **{load['retriever_calls']} retriever calls** (mean {load['mean_queries_per_call']} "
+        f"queries per call, largest {load['largest_call']}).",
+        "",
+        f"At {big} queries per request HTTP adds {over_us:.0f} µs per query to the search's "
+        f"{search_us:.0f} µs. "
+        "A one-off breakdown of the median 512-query call (timestamps in client and server, calls "
+        "interleaved as here) finds ~8-9 ms: the client orjson-decoding the answer (~2.3 ms) and turning it "
+        "into `Passage`s (~1.9 ms); the server's orjson encoding of three passages (~1.2 KB) per query "
+        "(~1 ms), reading and validating the request, handing the batch to the search thread and back, and "
+        "moving ~620 KB through loopback. The median call's ratio is ~0.8x here; the table's means also carry "
+        "the slower calls of a shared 2-core machine, where client, server and search compete for two cores, "
+        "and from run to run the 512 ratio moves by several hundredths. "
+        "On 16 cores (the section 'Retriever over HTTP, 16 CPU cores' below) the "
+        "same code gives 0.94x. Before orjson on both sides and `http.client` in place of httpx in the client, "
+        "HTTP added ~24 ms per 512 queries (0.66x). This world's BM25 is so cheap that the rest still shows; a "
+        f"retriever spending {4 * over_us / 1000:.2f} ms or more per query (a dense encoder, BM25 over wiki-18) "
+        "keeps HTTP at 0.8x of in-process or better. At one query per call the round trip dominates: rollouts "
+        "should send all of a step's queries in one request.",
+    ]
     update_readme_section("retriever_http", "\n".join(lines))
 
 
 def throughput_rows(results: dict) -> list[str]:
-    return ["| queries per call | in-process q/s | HTTP q/s | HTTP / in-process | HTTP cost per call |",
-            "|---|---|---|---|---|"] + [
+    return [
+        "| queries per call | in-process q/s | HTTP q/s | HTTP / in-process | HTTP cost per call |",
+        "|---|---|---|---|---|",
+    ] + [
         f"| {batch} | {cell['in_process']['queries_per_s']:,.0f} | {cell['http']['queries_per_s']:,.0f} | "
         f"{cell['http_over_in_process']:.2f}x | +{cell['http_overhead_ms_per_call']:.1f} ms |"
-        for batch, cell in results["throughput"].items()]
+        for batch, cell in results["throughput"].items()
+    ]
 
 
 def write_tagged_section(results: dict, tag: str) -> None:
     """The same measurement on another machine, next to the main section (which it leaves alone)."""
     m, load = results["machine"], results["load"]
-    lines = [f"## Retriever over HTTP, {m['cpu_cores']} CPU cores", "",
-             f"`python bench/retriever_http.py --tag {tag}` — the same benchmark on a machine with {m['cpu_cores']} "
-             f"CPU cores ({m['cpu']}), where client, server and search do not share two cores.", "",
-             *throughput_rows(results), "",
-             f"Load: {load['requests']:,} requests ({load['queries']:,} queries), {load['max_in_flight']} in flight: "
-             f"**{load['errors']} errors**, p50 {load['latency_ms']['p50']} ms, p99 {load['latency_ms']['p99']} ms, "
-             f"{load['total_s']} s in all; {load['retriever_calls']} retriever calls (mean "
-             f"{load['mean_queries_per_call']} queries per call)."]
+    lines = [
+        f"## Retriever over HTTP, {m['cpu_cores']} CPU cores",
+        "",
+        f"`python bench/retriever_http.py --tag {tag}` — the same benchmark on a machine with {m['cpu_cores']} "
+        f"CPU cores ({m['cpu']}), where client, server and search do not share two cores.",
+        "",
+        *throughput_rows(results),
+        "",
+        f"Load: {load['requests']:,} requests ({load['queries']:,} queries), {load['max_in_flight']} in flight: "
+        f"**{load['errors']} errors**, p50 {load['latency_ms']['p50']} ms, p99 {load['latency_ms']['p99']} ms, "
+        f"{load['total_s']} s in all; {load['retriever_calls']} retriever calls (mean "
+        f"{load['mean_queries_per_call']} queries per call).",
+    ]
     update_readme_section(f"retriever_http{tag}", "\n".join(lines))
 
 
@@ -252,30 +288,44 @@ def main() -> None:
     try:
         with HTTPRetriever(f"http://127.0.0.1:{port}") as client:
             for batch in BATCH_SIZES:
-                cell = table[batch] = paired_throughput({"in_process": retriever.search, "http": client.search},
-                                                        questions, batch)
-                cell["http_over_in_process"] = round(cell["http"]["queries_per_s"]
-                                                     / cell["in_process"]["queries_per_s"], 3)
-                cell["http_overhead_ms_per_call"] = round(cell["http"]["ms_per_call"]
-                                                          - cell["in_process"]["ms_per_call"], 2)
-                print(f"batch {batch:>3}: in-process {cell['in_process']['queries_per_s']:>7,.0f} q/s, "
-                      f"http {cell['http']['queries_per_s']:>7,.0f} q/s ({cell['http_over_in_process']:.2f}x)")
+                cell = table[batch] = paired_throughput(
+                    {"in_process": retriever.search, "http": client.search}, questions, batch
+                )
+                cell["http_over_in_process"] = round(
+                    cell["http"]["queries_per_s"] / cell["in_process"]["queries_per_s"], 3
+                )
+                cell["http_overhead_ms_per_call"] = round(
+                    cell["http"]["ms_per_call"] - cell["in_process"]["ms_per_call"], 2
+                )
+                print(
+                    f"batch {batch:>3}: in-process {cell['in_process']['queries_per_s']:>7,.0f} q/s, "
+                    f"http {cell['http']['queries_per_s']:>7,.0f} q/s ({cell['http_over_in_process']:.2f}x)"
+                )
         load = asyncio.run(load_test(f"http://127.0.0.1:{port}", questions))
-        print(f"load: {load['requests']} requests, {load['errors']} errors, p50 {load['latency_ms']['p50']} ms, "
-              f"p99 {load['latency_ms']['p99']} ms, {load['total_s']} s, {load['retriever_calls']} retriever calls")
+        print(
+            f"load: {load['requests']} requests, {load['errors']} errors, p50 {load['latency_ms']['p50']} ms, "
+            f"p99 {load['latency_ms']['p99']} ms, {load['total_s']} s, {load['retriever_calls']} retriever calls"
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)
 
     results = {
-        "benchmark": "retriever_http", "machine": machine(("fastapi", "uvicorn", "orjson", "bm25s")), "k": K,
+        "benchmark": "retriever_http",
+        "machine": machine(("fastapi", "uvicorn", "orjson", "bm25s")),
+        "k": K,
         "questions": len(questions),
         "passages": getattr(retriever, "num_docs", None),
         "retriever": "BM25 in memory (open_retriever on data/world/corpus.jsonl)",
-        "server": {"command": "inspo serve-retriever", "process": "separate", "batch_window_ms": 2.0,
-                   "max_batch": 512, "workers": 1},
+        "server": {
+            "command": "inspo serve-retriever",
+            "process": "separate",
+            "batch_window_ms": 2.0,
+            "max_batch": 512,
+            "workers": 1,
+        },
         "client": "HTTPRetriever (http.client keep-alive pool, orjson); load: raw asyncio HTTP/1.1 keep-alive "
-                  "connections",
+        "connections",
         "throughput": {str(b): v for b, v in table.items()},
         "load": load,
         "seconds": round(time.perf_counter() - start, 1),

@@ -39,17 +39,23 @@ def plain_generate(model, tokenizer, prompts, batch: int, max_new: int) -> tuple
     pad = tokenizer.pad_token_id
     started = time.perf_counter()
     for first in range(0, len(order), batch):
-        rows = order[first:first + batch]
+        rows = order[first : first + batch]
         width = max(len(prompts[i]) for i in rows)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for r, i in enumerate(rows):
-            ids[r, width - len(prompts[i]):] = torch.tensor(prompts[i])
-            mask[r, width - len(prompts[i]):] = 1
+            ids[r, width - len(prompts[i]) :] = torch.tensor(prompts[i])
+            mask[r, width - len(prompts[i]) :] = 1
         with torch.inference_mode():
-            out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                                 max_new_tokens=max_new, do_sample=False, stop_strings=list(STOP_STRINGS),
-                                 tokenizer=tokenizer, pad_token_id=pad)
+            out = model.generate(
+                input_ids=ids.to(model.device),
+                attention_mask=mask.to(model.device),
+                max_new_tokens=max_new,
+                do_sample=False,
+                stop_strings=list(STOP_STRINGS),
+                tokenizer=tokenizer,
+                pad_token_id=pad,
+            )
         for r, i in enumerate(rows):
             outputs[i] = out[r, width:].tolist()
     return outputs, time.perf_counter() - started
@@ -78,11 +84,17 @@ def main() -> None:
     from retriever import open_retriever
 
     model, tokenizer = load_model(ModelConfig(name_or_path=args.model), device)
-    questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world",
-                                                    limit=args.questions)]
+    questions = [
+        q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world", limit=args.questions)
+    ]
     retriever = open_retriever(ROOT / "data/world/corpus.jsonl")
-    limits = dict(max_tokens_per_turn=args.max_new, max_observation_tokens=256, max_prompt_tokens=1024,
-                  max_total_tokens=2048, temperature=0.0)
+    limits = dict(
+        max_tokens_per_turn=args.max_new,
+        max_observation_tokens=256,
+        max_prompt_tokens=1024,
+        max_total_tokens=2048,
+        temperature=0.0,
+    )
 
     def engine(max_turns: int, chat: bool) -> RolloutEngine:
         backend = TransformersBackend(model, tokenizer, temperature=0.0, batch_size=args.batch)
@@ -90,7 +102,7 @@ def main() -> None:
 
     prompts = [engine(0, True).prompt_ids(SEARCH_R1_INSTRUCTION, q) for q in questions]
     engine_times, plain_times, same = [], [], True
-    plain_generate(model, tokenizer, prompts[:args.batch], args.batch, 4)  # warm-up
+    plain_generate(model, tokenizer, prompts[: args.batch], args.batch, 4)  # warm-up
     for _ in range(args.reps):
         off = engine(0, True)
         started = time.perf_counter()
@@ -109,21 +121,36 @@ def main() -> None:
     search_tokens = sum(sum(t.completion_mask) for t in with_search)
 
     report = {
-        "benchmark": "rollout_engine", "machine": machine(("torch", "transformers")), "device": device,
-        "model": args.model, "dtype": str(model.dtype).removeprefix("torch."), "questions": len(prompts),
-        "batch": args.batch, "max_new_tokens_per_turn": args.max_new, "reps": args.reps, "decoding": "greedy",
-        "search_off": {"policy_tokens": tokens, "same_tokens_as_plain_generate": same,
-                       "engine_s": [round(t, 3) for t in engine_times],
-                       "plain_generate_s": [round(t, 3) for t in plain_times],
-                       "engine_tokens_per_s": round(tokens / engine_s, 1),
-                       "plain_tokens_per_s": round(tokens / plain_s, 1),
-                       "engine_over_plain": round(plain_s / engine_s, 3)},
-        "search_on": {"max_turns": 2, "retriever": "BM25 in-process (world corpus)", "wall_s": round(wall, 3),
-                      "policy_tokens": search_tokens, "tokens_per_s": round(search_tokens / wall, 1),
-                      "searches": sum(t.num_searches for t in with_search),
-                      "retriever_calls": searching.retriever_calls,
-                      "retrieval_s": round(searching.retrieval_seconds, 4),
-                      "retrieval_share": round(searching.retrieval_seconds / wall, 6)},
+        "benchmark": "rollout_engine",
+        "machine": machine(("torch", "transformers")),
+        "device": device,
+        "model": args.model,
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "questions": len(prompts),
+        "batch": args.batch,
+        "max_new_tokens_per_turn": args.max_new,
+        "reps": args.reps,
+        "decoding": "greedy",
+        "search_off": {
+            "policy_tokens": tokens,
+            "same_tokens_as_plain_generate": same,
+            "engine_s": [round(t, 3) for t in engine_times],
+            "plain_generate_s": [round(t, 3) for t in plain_times],
+            "engine_tokens_per_s": round(tokens / engine_s, 1),
+            "plain_tokens_per_s": round(tokens / plain_s, 1),
+            "engine_over_plain": round(plain_s / engine_s, 3),
+        },
+        "search_on": {
+            "max_turns": 2,
+            "retriever": "BM25 in-process (world corpus)",
+            "wall_s": round(wall, 3),
+            "policy_tokens": search_tokens,
+            "tokens_per_s": round(search_tokens / wall, 1),
+            "searches": sum(t.num_searches for t in with_search),
+            "retriever_calls": searching.retriever_calls,
+            "retrieval_s": round(searching.retrieval_seconds, 4),
+            "retrieval_share": round(searching.retrieval_seconds / wall, 6),
+        },
     }
     atomic_write_json(args.out, report)
     update_readme_section("rollout_engine", markdown(report))
@@ -134,26 +161,26 @@ def markdown(r: dict) -> str:
     off, on, m = r["search_off"], r["search_on"], r["machine"]
     return f"""## Rollout engine
 
-`python bench/rollout_engine.py` — {r['model']} ({r['dtype']}) on {r['device']}; machine: {m['cpu_cores']} CPU cores \
-({m['cpu']}), GPU: {m['gpu']}. {r['questions']} questions of the bundled world, batches of {r['batch']}, \
-up to {r['max_new_tokens_per_turn']} tokens per turn, greedy; median of {r['reps']} alternating repetitions.
+`python bench/rollout_engine.py` — {r["model"]} ({r["dtype"]}) on {r["device"]}; machine: {m["cpu_cores"]} CPU cores \
+({m["cpu"]}), GPU: {m["gpu"]}. {r["questions"]} questions of the bundled world, batches of {r["batch"]}, \
+up to {r["max_new_tokens_per_turn"]} tokens per turn, greedy; median of {r["reps"]} alternating repetitions.
 
 Search off (Search-R1's instruction, chat template):
 
 | search off | policy tokens | seconds | tokens/s |
 |---|---|---|---|
-| `RolloutEngine` (max_turns=0) | {off['policy_tokens']} | {statistics.median(off['engine_s']):.2f} | \
-{off['engine_tokens_per_s']:,} |
-| plain `model.generate` (stop_strings) | {off['policy_tokens']} | {statistics.median(off['plain_generate_s']):.2f} | \
-{off['plain_tokens_per_s']:,} |
+| `RolloutEngine` (max_turns=0) | {off["policy_tokens"]} | {statistics.median(off["engine_s"]):.2f} | \
+{off["engine_tokens_per_s"]:,} |
+| plain `model.generate` (stop_strings) | {off["policy_tokens"]} | {statistics.median(off["plain_generate_s"]):.2f} | \
+{off["plain_tokens_per_s"]:,} |
 
-Engine / plain: **{off['engine_over_plain']:.2f}x** (target 0.9x); \
-same tokens on both sides: {off['same_tokens_as_plain_generate']}.
+Engine / plain: **{off["engine_over_plain"]:.2f}x** (target 0.9x); \
+same tokens on both sides: {off["same_tokens_as_plain_generate"]}.
 
-With search (a worked-example instruction in plain text, max_turns={on['max_turns']}, \
-{on['retriever']}): {on['policy_tokens']} policy tokens in {on['wall_s']:.1f} s ({on['tokens_per_s']} tokens/s), \
-{on['searches']} searches in {on['retriever_calls']} retriever calls; retrieval took {on['retrieval_s']:.3f} s, \
-**{100 * on['retrieval_share']:.3f}%** of the wall time (the policy's generation is the rest).
+With search (a worked-example instruction in plain text, max_turns={on["max_turns"]}, \
+{on["retriever"]}): {on["policy_tokens"]} policy tokens in {on["wall_s"]:.1f} s ({on["tokens_per_s"]} tokens/s), \
+{on["searches"]} searches in {on["retriever_calls"]} retriever calls; retrieval took {on["retrieval_s"]:.3f} s, \
+**{100 * on["retrieval_share"]:.3f}%** of the wall time (the policy's generation is the rest).
 """
 
 

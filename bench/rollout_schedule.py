@@ -39,8 +39,9 @@ from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # 
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.retrieval import open_from_config  # noqa: E402
 
-MODEL = ModelConfig(name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off", backend="vllm",
-                    vllm_cpu_kv_cache_gib=2)
+MODEL = ModelConfig(
+    name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off", backend="vllm", vllm_cpu_kv_cache_gib=2
+)
 SCHEDULES = ("turn-synchronous", "per-trajectory")
 
 
@@ -64,9 +65,14 @@ def one_run(backend, tokenizer, retriever, rollout: RolloutConfig, questions: li
     trajectories = engine.run([WORKED_EXAMPLE_INSTRUCTION] * len(questions), questions)
     seconds = time.perf_counter() - started
     tokens = sum(sum(t.completion_mask) for t in trajectories)
-    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
-            "wait_share": engine.tool_wait_seconds / seconds, "turns": sum(t.turns for t in trajectories),
-            "searches": sum(t.num_searches for t in trajectories)}
+    return {
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "wait_share": engine.tool_wait_seconds / seconds,
+        "turns": sum(t.turns for t in trajectories),
+        "searches": sum(t.num_searches for t in trajectories),
+    }
 
 
 def median(runs: list[dict], key: str) -> float:
@@ -74,33 +80,45 @@ def median(runs: list[dict], key: str) -> float:
 
 
 def section(result: dict) -> str:
-    lines = ["## Rollout schedules", "",
-             f"`{result['command']}` on {result['machine']['cpu_cores']} CPU cores ({result['machine']['cpu']}), "
-             f"vLLM {result['machine']['packages'].get('vllm-cpu', '?')} (CPU build), SmolLM2-135M-Instruct, "
-             f"{result['questions']} world questions, temperature 1; median of "
-             f"{result['reps']} alternating repetitions. `waits`: share of the wall time with no generation running "
-             "because the engine waited for tools. Without request seeds the two schedules sample different "
-             "trajectories, so their wall times also differ by what was sampled: the tokens-per-second ratio "
-             "(per-trajectory / turn-synchronous) is the speed-up for the same work.", "",
-             "| setting | retriever | turn-synchronous s | per-trajectory s | wall ratio | tokens/s (sync → per-traj) "
-             "| tokens/s ratio | waits (sync → per-traj) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Rollout schedules",
+        "",
+        f"`{result['command']}` on {result['machine']['cpu_cores']} CPU cores ({result['machine']['cpu']}), "
+        f"vLLM {result['machine']['packages'].get('vllm-cpu', '?')} (CPU build), SmolLM2-135M-Instruct, "
+        f"{result['questions']} world questions, temperature 1; median of "
+        f"{result['reps']} alternating repetitions. `waits`: share of the wall time with no generation running "
+        "because the engine waited for tools. Without request seeds the two schedules sample different "
+        "trajectories, so their wall times also differ by what was sampled: the tokens-per-second ratio "
+        "(per-trajectory / turn-synchronous) is the speed-up for the same work.",
+        "",
+        "| setting | retriever | turn-synchronous s | per-trajectory s | wall ratio | tokens/s (sync → per-traj) "
+        "| tokens/s ratio | waits (sync → per-traj) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in result["rows"]:
         sync, mine = row["turn-synchronous"], row["per-trajectory"]
-        lines.append(f"| {row['setting']} | {row['retriever']} | {sync['seconds']:.1f} | {mine['seconds']:.1f} | "
-                     f"{sync['seconds'] / mine['seconds']:.2f}x | {sync['tokens_per_s']:.0f} → "
-                     f"{mine['tokens_per_s']:.0f} | **{mine['tokens_per_s'] / sync['tokens_per_s']:.2f}x** | "
-                     f"{sync['wait_share']:.0%} → {mine['wait_share']:.0%} |")
-    speedups = {row["setting"]: row["per-trajectory"]["tokens_per_s"] / row["turn-synchronous"]["tokens_per_s"]
-                for row in result["rows"]}
+        lines.append(
+            f"| {row['setting']} | {row['retriever']} | {sync['seconds']:.1f} | {mine['seconds']:.1f} | "
+            f"{sync['seconds'] / mine['seconds']:.2f}x | {sync['tokens_per_s']:.0f} → "
+            f"{mine['tokens_per_s']:.0f} | **{mine['tokens_per_s'] / sync['tokens_per_s']:.2f}x** | "
+            f"{sync['wait_share']:.0%} → {mine['wait_share']:.0%} |"
+        )
+    speedups = {
+        row["setting"]: row["per-trajectory"]["tokens_per_s"] / row["turn-synchronous"]["tokens_per_s"]
+        for row in result["rows"]
+    }
     if "long tail" in speedups:
-        lines += ["", f"Issue 41's goal, at least 1.25x on the long tail and never slower on the plain setting, is "
-                  f"{'met' if speedups['long tail'] >= 1.25 and min(speedups.values()) >= 1 else 'not met'} on this "
-                  f"machine (long tail {speedups['long tail']:.2f}x). On a CPU, decoding is bound by compute: a "
-                  "step over a few sequences costs proportionally less than one over many, so the turns' long tails, "
-                  "which leave the synchronous engine stepping over few sequences, waste little, and the tools' "
-                  "waits are a small share of minutes of generation. On a GPU, where a decoding step costs about "
-                  "the same for 4 sequences as for 64, the idle tails are what per-trajectory scheduling recovers; "
-                  "that has not been measured (no GPU lent)."]
+        lines += [
+            "",
+            f"Issue 41's goal, at least 1.25x on the long tail and never slower on the plain setting, is "
+            f"{'met' if speedups['long tail'] >= 1.25 and min(speedups.values()) >= 1 else 'not met'} on this "
+            f"machine (long tail {speedups['long tail']:.2f}x). On a CPU, decoding is bound by compute: a "
+            "step over a few sequences costs proportionally less than one over many, so the turns' long tails, "
+            "which leave the synchronous engine stepping over few sequences, waste little, and the tools' "
+            "waits are a small share of minutes of generation. On a GPU, where a decoding step costs about "
+            "the same for 4 sequences as for 64, the idle tails are what per-trajectory scheduling recovers; "
+            "that has not been measured (no GPU lent).",
+        ]
     return "\n".join(lines)
 
 
@@ -113,35 +131,59 @@ def main() -> None:
     from retriever.client import HTTPRetriever
     from retriever.server import create_app, serve_in_background
 
-    plain = RolloutConfig(max_turns=4, max_tokens_per_turn=48, max_observation_tokens=128, max_prompt_tokens=512,
-                          max_total_tokens=1024)
+    plain = RolloutConfig(
+        max_turns=4, max_tokens_per_turn=48, max_observation_tokens=128, max_prompt_tokens=512, max_total_tokens=1024
+    )
     long_tail = dataclasses.replace(plain, max_tokens_per_turn=160, max_total_tokens=2048)
     bm25 = open_from_config(RetrieverConfig(kind="bm25", corpus=str(ROOT / "data/world/corpus.jsonl")))
-    questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world",
-                                                    limit=args.questions)]
+    questions = [
+        q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world", limit=args.questions)
+    ]
     backend, tokenizer = load_backend(MODEL, plain, device="cpu", seed=0)
     out = ROOT / "bench/results/rollout_schedule.json"
     kept = json.loads(out.read_text())["rows"] if args.only and out.exists() else []
     rows = [row for row in kept if row["setting"] != args.only]
     with serve_in_background(create_app(bm25)) as url:
         http = HTTPRetriever(f"{url}/retrieve")
-        settings = [("plain", "BM25 in-process", bm25, plain), ("plain", "BM25 over HTTP", http, plain),
-                    ("long tail", "150 ms per call", Slow(bm25, 0.15), long_tail)]
+        settings = [
+            ("plain", "BM25 in-process", bm25, plain),
+            ("plain", "BM25 over HTTP", http, plain),
+            ("long tail", "150 ms per call", Slow(bm25, 0.15), long_tail),
+        ]
         one_run(backend, tokenizer, bm25, plain, questions[:4], 0)  # warm-up
         for setting, name, retriever, rollout in settings:
             if args.only and setting != args.only:
                 continue
             runs: dict[str, list[dict]] = {s: [] for s in SCHEDULES}
             for rep in range(args.reps):
-                for schedule in (SCHEDULES if rep % 2 == 0 else SCHEDULES[::-1]):
-                    runs[schedule].append(one_run(backend, tokenizer, retriever,
-                                                  dataclasses.replace(rollout, schedule=schedule), questions, rep))
-            rows.append({"setting": setting, "retriever": name, "rollout": dataclasses.asdict(rollout),
-                         **{s: {k: median(runs[s], k) for k in runs[s][0]} for s in SCHEDULES}, "runs": runs})
-            result = {"command": "python bench/rollout_schedule.py" + (f" --questions {args.questions}"
-                                                                        if args.questions != 32 else ""),
-                      "machine": machine(("vllm-cpu", "torch", "transformers")), "questions": len(questions),
-                      "reps": args.reps, "rows": rows}
+                for schedule in SCHEDULES if rep % 2 == 0 else SCHEDULES[::-1]:
+                    runs[schedule].append(
+                        one_run(
+                            backend,
+                            tokenizer,
+                            retriever,
+                            dataclasses.replace(rollout, schedule=schedule),
+                            questions,
+                            rep,
+                        )
+                    )
+            rows.append(
+                {
+                    "setting": setting,
+                    "retriever": name,
+                    "rollout": dataclasses.asdict(rollout),
+                    **{s: {k: median(runs[s], k) for k in runs[s][0]} for s in SCHEDULES},
+                    "runs": runs,
+                }
+            )
+            result = {
+                "command": "python bench/rollout_schedule.py"
+                + (f" --questions {args.questions}" if args.questions != 32 else ""),
+                "machine": machine(("vllm-cpu", "torch", "transformers")),
+                "questions": len(questions),
+                "reps": args.reps,
+                "rows": rows,
+            }
             atomic_write_json(out, result)  # after each setting: a long run stopped half-way keeps what it measured
             update_readme_section("rollout-schedule", section(result))
             print(section(result).splitlines()[-1], flush=True)

@@ -79,12 +79,17 @@ def largest_answer(url: str, questions: list[str], limits: dict) -> dict:
         stop.set()
         small.join()
     over = httpx.post(url, json={**body, "topk": topk + 1}, timeout=60)  # one passage more per query
-    return {"queries": n, "topk": topk, "status": answer.status_code, "answer_mb": round(len(answer.content) / 1e6, 1),
-            "seconds_alone": round(alone_s, 2), "seconds_with_small_requests": round(together_s, 2),
-            "small_ms_idle": {"p50": round(statistics.median(idle), 1), "max": round(max(idle), 1), "n": len(idle)},
-            "small_ms_during": {"p50": round(statistics.median(during), 1), "max": round(max(during), 1),
-                                "n": len(during)},
-            "one_more_query": {"status": over.status_code, "error": over.json().get("error")}}
+    return {
+        "queries": n,
+        "topk": topk,
+        "status": answer.status_code,
+        "answer_mb": round(len(answer.content) / 1e6, 1),
+        "seconds_alone": round(alone_s, 2),
+        "seconds_with_small_requests": round(together_s, 2),
+        "small_ms_idle": {"p50": round(statistics.median(idle), 1), "max": round(max(idle), 1), "n": len(idle)},
+        "small_ms_during": {"p50": round(statistics.median(during), 1), "max": round(max(during), 1), "n": len(during)},
+        "one_more_query": {"status": over.status_code, "error": over.json().get("error")},
+    }
 
 
 def oversized_upload(port: int, pid: int, mib: int = 400) -> dict:
@@ -109,13 +114,18 @@ def oversized_upload(port: int, pid: int, mib: int = 400) -> dict:
     sock.sendall(f"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: {mib << 20}\r\n\r\n".encode())
     declared = sock.recv(4096).split(b"\r\n", 1)[0].decode()
     sock.close()
-    return {"sent_mib_before_refusal": sent, "answer": answer, "rss_mib_before": round(before),
-            "rss_mib_peak": round(max(peak, rss_mib(pid))), "declared_answer": declared}
+    return {
+        "sent_mib_before_refusal": sent,
+        "answer": answer,
+        "rss_mib_before": round(before),
+        "rss_mib_peak": round(max(peak, rss_mib(pid))),
+        "declared_answer": declared,
+    }
 
 
 def stalled_upload(port: int) -> dict:
     sock = socket.create_connection(("127.0.0.1", port), timeout=120)
-    sock.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"queries\": [")
+    sock.sendall(b'POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"queries": [')
     started = time.perf_counter()
     answer = sock.recv(4096).split(b"\r\n", 1)[0].decode()
     sock.close()
@@ -147,9 +157,15 @@ def huge_header(port: int, pid: int, limits: dict, mib: int = 200) -> dict:
     sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * limits["max_header_bytes"])
     waiting = sock.recv(4096).split(b"\r\n", 1)[0].decode()
     sock.close()
-    return {"header_mib": mib, "pushed_mib_before_refusal": sent, "outcome": outcome, "seconds": round(seconds, 3),
-            "rss_mib_before": round(before), "rss_mib_peak": round(max(peak, rss_mib(pid))),
-            "just_over_the_limit_answer": waiting}
+    return {
+        "header_mib": mib,
+        "pushed_mib_before_refusal": sent,
+        "outcome": outcome,
+        "seconds": round(seconds, 3),
+        "rss_mib_before": round(before),
+        "rss_mib_peak": round(max(peak, rss_mib(pid))),
+        "just_over_the_limit_answer": waiting,
+    }
 
 
 def slow_header(port: int, interval_s: float = 1.0) -> dict:
@@ -157,20 +173,24 @@ def slow_header(port: int, interval_s: float = 1.0) -> dict:
     sock = socket.create_connection(("127.0.0.1", port), timeout=interval_s)
     started = time.perf_counter()
     sent, answer = 0, b""
-    for byte in (b"GET /health HTTP/1.1\r\n" + b"X" * 1000):
+    for byte in b"GET /health HTTP/1.1\r\n" + b"X" * 1000:
         try:
             sock.sendall(bytes([byte]))
             sent += 1
             answer = sock.recv(4096)
             break
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             break
     seconds = time.perf_counter() - started
     sock.close()
-    return {"interval_s": interval_s, "bytes_sent": sent, "seconds_until_dropped": round(seconds, 1),
-            "answer": answer.split(b"\r\n", 1)[0].decode() or "closed"}
+    return {
+        "interval_s": interval_s,
+        "bytes_sent": sent,
+        "seconds_until_dropped": round(seconds, 1),
+        "answer": answer.split(b"\r\n", 1)[0].decode() or "closed",
+    }
 
 
 def idle_connections(port: int, n: int) -> dict:
@@ -206,25 +226,34 @@ def idle_connections(port: int, n: int) -> dict:
         sock.close()
     idle = sorted(t for t, line in ended if not line)
     after = httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).json()["connections"]
-    return {"opened": n, "seconds_to_open": round(open_s, 2),
-            "answered_503": sum(1 for _, line in ended if line.startswith(b"HTTP/1.1 503")),
-            "closed_idle": len(idle), "never_closed": n - len(ended),
-            "idle_closed_after_s": {"first": round(idle[0], 2), "last": round(idle[-1], 2)} if idle else None,
-            "health_status_while_held": during.status_code, "health_ms_while_held": round(health_ms, 1),
-            "open_while_held": during.json()["connections"]["open"] if during.status_code == 200 else None,
-            "counters_after": after}
+    return {
+        "opened": n,
+        "seconds_to_open": round(open_s, 2),
+        "answered_503": sum(1 for _, line in ended if line.startswith(b"HTTP/1.1 503")),
+        "closed_idle": len(idle),
+        "never_closed": n - len(ended),
+        "idle_closed_after_s": {"first": round(idle[0], 2), "last": round(idle[-1], 2)} if idle else None,
+        "health_status_while_held": during.status_code,
+        "health_ms_while_held": round(health_ms, 1),
+        "open_while_held": during.json()["connections"]["open"] if during.status_code == 200 else None,
+        "counters_after": after,
+    }
 
 
 def aborted_uploads(port: int, log_path: Path, n: int = 300) -> dict:
     before = log_path.stat().st_size
     for _ in range(n):
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        sock.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"queries\": [\"a")
+        sock.sendall(b'POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"queries": ["a')
         sock.close()
     time.sleep(2.0)
     text = log_path.read_text(errors="replace")[before:]
-    return {"aborted": n, "log_bytes": len(text.encode()), "log_lines": len(text.splitlines()),
-            "tracebacks": text.count("Traceback")}
+    return {
+        "aborted": n,
+        "log_bytes": len(text.encode()),
+        "log_lines": len(text.splitlines()),
+        "tracebacks": text.count("Traceback"),
+    }
 
 
 def main() -> None:
@@ -235,9 +264,12 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}/retrieve"
     try:
         limits = httpx.get(f"http://127.0.0.1:{port}/health").json()["limits"]
-        results = {"benchmark": "server_limits", "machine": machine(("fastapi", "uvicorn", "httptools", "orjson",
-                                                                     "bm25s")),
-                   "load_average_1m": round(os.getloadavg()[0], 1), "limits": limits}
+        results = {
+            "benchmark": "server_limits",
+            "machine": machine(("fastapi", "uvicorn", "httptools", "orjson", "bm25s")),
+            "load_average_1m": round(os.getloadavg()[0], 1),
+            "limits": limits,
+        }
         results["largest_answer"] = largest_answer(url, questions, limits)
         print("largest answer:", results["largest_answer"])
         results["oversized_upload"] = oversized_upload(port, server.pid)
@@ -270,46 +302,46 @@ def write_section(r: dict) -> None:
     lim = r["limits"]
     section = f"""## Retrieval server limits (`python bench/server_limits.py`)
 
-`inspo serve-retriever` with its default limits (`--max-queries {lim['max_queries']}`, \
-`--max-results {lim['max_results']}`
-passages per answer, `--max-body-mib {lim['max_body_bytes'] / (1 << 20):g}`, \
-`--read-timeout-s {lim['read_timeout_s']:g}`,
-`--max-batch {lim['max_batch']}`, `--max-header-kib {lim['max_header_bytes'] / 1024:g}`, \
-`--header-timeout-s {lim['header_timeout_s']:g}`,
-`--idle-timeout-s {lim['idle_timeout_s']:g}`, `--max-connections {lim['max_connections']}`), BM25 over the world, \
-in its own process on loopback; {m['cpu_cores']} CPU cores
-({m['cpu']}), load average {r['load_average_1m']:g} when it started (timings, not sizes, grow with it). Results:
+`inspo serve-retriever` with its default limits (`--max-queries {lim["max_queries"]}`, \
+`--max-results {lim["max_results"]}`
+passages per answer, `--max-body-mib {lim["max_body_bytes"] / (1 << 20):g}`, \
+`--read-timeout-s {lim["read_timeout_s"]:g}`,
+`--max-batch {lim["max_batch"]}`, `--max-header-kib {lim["max_header_bytes"] / 1024:g}`, \
+`--header-timeout-s {lim["header_timeout_s"]:g}`,
+`--idle-timeout-s {lim["idle_timeout_s"]:g}`, `--max-connections {lim["max_connections"]}`), BM25 over the world, \
+in its own process on loopback; {m["cpu_cores"]} CPU cores
+({m["cpu"]}), load average {r["load_average_1m"]:g} when it started (timings, not sizes, grow with it). Results:
 `bench/results/server_limits.json`.
 
 | case | what happened |
 |---|---|
-| the largest allowed answer ({big['queries']} queries x topk {big['topk']}) | HTTP {big['status']}, \
-{big['answer_mb']} MB, {big['seconds_alone']} s alone |
-| the same with topk {big['topk'] + 1} | HTTP {big['one_more_query']['status']}: "{big['one_more_query']['error']}" |
-| 1-query requests while it is served | p50 {big['small_ms_during']['p50']} ms, max {big['small_ms_during']['max']} ms \
-({big['small_ms_during']['n']} requests; idle: p50 {big['small_ms_idle']['p50']} ms, \
-max {big['small_ms_idle']['max']} ms) |
-| a 400 MiB upload, chunked (no Content-Length) | `{up['answer']}` once {lim['max_body_bytes'] >> 20} MiB had arrived \
-(the client had pushed {up['sent_mib_before_refusal']} MiB into the socket); server RSS {up['rss_mib_before']} → \
-{up['rss_mib_peak']} MiB |
-| the same, declared in Content-Length | `{up['declared_answer']}` before reading a byte of it |
-| an upload that stalls | `{stall['answer']}` after {stall['seconds']} s |
-| a {head['header_mib']} MiB header, pushed as fast as the socket takes it | \
-{head['outcome']} after {head['pushed_mib_before_refusal']} MiB had been pushed into the socket, \
-in {head['seconds']} s; server RSS {head['rss_mib_before']} → {head['rss_mib_peak']} MiB |
-| a head just over {lim['max_header_bytes'] // 1024} KiB, the client then waiting | \
-`{head['just_over_the_limit_answer']}` |
-| a head sent one byte every {slow['interval_s']:g} s | `{slow['answer']}` after {slow['seconds_until_dropped']} s \
-({slow['bytes_sent']} bytes) |
-| {idle['opened']} connections that never send | \
-each closed {idle['idle_closed_after_s']['first']}–{idle['idle_closed_after_s']['last']} s after it opened \
-({idle['never_closed']} left open); `/health` meanwhile: HTTP {idle['health_status_while_held']} in \
-{idle['health_ms_while_held']} ms, {idle['open_while_held']} open |
-| {over['opened']} such connections (past `--max-connections`) | {over['answered_503']} answered 503 and closed at \
-once, {over['closed_idle']} closed idle {over['idle_closed_after_s']['first']}–{over['idle_closed_after_s']['last']} s \
-after they opened; a new client meanwhile: HTTP {over['health_status_while_held']} |
-| {ab['aborted']} uploads aborted mid-body | {ab['log_lines']} log lines, {ab['log_bytes']:,} bytes, \
-{ab['tracebacks']} tracebacks |
+| the largest allowed answer ({big["queries"]} queries x topk {big["topk"]}) | HTTP {big["status"]}, \
+{big["answer_mb"]} MB, {big["seconds_alone"]} s alone |
+| the same with topk {big["topk"] + 1} | HTTP {big["one_more_query"]["status"]}: "{big["one_more_query"]["error"]}" |
+| 1-query requests while it is served | p50 {big["small_ms_during"]["p50"]} ms, max {big["small_ms_during"]["max"]} ms \
+({big["small_ms_during"]["n"]} requests; idle: p50 {big["small_ms_idle"]["p50"]} ms, \
+max {big["small_ms_idle"]["max"]} ms) |
+| a 400 MiB upload, chunked (no Content-Length) | `{up["answer"]}` once {lim["max_body_bytes"] >> 20} MiB had arrived \
+(the client had pushed {up["sent_mib_before_refusal"]} MiB into the socket); server RSS {up["rss_mib_before"]} → \
+{up["rss_mib_peak"]} MiB |
+| the same, declared in Content-Length | `{up["declared_answer"]}` before reading a byte of it |
+| an upload that stalls | `{stall["answer"]}` after {stall["seconds"]} s |
+| a {head["header_mib"]} MiB header, pushed as fast as the socket takes it | \
+{head["outcome"]} after {head["pushed_mib_before_refusal"]} MiB had been pushed into the socket, \
+in {head["seconds"]} s; server RSS {head["rss_mib_before"]} → {head["rss_mib_peak"]} MiB |
+| a head just over {lim["max_header_bytes"] // 1024} KiB, the client then waiting | \
+`{head["just_over_the_limit_answer"]}` |
+| a head sent one byte every {slow["interval_s"]:g} s | `{slow["answer"]}` after {slow["seconds_until_dropped"]} s \
+({slow["bytes_sent"]} bytes) |
+| {idle["opened"]} connections that never send | \
+each closed {idle["idle_closed_after_s"]["first"]}–{idle["idle_closed_after_s"]["last"]} s after it opened \
+({idle["never_closed"]} left open); `/health` meanwhile: HTTP {idle["health_status_while_held"]} in \
+{idle["health_ms_while_held"]} ms, {idle["open_while_held"]} open |
+| {over["opened"]} such connections (past `--max-connections`) | {over["answered_503"]} answered 503 and closed at \
+once, {over["closed_idle"]} closed idle {over["idle_closed_after_s"]["first"]}–{over["idle_closed_after_s"]["last"]} s \
+after they opened; a new client meanwhile: HTTP {over["health_status_while_held"]} |
+| {ab["aborted"]} uploads aborted mid-body | {ab["log_lines"]} log lines, {ab["log_bytes"]:,} bytes, \
+{ab["tracebacks"]} tracebacks |
 
 Before these limits (issue 17's measurements on the same kind of machine): a 400 MB body took the server to 0.9 GB,
 the largest request the defaults allowed (4,096 queries x topk 100) returned 163 MB while small queries waited 14 s

@@ -46,13 +46,18 @@ def by_type(predictions: Path) -> dict:
 
 
 def table(results: dict) -> str:
-    lines = ["| policy | question type | n | EM | searches / question | calculator calls / question | "
-             "valid-action rate | answered |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| policy | question type | n | EM | searches / question | calculator calls / question | "
+        "valid-action rate | answered |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for policy, rows in results.items():
         for name in (*TYPES, "all"):
             row = rows[name]
-            lines.append(f"| {policy} | {name} | {row['n']} | {row['em']:.3f} | {row['searches']:.2f} | "
-                         f"{row['calculator_calls']:.2f} | {row['valid_action_rate']:.2f} | {row['answered']:.2f} |")
+            lines.append(
+                f"| {policy} | {name} | {row['n']} | {row['em']:.3f} | {row['searches']:.2f} | "
+                f"{row['calculator_calls']:.2f} | {row['valid_action_rate']:.2f} | {row['answered']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -69,10 +74,22 @@ def main() -> None:
     settings = {
         "search + calculator": ("--model", str(OUT)),
         "search only": ("--model", str(OUT), "--set", "agent.tools=[search]"),
-        "search only, search instruction": ("--model", str(OUT), "--set", "agent.tools=[search]", "--instruction",
-                                            str(search_only)),
-        "demo warm start, search only": ("--model", DEMO_ADAPTER, "--set", "agent.tools=[search]", "--instruction",
-                                         str(search_only)),
+        "search only, search instruction": (
+            "--model",
+            str(OUT),
+            "--set",
+            "agent.tools=[search]",
+            "--instruction",
+            str(search_only),
+        ),
+        "demo warm start, search only": (
+            "--model",
+            DEMO_ADAPTER,
+            "--set",
+            "agent.tools=[search]",
+            "--instruction",
+            str(search_only),
+        ),
     }
     results, seconds = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,40 +100,58 @@ def main() -> None:
             print(f"{name}: EM {results[name]['all']['em']:.3f} ({seconds[name]:.0f} s)", flush=True)
     metrics = run.metrics()
     summary = run.summary() or {}
-    report = {"recipe": RECIPE, "adapter": str(OUT.relative_to(ROOT)), "sha256": sha,
-              "size_bytes": (OUT / "adapter_model.safetensors").stat().st_size,
-              "training": {"steps": metrics[-1]["step"], "loss_first": metrics[0]["loss"],
-                           "loss_last": metrics[-1]["loss"], "seconds": summary.get("wall_seconds")},
-              "evaluation_recipe": EVAL_RECIPE, "test_questions": args.limit, "evaluation_seconds": seconds,
-              "results": results, "machine": machine(("torch", "transformers", "trl", "peft"))}
+    report = {
+        "recipe": RECIPE,
+        "adapter": str(OUT.relative_to(ROOT)),
+        "sha256": sha,
+        "size_bytes": (OUT / "adapter_model.safetensors").stat().st_size,
+        "training": {
+            "steps": metrics[-1]["step"],
+            "loss_first": metrics[0]["loss"],
+            "loss_last": metrics[-1]["loss"],
+            "seconds": summary.get("wall_seconds"),
+        },
+        "evaluation_recipe": EVAL_RECIPE,
+        "test_questions": args.limit,
+        "evaluation_seconds": seconds,
+        "results": results,
+        "machine": machine(("torch", "transformers", "trl", "peft")),
+    }
     atomic_write_json(ROOT / "bench/results/tools_warm_start.json", report)
     t = report["training"]
     scores = table(results)
     arithmetic = {name: rows["arithmetic"]["em"] for name, rows in results.items()}
-    section = (f"## Tools warm start (`bench/tools_warm_start.py --run <run of {RECIPE}> --limit {args.limit}`)\n\n"
-               f"The LoRA adapter `recipes/world-tools/` starts from, exported to `{report['adapter']}` (bf16, "
-               f"{report['size_bytes'] / 1e6:.1f} MB, SHA-256 `{sha}`), after {t['steps']} steps (loss "
-               f"{t['loss_first']:.3f} → {t['loss_last']:.3f}, {t['seconds'] or 0:.0f} s on "
-               f"{report['machine']['cpu_cores']} cores), on the first {args.limit} test questions of the tools world "
-               f"(data/world-tools), greedy, with {EVAL_RECIPE}'s limits (3 tool turns). The same policy with and "
-               "without the calculator, and the demo's warm start (trained on searches alone):\n\n" + scores +
-               "\n\nOn the arithmetic questions: " +
-               ", ".join(f"{name} {em:.3f}" for name, em in arithmetic.items()) + ".")
+    section = (
+        f"## Tools warm start (`bench/tools_warm_start.py --run <run of {RECIPE}> --limit {args.limit}`)\n\n"
+        f"The LoRA adapter `recipes/world-tools/` starts from, exported to `{report['adapter']}` (bf16, "
+        f"{report['size_bytes'] / 1e6:.1f} MB, SHA-256 `{sha}`), after {t['steps']} steps (loss "
+        f"{t['loss_first']:.3f} → {t['loss_last']:.3f}, {t['seconds'] or 0:.0f} s on "
+        f"{report['machine']['cpu_cores']} cores), on the first {args.limit} test questions of the tools world "
+        f"(data/world-tools), greedy, with {EVAL_RECIPE}'s limits (3 tool turns). The same policy with and "
+        "without the calculator, and the demo's warm start (trained on searches alone):\n\n"
+        + scores
+        + "\n\nOn the arithmetic questions: "
+        + ", ".join(f"{name} {em:.3f}" for name, em in arithmetic.items())
+        + "."
+    )
     update_readme_section("tools_warm_start", section)
-    atomic_write_text(OUT / "README.md", f"""# Tools warm start
+    atomic_write_text(
+        OUT / "README.md",
+        f"""# Tools warm start
 
 A LoRA adapter (rank 16 on every linear layer) for the packaged SmolLM2-135M-Instruct (`smollm2-135m-instruct`),
 fine-tuned on the tools world's oracle trajectories (data/world-tools): a `<search>` for each hop, the retrieved
 passages, for an arithmetic question a `<calculate>` of its two years and the calculator's result (observations
 masked out of the loss), then the `<answer>`. `recipes/world-tools/` starts from it.
 
-Reproduce it (about {(t['seconds'] or 0) / 60:.0f} min on {report['machine']['cpu_cores']} CPU cores):
+Reproduce it (about {(t["seconds"] or 0) / 60:.0f} min on {report["machine"]["cpu_cores"]} CPU cores):
 
     inspo train --recipe {RECIPE} --name warm-start-tools
     python bench/tools_warm_start.py --run runs/warm-start-tools --limit {args.limit}
 
 SHA-256 of `adapter_model.safetensors` (bf16): `{sha}`. Its scores: bench/README.md, "Tools warm start".
-""")
+""",
+    )
     print(section)
 
 

@@ -34,11 +34,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from inspo_cli.agent.protocol import build_prompt  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RetrieverConfig, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
+from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.sampling import StaticInstruction  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
-from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
 from inspo_cli.training.grpo import grpo_config  # noqa: E402
 from inspo_cli.training.setup import question_dataset  # noqa: E402
 
@@ -61,11 +61,26 @@ def recipe_for(model: str, steps: int, max_new: int, max_turns: int, dtype: str 
     return Recipe(
         model=ModelConfig(name_or_path=model, dtype=dtype, chat_template="off"),
         retriever=RetrieverConfig(kind="bm25", corpus=str(ROOT / "data/world/corpus.jsonl"), topk=3),
-        rollout=RolloutConfig(max_turns=max_turns, max_tokens_per_turn=max_new, max_observation_tokens=128,
-                              max_prompt_tokens=512, max_total_tokens=1024),
+        rollout=RolloutConfig(
+            max_turns=max_turns,
+            max_tokens_per_turn=max_new,
+            max_observation_tokens=128,
+            max_prompt_tokens=512,
+            max_total_tokens=1024,
+        ),
         reward=RewardConfig(format_weight=0.2),
-        training=TrainingConfig(steps=steps, group_size=4, batch_size=4, mini_batch_trajectories=16, micro_batch_size=8,
-                                learning_rate=1e-5, warmup_ratio=0.0, kl_beta=0.0, save_every=10_000))
+        training=TrainingConfig(
+            steps=steps,
+            group_size=4,
+            batch_size=4,
+            mini_batch_trajectories=16,
+            micro_batch_size=8,
+            learning_rate=1e-5,
+            warmup_ratio=0.0,
+            kl_beta=0.0,
+            save_every=10_000,
+        ),
+    )
 
 
 def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
@@ -76,9 +91,16 @@ def run_ours(recipe: Recipe, questions, out: Path, device: str) -> list[dict]:
     trainer = SearchGRPOTrainer(
         model=resolve_model_path(recipe.model.name_or_path),
         args=grpo_config(recipe, batch_plan(recipe), out, device=device),
-        train_dataset=question_dataset(questions), processing_class=tokenizer,
-        instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=open_from_config(recipe.retriever),
-        rollout=recipe.rollout, reward=recipe.reward, topk=3, chat=False, generation_batch_size=16)
+        train_dataset=question_dataset(questions),
+        processing_class=tokenizer,
+        instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION),
+        retriever=open_from_config(recipe.retriever),
+        rollout=recipe.rollout,
+        reward=recipe.reward,
+        topk=3,
+        chat=False,
+        generation_batch_size=16,
+    )
     trainer.train()
     return [row for row in trainer.state.log_history if "step_time" in row]
 
@@ -90,21 +112,30 @@ def run_plain(recipe: Recipe, questions, out: Path, device: str, as_shipped: boo
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from inspo_cli.training.trainer import score_only_labelled_positions_on_cpu
-
     from inspo_cli.metrics import exact_match, extract_answer
+    from inspo_cli.training.trainer import score_only_labelled_positions_on_cpu
 
     tokenizer = load_tokenizer(recipe.model)
     args = grpo_config(recipe, batch_plan(recipe), out, device=device)
     args.max_completion_length = recipe.rollout.max_tokens_per_turn
-    rows = [{"prompt": build_prompt(tokenizer, WORKED_EXAMPLE_INSTRUCTION, q.question, False),
-             "golden_answers": list(q.golden_answers)} for q in questions]
+    rows = [
+        {
+            "prompt": build_prompt(tokenizer, WORKED_EXAMPLE_INSTRUCTION, q.question, False),
+            "golden_answers": list(q.golden_answers),
+        }
+        for q in questions
+    ]
 
     def em(completions, golden_answers, **kwargs):
         return [exact_match(extract_answer(c), g) for c, g in zip(completions, golden_answers)]
 
-    trainer = GRPOTrainer(model=resolve_model_path(recipe.model.name_or_path), reward_funcs=[em], args=args,
-                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = GRPOTrainer(
+        model=resolve_model_path(recipe.model.name_or_path),
+        reward_funcs=[em],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
     with contextlib.nullcontext() if as_shipped else score_only_labelled_positions_on_cpu():
         trainer.train()
     return [row for row in trainer.state.log_history if "step_time" in row]
@@ -118,8 +149,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per trainer, alternating")
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--dtype", default="float32", help="policy precision (bfloat16 on GPUs)")
-    parser.add_argument("--skip-phases", action="store_true",
-                        help="only the overhead part (it needs no trained weights)")
+    parser.add_argument(
+        "--skip-phases", action="store_true", help="only the overhead part (it needs no trained weights)"
+    )
     parser.add_argument("--tag", default="", help="suffix of the results file and README section, e.g. _cuda")
     args = parser.parse_args()
     questions = load_benchmark("world", "train", world_dir=ROOT / "data/world", limit=64)
@@ -137,8 +169,10 @@ def main() -> None:
             started = time.perf_counter()
             rows = run(overhead, questions, tmp / f"{name}-{i}", args.device)
             steps[name] += [{"seconds": r["step_time"], "tokens": r["completions/mean_length"]} for r in rows[1:]]
-            print(f"{name}: {time.perf_counter() - started:.0f}s, steps "
-                  + ", ".join(f"{r['step_time']:.1f}s" for r in rows))
+            print(
+                f"{name}: {time.perf_counter() - started:.0f}s, steps "
+                + ", ".join(f"{r['step_time']:.1f}s" for r in rows)
+            )
         if not args.skip_phases:
             phases_recipe = recipe_for(args.model, args.steps, 48, max_turns=2, dtype=args.dtype)
             phase_rows = run_ours(phases_recipe, questions, tmp / "phases", args.device)[1:]
@@ -147,17 +181,29 @@ def main() -> None:
     tokens = {name: statistics.mean(s["tokens"] for s in rows) for name, rows in steps.items()}
     result = {
         "machine": machine(("torch", "trl", "transformers")),
-        "setup": {"model": args.model, "device": args.device, "dtype": args.dtype, "trajectories_per_step": 16,
-                  "max_new_tokens": args.max_new, "steps_per_run": args.steps, "repeats": args.repeats},
-        "overhead": {"median_step_seconds": seconds, "mean_new_tokens": tokens,
-                     "ratio": seconds["ours"] / seconds["plain"], "steps": steps},
+        "setup": {
+            "model": args.model,
+            "device": args.device,
+            "dtype": args.dtype,
+            "trajectories_per_step": 16,
+            "max_new_tokens": args.max_new,
+            "steps_per_run": args.steps,
+            "repeats": args.repeats,
+        },
+        "overhead": {
+            "median_step_seconds": seconds,
+            "mean_new_tokens": tokens,
+            "ratio": seconds["ours"] / seconds["plain"],
+            "steps": steps,
+        },
     }
     if not args.skip_phases:
         result["multi_turn_phases"] = {
             "seconds": {p: statistics.mean(r[f"time/{p}"] for r in phase_rows) for p in PHASES},
             "step_seconds": statistics.mean(r["step_time"] for r in phase_rows),
             "searches_per_trajectory": statistics.mean(r["search/searches_per_trajectory"] for r in phase_rows),
-            "observation_share": statistics.mean(r["length/observation_share"] for r in phase_rows)}
+            "observation_share": statistics.mean(r["length/observation_share"] for r in phase_rows),
+        }
     atomic_write_json(ROOT / f"bench/results/trainer_step{args.tag}.json", result)
     write_section(result, args.tag)
     print(f"ours {seconds['ours']:.2f}s vs plain {seconds['plain']:.2f}s per step: {result['overhead']['ratio']:.3f}x")
@@ -166,46 +212,59 @@ def main() -> None:
 def write_section(result: dict, tag: str = "") -> None:
     m, s, o = result["machine"], result["setup"], result["overhead"]
     title = "Trainer step" + (f" ({s['device']}, {s.get('dtype', 'float32')})" if tag else "")
-    command = "python bench/trainer_step.py" + (f" --device {s['device']} --dtype {s.get('dtype')} --skip-phases "
-                                               f"--tag {tag}" if tag else "")
-    text = f"""
+    command = "python bench/trainer_step.py" + (
+        f" --device {s['device']} --dtype {s.get('dtype')} --skip-phases --tag {tag}" if tag else ""
+    )
+    text = (
+        f"""
 ## {title}
 
-`{command}` — {s['device']}, machine: {m['cpu_cores']} CPU cores, GPU: {m['gpu']}; torch {m['packages'].get('torch')},
-trl {m['packages'].get('trl')}, transformers {m['packages'].get('transformers')}.
+`{command}` — {s["device"]}, machine: {m["cpu_cores"]} CPU cores, GPU: {m["gpu"]}; torch {m["packages"].get("torch")},
+trl {m["packages"].get("trl")}, transformers {m["packages"].get("transformers")}.
 
-Search off, same single-turn batch ({s['trajectories_per_step']} trajectories of {s['max_new_tokens']} new tokens,
-{s['model']}'s architecture with random weights so both sides generate every token); median of
-{len(o['steps']['ours'])} steps each after warm-up:
+Search off, same single-turn batch ({s["trajectories_per_step"]} trajectories of {s["max_new_tokens"]} new tokens,
+{s["model"]}'s architecture with random weights so both sides generate every token); median of
+{len(o["steps"]["ours"])} steps each after warm-up:
 
 | trainer | step time | new tokens / trajectory |
 |---|---|---|
-| plain TRL `GRPOTrainer` | {o['median_step_seconds']['plain']:.2f} s | {o['mean_new_tokens']['plain']:.1f} |
-| `SearchGRPOTrainer` (rollout engine, `max_turns=0`) | {o['median_step_seconds']['ours']:.2f} s | \
-{o['mean_new_tokens']['ours']:.1f} |
-| ratio | **{o['ratio']:.3f}x** (target <= 1.1x) | |
-""" + (f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | \
-{o['median_step_seconds']['plain_as_shipped']:.2f} s | {o['mean_new_tokens']['plain_as_shipped']:.1f} |
-""" if "plain_as_shipped" in o["median_step_seconds"] else "") + """
+| plain TRL `GRPOTrainer` | {o["median_step_seconds"]["plain"]:.2f} s | {o["mean_new_tokens"]["plain"]:.1f} |
+| `SearchGRPOTrainer` (rollout engine, `max_turns=0`) | {o["median_step_seconds"]["ours"]:.2f} s | \
+{o["mean_new_tokens"]["ours"]:.1f} |
+| ratio | **{o["ratio"]:.3f}x** (target <= 1.1x) | |
+"""
+        + (
+            f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | \
+{o["median_step_seconds"]["plain_as_shipped"]:.2f} s | {o["mean_new_tokens"]["plain_as_shipped"]:.1f} |
+"""
+            if "plain_as_shipped" in o["median_step_seconds"]
+            else ""
+        )
+        + """
 Both rows of the ratio use the same LM-head setting (`SearchGRPOTrainer` makes TRL's fused LM head score only
 completion positions on CPU, as TRL already does on GPUs), so the ratio is the cost of the rollout engine,
 instruction sampling and metrics alone. On a GPU the setting is TRL's own on both sides.
 """
+    )
     if "multi_turn_phases" not in result:
         update_readme_section(f"trainer_step{tag}", text)
         return
     p = result["multi_turn_phases"]
     total = sum(p["seconds"].values())
     phase_rows = "\n".join(f"| {name} | {sec:.1f} s | {sec / total:.0%} |" for name, sec in p["seconds"].items())
-    update_readme_section(f"trainer_step{tag}", text + f"""
-Multi-turn step with search on ({s['model']}, worked-example instruction, BM25 over the world, up to two searches;
-{p['searches_per_trajectory']:.2f} searches per trajectory, {p['observation_share']:.0%} of completion tokens are
-inserted passages), mean over {s['steps_per_run'] - 1} steps, {p['step_seconds']:.1f} s per step:
+    update_readme_section(
+        f"trainer_step{tag}",
+        text
+        + f"""
+Multi-turn step with search on ({s["model"]}, worked-example instruction, BM25 over the world, up to two searches;
+{p["searches_per_trajectory"]:.2f} searches per trajectory, {p["observation_share"]:.0%} of completion tokens are
+inserted passages), mean over {s["steps_per_run"] - 1} steps, {p["step_seconds"]:.1f} s per step:
 
 | phase | time per step | share |
 |---|---|---|
 {phase_rows}
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

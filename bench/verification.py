@@ -43,7 +43,7 @@ import json
 import math
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from _common import ROOT, machine, update_readme_section
@@ -55,10 +55,15 @@ from inspo_cli.jsonio import atomic_write_json
 DELTAS = (-0.10, -0.05, 0.0, 0.05, 0.10)
 # (label, rollouts per question, margin in standard errors, looks: None for the fixed rule on all of D_B); the first
 # is the rule the paper recipes had
-RULES = (("at least the parent (before)", 1, 0.0, None), ("paired, margin 1.0 SE", 1, 1.0, None),
-         ("paired, margin 1.645 SE (default)", 1, 1.645, None), ("paired, margin 2.0 SE", 1, 2.0, None),
-         ("paired, margin 1.645 SE, 2 rollouts", 2, 1.645, None),
-         ("sequential, 4 looks, margin 1.645 SE", 1, 1.645, 4), ("sequential, 8 looks, margin 1.645 SE", 1, 1.645, 8))
+RULES = (
+    ("at least the parent (before)", 1, 0.0, None),
+    ("paired, margin 1.0 SE", 1, 1.0, None),
+    ("paired, margin 1.645 SE (default)", 1, 1.645, None),
+    ("paired, margin 2.0 SE", 1, 2.0, None),
+    ("paired, margin 1.645 SE, 2 rollouts", 2, 1.645, None),
+    ("sequential, 4 looks, margin 1.645 SE", 1, 1.645, 4),
+    ("sequential, 8 looks, margin 1.645 SE", 1, 1.645, 8),
+)
 SEQUENTIAL = [rule for rule in RULES if rule[3] is not None]
 RESULTS = ROOT / "bench/results/verification.json"
 FIGURE = ROOT / "bench/results/verification.png"
@@ -80,8 +85,9 @@ def decide(candidate: np.ndarray, parent: np.ndarray, margin: float) -> np.ndarr
     return d.mean(axis=-1) >= -margin * se - 1e-12
 
 
-def decide_sequential(candidate: np.ndarray, parent: np.ndarray, margin: float,
-                      looks: int) -> tuple[np.ndarray, np.ndarray]:
+def decide_sequential(
+    candidate: np.ndarray, parent: np.ndarray, margin: float, looks: int
+) -> tuple[np.ndarray, np.ndarray]:
     """`sequential.verify_in_chunks`, vectorised over rows (questions in the order scored): (joins, the share of the
     questions each row was scored on)."""
     n = candidate.shape[-1]
@@ -151,15 +157,24 @@ def check_against_library(rng: np.random.Generator, sequential_rng: np.random.Ge
     for _, _, margin, looks in SEQUENTIAL:
         joins, scored = decide_sequential(c, p, margin, looks)
         for ci, pi, j, f in zip(c, p, joins, scored):
+
             def score(texts, questions, ci=ci, pi=pi):
                 return [[float({"P": pi, "C": ci}[t][q]) for q in questions] for t in texts]
+
             verdict = verify_in_chunks(score, "P", ["C"], list(range(200)), margin, looks)[0]
-            assert (verdict.joins, verdict.comparison.questions) == (j, round(f * 200)), \
+            assert (verdict.joins, verdict.comparison.questions) == (j, round(f * 200)), (
                 "bench/verification.py's sequential rule differs from inspo_cli.instructions.sequential"
+            )
 
 
-def simulate(concentration: float, questions: int, repetitions: int, rng: np.random.Generator, rules: Sequence[tuple],
-             mean: float = 0.45) -> dict:
+def simulate(
+    concentration: float,
+    questions: int,
+    repetitions: int,
+    rng: np.random.Generator,
+    rules: Sequence[tuple],
+    mean: float = 0.45,
+) -> dict:
     rows = {}
     for rule in rules:
         label, k = rule[:2]
@@ -192,8 +207,14 @@ def world_pool(questions: int, pool: int, seed: int) -> tuple[np.ndarray, dict]:
     torch.set_num_threads(2)
     torch.manual_seed(seed)
     backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=64, device="cpu", seed=seed)
-    engine = RolloutEngine(backend, open_from_config(recipe.retriever), tokenizer, recipe.rollout,
-                           topk=recipe.retriever.topk, chat=uses_chat_template(tokenizer, recipe.model.chat_template))
+    engine = RolloutEngine(
+        backend,
+        open_from_config(recipe.retriever),
+        tokenizer,
+        recipe.rollout,
+        topk=recipe.retriever.topk,
+        chat=uses_chat_template(tokenizer, recipe.model.chat_template),
+    )
     chosen = train_questions(recipe)[:questions]
     instruction = recipe.population.instructions[0]
     rewards = np.zeros((len(chosen), pool))
@@ -201,11 +222,17 @@ def world_pool(questions: int, pool: int, seed: int) -> tuple[np.ndarray, dict]:
     for draw in range(pool):
         _, scored = rollout_and_score(engine, [instruction] * len(chosen), chosen, recipe.reward)
         rewards[:, draw] = scored
-        print(f"world: draw {draw + 1}/{pool} done, mean reward {np.mean(scored):.3f}, "
-              f"{time.time() - started:.0f} s", flush=True)
-    return rewards, {"questions": len(chosen), "pool": pool, "seconds": round(time.time() - started, 1),
-                     "mean_reward": float(rewards.mean()),
-                     "share_always_same": float(np.mean(rewards.min(axis=1) == rewards.max(axis=1)))}
+        print(
+            f"world: draw {draw + 1}/{pool} done, mean reward {np.mean(scored):.3f}, {time.time() - started:.0f} s",
+            flush=True,
+        )
+    return rewards, {
+        "questions": len(chosen),
+        "pool": pool,
+        "seconds": round(time.time() - started, 1),
+        "mean_reward": float(rewards.mean()),
+        "share_always_same": float(np.mean(rewards.min(axis=1) == rewards.max(axis=1))),
+    }
 
 
 def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator, rules: Sequence[tuple]) -> dict:
@@ -225,13 +252,16 @@ def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator,
         if looks is not None:  # and of the questions
             shuffled = np.argsort(rng.random((repetitions, n)), axis=-1)[..., None]
             drawn = np.take_along_axis(drawn, np.broadcast_to(shuffled, drawn.shape), axis=1)
-        parent, copy = drawn[..., :k].mean(-1), drawn[..., k:2 * k].mean(-1)
+        parent, copy = drawn[..., :k].mean(-1), drawn[..., k : 2 * k].mean(-1)
         row: dict = {}
         record(row, "+0.00", copy, parent, rule)
         if 7 * k <= pool:  # six copies and the parent from disjoint real rollouts
-            one_round(row, [judge(drawn[..., i * k:(i + 1) * k].mean(-1), parent, rule) for i in range(1, 7)],
-                      looks is not None)
-        single = drawn[..., k:2 * k]  # the copy's own rollouts, each shifted on its own
+            one_round(
+                row,
+                [judge(drawn[..., i * k : (i + 1) * k].mean(-1), parent, rule) for i in range(1, 7)],
+                looks is not None,
+            )
+        single = drawn[..., k : 2 * k]  # the copy's own rollouts, each shifted on its own
         for delta in DELTAS:
             if delta == 0:
                 continue
@@ -247,15 +277,20 @@ def world_rates(rewards: np.ndarray, repetitions: int, rng: np.random.Generator,
 
 
 def table(rows: dict) -> str:
-    lines = ["| rule | rollouts / question | copy of the parent turned away | 6 copies all join (one round) | "
-             "joins at -0.10 | at -0.05 | at +0.05 | at +0.10 |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rule | rollouts / question | copy of the parent turned away | 6 copies all join (one round) | "
+        "joins at -0.10 | at -0.05 | at +0.05 | at +0.10 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for label, k, _, _ in RULES:
         if label not in rows:
             continue
         r = rows[label]
         one_round = f"{r['one_round']:.3f}" if "one_round" in r else "-"
-        lines.append(f"| {label} | {k} | {1 - r['+0.00']:.3f} | {one_round} | {r['-0.10']:.3f} | "
-                     f"{r['-0.05']:.3f} | {r['+0.05']:.3f} | {r['+0.10']:.3f} |")
+        lines.append(
+            f"| {label} | {k} | {1 - r['+0.00']:.3f} | {one_round} | {r['-0.10']:.3f} | "
+            f"{r['-0.05']:.3f} | {r['+0.05']:.3f} | {r['+0.10']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -263,10 +298,12 @@ def sequential_table(rows: dict) -> str:
     """What the sequential rules score: the mean share of D_B per candidate, by its true difference; the share of an
     evolution's rollouts (six copies and their parent); on the same rollouts as the fixed rule, the decisions that
     differ from its, and how many more candidates join than under it (copy, -0.05, -0.10)."""
-    lines = ["| rule | share of D_B scored: copy | at -0.10 | at -0.05 | at +0.05 | at +0.10 | "
-             "rollouts of an evolution of 6 copies + parent | decisions differing from the fixed rule's (most) | "
-             "joins minus the fixed rule's, same rollouts: copy / -0.05 / -0.10 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rule | share of D_B scored: copy | at -0.10 | at -0.05 | at +0.05 | at +0.10 | "
+        "rollouts of an evolution of 6 copies + parent | decisions differing from the fixed rule's (most) | "
+        "joins minus the fixed rule's, same rollouts: copy / -0.05 / -0.10 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     if not any(label in rows for label, _, _, _ in SEQUENTIAL):
         return "(no sequential rules measured: rerun with --reuse-world)"
     for label, _, _, _ in SEQUENTIAL:
@@ -277,8 +314,10 @@ def sequential_table(rows: dict) -> str:
         evolution = f"{r['one_round_scored']:.3f}" if "one_round_scored" in r else "-"
         differs = max(r["differs"].values())
         excess = " / ".join(f"{r['excess'][key]:+.4f}" for key in ("+0.00", "-0.05", "-0.10"))
-        lines.append(f"| {label} | {scored['+0.00']:.3f} | {scored['-0.10']:.3f} | {scored['-0.05']:.3f} | "
-                     f"{scored['+0.05']:.3f} | {scored['+0.10']:.3f} | {evolution} | {differs:.4f} | {excess} |")
+        lines.append(
+            f"| {label} | {scored['+0.00']:.3f} | {scored['-0.10']:.3f} | {scored['-0.05']:.3f} | "
+            f"{scored['+0.05']:.3f} | {scored['+0.10']:.3f} | {evolution} | {differs:.4f} | {excess} |"
+        )
     return "\n".join(lines)
 
 
@@ -333,32 +372,34 @@ def choice(results: dict) -> str:
         low, high = f"{min(values) * 100:.1f}", f"{max(values) * 100:.1f}"
         return f"{low}%" if low == high else f"{low}-{high}%"
 
-    return (f"**The paper recipes' choice: `accept: beat_parent` with `accept_margin: 1.645` and "
-            f"`verify_rollouts: 1`.** "
-            f"Requiring at least the parent's mean (before) turns away {span(old, '+0.00', True)} of candidates "
-            f"exactly as good as their parent, so all six of an evolution join together only "
-            f"{span(old, 'one_round')} of the time and App. C's one round of verification rarely holds. The paired "
-            f"rule turns away {span(new, '+0.00', True)}, all six join {span(new, 'one_round')} of the time, and a "
-            f"candidate better by 0.05 joins {span(new, '+0.05')}; the price is that a candidate worse by 0.05 joins "
-            f"{span(new, '-0.05')} and one worse by 0.10 {span(new, '-0.10')} (most when every question is alike; on "
-            f"the world, where rewards vary less, {results['world']['rates'][new]['-0.10'] * 100:.1f}%). Those that "
-            f"slip in are then sampled by the rewards they earn (eq. 6), and the bottom half is pruned every K_p = 5 "
-            f"steps. One rollout per question keeps App. C's count (6 x 200 rollouts per evolution); "
-            f"`verify_rollouts: 2` cuts the chances of worse candidates (0.05 worse: {span(two, '-0.05')}; 0.10 "
-            f"worse: {span(two, '-0.10')}) at twice the verification rollouts, about 1.6% more rollouts over a "
-            f"300-step paper run (9 evolutions x 7 x 200 more against 300 x 2,560 training rollouts).\n\n"
-            f"**Sequential verification (`verify_sequential: true`, off in the paper recipes: the paper scores all of "
-            f"D_B).** With 4 looks (`verify_looks`, 50 questions each) it turns away {span(seq, '+0.00', True)} of "
-            f"copies of the parent, admits a candidate worse by 0.05 {span(seq, '-0.05')} and one worse by 0.10 "
-            f"{span(seq, '-0.10')} of the time (the fixed rule, above: {span(new, '-0.05')} and {span(new, '-0.10')}),"
-            f" and on the same rollouts decides otherwise than the fixed rule in at most "
-            f"{max(max(rows[seq]['differs'].values()) for rows in sims) * 100:.1f}% of verifications, admitting "
-            f"{excess(seq, '-0.05')} more of the candidates worse by 0.05 and {excess(seq, '-0.10')} more of those "
-            f"worse by 0.10 (percentage points; negative: fewer). It scores a "
-            f"copy on {span(seq, '+0.00', within='scored')} of D_B, a candidate better by 0.10 on "
-            f"{span(seq, '+0.10', within='scored')}, one worse by 0.10 on {span(seq, '-0.10', within='scored')}; an "
-            f"evolution of six copies makes {span(seq, 'one_round_scored')} of the fixed rule's rollouts. Each look "
-            f"is one batched call, so the saving in wall time is smaller than in rollouts.")
+    return (
+        f"**The paper recipes' choice: `accept: beat_parent` with `accept_margin: 1.645` and "
+        f"`verify_rollouts: 1`.** "
+        f"Requiring at least the parent's mean (before) turns away {span(old, '+0.00', True)} of candidates "
+        f"exactly as good as their parent, so all six of an evolution join together only "
+        f"{span(old, 'one_round')} of the time and App. C's one round of verification rarely holds. The paired "
+        f"rule turns away {span(new, '+0.00', True)}, all six join {span(new, 'one_round')} of the time, and a "
+        f"candidate better by 0.05 joins {span(new, '+0.05')}; the price is that a candidate worse by 0.05 joins "
+        f"{span(new, '-0.05')} and one worse by 0.10 {span(new, '-0.10')} (most when every question is alike; on "
+        f"the world, where rewards vary less, {results['world']['rates'][new]['-0.10'] * 100:.1f}%). Those that "
+        f"slip in are then sampled by the rewards they earn (eq. 6), and the bottom half is pruned every K_p = 5 "
+        f"steps. One rollout per question keeps App. C's count (6 x 200 rollouts per evolution); "
+        f"`verify_rollouts: 2` cuts the chances of worse candidates (0.05 worse: {span(two, '-0.05')}; 0.10 "
+        f"worse: {span(two, '-0.10')}) at twice the verification rollouts, about 1.6% more rollouts over a "
+        f"300-step paper run (9 evolutions x 7 x 200 more against 300 x 2,560 training rollouts).\n\n"
+        f"**Sequential verification (`verify_sequential: true`, off in the paper recipes: the paper scores all of "
+        f"D_B).** With 4 looks (`verify_looks`, 50 questions each) it turns away {span(seq, '+0.00', True)} of "
+        f"copies of the parent, admits a candidate worse by 0.05 {span(seq, '-0.05')} and one worse by 0.10 "
+        f"{span(seq, '-0.10')} of the time (the fixed rule, above: {span(new, '-0.05')} and {span(new, '-0.10')}),"
+        f" and on the same rollouts decides otherwise than the fixed rule in at most "
+        f"{max(max(rows[seq]['differs'].values()) for rows in sims) * 100:.1f}% of verifications, admitting "
+        f"{excess(seq, '-0.05')} more of the candidates worse by 0.05 and {excess(seq, '-0.10')} more of those "
+        f"worse by 0.10 (percentage points; negative: fewer). It scores a "
+        f"copy on {span(seq, '+0.00', within='scored')} of D_B, a candidate better by 0.10 on "
+        f"{span(seq, '+0.10', within='scored')}, one worse by 0.10 on {span(seq, '-0.10', within='scored')}; an "
+        f"evolution of six copies makes {span(seq, 'one_round_scored')} of the fixed rule's rollouts. Each look "
+        f"is one batched call, so the saving in wall time is smaller than in rollouts."
+    )
 
 
 def main() -> None:
@@ -368,27 +409,42 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200, help="world training questions (D_B)")
     parser.add_argument("--pool", type=int, default=8, help="rollouts per world question")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reuse-world", action="store_true",
-                        help="recompute the world's rates from the rollouts kept in bench/results/verification.json")
+    parser.add_argument(
+        "--reuse-world",
+        action="store_true",
+        help="recompute the world's rates from the rollouts kept in bench/results/verification.json",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     sequential_rng = np.random.default_rng([args.seed, 39])  # the fixed rules' draws stay those of before
     check_against_library(rng, sequential_rng)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results = {"machine": machine(("numpy", "torch", "transformers")), "questions": 200,
-               "repetitions": args.repetitions, "simulation": {}}
+    results = {
+        "machine": machine(("numpy", "torch", "transformers")),
+        "questions": 200,
+        "repetitions": args.repetitions,
+        "simulation": {},
+    }
     fixed = [rule for rule in RULES if rule[3] is None]
     for concentration in (0.5, 2.0, math.inf):
         results["simulation"][str(concentration)] = {
             **simulate(concentration, 200, args.repetitions, rng, fixed),
-            **simulate(concentration, 200, args.repetitions, sequential_rng, SEQUENTIAL)}
+            **simulate(concentration, 200, args.repetitions, sequential_rng, SEQUENTIAL),
+        }
         print(f"simulated c = {concentration}", flush=True)
-    plot({**curves(200, args.repetitions // 4, rng, fixed),
-          **curves(200, args.repetitions // 4, sequential_rng, SEQUENTIAL[:1])}, FIGURE)
+    plot(
+        {
+            **curves(200, args.repetitions // 4, rng, fixed),
+            **curves(200, args.repetitions // 4, sequential_rng, SEQUENTIAL[:1]),
+        },
+        FIGURE,
+    )
 
     def rates(rewards: np.ndarray) -> dict:
-        return {**world_rates(rewards, args.repetitions // 4, rng, fixed),
-                **world_rates(rewards, args.repetitions // 4, sequential_rng, SEQUENTIAL)}
+        return {
+            **world_rates(rewards, args.repetitions // 4, rng, fixed),
+            **world_rates(rewards, args.repetitions // 4, sequential_rng, SEQUENTIAL),
+        }
 
     if args.world:
         rewards, facts = world_pool(args.questions, args.pool, args.seed)
@@ -397,25 +453,37 @@ def main() -> None:
         w = previous["world"]
         results["world"] = {**w, "rates": rates(np.array(w["rewards"])) if args.reuse_world else w["rates"]}
     atomic_write_json(RESULTS, results)
-    section = ["## Verification: telling a candidate from its parent (`python bench/verification.py --world`)", "",
-               "What share of verifications admit a candidate, by its true difference from the parent in mean reward "
-               "(App. C: 6 candidates per evolution, so one round refills the population only when all 6 join). "
-               "Simulated at the paper's |D_B| = 200 with Bernoulli (EM) rewards and per-question success rates "
-               f"p_q ~ Beta(mean 0.45, concentration c), {args.repetitions} verifications per cell. "
-               "Results: `bench/results/verification.json`; curves: `bench/results/verification.png`."]
+    section = [
+        "## Verification: telling a candidate from its parent (`python bench/verification.py --world`)",
+        "",
+        "What share of verifications admit a candidate, by its true difference from the parent in mean reward "
+        "(App. C: 6 candidates per evolution, so one round refills the population only when all 6 join). "
+        "Simulated at the paper's |D_B| = 200 with Bernoulli (EM) rewards and per-question success rates "
+        f"p_q ~ Beta(mean 0.45, concentration c), {args.repetitions} verifications per cell. "
+        "Results: `bench/results/verification.json`; curves: `bench/results/verification.png`.",
+    ]
     for concentration, rows in results["simulation"].items():
-        name = {"0.5": "c = 0.5 (most questions always or never solved)", "2.0": "c = 2",
-                "inf": "c = inf (every question alike: pairing helps least)"}[concentration]
+        name = {
+            "0.5": "c = 0.5 (most questions always or never solved)",
+            "2.0": "c = 2",
+            "inf": "c = inf (every question alike: pairing helps least)",
+        }[concentration]
         section += ["", f"**Simulation, {name}**", "", table(rows), "", sequential_table(rows)]
     if "world" in results:
         w = results["world"]
-        section += ["", f"**The world, frozen warm-start policy** (`recipes/demo.yaml`: its instruction, limits and "
-                    f"reward; {w['questions']} training questions x {w['pool']} rollouts, mean reward "
-                    f"{w['mean_reward']:.3f}, {w['share_always_same'] * 100:.0f}% of questions scored the same in all "
-                    f"{w['pool']} rollouts; {w['seconds']:.0f} s on {results['machine']['cpu_cores']} cores). The "
-                    "copies compare disjoint real rollouts; better and worse candidates are such rollouts with "
-                    "rewards raised to the top or dropped to 0 at random, at the rate that moves the mean by delta.",
-                    "", table(w["rates"]), "", sequential_table(w["rates"])]
+        section += [
+            "",
+            f"**The world, frozen warm-start policy** (`recipes/demo.yaml`: its instruction, limits and "
+            f"reward; {w['questions']} training questions x {w['pool']} rollouts, mean reward "
+            f"{w['mean_reward']:.3f}, {w['share_always_same'] * 100:.0f}% of questions scored the same in all "
+            f"{w['pool']} rollouts; {w['seconds']:.0f} s on {results['machine']['cpu_cores']} cores). The "
+            "copies compare disjoint real rollouts; better and worse candidates are such rollouts with "
+            "rewards raised to the top or dropped to 0 at random, at the rate that moves the mean by delta.",
+            "",
+            table(w["rates"]),
+            "",
+            sequential_table(w["rates"]),
+        ]
     section += ["", choice(results)]
     update_readme_section("verification", "\n".join(section))
     print("\n".join(section))

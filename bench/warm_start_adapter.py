@@ -41,8 +41,9 @@ def export(run: RunDir, out: Path) -> str:
         raise SystemExit(f"{run} has no checkpoint with a LoRA adapter; train {RECIPE} first")
     config = json.loads((checkpoint / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = run.recipe().model.name_or_path  # e.g. smollm2-135m-instruct
-    weights = {k: v.to(torch.bfloat16).contiguous()
-               for k, v in load_file(checkpoint / "adapter_model.safetensors").items()}
+    weights = {
+        k: v.to(torch.bfloat16).contiguous() for k, v in load_file(checkpoint / "adapter_model.safetensors").items()
+    }
     tmp = Path(tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None))
     save_file(weights, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
     (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -55,13 +56,17 @@ def export(run: RunDir, out: Path) -> str:
 
 
 def table(rows: dict) -> str:
-    lines = ["| policy | question type | n | EM | searches / question | valid-action rate | answered |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| policy | question type | n | EM | searches / question | valid-action rate | answered |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for policy, results in rows.items():
         for name in (*TYPES, "all"):
             row = results[name]
-            lines.append(f"| {policy} | {name} | {row['n']} | {row['em']:.3f} | {row['searches']:.2f} | "
-                         f"{row['valid_action_rate']:.2f} | {row['answered']:.2f} |")
+            lines.append(
+                f"| {policy} | {name} | {row['n']} | {row['em']:.3f} | {row['searches']:.2f} | "
+                f"{row['valid_action_rate']:.2f} | {row['answered']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -73,33 +78,61 @@ def main() -> None:
     run = RunDir.open(args.run)
     sha = export(run, OUT)
     with tempfile.TemporaryDirectory() as tmp:
-        seconds = inspo("evaluate", "--recipe", EVAL_RECIPE, "--model", str(OUT), "--method", "agent", "--limit",
-                        str(args.limit), "--device", "cpu", "--out", str(Path(tmp) / "after"))
+        seconds = inspo(
+            "evaluate",
+            "--recipe",
+            EVAL_RECIPE,
+            "--model",
+            str(OUT),
+            "--method",
+            "agent",
+            "--limit",
+            str(args.limit),
+            "--device",
+            "cpu",
+            "--out",
+            str(Path(tmp) / "after"),
+        )
         after = by_type(Path(tmp) / "after/predictions.jsonl")
     base = json.loads((ROOT / "bench/results/world_warm_start.json").read_text())
     if base["test_questions"] != args.limit:
-        raise SystemExit(f"bench/results/world_warm_start.json measured {base['test_questions']} questions; "
-                         f"use --limit {base['test_questions']}")
+        raise SystemExit(
+            f"bench/results/world_warm_start.json measured {base['test_questions']} questions; "
+            f"use --limit {base['test_questions']}"
+        )
     metrics = run.metrics()
     summary = run.summary() or {}
-    report = {"recipe": RECIPE, "adapter": str(OUT.relative_to(ROOT)), "sha256": sha,
-              "size_bytes": (OUT / "adapter_model.safetensors").stat().st_size,
-              "training": {"steps": metrics[-1]["step"], "loss_first": metrics[0]["loss"],
-                           "loss_last": metrics[-1]["loss"], "seconds": summary.get("wall_seconds")},
-              "test_questions": args.limit, "evaluation_seconds": round(seconds, 1),
-              "results": {"before": base["results"]["before"], "after": after},
-              "machine": machine(("torch", "transformers", "trl", "peft"))}
+    report = {
+        "recipe": RECIPE,
+        "adapter": str(OUT.relative_to(ROOT)),
+        "sha256": sha,
+        "size_bytes": (OUT / "adapter_model.safetensors").stat().st_size,
+        "training": {
+            "steps": metrics[-1]["step"],
+            "loss_first": metrics[0]["loss"],
+            "loss_last": metrics[-1]["loss"],
+            "seconds": summary.get("wall_seconds"),
+        },
+        "test_questions": args.limit,
+        "evaluation_seconds": round(seconds, 1),
+        "results": {"before": base["results"]["before"], "after": after},
+        "machine": machine(("torch", "transformers", "trl", "peft")),
+    }
     atomic_write_json(ROOT / "bench/results/warm_start_adapter.json", report)
     scores = table({"SmolLM2-135M": base["results"]["before"], "+ warm-start adapter": after})
     t = report["training"]
-    section = (f"## Warm-start adapter (`bench/warm_start_adapter.py --run <run of {RECIPE}> --limit {args.limit}`)\n\n"
-               f"The LoRA adapter the demo starts from, exported to `{report['adapter']}` (bf16, "
-               f"{report['size_bytes'] / 1e6:.1f} MB, SHA-256 `{sha}`), after {t['steps']} steps (loss "
-               f"{t['loss_first']:.3f} → {t['loss_last']:.3f}, {t['seconds'] or 0:.0f} s on "
-               f"{report['machine']['cpu_cores']} cores), on the first {args.limit} test questions of the world, "
-               f"greedy, with {EVAL_RECIPE}'s instruction and limits:\n\n" + scores)
+    section = (
+        f"## Warm-start adapter (`bench/warm_start_adapter.py --run <run of {RECIPE}> --limit {args.limit}`)\n\n"
+        f"The LoRA adapter the demo starts from, exported to `{report['adapter']}` (bf16, "
+        f"{report['size_bytes'] / 1e6:.1f} MB, SHA-256 `{sha}`), after {t['steps']} steps (loss "
+        f"{t['loss_first']:.3f} → {t['loss_last']:.3f}, {t['seconds'] or 0:.0f} s on "
+        f"{report['machine']['cpu_cores']} cores), on the first {args.limit} test questions of the world, "
+        f"greedy, with {EVAL_RECIPE}'s instruction and limits:\n\n" + scores
+    )
     update_readme_section("warm_start_adapter", section)
-    atomic_write_text(OUT.parent / "README.md", f"""# Warm start for the laptop demo
+    atomic_write_text(
+        OUT.parent / "README.md",
+        f"""# Warm start for the laptop demo
 
 `smollm2-135m-world/` is a LoRA adapter (rank 16 on every linear layer) for the packaged SmolLM2-135M-Instruct
 (`smollm2-135m-instruct`), fine-tuned on the synthetic world's oracle trajectories: a `<search>` for each hop's
@@ -107,7 +140,7 @@ entity, the retrieved passages (masked out of the loss), the `<answer>`. `recipe
 any recipe can (`model.name_or_path: data/warm-start/smollm2-135m-world`): it is merged into its base once and
 cached under `$INSPO_CACHE/merged/`.
 
-Reproduce it (about {(t['seconds'] or 0) / 60:.0f} min on {report['machine']['cpu_cores']} CPU cores):
+Reproduce it (about {(t["seconds"] or 0) / 60:.0f} min on {report["machine"]["cpu_cores"]} CPU cores):
 
     inspo train --recipe {RECIPE} --name warm-start-lora
     python bench/warm_start_adapter.py --run runs/warm-start-lora --limit {args.limit}
@@ -118,7 +151,8 @@ Measured on the first {args.limit} questions of the world's test split (greedy; 
 instruction, 2 search turns, 256-token observations, BM25 top 3):
 
 {scores}
-""")
+""",
+    )
     print(section)
 
 

@@ -75,8 +75,20 @@ def train(stages: Stages, recipe: str, seed: int, runs: Path, name: str, overrid
             return run
         shutil.rmtree(run)
     sets = [item for override in (*overrides, f"run.seed={seed}") for item in ("--set", override)]
-    stages.run(f"train {name}", run / "summary.json", "train", "--recipe", recipe, *sets, "--device", "cpu",
-               "--output-dir", str(runs), "--name", name)
+    stages.run(
+        f"train {name}",
+        run / "summary.json",
+        "train",
+        "--recipe",
+        recipe,
+        *sets,
+        "--device",
+        "cpu",
+        "--output-dir",
+        str(runs),
+        "--name",
+        name,
+    )
     return run
 
 
@@ -88,9 +100,17 @@ def by_type(predictions: Path, types: dict[str, str]) -> dict[str, dict]:
         per = sums.setdefault(row["method"], {})
         for name in (types[row["id"]], "all"):
             per.setdefault(name, []).append(row)
-    return {method: {name: {"n": len(rows), "em": sum(r["em"] for r in rows) / len(rows),
-                            "searches": sum(r["searches"] for r in rows) / len(rows)} for name, rows in per.items()}
-            for method, per in sums.items()}
+    return {
+        method: {
+            name: {
+                "n": len(rows),
+                "em": sum(r["em"] for r in rows) / len(rows),
+                "searches": sum(r["searches"] for r in rows) / len(rows),
+            }
+            for name, rows in per.items()
+        }
+        for method, per in sums.items()
+    }
 
 
 def cell(values: list[float]) -> str:
@@ -100,8 +120,10 @@ def cell(values: list[float]) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| method | " + " | ".join(TYPES) + " | avg. of types | all | searches / question |",
-             "|---|" + "---|" * (len(TYPES) + 3)]
+    lines = [
+        "| method | " + " | ".join(TYPES) + " | avg. of types | all | searches / question |",
+        "|---|" + "---|" * (len(TYPES) + 3),
+    ]
     section = None
     for row in rows:
         if row["section"] != section:
@@ -110,17 +132,21 @@ def table(rows: list[dict]) -> str:
         per_seed = row["results"]
         ems = [[r[t]["em"] for r in per_seed] for t in TYPES]
         avg = [statistics.mean(r[t]["em"] for t in TYPES) for r in per_seed]
-        lines.append(f"| {row['label']} | " + " | ".join(cell(e) for e in ems) + f" | **{cell(avg)}** | "
-                     f"{cell([r['all']['em'] for r in per_seed])} | "
-                     f"{statistics.mean(r['all']['searches'] for r in per_seed):.2f} |")
+        lines.append(
+            f"| {row['label']} | " + " | ".join(cell(e) for e in ems) + f" | **{cell(avg)}** | "
+            f"{cell([r['all']['em'] for r in per_seed])} | "
+            f"{statistics.mean(r['all']['searches'] for r in per_seed):.2f} |"
+        )
     return "\n".join(lines)
 
 
 def notes_text(notes: dict) -> str:
     lines = []
     for seed, n in notes.get("rejection_sampling", {}).items():
-        lines.append(f"Rejection sampling, seed {seed}: phase 1 kept {n['kept']} of {n['trajectories']} trajectories "
-                     f"({n['questions_solved']} of {n['questions']} questions solved at least once).")
+        lines.append(
+            f"Rejection sampling, seed {seed}: phase 1 kept {n['kept']} of {n['trajectories']} trajectories "
+            f"({n['questions_solved']} of {n['questions']} questions solved at least once)."
+        )
     for seed, text in notes.get("inspo_best_instruction", {}).items():
         quoted = "\n".join("> " + line for line in text.strip().splitlines())
         lines.append(f"INSPO's best instruction at the end, seed {seed}:\n\n{quoted}")
@@ -132,8 +158,13 @@ def main() -> None:
     parser.add_argument("--seeds", default="0", help="comma-separated training seeds (evaluation is greedy)")
     parser.add_argument("--limit", type=int, default=100, help="test questions (the split has 200)")
     parser.add_argument("--work", type=Path, default=ROOT / "runs/table1", help="where runs and evaluations go")
-    parser.add_argument("--set", action="append", default=[], dest="overrides",
-                        help="recipe override for every trained row (e.g. a smoke run: training.steps=1)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        help="recipe override for every trained row (e.g. a smoke run: training.steps=1)",
+    )
     parser.add_argument("--tag", default="", help="suffix of the results file and README section (e.g. _smoke)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -143,45 +174,83 @@ def main() -> None:
     types = {json.loads(line)["id"]: json.loads(line)["type"] for line in (ROOT / "data/world/test.jsonl").open()}
     common = ("--limit", str(args.limit), "--device", "cpu")
 
-    stages.run("evaluate inference", work / "inference/results.json", "evaluate", "--recipe", INFERENCE, *common,
-               "--out", str(work / "inference"))
+    stages.run(
+        "evaluate inference",
+        work / "inference/results.json",
+        "evaluate",
+        "--recipe",
+        INFERENCE,
+        *common,
+        "--out",
+        str(work / "inference"),
+    )
     inference = by_type(work / "inference/predictions.jsonl", types)
     rows, notes = [], {}
     for section, label, (kind, what) in (START, *ROWS):
         if kind == "method":
-            rows.append({"section": section, "label": label, "command": f"inspo evaluate --recipe {INFERENCE}",
-                         "results": [inference[what]]})
+            rows.append(
+                {
+                    "section": section,
+                    "label": label,
+                    "command": f"inspo evaluate --recipe {INFERENCE}",
+                    "results": [inference[what]],
+                }
+            )
             continue
         per_seed = []
         for seed in seeds:
             name = f"{Path(what).stem}-s{seed}"
             run = train(stages, what, seed, work / "runs", name, args.overrides)
             out = work / "evals" / name
-            stages.run(f"evaluate {name}", out / "results.json", "evaluate", "--run", str(run), "--method", "agent",
-                       *common, "--out", str(out))
+            stages.run(
+                f"evaluate {name}",
+                out / "results.json",
+                "evaluate",
+                "--run",
+                str(run),
+                "--method",
+                "agent",
+                *common,
+                "--out",
+                str(out),
+            )
             per_seed.append(by_type(out / "predictions.jsonl", types)["agent"])
             summary = json.loads((run / "summary.json").read_text())
             if "sampling" in summary:
                 notes.setdefault("rejection_sampling", {})[seed] = {
-                    k: summary["sampling"][k] for k in ("trajectories", "kept", "questions", "questions_solved")}
+                    k: summary["sampling"][k] for k in ("trajectories", "kept", "questions", "questions_solved")
+                }
             if label == "INSPO":
                 notes.setdefault("inspo_best_instruction", {})[seed] = summary["best_instruction"]
-        rows.append({"section": section, "label": label, "command": f"inspo train --recipe {what}",
-                     "results": per_seed})
+        rows.append(
+            {"section": section, "label": label, "command": f"inspo train --recipe {what}", "results": per_seed}
+        )
 
-    report = {"test_questions": args.limit, "seeds": seeds, "overrides": args.overrides, "rows": rows,
-              "notes": notes, "seconds": stages.seconds, "machine": machine(("torch", "transformers", "trl"))}
+    report = {
+        "test_questions": args.limit,
+        "seeds": seeds,
+        "overrides": args.overrides,
+        "rows": rows,
+        "notes": notes,
+        "seconds": stages.seconds,
+        "machine": machine(("torch", "transformers", "trl")),
+    }
     atomic_write_json(ROOT / f"bench/results/world_table1{args.tag}.json", report)
     hours = sum(stages.seconds.values()) / 3600
-    command = f"bench/world_table1.py --seeds {args.seeds} --limit {args.limit}" + "".join(
-        f" --set {o}" for o in args.overrides) + (f" --tag {args.tag}" if args.tag else "")
-    section = (f"## Table 1 on the world (`{command}`)\n\n"
-               f"EM on the first {args.limit} test questions of the bundled world, greedy, by question type; every "
-               f"row starts from the shipped warm start and has the demo's limits (one search turn, 128-token "
-               f"observations, BM25 top 3); trained rows: 8 updates (32 questions' worth), seed(s) {args.seeds}"
-               f"{' (mean ± sd)' if len(seeds) > 1 else ''}. Recipes: recipes/world-table1/ "
-               "(INSPO: recipes/demo.yaml). "
-               f"{hours:.1f} h on {report['machine']['cpu_cores']} CPU cores.\n\n" + table(rows) + notes_text(notes))
+    command = (
+        f"bench/world_table1.py --seeds {args.seeds} --limit {args.limit}"
+        + "".join(f" --set {o}" for o in args.overrides)
+        + (f" --tag {args.tag}" if args.tag else "")
+    )
+    section = (
+        f"## Table 1 on the world (`{command}`)\n\n"
+        f"EM on the first {args.limit} test questions of the bundled world, greedy, by question type; every "
+        f"row starts from the shipped warm start and has the demo's limits (one search turn, 128-token "
+        f"observations, BM25 top 3); trained rows: 8 updates (32 questions' worth), seed(s) {args.seeds}"
+        f"{' (mean ± sd)' if len(seeds) > 1 else ''}. Recipes: recipes/world-table1/ "
+        "(INSPO: recipes/demo.yaml). "
+        f"{hours:.1f} h on {report['machine']['cpu_cores']} CPU cores.\n\n" + table(rows) + notes_text(notes)
+    )
     update_readme_section(f"world_table1{args.tag}", section)
     print(section)
 

@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
-from inspo_cli.benchmarks import (BENCHMARKS, DEFAULT_DATA_DIR, DEFAULT_WORLD_DIR, HUB_REPO, TEST_BENCHMARKS,
-                                  TRAIN_MIXTURE, TRAIN_MIXTURE_NAME, WORLD, WORLD_SPLITS, HubDownloadError,
-                                  download_hub_rows, find_split_file, hub_allowed, parse_benchmark_names,
-                                  questions_from_hub_rows)
+from inspo_cli.benchmarks import (
+    BENCHMARKS,
+    DEFAULT_DATA_DIR,
+    DEFAULT_WORLD_DIR,
+    HUB_REPO,
+    TEST_BENCHMARKS,
+    TRAIN_MIXTURE,
+    TRAIN_MIXTURE_NAME,
+    WORLD,
+    WORLD_SPLITS,
+    HubDownloadError,
+    download_hub_rows,
+    find_split_file,
+    hub_allowed,
+    parse_benchmark_names,
+    questions_from_hub_rows,
+)
 from inspo_cli.errors import InspoError
 from inspo_cli.hub import hub_offline_reason
 from inspo_cli.jsonio import atomic_write_jsonl
@@ -26,22 +39,32 @@ def _fetch_plan(names: Iterable[str], splits: Sequence[str] | None) -> list[tupl
     plan: list[tuple[str, str]] = []
     for name in parse_benchmark_names(names if isinstance(names, str) else list(names), files=False):
         if name == WORLD:
-            raise InspoError("'world' is the bundled synthetic world, nothing to download; "
-                             "regenerate it with `inspo data world --out data/world`")
-        pairs = ([(n, "train") for n in TRAIN_MIXTURE] if name == TRAIN_MIXTURE_NAME
-                 else [(name, s) for s in (splits or (BENCHMARKS[name].test_split,))])
+            raise InspoError(
+                "'world' is the bundled synthetic world, nothing to download; "
+                "regenerate it with `inspo data world --out data/world`"
+            )
+        pairs = (
+            [(n, "train") for n in TRAIN_MIXTURE]
+            if name == TRAIN_MIXTURE_NAME
+            else [(name, s) for s in (splits or (BENCHMARKS[name].test_split,))]
+        )
         for bench, split in pairs:
             if split not in BENCHMARKS[bench].splits:
-                raise InspoError(f"FlashRAG has no {split!r} split for {bench!r} (it has "
-                                 f"{', '.join(BENCHMARKS[bench].splits)}); pick one of those")
+                raise InspoError(
+                    f"FlashRAG has no {split!r} split for {bench!r} (it has "
+                    f"{', '.join(BENCHMARKS[bench].splits)}); pick one of those"
+                )
             if (bench, split) not in plan:
                 plan.append((bench, split))
     return plan
 
 
-def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
-                     data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
-                     progress: Callable[[int, int], None] | None = None) -> list[Path]:
+def fetch_benchmarks(
+    names: Iterable[str],
+    splits: Sequence[str] | None = None,
+    data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Path]:
     """Download benchmark splits (default: the one Search-R1 reports; nq_hotpotqa = both train splits) from the
     hub and write data_dir/<name>/<split>.jsonl atomically, in FlashRAG's row format. Returns the paths written;
     `progress(done, total)` is called before the first download and after each file.
@@ -49,9 +72,11 @@ def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
     plan = _fetch_plan(names, splits)
     if not hub_allowed():
         wanted = ", ".join(f"{name}/{split}" for name, split in plan)
-        raise InspoError(f"cannot download {wanted} from {HUB_REPO}: {hub_offline_reason()}; unset it on a machine "
-                         f"that reaches huggingface.co, or copy FlashRAG's <name>/<split>.jsonl files into {data_dir}/ "
-                         "by hand")
+        raise InspoError(
+            f"cannot download {wanted} from {HUB_REPO}: {hub_offline_reason()}; unset it on a machine "
+            f"that reaches huggingface.co, or copy FlashRAG's <name>/<split>.jsonl files into {data_dir}/ "
+            "by hand"
+        )
     written: list[Path] = []
     if progress:
         progress(0, len(plan))
@@ -60,9 +85,11 @@ def fetch_benchmarks(names: Iterable[str], splits: Sequence[str] | None = None,
         try:
             rows = download_hub_rows(spec, split)
         except HubDownloadError as e:
-            raise InspoError(f"could not download {name!r} split {split!r} from {HUB_REPO} ({e}); check the network "
-                             f"(and HF_TOKEN), or copy FlashRAG's {spec.config}/{split}.jsonl to {out} "
-                             "by hand") from None
+            raise InspoError(
+                f"could not download {name!r} split {split!r} from {HUB_REPO} ({e}); check the network "
+                f"(and HF_TOKEN), or copy FlashRAG's {spec.config}/{split}.jsonl to {out} "
+                "by hand"
+            ) from None
         questions_from_hub_rows(spec, split, rows)  # never write rows we cannot read
         atomic_write_jsonl(out, rows)
         written.append(out)
@@ -90,8 +117,9 @@ def count_rows(path: str | os.PathLike) -> int | None:
         return len(json.loads(data)) if 0 < len(data) <= QA_ARRAY_BYTES else None
 
 
-def benchmark_status(data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
-                     world_dir: str | os.PathLike = DEFAULT_WORLD_DIR) -> list[dict]:
+def benchmark_status(
+    data_dir: str | os.PathLike = DEFAULT_DATA_DIR, world_dir: str | os.PathLike = DEFAULT_WORLD_DIR
+) -> list[dict]:
     """One dict per split a run can use (seven test splits, the two training splits, the world's three):
     name, display_name, split, role (test/train/world), path (None if absent), rows, expected_rows, expected_path.
     """
@@ -105,8 +133,16 @@ def benchmark_status(data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
             rows = count_rows(path) if path is not None else None
         except (OSError, ValueError, RecursionError, InspoError):  # unreadable: shown with unknown size
             pass
-        status.append({"name": name, "display_name": spec.display_name if spec else "World (synthetic)",
-                       "split": split, "role": role, "path": str(path) if path else None, "rows": rows,
-                       "expected_rows": spec.splits.get(split) if spec else None,
-                       "expected_path": str(folder / f"{split}.jsonl")})
+        status.append(
+            {
+                "name": name,
+                "display_name": spec.display_name if spec else "World (synthetic)",
+                "split": split,
+                "role": role,
+                "path": str(path) if path else None,
+                "rows": rows,
+                "expected_rows": spec.splits.get(split) if spec else None,
+                "expected_path": str(folder / f"{split}.jsonl"),
+            }
+        )
     return status

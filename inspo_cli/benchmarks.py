@@ -26,13 +26,14 @@ import difflib
 import json
 import os
 import shlex
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
+from inspo_cli import hub
 from inspo_cli.errors import InspoError
 from inspo_cli.files import iter_lines, open_regular, user_file
-from inspo_cli import hub
 from inspo_cli.hub import hub_offline_reason
 
 HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
@@ -81,21 +82,32 @@ def _spec(name: str, display: str, test_split: str, multi_hop: bool, **splits: i
     return BenchmarkSpec(name, name, display, test_split, multi_hop, splits)
 
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {s.name: s for s in (
-    _spec("hotpotqa", "HotpotQA", "dev", True, train=90_447, dev=7_405),
-    _spec("2wikimultihopqa", "2WikiMQA", "dev", True, train=15_000, dev=12_576),
-    _spec("musique", "MuSiQue", "dev", True, train=19_938, dev=2_417),
-    _spec("bamboogle", "Bamboogle", "test", True, test=125),
-    _spec("nq", "NQ", "test", False, train=79_168, dev=8_757, test=3_610),
-    _spec("triviaqa", "TriviaQA", "test", False, train=78_785, dev=8_837, test=11_313),
-    _spec("popqa", "PopQA", "test", False, test=14_267),
-)}
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    s.name: s
+    for s in (
+        _spec("hotpotqa", "HotpotQA", "dev", True, train=90_447, dev=7_405),
+        _spec("2wikimultihopqa", "2WikiMQA", "dev", True, train=15_000, dev=12_576),
+        _spec("musique", "MuSiQue", "dev", True, train=19_938, dev=2_417),
+        _spec("bamboogle", "Bamboogle", "test", True, test=125),
+        _spec("nq", "NQ", "test", False, train=79_168, dev=8_757, test=3_610),
+        _spec("triviaqa", "TriviaQA", "test", False, train=78_785, dev=8_837, test=11_313),
+        _spec("popqa", "PopQA", "test", False, test=14_267),
+    )
+}
 TEST_BENCHMARKS = tuple(BENCHMARKS)  # Table 1 order: multi-hop sets first, then general QA
 
 _ALIASES = {
-    "naturalquestions": "nq", "nqopen": "nq", "tqa": "triviaqa", "trivia": "triviaqa", "hotpot": "hotpotqa",
-    "2wiki": "2wikimultihopqa", "2wikimqa": "2wikimultihopqa", "2wikimultihop": "2wikimultihopqa",
-    "musiqueans": "musique", "nqhotpotqatrain": TRAIN_MIXTURE_NAME, "trainmixture": TRAIN_MIXTURE_NAME,
+    "naturalquestions": "nq",
+    "nqopen": "nq",
+    "tqa": "triviaqa",
+    "trivia": "triviaqa",
+    "hotpot": "hotpotqa",
+    "2wiki": "2wikimultihopqa",
+    "2wikimqa": "2wikimultihopqa",
+    "2wikimultihop": "2wikimultihopqa",
+    "musiqueans": "musique",
+    "nqhotpotqatrain": TRAIN_MIXTURE_NAME,
+    "trainmixture": TRAIN_MIXTURE_NAME,
 }
 
 
@@ -107,6 +119,7 @@ _LOOKUP = {**{_key(n): n for n in (*BENCHMARKS, WORLD, TRAIN_MIXTURE_NAME)}, **_
 
 
 # -- names ------------------------------------------------------------------------------------------------------
+
 
 def resolve_benchmark_name(text: str) -> str:
     """The canonical name for `text` (case, '-', '_' and aliases like '2wiki' forgiven); InspoError if unknown."""
@@ -147,6 +160,7 @@ def parse_benchmark_names(text: str | Iterable[str], files: bool = True) -> list
 
 # -- reading files ----------------------------------------------------------------------------------------------
 
+
 def local_path(name: str, split: str, data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> Path | None:
     """The first of data_dir/<name>/<split>.jsonl, .parquet, .json that exists; None if none does."""
     return find_split_file(Path(data_dir) / name, split)
@@ -169,8 +183,9 @@ def load_questions(path: str | os.PathLike, source: str | None = None, limit: in
         kind = "is a directory" if path.is_dir() else "not a regular file (a FIFO, a socket or a device)"
         raise InspoError(f"QA file {path}: {kind}; {wanted}")
     if path.suffix.lower() not in FILE_SUFFIXES:
-        raise InspoError(f"{path}: unsupported file type {path.suffix!r}; convert it to one of "
-                         f"{', '.join(FILE_SUFFIXES)}")
+        raise InspoError(
+            f"{path}: unsupported file type {path.suffix!r}; convert it to one of {', '.join(FILE_SUFFIXES)}"
+        )
     questions = _questions_from_rows(_read_rows(path), source or path.parent.name, path.stem, limit)
     if not questions and limit != 0:  # scored, an empty file would be EM 0.0 over n = 0 and enter the average
         raise InspoError(f"QA file {path}: holds no questions (empty or blank); {wanted}")
@@ -194,8 +209,10 @@ def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
             try:
                 row = json.loads(line.decode("utf-8"))
             except UnicodeDecodeError as e:
-                raise InspoError(f"QA file {path}: not UTF-8 text (byte 0x{line[e.start:e.start + 1].hex()} on line "
-                                 f"{lineno}); save it as UTF-8") from None
+                raise InspoError(
+                    f"QA file {path}: not UTF-8 text (byte 0x{line[e.start : e.start + 1].hex()} on line "
+                    f"{lineno}); save it as UTF-8"
+                ) from None
             except (json.JSONDecodeError, RecursionError) as e:
                 why = getattr(e, "msg", "nested too deep to read")
                 raise InspoError(f"{path}:{lineno}: not valid JSON ({why}); fix or remove that line") from None
@@ -205,8 +222,10 @@ def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
 def _array_rows(path: Path, f) -> Iterator[tuple[str, Any]]:
     data = f.read(QA_ARRAY_BYTES + 1) if os.fstat(f.fileno()).st_size <= QA_ARRAY_BYTES else None
     if data is None or len(data) > QA_ARRAY_BYTES:
-        raise InspoError(f"QA file {path}: a JSON array of more than {QA_ARRAY_BYTES:,} bytes; convert it to JSONL "
-                         "(one row per line), which is read a line at a time")
+        raise InspoError(
+            f"QA file {path}: a JSON array of more than {QA_ARRAY_BYTES:,} bytes; convert it to JSONL "
+            "(one row per line), which is read a line at a time"
+        )
     try:
         yield from ((f"{path} item {i}", row) for i, row in enumerate(json.loads(data.decode("utf-8")), start=1))
     except (json.JSONDecodeError, RecursionError) as e:
@@ -233,8 +252,10 @@ def _questions_from_rows(rows: Iterable[tuple[str, Any]], source: str, stem: str
             break
         question = _question_from_row(row, where, source, fallback_id=f"{stem}_{index - 1}")
         if question.id in seen:
-            raise InspoError(f"{where}: id {question.id!r} already used at {seen[question.id]}; ids must be unique, "
-                             "fix or remove one of the rows")
+            raise InspoError(
+                f"{where}: id {question.id!r} already used at {seen[question.id]}; ids must be unique, "
+                "fix or remove one of the rows"
+            )
         seen[question.id] = where
         questions.append(question)
     return questions
@@ -242,8 +263,9 @@ def _questions_from_rows(rows: Iterable[tuple[str, Any]], source: str, stem: str
 
 def _question_from_row(row: Any, where: str, source: str, fallback_id: str) -> Question:
     if not isinstance(row, dict):
-        raise InspoError(f"{where}: expected an object with fields id, question, golden_answers, "
-                         f"got {type(row).__name__}")
+        raise InspoError(
+            f"{where}: expected an object with fields id, question, golden_answers, got {type(row).__name__}"
+        )
     text = row.get("question")
     if not isinstance(text, str) or not text.strip():
         hint = " (this looks like Search-R1's processed parquet; use FlashRAG's rows)" if "reward_model" in row else ""
@@ -273,15 +295,18 @@ def _golden_answers(row: dict, where: str) -> tuple[str, ...]:
         raise InspoError(f"{where}: field 'golden_answers' is missing; {hint}")
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not items:
-        raise InspoError(f"{where}: field 'golden_answers' must be a non-empty list of strings or a string, "
-                         f"got {_show(value)}; fix that row")
+        raise InspoError(
+            f"{where}: field 'golden_answers' must be a non-empty list of strings or a string, "
+            f"got {_show(value)}; fix that row"
+        )
     answers = []
     for i, item in enumerate(items):
         if isinstance(item, (int, float)) and not isinstance(item, bool):
             item = str(item)  # e.g. years stored as numbers
         if not isinstance(item, str) or not item.strip():
-            raise InspoError(f"{where}: field 'golden_answers' item {i} must be a non-empty string, got {_show(item)}; "
-                             "fix that row")
+            raise InspoError(
+                f"{where}: field 'golden_answers' item {i} must be a non-empty string, got {_show(item)}; fix that row"
+            )
         answers.append(item)
     return tuple(answers)
 
@@ -297,6 +322,7 @@ def _first_line(error: BaseException) -> str:
 
 
 # -- the hub ----------------------------------------------------------------------------------------------------
+
 
 def hub_allowed() -> bool:
     return hub_offline_reason() is None
@@ -320,8 +346,9 @@ def download_hub_rows(spec: BenchmarkSpec, split: str) -> list[dict]:
         raise HubDownloadError(_first_line(e)) from e
 
 
-def questions_from_hub_rows(spec: BenchmarkSpec, split: str, rows: list[dict],
-                            limit: int | None = None) -> list[Question]:
+def questions_from_hub_rows(
+    spec: BenchmarkSpec, split: str, rows: list[dict], limit: int | None = None
+) -> list[Question]:
     """Validated questions from rows `download_hub_rows` returned; errors name HUB_REPO/<config>/<split>.jsonl:ROW."""
     located = ((f"{HUB_REPO}/{spec.config}/{split}.jsonl:{i}", row) for i, row in enumerate(rows, start=1))
     return _questions_from_rows(located, spec.name, split, limit)
@@ -337,9 +364,15 @@ def _fetch_command(name: str, split: str) -> str:
 
 # -- loading benchmarks -----------------------------------------------------------------------------------------
 
-def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
-                   world_dir: str | os.PathLike = DEFAULT_WORLD_DIR, limit: int | None = None,
-                   allow_hub: bool | None = None) -> list[Question]:
+
+def load_benchmark(
+    name: str,
+    split: str | None = None,
+    data_dir: str | os.PathLike = DEFAULT_DATA_DIR,
+    world_dir: str | os.PathLike = DEFAULT_WORLD_DIR,
+    limit: int | None = None,
+    allow_hub: bool | None = None,
+) -> list[Question]:
     """The questions of one benchmark split (default: the split Search-R1 reports), first `limit` of them.
 
     Looks for a local file first, then (when `allow_hub`, by default unless HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is
@@ -355,9 +388,11 @@ def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathL
         split = split or "test"
         path = find_split_file(Path(world_dir), split)
         if path is None:
-            raise InspoError(f"synthetic world split {split!r} not found at {Path(world_dir) / f'{split}.jsonl'}; "
-                             f"generate it with `inspo data world --out {shlex.quote(str(world_dir))}` "
-                             "or set data.world_dir")
+            raise InspoError(
+                f"synthetic world split {split!r} not found at {Path(world_dir) / f'{split}.jsonl'}; "
+                f"generate it with `inspo data world --out {shlex.quote(str(world_dir))}` "
+                "or set data.world_dir"
+            )
         return load_questions(path, source=WORLD, limit=limit)
 
     spec = BENCHMARKS[name]
@@ -367,23 +402,29 @@ def load_benchmark(name: str, split: str | None = None, data_dir: str | os.PathL
         return load_questions(path, source=name, limit=limit)
     expected = Path(data_dir) / name / f"{split}.jsonl"
     if split not in spec.splits:
-        raise InspoError(f"benchmark {name!r} split {split!r} not found at {expected}, and FlashRAG has no such split "
-                         f"(it has {', '.join(spec.splits)}); use split {spec.test_split!r} or put your own file there")
-    fix = (f"put FlashRAG's {spec.config}/{split}.jsonl at {expected} (fields id, question, golden_answers) "
-           f"or run `{_fetch_command(name, split)}` online")
+        raise InspoError(
+            f"benchmark {name!r} split {split!r} not found at {expected}, and FlashRAG has no such split "
+            f"(it has {', '.join(spec.splits)}); use split {spec.test_split!r} or put your own file there"
+        )
+    fix = (
+        f"put FlashRAG's {spec.config}/{split}.jsonl at {expected} (fields id, question, golden_answers) "
+        f"or run `{_fetch_command(name, split)}` online"
+    )
     if not (hub_allowed() if allow_hub is None else allow_hub):
         reason = hub_offline_reason() or "hub access is off"
         raise InspoError(f"benchmark {name!r} split {split!r} not found ({reason}): {fix}")
     try:
         rows = download_hub_rows(spec, split)
     except HubDownloadError as e:
-        raise InspoError(f"benchmark {name!r} split {split!r} not found locally and {HUB_REPO} failed ({e}): "
-                         f"{fix}") from None
+        raise InspoError(
+            f"benchmark {name!r} split {split!r} not found locally and {HUB_REPO} failed ({e}): {fix}"
+        ) from None
     return questions_from_hub_rows(spec, split, rows, limit)
 
 
-def load_train_mixture(data_dir: str | os.PathLike = DEFAULT_DATA_DIR, limit: int | None = None,
-                       allow_hub: bool | None = None) -> list[Question]:
+def load_train_mixture(
+    data_dir: str | os.PathLike = DEFAULT_DATA_DIR, limit: int | None = None, allow_hub: bool | None = None
+) -> list[Question]:
     """NQ train then HotpotQA train, concatenated as Search-R1 does (the trainer shuffles).
 
     A `limit` is shared evenly (earlier sets take the remainder) so a small run still sees both single-hop and

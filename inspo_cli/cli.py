@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -43,8 +43,10 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_print_version, is_eager=True,
-                                                    help="Print the version and exit.")] = None,
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
 ) -> None:
     """Train LLM search agents with RL while their instructions co-evolve with the policy (INSPO)."""
 

@@ -14,8 +14,8 @@ check off.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -31,20 +31,25 @@ class RewardCollapse:
         return asdict(self)
 
     def describe(self) -> str:
-        return (f"reward collapse at step {self.detected_at}: the mean reward over {self.window} steps fell to "
-                f"{self.reward:.3f}, below {1 - self.drop:.0%} of its peak {self.peak_reward:.3f} (steps up to "
-                f"{self.peak_step})")
+        return (
+            f"reward collapse at step {self.detected_at}: the mean reward over {self.window} steps fell to "
+            f"{self.reward:.3f}, below {1 - self.drop:.0%} of its peak {self.peak_reward:.3f} (steps up to "
+            f"{self.peak_step})"
+        )
 
 
 def detect_collapse(rows: Sequence[dict], window: int, drop: float) -> RewardCollapse | None:
     """The first collapse in metrics rows (each with "step" and "reward"), or None."""
     if drop <= 0 or window < 1:
         return None
-    steps = [(row["step"], row["reward"]) for row in rows
-             if isinstance(row.get("reward"), (int, float)) and math.isfinite(row["reward"])]
+    steps = [
+        (row["step"], row["reward"])
+        for row in rows
+        if isinstance(row.get("reward"), (int, float)) and math.isfinite(row["reward"])
+    ]
     peak, peak_step = -math.inf, None
     for end in range(window, len(steps) + 1):
-        mean = math.fsum(r for _, r in steps[end - window:end]) / window
+        mean = math.fsum(r for _, r in steps[end - window : end]) / window
         step = steps[end - 1][0]
         if peak > 0 and mean < (1 - drop) * peak:
             return RewardCollapse(step, peak_step, peak, mean, window, drop)

@@ -20,7 +20,8 @@ import functools
 import io
 import os
 import sys
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import typer
 from rich.markup import escape
@@ -89,8 +90,10 @@ def run_cli(app: Callable[[], object]) -> None:
 
 def _diagnosing(args: list[str]) -> bool:
     """`--help`, `--version` and `inspo env` run whatever the INSPO_* variables say: they are how a bad one is found."""
-    return bool({"--help", "-h", "--version"} & set(args)) or next((a for a in args if not a.startswith("-")),
-                                                                    None) == "env"
+    return (
+        bool({"--help", "-h", "--version"} & set(args))
+        or next((a for a in args if not a.startswith("-")), None) == "env"
+    )
 
 
 def report_os_error(error: OSError) -> int | None:
@@ -101,15 +104,19 @@ def report_os_error(error: OSError) -> int | None:
         return 1
     if stream == "stdout":
         _silence(sys.stdout)
-        _print_error(f"could not write the output ({_reason(error)}); check where stdout goes (a full disk, a closed "
-                     "descriptor or pipe)")
+        _print_error(
+            f"could not write the output ({_reason(error)}); check where stdout goes (a full disk, a closed "
+            "descriptor or pipe)"
+        )
         return 1
     if error.filename is not None:
         _print_error(describe(error, "file"))  # a file the commands did not foresee (a full disk while writing, ...)
         return 2
     if error.errno in WRITE_ERRNOS:  # a write whose writer did not name its file (every writer of ours does)
-        _print_error(f"could not write a file ({_reason(error)}); free some space on the disk of the command's "
-                     "output, or choose another place for it")
+        _print_error(
+            f"could not write a file ({_reason(error)}); free some space on the disk of the command's "
+            "output, or choose another place for it"
+        )
         return 2
     return None
 

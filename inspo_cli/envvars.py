@@ -42,8 +42,10 @@ def env_seconds(name: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and least <= value <= most):
-        raise InspoError(f"the environment variable {name} is {_shown(raw)}; use a number of seconds from {least:g} "
-                         f"to {most:g}, or unset it for the default {default:g}")
+        raise InspoError(
+            f"the environment variable {name} is {_shown(raw)}; use a number of seconds from {least:g} "
+            f"to {most:g}, or unset it for the default {default:g}"
+        )
     return value
 
 
@@ -59,8 +61,10 @@ def env_path(name: str) -> Path:
         existing = next(p for p in (path, *path.parents) if p.exists())  # "/" at the latest
         usable = existing.is_dir()
     except (RuntimeError, OSError) as e:  # `~nosuchuser/...`, no home directory, a name too long
-        raise InspoError(f"the environment variable {name} is {_shown(raw)}, which cannot be used "
-                         f"({e.strerror if isinstance(e, OSError) else e}); {fix}") from None
+        raise InspoError(
+            f"the environment variable {name} is {_shown(raw)}, which cannot be used "
+            f"({e.strerror if isinstance(e, OSError) else e}); {fix}"
+        ) from None
     if not usable:
         under = "" if existing == path else f" (it is under {_shown(str(existing), 200)}, a file)"
         raise InspoError(f"the environment variable {name} is {_shown(raw)}, which is not a directory{under}; {fix}")
@@ -86,6 +90,7 @@ def describe_environment() -> dict[str, str]:
         except InspoError as refused:
             described[name] = f"refused: {refused}"
             continue
-        described[name] = _shown(raw) if raw else f"unset (default {value:g} s)" if name in SECONDS else \
-            f"unset (default {value})"
+        described[name] = (
+            _shown(raw) if raw else f"unset (default {value:g} s)" if name in SECONDS else f"unset (default {value})"
+        )
     return described

@@ -13,8 +13,8 @@ the others wait for its name. `resume=` continues an unfinished run with the rec
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from inspo_cli.config import Recipe
 from inspo_cli.files import first_missing, remove_empty_dirs
@@ -30,9 +30,17 @@ class RunInterrupted(Exception):
         self.run = run
 
 
-def run(kind: str, recipe: Recipe | None = None, *, recipe_path: str | Path | None = None,
-        resume: str | Path | None = None, output_dir: str | Path | None = None, command: Sequence[str] = (),
-        device: str | None = None, on_start: Callable[[RunDir], None] | None = None) -> RunDir:
+def run(
+    kind: str,
+    recipe: Recipe | None = None,
+    *,
+    recipe_path: str | Path | None = None,
+    resume: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    command: Sequence[str] = (),
+    device: str | None = None,
+    on_start: Callable[[RunDir], None] | None = None,
+) -> RunDir:
     """Run `kind` ("train" or "evolve") to the end and return its directory (summary.json written).
 
     Either `recipe` (a fresh run; `recipe_path` names its file in run.json) or `resume` (an unfinished run
@@ -81,9 +89,11 @@ def started(run: RunDir) -> bool:
     """Whether a run wrote anything worth keeping: a metrics row, a checkpoint, or sampled trajectories (in its
     own directory or a stage's)."""
     path = run.path
-    return (any(f.stat().st_size > 0 for f in path.rglob(RunDir.METRICS))
-            or any(path.rglob(f"{RunDir.CHECKPOINT_PREFIX}*"))
-            or any(any(d.iterdir()) for d in path.rglob(RunDir.SAMPLING) if d.is_dir()))
+    return (
+        any(f.stat().st_size > 0 for f in path.rglob(RunDir.METRICS))
+        or any(path.rglob(f"{RunDir.CHECKPOINT_PREFIX}*"))
+        or any(any(d.iterdir()) for d in path.rglob(RunDir.SAMPLING) if d.is_dir())
+    )
 
 
 def _run(kind: str, recipe: Recipe, directory: RunDir, resume, device: str | None) -> None:
@@ -106,5 +116,4 @@ def _create(recipe: Recipe, recipe_path, command, output_dir, state) -> RunDir:
     if state.num_processes == 1:
         return RunDir.create(recipe, recipe_path, command, output_dir)
     # every process fails the same way (an InspoError) instead of the others waiting
-    return RunDir(broadcast_from_main(state, lambda: str(RunDir.create(recipe, recipe_path, command,
-                                                                       output_dir).path)))
+    return RunDir(broadcast_from_main(state, lambda: str(RunDir.create(recipe, recipe_path, command, output_dir).path)))

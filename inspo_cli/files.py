@@ -17,9 +17,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 from inspo_cli.errors import InspoError
 
@@ -43,14 +44,15 @@ _REASONS = {  # errno -> "reason; fix"
 def describe(error: BaseException, what: str, path: str | os.PathLike | None = None) -> str:
     """`<what> <path>: <reason>; <fix>` for an OSError or a UnicodeDecodeError met on `path`."""
     if isinstance(error, UnicodeDecodeError):
-        byte = error.object[error.start:error.start + 1]
+        byte = error.object[error.start : error.start + 1]
         return f"{what} {path}: not UTF-8 text (byte 0x{byte.hex()} at offset {error.start}); save it as UTF-8"
     assert isinstance(error, OSError)
     path = path if path is not None else error.filename
     if isinstance(error, FileNotFoundError):
         return f"{what} {path}: does not exist; check the path"
-    reason = (_REASONS.get(error.errno)
-              or f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions")
+    reason = (
+        _REASONS.get(error.errno) or f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions"
+    )
     return f"{what} {path}: {reason}"
 
 
@@ -63,8 +65,12 @@ def user_file(path: str | os.PathLike, what: str) -> Iterator[None]:
         raise InspoError(describe(e, what, path)) from None
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (a named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def not_regular(path: str | os.PathLike, what: str, mode: int) -> str | None:
@@ -109,8 +115,9 @@ def read_bytes(path: str | os.PathLike, what: str, max_bytes: int) -> bytes:
     return data
 
 
-def iter_lines(f: BinaryIO, path: str | os.PathLike, fix: str,
-               max_bytes: int = LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+def iter_lines(
+    f: BinaryIO, path: str | os.PathLike, fix: str, max_bytes: int = LINE_BYTES
+) -> Iterator[tuple[int, bytes]]:
     """(line number, line) of a file opened in binary, streamed; a line of more than `max_bytes` is an `InspoError`
     `<path>:<line>: ...; <fix>` before it is held whole (the retriever's reader, which stands alone, with our error)."""
     from retriever.checked import iter_lines as checked_lines
@@ -124,8 +131,10 @@ def read_text(path: str | os.PathLike, what: str, max_bytes: int = TEXT_FILE_BYT
     byte, which no text a person wrote has (a file a crash left zeroed, a binary given by mistake)."""
     data = read_bytes(path, what, max_bytes)
     if (at := data.find(b"\0")) >= 0:
-        raise InspoError(f"{what} {path}: a NUL byte at offset {at:,}, so not a text file (zeroed by a crash, or "
-                         "binary); check that this is the right file")
+        raise InspoError(
+            f"{what} {path}: a NUL byte at offset {at:,}, so not a text file (zeroed by a crash, or "
+            "binary); check that this is the right file"
+        )
     with user_file(path, what):
         return data.decode("utf-8")
 
@@ -207,8 +216,9 @@ def output_dir(path: str | os.PathLike, what: str) -> Iterator[Path]:
 
 
 @contextmanager
-def replaced_dir(path: str | os.PathLike, what: str,
-                 check: Callable[[Path, Path], None] | None = None) -> Iterator[Path]:
+def replaced_dir(
+    path: str | os.PathLike, what: str, check: Callable[[Path, Path], None] | None = None
+) -> Iterator[Path]:
     """Build a directory's whole content in a hidden sibling, then put it in place of `path` in two renames (an old
     `path` is removed after): readers see the old directory or the complete new one, never a half-written one. If
     the block fails, the sibling goes and `path` is untouched. `check(path, location)` raises unless what `path`
@@ -275,5 +285,7 @@ def _put_back(old: Path, path: Path) -> None:
     try:
         os.rename(old, path)
     except OSError:
-        raise InspoError(f"{path} was replaced by another command while this one checked it; what was there is now "
-                         f"{old}: move it back by hand") from None
+        raise InspoError(
+            f"{path} was replaced by another command while this one checked it; what was there is now "
+            f"{old}: move it back by hand"
+        ) from None

@@ -44,7 +44,7 @@ def hub_unreachable() -> str | None:
     return _probe(endpoint())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(url: str) -> str | None:
     outcome: list[str | None] = []
 
@@ -56,8 +56,11 @@ def _probe(url: str) -> str | None:
             outcome.append(None)
         except urllib.error.URLError as e:
             reason = e.reason
-            outcome.append(None if isinstance(reason, ssl.SSLError) else
-                           getattr(reason, "strerror", None) or str(reason) or type(reason).__name__)
+            outcome.append(
+                None
+                if isinstance(reason, ssl.SSLError)
+                else getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+            )
         except (OSError, ValueError) as e:  # a timeout while reading; a URL urllib cannot use
             outcome.append(getattr(e, "strerror", None) or str(e) or type(e).__name__)
 

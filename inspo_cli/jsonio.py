@@ -11,9 +11,10 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from inspo_cli.errors import InspoError
 
@@ -93,8 +94,16 @@ UNIT = Range(0.0, 1.0)  # a proportion: EM, F1
 COUNT = Range(0, integer=True)  # a step, a number of things
 POSITIVE = Range(1, integer=True)  # questions scored: n = 0 with a score is a score of nothing
 
-_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
-          list: "a list", None: "null", object: "anything"}
+_NAMES = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    dict: "an object",
+    list: "a list",
+    None: "null",
+    object: "anything",
+}
 
 
 def _expected(shape: Any) -> str:
@@ -120,8 +129,9 @@ def _bound(value: float) -> str:
 
 def _matches(value: Any, shape: Any) -> bool:
     if isinstance(shape, Range):
-        return (_matches(value, int if shape.integer else float) and math.isfinite(value)
-                and shape.lo <= value <= shape.hi)
+        return (
+            _matches(value, int if shape.integer else float) and math.isfinite(value) and shape.lo <= value <= shape.hi
+        )
     if isinstance(shape, NonEmpty):
         return _matches(value, shape.shape) and len(value) > 0
     if isinstance(shape, tuple):
@@ -208,8 +218,14 @@ def read_json(path: str | os.PathLike, shape: Any, fix: str, max_bytes: int = JS
     return value
 
 
-def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None,
-              check: Callable[[dict], str | None] | None = None, skip: int = 0) -> Iterator[dict]:
+def iter_rows(
+    path: str | os.PathLike,
+    shape: Any,
+    fix: str,
+    on_cut_tail=None,
+    check: Callable[[dict], str | None] | None = None,
+    skip: int = 0,
+) -> Iterator[dict]:
     """Stream the rows of a JSONL file the toolkit wrote, each checked against `shape` and by `check` (which says
     what is wrong with a row, given the rows before it, or None); errors name the line, and a line is never held
     whole past `files.LINE_BYTES`. With `on_cut_tail`, a last line cut short (a file being appended to when it was
@@ -231,8 +247,10 @@ def iter_rows(path: str | os.PathLike, shape: Any, fix: str, on_cut_tail=None,
                 raise InspoError(f"{path}:{lineno}: {TOO_DEEP}; {fix}") from None
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 if on_cut_tail is not None and not line.endswith(b"\n") and not f.read(1):
-                    on_cut_tail(f"{path}:{lineno}: left out its last line, which is cut short (copied or killed while "
-                                "it was being written); the rows before it are used")
+                    on_cut_tail(
+                        f"{path}:{lineno}: left out its last line, which is cut short (copied or killed while "
+                        "it was being written); the rows before it are used"
+                    )
                     return
                 reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
                 raise InspoError(f"{path}:{lineno}: not valid JSON ({reason}); {fix}") from None

@@ -12,15 +12,20 @@ process saw. Any other exception on the main process propagates there as usual (
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from inspo_cli.errors import InspoError
 
 T = TypeVar("T")
 
 
-def broadcast_from_main(state: Any, work: Callable[[], T], broadcast: Callable[[list], list] | None = None,
-                        errors: tuple[type[Exception], ...] = (InspoError,)) -> T:
+def broadcast_from_main(
+    state: Any,
+    work: Callable[[], T],
+    broadcast: Callable[[list], list] | None = None,
+    errors: tuple[type[Exception], ...] = (InspoError,),
+) -> T:
     """`work()`'s result on every process, computed on the main process only (see the module's docstring).
     `broadcast` sends the main process's one-element list to all processes (accelerate's `broadcast_object_list`
     unless given: tests pass a fake)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")

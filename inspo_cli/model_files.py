@@ -24,13 +24,43 @@ ADAPTER_CONFIG = "adapter_config.json"  # PEFT's: a directory holding a LoRA ada
 CONFIG_BYTES = 16 << 20  # a config.json is kilobytes
 SAFETENSORS_HEADER_BYTES = 100_000_000  # the safetensors library's own limit on a header
 TOKENIZER_FILE_BYTES = 256 << 20  # tokenizer.json is 2-35 MB for today's vocabularies
-TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                  "generation_config.json")  # what transformers reads besides config.json and the weights
+TOKENIZER_JSON = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "generation_config.json",
+)  # what transformers reads besides config.json and the weights
 CHAT_TEMPLATE = "chat_template.jinja"
-CONFIG_SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                "num_key_value_heads", "max_position_embeddings", "head_dim")  # what transformers allocates by
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2, "F16": 2,
-               "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
+CONFIG_SIZES = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "max_position_embeddings",
+    "head_dim",
+)  # what transformers allocates by
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+    "C64": 8,
+}
 
 
 class _Unusable(Exception):
@@ -95,8 +125,10 @@ def safetensors_header(file: Path) -> dict:
     end = 0
     for begin, stop, name in sorted(spans):
         if begin != end:
-            raise _Unusable(f"{file.name} is corrupt (tensor {name!r} starts at byte {begin:,} of its data, not "
-                            f"{end:,}: its offsets overlap or leave a gap)")
+            raise _Unusable(
+                f"{file.name} is corrupt (tensor {name!r} starts at byte {begin:,} of its data, not "
+                f"{end:,}: its offsets overlap or leave a gap)"
+            )
         end = stop
     if size < 8 + length + end:
         raise _Unusable(f"{file.name} is cut short ({size} bytes of {8 + length + end})")
@@ -107,17 +139,27 @@ def safetensors_header(file: Path) -> dict:
 
 def _tensor_span(file: Path, name: str, entry: object) -> tuple[int, int]:
     def integers(value, count=None):
-        return (isinstance(value, list) and (count is None or len(value) == count)
-                and all(type(v) is int and v >= 0 for v in value))
+        return (
+            isinstance(value, list)
+            and (count is None or len(value) == count)
+            and all(type(v) is int and v >= 0 for v in value)
+        )
 
-    if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and integers(entry.get("shape"))
-            and integers(entry.get("data_offsets"), 2) and entry["data_offsets"][0] <= entry["data_offsets"][1]):
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("dtype"), str)
+        and integers(entry.get("shape"))
+        and integers(entry.get("data_offsets"), 2)
+        and entry["data_offsets"][0] <= entry["data_offsets"][1]
+    ):
         raise _Unusable(f"{file.name} is corrupt (tensor {name!r} has no valid dtype, shape and data_offsets)")
     begin, stop = entry["data_offsets"]
     width = DTYPE_BYTES.get(entry["dtype"])
     if width is not None and stop - begin != math.prod(entry["shape"]) * width:
-        raise _Unusable(f"{file.name} is corrupt (tensor {name!r}: {stop - begin:,} bytes for shape "
-                        f"{entry['shape']} of {entry['dtype']})")
+        raise _Unusable(
+            f"{file.name} is corrupt (tensor {name!r}: {stop - begin:,} bytes for shape "
+            f"{entry['shape']} of {entry['dtype']})"
+        )
     return begin, stop
 
 

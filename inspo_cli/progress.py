@@ -23,8 +23,15 @@ def progress_bar(transient: bool = False) -> Progress:
     """The progress bar every long-running command uses (plain lines when stderr is not a terminal)."""
     if not err_console.is_terminal:
         return PlainProgress(console=err_console)
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=err_console, transient=transient)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=transient,
+    )
 
 
 def _clock(seconds: float | None) -> str:
@@ -61,8 +68,9 @@ class PlainProgress(Progress):
         if not finished and now - last < self.interval:
             return
         self._printed[task_id] = (now, task.completed)
-        self.console.print(plain_line(task.description, task.completed, task.total, task.elapsed), soft_wrap=True,
-                           markup=False)
+        self.console.print(
+            plain_line(task.description, task.completed, task.total, task.elapsed), soft_wrap=True, markup=False
+        )
 
 
 def plain_line(description: str, done: float, total: float | None, elapsed: float | None) -> str:

@@ -33,9 +33,9 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 from inspo_cli.errors import InspoError
 
@@ -67,7 +67,7 @@ class Strategy:
         return self.origin in ("beyond", "outside")
 
     def describe(self, name: str) -> str:
-        """"ucb (beyond the paper): batched UCB1 on the window's rewards", for help texts."""
+        """ "ucb (beyond the paper): batched UCB1 on the window's rewards", for help texts."""
         return f"{name} ({ORIGINS[self.origin]}): {self.summary}"
 
 
@@ -110,8 +110,15 @@ def _first_line(doc: str | None) -> str:
 class Registry(Mapping[str, Strategy]):
     """The strategies a recipe key accepts, by name, plus any `package.module:object` import path."""
 
-    def __init__(self, key: str, what: str, attribute: str | None, entries: Mapping[str, Strategy],
-                 import_paths: bool = True, parameters: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        key: str,
+        what: str,
+        attribute: str | None,
+        entries: Mapping[str, Strategy],
+        import_paths: bool = True,
+        parameters: tuple[str, ...] = (),
+    ):
         self.key = key  # the recipe key that names one: "population.proposer"
         self.what = what  # "proposer": for errors
         self.attribute = attribute  # what a registered module provides ("prompt"); None: the module itself
@@ -143,8 +150,9 @@ class Registry(Mapping[str, Strategy]):
         if name in self.entries:
             return self.entries[name]
         if not (self.import_paths and is_import_path(name)):
-            raise ValueError(f"unknown {self.what} {_shown(name)}; registered: {', '.join(self)} "
-                             f"(inspo_cli.registry, {self.key})")
+            raise ValueError(
+                f"unknown {self.what} {_shown(name)}; registered: {', '.join(self)} (inspo_cli.registry, {self.key})"
+            )
         module_name, _, attribute = name.partition(":")
         obj = self._import(name, module_name, attribute)
         module = importlib.import_module(module_name)
@@ -152,27 +160,40 @@ class Registry(Mapping[str, Strategy]):
         for trait, value in traits.items():
             default = getattr(Strategy, trait)
             if type(value) is not type(default):
-                raise ValueError(f"{self.what} {name}: {module_name}.{trait.upper()} must be a "
-                                 f"{type(default).__name__}, got {value!r}")
+                raise ValueError(
+                    f"{self.what} {name}: {module_name}.{trait.upper()} must be a "
+                    f"{type(default).__name__}, got {value!r}"
+                )
         if traits.get("min_parents", 1) < 1:
             raise ValueError(f"{self.what} {name}: {module_name}.MIN_PARENTS must be >= 1, got {traits['min_parents']}")
         return Strategy(name, _first_line(obj.__doc__ or module.__doc__), "outside", **traits)
 
     def _import(self, name: str, module_name: str, attribute: str) -> Callable[..., Any]:
-        if not module_name or not attribute or not all(part.isidentifier() for part in module_name.split(".")) \
-                or not attribute.isidentifier() or len(name) > MAX_IMPORT_PATH:
-            raise ValueError(f"{self.what} {_shown(name)} is not an import path {IMPORT_PATH_HINT} (e.g. "
-                             f"my_lab.strategies:{self.attribute or 'object'})")
+        if (
+            not module_name
+            or not attribute
+            or not all(part.isidentifier() for part in module_name.split("."))
+            or not attribute.isidentifier()
+            or len(name) > MAX_IMPORT_PATH
+        ):
+            raise ValueError(
+                f"{self.what} {_shown(name)} is not an import path {IMPORT_PATH_HINT} (e.g. "
+                f"my_lab.strategies:{self.attribute or 'object'})"
+            )
         try:
             module = importlib.import_module(module_name)
         except (Exception, SystemExit) as error:  # the user's code: any failure to import is one line
-            raise ValueError(f"{self.what} {name}: cannot import {module_name} ({type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:200] if str(error) else ''}); is its package installed "
-                             "or on PYTHONPATH?") from None
+            raise ValueError(
+                f"{self.what} {name}: cannot import {module_name} ({type(error).__name__}: "
+                f"{str(error).splitlines()[0][:200] if str(error) else ''}); is its package installed "
+                "or on PYTHONPATH?"
+            ) from None
         obj = getattr(module, attribute, None)
         if not callable(obj):
-            raise ValueError(f"{self.what} {name}: {module_name} has no callable {attribute!r}"
-                             + (f" (a {self.what} provides {self.attribute})" if self.attribute else ""))
+            raise ValueError(
+                f"{self.what} {name}: {module_name} has no callable {attribute!r}"
+                + (f" (a {self.what} provides {self.attribute})" if self.attribute else "")
+            )
         self.check_callable(name, obj)
         return obj
 
@@ -184,13 +205,17 @@ class Registry(Mapping[str, Strategy]):
         try:
             signature = inspect.signature(obj)
         except (TypeError, ValueError):  # a built-in that declares no signature: whether it can be called is unknown
-            raise ValueError(f"{self.what} {name}: its signature cannot be read (a built-in?); {_a(self.what)} is a "
-                             f"Python callable {self.call}") from None
+            raise ValueError(
+                f"{self.what} {name}: its signature cannot be read (a built-in?); {_a(self.what)} is a "
+                f"Python callable {self.call}"
+            ) from None
         try:
             signature.bind(*self.parameters)
         except TypeError:
-            raise ValueError(f"{self.what} {name} takes {_shown(str(signature), 80)[1:-1]}, but {_a(self.what)} is "
-                             f"called as {self.call}") from None
+            raise ValueError(
+                f"{self.what} {name} takes {_shown(str(signature), 80)[1:-1]}, but {_a(self.what)} is "
+                f"called as {self.call}"
+            ) from None
 
     def load(self, name: str, check: Check | None = None) -> Any:
         """What the strategy named `name` provides (the registry's attribute of its module), imported now. For an
@@ -212,15 +237,18 @@ class Registry(Mapping[str, Strategy]):
             if expected is not None:
                 raise InspoError(self.bad_result(name, result, expected))
             return result
+
         return call
 
     def bad_result(self, name: str, result: Any, expected: str) -> str:
         """The one line for a result that breaks the contract: whose, what came back, and what a run needs."""
-        return (f"{self.what} {name}: {self.call.partition('(')[0]}() returned {described(result)}, not {expected} "
-                f"({_a(self.what)} is {self.call})")
+        return (
+            f"{self.what} {name}: {self.call.partition('(')[0]}() returned {described(result)}, not {expected} "
+            f"({_a(self.what)} is {self.call})"
+        )
 
     def choices(self) -> str:
-        """"softmax (the paper): softmax(w / tau_s) ... | ucb (beyond the paper): ...", for help texts."""
+        """ "softmax (the paper): softmax(w / tau_s) ... | ucb (beyond the paper): ...", for help texts."""
         return " | ".join(entry.describe(name) for name, entry in self.items())
 
 
@@ -241,59 +269,122 @@ def _kinds() -> Mapping[str, Strategy]:
     return LiveKinds()
 
 
-PROPOSERS = Registry("population.proposer", "proposer", "prompt", parameters=(
-    "parent", "population", "buffer", "config", "rng"), entries={
-    "reflection": Strategy("inspo_cli.instructions.proposers.reflection",
-                           "INSPO's: reflect on the parent's failed rollouts, App. E"),
-    "paraphrase": Strategy("inspo_cli.instructions.proposers.paraphrase",
-                           "rewrite the parent without feedback, Fig. 3", "ablation"),
-    "history": Strategy("inspo_cli.instructions.proposers.history",
-                        "OPRO's scored history of instructions, Fig. 3", "ablation"),
-    "merge": Strategy("inspo_cli.instructions.proposers.merge",
-                      "two parents' instructions combined, GEPA's merge", "beyond", min_parents=2),
-})
+PROPOSERS = Registry(
+    "population.proposer",
+    "proposer",
+    "prompt",
+    parameters=("parent", "population", "buffer", "config", "rng"),
+    entries={
+        "reflection": Strategy(
+            "inspo_cli.instructions.proposers.reflection", "INSPO's: reflect on the parent's failed rollouts, App. E"
+        ),
+        "paraphrase": Strategy(
+            "inspo_cli.instructions.proposers.paraphrase", "rewrite the parent without feedback, Fig. 3", "ablation"
+        ),
+        "history": Strategy(
+            "inspo_cli.instructions.proposers.history", "OPRO's scored history of instructions, Fig. 3", "ablation"
+        ),
+        "merge": Strategy(
+            "inspo_cli.instructions.proposers.merge",
+            "two parents' instructions combined, GEPA's merge",
+            "beyond",
+            min_parents=2,
+        ),
+    },
+)
 
-SELECTIONS = Registry("population.selection", "selection", "build", parameters=("arms", "config", "batch"), entries={
-    "softmax": Strategy("inspo_cli.instructions.selection.softmax", "softmax(w / tau_s) over the weights, eq. 4"),
-    "ucb": Strategy("inspo_cli.instructions.selection.ucb",
-                    "batched UCB1 on the window's rewards, with ucb_exploration", "beyond"),
-    "thompson": Strategy("inspo_cli.instructions.selection.thompson",
-                         "Beta posteriors of the window's rewards, one draw per group", "beyond"),
-    "epsilon-greedy": Strategy("inspo_cli.instructions.selection.epsilon_greedy",
-                               "the best weight, or a uniform draw with chance epsilon", "beyond"),
-})
+SELECTIONS = Registry(
+    "population.selection",
+    "selection",
+    "build",
+    parameters=("arms", "config", "batch"),
+    entries={
+        "softmax": Strategy("inspo_cli.instructions.selection.softmax", "softmax(w / tau_s) over the weights, eq. 4"),
+        "ucb": Strategy(
+            "inspo_cli.instructions.selection.ucb",
+            "batched UCB1 on the window's rewards, with ucb_exploration",
+            "beyond",
+        ),
+        "thompson": Strategy(
+            "inspo_cli.instructions.selection.thompson",
+            "Beta posteriors of the window's rewards, one draw per group",
+            "beyond",
+        ),
+        "epsilon-greedy": Strategy(
+            "inspo_cli.instructions.selection.epsilon_greedy",
+            "the best weight, or a uniform draw with chance epsilon",
+            "beyond",
+        ),
+    },
+)
 
-PARENTS = Registry("population.parents", "parent rule", "choose", parameters=("ranked", "config"), entries={
-    "top": Strategy("inspo_cli.instructions.parents.top", "the top n_parent by weight"),
-    "pareto": Strategy("inspo_cli.instructions.parents.pareto",
-                       "GEPA's Pareto front over question categories, topped up to n_parent by weight", "beyond"),
-})
+PARENTS = Registry(
+    "population.parents",
+    "parent rule",
+    "choose",
+    parameters=("ranked", "config"),
+    entries={
+        "top": Strategy("inspo_cli.instructions.parents.top", "the top n_parent by weight"),
+        "pareto": Strategy(
+            "inspo_cli.instructions.parents.pareto",
+            "GEPA's Pareto front over question categories, topped up to n_parent by weight",
+            "beyond",
+        ),
+    },
+)
 
-METHODS = Registry("evaluation.method", "inference method", "predict", parameters=("ctx", "questions"), entries={
-    # Table 1's order, which reports keep
-    "direct": Strategy("inspo_cli.evaluation.methods.direct", "FlashRAG's direct generation", "baseline"),
-    "rag": Strategy("inspo_cli.evaluation.methods.rag", "FlashRAG's standard RAG", "baseline"),
-    "ircot": Strategy("inspo_cli.evaluation.methods.ircot", "IRCoT, Trivedi et al. 2023", "baseline"),
-    "search-o1": Strategy("inspo_cli.evaluation.methods.search_o1", "Search-o1, Li et al. 2025", "baseline"),
-    "agent": Strategy("inspo_cli.evaluation.methods.agent", "the Search-R1 protocol with an instruction"),
-})
+METHODS = Registry(
+    "evaluation.method",
+    "inference method",
+    "predict",
+    parameters=("ctx", "questions"),
+    entries={
+        # Table 1's order, which reports keep
+        "direct": Strategy("inspo_cli.evaluation.methods.direct", "FlashRAG's direct generation", "baseline"),
+        "rag": Strategy("inspo_cli.evaluation.methods.rag", "FlashRAG's standard RAG", "baseline"),
+        "ircot": Strategy("inspo_cli.evaluation.methods.ircot", "IRCoT, Trivedi et al. 2023", "baseline"),
+        "search-o1": Strategy("inspo_cli.evaluation.methods.search_o1", "Search-o1, Li et al. 2025", "baseline"),
+        "agent": Strategy("inspo_cli.evaluation.methods.agent", "the Search-R1 protocol with an instruction"),
+    },
+)
 
-ALGORITHMS = Registry("training.algorithm", "training algorithm", None, parameters=("ctx",), entries={
-    "grpo": Strategy("inspo_cli.training.grpo:build_grpo", "GRPO, eq. 2, through TRL's GRPOTrainer"),
-    "sft": Strategy("inspo_cli.training.sft:build_sft", "SFT on data.trajectories through TRL's SFTTrainer",
-                    "baseline", sft=True),
-    "rejection-sampling": Strategy("inspo_cli.training.rejection_sampling:build_rejection_sampling",
-                                   "Search-R1's: sample with search, SFT on the correct trajectories", "baseline",
-                                   sft=True, progress_before_training=True),
-})
+ALGORITHMS = Registry(
+    "training.algorithm",
+    "training algorithm",
+    None,
+    parameters=("ctx",),
+    entries={
+        "grpo": Strategy("inspo_cli.training.grpo:build_grpo", "GRPO, eq. 2, through TRL's GRPOTrainer"),
+        "sft": Strategy(
+            "inspo_cli.training.sft:build_sft",
+            "SFT on data.trajectories through TRL's SFTTrainer",
+            "baseline",
+            sft=True,
+        ),
+        "rejection-sampling": Strategy(
+            "inspo_cli.training.rejection_sampling:build_rejection_sampling",
+            "Search-R1's: sample with search, SFT on the correct trajectories",
+            "baseline",
+            sft=True,
+            progress_before_training=True,
+        ),
+    },
+)
 
 RETRIEVER_KINDS = Registry("retriever.kind", "retriever kind", None, _kinds(), import_paths=False)
 
-TOOLS = Registry("agent.tools", "tool", "build", parameters=("context",), entries={  # docs/tools.md: adding one
-    "search": Strategy("inspo_cli.agent.tools.search", "the retriever's top k passages for a query"),
-    "calculator": Strategy("inspo_cli.agent.tools.calculator",
-                           "exact, bounded arithmetic on integers and decimals", "beyond"),
-})
+TOOLS = Registry(
+    "agent.tools",
+    "tool",
+    "build",
+    parameters=("context",),
+    entries={  # docs/tools.md: adding one
+        "search": Strategy("inspo_cli.agent.tools.search", "the retriever's top k passages for a query"),
+        "calculator": Strategy(
+            "inspo_cli.agent.tools.calculator", "exact, bounded arithmetic on integers and decimals", "beyond"
+        ),
+    },
+)
 
 REGISTRIES = (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS, RETRIEVER_KINDS, TOOLS)
 
@@ -308,16 +399,24 @@ def is_sft(algorithm: str) -> bool:
 
 def markdown() -> str:
     """docs/reference/strategies.md: every registry's names, origins and summaries, as tables."""
-    out = ["# Strategies", "",
-           "<!-- Generated by `python -m inspo_cli.registry > docs/reference/strategies.md`; do not edit. -->", "",
-           "Every strategy a recipe can name, from `inspo_cli/registry.py`. A recipe may also name one by import "
-           f"path, `{IMPORT_PATH_HINT}` (docs/contributing.md), except retriever kinds, which an index records in "
-           "its index.json and `retriever` opens without inspo.", ""]
+    out = [
+        "# Strategies",
+        "",
+        "<!-- Generated by `python -m inspo_cli.registry > docs/reference/strategies.md`; do not edit. -->",
+        "",
+        "Every strategy a recipe can name, from `inspo_cli/registry.py`. A recipe may also name one by import "
+        f"path, `{IMPORT_PATH_HINT}` (docs/contributing.md), except retriever kinds, which an index records in "
+        "its index.json and `retriever` opens without inspo.",
+        "",
+    ]
     for registry in REGISTRIES:
         out += [f"## `{registry.key}`", "", "| name | origin | what it does | traits |", "|---|---|---|---|"]
         for name, entry in registry.items():
-            traits = ", ".join(f"{trait} = {getattr(entry, trait)}" for trait in TRAITS
-                               if getattr(entry, trait) != getattr(Strategy, trait))
+            traits = ", ".join(
+                f"{trait} = {getattr(entry, trait)}"
+                for trait in TRAITS
+                if getattr(entry, trait) != getattr(Strategy, trait)
+            )
             out.append(f"| `{name}` | {ORIGINS[entry.origin]} | {entry.summary} | {traits} |")
         out.append("")
     return "\n".join(out)

@@ -33,19 +33,41 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
 
 from inspo_cli import __version__
 from inspo_cli.config import PROJECT_ROOT, Recipe, dump_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.call_record import RECORD_NAME
-from inspo_cli.jsonio import (COUNT, POSITIVE, UNIT, Range, atomic_write_json, atomic_write_jsonl,
-                              atomic_write_text, iter_rows, read_json, shape_problem)
+from inspo_cli.jsonio import (
+    COUNT,
+    POSITIVE,
+    UNIT,
+    Range,
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    iter_rows,
+    read_json,
+    shape_problem,
+)
 
-TRACKED_PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "vllm", "bm25s", "faiss-cpu",
-                    "pyserini", "anthropic", "google-genai")
+TRACKED_PACKAGES = (
+    "torch",
+    "trl",
+    "transformers",
+    "peft",
+    "accelerate",
+    "datasets",
+    "vllm",
+    "bm25s",
+    "faiss-cpu",
+    "pyserini",
+    "anthropic",
+    "google-genai",
+)
 
 
 def package_versions(names: Sequence[str] = TRACKED_PACKAGES) -> dict[str, str]:
@@ -61,6 +83,7 @@ def package_versions(names: Sequence[str] = TRACKED_PACKAGES) -> dict[str, str]:
 
 def git_state(repo: Path = PROJECT_ROOT) -> dict:
     """The checkout's revision and whether it has uncommitted changes; empty when not a git checkout."""
+
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10)
@@ -81,21 +104,38 @@ def _unused_dir(output_dir: Path, name: str) -> Path:
     return candidate
 
 
-
-
 # What each file the run writes must look like when it is read back (`inspo_cli.jsonio.read_json`): the keys readers
 # use, and the range of the numbers a table takes from them, so that a damaged file is one line naming it instead of
 # a traceback somewhere downstream or a wrong number in a table.
 INFO_SHAPE = {"seed": int, "command?": [str]}
 SECONDS = Range(0.0)  # a wall time, or a share of one: a negative one or NaN would be averaged into a cost column
-SUMMARY_SHAPE = {"steps": COUNT, "best_instruction": str, "best_instruction_id?": str, "wall_seconds?": SECONDS,
-                 "frozen_policy?": bool, "model?": (str, None), "recipe_model?": str, "metrics?": str,
-                 "compute?": {"processes": POSITIVE, "device": str},
-                 "stage?": str, "stages?": [{"kind": str, "dir": str}], "instruction_source?": str,
-                 "evaluations?": [{"step": COUNT, "em": UNIT}], "reward_collapse?": (dict, None),
-                 "overhead?": (None, {"evolutions": COUNT, "verification_rollouts": COUNT, "training_rollouts?": COUNT,
-                                      "share_of_wall_time?": (SECONDS, None), "leaked_candidates?": COUNT,
-                                      "optimizer?": (None, {"calls?": COUNT, "total_tokens?": (COUNT, None)})})}
+SUMMARY_SHAPE = {
+    "steps": COUNT,
+    "best_instruction": str,
+    "best_instruction_id?": str,
+    "wall_seconds?": SECONDS,
+    "frozen_policy?": bool,
+    "model?": (str, None),
+    "recipe_model?": str,
+    "metrics?": str,
+    "compute?": {"processes": POSITIVE, "device": str},
+    "stage?": str,
+    "stages?": [{"kind": str, "dir": str}],
+    "instruction_source?": str,
+    "evaluations?": [{"step": COUNT, "em": UNIT}],
+    "reward_collapse?": (dict, None),
+    "overhead?": (
+        None,
+        {
+            "evolutions": COUNT,
+            "verification_rollouts": COUNT,
+            "training_rollouts?": COUNT,
+            "share_of_wall_time?": (SECONDS, None),
+            "leaked_candidates?": COUNT,
+            "optimizer?": (None, {"calls?": COUNT, "total_tokens?": (COUNT, None)}),
+        },
+    ),
+}
 # Other metrics may be NaN (a diverged loss is a run's to log); a tool's counts per trajectory never are (`check_tools`)
 METRICS_ROW_SHAPE = {"step": COUNT, "update?": COUNT, "*": (float, None)}
 TOOL_COUNTS = ("/calls", "/errors", "/observation_tokens")  # tools/<tool>/...: means per trajectory (rollout.summarize)
@@ -148,8 +188,13 @@ class RunDir:
     # -- making and opening ---------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, recipe: Recipe, recipe_path: str | Path | None = None, command: Sequence[str] = (),
-               output_dir: str | Path | None = None) -> RunDir:
+    def create(
+        cls,
+        recipe: Recipe,
+        recipe_path: str | Path | None = None,
+        command: Sequence[str] = (),
+        output_dir: str | Path | None = None,
+    ) -> RunDir:
         """Make a fresh run directory and record the resolved recipe and the environment in it."""
         root = Path(output_dir if output_dir is not None else recipe.run.output_dir)
         stem = Path(recipe_path).stem if recipe_path else "run"
@@ -159,18 +204,22 @@ class RunDir:
             run = cls(_unused_dir(root, name))
             run.path.mkdir()
         except OSError as e:
-            raise InspoError(f"cannot create the run directory under {root}: {e.strerror}; pass --output-dir DIR") \
-                from None
+            raise InspoError(
+                f"cannot create the run directory under {root}: {e.strerror}; pass --output-dir DIR"
+            ) from None
         atomic_write_text(run.recipe_file, dump_recipe(recipe))
-        atomic_write_json(run.info_file, {
-            "name": run.path.name,
-            "seed": recipe.run.seed,
-            "recipe_source": str(recipe_path) if recipe_path else None,
-            "command": list(command),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "versions": package_versions(),
-            "git": git_state(),
-        })
+        atomic_write_json(
+            run.info_file,
+            {
+                "name": run.path.name,
+                "seed": recipe.run.seed,
+                "recipe_source": str(recipe_path) if recipe_path else None,
+                "command": list(command),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "versions": package_versions(),
+                "git": git_state(),
+            },
+        )
         return run
 
     @classmethod
@@ -269,8 +318,11 @@ class RunDir:
 
     def unusable_checkpoints(self) -> dict[int, tuple[Path, str]]:
         """Checkpoint directories that cannot be used, by optimizer update: (path, why)."""
-        return {update: (path, problem) for update, path in self._checkpoint_dirs().items()
-                if (problem := checkpoint_problem(path)) is not None}
+        return {
+            update: (path, problem)
+            for update, path in self._checkpoint_dirs().items()
+            if (problem := checkpoint_problem(path)) is not None
+        }
 
     def has_final_model(self) -> bool:
         """Whether the run saved its final model; one whose config.json is damaged (even not a regular file) still
@@ -307,8 +359,10 @@ class RunDir:
         further on."""
         summary = self.summary()
         if summary is None:
-            raise InspoError(f"{self.path}: no {self.summary_file.name}, so the run did not finish; resume it with "
-                             f"`inspo train --resume {self.path}` (or `inspo evolve --resume`)")
+            raise InspoError(
+                f"{self.path}: no {self.summary_file.name}, so the run did not finish; resume it with "
+                f"`inspo train --resume {self.path}` (or `inspo evolve --resume`)"
+            )
         return summary
 
     def resumable_recipe(self) -> Recipe:
@@ -358,9 +412,18 @@ class RunDir:
         how many lines the optimizer's record had then."""
         from inspo_cli.instructions import population, replay
 
-        return read_json(file, {"step?": int, "population": population.STATE_SHAPE, "replay": replay.STATE_SHAPE,
-                                "evolutions?": [dict], "optimizer?": (dict, None),
-                                "optimizer_record_lines?": (COUNT, None)}, DAMAGED)
+        return read_json(
+            file,
+            {
+                "step?": int,
+                "population": population.STATE_SHAPE,
+                "replay": replay.STATE_SHAPE,
+                "evolutions?": [dict],
+                "optimizer?": (dict, None),
+                "optimizer_record_lines?": (COUNT, None),
+            },
+            DAMAGED,
+        )
 
     def logged_seconds(self) -> float:
         """The wall time of the steps logged so far (their `step_seconds`): what a resumed run adds its own time to,
@@ -381,8 +444,9 @@ class RunDir:
     def truncate_metrics(self, last_update: int) -> None:
         """Keep only the rows logged at or before optimizer update `last_update` (the state being resumed)."""
         if self.metrics_file.is_file():
-            atomic_write_jsonl(self.metrics_file,
-                               [row for row in self.metrics() if row.get("update", 0) <= last_update])
+            atomic_write_jsonl(
+                self.metrics_file, [row for row in self.metrics() if row.get("update", 0) <= last_update]
+            )
 
     def write_outcome(self, summary: dict, best_instruction: str, evolutions: list[dict] | None) -> None:
         """The finished run's files; summary.json last, since its presence marks the run finished."""

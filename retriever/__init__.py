@@ -33,11 +33,27 @@ if TYPE_CHECKING:
     from retriever.bm25 import bm25_in_memory
     from retriever.index import MemoryEstimate, build_index, open_index, read_index_meta
 
-__all__ = ["KINDS", "MemoryEstimate", "Passage", "Retriever", "RetrieverError", "bm25_in_memory", "build_index",
-           "check_spec", "open_index", "open_retriever", "read_index_meta"]
+__all__ = [
+    "KINDS",
+    "MemoryEstimate",
+    "Passage",
+    "Retriever",
+    "RetrieverError",
+    "bm25_in_memory",
+    "build_index",
+    "check_spec",
+    "open_index",
+    "open_retriever",
+    "read_index_meta",
+]
 
-_LAZY = {"MemoryEstimate": "retriever.index", "build_index": "retriever.index", "open_index": "retriever.index",
-         "read_index_meta": "retriever.index", "bm25_in_memory": "retriever.bm25"}
+_LAZY = {
+    "MemoryEstimate": "retriever.index",
+    "build_index": "retriever.index",
+    "open_index": "retriever.index",
+    "read_index_meta": "retriever.index",
+    "bm25_in_memory": "retriever.bm25",
+}
 _IN_MEMORY: dict[tuple, Retriever] = {}
 _IN_MEMORY_LOCK = threading.Lock()
 
@@ -75,8 +91,10 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
     # kind == "corpus"
     unknown = set(options) - {"n_threads"}
     if unknown:
-        raise RetrieverError(f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to "
-                             "an in-memory BM25 corpus; only n_threads does")
+        raise RetrieverError(
+            f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to "
+            "an in-memory BM25 corpus; only n_threads does"
+        )
     from retriever.bm25 import bm25_in_memory
 
     stat = path.stat()
@@ -109,5 +127,6 @@ def check_spec(spec: str | os.PathLike, what: str = "retriever") -> str:
     if path.is_file():
         return "index" if path.name == "index.json" else "corpus"
     problem = "does not exist" if not os.path.lexists(path) else "is a FIFO, a socket or a device, not a file"
-    raise RetrieverError(f"{what} {text!r} {problem}: neither an index directory, a corpus .jsonl file nor an "
-                         f"http(s):// URL; {fix}")
+    raise RetrieverError(
+        f"{what} {text!r} {problem}: neither an index directory, a corpus .jsonl file nor an http(s):// URL; {fix}"
+    )

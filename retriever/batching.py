@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from retriever.corpus import Passage
 from retriever.search import Retriever
@@ -146,8 +146,9 @@ class MicroBatcher:
             size += n
         served = [job for job, _, _ in pieces]
         # what has more to search goes behind everything else waiting
-        self._jobs = deque([*(job for job in jobs if job not in served),
-                            *(job for job in served if job.taken < len(job.queries))])
+        self._jobs = deque(
+            [*(job for job in jobs if job not in served), *(job for job in served if job.taken < len(job.queries))]
+        )
         self._last_batch_requests = len(pieces)
         return pieces
 
@@ -174,7 +175,7 @@ class MicroBatcher:
                 self.stats.search_seconds += time.perf_counter() - started
             offset = 0
             for job, start, end in pieces:
-                job.results[start:end] = [hits[: job.k] for hits in results[offset:offset + end - start]]
+                job.results[start:end] = [hits[: job.k] for hits in results[offset : offset + end - start]]
                 offset += end - start
                 job.missing -= end - start
                 if job.missing == 0 and not job.future.done():

@@ -23,10 +23,10 @@ end of this module; `bm25_in_memory` builds the same index in memory, without wr
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -35,8 +35,14 @@ from retriever.corpus import Passage
 from retriever.errors import RetrieverError
 from retriever.kinds import BuildOptions, OpenOptions, Progress
 from retriever.search import checked_queries
-from retriever.store import (PassageStore, check_corpus_file, iter_corpus_chunks, open_passage_store, sample_lines,
-                             save_offsets)
+from retriever.store import (
+    PassageStore,
+    check_corpus_file,
+    iter_corpus_chunks,
+    open_passage_store,
+    sample_lines,
+    save_offsets,
+)
 
 K1, B, METHOD = 1.5, 0.75, "lucene"  # bm25s's defaults; Lucene/pyserini use k1=0.9, b=0.4 (Search-R1's BM25)
 FILES = ("bm25s",)  # what `build` writes into an index directory besides index.json and offsets.npy
@@ -45,7 +51,7 @@ STOPWORDS = "en"
 
 
 def stemmer_name() -> str | None:
-    """"english" when PyStemmer is installed (then tokens are stemmed), else None."""
+    """ "english" when PyStemmer is installed (then tokens are stemmed), else None."""
     try:
         import Stemmer  # noqa: F401  (PyStemmer)
     except ImportError:
@@ -84,8 +90,10 @@ def make_tokenizer(stemmer: str | None):
         try:
             import Stemmer
         except ImportError:
-            raise RetrieverError(f"this BM25 index was built with the {stemmer} stemmer from PyStemmer, which is not "
-                                 "installed here; pip install PyStemmer, or rebuild the index without it") from None
+            raise RetrieverError(
+                f"this BM25 index was built with the {stemmer} stemmer from PyStemmer, which is not "
+                "installed here; pip install PyStemmer, or rebuild the index without it"
+            ) from None
         stem_fn = Stemmer.Stemmer(stemmer).stemWord
     return bm25s.tokenization.Tokenizer(lower=True, stopwords=STOPWORDS, stemmer=stem_fn)
 
@@ -174,7 +182,7 @@ def estimate_bm25_bytes(sample: Sequence[str], n_passages: int, stemmer: str | N
     builder.add(sample)
     scale = n_passages / max(1, len(sample))
     pairs = builder.n_pairs * scale
-    vocab = len(builder.tokenizer.word_to_id) * scale ** 0.6  # Heaps' law: vocabulary grows sub-linearly
+    vocab = len(builder.tokenizer.word_to_id) * scale**0.6  # Heaps' law: vocabulary grows sub-linearly
     total = int(pairs * BM25Builder.BYTES_PER_PAIR + vocab * 250 + n_passages * 12)  # 250 B: dict entries
     return total, f"~{pairs:,.0f} (passage, term) pairs x {BM25Builder.BYTES_PER_PAIR} B + ~{vocab:,.0f} terms"
 
@@ -224,8 +232,9 @@ class BM25Retriever:
         self._empty_token = bm25.vocab_dict.get("")  # stands for "no known word"; matches only empty passages
 
     @classmethod
-    def load(cls, index_dir: Path, meta: dict, store: PassageStore, mmap: bool = False,
-             n_threads: int | None = None) -> "BM25Retriever":
+    def load(
+        cls, index_dir: Path, meta: dict, store: PassageStore, mmap: bool = False, n_threads: int | None = None
+    ) -> BM25Retriever:
         bm25s = import_bm25s()
 
         rebuild = f"rebuild it with `inspo index --corpus {meta['corpus']['path']} --out {index_dir} --force`"
@@ -264,6 +273,7 @@ class BM25Retriever:
 
 # -- the index kind "bm25" (retriever.kinds) ------------------------------------------------------------------
 
+
 def check_options(options: BuildOptions) -> None:
     """Nothing to check: BM25 has no build options."""
 
@@ -277,8 +287,9 @@ def estimate(corpus: Path, passages: int, stemmer: str | None, options: BuildOpt
     return estimate_bm25_bytes(sample_lines(corpus), passages, stemmer)
 
 
-def build(corpus: Path, out_dir: Path, stemmer: str | None, options: BuildOptions, passages: int,
-          progress: Progress) -> tuple[int, dict]:
+def build(
+    corpus: Path, out_dir: Path, stemmer: str | None, options: BuildOptions, passages: int, progress: Progress
+) -> tuple[int, dict]:
     builder = BM25Builder(make_tokenizer(stemmer))
     parts = []
     for chunk in iter_corpus_chunks(corpus, chunk_size=10_000):
@@ -290,9 +301,17 @@ def build(corpus: Path, out_dir: Path, stemmer: str | None, options: BuildOption
     n, tokens = builder.n_docs, builder.n_tokens
     bm25 = builder.finish()
     save_bm25(bm25, builder.tokenizer, out_dir)
-    return n, {"bm25": {"engine": "bm25s", "method": METHOD, "k1": K1, "b": B,
-                        "tokenizer": tokenizer_description(stemmer), "tokens": tokens,
-                        "vocabulary": len(bm25.vocab_dict)}}
+    return n, {
+        "bm25": {
+            "engine": "bm25s",
+            "method": METHOD,
+            "k1": K1,
+            "b": B,
+            "tokenizer": tokenizer_description(stemmer),
+            "tokens": tokens,
+            "vocabulary": len(bm25.vocab_dict),
+        }
+    }
 
 
 def load(index_dir: Path, meta: dict, options: OpenOptions) -> BM25Retriever:

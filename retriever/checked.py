@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from retriever.errors import RetrieverError
 
@@ -49,8 +50,9 @@ def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
         raise
 
 
-def iter_lines(f: BinaryIO, path: str | os.PathLike, fix: str, max_bytes: int = LINE_BYTES,
-               error: type[Exception] = RetrieverError) -> Iterator[tuple[int, bytes]]:
+def iter_lines(
+    f: BinaryIO, path: str | os.PathLike, fix: str, max_bytes: int = LINE_BYTES, error: type[Exception] = RetrieverError
+) -> Iterator[tuple[int, bytes]]:
     """(line number, line) of a file opened in binary, streamed; a line of more than `max_bytes` (newline left out)
     is an `error` `<path>:<line>: ...; <fix>` before it is held whole: a 3 GB file of NUL bytes is one line.
     (`inspo_cli.files.iter_lines` is this, raising `InspoError`.)"""
@@ -58,8 +60,10 @@ def iter_lines(f: BinaryIO, path: str | os.PathLike, fix: str, max_bytes: int = 
     while line := f.readline(max_bytes + 2):
         lineno += 1
         if len(line) - line.endswith(b"\n") > max_bytes:
-            raise error(f"{path}:{lineno}: a line of more than {max_bytes:,} bytes (no line of this kind is that long: "
-                        f"is it the right file?); {fix}")
+            raise error(
+                f"{path}:{lineno}: a line of more than {max_bytes:,} bytes (no line of this kind is that long: "
+                f"is it the right file?); {fix}"
+            )
         yield lineno, line
 
 
@@ -75,8 +79,13 @@ def read_json_object(path: str | os.PathLike, what: str, max_bytes: int, fix: st
     try:
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        why = (f"line {e.lineno}: {e.msg.removesuffix(' at').lower()}" if isinstance(e, json.JSONDecodeError)
-               else "nested too deeply" if isinstance(e, RecursionError) else "not UTF-8 JSON")
+        why = (
+            f"line {e.lineno}: {e.msg.removesuffix(' at').lower()}"
+            if isinstance(e, json.JSONDecodeError)
+            else "nested too deeply"
+            if isinstance(e, RecursionError)
+            else "not UTF-8 JSON"
+        )
         raise RetrieverError(f"{path}: not valid JSON ({why}); {fix}") from None
     if not isinstance(value, dict):
         raise RetrieverError(f"{path}: expected a JSON object, got {type(value).__name__}; {fix}")
@@ -96,7 +105,7 @@ def shape_problem(value: Any, shape: Any, at: str = "") -> str | None:
                 if key.endswith("?"):
                     continue
                 return f"{at + ' -> ' if at else ''}no {json.dumps(name)}"
-            if (problem := shape_problem(value[name], item_shape, f"{at + ' -> ' if at else ''}{json.dumps(name)}")):
+            if problem := shape_problem(value[name], item_shape, f"{at + ' -> ' if at else ''}{json.dumps(name)}"):
                 return problem
         return None
     options = shape if isinstance(shape, tuple) else (shape,)
@@ -113,8 +122,15 @@ class NonNegative:
     """An integer >= 0 (a size in bytes, a number of passages)."""
 
 
-_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", None: "null",
-          Positive: "an integer >= 1", NonNegative: "an integer >= 0"}
+_NAMES = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    None: "null",
+    Positive: "an integer >= 1",
+    NonNegative: "an integer >= 0",
+}
 
 
 def _fits(value: Any, shape: Any) -> bool:

@@ -26,7 +26,7 @@ import re
 import select
 import threading
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 from urllib.parse import unquote, urlsplit
 
 import orjson
@@ -59,7 +59,7 @@ def normalize_url(url: str) -> tuple[str, str]:
     return base, base + "/retrieve"
 
 
-def _retry_after_s(response) -> Optional[float]:
+def _retry_after_s(response) -> float | None:
     value = response.headers.get("retry-after")
     if not value:
         return None
@@ -73,7 +73,7 @@ def _retry_after_s(response) -> Optional[float]:
         return None
 
 
-def _server_message(response: "_Response") -> str:
+def _server_message(response: _Response) -> str:
     try:
         body = response.json()
     except ValueError:
@@ -139,8 +139,7 @@ class _ConnectionPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def request(self, method: str, path: str, body: Optional[bytes] = None,
-                timeout_s: Optional[float] = None) -> _Response:
+    def request(self, method: str, path: str, body: bytes | None = None, timeout_s: float | None = None) -> _Response:
         """One request and its whole answer; raises what `_TRANSPORT_ERRORS` names when there is no answer."""
         timeout_s = timeout_s or self._timeout_s
         while True:
@@ -168,7 +167,7 @@ class _ConnectionPool:
                 self._give_back(conn)
             return _Response(answer.status, answer.reason, answer.headers, content)
 
-    def _take_idle(self) -> Optional[http.client.HTTPConnection]:
+    def _take_idle(self) -> http.client.HTTPConnection | None:
         while True:
             with self._lock:
                 if not self._idle:
@@ -221,8 +220,15 @@ class HTTPRetriever:
     connections are kept; more threads at once each open their own.
     """
 
-    def __init__(self, url: str, timeout_s: float = 30.0, max_retries: int = 3, backoff_s: float = 0.5,
-                 pool_size: int = 32, max_queries_per_request: int = 1024):
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 30.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        pool_size: int = 32,
+        max_queries_per_request: int = 1024,
+    ):
         if max_retries < 1:
             raise RetrieverError(f"max_retries is {max_retries}; use 1 (no retry) or more")
         if timeout_s <= 0:
@@ -232,9 +238,9 @@ class HTTPRetriever:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_queries_per_request = max_queries_per_request
-        self._server_max_queries: Optional[int] = None
-        self._server_max_results: Optional[int] = None
-        self._server_max_query_chars: Optional[int] = None
+        self._server_max_queries: int | None = None
+        self._server_max_results: int | None = None
+        self._server_max_query_chars: int | None = None
         self._limits_known = False
         self._pool = _ConnectionPool(self.base_url, timeout_s, connect_timeout_s=10.0, size=pool_size)
 
@@ -253,7 +259,7 @@ class HTTPRetriever:
             raise QueryRefused(too_long)
         results: list[list[Passage]] = []
         for start in range(0, len(queries), chunk):
-            part = queries[start:start + chunk]
+            part = queries[start : start + chunk]
             body = self._post({"queries": part, "topk": k, "return_scores": True}, start)
             results.extend(self._parse(body, len(part)))
         return results
@@ -297,7 +303,7 @@ class HTTPRetriever:
             body = orjson.dumps(payload)
         reason = "no attempt"
         for attempt in range(self.max_retries):
-            wait = self.backoff_s * (2 ** attempt)
+            wait = self.backoff_s * (2**attempt)
             try:
                 response = self._pool.request("POST", "/retrieve", body)
             except _TRANSPORT_ERRORS as error:
@@ -307,16 +313,19 @@ class HTTPRetriever:
                     try:
                         return orjson.loads(response.content)  # ~3x faster than json.loads on big answers
                     except orjson.JSONDecodeError:
-                        raise RetrieverError(f"retriever at {self.url} answered with a body that is not JSON; is it "
-                                             "a Search-R1 compatible /retrieve endpoint?") from None
+                        raise RetrieverError(
+                            f"retriever at {self.url} answered with a body that is not JSON; is it "
+                            "a Search-R1 compatible /retrieve endpoint?"
+                        ) from None
                 message = _server_message(response)
                 too_long = _TOO_LONG.match(message) if response.status_code == 422 else None
                 if too_long:  # its limit is not known here (no /health when first asked), or it changed
                     index, chars, limit = map(int, too_long.groups())
                     raise QueryRefused({first + index: _too_long(chars, limit)})
                 if response.status_code != 429 and response.status_code < 500:
-                    raise RetrieverError(f"retriever at {self.url} rejected the request "
-                                         f"(HTTP {response.status_code}): {message}")
+                    raise RetrieverError(
+                        f"retriever at {self.url} rejected the request (HTTP {response.status_code}): {message}"
+                    )
                 reason = f"HTTP {response.status_code}: {message}"
                 retry_after = _retry_after_s(response)
                 if retry_after is not None:
@@ -325,28 +334,36 @@ class HTTPRetriever:
                 time.sleep(wait)
         tries = f"{self.max_retries} {'try' if self.max_retries == 1 else 'tries'}"
         if reason.startswith("HTTP "):
-            raise RetrieverError(f"retriever at {self.url} kept failing ({reason}) after {tries}; "
-                                 "check the server's log")
-        hint = ("start it with `inspo serve-retriever --index DIR`" if "refused" in reason
-                else "check that the server is up and the URL is right, or raise the timeout")
+            raise RetrieverError(
+                f"retriever at {self.url} kept failing ({reason}) after {tries}; check the server's log"
+            )
+        hint = (
+            "start it with `inspo serve-retriever --index DIR`"
+            if "refused" in reason
+            else "check that the server is up and the URL is right, or raise the timeout"
+        )
         raise RetrieverError(f"retriever at {self.url} is not reachable ({reason}) after {tries}; {hint}")
 
     def _parse(self, body: dict, expected: int) -> list[list[Passage]]:
         result = body.get("result") if isinstance(body, dict) else None
         if not isinstance(result, list) or len(result) != expected:
             got = f"{len(result)} result lists" if isinstance(result, list) else "no 'result' list"
-            raise RetrieverError(f"retriever at {self.url} answered {got} for {expected} queries; "
-                                 "is it a Search-R1 compatible /retrieve endpoint?")
+            raise RetrieverError(
+                f"retriever at {self.url} answered {got} for {expected} queries; "
+                "is it a Search-R1 compatible /retrieve endpoint?"
+            )
         try:
             return [_passages(hits) for hits in result]
         except (TypeError, AttributeError, KeyError, ValueError) as error:
-            raise RetrieverError(f"retriever at {self.url} answered hits of an unexpected shape ({error}); "
-                                 "expected Search-R1's {'document': {'id', 'contents'}, 'score'}") from None
+            raise RetrieverError(
+                f"retriever at {self.url} answered hits of an unexpected shape ({error}); "
+                "expected Search-R1's {'document': {'id', 'contents'}, 'score'}"
+            ) from None
 
     def close(self) -> None:
         self._pool.close()
 
-    def __enter__(self) -> "HTTPRetriever":
+    def __enter__(self) -> HTTPRetriever:
         return self
 
     def __exit__(self, *exc) -> None:

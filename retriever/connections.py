@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass
-from typing import Optional
 
 import orjson
 
@@ -71,8 +70,10 @@ class ConnectionStats:
 
 def _raw_response(status: int, message: str) -> bytes:
     body = orjson.dumps({"error": message})
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
-            % (status, _REASONS[status], len(body))) + body
+    return (
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+        % (status, _REASONS[status], len(body))
+    ) + body
 
 
 class _Refused(Exception):
@@ -88,12 +89,18 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[a
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     max_head, header_timeout = limits.max_header_bytes, limits.header_timeout_s
-    too_large = (f"the request line and headers are over the limit of {max_head} bytes; send shorter headers "
-                 "(or restart the server with a larger --max-header-kib)")
-    too_slow = (f"the request line and headers did not arrive within {header_timeout:g} s; send them whole "
-                "(or restart the server with a larger --header-timeout-s)")
-    busy = (f"the server has {limits.max_connections} connections open, its limit; retry later, reuse "
-            "connections (or restart the server with a larger --max-connections)")
+    too_large = (
+        f"the request line and headers are over the limit of {max_head} bytes; send shorter headers "
+        "(or restart the server with a larger --max-header-kib)"
+    )
+    too_slow = (
+        f"the request line and headers did not arrive within {header_timeout:g} s; send them whole "
+        "(or restart the server with a larger --header-timeout-s)"
+    )
+    busy = (
+        f"the server has {limits.max_connections} connections open, its limit; retry later, reuse "
+        "connections (or restart the server with a larger --max-connections)"
+    )
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         def __init__(self, *args, **kwargs):
@@ -102,8 +109,8 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[a
             self._between = True  # between requests: the next byte starts one
             self._head_bytes = 0
             self._begins = 0
-            self._head_timer: Optional[asyncio.TimerHandle] = None
-            self._refusal: Optional[tuple[int, str]] = None
+            self._head_timer: asyncio.TimerHandle | None = None
+            self._refusal: tuple[int, str] | None = None
             self._counted = False
 
         def connection_made(self, transport) -> None:
@@ -115,8 +122,9 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[a
                 self._answer_and_close(503, busy)
                 return
             # uvicorn arms its keep-alive timer only after a response: a connection that never sends is idle too
-            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
-                                                                self.timeout_keep_alive_handler)
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
 
         def connection_lost(self, exc) -> None:
             if self._counted:

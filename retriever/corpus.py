@@ -17,7 +17,7 @@ class Passage:
     text: str
     score: float | None = field(default=None, compare=False)  # set by a retriever; not part of identity
 
-    def with_score(self, score: float) -> "Passage":
+    def with_score(self, score: float) -> Passage:
         return replace(self, score=float(score))
 
     @property
@@ -28,7 +28,7 @@ class Passage:
         return {"id": self.id, "contents": self.contents}
 
     @classmethod
-    def from_row(cls, row: dict) -> "Passage":
+    def from_row(cls, row: dict) -> Passage:
         title, text = parse_contents(row["contents"])
         return cls(id=str(row["id"]), title=title, text=text)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -39,16 +39,20 @@ from retriever.store import PassageStore, iter_corpus_chunks, open_passage_store
 FAISS_TYPES = ("flat", "hnsw", "ivfpq")
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 200, 128
 FILES = ("faiss.index",)  # what `build` writes into an index directory besides index.json and offsets.npy
-META_SHAPE = {"encoder": {"name": str, "dim": Positive, "query_prefix": str, "passage_prefix": str},  # what opening
-              "faiss": {"type": str, "fp16": bool, "ef_search?": Positive, "nprobe?": Positive}}  # reads (`index`)
+META_SHAPE = {
+    "encoder": {"name": str, "dim": Positive, "query_prefix": str, "passage_prefix": str},  # what opening
+    "faiss": {"type": str, "fp16": bool, "ef_search?": Positive, "nprobe?": Positive},
+}  # reads (`index`)
 SEARCH_BREADTH = {"hnsw": "ef_search", "ivfpq": "nprobe"}  # the index.json entry each faiss type searches with
 
 
 def ivfpq_params(n: int, dim: int) -> dict:
     """nlist ~ 4 sqrt(n) (at least 39 training points per list), m = largest divisor of dim <= dim/8, 8 bits."""
     if n < 256:
-        raise RetrieverError(f"--faiss ivfpq needs at least 256 passages to train its 256-centroid PQ codebooks; "
-                             f"the corpus has {n}; use --faiss flat (exact, and fast at this size)")
+        raise RetrieverError(
+            f"--faiss ivfpq needs at least 256 passages to train its 256-centroid PQ codebooks; "
+            f"the corpus has {n}; use --faiss flat (exact, and fast at this size)"
+        )
     train = min(n, 1_000_000, max(256 * 39, 64 * 2 ** round(math.log2(4 * math.sqrt(n)))))
     nlist = max(1, min(2 ** round(math.log2(4 * math.sqrt(n))), train // 39))
     m = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)
@@ -84,12 +88,18 @@ def new_faiss_index(faiss_type: str, dim: int, fp16: bool, n: int):
         else:
             index = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
         index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        return index, {"type": "hnsw", "fp16": fp16, "M": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION,
-                       "ef_search": HNSW_EF_SEARCH}
+        return index, {
+            "type": "hnsw",
+            "fp16": fp16,
+            "M": HNSW_M,
+            "ef_construction": HNSW_EF_CONSTRUCTION,
+            "ef_search": HNSW_EF_SEARCH,
+        }
     if faiss_type == "ivfpq":
         if fp16:
-            raise RetrieverError("--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed "
-                                 "m-byte codes; drop --fp16")
+            raise RetrieverError(
+                "--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed m-byte codes; drop --fp16"
+            )
         params = ivfpq_params(n, dim)
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFPQ(quantizer, dim, params["nlist"], params["m"], params["nbits"], ip)  # keeps a ref
@@ -135,7 +145,7 @@ class TorchFlatIndex:
             shard = torch.empty((int(hi - lo), self.d), dtype=self.dtype, device=device)
             for start in range(int(lo), int(hi), step):
                 stop = min(int(hi), start + step)
-                shard[start - lo:stop - lo].copy_(torch.from_numpy(np.ascontiguousarray(vectors[start:stop])))
+                shard[start - lo : stop - lo].copy_(torch.from_numpy(np.ascontiguousarray(vectors[start:stop])))
             self.shards.append((int(lo), shard))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +162,7 @@ class TorchFlatIndex:
                 q = q32.to(self.dtype)
                 block = max(k, self.block_bytes // max(1, len(queries) * 4))
                 for start in range(0, len(shard), block):
-                    part = shard[start:start + block]
+                    part = shard[start : start + block]
                     s = q @ part.T
                     if self.dtype == torch.float16:
                         _, cand = s.topk(min(len(part), k + self.RESCORE_MARGIN), dim=1)
@@ -187,8 +197,11 @@ def to_gpus(index, fp16: bool):
         return faiss.index_cpu_to_all_gpus(index, co=options)
     import torch
 
-    if torch.cuda.is_available() and isinstance(index, (faiss.IndexFlat, faiss.IndexScalarQuantizer)) \
-            and index.metric_type == faiss.METRIC_INNER_PRODUCT:
+    if (
+        torch.cuda.is_available()
+        and isinstance(index, (faiss.IndexFlat, faiss.IndexScalarQuantizer))
+        and index.metric_type == faiss.METRIC_INNER_PRODUCT
+    ):
         return TorchFlatIndex(stored_vectors(index), [f"cuda:{i}" for i in range(torch.cuda.device_count())])
     return index
 
@@ -202,21 +215,34 @@ class DenseRetriever:
         self.store = store
 
     @classmethod
-    def load(cls, index_dir: Path, meta: dict, store: PassageStore, device: str = "auto", gpu: bool = True,
-             nprobe: int | None = None, ef_search: int | None = None, mmap: bool = False,
-             encoder: Encoder | None = None) -> "DenseRetriever":
+    def load(
+        cls,
+        index_dir: Path,
+        meta: dict,
+        store: PassageStore,
+        device: str = "auto",
+        gpu: bool = True,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+        mmap: bool = False,
+        encoder: Encoder | None = None,
+    ) -> DenseRetriever:
         import faiss
 
         enc = meta["encoder"]
         if encoder is None:
-            encoder = load_encoder(enc["name"], device=device, query_prefix=enc["query_prefix"],
-                                   passage_prefix=enc["passage_prefix"])
+            encoder = load_encoder(
+                enc["name"], device=device, query_prefix=enc["query_prefix"], passage_prefix=enc["passage_prefix"]
+            )
         if encoder.dim != enc["dim"]:
-            raise RetrieverError(f"encoder {enc['name']} now gives {encoder.dim}-dim vectors but index {index_dir} "
-                                 f"holds {enc['dim']}-dim ones; rebuild the index")
+            raise RetrieverError(
+                f"encoder {enc['name']} now gives {encoder.dim}-dim vectors but index {index_dir} "
+                f"holds {enc['dim']}-dim ones; rebuild the index"
+            )
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
-        rebuild = (f"rebuild it with `inspo index --corpus {meta['corpus']['path']} --kind dense --out {index_dir} "
-                   "--force`")
+        rebuild = (
+            f"rebuild it with `inspo index --corpus {meta['corpus']['path']} --kind dense --out {index_dir} --force`"
+        )
         engine_files([index_dir / "faiss.index"], rebuild)
         try:
             index = faiss.read_index(str(index_dir / "faiss.index"), flags)
@@ -246,12 +272,14 @@ class DenseRetriever:
 
 # -- the index kind "dense" (retriever.kinds) -----------------------------------------------------------------
 
+
 def check_options(options: BuildOptions) -> None:
     if options.faiss_type not in FAISS_TYPES:
         raise RetrieverError(f"--faiss {options.faiss_type!r} is not one of {', '.join(FAISS_TYPES)}")
     if options.fp16 and options.faiss_type == "ivfpq":
-        raise RetrieverError("--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed "
-                             "m-byte codes; drop --fp16")
+        raise RetrieverError(
+            "--fp16 applies to --faiss flat and hnsw; ivfpq already stores compressed m-byte codes; drop --fp16"
+        )
 
 
 def prepare(options: BuildOptions, progress: Progress) -> Encoder:
@@ -261,8 +289,12 @@ def prepare(options: BuildOptions, progress: Progress) -> Encoder:
     if encoder is not None and not isinstance(encoder, (str, os.PathLike)):
         return encoder
     progress("loading encoder", 0, None)
-    return load_encoder(None if encoder is None else str(encoder), device=options.device,
-                        batch_size=options.batch_size, dtype=options.encoder_dtype)
+    return load_encoder(
+        None if encoder is None else str(encoder),
+        device=options.device,
+        batch_size=options.batch_size,
+        dtype=options.encoder_dtype,
+    )
 
 
 def estimate(corpus: Path, passages: int, encoder: Encoder, options: BuildOptions) -> tuple[int, str]:
@@ -277,8 +309,9 @@ def memory_advice(options: BuildOptions) -> str | None:
     return ("--fp16 (half the size) or " if not options.fp16 else "") + "--faiss ivfpq (compressed codes)"
 
 
-def build(corpus: Path, out_dir: Path, encoder: Encoder, options: BuildOptions, passages: int,
-          progress: Progress) -> tuple[int, dict]:
+def build(
+    corpus: Path, out_dir: Path, encoder: Encoder, options: BuildOptions, passages: int, progress: Progress
+) -> tuple[int, dict]:
     import faiss
 
     faiss_type, fp16, n_est = options.faiss_type, options.fp16, passages
@@ -294,7 +327,7 @@ def build(corpus: Path, out_dir: Path, encoder: Encoder, options: BuildOptions, 
         sample = sorted(random.Random(0).sample(range(n), params["train_size"]))
         store, vectors = PassageStore(corpus, offsets), []
         for i in range(0, len(sample), chunk_size):
-            vectors.append(encoder.encode_passages([p.contents for p in store.get(sample[i:i + chunk_size])]))
+            vectors.append(encoder.encode_passages([p.contents for p in store.get(sample[i : i + chunk_size])]))
             progress("encoding training sample", min(i + chunk_size, len(sample)), len(sample))
         store.close()
         progress("training ivfpq", 0, None)
@@ -320,10 +353,24 @@ def build(corpus: Path, out_dir: Path, encoder: Encoder, options: BuildOptions, 
 def load(index_dir: Path, meta: dict, options: OpenOptions) -> DenseRetriever:
     params = meta["faiss"]
     if params["type"] not in FAISS_TYPES or SEARCH_BREADTH.get(params["type"], "type") not in params:
-        problem = (f"faiss type {params['type']!r} is not one of {', '.join(FAISS_TYPES)}" if params["type"] not in
-                   FAISS_TYPES else f"a {params['type']} index without its {SEARCH_BREADTH[params['type']]}")
-        raise RetrieverError(f"{index_dir / 'index.json'}: {problem}; rebuild it with `inspo index --corpus "
-                             f"{meta['corpus']['path']} --kind dense --out {index_dir} --force`")
+        problem = (
+            f"faiss type {params['type']!r} is not one of {', '.join(FAISS_TYPES)}"
+            if params["type"] not in FAISS_TYPES
+            else f"a {params['type']} index without its {SEARCH_BREADTH[params['type']]}"
+        )
+        raise RetrieverError(
+            f"{index_dir / 'index.json'}: {problem}; rebuild it with `inspo index --corpus "
+            f"{meta['corpus']['path']} --kind dense --out {index_dir} --force`"
+        )
     store = open_passage_store(index_dir, meta["corpus"], options.corpus)
-    return DenseRetriever.load(index_dir, meta, store, device=options.device, gpu=options.gpu, nprobe=options.nprobe,
-                               ef_search=options.ef_search, mmap=options.mmap, encoder=options.encoder)
+    return DenseRetriever.load(
+        index_dir,
+        meta,
+        store,
+        device=options.device,
+        gpu=options.gpu,
+        nprobe=options.nprobe,
+        ef_search=options.ef_search,
+        mmap=options.mmap,
+        encoder=options.encoder,
+    )

@@ -8,9 +8,9 @@ E5 server does). `retriever.dense` builds and searches the faiss index over thes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -43,17 +43,25 @@ class Encoder:
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     def describe(self) -> dict:
-        return {"name": self.name, "dim": self.dim, "pooling": self.pooling, "normalized": True, "dtype": self.dtype,
-                "device": str(self.model.device),
-                "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix,
-                "max_seq_length": int(self.model.max_seq_length)}
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "pooling": self.pooling,
+            "normalized": True,
+            "dtype": self.dtype,
+            "device": str(self.model.device),
+            "query_prefix": self.query_prefix,
+            "passage_prefix": self.passage_prefix,
+            "max_seq_length": int(self.model.max_seq_length),
+        }
 
     def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         texts = [prefix + t for t in texts]
         if self._tokenizer() is not None:
             return self._encode_pipelined(texts)
-        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+        vectors = self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     _PIPELINE_KEYS = {"input_ids", "attention_mask", "token_type_ids"}
@@ -70,8 +78,12 @@ class Encoder:
                 return None
             tensors = {k for k, v in template.items() if hasattr(v, "shape")}
             first = self.model[0]
-            if tensors - self._PIPELINE_KEYS or not {"input_ids", "attention_mask"} <= tensors \
-                    or template.get("modality", "text") != "text" or getattr(first, "do_lower_case", False):
+            if (
+                tensors - self._PIPELINE_KEYS
+                or not {"input_ids", "attention_mask"} <= tensors
+                or template.get("modality", "text") != "text"
+                or getattr(first, "do_lower_case", False)
+            ):
                 return None
             from tokenizers import Tokenizer
 
@@ -91,12 +103,13 @@ class Encoder:
         fast, keys, extra = self._tokenizer()
         fields = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
 
         def tokenize(rows: list[int]) -> dict:
             encodings = fast.encode_batch([texts[i].strip() for i in rows])
-            return {k: torch.from_numpy(np.array([getattr(e, fields[k]) for e in encodings], dtype=np.int64))
-                    for k in keys}
+            return {
+                k: torch.from_numpy(np.array([getattr(e, fields[k]) for e in encodings], dtype=np.int64)) for k in keys
+            }
 
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         device = self.model.device
@@ -146,9 +159,14 @@ def resolve_encoder_dtype(dtype: str, device: str) -> str:
     return dtype
 
 
-def load_encoder(name: str | None = None, device: str = "auto", batch_size: int = 64,
-                 query_prefix: str | None = None, passage_prefix: str | None = None,
-                 dtype: str = "auto") -> Encoder:
+def load_encoder(
+    name: str | None = None,
+    device: str = "auto",
+    batch_size: int = 64,
+    query_prefix: str | None = None,
+    passage_prefix: str | None = None,
+    dtype: str = "auto",
+) -> Encoder:
     """Load `name` (a hub id, a local directory, or None for the packaged MiniLM) on `device` in `dtype`.
 
     E5 models (name contains "e5") get Search-R1's "query: "/"passage: " prefixes unless prefixes are given.
@@ -174,12 +192,16 @@ def load_encoder(name: str | None = None, device: str = "auto", batch_size: int 
         model = SentenceTransformer(source, device=device)
     except OSError as e:
         if Path(source).exists():
-            raise RetrieverError(f"--encoder {source}: cannot load a sentence-transformers/transformers model from "
-                                 f"that directory ({' '.join(str(e).split())[:200]})") from None
-        raise RetrieverError(f"--encoder {name!r} is not available offline (not in the Hugging Face cache, and no "
-                             "network here); download it where there is network (`huggingface-cli download "
-                             f"{name} --local-dir DIR`), copy DIR here and pass --encoder DIR, or use the "
-                             f"packaged {DEFAULT_ENCODER} (the default)") from None
+            raise RetrieverError(
+                f"--encoder {source}: cannot load a sentence-transformers/transformers model from "
+                f"that directory ({' '.join(str(e).split())[:200]})"
+            ) from None
+        raise RetrieverError(
+            f"--encoder {name!r} is not available offline (not in the Hugging Face cache, and no "
+            "network here); download it where there is network (`huggingface-cli download "
+            f"{name} --local-dir DIR`), copy DIR here and pass --encoder DIR, or use the "
+            f"packaged {DEFAULT_ENCODER} (the default)"
+        ) from None
     if dtype != "float32":
         import torch
 

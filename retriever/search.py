@@ -6,7 +6,8 @@ first, each with its score). In-process indexes, the HTTP client and test fakes 
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from retriever.corpus import Passage
 

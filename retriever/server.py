@@ -29,8 +29,8 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Iterator, Optional
 
 import orjson
 from fastapi import FastAPI, Request
@@ -40,8 +40,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from retriever.batching import MicroBatcher
-from retriever.connections import (DEFAULT_HEADER_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
-                                   DEFAULT_MAX_HEADER_BYTES, ConnectionLimits, ConnectionStats, guarded_protocol)
+from retriever.connections import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_BYTES,
+    ConnectionLimits,
+    ConnectionStats,
+    guarded_protocol,
+)
 from retriever.corpus import Passage
 from retriever.errors import RetrieverError
 from retriever.search import Retriever
@@ -66,7 +73,7 @@ class RetrieveRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     queries: list[StrictStr]
-    topk: Optional[StrictInt] = None
+    topk: StrictInt | None = None
     return_scores: StrictBool = False
 
 
@@ -86,8 +93,12 @@ async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> byte
     408 when it has not arrived whole after `timeout_s`; `ClientDisconnect` when the client goes away."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise _BadRequest(413, f"request body of {int(declared)} bytes is over the limit of {max_bytes}; split the "
-                               "request (or restart the server with a larger --max-body-mib)", close=True)
+        raise _BadRequest(
+            413,
+            f"request body of {int(declared)} bytes is over the limit of {max_bytes}; split the "
+            "request (or restart the server with a larger --max-body-mib)",
+            close=True,
+        )
     chunks: list[bytes] = []
     size = 0
 
@@ -96,16 +107,23 @@ async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> byte
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_bytes:
-                raise _BadRequest(413, f"request body is over the limit of {max_bytes} bytes; split the request "
-                                       "(or restart the server with a larger --max-body-mib)", close=True)
+                raise _BadRequest(
+                    413,
+                    f"request body is over the limit of {max_bytes} bytes; split the request "
+                    "(or restart the server with a larger --max-body-mib)",
+                    close=True,
+                )
             chunks.append(chunk)
 
     try:
         await asyncio.wait_for(read(), timeout_s)
     except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11 on
-        raise _BadRequest(408, f"the request body did not arrive within {timeout_s:g} s ({size} bytes came); "
-                               "send it whole (or restart the server with a larger --read-timeout-s)",
-                          close=True) from None
+        raise _BadRequest(
+            408,
+            f"the request body did not arrive within {timeout_s:g} s ({size} bytes came); "
+            "send it whole (or restart the server with a larger --read-timeout-s)",
+            close=True,
+        ) from None
     return b"".join(chunks)
 
 
@@ -169,7 +187,7 @@ def create_app(
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    index_info: Optional[dict] = None,
+    index_info: dict | None = None,
 ) -> FastAPI:
     """A FastAPI app serving `retriever` at `POST /retrieve` (Search-R1's API) and `GET /health`. The connection
     limits (`max_header_bytes` ... `max_connections`) take effect when it is served by `serve`/`serve_in_background`."""
@@ -179,11 +197,22 @@ def create_app(
     connection_stats = ConnectionStats()
     batcher = MicroBatcher(retriever, max_batch=max_batch, window_s=batch_window_ms / 1000, workers=workers)
     info = dict(index_info) if index_info else {"kind": type(retriever).__name__}
-    limits = {"default_topk": default_topk, "max_topk": max_topk, "max_queries": max_queries,
-              "max_query_chars": max_query_chars, "max_results": max_results, "max_body_bytes": max_body_bytes,
-              "read_timeout_s": read_timeout_s, "max_batch": max_batch, "batch_window_ms": batch_window_ms,
-              "workers": workers, "max_header_bytes": max_header_bytes, "header_timeout_s": header_timeout_s,
-              "idle_timeout_s": idle_timeout_s, "max_connections": max_connections}
+    limits = {
+        "default_topk": default_topk,
+        "max_topk": max_topk,
+        "max_queries": max_queries,
+        "max_query_chars": max_query_chars,
+        "max_results": max_results,
+        "max_body_bytes": max_body_bytes,
+        "read_timeout_s": read_timeout_s,
+        "max_batch": max_batch,
+        "batch_window_ms": batch_window_ms,
+        "workers": workers,
+        "max_header_bytes": max_header_bytes,
+        "header_timeout_s": header_timeout_s,
+        "idle_timeout_s": idle_timeout_s,
+        "max_connections": max_connections,
+    }
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -199,8 +228,10 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}; "
-                                       "this server answers POST /retrieve and GET /health")
+        return _error(
+            exc.status_code,
+            f"{exc.detail}: {request.method} {request.url.path}; this server answers POST /retrieve and GET /health",
+        )
 
     @app.exception_handler(_BadRequest)
     async def on_bad_request(_: Request, exc: _BadRequest) -> JSONResponse:
@@ -215,20 +246,30 @@ def create_app(
         if not request.queries:
             raise _BadRequest(422, f"queries is empty; send at least one query: {_EXAMPLE}")
         if len(request.queries) > max_queries:
-            raise _BadRequest(422, f"{len(request.queries)} queries in one request; the limit is {max_queries} "
-                                   "(split the request, or restart the server with a larger --max-queries)")
+            raise _BadRequest(
+                422,
+                f"{len(request.queries)} queries in one request; the limit is {max_queries} "
+                "(split the request, or restart the server with a larger --max-queries)",
+            )
         for i, query in enumerate(request.queries):
             if len(query) > max_query_chars:
-                raise _BadRequest(422, f"queries.{i} has {len(query)} characters; the limit is {max_query_chars} "
-                                       "(shorten it, or restart the server with a larger --max-query-chars)")
+                raise _BadRequest(
+                    422,
+                    f"queries.{i} has {len(query)} characters; the limit is {max_query_chars} "
+                    "(shorten it, or restart the server with a larger --max-query-chars)",
+                )
         topk = default_topk if request.topk is None else request.topk
         if not 1 <= topk <= max_topk:
-            raise _BadRequest(422, f"topk {topk} is out of range; use 1..{max_topk} or leave it out "
-                                   f"for the default ({default_topk})")
+            raise _BadRequest(
+                422, f"topk {topk} is out of range; use 1..{max_topk} or leave it out for the default ({default_topk})"
+            )
         if len(request.queries) * topk > max_results:
-            raise _BadRequest(422, f"{len(request.queries)} queries x topk {topk} = {len(request.queries) * topk} "
-                                   f"passages in one answer; the limit is {max_results} (split the request, or "
-                                   "restart the server with a larger --max-results)")
+            raise _BadRequest(
+                422,
+                f"{len(request.queries)} queries x topk {topk} = {len(request.queries) * topk} "
+                f"passages in one answer; the limit is {max_results} (split the request, or "
+                "restart the server with a larger --max-results)",
+            )
         return topk
 
     @app.post("/retrieve")
@@ -239,8 +280,10 @@ def create_app(
             raw = await _read_body(http_request, max_body_bytes, read_timeout_s)
         except ClientDisconnect:  # nobody to answer: one line, no traceback
             client = http_request.client
-            log.warning("client %s disconnected before its request arrived whole",
-                        f"{client.host}:{client.port}" if client else "?")
+            log.warning(
+                "client %s disconnected before its request arrived whole",
+                f"{client.host}:{client.port}" if client else "?",
+            )
             return Response(status_code=400)
         if not raw.strip():
             raise _BadRequest(400, f"request body is empty; send {_EXAMPLE}")
@@ -260,8 +303,13 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "index": info, "limits": limits, "batcher": batcher.stats.to_dict(),
-                "connections": connection_stats.to_dict()}
+        return {
+            "status": "ok",
+            "index": info,
+            "limits": limits,
+            "batcher": batcher.stats.to_dict(),
+            "connections": connection_stats.to_dict(),
+        }
 
     return app
 
@@ -279,11 +327,14 @@ def is_loopback(host: str) -> bool:
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind (not yet listen on) host:port, or raise a RetrieverError that says why and what to do."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except socket.gaierror as e:
-        raise RetrieverError(f"--host {host!r} is not an address of this machine ({e.strerror}); "
-                             "use 127.0.0.1, or 0.0.0.0 for every interface") from None
+        raise RetrieverError(
+            f"--host {host!r} is not an address of this machine ({e.strerror}); "
+            "use 127.0.0.1, or 0.0.0.0 for every interface"
+        ) from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart at once after a stop (TIME_WAIT)
     try:
@@ -291,8 +342,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
-            raise RetrieverError(f"port {port} on {host} is already in use; stop whatever listens there "
-                                 "or choose another --port") from None
+            raise RetrieverError(
+                f"port {port} on {host} is already in use; stop whatever listens there or choose another --port"
+            ) from None
         if e.errno == errno.EACCES:
             raise RetrieverError(f"no permission to listen on {host}:{port}; choose a --port above 1023") from None
         raise RetrieverError(f"cannot listen on {host}:{port} ({e.strerror}); check --host and --port") from None
@@ -306,21 +358,35 @@ def _uvicorn_server(app: FastAPI, log_level: str = "warning"):
     # An app not built by create_app (a test's scripted server) is served with the default connection limits
     limits = getattr(app.state, "connection_limits", None) or ConnectionLimits()
     stats = getattr(app.state, "connection_stats", None) or ConnectionStats()
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5,
-                            http=guarded_protocol(limits, stats), timeout_keep_alive=limits.idle_timeout_s)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        http=guarded_protocol(limits, stats),
+        timeout_keep_alive=limits.idle_timeout_s,
+    )
     return uvicorn.Server(config)
 
 
-def serve(retriever: Retriever, host: str = "127.0.0.1", port: int = 8000, *,
-          sock: Optional[socket.socket] = None, log_level: str = "warning", **app_options) -> None:
+def serve(
+    retriever: Retriever,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    sock: socket.socket | None = None,
+    log_level: str = "warning",
+    **app_options,
+) -> None:
     """Serve `retriever` until Ctrl-C. Pass `sock` from `bind_socket` to fail on a busy port before loading."""
     sock = sock or bind_socket(host, port)
     _uvicorn_server(create_app(retriever, **app_options), log_level).run(sockets=[sock])
 
 
 @contextmanager
-def serve_in_background(app: FastAPI, host: str = "127.0.0.1", port: int = 0,
-                        startup_timeout_s: float = 10.0) -> Iterator[str]:
+def serve_in_background(
+    app: FastAPI, host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 10.0
+) -> Iterator[str]:
     """Run `app` with uvicorn in a daemon thread (tests, benchmarks); yields its base URL, stops on exit."""
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]

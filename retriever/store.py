@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -44,16 +44,22 @@ def corpus_fingerprint(path: str | os.PathLike) -> dict:
     with open_regular(path, "corpus") as f:
         stat = os.fstat(f.fileno())
         head = f.read(FINGERPRINT_BYTES)
-    return {"path": str(path), "bytes": stat.st_size, "sha256_first_mib": hashlib.sha256(head).hexdigest(),
-            "mtime": stat.st_mtime}
+    return {
+        "path": str(path),
+        "bytes": stat.st_size,
+        "sha256_first_mib": hashlib.sha256(head).hexdigest(),
+        "mtime": stat.st_mtime,
+    }
 
 
 def check_corpus_file(path: str | os.PathLike) -> Path:
     """The corpus path, or a RetrieverError saying what is wrong with it."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise RetrieverError(f"corpus {path} does not exist; pass a Search-R1 JSONL corpus "
-                             "({\"id\", \"contents\"} per line), e.g. data/world/corpus.jsonl")
+        raise RetrieverError(
+            f"corpus {path} does not exist; pass a Search-R1 JSONL corpus "
+            '({"id", "contents"} per line), e.g. data/world/corpus.jsonl'
+        )
     if not path.is_file():
         raise RetrieverError(f"corpus {path} is not a file; pass the .jsonl file itself")
     return path
@@ -63,15 +69,22 @@ def _parse_line(path: Path, lineno: int, line: bytes) -> str:
     try:
         row = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        reason = (e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8" if isinstance(e, UnicodeDecodeError)
-                  else "nested too deeply")
+        reason = (
+            e.msg
+            if isinstance(e, json.JSONDecodeError)
+            else "not UTF-8"
+            if isinstance(e, UnicodeDecodeError)
+            else "nested too deeply"
+        )
         raise RetrieverError(f"{path}:{lineno}: not valid JSON ({reason}); fix or remove that line") from None
     if not isinstance(row, dict):
         raise RetrieverError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
     if "id" not in row or not isinstance(row.get("contents"), str):
         missing = "id" if "id" not in row else "contents (a string)"
-        raise RetrieverError(f"{path}:{lineno}: missing field {missing}; corpus rows need "
-                             '{"id": ..., "contents": "\\"Title\\"\\ntext"} (Search-R1 format)')
+        raise RetrieverError(
+            f"{path}:{lineno}: missing field {missing}; corpus rows need "
+            '{"id": ..., "contents": "\\"Title\\"\\ntext"} (Search-R1 format)'
+        )
     return row["contents"]
 
 
@@ -95,8 +108,10 @@ def iter_corpus_chunks(path: str | os.PathLike, chunk_size: int = 10_000) -> Ite
     if contents:
         yield CorpusChunk(start_row, np.asarray(offsets, dtype=np.int64), contents)
     elif start_row == 0:
-        raise RetrieverError(f"corpus {path} has no passages; it needs one JSON row per line: "
-                             '{"id": ..., "contents": "\\"Title\\"\\ntext"}')
+        raise RetrieverError(
+            f"corpus {path} has no passages; it needs one JSON row per line: "
+            '{"id": ..., "contents": "\\"Title\\"\\ntext"}'
+        )
 
 
 def sample_lines(path: str | os.PathLike, n: int = 2000) -> list[str]:
@@ -150,10 +165,18 @@ class PassageStore:
                 title, text = parse_contents(data["contents"])
                 ident = data["id"]
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # corpus changed past its head
-                raise RetrieverError(f"corpus {self.corpus_path}: the passage at byte {start:,} is not a passage "
-                                     "row; the corpus changed since the index was built: rebuild it") from None
-            out.append(make_passage(ident if type(ident) is str else str(ident), title, text,
-                                    None if scores is None else float(scores[i])))
+                raise RetrieverError(
+                    f"corpus {self.corpus_path}: the passage at byte {start:,} is not a passage "
+                    "row; the corpus changed since the index was built: rebuild it"
+                ) from None
+            out.append(
+                make_passage(
+                    ident if type(ident) is str else str(ident),
+                    title,
+                    text,
+                    None if scores is None else float(scores[i]),
+                )
+            )
         return out
 
     def close(self) -> None:
@@ -175,14 +198,18 @@ def open_passage_store(index_dir: Path, corpus_meta: dict, corpus: str | os.Path
     """
     path = Path(corpus).expanduser().resolve() if corpus is not None else Path(corpus_meta["path"])
     if not path.is_file():
-        raise RetrieverError(f"index {index_dir} was built from corpus {corpus_meta['path']}, which is not there "
-                             "any more; put the corpus back at that path, pass its new location (corpus=PATH), "
-                             f"or rebuild with `inspo index --corpus NEW_PATH --out {index_dir} --force`")
+        raise RetrieverError(
+            f"index {index_dir} was built from corpus {corpus_meta['path']}, which is not there "
+            "any more; put the corpus back at that path, pass its new location (corpus=PATH), "
+            f"or rebuild with `inspo index --corpus NEW_PATH --out {index_dir} --force`"
+        )
     now = corpus_fingerprint(path)
     if now["bytes"] != corpus_meta["bytes"] or now["sha256_first_mib"] != corpus_meta["sha256_first_mib"]:
-        raise RetrieverError(f"corpus {path} changed since index {index_dir} was built "
-                             f"({now['bytes']:,} bytes now, {corpus_meta['bytes']:,} then); rebuild with "
-                             f"`inspo index --corpus {path} --out {index_dir} --force`")
+        raise RetrieverError(
+            f"corpus {path} changed since index {index_dir} was built "
+            f"({now['bytes']:,} bytes now, {corpus_meta['bytes']:,} then); rebuild with "
+            f"`inspo index --corpus {path} --out {index_dir} --force`"
+        )
     return PassageStore(path, load_offsets(index_dir, corpus_meta))
 
 
@@ -203,8 +230,10 @@ def load_offsets(index_dir: Path, corpus_meta: dict) -> np.ndarray:
         except (ValueError, KeyError, OSError, SyntaxError, TypeError):
             raise RetrieverError(f"{path}: not a numpy .npy file (cut short or corrupt); {rebuild}") from None
         if shape != (n,) or dtype != np.dtype("<i8") or size != f.tell() + 8 * n:
-            raise RetrieverError(f"{path}: holds {shape} {dtype} in {size:,} bytes, not the {n:,} int64 offsets of "
-                                 f"the {n - 1:,} passages index.json counts (cut short or corrupt); {rebuild}")
+            raise RetrieverError(
+                f"{path}: holds {shape} {dtype} in {size:,} bytes, not the {n:,} int64 offsets of "
+                f"the {n - 1:,} passages index.json counts (cut short or corrupt); {rebuild}"
+            )
         offsets = np.fromfile(f, dtype=dtype, count=n)
     if len(offsets) != n or offsets[0] < 0 or offsets[-1] != corpus_meta["bytes"] or np.any(np.diff(offsets) <= 0):
         raise RetrieverError(f"{path}: its offsets are not those of the corpus' passages (corrupt); {rebuild}")

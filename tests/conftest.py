@@ -17,8 +17,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2` (CI): one thread each
 # Under `pytest -n` a module's tests run on one worker, in order, as they do without -n (a module-scoped server or
 # model is shared, and a test may follow another's traces on it); tests that must not run beside one another even
 # across modules share one of these groups.
-XDIST_GROUPS = {"slurm": lambda item: "slurm" in getattr(item, "fixturenames", ()),  # one SLURM per machine (munge)
-                "vllm": lambda item: item.module.__name__.startswith("test_vllm")}  # engines bind cores, take GBs
+XDIST_GROUPS = {
+    "slurm": lambda item: "slurm" in getattr(item, "fixturenames", ()),  # one SLURM per machine (munge)
+    "vllm": lambda item: item.module.__name__.startswith("test_vllm"),
+}  # engines bind cores, take GBs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,6 +95,7 @@ def slurm():
 
 # -- fixtures several test modules share (a test module never imports another's) ------------------------------------
 
+
 @pytest.fixture
 def serve():
     """start(provider, *replies) -> a fake Anthropic/Gemini/OpenAI server on loopback
@@ -126,8 +129,9 @@ def trained(tmp_path, repo_root, tiny_model_dir, monkeypatch) -> Path:
     (run / "checkpoints").mkdir(parents=True)
     (run / "recipe.yaml").write_text(dump_recipe(recipe))
     (run / "run.json").write_text(json.dumps({"name": "run", "seed": 0, "command": ["inspo", "train"]}))
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": 0.1 * i}) + "\n"
-                                               for i in range(1, 5)))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "update": i, "reward": 0.1 * i}) + "\n" for i in range(1, 5))
+    )
     shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")
     checkpoint = run / "checkpoints" / "checkpoint-4"
     shutil.copytree(tiny_model_dir, checkpoint)
@@ -136,6 +140,7 @@ def trained(tmp_path, repo_root, tiny_model_dir, monkeypatch) -> Path:
     state = {"step": 4, "population": population.state_dict(), "replay": {"capacity": 8, "entries": []}}
     (checkpoint / "coevolution.json").write_text(json.dumps(state))
     (run / "coevolution.json").write_text(json.dumps(state))  # as `inspo evolve` keeps it
-    (run / "summary.json").write_text(json.dumps({"steps": 4, "best_instruction": "Answer.",
-                                                  "best_instruction_id": "i0"}))
+    (run / "summary.json").write_text(
+        json.dumps({"steps": 4, "best_instruction": "Answer.", "best_instruction_id": "i0"})
+    )
     return run

@@ -11,14 +11,15 @@ from helpers.runs import write_inspo_recipe
 
 # A different answer to every call (60 > the calls of the 4 runs): a run answered from another's record would have
 # other instructions
-DISTINCT_ANSWERS = [f"<ins_1>Look it up first ({i}). Question: {{question}}\n</ins_1><ins_2>Answer briefly ({i}). "
-                    f"Question: {{question}}\n</ins_2><ins_3>Check twice ({i}). Question: {{question}}\n</ins_3>"
-                    for i in range(60)]
+DISTINCT_ANSWERS = [
+    f"<ins_1>Look it up first ({i}). Question: {{question}}\n</ins_1><ins_2>Answer briefly ({i}). "
+    f"Question: {{question}}\n</ins_2><ins_3>Check twice ({i}). Question: {{question}}\n</ins_3>"
+    for i in range(60)
+]
 
 
 @pytest.mark.slow
-def test_a_two_seed_ablation_replays_into_exactly_each_runs_lineage(tmp_path, repo_root, tiny_model_dir,
-                                                                    monkeypatch):
+def test_a_two_seed_ablation_replays_into_exactly_each_runs_lineage(tmp_path, repo_root, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
     optimizer = ScriptedOptimizer(DISTINCT_ANSWERS)
     recipe = write_inspo_recipe(tmp_path, repo_root, str(tiny_model_dir), optimizer.url)
@@ -42,5 +43,6 @@ def test_a_two_seed_ablation_replays_into_exactly_each_runs_lineage(tmp_path, re
     assert "failed" not in result.output and len(optimizer.prompts) == calls
     for run in runs:
         assert (replayed / "runs" / run / "instructions.jsonl").read_text() == lineage[run], run
-        assert (replayed / "runs" / run / "best_instruction.txt").read_text() == \
-            (recorded / "runs" / run / "best_instruction.txt").read_text(), run
+        assert (replayed / "runs" / run / "best_instruction.txt").read_text() == (
+            recorded / "runs" / run / "best_instruction.txt"
+        ).read_text(), run

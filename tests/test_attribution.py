@@ -11,15 +11,15 @@ import sys
 
 import pytest
 import yaml
-
 from helpers.cli_helpers import assert_one_line_error, invoke
 
 
 def test_a_variant_with_the_same_recipe_as_another_is_named_in_the_plan(repo_root, monkeypatch, tmp_path):
     monkeypatch.chdir(repo_root)
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text("recipe: recipes/demo.yaml\nseeds: [0]\nvariants:\n  inspo: []\n"
-                     "  again: [population.enabled=true]\n")  # the demo is INSPO already
+    sweep.write_text(
+        "recipe: recipes/demo.yaml\nseeds: [0]\nvariants:\n  inspo: []\n  again: [population.enabled=true]\n"
+    )  # the demo is INSPO already
     result = invoke("ablate", "--sweep", sweep, "--dry-run")
     assert result.exit_code == 0, result.output
     assert "again resolves to the same recipe as inspo: not run twice" in result.stdout
@@ -31,21 +31,38 @@ def test_a_sweeps_recipe_is_found_beside_the_sweep_file_then_as_given(repo_root,
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "base.yaml").write_text(f"extends: {repo_root}/recipes/demo.yaml\ntraining:\n  steps: 3\n")
     sweep = tmp_path / "sweeps" / "s.yaml"
-    sweep.write_text(yaml.safe_dump({"recipe": "base.yaml", "seeds": [0], "variants": {
-        "a": [], "b": {"recipe": "base.yaml", "set": ["training.steps=2"]}, "c": {"recipe": "demo"}}}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "recipe": "base.yaml",
+                "seeds": [0],
+                "variants": {
+                    "a": [],
+                    "b": {"recipe": "base.yaml", "set": ["training.steps=2"]},
+                    "c": {"recipe": "demo"},
+                },
+            }
+        )
+    )
     monkeypatch.chdir(tmp_path)  # neither base.yaml here nor a bundled one: only beside the sweep
     plan = json.loads(invoke("ablate", "--sweep", sweep, "--dry-run", "--json").stdout)
     recipes = {v["name"]: v["recipe"] for v in plan["variants"]}
     assert recipes == {"a": str(sweep.parent / "base.yaml"), "b": str(sweep.parent / "base.yaml"), "c": "demo"}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["train", "--name", "a/b"], "error: --name: must be a plain directory name"),
-    (["evolve", "--recipe", "recipes/demo.yaml", "--name", "a/b"], "error: --name: must be a plain directory name"),
-    (["evaluate", "--recipe", "recipes/demo.yaml", "--limit", "-3"], "error: --limit: must be > 0 (got -3)"),
-    (["evaluate", "--recipe", "recipes/demo.yaml", "--temperature", "-1"], "error: --temperature: "),
-    (["evaluate", "--recipe", "recipes/demo.yaml", "--set", "evaluation.limit=-3"], "error: --set evaluation.limit"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--name", "a/b"], "error: --name: must be a plain directory name"),
+        (["evolve", "--recipe", "recipes/demo.yaml", "--name", "a/b"], "error: --name: must be a plain directory name"),
+        (["evaluate", "--recipe", "recipes/demo.yaml", "--limit", "-3"], "error: --limit: must be > 0 (got -3)"),
+        (["evaluate", "--recipe", "recipes/demo.yaml", "--temperature", "-1"], "error: --temperature: "),
+        (
+            ["evaluate", "--recipe", "recipes/demo.yaml", "--set", "evaluation.limit=-3"],
+            "error: --set evaluation.limit",
+        ),
+    ],
+)
 def test_errors_name_the_option_the_value_came_from(repo_root, monkeypatch, args, message):
     monkeypatch.chdir(repo_root)
     result = invoke(*args)
@@ -78,21 +95,43 @@ def test_library_progress_bars_stay_off_a_log(tiny_model_dir, tmp_path):
     qa.parent.mkdir()
     qa.write_text(json.dumps({"id": "1", "question": "Who?", "golden_answers": ["a"]}) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TQDM_", "HF_HUB_DISABLE_PROGRESS"))}
-    done = subprocess.run([sys.executable, "-m", "inspo_cli", "evaluate", "--model", str(tiny_model_dir), "--method",
-                           "direct", "--benchmarks", str(qa), "--out", str(tmp_path / "out"), "--device", "cpu"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "inspo_cli",
+            "evaluate",
+            "--model",
+            str(tiny_model_dir),
+            "--method",
+            "direct",
+            "--benchmarks",
+            str(qa),
+            "--out",
+            str(tmp_path / "out"),
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stderr and "Loading weights" not in done.stderr
     assert "evaluating: 1/1 (100%)" in done.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["train", "--resume", "{fifo}"], "run directory {fifo}: is a FIFO, a socket or a device, not a directory"),
-    (["evaluate", "--run", "{file}"], "run directory {file}: is a file, not a directory"),
-    (["report", "{fifo}"], "input {fifo}: is a FIFO"),
-    (["ablate", "--collect", "{missing}"], "ablation directory {missing}: does not exist"),
-    (["evaluate", "--recipe", "recipes/demo.yaml", "--benchmarks", "{fifo}"], "QA file {fifo}: not a regular file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--resume", "{fifo}"], "run directory {fifo}: is a FIFO, a socket or a device, not a directory"),
+        (["evaluate", "--run", "{file}"], "run directory {file}: is a file, not a directory"),
+        (["report", "{fifo}"], "input {fifo}: is a FIFO"),
+        (["ablate", "--collect", "{missing}"], "ablation directory {missing}: does not exist"),
+        (["evaluate", "--recipe", "recipes/demo.yaml", "--benchmarks", "{fifo}"], "QA file {fifo}: not a regular file"),
+    ],
+)
 def test_a_fifo_a_file_or_a_missing_path_is_named_for_what_it_is(repo_root, monkeypatch, tmp_path, args, message):
     monkeypatch.chdir(repo_root)
     paths = {"fifo": tmp_path / "fifo", "file": tmp_path / "file.txt", "missing": tmp_path / "missing"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from helpers.fake_retrievers import OverlapRetriever
+
 from inspo_cli.agent import RolloutEngine, TransformersBackend
 from inspo_cli.config import ModelConfig, RolloutConfig
 from inspo_cli.models import load_model
@@ -22,9 +22,14 @@ def greedy(tiny, batch_size=8):
 
 
 def contexts(tokenizer):
-    return [tokenizer.encode(text) for text in
-            ["who founded Hokin Works?", "the river",
-             "Answer the given question. Question: when was the castle built?"]]
+    return [
+        tokenizer.encode(text)
+        for text in [
+            "who founded Hokin Works?",
+            "the river",
+            "Answer the given question. Question: when was the castle built?",
+        ]
+    ]
 
 
 def test_greedy_tokens_are_the_models_argmax_one_by_one(tiny):
@@ -35,7 +40,7 @@ def test_greedy_tokens_are_the_models_argmax_one_by_one(tiny):
         ids = torch.tensor([context + generation.token_ids])
         with torch.no_grad():
             logits = model(ids).logits[0]
-        predicted = logits[len(context) - 1:-1].argmax(-1).tolist()  # unpadded, one forward pass
+        predicted = logits[len(context) - 1 : -1].argmax(-1).tolist()  # unpadded, one forward pass
         assert generation.token_ids == predicted
 
 
@@ -60,15 +65,16 @@ def test_a_row_stops_right_after_its_stop_string(tiny):
     stopped = greedy(tiny).generate(ctx, [20, 20, 20], stop=[stop])
     assert stopped[0].token_ids == target[:first_end] and stopped[0].finish == "stop"
     for other, reference in zip(stopped[1:], free[1:]):  # rows without the string are untouched
-        assert reference.token_ids[:len(other.token_ids)] == other.token_ids
+        assert reference.token_ids[: len(other.token_ids)] == other.token_ids
 
 
 def test_engine_with_a_real_model_keeps_lengths_and_masks_consistent(tiny):
     model, tokenizer = tiny
     torch.manual_seed(0)
     backend = TransformersBackend(model, tokenizer, temperature=1.0, batch_size=4)
-    config = RolloutConfig(max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256,
-                           max_total_tokens=200)
+    config = RolloutConfig(
+        max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256, max_total_tokens=200
+    )
     engine = RolloutEngine(backend, OverlapRetriever(), tokenizer, config, topk=2, chat=True)
     trajectories = engine.run(["Answer the given question."] * 6, [f"question {i}?" for i in range(6)])
     for t in trajectories:
@@ -94,14 +100,19 @@ def test_a_random_model_gets_corrected_until_max_turns_and_masks_match_what_it_s
     model, tokenizer = tiny
     torch.manual_seed(1)
     spy = Spy(TransformersBackend(model, tokenizer, temperature=1.0, batch_size=4))
-    config = RolloutConfig(max_turns=2, max_tokens_per_turn=10, max_observation_tokens=64, max_prompt_tokens=256,
-                           max_total_tokens=400)
+    config = RolloutConfig(
+        max_turns=2, max_tokens_per_turn=10, max_observation_tokens=64, max_prompt_tokens=256, max_total_tokens=400
+    )
     engine = RolloutEngine(spy, OverlapRetriever(), tokenizer, config, topk=2, chat=True)
     trajectories = engine.run(["Answer the given question."] * 3, ["who?", "when?", "where?"])
     for t in trajectories:
         # Rebuild the completion from the backend's own outputs and the observations: it must match id for id.
-        turns = [ids for context, ids in spy.returned if context[:len(t.prompt_ids)] == t.prompt_ids
-                 and context[len(t.prompt_ids):] == t.completion_ids[:len(context) - len(t.prompt_ids)]]
+        turns = [
+            ids
+            for context, ids in spy.returned
+            if context[: len(t.prompt_ids)] == t.prompt_ids
+            and context[len(t.prompt_ids) :] == t.completion_ids[: len(context) - len(t.prompt_ids)]
+        ]
         assert [i for i, m in zip(t.completion_ids, t.completion_mask) if m == 1] == [i for ids in turns for i in ids]
         observations = tokenizer.decode([i for i, m in zip(t.completion_ids, t.completion_mask) if m == 0])
         if t.stop_reason == "max_turns":  # random text is never a valid action: corrected after each search turn
@@ -154,8 +165,9 @@ def test_generation_then_training_runs_on_fsdp2_sharded_weights(tiny_model_dir, 
         port = s.getsockname()[1]
     script = tmp_path / "fsdp2.py"
     script.write_text(FSDP2_SCRIPT)
-    done = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(port)], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tiny_model_dir), str(port)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and "FSDP2 OK" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from inspo_cli.benchmark_fetch import benchmark_status, fetch_benchmarks
 from inspo_cli.benchmarks import (
     BENCHMARKS,
     HUB_REPO,
@@ -20,12 +21,18 @@ from inspo_cli.benchmarks import (
     local_path,
     parse_benchmark_names,
 )
-from inspo_cli.benchmark_fetch import benchmark_status, fetch_benchmarks
 from inspo_cli.errors import InspoError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
-SEARCH_R1_TEST_SPLITS = {"nq": "test", "triviaqa": "test", "popqa": "test", "hotpotqa": "dev",
-                         "2wikimultihopqa": "dev", "musique": "dev", "bamboogle": "test"}
+SEARCH_R1_TEST_SPLITS = {
+    "nq": "test",
+    "triviaqa": "test",
+    "popqa": "test",
+    "hotpotqa": "dev",
+    "2wikimultihopqa": "dev",
+    "musique": "dev",
+    "bamboogle": "test",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -65,12 +72,17 @@ def _single_line(error: pytest.ExceptionInfo) -> str:
 
 # -- fixtures load with the split Search-R1 reports ------------------------------------------------------------
 
+
 def test_table1_benchmarks_and_search_r1_splits():
     assert set(TEST_BENCHMARKS) == set(SEARCH_R1_TEST_SPLITS)
     assert TEST_BENCHMARKS[:4] == ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")  # paper's Table 1 order
     assert {name: BENCHMARKS[name].test_split for name in TEST_BENCHMARKS} == SEARCH_R1_TEST_SPLITS
-    assert [n for n in TEST_BENCHMARKS if BENCHMARKS[n].multi_hop] == ["hotpotqa", "2wikimultihopqa", "musique",
-                                                                       "bamboogle"]
+    assert [n for n in TEST_BENCHMARKS if BENCHMARKS[n].multi_hop] == [
+        "hotpotqa",
+        "2wikimultihopqa",
+        "musique",
+        "bamboogle",
+    ]
     assert BENCHMARKS["2wikimultihopqa"].display_name == "2WikiMQA"
     assert TRAIN_MIXTURE == ("nq", "hotpotqa") and HUB_REPO == "RUC-NLPIR/FlashRAG_datasets"
 
@@ -116,8 +128,20 @@ def test_limit_takes_the_first_n_and_rejects_nonsense():
 def test_explicit_split_and_extra_top_level_fields(tmp_path):
     assert [q.id for q in load_benchmark("nq", "train", data_dir=FIXTURES)][0] == "train_0"
     # the synthetic world's rows carry extra top-level fields: they land in metadata
-    _write(tmp_path / "world" / "dev.jsonl", json.dumps({"id": "w1", "question": "Where was Ilsa Varn born?",
-           "golden_answers": ["Corvane"], "type": "bridge", "hops": 2, "supporting_ids": ["p3", "p9"]}) + "\n")
+    _write(
+        tmp_path / "world" / "dev.jsonl",
+        json.dumps(
+            {
+                "id": "w1",
+                "question": "Where was Ilsa Varn born?",
+                "golden_answers": ["Corvane"],
+                "type": "bridge",
+                "hops": 2,
+                "supporting_ids": ["p3", "p9"],
+            }
+        )
+        + "\n",
+    )
     (q,) = load_benchmark("world", "dev", world_dir=tmp_path / "world")
     assert q.source == "world" and q.metadata == {"type": "bridge", "hops": 2, "supporting_ids": ["p3", "p9"]}
     with pytest.raises(InspoError, match="inspo data world"):
@@ -125,6 +149,7 @@ def test_explicit_split_and_extra_top_level_fields(tmp_path):
 
 
 # -- other file formats -----------------------------------------------------------------------------------------
+
 
 def test_parquet_and_json_array_load_like_jsonl(tmp_path):
     import pyarrow as pa
@@ -145,17 +170,22 @@ def test_parquet_and_json_array_load_like_jsonl(tmp_path):
 
 
 def test_jsonl_wins_over_parquet_and_missing_ids_are_generated(tmp_path):
-    path = _write(tmp_path / "nq" / "test.jsonl", '{"question": "q one", "golden_answers": "a"}\n\n'
-                                                  '{"question": "q two", "golden_answers": ["b", 1999]}\n')
+    path = _write(
+        tmp_path / "nq" / "test.jsonl",
+        '{"question": "q one", "golden_answers": "a"}\n\n{"question": "q two", "golden_answers": ["b", 1999]}\n',
+    )
     _write(tmp_path / "nq" / "test.parquet", "not read")
     assert local_path("nq", "test", tmp_path) == path
     questions = load_questions(path)
     # ids default to FlashRAG's own style, <split>_<row>; a bare string answer becomes a one-item tuple
-    assert [(q.id, q.golden_answers, q.source) for q in questions] == [("test_0", ("a",), "nq"),
-                                                                       ("test_1", ("b", "1999"), "nq")]
+    assert [(q.id, q.golden_answers, q.source) for q in questions] == [
+        ("test_0", ("a",), "nq"),
+        ("test_1", ("b", "1999"), "nq"),
+    ]
 
 
 # -- errors a user can fix ----------------------------------------------------------------------------------------
+
 
 def test_offline_and_missing_names_the_path_and_the_fix(tmp_path):
     with pytest.raises(InspoError) as error:
@@ -169,18 +199,23 @@ def test_offline_and_missing_names_the_path_and_the_fix(tmp_path):
         load_benchmark("popqa", "train", data_dir=tmp_path)
 
 
-@pytest.mark.parametrize("line, expected", [
-    ('{"id": "x", "golden_answers": ["a"]}', "field 'question' must be a non-empty string"),
-    ('{"id": "x", "question": "  ", "golden_answers": ["a"]}', "field 'question' must be a non-empty string"),
-    ('{"id": "x", "question": "q", "golden_answers": {"a": 1}}', "field 'golden_answers' must be a non-empty list"),
-    ('{"id": "x", "question": "q", "golden_answers": []}', "field 'golden_answers' must be a non-empty list"),
-    ('{"id": "x", "question": "q", "golden_answers": ["a", null]}',
-     "'golden_answers' item 1 must be a non-empty string"),
-    ('{"id": "x", "question": "q", "answer": "a"}', "rename field 'answer' to 'golden_answers'"),
-    ('{"id": "x", "question": "q", "golden_answers": ["a"]', "not valid JSON"),
-    ('["q", "a"]', "expected an object"),
-    ('{"id": "test_0", "question": "q", "golden_answers": ["a"]}', "id 'test_0' already used"),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ('{"id": "x", "golden_answers": ["a"]}', "field 'question' must be a non-empty string"),
+        ('{"id": "x", "question": "  ", "golden_answers": ["a"]}', "field 'question' must be a non-empty string"),
+        ('{"id": "x", "question": "q", "golden_answers": {"a": 1}}', "field 'golden_answers' must be a non-empty list"),
+        ('{"id": "x", "question": "q", "golden_answers": []}', "field 'golden_answers' must be a non-empty list"),
+        (
+            '{"id": "x", "question": "q", "golden_answers": ["a", null]}',
+            "'golden_answers' item 1 must be a non-empty string",
+        ),
+        ('{"id": "x", "question": "q", "answer": "a"}', "rename field 'answer' to 'golden_answers'"),
+        ('{"id": "x", "question": "q", "golden_answers": ["a"]', "not valid JSON"),
+        ('["q", "a"]', "expected an object"),
+        ('{"id": "test_0", "question": "q", "golden_answers": ["a"]}', "id 'test_0' already used"),
+    ],
+)
 def test_malformed_rows_name_file_and_line(tmp_path, line, expected):
     good = '{"id": "test_0", "question": "fine", "golden_answers": ["ok"]}'
     path = _write(tmp_path / "nq" / "test.jsonl", good + "\n" + line + "\n")
@@ -197,6 +232,7 @@ def test_unreadable_parquet_is_a_clear_error(tmp_path):
 
 
 # -- names ----------------------------------------------------------------------------------------------------------
+
 
 def test_parse_benchmark_names():
     assert parse_benchmark_names("nq,2wiki") == ["nq", "2wikimultihopqa"]
@@ -215,6 +251,7 @@ def test_parse_benchmark_names():
 
 # -- the training mixture ---------------------------------------------------------------------------------------
 
+
 def test_train_mixture_is_nq_then_hotpotqa():
     mixture = load_train_mixture(FIXTURES)
     expected = load_benchmark("nq", "train", data_dir=FIXTURES) + load_benchmark("hotpotqa", "train", data_dir=FIXTURES)
@@ -226,6 +263,7 @@ def test_train_mixture_is_nq_then_hotpotqa():
 
 
 # -- the hub, replaced at its seam --------------------------------------------------------------------------------
+
 
 def test_fetch_offline_is_a_clear_error(tmp_path, fake_hub):
     with pytest.raises(InspoError) as error:
@@ -240,11 +278,15 @@ def test_fetch_writes_files_that_load_benchmark_reads(tmp_path, fake_hub, monkey
     monkeypatch.delenv("HF_DATASETS_OFFLINE")
     ticks = []
     written = fetch_benchmarks(["hotpotqa", "nq_hotpotqa"], data_dir=tmp_path, progress=lambda *t: ticks.append(t))
-    assert written == [tmp_path / "hotpotqa" / "dev.jsonl", tmp_path / "nq" / "train.jsonl",
-                       tmp_path / "hotpotqa" / "train.jsonl"]
+    assert written == [
+        tmp_path / "hotpotqa" / "dev.jsonl",
+        tmp_path / "nq" / "train.jsonl",
+        tmp_path / "hotpotqa" / "train.jsonl",
+    ]
     assert fake_hub == [(HUB_REPO, "hotpotqa", "dev"), (HUB_REPO, "nq", "train"), (HUB_REPO, "hotpotqa", "train")]
-    assert (load_benchmark("hotpotqa", data_dir=tmp_path, allow_hub=False)
-            == load_benchmark("hotpotqa", data_dir=FIXTURES))
+    assert load_benchmark("hotpotqa", data_dir=tmp_path, allow_hub=False) == load_benchmark(
+        "hotpotqa", data_dir=FIXTURES
+    )
     assert load_train_mixture(tmp_path, allow_hub=False) == load_train_mixture(FIXTURES)
     assert ticks == [(0, 3), (1, 3), (2, 3), (3, 3)]
     assert not list(tmp_path.rglob("*.tmp"))
@@ -278,8 +320,10 @@ def test_fetch_writes_nothing_when_a_hub_row_is_malformed(tmp_path, monkeypatch)
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("HF_DATASETS_OFFLINE")
-    rows = [{"id": "0", "question": "q?", "golden_answers": ["a"]},
-            {"id": "1", "question": "", "golden_answers": ["a"]}]
+    rows = [
+        {"id": "0", "question": "q?", "golden_answers": ["a"]},
+        {"id": "1", "question": "", "golden_answers": ["a"]},
+    ]
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: datasets.Dataset.from_list(rows))
     with pytest.raises(InspoError) as error:
         fetch_benchmarks(["bamboogle"], data_dir=tmp_path)
@@ -295,6 +339,7 @@ def test_load_benchmark_reads_the_hub_when_the_file_is_absent(tmp_path, fake_hub
 
 
 # -- status for `inspo data list` ----------------------------------------------------------------------------------
+
 
 def test_benchmark_status_reports_present_and_missing(tmp_path):
     shutil.copytree(FIXTURES / "nq", tmp_path / "benchmarks" / "nq")
@@ -318,8 +363,9 @@ def test_status_counts_parquet_rows(tmp_path):
     import pyarrow.parquet as pq
 
     (tmp_path / "popqa").mkdir()
-    pq.write_table(pa.Table.from_pylist([{"id": str(i), "question": "q", "golden_answers": ["a"]} for i in range(7)]),
-                   tmp_path / "popqa" / "test.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"id": str(i), "question": "q", "golden_answers": ["a"]} for i in range(7)]),
+        tmp_path / "popqa" / "test.parquet",
+    )
     by_key = {(r["name"], r["split"]): r for r in benchmark_status(tmp_path, tmp_path / "world")}
     assert by_key[("popqa", "test")]["rows"] == 7
-

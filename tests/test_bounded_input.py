@@ -7,23 +7,29 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.damaged_files import HUGE, SPECIAL, fifo
 
 DEEP = "[" * 500 + "]" * 500
-LAUGHS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"
-                 for i in range(9))  # 9^9 = 387 million values in ~530 bytes
+LAUGHS = "".join(
+    f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n" for i in range(9)
+)  # 9^9 = 387 million values in ~530 bytes
 
 
-@pytest.mark.parametrize("body, message", [
-    (f"training:\n  steps: {DEEP}\n", "line 2: nested more than 32 deep"),
-    (LAUGHS, "expands to more than 100,000 values"),
-    ("a: &a [1, *a]\n", "an alias refers to the value that contains it"),
-    ("training:\n  steps: 3\nmodel: {}\ntraining:\n  group_size: 2\n",
-     "key 'training' is given twice (lines 1 and 4); keep one"),
-    ("training:\n  steps: 3\n  learning_rate: 1.0e-6\n  steps: 4\n", "key 'steps' is given twice (lines 2 and 4)"),
-], ids=["nested", "billion-laughs", "self-alias", "duplicate-section", "duplicate-key"])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (f"training:\n  steps: {DEEP}\n", "line 2: nested more than 32 deep"),
+        (LAUGHS, "expands to more than 100,000 values"),
+        ("a: &a [1, *a]\n", "an alias refers to the value that contains it"),
+        (
+            "training:\n  steps: 3\nmodel: {}\ntraining:\n  group_size: 2\n",
+            "key 'training' is given twice (lines 1 and 4); keep one",
+        ),
+        ("training:\n  steps: 3\n  learning_rate: 1.0e-6\n  steps: 4\n", "key 'steps' is given twice (lines 2 and 4)"),
+    ],
+    ids=["nested", "billion-laughs", "self-alias", "duplicate-section", "duplicate-key"],
+)
 def test_a_recipe_that_asks_for_unbounded_work_or_repeats_a_key_is_one_line(tmp_path, body, message):
     path = tmp_path / "r.yaml"
     path.write_text(body)
@@ -50,18 +56,25 @@ def test_extends_naming_a_directory_says_so(tmp_path):
     assert_one_line_error(invoke("recipe", "check", path), "is a directory; name a recipe file")
 
 
-@pytest.mark.parametrize("value, message", [(DEEP, "--set training.steps: line 1: nested more than 32 deep"),
-                                            ("{a: 1, a: 2}", "key 'a' is given twice")])
+@pytest.mark.parametrize(
+    "value, message",
+    [(DEEP, "--set training.steps: line 1: nested more than 32 deep"), ("{a: 1, a: 2}", "key 'a' is given twice")],
+)
 def test_a_set_value_is_bounded_like_a_recipe(repo_root, value, message):
-    assert_one_line_error(invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--set",
-                                 f"training.steps={value}"), message)
+    assert_one_line_error(
+        invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--set", f"training.steps={value}"), message
+    )
 
 
-@pytest.mark.parametrize("body, message", [
-    (LAUGHS + "name: x\n", "expands to more than 100,000 values"),
-    (f"name: x\nseeds: {DEEP}\n", "nested more than 32 deep"),
-    ("name: x\nrecipe: recipes/demo.yaml\nname: y\n", "key 'name' is given twice (lines 1 and 3)"),
-], ids=["billion-laughs", "nested", "duplicate-key"])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (LAUGHS + "name: x\n", "expands to more than 100,000 values"),
+        (f"name: x\nseeds: {DEEP}\n", "nested more than 32 deep"),
+        ("name: x\nrecipe: recipes/demo.yaml\nname: y\n", "key 'name' is given twice (lines 1 and 3)"),
+    ],
+    ids=["billion-laughs", "nested", "duplicate-key"],
+)
 def test_a_sweep_file_is_bounded_and_refuses_repeated_keys(repo_root, monkeypatch, tmp_path, body, message):
     monkeypatch.chdir(repo_root)
     sweep = tmp_path / "sweep.yaml"
@@ -69,23 +82,32 @@ def test_a_sweep_file_is_bounded_and_refuses_repeated_keys(repo_root, monkeypatc
     assert_one_line_error(invoke("ablate", "--sweep", sweep, "--dry-run"), f"--sweep {sweep}", message)
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("instructions.jsonl", '{"text": "Answer."}\n' + DEEP * 4 + "\n", "must be a JSON object"),
-    ("big.txt", "Answer the question. " * 400_000, "more than the 8,388,608 it may have"),
-], ids=["nested-line", "too-big"])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("instructions.jsonl", '{"text": "Answer."}\n' + DEEP * 4 + "\n", "must be a JSON object"),
+        ("big.txt", "Answer the question. " * 400_000, "more than the 8,388,608 it may have"),
+    ],
+    ids=["nested-line", "too-big"],
+)
 def test_an_instruction_file_is_bounded(repo_root, tmp_path, name, content, message):
     path = tmp_path / name
     path.write_text(content)
-    assert_one_line_error(invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--set",
-                                 f"population.instruction_file={path}"), message)
+    assert_one_line_error(
+        invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--set", f"population.instruction_file={path}"),
+        message,
+    )
 
 
 def test_a_qa_file_nested_too_deep_is_one_line(repo_root, tmp_path):
     path = tmp_path / "qa" / "test.jsonl"
     path.parent.mkdir()
     path.write_text(json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n" + "[" * 100_000 + "\n")
-    assert_one_line_error(invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct",
-                                 "--benchmarks", path), f"{path}:2", "nested too deep")
+    assert_one_line_error(
+        invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct", "--benchmarks", path),
+        f"{path}:2",
+        "nested too deep",
+    )
 
 
 # -- issue 37, class 10: non-regular, oversized and NUL-byte files -------------------------------------------------
@@ -134,8 +156,9 @@ USER_FILES = ("recipe", "extends", "sweep", "instruction-file", "qa-file", "corp
 
 @pytest.mark.parametrize("kind", SPECIAL)
 @pytest.mark.parametrize("where", USER_FILES)
-def test_a_special_file_given_for_a_users_file_is_one_line_and_never_read_whole(repo_root, tmp_path, monkeypatch,
-                                                                                where, kind):
+def test_a_special_file_given_for_a_users_file_is_one_line_and_never_read_whole(
+    repo_root, tmp_path, monkeypatch, where, kind
+):
     import time
 
     monkeypatch.chdir(repo_root)
@@ -173,13 +196,18 @@ def test_a_line_longer_than_the_cap_names_the_file_and_line_before_it_is_held_wh
     path = tmp_path / "qa" / "test.jsonl"
     path.parent.mkdir()
     path.write_text(QA_ROW + QA_ROW.replace('"1"', '"2"') + "x" * (LINE_BYTES + 1) + "\n")
-    assert_one_line_error(invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct",
-                                 "--benchmarks", path), f"{path}:3: a line of more than {LINE_BYTES:,} bytes")
+    assert_one_line_error(
+        invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct", "--benchmarks", path),
+        f"{path}:3: a line of more than {LINE_BYTES:,} bytes",
+    )
     path.write_text("[" + QA_ROW.strip() + "]")
     with open(path, "ab") as f:
         f.truncate(HUGE)  # a JSON array is read whole: refused by its size
-    assert_one_line_error(invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct",
-                                 "--benchmarks", path), "a JSON array of more than", "convert it to JSONL")
+    assert_one_line_error(
+        invoke("evaluate", "--recipe", repo_root / "recipes/demo.yaml", "--method", "direct", "--benchmarks", path),
+        "a JSON array of more than",
+        "convert it to JSONL",
+    )
 
 
 def test_recipe_list_skips_a_fifo_under_recipes_with_a_warning_instead_of_hanging(tmp_path, monkeypatch):

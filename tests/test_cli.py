@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import yaml
-
 from helpers.cli_helpers import assert_one_line_error, invoke
+
 from inspo_cli import __version__
 from inspo_cli.cli import app
 
@@ -19,9 +19,23 @@ def test_version():
     assert result.exit_code == 0 and result.stdout.strip() == f"inspo {__version__}"
 
 
-@pytest.mark.parametrize("command", [[], ["recipe"], ["recipe", "check"], ["data"], ["data", "world"],
-                                     ["data", "fetch"], ["data", "list"], ["index"], ["serve-retriever"], ["evaluate"],
-                                     ["ablate"], ["report"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["recipe"],
+        ["recipe", "check"],
+        ["data"],
+        ["data", "world"],
+        ["data", "fetch"],
+        ["data", "list"],
+        ["index"],
+        ["serve-retriever"],
+        ["evaluate"],
+        ["ablate"],
+        ["report"],
+    ],
+)
 def test_every_command_explains_itself(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0
@@ -31,13 +45,24 @@ def test_every_command_explains_itself(command):
 def test_only_working_commands_are_registered():
     # A command appears only once it works: no placeholders.
     names = {command.name for command in app.registered_groups} | {c.name for c in app.registered_commands}
-    assert names == {"recipe", "data", "index", "serve-retriever", "train", "evolve", "evaluate", "ablate", "report",
-                     "env"}
+    assert names == {
+        "recipe",
+        "data",
+        "index",
+        "serve-retriever",
+        "train",
+        "evolve",
+        "evaluate",
+        "ablate",
+        "report",
+        "env",
+    }
 
 
 def test_recipe_check_prints_the_resolved_recipe(repo_root):
-    result = invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--set", "training.steps=3",
-                    "--set", "run.name=ci")
+    result = invoke(
+        "recipe", "check", repo_root / "recipes/demo.yaml", "--set", "training.steps=3", "--set", "run.name=ci"
+    )
     assert result.exit_code == 0, result.output
     resolved = yaml.safe_load(result.stdout)
     assert resolved["training"]["steps"] == 3 and resolved["run"]["name"] == "ci"
@@ -65,8 +90,9 @@ def test_recipe_check_trl_shows_what_trl_receives_next_to_app_b(repo_root):
     assert "INSPO population" in text.stdout and "differs" not in text.stdout and "equivalent" not in text.stdout
     assert "training steps: 3000 optimizer updates, 10 per step" in text.stdout  # Search-R1's schedule
     assert "optimizer updates per step (Search-R1 code): 512 x 5 / 256; 3000 in all" in text.stdout
-    assert_one_line_error(invoke("recipe", "check", recipe, "--trl", "--processes", "3"), "micro_batch_size=8",
-                          "3 process(es)")
+    assert_one_line_error(
+        invoke("recipe", "check", recipe, "--trl", "--processes", "3"), "micro_batch_size=8", "3 process(es)"
+    )
 
 
 def test_recipe_check_bad_recipe(tmp_path):
@@ -86,8 +112,9 @@ def test_recipe_check_missing_corpus(repo_root, tmp_path):
 
 
 def test_recipe_check_missing_file(tmp_path):
-    assert_one_line_error(invoke("recipe", "check", tmp_path / "none.yaml"),
-                          f"recipe {tmp_path / 'none.yaml'} not found")
+    assert_one_line_error(
+        invoke("recipe", "check", tmp_path / "none.yaml"), f"recipe {tmp_path / 'none.yaml'} not found"
+    )
 
 
 def test_data_world_writes_a_world_and_refuses_to_replace_another(tmp_path):
@@ -98,8 +125,9 @@ def test_data_world_writes_a_world_and_refuses_to_replace_another(tmp_path):
     assert "passages" in result.stdout
     before = (out / "corpus.jsonl").read_bytes()
     assert invoke("data", "world", "--size", "tiny", "--seed", "3", "--out", out).exit_code == 0  # same world: fine
-    assert_one_line_error(invoke("data", "world", "--size", "tiny", "--seed", "4", "--out", out),
-                          "another world", "--force")
+    assert_one_line_error(
+        invoke("data", "world", "--size", "tiny", "--seed", "4", "--out", out), "another world", "--force"
+    )
     assert (out / "corpus.jsonl").read_bytes() == before  # nothing lost
     assert invoke("data", "world", "--size", "tiny", "--seed", "4", "--out", out, "--force").exit_code == 0
     assert (out / "corpus.jsonl").read_bytes() != before
@@ -127,11 +155,13 @@ def test_the_installed_entry_point_exits_2_without_traceback(tmp_path):
     """The real console path (`python -m inspo_cli`), not the test runner, prints one line and exits 2."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  lora: sometimes\n")
-    proc = subprocess.run([sys.executable, "-m", "inspo_cli", "recipe", "check", str(bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "inspo_cli", "recipe", "check", str(bad)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"error: {bad}: model.lora: expected true or false, got 'sometimes' (str); "
-                                   "fix the value")
+    assert proc.stderr.strip() == (
+        f"error: {bad}: model.lora: expected true or false, got 'sometimes' (str); fix the value"
+    )
     assert proc.stdout == ""
 
 

@@ -13,13 +13,13 @@ import orjson
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-
 from helpers.fake_retrievers import OverlapRetriever
+
+from inspo_cli.agent.tools.base import Observation
+from inspo_cli.agent.tools.search import SearchTool
 from retriever import client as client_module
 from retriever.client import HTTPRetriever, _retry_after_s, normalize_url
 from retriever.corpus import Passage
-from inspo_cli.agent.tools.base import Observation
-from inspo_cli.agent.tools.search import SearchTool
 from retriever.errors import QueryRefused, RetrieverError
 from retriever.search import Retriever
 from retriever.server import create_app, serve_in_background
@@ -50,8 +50,12 @@ def scripted_server(responses: list[tuple[int, dict, dict]]):
         payload = await request.json()
         hits = backend.search(payload["queries"], payload["topk"])
         # Search-R1's BM25 rows: title/text/contents and no id
-        return {"result": [[{"document": {"title": p.title, "text": p.text, "contents": p.contents},
-                             "score": p.score} for p in h] for h in hits]}
+        return {
+            "result": [
+                [{"document": {"title": p.title, "text": p.text, "contents": p.contents}, "score": p.score} for p in h]
+                for h in hits
+            ]
+        }
 
     return app
 
@@ -82,16 +86,24 @@ def raw_server(answer: bool = True):
                 while b"\r\n\r\n" not in data:
                     data += conn.recv(65536)
                 head, _, rest = data.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 while len(rest) < length:
                     rest += conn.recv(65536)
                 seen.append((head, rest))
                 if not answer:
                     time.sleep(2)
                     continue
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                             % len(body) + body)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                    + body
+                )
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -162,14 +174,15 @@ def test_retries_on_503_then_succeeds():
 def test_hits_of_every_search_r1_shape_are_parsed():
     """The fast path (id, contents with a title line, float score) and every fallback give the same Passages
     as `Passage.from_row` would."""
-    rows = [({"document": {"id": "a", "contents": '"Title"\ntext'}, "score": 1.5}, Passage("a", "Title", "text", 1.5)),
-            ({"document": {"id": "b", "contents": "no title line"}, "score": 2.0},
-             Passage("b", "", "no title line", 2.0)),
-            ({"document": {"id": "c", "contents": '"T"'}, "score": 1}, Passage("c", "", '"T"', 1.0)),  # int score
-            ({"document": {"id": 7, "contents": '"T"\nx'}, "score": 0.5}, Passage("7", "T", "x", 0.5)),  # int id
-            ({"document": {"contents": '"T"\nx'}, "score": None}, Passage("", "T", "x", None)),  # no id, no score
-            ({"document": {"title": "T", "text": "x"}, "score": 3.0}, Passage("", "T", "x", 3.0)),  # title/text rows
-            ({"id": "d", "contents": '"T"\nx'}, Passage("d", "T", "x", None))]  # return_scores=false rows
+    rows = [
+        ({"document": {"id": "a", "contents": '"Title"\ntext'}, "score": 1.5}, Passage("a", "Title", "text", 1.5)),
+        ({"document": {"id": "b", "contents": "no title line"}, "score": 2.0}, Passage("b", "", "no title line", 2.0)),
+        ({"document": {"id": "c", "contents": '"T"'}, "score": 1}, Passage("c", "", '"T"', 1.0)),  # int score
+        ({"document": {"id": 7, "contents": '"T"\nx'}, "score": 0.5}, Passage("7", "T", "x", 0.5)),  # int id
+        ({"document": {"contents": '"T"\nx'}, "score": None}, Passage("", "T", "x", None)),  # no id, no score
+        ({"document": {"title": "T", "text": "x"}, "score": 3.0}, Passage("", "T", "x", 3.0)),  # title/text rows
+        ({"id": "d", "contents": '"T"\nx'}, Passage("d", "T", "x", None)),
+    ]  # return_scores=false rows
     app = FastAPI()
     app.post("/retrieve")(lambda: {"result": [[hit for hit, _ in rows]]})
     with serve_in_background(app) as url, HTTPRetriever(url) as client:
@@ -200,8 +213,9 @@ def test_retry_after_is_respected_on_429():
 def test_persistent_5xx_gives_up_with_the_last_reason():
     app = scripted_server([(500, {"error": "retriever failed: MemoryError"}, {})] * 5)
     with serve_in_background(app) as url, HTTPRetriever(url, max_retries=2, backoff_s=0.01) as client:
-        with pytest.raises(RetrieverError,
-                           match=r"kept failing \(HTTP 500: retriever failed: MemoryError\) after 2 tries"):
+        with pytest.raises(
+            RetrieverError, match=r"kept failing \(HTTP 500: retriever failed: MemoryError\) after 2 tries"
+        ):
             client.search(["comet"], 1)
     assert app.state.posts == 2
 
@@ -211,8 +225,10 @@ def test_nothing_listening_gives_a_clear_error():
     with HTTPRetriever(url, max_retries=3, backoff_s=0.01, timeout_s=2) as client:
         with pytest.raises(RetrieverError) as error:
             client.search(["comet"], 3)
-    assert str(error.value) == (f"retriever at {url}/retrieve is not reachable (connection refused) after 3 tries; "
-                                "start it with `inspo serve-retriever --index DIR`")
+    assert str(error.value) == (
+        f"retriever at {url}/retrieve is not reachable (connection refused) after 3 tries; "
+        "start it with `inspo serve-retriever --index DIR`"
+    )
 
 
 def test_a_non_search_r1_answer_is_explained():
@@ -294,6 +310,7 @@ def test_url_and_retry_after_parsing():
 
 # -- issue 51: what the policy writes into a query is its own to fix, the rest still fails loudly -----------------
 
+
 def test_a_query_over_the_servers_length_limit_is_refused_by_index_before_sending():
     retriever = OverlapRetriever()
     with serve_in_background(create_app(retriever, max_query_chars=10)) as url, HTTPRetriever(url) as client:
@@ -302,7 +319,8 @@ def test_a_query_over_the_servers_length_limit_is_refused_by_index_before_sendin
             client.search(["comet", "x" * 11, "river", "y" * 4000], 2)
         assert refused.value.reasons == {
             1: "the query has 11 characters; the search engine takes at most 10, so shorten it",
-            3: "the query has 4,000 characters; the search engine takes at most 10, so shorten it"}
+            3: "the query has 4,000 characters; the search engine takes at most 10, so shorten it",
+        }
         assert isinstance(refused.value, RetrieverError)  # a caller that does not handle it stops as before
         assert client.search(["x" * 10], 2) == retriever.search(["x" * 10], 2)  # the limit itself is searched
 
@@ -330,13 +348,21 @@ def test_a_servers_422_for_a_long_query_names_it_within_the_callers_list():
     with serve_in_background(app) as url, HTTPRetriever(url, max_queries_per_request=2, backoff_s=5) as client:
         with pytest.raises(QueryRefused) as refused:
             client.search(["a", "b", "c", "d"], 1)
-    assert refused.value.reasons == {3: "the query has 3,000 characters; the search engine takes at most 2,048, so "
-                                        "shorten it"}
+    assert refused.value.reasons == {
+        3: "the query has 3,000 characters; the search engine takes at most 2,048, so shorten it"
+    }
     assert app.state.posts == 2  # not retried
 
 
-@pytest.mark.parametrize("status, body", [(422, {"error": "topk 0 is out of range"}), (401, {"error": "no"}),
-                                          (404, {"detail": "Not Found"}), (413, {"error": "too big"})])
+@pytest.mark.parametrize(
+    "status, body",
+    [
+        (422, {"error": "topk 0 is out of range"}),
+        (401, {"error": "no"}),
+        (404, {"detail": "Not Found"}),
+        (413, {"error": "too big"}),
+    ],
+)
 def test_a_4xx_that_is_not_about_one_query_still_stops_the_caller(status, body):
     app = scripted_server([(status, body, {})])
     with serve_in_background(app) as url, HTTPRetriever(url, backoff_s=5) as client:
@@ -357,8 +383,8 @@ def test_a_lone_surrogate_is_searched_as_the_replacement_character(served):
     with HTTPRetriever(url) as client:
         assert client.search(["comet \ud800", "river"], 2) == retriever.search(["comet \ufffd", "river"], 2)
     with serve_in_background(create_app(_Echo())) as url, HTTPRetriever(url) as client:
-        hits = client.search(["a\ud800b\udfff", "\U0001F600"], 1)
-    assert [h[0].text for h in hits] == ["a\ufffdb\ufffd", "\U0001F600"]
+        hits = client.search(["a\ud800b\udfff", "\U0001f600"], 1)
+    assert [h[0].text for h in hits] == ["a\ufffdb\ufffd", "\U0001f600"]
 
 
 def test_the_search_tool_answers_a_refused_query_with_an_error_and_searches_the_rest():
@@ -369,8 +395,9 @@ def test_the_search_tool_answers_a_refused_query_with_an_error_and_searches_the_
         observations = tool.call(calls)
         healthy = tool.call([calls[0], calls[2]])
         served_requests = _health(url)["batcher"]["requests"]
-    assert observations[1] == Observation("error: the query has 70 characters; the search engine takes at most 20, "
-                                          "so shorten it", error=True)
+    assert observations[1] == Observation(
+        "error: the query has 70 characters; the search engine takes at most 20, so shorten it", error=True
+    )
     assert [observations[0], observations[2]] == healthy
     assert healthy[0].passage_ids == [p.id for p in retriever.search(["comet"], 2)[0]]
     assert served_requests == 2  # one request per call(): the refused query was never sent

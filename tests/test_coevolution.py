@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from helpers.coevolution import BAD, GOOD, Optimizer, RuleEngine, evolve_recipe, fake_accelerator, make_loop
 
 from inspo_cli.config import RewardConfig
 from inspo_cli.errors import InspoError
@@ -15,7 +16,6 @@ from inspo_cli.instructions.lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.replay import ReplayQuestion
 from inspo_cli.training.coevolution import MainProcessLM, PolicyVerifier
 from inspo_cli.training.summary import run_summary
-from helpers.coevolution import BAD, GOOD, Optimizer, RuleEngine, evolve_recipe, fake_accelerator, make_loop
 
 
 def paris(n):
@@ -58,6 +58,7 @@ def test_main_process_lm_raises_the_main_process_error_on_every_rank(error):
 
 # -- PolicyVerifier --------------------------------------------------------------------------------------------
 
+
 def test_verifier_scores_every_instruction_in_one_batched_rollout():
     engine, entered = RuleEngine(), []
     verifier = PolicyVerifier(engine, RewardConfig(), generation=lambda: entered.append(1) or contextlib.nullcontext())
@@ -98,8 +99,9 @@ def test_verifier_splits_the_questions_over_ranks_and_sums_them_back():
 
 def test_a_rank_without_questions_still_enters_generation():
     engine, entered = RuleEngine(), []
-    verifier = PolicyVerifier(engine, RewardConfig(), lambda: entered.append(1) or contextlib.nullcontext(),
-                              fake_accelerator(rank=1, world=2))
+    verifier = PolicyVerifier(
+        engine, RewardConfig(), lambda: entered.append(1) or contextlib.nullcontext(), fake_accelerator(rank=1, world=2)
+    )
     assert verifier.score([GOOD], paris(1)) == [[0.0]] and entered == [1] and engine.calls == []
 
 
@@ -157,9 +159,11 @@ class FailingThenAnswering(Optimizer):
     def complete(self, prompt):
         if len(self.prompts) < self.failures:
             self.prompts.append(prompt)
-            raise InspoError("optimizer LM call failed: openai model 'm' at http://127.0.0.1:9 returned 401 "
-                             "Unauthorized; check the API key in the environment variable named by "
-                             "optimizer.api_key_env")
+            raise InspoError(
+                "optimizer LM call failed: openai model 'm' at http://127.0.0.1:9 returned 401 "
+                "Unauthorized; check the API key in the environment variable named by "
+                "optimizer.api_key_env"
+            )
         return super().complete(prompt)
 
 
@@ -168,8 +172,9 @@ def test_a_failed_evolution_is_one_warning_line_and_the_run_goes_on(tmp_path):
     (steps 1 and 2 here), none for the one that works (step 3), and every step still trains."""
     recipe = evolve_recipe(evolve_every=1, evolve_until=4, prune_every=100, size=4)
     warnings = []
-    loop, run = make_loop(tmp_path, recipe, FailingThenAnswering(2, "<ins_1>Search twice. {question}</ins_1>"),
-                          warn=warnings.append)
+    loop, run = make_loop(
+        tmp_path, recipe, FailingThenAnswering(2, "<ins_1>Search twice. {question}</ins_1>"), warn=warnings.append
+    )
     loop.run_steps(1, 3)
     assert [r["step"] for r in run.metrics()] == [1, 2, 3]
     assert len(warnings) == 2 and all("\n" not in w for w in warnings)

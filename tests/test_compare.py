@@ -24,8 +24,11 @@ def simulate(rng, seeds: int, questions: int, difference: float, seed_spread: fl
         for seed in range(seeds):
             p = hardness + effect + rng.uniform(-seed_spread, seed_spread) + g
             answers = (rng.random(questions) < p).astype(float)
-            variant.append(RunScores(seed, {"world": float(answers.mean())},
-                                     {"world": {f"q{i}": a for i, a in enumerate(answers)}}))
+            variant.append(
+                RunScores(
+                    seed, {"world": float(answers.mean())}, {"world": {f"q{i}": a for i, a in enumerate(answers)}}
+                )
+            )
         runs.append(variant)
     return runs
 
@@ -37,8 +40,7 @@ REGIMES = [(3, 0.15, 0.05), (3, 0.0, 0.15), (5, 0.08, 0.1)]  # seeds dominate; q
 def test_no_difference_is_found_about_5_percent_of_the_time(seeds, seed_spread, question_spread):
     rng = np.random.default_rng(seeds * 100 + int(seed_spread * 1000))
     trials = 400
-    found = sum(compare(*simulate(rng, seeds, 200, 0.0, seed_spread, question_spread)).p < 0.05
-                for _ in range(trials))
+    found = sum(compare(*simulate(rng, seeds, 200, 0.0, seed_spread, question_spread)).p < 0.05 for _ in range(trials))
     assert 0.02 <= found / trials <= 0.085, found / trials
 
 
@@ -56,16 +58,17 @@ def test_a_difference_the_design_can_detect_is_found_as_often_as_its_power_says(
     """The detectable difference is estimated from one dataset's variances; over datasets its median is where the
     test finds a true difference about 80% of the time."""
     rng = np.random.default_rng(3)
-    difference = float(np.median([compare(*simulate(rng, 5, 200, 0.0, 0.08, 0.1)).detectable()
-                                  for _ in range(40)]))
+    difference = float(np.median([compare(*simulate(rng, 5, 200, 0.0, 0.08, 0.1)).detectable() for _ in range(40)]))
     assert 0.03 < difference < 0.3
     found = sum(compare(*simulate(rng, 5, 200, difference, 0.08, 0.1)).p < 0.05 for _ in range(300))
     assert 0.65 <= found / 300 <= 0.92, found / 300
 
 
 def runs_of(ems: dict[int, list[float]]) -> list[RunScores]:
-    return [RunScores(seed, {"world": float(np.mean(a))}, {"world": {f"q{i}": x for i, x in enumerate(a)}})
-            for seed, a in ems.items()]
+    return [
+        RunScores(seed, {"world": float(np.mean(a))}, {"world": {f"q{i}": x for i, x in enumerate(a)}})
+        for seed, a in ems.items()
+    ]
 
 
 def test_the_difference_pairs_each_seed_with_the_same_seed_and_each_question_with_itself():
@@ -147,6 +150,7 @@ def test_intervals_stay_within_what_em_can_be():
 
 # -- issue 37: no interval that cannot be right, and a Δ that is always the difference of the rows -----------------
 
+
 def test_the_degrees_of_freedom_are_welch_satterthwaites_kept_at_least_at_the_fewest_of_the_terms_that_add():
     from scipy import stats
 
@@ -154,10 +158,11 @@ def test_the_degrees_of_freedom_are_welch_satterthwaites_kept_at_least_at_the_fe
 
     # two terms that add: (a + b)^2 / (a^2 / d_a + b^2 / d_b)
     assert _satterthwaite([Term(0.004, 2), Term(0.001, 199)]) == pytest.approx(
-        (0.005, 0.005 ** 2 / (0.004 ** 2 / 2 + 0.001 ** 2 / 199)))
+        (0.005, 0.005**2 / (0.004**2 / 2 + 0.001**2 / 199))
+    )
     # a subtracted term counts in the denominator too
     variance, df = _satterthwaite([Term(0.004, 2), Term(0.003, 199), Term(-0.002, 398)])
-    assert (variance, df) == pytest.approx((0.005, 0.005 ** 2 / (0.004 ** 2 / 2 + 0.003 ** 2 / 199 + 0.002 ** 2 / 398)))
+    assert (variance, df) == pytest.approx((0.005, 0.005**2 / (0.004**2 / 2 + 0.003**2 / 199 + 0.002**2 / 398)))
     # ... and where it pulls the approximation below the fewest degrees of freedom of the terms that add, it is
     # kept there (10, not 0.06); a zero term is not one that adds; never below 1
     assert _satterthwaite([Term(1.0, 10), Term(-0.9, 30)])[1] == pytest.approx(10)
@@ -169,12 +174,15 @@ def test_the_degrees_of_freedom_are_welch_satterthwaites_kept_at_least_at_the_fe
     x = (rng.random((3, 40)) < np.linspace(0.1, 0.9, 40)).astype(float) + 0.0
     s, q = x.shape
     fitted = x.mean(1, keepdims=True) + x.mean(0, keepdims=True) - x.mean()
-    terms = [(x.mean(1).var(ddof=1) / s, s - 1), (x.mean(0).var(ddof=1) / q, q - 1),
-             (-((x - fitted) ** 2).sum() / ((s - 1) * (q - 1)) / (s * q), (s - 1) * (q - 1))]
+    terms = [
+        (x.mean(1).var(ddof=1) / s, s - 1),
+        (x.mean(0).var(ddof=1) / q, q - 1),
+        (-((x - fitted) ** 2).sum() / ((s - 1) * (q - 1)) / (s * q), (s - 1) * (q - 1)),
+    ]
     variance = sum(v for v, _ in terms)
-    df = max(variance ** 2 / sum(v ** 2 / d for v, d in terms), min(d for v, d in terms if v > 0))
+    df = max(variance**2 / sum(v**2 / d for v, d in terms), min(d for v, d in terms if v > 0))
     interval = estimate(runs_of(dict(enumerate(x))))
-    assert (interval.se ** 2, interval.df) == pytest.approx((variance, df))
+    assert (interval.se**2, interval.df) == pytest.approx((variance, df))
     assert interval.half_width == pytest.approx(stats.t.ppf(0.975, df) * np.sqrt(variance))
 
 
@@ -224,8 +232,10 @@ def test_variants_that_answered_different_questions_are_compared_unpaired_and_th
     rng = np.random.default_rng(2)
 
     def runs(ids, p, seeds=(0, 1, 2)):
-        return [RunScores(s, {"world": float(a.mean())}, {"world": dict(zip(ids, a))})
-                for s, a in ((s, (rng.random(len(ids)) < p).astype(float)) for s in seeds)]
+        return [
+            RunScores(s, {"world": float(a.mean())}, {"world": dict(zip(ids, a))})
+            for s, a in ((s, (rng.random(len(ids)) < p).astype(float)) for s in seeds)
+        ]
 
     everything = [f"q{i}" for i in range(200)]
     variant, reference = runs(everything, 0.5), runs(everything[:60] + [f"x{i}" for i in range(40)], 0.25)
@@ -239,7 +249,7 @@ def test_variants_that_answered_different_questions_are_compared_unpaired_and_th
     for x in tables:
         fitted = x.mean(1, keepdims=True) + x.mean(0, keepdims=True) - x.mean()
         parts += x.mean(0).var(ddof=1) / x.shape[1] - ((x - fitted) ** 2).sum() / (2 * (x.shape[1] - 1)) / x.size
-    assert c.se ** 2 == pytest.approx(parts)
+    assert c.se**2 == pytest.approx(parts)
     # the same questions, other seeds: paired by question only; the difference is still the rows'
     other_seeds = runs(everything, 0.25, seeds=(5, 6, 7, 8))
     c = compare(variant, other_seeds, "world")
@@ -259,12 +269,17 @@ def test_a_table_never_shows_one_variants_difference_for_another():
     from inspo_cli.errors import InspoError
 
     def row(name, ems, benchmarks=("world",)):
-        results = [RunResult(f"{name}-s{s}", s, 4, 4, "best", None, {b: e for b in benchmarks},
-                             {b: 20 for b in benchmarks}, None) for s, e in enumerate(ems)]
+        results = [
+            RunResult(
+                f"{name}-s{s}", s, 4, 4, "best", None, {b: e for b in benchmarks}, {b: 20 for b in benchmarks}, None
+            )
+            for s, e in enumerate(ems)
+        ]
         return {"variant": name, "bars": [], "results": results, "missing": []}
 
-    table = summarize([row("search-r1", [0.35, 0.3, 0.4]), row("inspo", [0.9, 0.85, 0.95]),
-                       row("other", [0.5, 0.45, 0.55])], "best")
+    table = summarize(
+        [row("search-r1", [0.35, 0.3, 0.4]), row("inspo", [0.9, 0.85, 0.95]), row("other", [0.5, 0.45, 0.55])], "best"
+    )
     means = {r["variant"]: r["average"]["mean"] for r in table["rows"]}
     for c in table["comparisons"]:
         assert c["average"]["diff"] == pytest.approx(means[c["variant"]] - means["search-r1"])
@@ -285,8 +300,14 @@ def fake_ablation(root, ems: dict[str, float], questions: int = 40):
     from inspo_cli.ablation.directory import AblationDir
     from inspo_cli.ablation.plan import plan_sweep
 
-    plan = plan_sweep({"recipe": "recipes/demo.yaml", "seeds": [0, 1, 2],
-                       "variants": {"inspo": [], "search-r1": ["population.enabled=false"]}}, "world.yaml")
+    plan = plan_sweep(
+        {
+            "recipe": "recipes/demo.yaml",
+            "seeds": [0, 1, 2],
+            "variants": {"inspo": [], "search-r1": ["population.enabled=false"]},
+        },
+        "world.yaml",
+    )
     ablation = AblationDir.start(root, plan)
     rng = np.random.default_rng(sum(Path(root).parent.name.encode()))  # by the folder's name: not the tmp path's
     for variant, em in ems.items():
@@ -296,16 +317,33 @@ def fake_ablation(root, ems: dict[str, float], questions: int = 40):
             (run / "run.json").write_text("{}")
             (run / "summary.json").write_text(json.dumps({"steps": 4, "best_instruction": "Answer."}))
             answers = (rng.random(questions) < em).astype(float)
-            (run / "evaluations/step-4/results.json").write_text(json.dumps({"scores": {"agent": {"world": {
-                "em": float(answers.mean()), "f1": 0.0, "subem": 0.0, "searches": 1.0, "n": questions}}}}))
-            (run / "evaluations/step-4/predictions.jsonl").write_text("".join(
-                json.dumps({"method": "agent", "benchmark": "world", "id": f"w{i}", "em": a}) + "\n"
-                for i, a in enumerate(answers)))
+            (run / "evaluations/step-4/results.json").write_text(
+                json.dumps(
+                    {
+                        "scores": {
+                            "agent": {
+                                "world": {
+                                    "em": float(answers.mean()),
+                                    "f1": 0.0,
+                                    "subem": 0.0,
+                                    "searches": 1.0,
+                                    "n": questions,
+                                }
+                            }
+                        }
+                    }
+                )
+            )
+            (run / "evaluations/step-4/predictions.jsonl").write_text(
+                "".join(
+                    json.dumps({"method": "agent", "benchmark": "world", "id": f"w{i}", "em": a}) + "\n"
+                    for i, a in enumerate(answers)
+                )
+            )
     return root
 
 
-def test_report_tells_apart_variants_of_the_same_name_and_refuses_runs_given_twice(tmp_path, repo_root,
-                                                                                   monkeypatch):
+def test_report_tells_apart_variants_of_the_same_name_and_refuses_runs_given_twice(tmp_path, repo_root, monkeypatch):
     """Issue 37: two ablation folders of one name (copied from two clusters) gave two rows "inspo (world)", and
     the second showed the first's difference (EM 0.90 against 0.35 read as +0.000, p = 1.00)."""
     import json
@@ -319,8 +357,12 @@ def test_report_tells_apart_variants_of_the_same_name_and_refuses_runs_given_twi
     assert result.exit_code == 0, result.output
     table = json.loads((tmp_path / "report/table1.json").read_text())
     means = {r["variant"]: r["average"]["mean"] for r in table["rows"]}
-    assert sorted(means) == ["inspo (cluster-a/world)", "inspo (cluster-b/world)", "search-r1 (cluster-a/world)",
-                             "search-r1 (cluster-b/world)"]
+    assert sorted(means) == [
+        "inspo (cluster-a/world)",
+        "inspo (cluster-b/world)",
+        "search-r1 (cluster-a/world)",
+        "search-r1 (cluster-b/world)",
+    ]
     assert table["reference"] == "search-r1 (cluster-a/world)"
     for c in table["comparisons"]:
         assert c["average"]["diff"] == pytest.approx(means[c["variant"]] - means[table["reference"]])
@@ -331,10 +373,14 @@ def test_report_tells_apart_variants_of_the_same_name_and_refuses_runs_given_twi
     md = (tmp_path / "report/table1.md").read_text()
     assert "| inspo (cluster-b/world) |" in md and "| seed, question |" in md
     # the same ablation twice, or with one of its own runs: its runs would be counted twice
-    assert_one_line_error(invoke("report", first, tmp_path / "cluster-a/../cluster-a/world", "--out",
-                                 tmp_path / "r2"), "given twice")
-    assert_one_line_error(invoke("report", first, first / "runs/inspo-s0", "--out", tmp_path / "r3"),
-                          "inspo-s0 lies inside", "give one of them")
+    assert_one_line_error(
+        invoke("report", first, tmp_path / "cluster-a/../cluster-a/world", "--out", tmp_path / "r2"), "given twice"
+    )
+    assert_one_line_error(
+        invoke("report", first, first / "runs/inspo-s0", "--out", tmp_path / "r3"),
+        "inspo-s0 lies inside",
+        "give one of them",
+    )
     (tmp_path / "link").symlink_to(first / "runs/inspo-s0")
     assert_one_line_error(invoke("report", first, tmp_path / "link", "--out", tmp_path / "r4"), "lies inside")
 
@@ -347,8 +393,12 @@ def test_qa_files_never_go_by_a_name_a_table_already_shows(tmp_path, monkeypatch
 
     monkeypatch.chdir(tmp_path)
     labels = benchmark_file_labels(["qa/NQ.jsonl", "qa/Hotpot_QA.jsonl", "qa/b/Avg..jsonl", "x/q.jsonl"])
-    assert labels == {"qa/NQ.jsonl": "qa/NQ", "qa/Hotpot_QA.jsonl": "qa/Hotpot_QA", "qa/b/Avg..jsonl": "b/Avg.",
-                      "x/q.jsonl": "q"}
+    assert labels == {
+        "qa/NQ.jsonl": "qa/NQ",
+        "qa/Hotpot_QA.jsonl": "qa/Hotpot_QA",
+        "qa/b/Avg..jsonl": "b/Avg.",
+        "x/q.jsonl": "q",
+    }
     # a.jsonl's stem is taken by c/a.json, so it went by its path "a.jsonl" -- the stem of b/a.jsonl.jsonl
     labels = benchmark_file_labels(["a.jsonl", "c/a.json", "b/a.jsonl.jsonl"])
     assert len(set(labels.values())) == 3 and labels["c/a.json"] == "c/a"

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from helpers.cli_helpers import invoke
 from helpers.fake_retrievers import OverlapRetriever
+
 from inspo_cli.agent import RolloutEngine, TransformersBackend
 from inspo_cli.agent.backends import load_backend
-from inspo_cli.agent.compiled_generation import (CACHE_BUCKET, RECOMPILE_LIMIT, cache_length, decoding_compile_config,
-                                                 static_cache_kwargs)
+from inspo_cli.agent.compiled_generation import (
+    CACHE_BUCKET,
+    RECOMPILE_LIMIT,
+    cache_length,
+    decoding_compile_config,
+    static_cache_kwargs,
+)
 from inspo_cli.config import ModelConfig, RolloutConfig, load_recipe
 from inspo_cli.config.loader import RecipeError
 from inspo_cli.models import load_model
@@ -28,14 +33,21 @@ def tiny(tiny_model_dir):
 def backends(tiny, temperature=0.0, batch_size=8):
     """(eager, compiled) backends over the same model."""
     model, tokenizer = tiny
-    return tuple(TransformersBackend(model, tokenizer, temperature=temperature, batch_size=batch_size,
-                                     compile_generation=on) for on in (False, True))
+    return tuple(
+        TransformersBackend(model, tokenizer, temperature=temperature, batch_size=batch_size, compile_generation=on)
+        for on in (False, True)
+    )
 
 
 def contexts(tokenizer):
-    return [tokenizer.encode(text) for text in
-            ["who founded Hokin Works?", "the river",
-             "Answer the given question. Question: when was the castle built?"]]
+    return [
+        tokenizer.encode(text)
+        for text in [
+            "who founded Hokin Works?",
+            "the river",
+            "Answer the given question. Question: when was the castle built?",
+        ]
+    ]
 
 
 def seeded(backend, *args, seed=0, **kwargs):
@@ -52,21 +64,26 @@ def test_the_cache_length_is_rounded_up_to_a_bucket():
 
 def test_compiled_generate_asks_for_a_static_cache_and_compiling_on_every_device():
     config = object()
-    assert static_cache_kwargs(config, 30, 20) == {"cache_implementation": "static", "compile_config": config,
-                                                   "max_cache_len": 256}
+    assert static_cache_kwargs(config, 30, 20) == {
+        "cache_implementation": "static",
+        "compile_config": config,
+        "max_cache_len": 256,
+    }
 
 
 def test_the_recipe_field_is_off_by_default_and_reaches_the_backend(tiny_model_dir, tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("rollout:\n  max_turns: 1\n")
     assert load_recipe(recipe, [], check_paths=False).model.compile_generation is False
-    on = load_recipe(recipe, [f"model.name_or_path={tiny_model_dir}", "model.dtype=float32",
-                              "model.compile_generation=true"], check_paths=False)
+    on = load_recipe(
+        recipe,
+        [f"model.name_or_path={tiny_model_dir}", "model.dtype=float32", "model.compile_generation=true"],
+        check_paths=False,
+    )
     backend, _ = load_backend(on.model, on.rollout, device="cpu")
     assert backend.compile_config is not None and backend.compile_config._compile_all_devices
     assert backend.with_sampling(0.0).compile_config is backend.compile_config  # evaluation's greedy clone too
-    off, _ = load_backend(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), RolloutConfig(),
-                          device="cpu")
+    off, _ = load_backend(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), RolloutConfig(), device="cpu")
     assert off.compile_config is None
 
 
@@ -147,21 +164,23 @@ def test_eos_ends_a_row_at_the_same_token_compiled(tiny, monkeypatch):
     monkeypatch.setattr(model.generation_config, "eos_token_id", [tokenizer.eos_token_id, target[3]])
     eager, compiled = backends(tiny)  # built now: they read the end-of-sequence ids from the generation config
     reference = eager.generate(ctx, [20, 20, 20])
-    assert reference[0].finish == "eos" and reference[0].token_ids == target[:target.index(target[3]) + 1]
+    assert reference[0].finish == "eos" and reference[0].token_ids == target[: target.index(target[3]) + 1]
     assert compiled.generate(ctx, [20, 20, 20]) == reference
 
 
 @pytest.mark.slow
 def test_the_rollout_engine_produces_the_same_trajectories_compiled(tiny):
     tokenizer = tiny[1]
-    config = RolloutConfig(max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256,
-                           max_total_tokens=200)
+    config = RolloutConfig(
+        max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256, max_total_tokens=200
+    )
     runs = []
     for backend in backends(tiny, temperature=1.0, batch_size=4):
         engine = RolloutEngine(backend, OverlapRetriever(), tokenizer, config, topk=2, chat=True)
         torch.manual_seed(3)
         runs.append(engine.run(["Answer the given question."] * 6, [f"question {i}?" for i in range(6)]))
     eager, compiled = runs
-    assert [(t.prompt_ids, t.completion_ids, t.completion_mask, t.stop_reason, t.turns) for t in compiled] == \
-        [(t.prompt_ids, t.completion_ids, t.completion_mask, t.stop_reason, t.turns) for t in eager]
+    assert [(t.prompt_ids, t.completion_ids, t.completion_mask, t.stop_reason, t.turns) for t in compiled] == [
+        (t.prompt_ids, t.completion_ids, t.completion_mask, t.stop_reason, t.turns) for t in eager
+    ]
     assert any(0 in t.completion_mask for t in eager), "no observation was masked; the comparison proves less"

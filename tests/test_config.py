@@ -25,8 +25,9 @@ def corpus(tmp_path):
 @pytest.fixture
 def minimal(tmp_path, corpus):
     """A recipe that needs no bundled data: trains on a named hub mixture, retrieves over a tmp corpus."""
-    return write(tmp_path, f"data:\n  train: nq_hotpotqa\nretriever:\n  corpus: {corpus}\n"
-                           "evaluation:\n  benchmarks: [nq]\n")
+    return write(
+        tmp_path, f"data:\n  train: nq_hotpotqa\nretriever:\n  corpus: {corpus}\nevaluation:\n  benchmarks: [nq]\n"
+    )
 
 
 def error_of(path, overrides=()):
@@ -39,17 +40,28 @@ def error_of(path, overrides=()):
 
 def test_defaults_are_the_papers(minimal):
     recipe = load_recipe(minimal)
-    assert (recipe.training.group_size, recipe.training.batch_size, recipe.training.mini_batch_trajectories) == \
-        (5, 512, 256)
+    assert (recipe.training.group_size, recipe.training.batch_size, recipe.training.mini_batch_trajectories) == (
+        5,
+        512,
+        256,
+    )
     assert (recipe.training.learning_rate, recipe.training.kl_beta, recipe.training.clip_epsilon) == (5e-7, 0.001, 0.2)
     assert (recipe.population.size, recipe.population.n_parent, recipe.population.temperature) == (7, 1, 0.2)
-    assert ((recipe.population.prune_every, recipe.population.evolve_every, recipe.population.evolve_until)
-            == (5, 15, 150))
+    assert (recipe.population.prune_every, recipe.population.evolve_every, recipe.population.evolve_until) == (
+        5,
+        15,
+        150,
+    )
     assert recipe.population.instructions == [SEARCH_R1_INSTRUCTION]
     assert (recipe.retriever.topk, recipe.rollout.max_turns, recipe.rollout.max_tokens_per_turn) == (3, 4, 500)
     t = recipe.training  # where TRL's defaults differ from eq. 2 / Search-R1's veRL, the recipe defaults to the latter
-    assert (t.loss_type, t.kl_bias_correction, t.vllm_is_correction, t.entropy_coef, t.weight_decay) == \
-        ("grpo", False, "off", 0.001, 0.01)
+    assert (t.loss_type, t.kl_bias_correction, t.vllm_is_correction, t.entropy_coef, t.weight_decay) == (
+        "grpo",
+        False,
+        "off",
+        0.001,
+        0.01,
+    )
     assert (recipe.model.chat_template, recipe.rollout.end_at_eos, t.eval_every) == ("auto", False, 100)
 
 
@@ -60,8 +72,16 @@ def test_bundled_demo_recipe_is_valid(repo_root):
 
 
 def test_overrides_are_parsed_as_yaml_and_applied_last(minimal):
-    recipe = load_recipe(minimal, ["training.learning_rate=1e-6", "model.lora=true",
-                                   "evaluation.benchmarks=[nq, hotpotqa]", "run.name=exp1", "optimizer.max_calls=null"])
+    recipe = load_recipe(
+        minimal,
+        [
+            "training.learning_rate=1e-6",
+            "model.lora=true",
+            "evaluation.benchmarks=[nq, hotpotqa]",
+            "run.name=exp1",
+            "optimizer.max_calls=null",
+        ],
+    )
     assert recipe.training.learning_rate == 1e-6
     assert recipe.model.lora is True
     assert recipe.evaluation.benchmarks == ["nq", "hotpotqa"]
@@ -71,8 +91,11 @@ def test_overrides_are_parsed_as_yaml_and_applied_last(minimal):
 
 def test_pyyaml_exponent_strings_are_numbers(tmp_path, corpus):
     # PyYAML reads 5e-7 (no dot) as a string; users write it that way all the time.
-    path = write(tmp_path, f"training:\n  learning_rate: 5e-7\n  steps: 3e2\nretriever:\n  corpus: {corpus}\n"
-                           "data:\n  train: nq_hotpotqa\nevaluation:\n  benchmarks: [nq]\n")
+    path = write(
+        tmp_path,
+        f"training:\n  learning_rate: 5e-7\n  steps: 3e2\nretriever:\n  corpus: {corpus}\n"
+        "data:\n  train: nq_hotpotqa\nevaluation:\n  benchmarks: [nq]\n",
+    )
     recipe = load_recipe(path)
     assert recipe.training.learning_rate == 5e-7 and recipe.training.steps == 300
 
@@ -89,43 +112,59 @@ def test_unknown_key_in_file_names_the_file(tmp_path, minimal):
     assert message.startswith(f"{path}: modle: unknown key (did you mean 'model'?)")
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("training.steps=abc", "training.steps: expected an integer, got 'abc'"),
-    ("training.steps=2.5", "training.steps: expected an integer"),
-    ("model.lora=maybe", "model.lora: expected true or false"),
-    ("training.learning_rate=fast", "training.learning_rate: expected a finite number"),
-    ("training.learning_rate=.inf", "training.learning_rate: expected a finite number"),
-    ("rollout.temperature=.nan", "rollout.temperature: expected a finite number"),
-    ("run.seed=-1", "run.seed: must be in [0, 2**32 - 1]"),
-    ("run.seed=1180591620717411303424", "run.seed: must be in [0, 2**32 - 1]"),
-    ("training=5", "training: expected a mapping of keys for training"),
-    ("model.name_or_path=[a, b]", "model.name_or_path: expected a string"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("training.steps=abc", "training.steps: expected an integer, got 'abc'"),
+        ("training.steps=2.5", "training.steps: expected an integer"),
+        ("model.lora=maybe", "model.lora: expected true or false"),
+        ("training.learning_rate=fast", "training.learning_rate: expected a finite number"),
+        ("training.learning_rate=.inf", "training.learning_rate: expected a finite number"),
+        ("rollout.temperature=.nan", "rollout.temperature: expected a finite number"),
+        ("run.seed=-1", "run.seed: must be in [0, 2**32 - 1]"),
+        ("run.seed=1180591620717411303424", "run.seed: must be in [0, 2**32 - 1]"),
+        ("training=5", "training: expected a mapping of keys for training"),
+        ("model.name_or_path=[a, b]", "model.name_or_path: expected a string"),
+    ],
+)
 def test_wrong_types_are_named(minimal, override, expected):
     assert expected in error_of(minimal, [override])
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("training.learning_rate=-1", "--set training.learning_rate: must be > 0 (got -1.0)"),
-    ("training.group_size=1", "--set training.group_size: must be >= 2"),
-    ("training.mini_batch_trajectories=300", "--set training.mini_batch_trajectories: counts trajectories per "
-     "optimizer update, so must divide batch_size x group_size = 2560"),
-    ("training.mini_batch_size=128", "--set training.mini_batch_size: renamed to training.mini_batch_trajectories, "
-     "which counts trajectories per optimizer update"),
-    ("retriever.kind=elastic", "--set retriever.kind: must be one of bm25, dense, lucene, http (got 'elastic')"),
-    ("population.n_parent=9", "--set population.n_parent: must be <= size (7)"),
-    ("evaluation.method=cot", "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent"),
-    ("training.loss_type=dpo", "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, "
-     "luspo, vespo (got 'dpo')"),
-    ("training.vllm_is_correction=token", "--set training.vllm_is_correction: must be one of off, token_truncate"),
-    ("population.accept=best", "--set population.accept: must be one of beat_parent, top_n (got 'best')"),
-    ("population.selection=pareto-ucb", "--set population.selection: must be one of softmax, ucb, thompson, "
-     "epsilon-greedy (got 'pareto-ucb')"),
-    ("population.epsilon=1.5", "--set population.epsilon: must be a probability in [0, 1] (got 1.5)"),
-    ("population.ucb_exploration=-1", "--set population.ucb_exploration: must be >= 0 (got -1.0)"),
-    ("evaluation.collapse_drop=1", "--set evaluation.collapse_drop: must be in [0, 1) (got 1.0)"),
-    ("training.eval_every=-1", "--set training.eval_every: must be >= 0 (got -1)"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("training.learning_rate=-1", "--set training.learning_rate: must be > 0 (got -1.0)"),
+        ("training.group_size=1", "--set training.group_size: must be >= 2"),
+        (
+            "training.mini_batch_trajectories=300",
+            "--set training.mini_batch_trajectories: counts trajectories per "
+            "optimizer update, so must divide batch_size x group_size = 2560",
+        ),
+        (
+            "training.mini_batch_size=128",
+            "--set training.mini_batch_size: renamed to training.mini_batch_trajectories, "
+            "which counts trajectories per optimizer update",
+        ),
+        ("retriever.kind=elastic", "--set retriever.kind: must be one of bm25, dense, lucene, http (got 'elastic')"),
+        ("population.n_parent=9", "--set population.n_parent: must be <= size (7)"),
+        ("evaluation.method=cot", "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent"),
+        (
+            "training.loss_type=dpo",
+            "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo (got 'dpo')",
+        ),
+        ("training.vllm_is_correction=token", "--set training.vllm_is_correction: must be one of off, token_truncate"),
+        ("population.accept=best", "--set population.accept: must be one of beat_parent, top_n (got 'best')"),
+        (
+            "population.selection=pareto-ucb",
+            "--set population.selection: must be one of softmax, ucb, thompson, epsilon-greedy (got 'pareto-ucb')",
+        ),
+        ("population.epsilon=1.5", "--set population.epsilon: must be a probability in [0, 1] (got 1.5)"),
+        ("population.ucb_exploration=-1", "--set population.ucb_exploration: must be >= 0 (got -1.0)"),
+        ("evaluation.collapse_drop=1", "--set evaluation.collapse_drop: must be in [0, 1) (got 1.0)"),
+        ("training.eval_every=-1", "--set training.eval_every: must be >= 0 (got -1)"),
+    ],
+)
 def test_invalid_values_name_key_value_and_fix(minimal, override, expected):
     assert error_of(minimal, [override]).startswith(expected)
 
@@ -135,9 +174,11 @@ def test_proposer_and_method_are_checked_against_their_registries(minimal, monke
 
     assert error_of(minimal, ["population.proposer=opro"]) == (
         "--set population.proposer: must be one of reflection, paraphrase, history, merge (got 'opro'); or name "
-        "your own as package.module:object")
+        "your own as package.module:object"
+    )
     assert error_of(minimal, ["evaluation.method=rag,cot"]).startswith(
-        "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent, a comma-separated list")
+        "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent, a comma-separated list"
+    )
     # a registry line is all a new strategy needs to be accepted (and listed) by the config
     monkeypatch.setitem(PROPOSERS.entries, "opro", Strategy("my_project.opro", "OPRO"))
     monkeypatch.setitem(METHODS.entries, "cot", Strategy("my_project.cot", "chain of thought"))
@@ -168,18 +209,23 @@ def test_a_pasted_api_key_is_refused_without_echoing_it(minimal):
 
 
 def test_missing_corpus_path_is_an_error(tmp_path):
-    path = write(tmp_path, "data:\n  train: nq_hotpotqa\nretriever:\n  corpus: nowhere/corpus.jsonl\n"
-                           "evaluation:\n  benchmarks: [nq]\n")
+    path = write(
+        tmp_path,
+        "data:\n  train: nq_hotpotqa\nretriever:\n  corpus: nowhere/corpus.jsonl\nevaluation:\n  benchmarks: [nq]\n",
+    )
     message = error_of(path)
     assert message.startswith(f"{path}: retriever.corpus: path 'nowhere/corpus.jsonl' does not exist;")
 
 
-@pytest.mark.parametrize("override, key", [
-    ("data.world_dir=/no/such/world", "data.world_dir"),
-    ("data.train=/no/such/train.jsonl", "data.train"),
-    ("retriever.index=/no/such/index", "retriever.index"),
-    ("population.instruction_file=/no/such.txt", "population.instruction_file"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("data.world_dir=/no/such/world", "data.world_dir"),
+        ("data.train=/no/such/train.jsonl", "data.train"),
+        ("retriever.index=/no/such/index", "retriever.index"),
+        ("population.instruction_file=/no/such.txt", "population.instruction_file"),
+    ],
+)
 def test_every_referenced_path_is_checked(minimal, override, key):
     overrides = [override] + (["data.train=world"] if key == "data.world_dir" else [])
     assert error_of(minimal, overrides).startswith(f"--set {key}: path ")
@@ -206,8 +252,9 @@ def test_missing_and_malformed_recipe_files(tmp_path):
 
 
 def test_extends_deep_merges_and_detects_cycles(tmp_path, minimal):
-    child = write(tmp_path, f"extends: {minimal.name}\ntraining:\n  steps: 7\npopulation:\n  enabled: true\n",
-                  "child.yaml")
+    child = write(
+        tmp_path, f"extends: {minimal.name}\ntraining:\n  steps: 7\npopulation:\n  enabled: true\n", "child.yaml"
+    )
     recipe = load_recipe(child)
     assert recipe.training.steps == 7 and recipe.population.enabled
     assert recipe.data.train == "nq_hotpotqa"  # inherited
@@ -231,7 +278,9 @@ def test_chat_template_accepts_bare_on_and_off(value, expected):
     assert load_recipe(None, [f"model.chat_template={value}"]).model.chat_template == expected
 
 
-@pytest.mark.parametrize("value, expected", [("off", "off"), ("false", "off"), ("true", "sequence_mask"),
-                                             ("token_truncate", "token_truncate")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("off", "off"), ("false", "off"), ("true", "sequence_mask"), ("token_truncate", "token_truncate")],
+)
 def test_vllm_is_correction_accepts_bare_on_and_off(value, expected):
     assert load_recipe(None, [f"training.vllm_is_correction={value}"]).training.vllm_is_correction == expected

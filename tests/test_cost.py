@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.cli_helpers import invoke
+from helpers.run_dirs import make_run
 
 from inspo_cli.ablation.cost import cost_line, cost_sentence, run_cost, variant_cost
 from inspo_cli.reporting.report import overhead_rows
 from inspo_cli.reporting.sources import load_groups
 from inspo_cli.runs import RunDir
-from helpers.cli_helpers import invoke
-from helpers.run_dirs import make_run
 
 
 def set_summary(run, **fields) -> None:
@@ -22,11 +22,24 @@ def set_summary(run, **fields) -> None:
 
 def record(run, *calls) -> None:
     """optimizer_calls.jsonl lines as the record writes them: (input tokens, output tokens, cost or None, answered)."""
-    rows = [{"hash": f"sha256:{i}", "provider": "gemini", "model": "gemini-2.5-pro", "parameters": {}, "prompt": "p",
-             "answer": "a" if answered else None, "truncated": False if answered else None,
-             "stop_reason": None, "input_tokens": i_tok if answered else 0, "output_tokens": o_tok if answered else 0,
-             "latency_s": 1.0, "error": None if answered else "HTTP 500", "cost_usd": cost if answered else None}
-            for i, (i_tok, o_tok, cost, answered) in enumerate(calls)]
+    rows = [
+        {
+            "hash": f"sha256:{i}",
+            "provider": "gemini",
+            "model": "gemini-2.5-pro",
+            "parameters": {},
+            "prompt": "p",
+            "answer": "a" if answered else None,
+            "truncated": False if answered else None,
+            "stop_reason": None,
+            "input_tokens": i_tok if answered else 0,
+            "output_tokens": o_tok if answered else 0,
+            "latency_s": 1.0,
+            "error": None if answered else "HTTP 500",
+            "cost_usd": cost if answered else None,
+        }
+        for i, (i_tok, o_tok, cost, answered) in enumerate(calls)
+    ]
     (run / "optimizer_calls.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -51,8 +64,12 @@ def test_a_runs_cost_is_its_wall_time_times_processes_and_its_records_totals(run
     assert (cost["optimizer_calls"], cost["tokens"], cost["cost_usd"]) == (2, 4000, 12.0)  # the failed call: none
     assert cost["evolution_share"] == 0.1
     static = run_cost(RunDir(runs[("static", 0)]))
-    assert (static["optimizer_calls"], static["tokens"], static["cost_usd"], static["evolution_share"]) == (0, 0, 0.0,
-                                                                                                          0.0)
+    assert (static["optimizer_calls"], static["tokens"], static["cost_usd"], static["evolution_share"]) == (
+        0,
+        0,
+        0.0,
+        0.0,
+    )
 
 
 def test_what_a_run_cannot_tell_is_unknown_never_a_guess(runs):
@@ -83,16 +100,25 @@ def test_the_comparison_line_says_the_difference_and_what_it_cost():
     variant = {"hours": 103.0, "cost_usd": 12.0, "optimizer_calls": 4.0, "tokens": 5000.0, "device": "cuda"}
     reference = {"hours": 100.0, "cost_usd": 0.0, "optimizer_calls": 0.0, "tokens": 0.0, "device": "cuda"}
     line = cost_line("inspo", "search-r1", {"diff": 0.04, "low": 0.01, "high": 0.07, "p": 0.012}, variant, reference)
-    assert line == ("inspo vs search-r1: +0.040 EM [+0.010, +0.070], p = 0.012, for +3% GPU-hours and $12.00 more "
-                    "of optimizer calls per run")
+    assert line == (
+        "inspo vs search-r1: +0.040 EM [+0.010, +0.070], p = 0.012, for +3% GPU-hours and $12.00 more "
+        "of optimizer calls per run"
+    )
     unpriced = {**variant, "cost_usd": None}
-    assert cost_sentence(unpriced, reference) == ("for +3% GPU-hours and 4 optimizer calls and 5,000 tokens per run "
-                                                  "(price unknown)")
+    assert cost_sentence(unpriced, reference) == (
+        "for +3% GPU-hours and 4 optimizer calls and 5,000 tokens per run (price unknown)"
+    )
 
 
 def test_the_report_puts_the_cost_table_and_lines_beside_the_differences(runs, tmp_path):
-    result = invoke("report", *[runs[(v, s)] for v in ("inspo", "static") for s in (0, 1)],
-                    "--out", tmp_path / "report", "--reference", "static")
+    result = invoke(
+        "report",
+        *[runs[(v, s)] for v in ("inspo", "static") for s in (0, 1)],
+        "--out",
+        tmp_path / "report",
+        "--reference",
+        "static",
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "report" / "table1.md").read_text()
     assert "## What each variant cost" in text
@@ -107,8 +133,17 @@ def test_a_population_that_never_evolved_spent_nothing_on_the_optimizer(runs):
     """Fig. 3's constant population: no evolution, no optimizer, no record."""
     run = runs[("inspo", 0)]
     (run / "optimizer_calls.jsonl").unlink()
-    set_summary(run, overhead={"evolutions": 0, "evolution_seconds": 0, "share_of_wall_time": 0.0,
-                               "verification_rollouts": 0, "training_rollouts": 128, "optimizer": None})
+    set_summary(
+        run,
+        overhead={
+            "evolutions": 0,
+            "evolution_seconds": 0,
+            "share_of_wall_time": 0.0,
+            "verification_rollouts": 0,
+            "training_rollouts": 128,
+            "optimizer": None,
+        },
+    )
     cost = run_cost(RunDir(run))
     assert (cost["optimizer_calls"], cost["tokens"], cost["cost_usd"], cost["evolution_share"]) == (0, 0, 0.0, 0.0)
     # App. C's table says the same: 0 calls and 0 tokens, not unknown ones

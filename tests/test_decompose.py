@@ -10,14 +10,14 @@ import socket
 
 import numpy as np
 import pytest
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.run_dirs import make_run, write_evaluation
 
 from inspo_cli.ablation.decompose import CELL_FILE, Variant, build, choose, has_cells, missing
 from inspo_cli.ablation.effects import EFFECTS, effects, holm
 from inspo_cli.ablation.results import read_result
 from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.runs import RunDir
-from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.run_dirs import make_run, write_evaluation
 
 Q = 10
 SEEDS = (0, 1, 2)
@@ -30,11 +30,11 @@ def outcome(first: int, seed: int, shift: int = 0) -> list[float]:
 
 # the per-question EM of each cell, per seed: what the test fabricates and then expects back
 CELLS = {
-    ("initial", "seed"): lambda s: outcome(1, 0),            # the same policy and instruction for every seed
+    ("initial", "seed"): lambda s: outcome(1, 0),  # the same policy and instruction for every seed
     ("initial", "evolved"): lambda s: outcome(2, s),
     ("trained", "seed"): lambda s: outcome(3, s, 1),
-    ("trained", "evolved"): lambda s: outcome(5, s, 2),      # Table 1's cell, evaluated again
-    ("static", "seed"): lambda s: outcome(2, s, 1),          # the static run's Table 1 cell, evaluated again
+    ("trained", "evolved"): lambda s: outcome(5, s, 2),  # Table 1's cell, evaluated again
+    ("static", "seed"): lambda s: outcome(2, s, 1),  # the static run's Table 1 cell, evaluated again
     ("static", "evolved"): lambda s: outcome(3, s, 2),
 }
 
@@ -45,20 +45,29 @@ def runs(tmp_path, repo_root, monkeypatch, tiny_model_dir):
     evaluation per question; I* differs per seed."""
     monkeypatch.chdir(repo_root)
     root = tmp_path / "runs"
-    overrides = (f"model.name_or_path={tiny_model_dir}", "evaluation.limit=4", "evaluation.batch_size=4",
-                 "rollout.max_turns=1", "rollout.max_tokens_per_turn=8")
+    overrides = (
+        f"model.name_or_path={tiny_model_dir}",
+        "evaluation.limit=4",
+        "evaluation.batch_size=4",
+        "rollout.max_turns=1",
+        "rollout.max_tokens_per_turn=8",
+    )
     made = {}
     for seed in SEEDS:
         for variant, population in (("inspo", True), ("static", False)):
-            run = make_run(root, f"{variant}-s{seed}", seed, [0.1, 0.2, 0.3], None, population=population,
-                           overrides=overrides)
+            run = make_run(
+                root, f"{variant}-s{seed}", seed, [0.1, 0.2, 0.3], None, population=population, overrides=overrides
+            )
             (run / "checkpoints").mkdir()
             shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")  # its own path: its own cells
             made[(variant, seed)] = run
     seed_text = initial_instructions(RunDir(made[("inspo", 0)]).recipe())[0]
     for seed in SEEDS:
-        write_evaluation(made[("inspo", seed)] / "evaluations/step-3", CELLS[("trained", "evolved")](seed),
-                         f"Evolved instruction of seed {seed}: search, then answer. {{question}}")
+        write_evaluation(
+            made[("inspo", seed)] / "evaluations/step-3",
+            CELLS[("trained", "evolved")](seed),
+            f"Evolved instruction of seed {seed}: search, then answer. {{question}}",
+        )
         write_evaluation(made[("static", seed)] / "evaluations/step-3", CELLS[("static", "seed")](seed), seed_text)
     return made
 
@@ -66,8 +75,11 @@ def runs(tmp_path, repo_root, monkeypatch, tiny_model_dir):
 def variants(runs) -> list[Variant]:
     found = []
     for name, static in (("inspo", False), ("static", True)):
-        found.append(Variant(name, static, [(RunDir(runs[(name, s)]), read_result(RunDir(runs[(name, s)]), s)[0])
-                                            for s in SEEDS]))
+        found.append(
+            Variant(
+                name, static, [(RunDir(runs[(name, s)]), read_result(RunDir(runs[(name, s)]), s)[0]) for s in SEEDS]
+            )
+        )
     return found
 
 
@@ -80,10 +92,16 @@ def fabricate_cells(plans) -> None:
 
 
 def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
-    (name, static, plans), = build(choose(variants(runs)))
+    ((name, static, plans),) = build(choose(variants(runs)))
     assert (name, static) == ("inspo", "static")
-    assert {s.name for s in missing(plans)} == {"initial-seed", "initial-evolved", "trained-seed", "trained-evolved",
-                                                "static-seed", "static-evolved"}  # every cell: none read
+    assert {s.name for s in missing(plans)} == {
+        "initial-seed",
+        "initial-evolved",
+        "trained-seed",
+        "trained-evolved",
+        "static-seed",
+        "static-evolved",
+    }  # every cell: none read
     assert len([s for s in missing(plans) if s.name == "initial-seed"]) == 1  # one policy, one instruction: once
     fabricate_cells(plans)
     d = effects(plans, name, static)
@@ -102,22 +120,36 @@ def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
         "I* on static": mean(("static", "evolved")) - mean(("static", "seed")),
         "weights vs static | S": mean(("trained", "seed")) - mean(("static", "seed")),
         "total vs static": mean(("trained", "evolved")) - mean(("static", "seed")),
-        "instruction share": (mean(("trained", "evolved")) - mean(("trained", "seed"))
-                              + mean(("static", "evolved")) - mean(("static", "seed"))) / 2,
-        "weights share": (mean(("trained", "seed")) - mean(("static", "seed"))
-                          + mean(("trained", "evolved")) - mean(("static", "evolved"))) / 2,
+        "instruction share": (
+            mean(("trained", "evolved"))
+            - mean(("trained", "seed"))
+            + mean(("static", "evolved"))
+            - mean(("static", "seed"))
+        )
+        / 2,
+        "weights share": (
+            mean(("trained", "seed"))
+            - mean(("static", "seed"))
+            + mean(("trained", "evolved"))
+            - mean(("static", "evolved"))
+        )
+        / 2,
     }
     for effect, value in expected.items():
         assert found[effect]["diff"] == pytest.approx(value), effect
-    assert found["interaction"]["diff"] == pytest.approx(expected["instruction | trained"]
-                                                           - expected["instruction | initial"])
-    assert found["total vs static"]["diff"] == pytest.approx(expected["instruction | trained"]
-                                                               + expected["weights vs static | S"])
+    assert found["interaction"]["diff"] == pytest.approx(
+        expected["instruction | trained"] - expected["instruction | initial"]
+    )
+    assert found["total vs static"]["diff"] == pytest.approx(
+        expected["instruction | trained"] + expected["weights vs static | S"]
+    )
     # the shares add up to the total, and are the mean of the two orders' splits
     assert found["instruction share"]["diff"] + found["weights share"]["diff"] == pytest.approx(
-        found["total vs static"]["diff"])
+        found["total vs static"]["diff"]
+    )
     assert found["instruction share"]["diff"] == pytest.approx(
-        (found["instruction | trained"]["diff"] + found["I* on static"]["diff"]) / 2)
+        (found["instruction | trained"]["diff"] + found["I* on static"]["diff"]) / 2
+    )
     # Holm over the family of ten: the smallest p times 10, each next one times one fewer, never decreasing
     ps = sorted((e["p"], e["p_holm"]) for e in found.values())
     assert len(ps) == len(EFFECTS) == 10
@@ -140,18 +172,23 @@ def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
     table = np.array([np.subtract(CELLS[("trained", "evolved")](s), CELLS[("trained", "seed")](s)) for s in SEEDS])
     from inspo_cli.ablation.compare import RunScores, compare
 
-    direct = compare([RunScores(s, {"world": float(row.mean())}, {"world": {f"q{q}": float(row[q]) for q in range(Q)}})
-                      for row, s in zip(table, SEEDS)],
-                     [RunScores(s, {"world": 0.0}, {"world": {f"q{q}": 0.0 for q in range(Q)}}) for s in SEEDS])
+    direct = compare(
+        [
+            RunScores(s, {"world": float(row.mean())}, {"world": {f"q{q}": float(row[q]) for q in range(Q)}})
+            for row, s in zip(table, SEEDS)
+        ],
+        [RunScores(s, {"world": 0.0}, {"world": {f"q{q}": 0.0 for q in range(Q)}}) for s in SEEDS],
+    )
     assert found["instruction | trained"]["se"] == pytest.approx(direct.se)
-    assert [p["cells"]["trained·evolved"] for p in d["per_seed"]] == [np.mean(CELLS[("trained", "evolved")](s))
-                                                                      for s in SEEDS]
+    assert [p["cells"]["trained·evolved"] for p in d["per_seed"]] == [
+        np.mean(CELLS[("trained", "evolved")](s)) for s in SEEDS
+    ]
 
 
 def test_the_static_cells_pair_by_seed_and_a_seed_without_a_static_run_has_none(runs):
     static = variants(runs)[1]
     static.runs = static.runs[:2]  # seed 2 of the static variant never finished
-    (_, _, plans), = build(choose([variants(runs)[0], static]))
+    ((_, _, plans),) = build(choose([variants(runs)[0], static]))
     assert [("static", "seed") in p.cells for p in plans] == [True, True, False]
     fabricate_cells(plans)
     d = effects(plans, "inspo", "static")
@@ -162,7 +199,7 @@ def test_the_static_cells_pair_by_seed_and_a_seed_without_a_static_run_has_none(
 def test_which_run_each_decomposition_cell_evaluates(runs):
     """Every cell is an evaluation of its own (policy, instruction) with the decomposition's settings, kept in the run
     whose policy it is; none is read from Table 1's evaluation (issue 51, class 9)."""
-    (_, _, plans), = build(choose(variants(runs)))
+    ((_, _, plans),) = build(choose(variants(runs)))
     seed_text = initial_instructions(RunDir(runs[("inspo", 0)]).recipe())[0]
     for plan, seed in zip(plans, SEEDS):
         evolved = f"Evolved instruction of seed {seed}: search, then answer. {{question}}"
@@ -173,27 +210,27 @@ def test_which_run_each_decomposition_cell_evaluates(runs):
             ("trained", "seed"): (f"inspo-s{seed}", f"inspo-s{seed}@final", seed_text, False),
             ("trained", "evolved"): (f"inspo-s{seed}", f"inspo-s{seed}@final", evolved, False),
             ("static", "seed"): (f"static-s{seed}", static, seed_text, False),
-            ("static", "evolved"): (f"static-s{seed}", static, evolved, False)}
+            ("static", "evolved"): (f"static-s{seed}", static, evolved, False),
+        }
         assert all(spec.directory.parent == spec.run.path / "decomposition" for spec in plan.cells.values())
     assert not has_cells(plans)  # Table 1's evaluations are there, but no cell reads them
 
 
 def test_the_decomposition_does_not_depend_on_the_order_the_runs_are_given_in(runs):
     inspo, static = variants(runs)
-    (_, _, plans), = build(choose([inspo, static]))
+    ((_, _, plans),) = build(choose([inspo, static]))
     fabricate_cells(plans)
     forward = effects(plans, "inspo", "static")
     inspo.runs.reverse()
     static.runs = [static.runs[1], static.runs[2], static.runs[0]]
-    (_, _, shuffled), = build(choose([static, inspo]))
+    ((_, _, shuffled),) = build(choose([static, inspo]))
     assert [p.seed for p in shuffled] == list(SEEDS)
     assert effects(shuffled, "inspo", "static") == forward
 
 
 def test_report_decompose_evaluates_the_missing_cells_once_and_reads_them_next_time(runs, tmp_path):
     roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
-    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo",
-                     "--device", "cpu")
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo", "--device", "cpu")
     assert result.exit_code == 0, result.output
     # initial·S once (copied to the other seeds); every other cell per seed, Table 1's two included (a run's own policy
     # is evaluated in its own directory, even where, as here, it holds the same weights as another's)
@@ -224,14 +261,17 @@ def test_holm_adjusts_a_family_of_p_values_as_worked_out_by_hand():
     assert holm([0.4, 0.3]) == pytest.approx([0.6, 0.6]) and holm([0.9, 0.8]) == [1.0, 1.0] and holm([]) == []
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["--decompose", "nosuch"], ["--decompose 'nosuch'", "no such variant", "inspo"]),
-    (["--decompose", "static"], ["--decompose 'static'", "fixed instruction"]),
-    (["--decompose", " , "], ["--decompose is empty"]),
-    (["--device", "cpu"], ["--device", "add --decompose"]),
-    (["--decompose", "inspo", "--device", "tpu"], ["tpu"]),
-    (["--decompose", "inspo", "--reference", "nosuch"], ["--reference 'nosuch'", "choose from"]),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--decompose", "nosuch"], ["--decompose 'nosuch'", "no such variant", "inspo"]),
+        (["--decompose", "static"], ["--decompose 'static'", "fixed instruction"]),
+        (["--decompose", " , "], ["--decompose is empty"]),
+        (["--device", "cpu"], ["--device", "add --decompose"]),
+        (["--decompose", "inspo", "--device", "tpu"], ["tpu"]),
+        (["--decompose", "inspo", "--reference", "nosuch"], ["--reference 'nosuch'", "choose from"]),
+    ],
+)
 def test_decompose_refuses_bad_options_in_one_line(runs, tmp_path, args, fragments):
     roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
     result = invoke("report", *roots, "--out", str(tmp_path / "report"), *args)
@@ -240,7 +280,7 @@ def test_decompose_refuses_bad_options_in_one_line(runs, tmp_path, args, fragmen
 
 
 def test_a_damaged_cached_cell_is_refused_naming_it_and_the_fix(runs, tmp_path):
-    (_, _, plans), = build(choose(variants(runs)))
+    ((_, _, plans),) = build(choose(variants(runs)))
     fabricate_cells(plans)
     damaged = plans[1].cells[("trained", "seed")].directory / "results.json"
     damaged.write_text("{not json")
@@ -249,8 +289,9 @@ def test_a_damaged_cached_cell_is_refused_naming_it_and_the_fix(runs, tmp_path):
     assert_one_line_error(result, str(damaged), "report again with --decompose")
 
 
-def test_ablate_collect_shows_the_decomposition_an_earlier_report_evaluated(repo_root, monkeypatch, tmp_path,
-                                                                          tiny_model_dir):
+def test_ablate_collect_shows_the_decomposition_an_earlier_report_evaluated(
+    repo_root, monkeypatch, tmp_path, tiny_model_dir
+):
     import yaml
 
     from inspo_cli.ablation.directory import AblationDir
@@ -258,8 +299,15 @@ def test_ablate_collect_shows_the_decomposition_an_earlier_report_evaluated(repo
 
     monkeypatch.chdir(repo_root)
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"recipe": "recipes/demo.yaml", "seeds": [0, 1], "variants": {
-        "inspo": [], "search-r1": ["population.enabled=false"]}}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "recipe": "recipes/demo.yaml",
+                "seeds": [0, 1],
+                "variants": {"inspo": [], "search-r1": ["population.enabled=false"]},
+            }
+        )
+    )
     out = tmp_path / "abl"
     assert invoke("ablate", "--sweep", sweep, "--out", out, "--print-commands").exit_code == 0
     ablation = AblationDir.open(out)
@@ -267,20 +315,32 @@ def test_ablate_collect_shows_the_decomposition_an_earlier_report_evaluated(repo
     seed_text = initial_instructions(load_recipe(ablation.recipe_file("inspo"), written_by_run=True))[0]
     for seed in (0, 1):
         for variant, population in (("inspo", True), ("search-r1", False)):
-            run = make_run(ablation.runs_dir, f"{variant}-s{seed}", seed, [0.1, 0.2, 0.3], None,
-                           population=population, overrides=(f"model.name_or_path={tiny_model_dir}",))
+            run = make_run(
+                ablation.runs_dir,
+                f"{variant}-s{seed}",
+                seed,
+                [0.1, 0.2, 0.3],
+                None,
+                population=population,
+                overrides=(f"model.name_or_path={tiny_model_dir}",),
+            )
             shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")
             runs[(variant, seed)] = run
-        write_evaluation(runs[("inspo", seed)] / "evaluations/step-3", CELLS[("trained", "evolved")](seed),
-                         f"Evolved {seed}. {{question}}")
+        write_evaluation(
+            runs[("inspo", seed)] / "evaluations/step-3",
+            CELLS[("trained", "evolved")](seed),
+            f"Evolved {seed}. {{question}}",
+        )
         write_evaluation(runs[("search-r1", seed)] / "evaluations/step-3", CELLS[("static", "seed")](seed), seed_text)
     result = invoke("ablate", "--collect", out)
     assert result.exit_code == 0, result.output
     assert "Where the gain lives" not in (out / "ablation.md").read_text()  # no cell evaluated: no section
 
-    variants = [Variant(v, v == "search-r1", [(RunDir(runs[(v, s)]), read_result(RunDir(runs[(v, s)]), s)[0])
-                                             for s in (0, 1)]) for v in ("inspo", "search-r1")]
-    (_, _, plans), = build(choose(variants))
+    variants = [
+        Variant(v, v == "search-r1", [(RunDir(runs[(v, s)]), read_result(RunDir(runs[(v, s)]), s)[0]) for s in (0, 1)])
+        for v in ("inspo", "search-r1")
+    ]
+    ((_, _, plans),) = build(choose(variants))
     fabricate_cells(plans)
     result = invoke("ablate", "--collect", out)
     assert result.exit_code == 0, result.output
@@ -301,7 +361,7 @@ def test_a_run_whose_policy_is_gone_is_refused_in_one_line_naming_it(runs, tmp_p
 def test_an_evaluation_cut_off_leaves_nothing_that_reads_as_cached_and_its_leftover_goes(runs):
     from inspo_cli.ablation.decompose import _clear_leftovers
 
-    (_, _, plans), = build(choose(variants(runs)))
+    ((_, _, plans),) = build(choose(variants(runs)))
     spec = plans[0].cells[("trained", "seed")]
     host = socket.gethostname()
     dead = spec.directory.with_name(f".{spec.directory.name}.tmp-{host}-999999999")  # no such process

@@ -23,7 +23,11 @@ def _project_files(repo_root) -> list[str]:
     try:
         listed = subprocess.run(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-            cwd=repo_root, capture_output=True, text=True, timeout=60, check=True,
+            cwd=repo_root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError) as error:
         pytest.skip(f"not a git checkout: {error}")
@@ -39,16 +43,22 @@ def _github_slug(heading: str) -> str:
 def test_mkdocs_site_builds_in_strict_mode(repo_root, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=repo_root, capture_output=True, text=True, timeout=300,
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     # in a table's code span `\|` is how Markdown keeps a pipe in its cell: the site must show the pipe alone (a code
     # span outside a table, such as the changelog's account of that bug, means what it shows)
-    escaped = [f"{page.relative_to(tmp_path / 'site')}: {match}" for page in (tmp_path / "site").rglob("*.html")
-               for table in re.findall(r"<table\b.*?</table>", page.read_text(encoding="utf-8"), flags=re.S)
-               for match in re.findall(r"<code[^>]*>[^<]*\\\|[^<]*</code>", table)]
+    escaped = [
+        f"{page.relative_to(tmp_path / 'site')}: {match}"
+        for page in (tmp_path / "site").rglob("*.html")
+        for table in re.findall(r"<table\b.*?</table>", page.read_text(encoding="utf-8"), flags=re.S)
+        for match in re.findall(r"<code[^>]*>[^<]*\\\|[^<]*</code>", table)
+    ]
     assert not escaped, f"a literal \\| in a table's code span (docs/hooks/code_pipes.py): {escaped[:3]}"
     reference = (tmp_path / "site/reference/recipe/index.html").read_text(encoding="utf-8")
     assert "<code>int | None</code>" in reference  # written `int \| None` for GitHub's tables

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from helpers.scripted_trainer import RecordingSource, ScriptedBackend, generation_batch
+
 from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig
 from inspo_cli.config.batch_plan import batch_plan
@@ -21,17 +21,27 @@ from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informat
 
 
 def test_a_group_is_informative_when_its_scored_rewards_differ():
-    rewards = torch.tensor([1., 1., 0., 1., math.nan, math.nan, math.nan, 0., 1., math.nan, 0.5, 0.25])
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, math.nan, math.nan, math.nan, 0.0, 1.0, math.nan, 0.5, 0.25])
     assert informative_groups(rewards, 2) == [False, True, False, False, False, True]
 
 
 def test_merge_pads_prompts_on_the_left_and_completions_on_the_right():
-    a = {"prompt_ids": torch.tensor([[5, 6], [7, 8]]), "prompt_mask": torch.ones(2, 2, dtype=torch.long),
-         "completion_ids": torch.tensor([[1], [2]]), "tool_mask": torch.tensor([[0], [1]]),
-         "advantages": torch.tensor([0.5, -0.5]), "num_items_in_batch": torch.tensor(2)}
-    b = {"prompt_ids": torch.tensor([[9]]), "prompt_mask": torch.ones(1, 1, dtype=torch.long),
-         "completion_ids": torch.tensor([[3, 4, 5]]), "tool_mask": torch.tensor([[1, 0, 1]]),
-         "advantages": torch.tensor([1.0]), "num_items_in_batch": torch.tensor(3)}
+    a = {
+        "prompt_ids": torch.tensor([[5, 6], [7, 8]]),
+        "prompt_mask": torch.ones(2, 2, dtype=torch.long),
+        "completion_ids": torch.tensor([[1], [2]]),
+        "tool_mask": torch.tensor([[0], [1]]),
+        "advantages": torch.tensor([0.5, -0.5]),
+        "num_items_in_batch": torch.tensor(2),
+    }
+    b = {
+        "prompt_ids": torch.tensor([[9]]),
+        "prompt_mask": torch.ones(1, 1, dtype=torch.long),
+        "completion_ids": torch.tensor([[3, 4, 5]]),
+        "tool_mask": torch.tensor([[1, 0, 1]]),
+        "advantages": torch.tensor([1.0]),
+        "num_items_in_batch": torch.tensor(3),
+    }
     merged = merge([(a, [1]), (b, [0])], pad_token_id=0)
     assert merged["prompt_ids"].tolist() == [[7, 8], [0, 9]]
     assert merged["prompt_mask"].tolist() == [[1, 1], [0, 1]]
@@ -87,8 +97,12 @@ def test_dropped_groups_are_replaced_by_informative_ones_of_further_questions():
     # round 0 keeps groups 0 and 3; 2 missing at a kept share of 1/2: 4 further questions
     assert script.draws == [(4, 1)]
     assert kept_rows(output) == [(0, 0), (0, 1), (0, 6), (0, 7), (1, 2), (1, 3), (1, 4), (1, 5)]
-    assert metrics == {"dynamic_sampling/equal_generated": 0.5, "dynamic_sampling/extra_rollouts": 1.0,
-                       "dynamic_sampling/rounds": 1.0, "dynamic_sampling/unfilled": 0.0}
+    assert metrics == {
+        "dynamic_sampling/equal_generated": 0.5,
+        "dynamic_sampling/extra_rollouts": 1.0,
+        "dynamic_sampling/rounds": 1.0,
+        "dynamic_sampling/unfilled": 0.0,
+    }
 
 
 def test_the_round_size_is_what_is_missing_over_the_kept_share_and_rounds_are_bounded():
@@ -97,8 +111,12 @@ def test_the_round_size_is_what_is_missing_over_the_kept_share_and_rounds_are_bo
     assert script.draws == [(4, 1), (4, 2)]  # 3 missing at 1/4 kept: capped at one batch; then the bound
     # group 0, then the step's own dropped groups fill the rest
     assert kept_rows(output) == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6), (0, 7)]
-    assert metrics == {"dynamic_sampling/equal_generated": 11 / 12, "dynamic_sampling/extra_rollouts": 2.0,
-                       "dynamic_sampling/rounds": 2.0, "dynamic_sampling/unfilled": 0.75}
+    assert metrics == {
+        "dynamic_sampling/equal_generated": 11 / 12,
+        "dynamic_sampling/extra_rollouts": 2.0,
+        "dynamic_sampling/rounds": 2.0,
+        "dynamic_sampling/unfilled": 0.75,
+    }
 
 
 def test_a_batch_without_equal_groups_costs_nothing_more():
@@ -111,6 +129,7 @@ def test_a_batch_without_equal_groups_costs_nothing_more():
 def test_every_process_runs_the_same_rounds_when_only_another_one_is_short():
     """This process keeps its whole batch, another one misses a group: both run the extra round (TRL's gathers are
     collective), and this one keeps its own rows."""
+
     def two_processes(values, how):
         other = {"max": [1], "sum": None}[how]
         if how == "max":
@@ -123,8 +142,11 @@ def test_every_process_runs_the_same_rounds_when_only_another_one_is_short():
 
 
 def test_dynamic_sampling_needs_whole_groups_on_each_process():
-    recipe = Recipe(training=TrainingConfig(batch_size=3, group_size=2, mini_batch_trajectories=6, micro_batch_size=3,
-                                            dynamic_sampling=True))
+    recipe = Recipe(
+        training=TrainingConfig(
+            batch_size=3, group_size=2, mini_batch_trajectories=6, micro_batch_size=3, dynamic_sampling=True
+        )
+    )
     with pytest.raises(InspoError, match="training.dynamic_sampling needs whole groups on each process"):
         batch_plan(recipe, processes=2)
     recipe.training.dynamic_sampling = False
@@ -197,8 +219,13 @@ def test_metrics_of_several_rounds_become_one_over_everything_generated():
     from inspo_cli.training.dynamic_sampling import pooled as _pooled
 
     sizes = [4, 12]
-    rounds = {"reward": [1.0, 0.0], "reward_std": [0.0, 0.0], "completions/max_length": [30, 50],
-              "completions/min_length": [7, 5], "frac_reward_zero_std": [0.5, 1.0]}
+    rounds = {
+        "reward": [1.0, 0.0],
+        "reward_std": [0.0, 0.0],
+        "completions/max_length": [30, 50],
+        "completions/min_length": [7, 5],
+        "frac_reward_zero_std": [0.5, 1.0],
+    }
     assert _pooled("reward", rounds["reward"], sizes, rounds) == 0.25
     # four rollouts at 1 and twelve at 0: TRL's (sample) standard deviation of the sixteen, sqrt(3 / 15)
     assert _pooled("reward_std", rounds["reward_std"], sizes, rounds) == pytest.approx(math.sqrt(0.2))
@@ -223,10 +250,15 @@ def test_pooled_metrics_are_what_trl_logs_for_all_the_rounds_rollouts_at_once():
 
     def logged(rewards, lengths):  # as grpo_trainer.py logs one generation round
         r, n = torch.tensor(rewards, dtype=torch.float64), torch.tensor(lengths, dtype=torch.float64)
-        return {"reward": torch.nanmean(r).item(), "reward_std": nanstd(r).item(),
-                "rewards/em/mean": torch.nanmean(r).item(), "rewards/em/std": nanstd(r).item(),
-                "completions/mean_length": n.mean().item(), "completions/max_length": n.max().item(),
-                "completions/min_length": n.min().item()}
+        return {
+            "reward": torch.nanmean(r).item(),
+            "reward_std": nanstd(r).item(),
+            "rewards/em/mean": torch.nanmean(r).item(),
+            "rewards/em/std": nanstd(r).item(),
+            "completions/mean_length": n.mean().item(),
+            "completions/max_length": n.max().item(),
+            "completions/min_length": n.min().item(),
+        }
 
     per_round = [logged(r, n) for r, n in zip(rewards, lengths)]
     rounds = {key: [round_[key] for round_ in per_round] for key in per_round[0]}
@@ -249,11 +281,16 @@ def test_a_step_whose_groups_all_had_equal_rewards_still_samples_a_bounded_amoun
     output, metrics = DynamicSampling(2, 2, 0).fill([{}] * 4, script.generate, script.draw, one_process)
     assert script.draws == [(2, 1), (2, 2)]  # the kept share is never taken below one group in a batch
     assert kept_rows(output) == [(0, 0), (0, 1), (0, 2), (0, 3)]
-    assert metrics == {"dynamic_sampling/equal_generated": 1.0, "dynamic_sampling/extra_rollouts": 2.0,
-                       "dynamic_sampling/rounds": 2.0, "dynamic_sampling/unfilled": 1.0}
+    assert metrics == {
+        "dynamic_sampling/equal_generated": 1.0,
+        "dynamic_sampling/extra_rollouts": 2.0,
+        "dynamic_sampling/rounds": 2.0,
+        "dynamic_sampling/unfilled": 1.0,
+    }
 
 
 # -- several processes: accelerate's collective gather, simulated by threads at the accelerator seam ----------------
+
 
 class Processes:
     """`count` processes' accelerators whose `gather` is collective, as accelerate's: every process's tensor, in
@@ -297,24 +334,47 @@ class Processes:
 TWO_PROCESSES = [
     # 1 group missing (on process 1) at 7/8 kept, then at 8/12 kept: 2 further questions each time, on both; process 0,
     # full after its first round, only takes part
-    ([[[True, True, True, True], [True, False], [True, True]],
-      [[True, True, True, False], [False, False], [False, True]]], 4, [(2, 1), (2, 2)],
-     [(0, i) for i in range(8)], [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (2, 2), (2, 3)],
-     {"dynamic_sampling/equal_generated": 5 / 16, "dynamic_sampling/extra_rollouts": 1.0,
-      "dynamic_sampling/rounds": 2.0, "dynamic_sampling/unfilled": 0.0}),
+    (
+        [
+            [[True, True, True, True], [True, False], [True, True]],
+            [[True, True, True, False], [False, False], [False, True]],
+        ],
+        4,
+        [(2, 1), (2, 2)],
+        [(0, i) for i in range(8)],
+        [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (2, 2), (2, 3)],
+        {
+            "dynamic_sampling/equal_generated": 5 / 16,
+            "dynamic_sampling/extra_rollouts": 1.0,
+            "dynamic_sampling/rounds": 2.0,
+            "dynamic_sampling/unfilled": 0.0,
+        },
+    ),
     # the kept share counts every informative group generated, process 0's surplus too (8/12, not 5/12: 2 questions,
     # not 3); process 1 ends one group short and fills it with its own first dropped group
-    ([[[True, True, True], [True, True, True], [True, True]],
-      [[True, False, False], [True, False, False], [False, False]]], 3, [(3, 1), (2, 2)],
-     [(0, i) for i in range(6)], [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3)],
-     {"dynamic_sampling/equal_generated": 6 / 16, "dynamic_sampling/extra_rollouts": 10 / 6,
-      "dynamic_sampling/rounds": 2.0, "dynamic_sampling/unfilled": 1 / 6}),
+    (
+        [
+            [[True, True, True], [True, True, True], [True, True]],
+            [[True, False, False], [True, False, False], [False, False]],
+        ],
+        3,
+        [(3, 1), (2, 2)],
+        [(0, i) for i in range(6)],
+        [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3)],
+        {
+            "dynamic_sampling/equal_generated": 6 / 16,
+            "dynamic_sampling/extra_rollouts": 10 / 6,
+            "dynamic_sampling/rounds": 2.0,
+            "dynamic_sampling/unfilled": 1 / 6,
+        },
+    ),
 ]
 
 
 @pytest.mark.parametrize("plans, groups, draws, rows0, rows1, metrics", TWO_PROCESSES)
-def test_two_processes_run_the_same_rounds_keep_their_own_groups_and_report_the_same_counts(plans, groups, draws,
-                                                                                             rows0, rows1, metrics):
+def test_two_processes_run_the_same_rounds_keep_their_own_groups_and_report_the_same_counts(
+    plans, groups, draws, rows0, rows1, metrics
+):
     """Every round is as large on each process (TRL's gathers line up) and sized from every process's kept share;
     each process keeps its own rows; the counts are over both processes."""
     from inspo_cli.training.trainer import SearchGRPOTrainer
@@ -333,10 +393,16 @@ def test_two_processes_run_the_same_rounds_keep_their_own_groups_and_report_the_
 def test_each_process_reads_its_own_rows_of_the_gathered_rewards():
     from inspo_cli.training.trainer import SearchGRPOTrainer
 
-    rewards = torch.tensor([1., 1., 0., 1., 0., 1., 1., 1.])  # TRL's rewards of every process, in process order
-    informative = [SearchGRPOTrainer._local_informative(
-        SimpleNamespace(accelerator=SimpleNamespace(process_index=index), _round_rewards=rewards, num_generations=2),
-        4) for index in (0, 1)]
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0])  # TRL's rewards of every process, in process order
+    informative = [
+        SearchGRPOTrainer._local_informative(
+            SimpleNamespace(
+                accelerator=SimpleNamespace(process_index=index), _round_rewards=rewards, num_generations=2
+            ),
+            4,
+        )
+        for index in (0, 1)
+    ]
     assert informative == [[False, True], [True, False]]
 
 
@@ -357,8 +423,12 @@ def test_each_process_draws_further_questions_of_its_own():
 
     def drawn(index):
         questions = [{"qid": f"q{i}"} for i in range(1000)]
-        trainer = SimpleNamespace(args=SimpleNamespace(seed=0), step=3, train_dataset=questions,
-                                  accelerator=SimpleNamespace(process_index=index))
+        trainer = SimpleNamespace(
+            args=SimpleNamespace(seed=0),
+            step=3,
+            train_dataset=questions,
+            accelerator=SimpleNamespace(process_index=index),
+        )
         return [q["qid"] for q in SearchGRPOTrainer._further_questions(trainer, 8, 1)]
 
     assert drawn(0) == drawn(0) and drawn(0) != drawn(1)

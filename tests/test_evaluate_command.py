@@ -9,17 +9,38 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.cli_helpers import assert_one_line_error, invoke
 
-FAST = ["--set", "rollout.max_tokens_per_turn=6", "--set", "rollout.max_observation_tokens=40",
-        "--set", "rollout.max_turns=1", "--device", "cpu"]
+FAST = [
+    "--set",
+    "rollout.max_tokens_per_turn=6",
+    "--set",
+    "rollout.max_observation_tokens=40",
+    "--set",
+    "rollout.max_turns=1",
+    "--device",
+    "cpu",
+]
 
 
 def test_all_five_methods_write_a_table_1_report(tiny_model_dir, tmp_path):
     out = tmp_path / "eval"
-    result = invoke("evaluate", "--benchmarks", "world", "--model", tiny_model_dir, "--method", "all",
-                    "--limit", 3, "--batch-size", 2, "--out", out, *FAST)
+    result = invoke(
+        "evaluate",
+        "--benchmarks",
+        "world",
+        "--model",
+        tiny_model_dir,
+        "--method",
+        "all",
+        "--limit",
+        3,
+        "--batch-size",
+        2,
+        "--out",
+        out,
+        *FAST,
+    )
     assert result.exit_code == 0, result.output
     assert "Exact match (%)" in result.stdout and "search-o1" in result.stdout
     markdown = (out / "results.md").read_text()
@@ -33,8 +54,16 @@ def test_all_five_methods_write_a_table_1_report(tiny_model_dir, tmp_path):
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 5 and {r["benchmark"] for r in rows} == {"world"}
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").open()]
-    assert len(predictions) == 15 and {"prediction", "golden_answers", "em", "f1", "subem", "queries", "turns",
-                                      "invalid_actions"} <= set(predictions[0])
+    assert len(predictions) == 15 and {
+        "prediction",
+        "golden_answers",
+        "em",
+        "f1",
+        "subem",
+        "queries",
+        "turns",
+        "invalid_actions",
+    } <= set(predictions[0])
 
 
 def make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root):
@@ -58,15 +87,18 @@ def make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root):
         folder = run / "checkpoints" / f"checkpoint-{step}"
         shutil.copytree(tiny_model_dir, folder)
         (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-        population = InstructionPopulation(config, seed=0, initial_texts=["Search first. {question}",
-                                                                          f"Best at step {step}. {{question}}"])
+        population = InstructionPopulation(
+            config, seed=0, initial_texts=["Search first. {question}", f"Best at step {step}. {{question}}"]
+        )
         population.observe([Pick("i1", "")], [1.0])
         population.end_step(step)
-        (folder / "coevolution.json").write_text(json.dumps({"population": population.state_dict(),
-                                                                 "replay": {"capacity": 8, "entries": []}}))
+        (folder / "coevolution.json").write_text(
+            json.dumps({"population": population.state_dict(), "replay": {"capacity": 8, "entries": []}})
+        )
     rewards = [0.1, 0.3, 0.5, 0.6, 0.6, 0.5, 0.2, 0.0, 0.0, 0.0]  # 2-step means peak at step 5, halve by step 8
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "update": i, "reward": r}) + "\n"
-                                               for i, r in enumerate(rewards, start=1)))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "update": i, "reward": r}) + "\n" for i, r in enumerate(rewards, start=1))
+    )
     return run
 
 
@@ -79,8 +111,9 @@ def evaluated(run, *args):
     return results
 
 
-def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_population(tiny_model_dir, tmp_path,
-                                                                                      repo_root):
+def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_population(
+    tiny_model_dir, tmp_path, repo_root
+):
     run = make_unfinished_inspo_run(tiny_model_dir, tmp_path, repo_root)
     latest = evaluated(run)  # no final policy yet: the newest checkpoint, with ITS best instruction
     assert latest["model"].endswith("checkpoint-10") and latest["instruction"] == "Best at step 10. {question}"
@@ -92,27 +125,41 @@ def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_popul
     fixed = evaluated(run, "--checkpoint", "9", "--instruction", "Mine. {question}")
     assert fixed["instruction"] == "Mine. {question}" and fixed["instruction_id"] is None
 
-    assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "7", *FAST), "--checkpoint '7'",
-                          "checkpoints at steps 4, 9, 10")
-    assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "²", *FAST), "--checkpoint '²'",
-                          "use a step number")  # a digit to str.isdigit, not to int()
-    assert_one_line_error(invoke("evaluate", "--run", run, "--checkpoint", "final", *FAST), "no final policy yet",
-                          "inspo train --resume")
+    assert_one_line_error(
+        invoke("evaluate", "--run", run, "--checkpoint", "7", *FAST),
+        "--checkpoint '7'",
+        "checkpoints at steps 4, 9, 10",
+    )
+    assert_one_line_error(
+        invoke("evaluate", "--run", run, "--checkpoint", "²", *FAST), "--checkpoint '²'", "use a step number"
+    )  # a digit to str.isdigit, not to int()
+    assert_one_line_error(
+        invoke("evaluate", "--run", run, "--checkpoint", "final", *FAST), "no final policy yet", "inspo train --resume"
+    )
     assert_one_line_error(invoke("evaluate", "--checkpoint", "4", *FAST), "--checkpoint", "--run")
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["--method", "cot"], ["--method", "cot", "direct, rag, ircot, search-o1, agent"]),
-    (["--benchmarks", "nq"], ["nq", "inspo data fetch"]),
-    (["--benchmarks", "squad"], ["squad"]),
-    (["--run", "nowhere"], ["nowhere", "run directory"]),
-    (["--set", "evaluation.temperature=-1"], ["evaluation.temperature", ">= 0"]),
-    (["--instruction", ""], ["--instruction", "empty"]),
-    # callables that cannot be a method: refused before the model loads (minutes for a 7B), not with a traceback after
-    (["--method", "builtins:len"], ["--method: inference method builtins:len takes (obj, /), but an inference method "
-                                    "is called as predict(ctx, questions)"]),
-    (["--method", "rag,os:_exit"], ["inference method os:_exit takes (status)"]),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--method", "cot"], ["--method", "cot", "direct, rag, ircot, search-o1, agent"]),
+        (["--benchmarks", "nq"], ["nq", "inspo data fetch"]),
+        (["--benchmarks", "squad"], ["squad"]),
+        (["--run", "nowhere"], ["nowhere", "run directory"]),
+        (["--set", "evaluation.temperature=-1"], ["evaluation.temperature", ">= 0"]),
+        (["--instruction", ""], ["--instruction", "empty"]),
+        # callables that cannot be a method: refused before the model loads (minutes for a 7B), not with a traceback
+        # after
+        (
+            ["--method", "builtins:len"],
+            [
+                "--method: inference method builtins:len takes (obj, /), but an inference method "
+                "is called as predict(ctx, questions)"
+            ],
+        ),
+        (["--method", "rag,os:_exit"], ["inference method os:_exit takes (status)"]),
+    ],
+)
 def test_bad_input_is_one_clear_line(args, fragments, tmp_path):
     result = invoke("evaluate", "--model", "smollm2-135m-instruct", "--out", tmp_path / "o", *args)
     assert_one_line_error(result, *fragments)
@@ -133,8 +180,9 @@ def test_method_help_lists_the_registered_methods():
     from inspo_cli.registry import METHODS
 
     shown = " ".join(result.output.replace("│", " ").split())
-    assert all(f"{name} ({' '.join(METHODS[name].describe(name).split(' (', 1)[1].split())}" in shown
-               for name in METHODS)
+    assert all(
+        f"{name} ({' '.join(METHODS[name].describe(name).split(' (', 1)[1].split())}" in shown for name in METHODS
+    )
 
 
 def test_a_qa_file_of_ones_own_is_a_benchmark_named_by_its_stem(tiny_model_dir, tmp_path):
@@ -147,13 +195,33 @@ def test_a_qa_file_of_ones_own_is_a_benchmark_named_by_its_stem(tiny_model_dir, 
     clash = tmp_path / "lab" / "nq.jsonl"
     clash.write_text(world_test[2] + "\n")
     out = tmp_path / "eval"
-    result = invoke("evaluate", "--benchmarks", f"world,{mine},{clash}", "--model", tiny_model_dir, "--method",
-                    "direct", "--limit", 2, "--out", out, *FAST)
+    result = invoke(
+        "evaluate",
+        "--benchmarks",
+        f"world,{mine},{clash}",
+        "--model",
+        tiny_model_dir,
+        "--method",
+        "direct",
+        "--limit",
+        2,
+        "--out",
+        out,
+        *FAST,
+    )
     assert result.exit_code == 0, result.output
     scores = json.loads((out / "results.json").read_text())["scores"]["direct"]
     assert {name: s["n"] for name, s in scores.items()} == {"world": 2, "my-questions": 2, "lab/nq": 1}
-    missing = invoke("evaluate", "--benchmarks", str(tmp_path / "absent.jsonl"), "--model", tiny_model_dir,
-                     "--out", tmp_path / "o2", *FAST)
+    missing = invoke(
+        "evaluate",
+        "--benchmarks",
+        str(tmp_path / "absent.jsonl"),
+        "--model",
+        tiny_model_dir,
+        "--out",
+        tmp_path / "o2",
+        *FAST,
+    )
     assert_one_line_error(missing, "absent.jsonl", "no such file")
 
 
@@ -171,18 +239,34 @@ def nothing(ctx, questions):
 
 
 @pytest.mark.parametrize("method, returned", [("one_short", "a list of 1 (Prediction)"), ("nothing", "None")])
-def test_an_outside_method_that_returns_too_few_predictions_scores_nothing(tiny_model_dir, tmp_path, monkeypatch,
-                                                                            method, returned):
+def test_an_outside_method_that_returns_too_few_predictions_scores_nothing(
+    tiny_model_dir, tmp_path, monkeypatch, method, returned
+):
     """A list one short was zipped against the questions: exit 0, the table over the wrong questions."""
     (tmp_path / "lab_methods.py").write_text(OUTSIDE_METHODS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "lab_methods", raising=False)
     out = tmp_path / "eval"
-    result = invoke("evaluate", "--benchmarks", "world", "--model", tiny_model_dir, "--method",
-                    f"lab_methods:{method}", "--limit", 2, "--batch-size", 2, "--out", out, *FAST)
+    result = invoke(
+        "evaluate",
+        "--benchmarks",
+        "world",
+        "--model",
+        tiny_model_dir,
+        "--method",
+        f"lab_methods:{method}",
+        "--limit",
+        2,
+        "--batch-size",
+        2,
+        "--out",
+        out,
+        *FAST,
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     last = result.stderr.strip().splitlines()[-1]  # after the progress lines
-    assert last.startswith(f"error: inference method lab_methods:{method}: predict() returned {returned}, not a list "
-                           "of 2 Prediction"), result.stderr
+    assert last.startswith(
+        f"error: inference method lab_methods:{method}: predict() returned {returned}, not a list of 2 Prediction"
+    ), result.stderr
     assert not out.exists()
     sys.modules.pop("lab_methods", None)

@@ -5,20 +5,39 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.cli_helpers import invoke
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from retriever.corpus import Passage
-from helpers.cli_helpers import invoke
 
 pytestmark = pytest.mark.slow
 
 
 def test_smollm2_agent_searches_the_world(tmp_path, repo_root):
     out = tmp_path / "eval"
-    result = invoke("evaluate", "--benchmarks", "world", "--model", "smollm2-135m-instruct", "--method", "agent",
-                    "--limit", 4, "--instruction", WORKED_EXAMPLE_INSTRUCTION, "--out", out, "--device", "cpu",
-                    "--set", "model.chat_template=off", "--set", "rollout.max_tokens_per_turn=48",
-                    "--set", "rollout.max_turns=2")
+    result = invoke(
+        "evaluate",
+        "--benchmarks",
+        "world",
+        "--model",
+        "smollm2-135m-instruct",
+        "--method",
+        "agent",
+        "--limit",
+        4,
+        "--instruction",
+        WORKED_EXAMPLE_INSTRUCTION,
+        "--out",
+        out,
+        "--device",
+        "cpu",
+        "--set",
+        "model.chat_template=off",
+        "--set",
+        "rollout.max_tokens_per_turn=48",
+        "--set",
+        "rollout.max_turns=2",
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "predictions.jsonl").open()]
     assert len(rows) == 4

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers.fake_retrievers import OverlapRetriever
+
 from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import RolloutConfig
 from inspo_cli.evaluation.methods import get_method
-from inspo_cli.evaluation.methods.base import MethodContext
-from inspo_cli.evaluation.runner import averages, evaluate_methods
-from inspo_cli.evaluation.methods.base import short_answer
+from inspo_cli.evaluation.methods.base import MethodContext, short_answer
 from inspo_cli.evaluation.methods.search_o1 import boxed_answer
+from inspo_cli.evaluation.runner import averages, evaluate_methods
 
 
 class RulePolicy:
@@ -30,7 +29,7 @@ class RulePolicy:
             reply, finish = self.reply(text), "eos"
             cuts = [reply.index(s) + len(s) for s in stop if s in reply]
             if cuts:
-                reply, finish = reply[:min(cuts)], "stop"
+                reply, finish = reply[: min(cuts)], "stop"
             ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"][:budget]
             out.append(Generation(ids, finish))
         return out
@@ -38,10 +37,23 @@ class RulePolicy:
 
 def make_ctx(tiny_tokenizer, reply, **rollout) -> tuple[MethodContext, RulePolicy, OverlapRetriever]:
     policy, retriever = RulePolicy(tiny_tokenizer, reply), OverlapRetriever()
-    config = RolloutConfig(**{"max_turns": 3, "max_tokens_per_turn": 64, "max_observation_tokens": 200,
-                              "max_prompt_tokens": 4000, "max_total_tokens": 8000, **rollout})
-    return MethodContext(policy, tiny_tokenizer, retriever, config, topk=2, chat=True,
-                         instruction="Answer the given question."), policy, retriever
+    config = RolloutConfig(
+        **{
+            "max_turns": 3,
+            "max_tokens_per_turn": 64,
+            "max_observation_tokens": 200,
+            "max_prompt_tokens": 4000,
+            "max_total_tokens": 8000,
+            **rollout,
+        }
+    )
+    return (
+        MethodContext(
+            policy, tiny_tokenizer, retriever, config, topk=2, chat=True, instruction="Answer the given question."
+        ),
+        policy,
+        retriever,
+    )
 
 
 QUESTIONS = ["When was the violin of Vell recorded?", "When was the comet of Vell recorded?"]
@@ -78,8 +90,9 @@ def test_ircot_interleaves_thoughts_and_retrieval_until_the_answer(tiny_tokenize
 
 
 def test_ircot_asks_for_the_answer_when_out_of_steps(tiny_tokenizer):
-    ctx, _, retriever = make_ctx(tiny_tokenizer, lambda t: "1714" if t.endswith("So the answer is:") else "Hmm.\n",
-                                 max_turns=2)
+    ctx, _, retriever = make_ctx(
+        tiny_tokenizer, lambda t: "1714" if t.endswith("So the answer is:") else "Hmm.\n", max_turns=2
+    )
     [prediction] = get_method("ircot")(ctx, [QUESTIONS[0]])
     assert prediction.answer == "1714" and prediction.searches == 3 and retriever.calls == [1, 1, 1]
 
@@ -119,13 +132,24 @@ def test_evaluate_methods_scores_em_f1_subem_and_searches(tiny_tokenizer):
     assert scores["direct"]["world"]["em"] == 0.5 and scores["direct"]["world"]["n"] == 2
     assert scores["rag"]["world"]["searches"] == 1.0
     assert averages(scores)["direct"]["em"] == 0.5
-    assert [(r["method"], r["id"], r["em"]) for r in rows] == [("direct", "a", 1.0), ("direct", "b", 0.0),
-                                                                ("rag", "a", 1.0), ("rag", "b", 0.0)]
+    assert [(r["method"], r["id"], r["em"]) for r in rows] == [
+        ("direct", "a", 1.0),
+        ("direct", "b", 0.0),
+        ("rag", "a", 1.0),
+        ("rag", "b", 0.0),
+    ]
 
 
-@pytest.mark.parametrize("response, answer", [
-    ("<think>x</think><answer> Paris </answer>", "Paris"), ("The answer is: 2014", "2014"),
-    ("\n\nFinal answer: X", "X"), ("Answers vary", "Answers vary"), ("", None)])
+@pytest.mark.parametrize(
+    "response, answer",
+    [
+        ("<think>x</think><answer> Paris </answer>", "Paris"),
+        ("The answer is: 2014", "2014"),
+        ("\n\nFinal answer: X", "X"),
+        ("Answers vary", "Answers vary"),
+        ("", None),
+    ],
+)
 def test_short_answer(response, answer):
     assert short_answer(response) == answer
 
@@ -135,13 +159,13 @@ def test_boxed_answer_skips_the_echoed_template():
     assert boxed_answer(r"\boxed{YOUR_ANSWER}") is None and boxed_answer("no box") is None
 
 
-ECHO_METHOD = '''
+ECHO_METHOD = """
 from inspo_cli.evaluation.methods.base import Prediction
 
 
 def predict(ctx, questions):
     return [Prediction("1714", f"echo: {q}") for q in questions]
-'''
+"""
 
 
 def test_a_method_is_one_file_plus_one_registry_line(tiny_tokenizer, tmp_path, monkeypatch):

@@ -13,12 +13,11 @@ import dataclasses
 
 import pytest
 import torch
-
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.fake_retrievers import OverlapRetriever
 from helpers.scripted_trainer import QUESTIONS, tiny_recipe
-from inspo_cli.agent import TransformersBackend
-from inspo_cli.agent import generation_memory
+
+from inspo_cli.agent import TransformersBackend, generation_memory
 from inspo_cli.config import ModelConfig, RewardConfig, RolloutConfig
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.instructions.sampling import StaticInstruction
@@ -28,8 +27,13 @@ from inspo_cli.training.grpo import grpo_config
 from inspo_cli.training.setup import question_dataset
 from inspo_cli.training.trainer import SearchGRPOTrainer
 
-PROMPTS = ["who founded Hokin Works?", "the river", "Answer the given question. Question: when was the castle built?",
-           "a", "Question: which river flows through the old town of Brenmoor and where does it meet the sea?"]
+PROMPTS = [
+    "who founded Hokin Works?",
+    "the river",
+    "Answer the given question. Question: when was the castle built?",
+    "a",
+    "Question: which river flows through the old town of Brenmoor and where does it meet the sea?",
+]
 
 
 @pytest.fixture
@@ -54,8 +58,9 @@ def _greedy(model, tokenizer, **kwargs):
     return TransformersBackend(model, tokenizer, temperature=0.0, **kwargs)
 
 
-def test_inside_a_rollout_the_weights_are_bf16_without_autocast_and_equal_plain_bf16_generate(tiny_model_dir,
-                                                                                            bf16_accelerator):
+def test_inside_a_rollout_the_weights_are_bf16_without_autocast_and_equal_plain_bf16_generate(
+    tiny_model_dir, bf16_accelerator
+):
     model, tokenizer = _prepared(bf16_accelerator, tiny_model_dir)
     assert "forward" in model.__dict__, "accelerate no longer wraps forward: this test's premise is gone"
     contexts = [tokenizer.encode(p) for p in PROMPTS]
@@ -71,8 +76,9 @@ def test_inside_a_rollout_the_weights_are_bf16_without_autocast_and_equal_plain_
     assert [g.token_ids for g in ours] == [g.token_ids for g in plain]
 
 
-def test_the_masters_and_the_autocast_wrapper_come_back_after_a_rollout_and_after_an_error(tiny_model_dir,
-                                                                                           bf16_accelerator):
+def test_the_masters_and_the_autocast_wrapper_come_back_after_a_rollout_and_after_an_error(
+    tiny_model_dir, bf16_accelerator
+):
     model, _ = _prepared(bf16_accelerator, tiny_model_dir)
     params = list(model.parameters())
     storage = [p.data_ptr() for p in params]
@@ -103,11 +109,18 @@ def _trainer(tmp_path, recipe):
     """A SearchGRPOTrainer with the real transformers backend, as `training.grpo.build_grpo` makes it."""
     plan = batch_plan(recipe)
     return SearchGRPOTrainer(
-        model=recipe.model.name_or_path, args=grpo_config(recipe, plan, tmp_path / "checkpoints"),
-        train_dataset=question_dataset(QUESTIONS), processing_class=load_tokenizer(recipe.model),
-        instructions=StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
-        rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True,
-        generation_batch_size=plan.generation_batch_per_process)
+        model=recipe.model.name_or_path,
+        args=grpo_config(recipe, plan, tmp_path / "checkpoints"),
+        train_dataset=question_dataset(QUESTIONS),
+        processing_class=load_tokenizer(recipe.model),
+        instructions=StaticInstruction("Answer the given question."),
+        retriever=OverlapRetriever(),
+        rollout=recipe.rollout,
+        reward=RewardConfig(),
+        topk=2,
+        chat=True,
+        generation_batch_size=plan.generation_batch_per_process,
+    )
 
 
 def test_a_mixed_precision_trainer_rolls_out_from_bf16_and_still_trains_its_float32_masters(tmp_path, tiny_model_dir):
@@ -119,8 +132,13 @@ def test_a_mixed_precision_trainer_rolls_out_from_bf16_and_still_trains_its_floa
     generate = backend.generate
 
     def recording(contexts, budgets, stop=()):
-        seen.append(({p.dtype for p in backend.model.parameters()}, "forward" in backend.model.__dict__
-                     and backend.model.forward == getattr(backend.model, "_original_forward", None)))
+        seen.append(
+            (
+                {p.dtype for p in backend.model.parameters()},
+                "forward" in backend.model.__dict__
+                and backend.model.forward == getattr(backend.model, "_original_forward", None),
+            )
+        )
         return generate(contexts, budgets, stop)
 
     backend.generate = recording
@@ -135,6 +153,7 @@ def test_a_mixed_precision_trainer_rolls_out_from_bf16_and_still_trains_its_floa
 
 # -- rollout.generation_batch_size -------------------------------------------------------------------------------
 
+
 def test_rows_that_fit_counts_the_padded_width_and_the_longest_budget():
     # 3 rows of widths 10, 20, 30 and budget 10: 1 row = 20 tokens, 2 rows = 2 x 30, 3 rows = 3 x 40
     assert generation_memory.rows_that_fit([10, 20, 30], [10, 10, 10], per_token=1, room=60) == 2
@@ -147,8 +166,9 @@ def test_rows_that_fit_counts_the_padded_width_and_the_longest_budget():
 def test_bytes_per_token_of_qwen25_3b():
     from transformers import Qwen2Config
 
-    config = Qwen2Config(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
-                         num_key_value_heads=2)
+    config = Qwen2Config(
+        hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2
+    )
     cache = 36 * 2 * 2 * 128  # layers x (keys, values) x kv heads x head dim
     prefill = 4 * 2048 + 16 * 128 + 3 * 11008
     assert generation_memory.bytes_per_token(config, 2) == (cache + prefill) * 2
@@ -162,8 +182,9 @@ def test_fitting_to_memory_splits_a_call_and_changes_no_greedy_row(tiny_model_di
     per_token = generation_memory.bytes_per_token(model.config, 4)
     widest = max(len(c) for c in contexts) + max(budgets)
     room = 2 * widest * per_token
-    monkeypatch.setattr(generation_memory, "free_device_bytes",
-                        lambda device: int(room / generation_memory.FREE_SHARE) + 1)
+    monkeypatch.setattr(
+        generation_memory, "free_device_bytes", lambda device: int(room / generation_memory.FREE_SHARE) + 1
+    )
     fitted = _greedy(model, tokenizer, batch_size=8, fit_memory=True)
     calls, held = [], []
     batch = fitted._generate_batch
@@ -214,15 +235,19 @@ def test_the_rollout_engine_gives_the_same_trajectories_whatever_the_rows_per_ca
     """Every rollout invariant across groupings: greedy ids, the observation mask, stop reasons and turns are those
     of one call for all rows however a cap splits the calls (the memory splits them the same way, above)."""
     from helpers.fake_retrievers import OverlapRetriever as Retriever
+
     from inspo_cli.agent import RolloutEngine
 
     model, tokenizer = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), device="cpu")
-    config = RolloutConfig(max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256,
-                           max_total_tokens=240)
+    config = RolloutConfig(
+        max_turns=2, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=256, max_total_tokens=240
+    )
 
     def run(backend):
         engine = RolloutEngine(backend, Retriever(), tokenizer, config, topk=2, chat=True)
-        return [(t.prompt_ids, t.completion_ids, t.completion_mask, t.stop_reason, t.turns)
-                for t in engine.run(["Answer the given question."] * len(PROMPTS), PROMPTS)]
+        return [
+            (t.prompt_ids, t.completion_ids, t.completion_mask, t.stop_reason, t.turns)
+            for t in engine.run(["Answer the given question."] * len(PROMPTS), PROMPTS)
+        ]
 
     assert run(_greedy(model, tokenizer, batch_size=cap)) == run(_greedy(model, tokenizer, batch_size=64))

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
+from helpers.encoders import HashingEncoder
 from typer.testing import CliRunner
 
-from helpers.encoders import HashingEncoder
 from inspo_cli.commands.index import index as index_command
 from inspo_cli.world import generate_world, write_world
 from retriever import Passage, Retriever, build_index, open_index, open_retriever, read_index_meta
@@ -53,13 +53,14 @@ def rows(path: Path) -> list[dict]:
 
 # -- BM25 ---------------------------------------------------------------------------------------------------
 
+
 def test_streamed_bm25_scores_equal_bm25s_own_index(tiny_world):
     import bm25s
 
     texts = [row["contents"] for row in rows(tiny_world / "corpus.jsonl")]
     builder = BM25Builder(make_tokenizer(None))
     for i in range(0, len(texts), 40):  # several chunks
-        builder.add(texts[i:i + 40])
+        builder.add(texts[i : i + 40])
     ours = builder.finish()
     reference = bm25s.BM25()
     reference.index(make_tokenizer(None).tokenize(texts, return_as="tuple", show_progress=False), show_progress=False)
@@ -99,8 +100,9 @@ def test_bm25_k_larger_than_corpus_and_no_matching_term(bm25_dir, tiny_world):
     n = len(rows(tiny_world / "corpus.jsonl"))
     (hits,) = retriever.search(["the"], k=10)  # only a stopword: nothing matches
     assert hits == []
-    (hits,) = retriever.search([" ".join(Passage.from_row(r).title for r in rows(tiny_world / "corpus.jsonl"))],
-                               k=n + 50)
+    (hits,) = retriever.search(
+        [" ".join(Passage.from_row(r).title for r in rows(tiny_world / "corpus.jsonl"))], k=n + 50
+    )
     assert 0 < len(hits) <= n and len({h.id for h in hits}) == len(hits)
 
 
@@ -153,8 +155,9 @@ def test_in_memory_bm25_from_a_corpus_file_matches_the_index_and_is_cached(bm25_
     assert open_retriever(corpus) is in_memory
     questions = [row["question"] for row in rows(tiny_world / "test.jsonl")][:5]
     from_dir = open_retriever(bm25_dir).search(questions, k=3)
-    assert ([[h.id for h in hits] for hits in in_memory.search(questions, k=3)]
-            == [[h.id for h in hits] for hits in from_dir])
+    assert [[h.id for h in hits] for hits in in_memory.search(questions, k=3)] == [
+        [h.id for h in hits] for hits in from_dir
+    ]
 
 
 def test_bm25_never_starts_jax_which_would_take_the_gpus_memory(tmp_path, corpus300):
@@ -183,9 +186,17 @@ assert bm25s.selection.JAX_IS_AVAILABLE is False
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not marker.exists()
-    already = subprocess.run([sys.executable, "-c", "import jax\nfrom retriever.bm25 import import_bm25s\n"
-                              "import_bm25s()\nimport sys\nassert sys.modules['jax'] is jax"],
-                             env=env, capture_output=True, text=True)
+    already = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import jax\nfrom retriever.bm25 import import_bm25s\n"
+            "import_bm25s()\nimport sys\nassert sys.modules['jax'] is jax",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert "jax.lax.top_k ran" in already.stderr  # bm25s used the JAX the process had loaded: left as it was
 
 
@@ -217,6 +228,7 @@ def test_open_retriever_url_gives_the_http_client():
 
 # -- the corpus moving or changing ---------------------------------------------------------------------------
 
+
 def test_moved_corpus_is_a_clear_error_and_can_be_pointed_at(tmp_path, corpus300):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_bytes(corpus300.read_bytes())
@@ -239,6 +251,7 @@ def test_changed_corpus_is_a_clear_error(tmp_path, corpus300):
 
 
 # -- refusals ------------------------------------------------------------------------------------------------
+
 
 def test_bad_corpora_are_one_line_errors(tmp_path):
     with pytest.raises(RetrieverError, match="does not exist"):
@@ -320,6 +333,7 @@ def test_interrupted_build_leaves_nothing_that_looks_like_an_index(tmp_path, cor
 
 # -- dense: faiss plumbing with a hashing encoder ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("faiss_type", ["flat", "hnsw", "ivfpq"])
 def test_dense_index_types_build_and_search(tmp_path, corpus300, faiss_type):
     encoder = HashingEncoder()
@@ -335,8 +349,9 @@ def test_dense_index_types_build_and_search(tmp_path, corpus300, faiss_type):
 
 def test_ivfpq_refuses_a_corpus_too_small_to_train(tmp_path, tiny_world):
     with pytest.raises(RetrieverError, match="at least 256 passages"):
-        build_index(tiny_world / "corpus.jsonl", tmp_path / "idx", kind="dense", faiss_type="ivfpq",
-                    encoder=HashingEncoder())
+        build_index(
+            tiny_world / "corpus.jsonl", tmp_path / "idx", kind="dense", faiss_type="ivfpq", encoder=HashingEncoder()
+        )
 
 
 def test_fp16_storage_halves_the_embeddings(tmp_path, corpus300):
@@ -353,6 +368,7 @@ def test_fp16_storage_halves_the_embeddings(tmp_path, corpus300):
 
 
 # -- GPU search without faiss-gpu: TorchFlatIndex (run here on CPU "devices") --------------------------------
+
 
 def unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
@@ -418,6 +434,7 @@ def test_encoder_precision_defaults_to_float16_on_cuda_only():
 
 # -- the command ---------------------------------------------------------------------------------------------
 
+
 def cli(*args):
     app = typer.Typer()
     app.command("index")(index_command)
@@ -453,14 +470,21 @@ def test_cli_refusals_exit_2_with_one_line(tmp_path, corpus300):
 
 def test_cli_takes_defaults_from_a_recipe(tmp_path, corpus300, repo_root):
     out = tmp_path / "from-recipe"
-    result = cli("--recipe", repo_root / "recipes" / "demo.yaml", "--set", f"retriever.corpus={corpus300}",
-                 "--set", f"retriever.index={out}")
+    result = cli(
+        "--recipe",
+        repo_root / "recipes" / "demo.yaml",
+        "--set",
+        f"retriever.corpus={corpus300}",
+        "--set",
+        f"retriever.index={out}",
+    )
     assert result.exit_code == 0, result.output
     meta = read_index_meta(out)
     assert meta["kind"] == "bm25" and meta["corpus"]["path"] == str(corpus300.resolve())
 
 
 # -- real encoders (slow) ------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_dense_minilm_flat_round_trip(tmp_path, tiny_world):
@@ -528,8 +552,9 @@ def test_pyserini_key_placeholder_does_not_outlive_the_import(monkeypatch):
 
     seen = {}
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setattr(lucene.importlib, "import_module",
-                        lambda name: seen.setdefault(name, os.environ.get("OPENAI_API_KEY")))
+    monkeypatch.setattr(
+        lucene.importlib, "import_module", lambda name: seen.setdefault(name, os.environ.get("OPENAI_API_KEY"))
+    )
     lucene._import_pyserini("pyserini.search.lucene")
     assert seen == {"pyserini.search.lucene": lucene.OPENAI_KEY_PLACEHOLDER}
     assert "OPENAI_API_KEY" not in os.environ

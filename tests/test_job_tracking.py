@@ -12,11 +12,11 @@ import shutil
 import socket
 
 import pytest
-
 from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.run_dirs import fake_run_dir
+
 from inspo_cli.ablation.directory import AblationDir
 from inspo_cli.ablation.plan import plan_axes
-from helpers.run_dirs import fake_run_dir
 
 UNREACHABLE = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
 SQUEUE_DOWN = f"echo '{UNREACHABLE}' >&2; exit 1"
@@ -77,13 +77,20 @@ def test_a_failing_squeue_is_not_an_empty_queue(tmp_path, repo_root, monkeypatch
     stand_ins(tmp_path, monkeypatch, squeue="echo '4242_0|RUNNING'; echo '4242_1|PENDING'")
     assert "nothing to submit" in invoke(*SUBMIT, "--out", out).stderr and calls(tmp_path) == 1
 
-    for squeue, why in ((SQUEUE_DOWN, f"squeue failed (exit 1): {UNREACHABLE}"),
-                        ("echo 'Segmentation fault'", "squeue answered 'Segmentation fault'"),
-                        ("exec /nonexistent", "squeue failed (exit 127)")):
+    for squeue, why in (
+        (SQUEUE_DOWN, f"squeue failed (exit 1): {UNREACHABLE}"),
+        ("echo 'Segmentation fault'", "squeue answered 'Segmentation fault'"),
+        ("exec /nonexistent", "squeue failed (exit 127)"),
+    ):
         stand_ins(tmp_path, monkeypatch, squeue=squeue)
         again = invoke(*SUBMIT, "--out", out)
-        assert_one_line(again, 3, "cannot tell whether demo-s0 (job 4242_0) is still queued or running", why,
-                        "nothing was submitted")
+        assert_one_line(
+            again,
+            3,
+            "cannot tell whether demo-s0 (job 4242_0) is still queued or running",
+            why,
+            "nothing was submitted",
+        )
         assert calls(tmp_path) == 1  # the running tasks were not submitted a second time
         rows = states(out)
         assert {row["state"] for row in rows.values()} == {"unknown"}  # not "stopped"
@@ -98,11 +105,13 @@ def test_a_reused_pid_is_not_the_run_and_a_run_with_its_result_is_finished(tmp_p
     names = [run.name for run in ablation.plan.runs()]
     me, host = local_job(os.getpid()), socket.gethostname()
     assert me.startswith(f"local:{host}:{os.getpid()}:")  # the pid and the process's start time
-    jobs = {names[0]: {"job": me},  # this very process: running
-            names[1]: {"job": me + "1"},  # this pid, but a process that started at another time: not the run
-            names[2]: {"job": f"local:{host}:{os.getpid()}", "started": "2001-01-01T00:00:00+0000"},  # an earlier
-            names[3]: {"job": f"local:{host}:{os.getpid()}", "started": "2100-01-01T00:00:00+0000"},  # version's
-            names[4]: {"job": me}}  # alive, but its run is finished with its result
+    jobs = {
+        names[0]: {"job": me},  # this very process: running
+        names[1]: {"job": me + "1"},  # this pid, but a process that started at another time: not the run
+        names[2]: {"job": f"local:{host}:{os.getpid()}", "started": "2001-01-01T00:00:00+0000"},  # an earlier
+        names[3]: {"job": f"local:{host}:{os.getpid()}", "started": "2100-01-01T00:00:00+0000"},  # version's
+        names[4]: {"job": me},
+    }  # alive, but its run is finished with its result
     (tmp_path / "a/jobs.json").write_text(json.dumps(jobs))
     fake_run_dir(ablation, names[4], {"world": 0.4})
     rows = states(tmp_path / "a")
@@ -159,10 +168,11 @@ def test_wait_outlasts_a_brief_squeue_failure(tmp_path, repo_root, monkeypatch):
 def test_sbatch_refusals_are_one_line_quoting_slurm(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     refusal = "sbatch: error: Batch job submission failed: Invalid partition name specified"
-    for sbatch, fragments in ((f"echo '{refusal}' >&2; exit 1", ("sbatch refused the job array", refusal)),
-                              ("exit 1", ("sbatch refused the job array", "exited with code 1")),
-                              ("echo 'Hello from the cluster'", ("sbatch answered 'Hello from the cluster'",
-                                                                  "names no job"))):
+    for sbatch, fragments in (
+        (f"echo '{refusal}' >&2; exit 1", ("sbatch refused the job array", refusal)),
+        ("exit 1", ("sbatch refused the job array", "exited with code 1")),
+        ("echo 'Hello from the cluster'", ("sbatch answered 'Hello from the cluster'", "names no job")),
+    ):
         stand_ins(tmp_path, monkeypatch, sbatch=sbatch, srun="exit 0", squeue="exit 0")
         result = invoke(*SUBMIT, "--out", tmp_path / "out", "--partition", "nope")
         assert_one_line_error(result, *fragments)
@@ -177,17 +187,22 @@ def test_slurm_commands_are_checked_before_the_plan_is_written(tmp_path, repo_ro
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ("{", "not valid JSON"),
-    ('{"demo-s0": {"job": 5}}', 'expected a string'),
-    ('{"demo-s0": {"job": "local:HOST:\u00b2"}}', "neither a SLURM job id"),  # passes str.isdigit, not int()
-    ('{"demo-s0": {"job": "local:HOST:\u0661\u0662\u0663"}}', "neither a SLURM job id"),  # Arabic-Indic digits
-    ('{"demo-s0": {"job": "local:HOST:' + "9" * 30 + '"}}', "neither a SLURM job id"),  # os.kill overflows
-    ('{"demo-s0": {"job": "local:HOST:0"}}', "neither a SLURM job id"),
-    ('{"demo-s0": {"job": "4242_0; rm -rf ~"}}', "neither a SLURM job id"),
-    ('{"demo-s0": {"job": "4242_0", "requeued": -3}}', "expected an integer in [0, 1000000], got int -3"),
-    ("DIR", "is not a regular file"), ("FIFO", "is not a regular file"), ("HUGE", "more than the 16,777,216"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("{", "not valid JSON"),
+        ('{"demo-s0": {"job": 5}}', "expected a string"),
+        ('{"demo-s0": {"job": "local:HOST:\u00b2"}}', "neither a SLURM job id"),  # passes str.isdigit, not int()
+        ('{"demo-s0": {"job": "local:HOST:\u0661\u0662\u0663"}}', "neither a SLURM job id"),  # Arabic-Indic digits
+        ('{"demo-s0": {"job": "local:HOST:' + "9" * 30 + '"}}', "neither a SLURM job id"),  # os.kill overflows
+        ('{"demo-s0": {"job": "local:HOST:0"}}', "neither a SLURM job id"),
+        ('{"demo-s0": {"job": "4242_0; rm -rf ~"}}', "neither a SLURM job id"),
+        ('{"demo-s0": {"job": "4242_0", "requeued": -3}}', "expected an integer in [0, 1000000], got int -3"),
+        ("DIR", "is not a regular file"),
+        ("FIFO", "is not a regular file"),
+        ("HUGE", "more than the 16,777,216"),
+    ],
+)
 def test_a_damaged_jobs_json_is_one_line_naming_it(tmp_path, repo_root, monkeypatch, content, fragment):
     monkeypatch.chdir(repo_root)
     ablation = ablation_of(tmp_path, repo_root)
@@ -217,22 +232,31 @@ def test_a_hostile_poll_interval_is_refused_not_a_busy_loop(tmp_path, repo_root,
     assert calls(tmp_path) == 0 and not (tmp_path / "out").exists()  # refused before anything was submitted
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--sbatch-option", "array=0-3"], "--sbatch-option array: set it with --array-parallelism"),
-    (["--sbatch-option", "time=5"], "set it with --time"),
-    (["--sbatch-option", "part=gpu"], "--sbatch-option part: set it with --partition"),  # sbatch takes abbreviations
-    (["--sbatch-option", "output=/tmp/x"], "set --output themselves"),
-    (["--sbatch-option", "signal=USR1@60"], "set --signal themselves"),
-    (["--sbatch-option", "parsable=1"], "set --parsable themselves"),
-    (["--sbatch-option", "comment=a\tb"], "printable"),
-    (["--sbatch-option", "comment=" + "x" * 2000], "at most 1000"),
-    (["--partition", "gpu a100"], "without spaces"),
-    (["--time", "9" * 5000], "--time"), (["--time", "400-00:00"], "more than a year"),
-    (["--mem-per-run", "9" * 400 + "G"], "--mem-per-run"), (["--mem-per-run", "2000000T"], "more than"),
-    (["--gpus-per-run", "100000"], "--gpus-per-run 100000: must be from 0 to 256"),
-    (["--cpus-per-run", "10000000000000000000000"], "--cpus-per-run"),
-    (["--out", "/tmp/my runs/a"], "cannot carry"), (["--out", "/tmp/100%/a"], "cannot carry"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--sbatch-option", "array=0-3"], "--sbatch-option array: set it with --array-parallelism"),
+        (["--sbatch-option", "time=5"], "set it with --time"),
+        (
+            ["--sbatch-option", "part=gpu"],
+            "--sbatch-option part: set it with --partition",
+        ),  # sbatch takes abbreviations
+        (["--sbatch-option", "output=/tmp/x"], "set --output themselves"),
+        (["--sbatch-option", "signal=USR1@60"], "set --signal themselves"),
+        (["--sbatch-option", "parsable=1"], "set --parsable themselves"),
+        (["--sbatch-option", "comment=a\tb"], "printable"),
+        (["--sbatch-option", "comment=" + "x" * 2000], "at most 1000"),
+        (["--partition", "gpu a100"], "without spaces"),
+        (["--time", "9" * 5000], "--time"),
+        (["--time", "400-00:00"], "more than a year"),
+        (["--mem-per-run", "9" * 400 + "G"], "--mem-per-run"),
+        (["--mem-per-run", "2000000T"], "more than"),
+        (["--gpus-per-run", "100000"], "--gpus-per-run 100000: must be from 0 to 256"),
+        (["--cpus-per-run", "10000000000000000000000"], "--cpus-per-run"),
+        (["--out", "/tmp/my runs/a"], "cannot carry"),
+        (["--out", "/tmp/100%/a"], "cannot carry"),
+    ],
+)
 def test_sbatch_options_are_checked_before_anything_is_written(tmp_path, repo_root, monkeypatch, args, fragment):
     monkeypatch.chdir(repo_root)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a dry run: no SLURM needed
@@ -244,8 +268,18 @@ def test_sbatch_options_are_checked_before_anything_is_written(tmp_path, repo_ro
 def test_sbatch_options_of_the_users_own_pass(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    result = invoke(*SUBMIT, "--dry-run", "--out", tmp_path / "a", "--sbatch-option", "gpus=2", "--sbatch-option",
-                    "constraint=a100|h100", "--sbatch-option", "comment=paper run 3")
+    result = invoke(
+        *SUBMIT,
+        "--dry-run",
+        "--out",
+        tmp_path / "a",
+        "--sbatch-option",
+        "gpus=2",
+        "--sbatch-option",
+        "constraint=a100|h100",
+        "--sbatch-option",
+        "comment=paper run 3",
+    )
     assert result.exit_code == 0, result.output
     for line in ("#SBATCH --gpus=2", "#SBATCH --constraint='a100|h100'", "#SBATCH --comment='paper run 3'"):
         assert line in result.stdout, line
@@ -259,10 +293,14 @@ def test_the_launchers_accelerate_config_is_read_as_checked_input(tmp_path, repo
     (tmp_path / "bad.yaml").write_text("num_processes: [8\n")
     (tmp_path / "bool.yaml").write_text("num_processes: true\n")
     (tmp_path / "huge.yaml").write_text("# " + "x" * (2 << 20) + "\n")
-    for path, message in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "is a directory"),
-                          ("/dev/zero", "not a regular file"), (tmp_path / "bad.yaml", "not valid YAML"),
-                          (tmp_path / "huge.yaml", "more than the 1,048,576 it may have"),
-                          (tmp_path / "none", "does not exist")):
+    for path, message in (
+        (tmp_path / "fifo", "not a regular file"),
+        (tmp_path, "is a directory"),
+        ("/dev/zero", "not a regular file"),
+        (tmp_path / "bad.yaml", "not valid YAML"),
+        (tmp_path / "huge.yaml", "more than the 1,048,576 it may have"),
+        (tmp_path / "none", "does not exist"),
+    ):
         with pytest.raises(InspoError, match=message):
             launcher_gpus(f"accelerate launch --config_file {path}")
     assert launcher_gpus(f"accelerate launch --config_file {tmp_path / 'bool.yaml'}") is None

@@ -39,18 +39,21 @@ def test_malformed_jsonl_names_file_and_line(tmp_path):
     path.write_text('{"a": 1}\n\n{"a": \n')
     with pytest.raises(InspoError, match=r"rows.jsonl:3: not valid JSON"):
         read_jsonl(path)
-    path.write_text('[1, 2]\n')
+    path.write_text("[1, 2]\n")
     with pytest.raises(InspoError, match=r"rows.jsonl:1: expected an object"):
         read_jsonl(path)
 
 
-@pytest.mark.parametrize("value, problem", [
-    (1.5, '"em": expected a finite number in [0, 1], got float 1.5'),
-    (float("nan"), '"em": expected a finite number in [0, 1], got float NaN'),
-    (-1e-9, "in [0, 1]"),
-    (True, "got bool true"),
-    ("0.5", 'got str "0.5"'),
-])
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        (1.5, '"em": expected a finite number in [0, 1], got float 1.5'),
+        (float("nan"), '"em": expected a finite number in [0, 1], got float NaN'),
+        (-1e-9, "in [0, 1]"),
+        (True, "got bool true"),
+        ("0.5", 'got str "0.5"'),
+    ],
+)
 def test_a_range_shape_refuses_a_number_of_the_right_type_out_of_range(value, problem):
     from inspo_cli.jsonio import UNIT, shape_problem
 

@@ -26,13 +26,21 @@ def test_the_import_contracts_hold(repo_root):
     assert "Contracts: 5 kept, 0 broken." in result.stdout
 
 
-@pytest.mark.parametrize("module, line, broken", [
-    ("inspo_cli/config/loader.py", "import inspo_cli.training.run", "Layers, top to bottom"),
-    ("inspo_cli/instructions/population.py", "import torch", "inspo_cli.instructions is not allowed to import torch"),
-    ("retriever/kinds.py", "import inspo_cli.errors", "retriever/ stands alone"),
-    ("inspo_cli/training/summary.py", "import typer", "inspo_cli.training is not allowed to import typer"),
-    ("inspo_cli/instructions/population.py", "import inspo_cli.instructions.evolution", "No cycles are allowed"),
-], ids=["upward", "torch-in-instructions", "retriever-imports-inspo", "typer-below-commands", "cycle"])
+@pytest.mark.parametrize(
+    "module, line, broken",
+    [
+        ("inspo_cli/config/loader.py", "import inspo_cli.training.run", "Layers, top to bottom"),
+        (
+            "inspo_cli/instructions/population.py",
+            "import torch",
+            "inspo_cli.instructions is not allowed to import torch",
+        ),
+        ("retriever/kinds.py", "import inspo_cli.errors", "retriever/ stands alone"),
+        ("inspo_cli/training/summary.py", "import typer", "inspo_cli.training is not allowed to import typer"),
+        ("inspo_cli/instructions/population.py", "import inspo_cli.instructions.evolution", "No cycles are allowed"),
+    ],
+    ids=["upward", "torch-in-instructions", "retriever-imports-inspo", "typer-below-commands", "cycle"],
+)
 def test_a_wrong_import_breaks_its_contract(repo_root, tmp_path, module, line, broken):
     for part in ("inspo_cli", "retriever", "pyproject.toml"):
         (shutil.copytree if (repo_root / part).is_dir() else shutil.copy)(repo_root / part, tmp_path / part)

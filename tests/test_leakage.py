@@ -25,8 +25,9 @@ SCORES_WITH_LEAK = {**SCORES, LEAKY: 0.95}
 
 
 def evolve_once(leak_check: str, **overrides):
-    config = make_config(leak_check=leak_check, accept="top_n", accept_top_n=3, size=6, max_verify_rounds=1,
-                         **overrides)
+    config = make_config(
+        leak_check=leak_check, accept="top_n", accept_top_n=3, size=6, max_verify_rounds=1, **overrides
+    )
     lm, verifier = ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK)
     report = evolve(make_population(config), make_buffer(), lm, verifier, config, 15, random.Random(0))
     return report, lm, verifier
@@ -68,16 +69,24 @@ def test_candidates_are_recorded_when_every_question_was_shown():
     assert verifier.calls == [] and {c.reason for c in report.candidates} == {NO_QUESTIONS}
 
 
-@pytest.mark.parametrize("candidate, reason", [
-    ("Answer in the form: how many years after the founding of the Hokin Works was Ada born",
-     "contains 8 words of training question q9: 'after founding of hokin works was ada born'"),
-    ("Say PARIS when unsure.", None),  # Paris answered q1, which this prompt did not show
-    ("If the answer is yes, write yes.", None),  # yes/no answers are everywhere in instructions
-])
+@pytest.mark.parametrize(
+    "candidate, reason",
+    [
+        (
+            "Answer in the form: how many years after the founding of the Hokin Works was Ada born",
+            "contains 8 words of training question q9: 'after founding of hokin works was ada born'",
+        ),
+        ("Say PARIS when unsure.", None),  # Paris answered q1, which this prompt did not show
+        ("If the answer is yes, write yes.", None),  # yes/no answers are everywhere in instructions
+    ],
+)
 def test_spans_of_known_questions_and_what_the_guard_lets_through(candidate, reason):
     buffer = make_buffer()
-    buffer.add(Experience("i0", "q9", "How many years after the founding of the Hokin Works was Ada born?", ("12",),
-                          "wrong", 0.0, 2))
+    buffer.add(
+        Experience(
+            "i0", "q9", "How many years after the founding of the Hokin Works was Ada born?", ("12",), "wrong", 0.0, 2
+        )
+    )
     shown = [q for q in buffer.questions() if q.key in ("q2", "q9")]
     found = LeakGuard().leak(candidate, shown, buffer)
     assert found == reason if reason is None else found.startswith(reason[:40])
@@ -90,8 +99,9 @@ def test_no_test_question_reaches_an_optimizer_prompt_and_one_that_would_is_an_e
     guard = LeakGuard(held_out)
     train = [json.loads(line) for line in (ROOT / "data/world/train.jsonl").read_text().splitlines()[:40]]
     buffer = ReplayBuffer(100)
-    buffer.extend(Experience("i0", row["id"], row["question"], tuple(row["golden_answers"]), "wrong", 0.0, 1)
-                  for row in train)
+    buffer.extend(
+        Experience("i0", row["id"], row["question"], tuple(row["golden_answers"]), "wrong", 0.0, 1) for row in train
+    )
     config = make_config(leak_check="refuse", max_verify_rounds=2, failures_per_call=4)
     lm = ScriptedLM(ANSWER, ANSWER)
     evolve(make_population(config), buffer, lm, DictVerifier(SCORES_WITH_LEAK), config, 15, random.Random(0), guard)
@@ -99,8 +109,16 @@ def test_no_test_question_reaches_an_optimizer_prompt_and_one_that_would_is_an_e
     # a bug that let an evaluation rollout into the replay buffer: its question would reach the optimizer
     buffer.add(Experience("i0", "test-1", held_out[0], ("x",), "wrong", 0.0, 2))
     with pytest.raises(HeldOutInPrompt, match="a held-out \\(dev/test\\) question reached an optimizer prompt"):
-        evolve(make_population(config), buffer, ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK), config, 15,
-               random.Random(0), guard)
+        evolve(
+            make_population(config),
+            buffer,
+            ScriptedLM(ANSWER),
+            DictVerifier(SCORES_WITH_LEAK),
+            config,
+            15,
+            random.Random(0),
+            guard,
+        )
 
 
 def test_a_held_out_question_that_is_also_a_training_question_is_left_out(monkeypatch):
@@ -112,8 +130,10 @@ def test_a_held_out_question_that_is_also_a_training_question_is_left_out(monkey
     monkeypatch.setattr(setup, "train_questions", lambda r: [Question("t", held_out[0].upper() + " ", ("x",), "w")])
     said: list[str] = []
     assert held_out_questions(recipe, said.append) == held_out[1:]
-    assert said == [f"warning: 1 of the {len(held_out)} evaluation questions are also training questions; the leak "
-                    "check cannot hold those out of optimizer prompts"]
+    assert said == [
+        f"warning: 1 of the {len(held_out)} evaluation questions are also training questions; the leak "
+        "check cannot hold those out of optimizer prompts"
+    ]
 
 
 def test_leak_check_is_validated():
@@ -146,20 +166,41 @@ def buffer_with_a_policy_that_quotes(held_out: str) -> ReplayBuffer:
     that writes it as its reasoning, its query (on a line of its own), a passage and a made-up next question."""
     buffer = make_buffer()
     text = held_out.lower().rstrip("?")
-    response = (f"<think>{text}</think>\n<search>\n{text}\n</search>\n<information>Doc 1(Title: Hamlet) Scholars "
-                f"ask {text}; most say Shakespeare.</information>\n<answer>Marlowe</answer>\nQuestion: {held_out}")
-    buffer.add(Experience("i0", "q7", f"{held_out.rstrip('?')} and in which year was Macbeth first performed?",
-                          ("Shakespeare, 1606",), response, 0.0, 3))
+    response = (
+        f"<think>{text}</think>\n<search>\n{text}\n</search>\n<information>Doc 1(Title: Hamlet) Scholars "
+        f"ask {text}; most say Shakespeare.</information>\n<answer>Marlowe</answer>\nQuestion: {held_out}"
+    )
+    buffer.add(
+        Experience(
+            "i0",
+            "q7",
+            f"{held_out.rstrip('?')} and in which year was Macbeth first performed?",
+            ("Shakespeare, 1606",),
+            response,
+            0.0,
+            3,
+        )
+    )
     return buffer
 
 
 def test_a_short_evaluation_question_inside_training_text_or_policy_text_does_not_stop_the_run():
     config = make_config(leak_check="refuse", max_verify_rounds=1)
     lm = ScriptedLM(ANSWER)
-    report = evolve(make_population(config), buffer_with_a_policy_that_quotes(SHORT_HELD_OUT), lm,
-                    DictVerifier(SCORES_WITH_LEAK), config, 15, random.Random(0), LeakGuard([SHORT_HELD_OUT]))
-    assert "who wrote hamlet and in which year" in lm.prompts[0].lower() and "<search>\nwho wrote hamlet\n" in \
-        lm.prompts[0]  # the old substring rule raised on this prompt
+    report = evolve(
+        make_population(config),
+        buffer_with_a_policy_that_quotes(SHORT_HELD_OUT),
+        lm,
+        DictVerifier(SCORES_WITH_LEAK),
+        config,
+        15,
+        random.Random(0),
+        LeakGuard([SHORT_HELD_OUT]),
+    )
+    assert (
+        "who wrote hamlet and in which year" in lm.prompts[0].lower()
+        and "<search>\nwho wrote hamlet\n" in lm.prompts[0]
+    )  # the old substring rule raised on this prompt
     assert report.optimizer_calls == 1 and any(c.accepted for c in report.candidates)
 
 
@@ -169,16 +210,32 @@ def test_an_evaluation_question_shown_whole_stops_the_run_however_it_is_written(
     buffer.add(Experience("i0", "test-7", as_stored, ("Shakespeare",), "wrong", 0.0, 3))  # an evaluation rollout
     config = make_config(leak_check="flag", max_verify_rounds=1)
     with pytest.raises(HeldOutInPrompt, match=r"'Who wrote Hamlet\?' \(replay question test-7\)"):
-        evolve(make_population(config), buffer, ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK), config, 15,
-               random.Random(0), LeakGuard(["What is the capital of Norway?", SHORT_HELD_OUT, "Who painted X?"]))
+        evolve(
+            make_population(config),
+            buffer,
+            ScriptedLM(ANSWER),
+            DictVerifier(SCORES_WITH_LEAK),
+            config,
+            15,
+            random.Random(0),
+            LeakGuard(["What is the capital of Norway?", SHORT_HELD_OUT, "Who painted X?"]),
+        )
 
 
 def test_off_checks_nothing_not_even_the_evaluation_questions():
     buffer = make_buffer()
     buffer.add(Experience("i0", "test-7", SHORT_HELD_OUT, ("Shakespeare",), "wrong", 0.0, 3))
     config = make_config(leak_check="off", max_verify_rounds=1)
-    report = evolve(make_population(config), buffer, ScriptedLM(ANSWER), DictVerifier(SCORES_WITH_LEAK), config, 15,
-                    random.Random(0), LeakGuard([SHORT_HELD_OUT]))
+    report = evolve(
+        make_population(config),
+        buffer,
+        ScriptedLM(ANSWER),
+        DictVerifier(SCORES_WITH_LEAK),
+        config,
+        15,
+        random.Random(0),
+        LeakGuard([SHORT_HELD_OUT]),
+    )
     assert report.optimizer_calls == 1 and all(c.leak is None for c in report.candidates)
     assert held_out_questions(load_recipe(ROOT / "recipes/demo.yaml", ["population.leak_check=off"])) == []
 
@@ -192,8 +249,10 @@ def test_spans_of_every_held_out_question_are_checked_not_only_the_last():
 
 # -- the setting: off is the paper's loop, written bare or quoted; the paper recipes keep it and say so ------------
 
-@pytest.mark.parametrize("value, expected", [("off", "off"), ("false", "off"), ("'off'", "off"), ("refuse", "refuse"),
-                                             ("flag", "flag")])
+
+@pytest.mark.parametrize(
+    "value, expected", [("off", "off"), ("false", "off"), ("'off'", "off"), ("refuse", "refuse"), ("flag", "flag")]
+)
 def test_leak_check_accepts_a_bare_off(value, expected):
     # YAML 1.1 reads a bare off as false; the recipe means the string (--set values are read as YAML too)
     assert load_recipe(None, [f"population.leak_check={value}"]).population.leak_check == expected
@@ -203,9 +262,12 @@ def test_leak_check_accepts_a_bare_off(value, expected):
 def test_leak_check_refuses_on_and_names_the_choices(value):
     from inspo_cli.errors import InspoError
 
-    with pytest.raises(InspoError, match=r"population.leak_check: on \(or true\) does not say what to do with a "
-                                         r"leaking candidate: set refuse \(not admitted\), flag \(admitted and "
-                                         r"marked\) or off"):
+    with pytest.raises(
+        InspoError,
+        match=r"population.leak_check: on \(or true\) does not say what to do with a "
+        r"leaking candidate: set refuse \(not admitted\), flag \(admitted and "
+        r"marked\) or off",
+    ):
         load_recipe(None, [f"population.leak_check={value}"])
 
 
@@ -226,6 +288,12 @@ def test_the_paper_recipes_run_the_papers_loop_and_recipe_check_says_whether_a_r
         return next(row for row in rows if row["target"] == "inspo: population.leak_check")
 
     assert {k: leak_row()[k] for k in ("setting", "paper", "recipe", "matches")} == {
-        "setting": "leak guard (beyond the paper)", "paper": "off", "recipe": "off", "matches": True}
+        "setting": "leak guard (beyond the paper)",
+        "paper": "off",
+        "recipe": "off",
+        "matches": True,
+    }
     assert {k: leak_row("population.leak_check=refuse")[k] for k in ("recipe", "matches")} == {
-        "recipe": "refuse", "matches": False}
+        "recipe": "refuse",
+        "matches": False,
+    }

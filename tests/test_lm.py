@@ -18,10 +18,24 @@ import sys
 import traceback
 
 import pytest
-
-from helpers.fake_providers import (ANSWER, EMPTY_BODIES, KEY, KEY_ENV, MODELS, PATHS, PROVIDERS, Reply, closed_port,
-                                    gemini_thinking_budget, key_header_ok, optimizer, prompt_sent, success_body)
 from helpers.api_keys import ODD_KEY, key_forms, leaks
+from helpers.fake_providers import (
+    ANSWER,
+    EMPTY_BODIES,
+    KEY,
+    KEY_ENV,
+    MODELS,
+    PATHS,
+    PROVIDERS,
+    Reply,
+    closed_port,
+    gemini_thinking_budget,
+    key_header_ok,
+    optimizer,
+    prompt_sent,
+    success_body,
+)
+
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer, redact
@@ -78,7 +92,7 @@ def test_500_is_retried_with_backoff_then_fails_on_one_line(serve, provider):
     message = str(caught.value)
     assert len(server.requests) == 4 and len(sleeps) == 3
     for retry, delay in enumerate(sleeps):  # exponential, jittered within [0.5, 1] x 2^retry seconds
-        assert 0.5 * 2 ** retry <= delay <= 2 ** retry
+        assert 0.5 * 2**retry <= delay <= 2**retry
     assert "\n" not in message and "HTTP 500" in message and "after 4 attempts" in message
     assert f"{provider} model '{MODELS[provider]}' at {server.root}{PATHS[provider]} answered HTTP 500" in message
     assert lm.accounting()["failed_calls"] == 1 and lm.accounting()["retries"] == 3
@@ -127,8 +141,9 @@ def test_call_budget_is_checked_before_calling(serve):
     server = serve("openai")
     lm = optimizer("openai", server.base_url, max_calls=2)
     lm.complete("a"), lm.complete("b")
-    with pytest.raises(OptimizerBudgetExhausted,
-                       match=r"optimizer budget exhausted: 2 calls \(optimizer.max_calls\); raise it"):
+    with pytest.raises(
+        OptimizerBudgetExhausted, match=r"optimizer budget exhausted: 2 calls \(optimizer.max_calls\); raise it"
+    ):
         lm.complete("c")
     assert len(server.requests) == 2 and isinstance(OptimizerBudgetExhausted("x"), InspoError)
 
@@ -172,8 +187,14 @@ def test_missing_key_names_the_variable(monkeypatch, provider):
 def test_the_key_never_leaks(serve, provider, caplog):
     caplog.set_level(logging.DEBUG)  # SDK and httpx debug logs included
     echo = {"error": {"message": f"invalid api key {KEY}"}}  # some servers quote what they were sent
-    server = serve(provider, Reply(401, echo), Reply(500, echo), Reply(200, f"<html>{KEY}</html>"),
-                   Reply(429, echo), Reply(200, echo))
+    server = serve(
+        provider,
+        Reply(401, echo),
+        Reply(500, echo),
+        Reply(200, f"<html>{KEY}</html>"),
+        Reply(429, echo),
+        Reply(200, echo),
+    )
     lm = optimizer(provider, server.base_url, max_retries=1)
     errors = []
     for _ in range(3):  # 401; 500 then a non-JSON body; 429 then a malformed JSON body
@@ -209,10 +230,13 @@ def test_a_key_echoed_in_errors_is_redacted_and_in_an_answer_refused(serve, prov
     caplog.set_level(logging.DEBUG)
     encoded = " ".join(key_forms(ODD_KEY))
     straddling = "x" * 170 + f" forbidden for {ODD_KEY}"  # the key crosses the 200-character cut
-    server = serve(provider, Reply(401, {"error": {"message": f"invalid api key {encoded}"}}),
-                   Reply(403, {"error": {"message": straddling}}),
-                   Reply(500, {"error": {"message": f"oops {encoded}"}}),
-                   Reply(200, success_body(provider, f"<ins_1>Use {ODD_KEY}.</ins_1>")))
+    server = serve(
+        provider,
+        Reply(401, {"error": {"message": f"invalid api key {encoded}"}}),
+        Reply(403, {"error": {"message": straddling}}),
+        Reply(500, {"error": {"message": f"oops {encoded}"}}),
+        Reply(200, success_body(provider, f"<ins_1>Use {ODD_KEY}.</ins_1>")),
+    )
     sleeps = []
     lm = optimizer(provider, server.base_url, sleeps, max_retries=1)
     texts = []
@@ -237,8 +261,11 @@ def test_an_answer_is_returned_exactly_as_the_model_wrote_it(serve, provider, mo
     text = f"<ins_1>Example: explain the context, then answer exactly ({ODD_KEY[:13]}).</ins_1>"
     for key in ("x", "EMPTY", ODD_KEY):
         monkeypatch.setenv(KEY_ENV, key)
-        server = serve(provider, Reply(400, {"error": {"message": "max_tokens exceeds the context"}}),
-                       Reply(200, success_body(provider, text)))
+        server = serve(
+            provider,
+            Reply(400, {"error": {"message": "max_tokens exceeds the context"}}),
+            Reply(200, success_body(provider, text)),
+        )
         lm = optimizer(provider, server.base_url)
         with pytest.raises(InspoError, match=r"HTTP 400 \(max_tokens exceeds the context\)"):
             lm.complete("p")
@@ -250,12 +277,15 @@ def test_default_retries_bound_a_hung_endpoint():
     the backoff: under 10 minutes, not the 30 that 300 s x 6 attempts took."""
     config = OptimizerConfig(provider="openai", model="m", base_url="http://127.0.0.1:9")
     assert (config.timeout_s, config.max_retries) == (120.0, 3)
-    worst_s = (config.max_retries + 1) * config.timeout_s + sum(min(30.0, 2.0 ** r) for r in range(config.max_retries))
+    worst_s = (config.max_retries + 1) * config.timeout_s + sum(min(30.0, 2.0**r) for r in range(config.max_retries))
     assert worst_s < 600
     # Gemini's default answer (16,384 tokens with its thinking) takes ~110-160 s: one attempt must be able to finish
     gemini = OptimizerConfig()
-    assert gemini.timeout_s >= gemini.max_output_tokens / 100 + 60 and (gemini.max_retries + 1) * gemini.timeout_s \
-        + sum(min(30.0, 2.0 ** r) for r in range(gemini.max_retries)) < 25 * 60
+    assert (
+        gemini.timeout_s >= gemini.max_output_tokens / 100 + 60
+        and (gemini.max_retries + 1) * gemini.timeout_s + sum(min(30.0, 2.0**r) for r in range(gemini.max_retries))
+        < 25 * 60
+    )
 
 
 def test_retry_after_parsing():
@@ -266,13 +296,15 @@ def test_retry_after_parsing():
 
 
 def test_local_model_loads_lazily_answers_and_counts_tokens(tiny_model_dir, tiny_tokenizer):
-    lm = open_optimizer(OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0,
-                                        max_output_tokens=6))
+    lm = open_optimizer(
+        OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0, max_output_tokens=6)
+    )
     assert "loaded=False" in repr(lm._client)  # opening costs nothing until the first proposal
     first = lm.complete_with_usage("Improve the instruction.")
     assert "loaded=True" in repr(lm._client)
-    chat = tiny_tokenizer.apply_chat_template([{"role": "user", "content": "Improve the instruction."}],
-                                              tokenize=False, add_generation_prompt=True)
+    chat = tiny_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Improve the instruction."}], tokenize=False, add_generation_prompt=True
+    )
     # the answer is opened with "<ins_1>" for the model, so even a tiny model writes a parseable candidate
     assert first.input_tokens == len(tiny_tokenizer(chat + "<ins_1>\n", add_special_tokens=False)["input_ids"])
     assert first.text.startswith("<ins_1>\n") and 1 <= first.output_tokens <= 6
@@ -282,8 +314,10 @@ def test_local_model_loads_lazily_answers_and_counts_tokens(tiny_model_dir, tiny
 
 def test_importing_the_layer_loads_no_sdk():
     heavy = ("anthropic", "google.genai", "torch", "transformers", "httpx")
-    code = ("import sys, inspo_cli.instructions.lm, inspo_cli.instructions.lm_clients, "
-            "inspo_cli.instructions.lm_errors; "
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    code = (
+        "import sys, inspo_cli.instructions.lm, inspo_cli.instructions.lm_clients, "
+        "inspo_cli.instructions.lm_errors; "
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"

@@ -9,9 +9,9 @@ import re
 
 import pytest
 import torch
-
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.scripted_trainer import RecordingSource, ScriptedBackend, generation_batch
+
 from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig, load_recipe
 from inspo_cli.config.batch_plan import batch_plan
@@ -44,8 +44,9 @@ FIELDS = [
 @pytest.fixture
 def recipe_file(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text("training:\n  batch_size: 4\n  group_size: 2\n  mini_batch_trajectories: 8\n"
-                    "  micro_batch_size: 4\n")
+    path.write_text(
+        "training:\n  batch_size: 4\n  group_size: 2\n  mini_batch_trajectories: 8\n  micro_batch_size: 4\n"
+    )
     return path
 
 
@@ -59,10 +60,18 @@ def test_each_field_reaches_trl(recipe_file, tmp_path, override, attribute, valu
 
 def test_the_defaults_are_the_papers(tmp_path):
     args = grpo_config(Recipe(), batch_plan(Recipe()), tmp_path / "c")
-    assert (args.loss_type, args.importance_sampling_level, args.epsilon, args.epsilon_high, args.scale_rewards,
-            args.num_iterations, args.mask_truncated_completions, args.top_entropy_quantile,
-            args.vllm_enable_sleep_mode, args.log_completions) == \
-        ("grpo", "token", 0.2, None, "group", 1, False, 1.0, False, False)
+    assert (
+        args.loss_type,
+        args.importance_sampling_level,
+        args.epsilon,
+        args.epsilon_high,
+        args.scale_rewards,
+        args.num_iterations,
+        args.mask_truncated_completions,
+        args.top_entropy_quantile,
+        args.vllm_enable_sleep_mode,
+        args.log_completions,
+    ) == ("grpo", "token", 0.2, None, "group", 1, False, 1.0, False, False)
 
 
 def test_sleep_mode_reaches_trl(tmp_path):
@@ -72,26 +81,34 @@ def test_sleep_mode_reaches_trl(tmp_path):
     assert grpo_config(recipe, batch_plan(recipe), tmp_path / "c").vllm_enable_sleep_mode is True
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("training.loss_type=luspo", "training.importance_sampling_level: must be sequence with loss_type luspo"),
-    ("training.importance_sampling_level=sequence", None),
-    ("training.importance_sampling_level=seq", "training.importance_sampling_level: must be one of token, sequence"),
-    ("training.scale_rewards=std", "training.scale_rewards: must be one of group, batch, none (got 'std')"),
-    ("training.clip_epsilon_high=0", "training.clip_epsilon_high: must be in (0, 100] (got 0.0)"),
-    ("training.clip_epsilon_high=-0.28", "training.clip_epsilon_high: must be in (0, 100]"),
-    ("training.clip_epsilon_high=nan", "training.clip_epsilon_high: expected a finite number, got 'nan'"),
-    ("training.clip_epsilon_high=inf", "training.clip_epsilon_high: expected a finite number, got 'inf'"),
-    ("training.clip_epsilon_high=101", "training.clip_epsilon_high: must be in (0, 100] (got 101.0)"),
-    ("training.clip_epsilon_high=abc", "training.clip_epsilon_high"),
-    ("training.num_iterations=0", "training.num_iterations: must be between 1 and 64 (got 0)"),
-    ("training.num_iterations=65", "training.num_iterations: must be between 1 and 64 (got 65)"),
-    ("training.num_iterations=1.5", "training.num_iterations"),
-    ("training.top_entropy_quantile=1.5", "training.top_entropy_quantile: must be in [0, 1] (got 1.5)"),
-    ("training.top_entropy_quantile=nan", "training.top_entropy_quantile: expected a finite number, got 'nan'"),
-    ("training.mask_truncated_completions=maybe", "training.mask_truncated_completions"),
-    ("model.vllm_enable_sleep_mode=true", "model.vllm_enable_sleep_mode: needs model.backend=vllm with "
-     "model.vllm_mode=colocate"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("training.loss_type=luspo", "training.importance_sampling_level: must be sequence with loss_type luspo"),
+        ("training.importance_sampling_level=sequence", None),
+        (
+            "training.importance_sampling_level=seq",
+            "training.importance_sampling_level: must be one of token, sequence",
+        ),
+        ("training.scale_rewards=std", "training.scale_rewards: must be one of group, batch, none (got 'std')"),
+        ("training.clip_epsilon_high=0", "training.clip_epsilon_high: must be in (0, 100] (got 0.0)"),
+        ("training.clip_epsilon_high=-0.28", "training.clip_epsilon_high: must be in (0, 100]"),
+        ("training.clip_epsilon_high=nan", "training.clip_epsilon_high: expected a finite number, got 'nan'"),
+        ("training.clip_epsilon_high=inf", "training.clip_epsilon_high: expected a finite number, got 'inf'"),
+        ("training.clip_epsilon_high=101", "training.clip_epsilon_high: must be in (0, 100] (got 101.0)"),
+        ("training.clip_epsilon_high=abc", "training.clip_epsilon_high"),
+        ("training.num_iterations=0", "training.num_iterations: must be between 1 and 64 (got 0)"),
+        ("training.num_iterations=65", "training.num_iterations: must be between 1 and 64 (got 65)"),
+        ("training.num_iterations=1.5", "training.num_iterations"),
+        ("training.top_entropy_quantile=1.5", "training.top_entropy_quantile: must be in [0, 1] (got 1.5)"),
+        ("training.top_entropy_quantile=nan", "training.top_entropy_quantile: expected a finite number, got 'nan'"),
+        ("training.mask_truncated_completions=maybe", "training.mask_truncated_completions"),
+        (
+            "model.vllm_enable_sleep_mode=true",
+            "model.vllm_enable_sleep_mode: needs model.backend=vllm with model.vllm_mode=colocate",
+        ),
+    ],
+)
 def test_bad_values_are_refused_in_one_line(recipe_file, override, expected):
     if expected is None:
         load_recipe(recipe_file, [override], check_paths=False)
@@ -103,29 +120,49 @@ def test_bad_values_are_refused_in_one_line(recipe_file, override, expected):
 
 def test_combinations_trl_would_misread_are_refused(recipe_file):
     for overrides, expected in (
-            (["training.loss_type=cispo"], "training.clip_epsilon_high: must be set to 1 or more with loss_type cispo, "
-             "which caps each token's importance weight at it (got None: TRL would take clip_epsilon, 0.2"),
-            (["training.loss_type=cispo", "training.clip_epsilon_high=0.28"], "(got 0.28: a cap below 1"),
-            (["training.loss_type=sapo", "training.clip_epsilon_high=0.28"],
-             "training.clip_epsilon_high: is unused by loss_type sapo"),
-            (["training.dynamic_sampling=true", "training.scale_rewards=batch"],
-             "training.scale_rewards: must be group or none with dynamic_sampling"),
-            (["training.algorithm=sft", "training.num_iterations=2"],
-             "training.num_iterations: is a GRPO setting, unused by training.algorithm sft"),
-            (["training.algorithm=sft", "training.dynamic_sampling=true"],
-             "training.dynamic_sampling: is a GRPO setting"),
-            (["training.loss_type=vespo", "training.importance_sampling_level=sequence"],
-             "training.importance_sampling_level: must be token with loss_type vespo"),
-            (["training.loss_type=vespo", "training.vllm_is_correction=sequence_mask"],
-             "training.vllm_is_correction: must be off, token_truncate or token_mask with loss_type vespo")):
+        (
+            ["training.loss_type=cispo"],
+            "training.clip_epsilon_high: must be set to 1 or more with loss_type cispo, "
+            "which caps each token's importance weight at it (got None: TRL would take clip_epsilon, 0.2",
+        ),
+        (["training.loss_type=cispo", "training.clip_epsilon_high=0.28"], "(got 0.28: a cap below 1"),
+        (
+            ["training.loss_type=sapo", "training.clip_epsilon_high=0.28"],
+            "training.clip_epsilon_high: is unused by loss_type sapo",
+        ),
+        (
+            ["training.dynamic_sampling=true", "training.scale_rewards=batch"],
+            "training.scale_rewards: must be group or none with dynamic_sampling",
+        ),
+        (
+            ["training.algorithm=sft", "training.num_iterations=2"],
+            "training.num_iterations: is a GRPO setting, unused by training.algorithm sft",
+        ),
+        (["training.algorithm=sft", "training.dynamic_sampling=true"], "training.dynamic_sampling: is a GRPO setting"),
+        (
+            ["training.loss_type=vespo", "training.importance_sampling_level=sequence"],
+            "training.importance_sampling_level: must be token with loss_type vespo",
+        ),
+        (
+            ["training.loss_type=vespo", "training.vllm_is_correction=sequence_mask"],
+            "training.vllm_is_correction: must be off, token_truncate or token_mask with loss_type vespo",
+        ),
+    ):
         with pytest.raises(RecipeError, match=re.escape(expected)):
             load_recipe(recipe_file, overrides, check_paths=False)
 
 
 # a value other than the default for every GRPO setting (the list is TrainingConfig's GRPO_ONLY, which it must match)
-GRPO_SETTINGS = {"loss_type": "dapo", "importance_sampling_level": "sequence", "clip_epsilon_high": 0.28,
-                 "scale_rewards": "none", "num_iterations": 2, "mask_truncated_completions": True,
-                 "top_entropy_quantile": 0.5, "dynamic_sampling": True}
+GRPO_SETTINGS = {
+    "loss_type": "dapo",
+    "importance_sampling_level": "sequence",
+    "clip_epsilon_high": 0.28,
+    "scale_rewards": "none",
+    "num_iterations": 2,
+    "mask_truncated_completions": True,
+    "top_entropy_quantile": 0.5,
+    "dynamic_sampling": True,
+}
 
 
 @pytest.mark.parametrize("algorithm", ["sft", "rejection-sampling"])
@@ -137,13 +174,25 @@ def test_every_grpo_setting_is_refused_under_an_sft_algorithm(recipe_file, algor
     load_recipe(recipe_file, [override], check_paths=False)  # the value itself is fine under GRPO
     with pytest.raises(RecipeError) as info:
         load_recipe(recipe_file, [f"training.algorithm={algorithm}", override], check_paths=False)
-    assert f"training.{name}: is a GRPO setting, unused by training.algorithm {algorithm}; remove it" in \
-        str(info.value) and "\n" not in str(info.value)
+    assert f"training.{name}: is a GRPO setting, unused by training.algorithm {algorithm}; remove it" in str(
+        info.value
+    ) and "\n" not in str(info.value)
 
 
 def test_sleep_mode_on_cpu_is_refused_before_the_run_starts(recipe_file, tmp_path):
-    result = invoke("train", "--recipe", recipe_file, "--device", "cpu", "--output-dir", tmp_path / "runs",
-                    "--set", "model.backend=vllm", "--set", "model.vllm_enable_sleep_mode=true")
+    result = invoke(
+        "train",
+        "--recipe",
+        recipe_file,
+        "--device",
+        "cpu",
+        "--output-dir",
+        tmp_path / "runs",
+        "--set",
+        "model.backend=vllm",
+        "--set",
+        "model.vllm_enable_sleep_mode=true",
+    )
     assert_one_line_error(result, "model.vllm_enable_sleep_mode needs a GPU")
     assert not (tmp_path / "runs").exists()
 
@@ -174,8 +223,11 @@ class CutOddRows(ScriptedBackend):
         out = []
         for row, context in enumerate(contexts):
             searched = "<information>" in self.tokenizer.decode(context)
-            text = ("<answer> Ada Vell </answer>" if row % 2 == 0 else "I keep thinking and thinking") if searched \
+            text = (
+                ("<answer> Ada Vell </answer>" if row % 2 == 0 else "I keep thinking and thinking")
+                if searched
                 else "<search> founder of Hokin Works </search>"
+            )
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             out.append(Generation(ids, "length" if searched and row % 2 else "stop"))
         return out
@@ -206,8 +258,10 @@ class CutEveryRow(ScriptedBackend):
     def generate(self, contexts, max_new_tokens, stop=()):
         searched = ["<information>" in self.tokenizer.decode(context) for context in contexts]
         texts = ["I keep thinking and thinking" if s else "<search> founder of Hokin Works </search>" for s in searched]
-        return [Generation(self.tokenizer(text, add_special_tokens=False)["input_ids"], "length" if s else "stop")
-                for text, s in zip(texts, searched)]
+        return [
+            Generation(self.tokenizer(text, add_special_tokens=False)["input_ids"], "length" if s else "stop")
+            for text, s in zip(texts, searched)
+        ]
 
 
 def test_a_batch_the_mask_empties_is_said_and_counted_not_trained_silently(make_trainer, capsys):
@@ -286,8 +340,9 @@ def test_without_sleep_mode_nothing_is_woken(make_trainer):
 def test_every_loss_type_trains_a_step_of_the_tiny_model(make_trainer, loss_type):
     level = "sequence" if loss_type == "luspo" else "token"
     high = {"cispo": 5.0, "sapo": None, "vespo": None}.get(loss_type, 0.28)
-    trainer = make_trainer(loss_type=loss_type, importance_sampling_level=level, clip_epsilon_high=high,
-                           num_iterations=2)
+    trainer = make_trainer(
+        loss_type=loss_type, importance_sampling_level=level, clip_epsilon_high=high, num_iterations=2
+    )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     trainer.train()
     changed = [n for n, p in trainer.model.named_parameters() if p.requires_grad and not torch.equal(p, before[n])]

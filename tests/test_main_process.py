@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def ranks(world: int = 2):
-    return [SimpleNamespace(num_processes=world, is_main_process=rank == 0, process_index=rank)
-            for rank in range(world)]
+    return [
+        SimpleNamespace(num_processes=world, is_main_process=rank == 0, process_index=rank) for rank in range(world)
+    ]
 
 
 def fake_broadcast():
@@ -30,6 +31,7 @@ def fake_broadcast():
         if payload != [None]:
             sent.append(payload)
         return sent[-1]
+
     return broadcast
 
 

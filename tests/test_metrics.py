@@ -5,13 +5,16 @@ import pytest
 from inspo_cli.metrics import cover_exact_match, exact_match, extract_answer, f1_score, normalize_answer
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("The Beatles", "beatles"),
-    ("  An  apple,  a day! ", "apple day"),
-    ("U.S.A.", "usa"),
-    ("Théâtre   du\tSoleil", "théâtre du soleil"),
-    ("there", "there"),  # 'the' inside a word stays
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Beatles", "beatles"),
+        ("  An  apple,  a day! ", "apple day"),
+        ("U.S.A.", "usa"),
+        ("Théâtre   du\tSoleil", "théâtre du soleil"),
+        ("there", "there"),  # 'the' inside a word stays
+    ],
+)
 def test_normalize_answer_is_squad_normalisation(text, expected):
     assert normalize_answer(text) == expected
 
@@ -46,8 +49,9 @@ def test_instruction_example_tags_cannot_change_the_reward():
 
     `extract_answer` is documented to take the generated response only; this shows what that protects.
     """
-    prompt = ("Answer inside <answer> and </answer>. For example, <answer> Beijing </answer>.\n"
-              "Question: Capital of China?")
+    prompt = (
+        "Answer inside <answer> and </answer>. For example, <answer> Beijing </answer>.\nQuestion: Capital of China?"
+    )
     response = "<think>I do not know</think>"
     assert exact_match(extract_answer(prompt + response), ["Beijing"]) == 1.0  # the bug it avoids
     assert exact_match(extract_answer(response), ["Beijing"]) == 0.0

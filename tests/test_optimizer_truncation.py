@@ -14,17 +14,17 @@ import logging
 import random
 
 import pytest
-
+from helpers.coevolution import GOOD, evolve_recipe, fake_accelerator, make_loop
+from helpers.evolution import PARENT, SCORES, DictVerifier, ScriptedLM, make_buffer, make_config, make_population
 from helpers.fake_providers import KEY, KEY_ENV, Reply, gemini_thinking_budget, optimizer, success_body
-from inspo_cli.errors import InspoError
+
 from inspo_cli.config import OptimizerConfig, load_recipe
 from inspo_cli.config.loader import RecipeError
+from inspo_cli.errors import InspoError
 from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve, initial_rewrites, propose
 from inspo_cli.instructions.lm import Answer, ask, open_optimizer
 from inspo_cli.instructions.proposers.base import parse_candidates
 from inspo_cli.training.coevolution import MainProcessLM
-from helpers.coevolution import GOOD, evolve_recipe, fake_accelerator, make_loop
-from helpers.evolution import PARENT, SCORES, DictVerifier, ScriptedLM, make_buffer, make_config, make_population
 
 # One closed block, then the cut: the second block ends mid-word, as an answer stopped by the limit does.
 CUT_ANSWER = "Two candidates follow.\n<ins_1>Alpha: search twice.</ins_1>\n<ins_2>Beta: plan fi"
@@ -46,6 +46,7 @@ class AnsweringLM(ScriptedLM):
 
 # -- providers ------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("provider", ["gemini", "anthropic", "openai"])
 def test_a_truncated_answer_gives_only_its_closed_candidate_and_is_counted(serve, provider):
     body = success_body(provider, CUT_ANSWER, truncated=True)
@@ -55,8 +56,9 @@ def test_a_truncated_answer_gives_only_its_closed_candidate_and_is_counted(serve
     lm = optimizer(provider, server.base_url)
     config = make_config(proposer="paraphrase")
     population = make_population(config)
-    assert propose("paraphrase", population["i0"], population, make_buffer(), lm, config,
-                   random.Random(0)) == ["Alpha: search twice."]
+    assert propose("paraphrase", population["i0"], population, make_buffer(), lm, config, random.Random(0)) == [
+        "Alpha: search twice."
+    ]
     assert lm.accounting()["truncated_answers"] == 1
     # the same text ended normally (STOP / end_turn / stop): its last block is the model's, unclosed but whole
     assert ask(lm, "p") == Answer(CUT_ANSWER, truncated=False)
@@ -64,8 +66,11 @@ def test_a_truncated_answer_gives_only_its_closed_candidate_and_is_counted(serve
 
 
 # Stops that are neither the model's own end nor the output limit, in each API's words
-PROVIDER_STOPS = {"gemini": ["SAFETY", "RECITATION", "PROHIBITED_CONTENT", "OTHER"],
-                  "anthropic": ["refusal", "pause_turn"], "openai": ["content_filter", "abort"]}
+PROVIDER_STOPS = {
+    "gemini": ["SAFETY", "RECITATION", "PROHIBITED_CONTENT", "OTHER"],
+    "anthropic": ["refusal", "pause_turn"],
+    "openai": ["content_filter", "abort"],
+}
 
 
 def stopped_body(provider: str, text: str, reason: str) -> dict:
@@ -127,14 +132,22 @@ def test_the_claude_thinking_budget_is_extended_thinking(serve):
     assert "thinking" not in without and without["temperature"] == 0.3
 
 
-@pytest.mark.parametrize(("overrides", "words"), [
-    (["optimizer.thinking_budget=16384"], "must be less than optimizer.max_output_tokens, which counts the thinking"),
-    (["optimizer.thinking_budget=-2"], "must be -1 (the model decides), 0 (off) or a token count (got -2)"),
-    (["optimizer.provider=anthropic", "optimizer.thinking_budget=512"], "must be >= 1024 for Claude's extended"),
-    (["optimizer.provider=anthropic", "optimizer.thinking_budget=2048", "optimizer.temperature=0.3"],
-     "needs optimizer.temperature 1.0 with Claude's extended thinking (got temperature 0.3)"),
-    (["optimizer.provider=openai", "optimizer.thinking_budget=2048"], "is not sent to OpenAI-compatible servers"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (
+            ["optimizer.thinking_budget=16384"],
+            "must be less than optimizer.max_output_tokens, which counts the thinking",
+        ),
+        (["optimizer.thinking_budget=-2"], "must be -1 (the model decides), 0 (off) or a token count (got -2)"),
+        (["optimizer.provider=anthropic", "optimizer.thinking_budget=512"], "must be >= 1024 for Claude's extended"),
+        (
+            ["optimizer.provider=anthropic", "optimizer.thinking_budget=2048", "optimizer.temperature=0.3"],
+            "needs optimizer.temperature 1.0 with Claude's extended thinking (got temperature 0.3)",
+        ),
+        (["optimizer.provider=openai", "optimizer.thinking_budget=2048"], "is not sent to OpenAI-compatible servers"),
+    ],
+)
 def test_a_bad_thinking_budget_is_one_line_naming_the_field_and_the_fix(overrides, words):
     with pytest.raises(RecipeError) as caught:
         load_recipe(None, overrides, check_paths=False)
@@ -153,8 +166,9 @@ def test_thinking_budget_defaults_per_provider():
 
 
 def test_the_local_model_reports_running_out_of_tokens(tiny_model_dir):
-    lm = open_optimizer(OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0,
-                                        max_output_tokens=6))
+    lm = open_optimizer(
+        OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0, max_output_tokens=6)
+    )
     cut = lm.complete_with_usage("Improve the instruction.")
     assert cut.output_tokens == 6 and cut.truncated  # the tiny model writes newlines, never its EOS
     model, _ = lm._client._load()
@@ -168,12 +182,20 @@ def test_the_local_model_reports_running_out_of_tokens(tiny_model_dir):
 
 # -- evolution ------------------------------------------------------------------------------------------------------
 
+
 def test_evolve_records_the_truncated_answer_and_never_verifies_its_cut_off_block():
     config = make_config(size=7, max_verify_rounds=1, accept_top_n=3)
     answer = "<ins_1>Alpha: search twice.</ins_1>\n<ins_2>Beta: plan first.</ins_2>\n<ins_3>Gamma: verify fa"
     verifier = DictVerifier(SCORES)
-    report = evolve(make_population(config), make_buffer(), AnsweringLM(Answer(answer, truncated=True)), verifier,
-                    config, 15, random.Random(0))
+    report = evolve(
+        make_population(config),
+        make_buffer(),
+        AnsweringLM(Answer(answer, truncated=True)),
+        verifier,
+        config,
+        15,
+        random.Random(0),
+    )
     assert verifier.calls[0][0] == [PARENT, "Alpha: search twice.", "Beta: plan first."]
     row = json.loads(json.dumps(report.as_dict()))  # as evolutions.json holds it
     assert (row["optimizer_calls"], row["truncated_answers"]) == (1, 1)
@@ -183,15 +205,29 @@ def test_evolve_records_the_truncated_answer_and_never_verifies_its_cut_off_bloc
     # Unverified (the prune + expand ablation) it does not join either
     config = make_config(size=7, max_verify_rounds=1, accept_top_n=3, verify=False)
     population = make_population(config)
-    report = evolve(population, make_buffer(), AnsweringLM(Answer(answer, truncated=True)), DictVerifier(SCORES),
-                    config, 15, random.Random(0))
+    report = evolve(
+        population,
+        make_buffer(),
+        AnsweringLM(Answer(answer, truncated=True)),
+        DictVerifier(SCORES),
+        config,
+        15,
+        random.Random(0),
+    )
     assert [c.text for c in population.alive()] == [PARENT, "Alpha: search twice.", "Beta: plan first."]
     assert [c.reason for c in report.candidates] == [CUT_OFF, ACCEPTED, ACCEPTED]
 
     # An answer that ended on its own keeps its unclosed last block: the model finished it (a plain `complete` fake)
     population = make_population(config)
-    report = evolve(population, make_buffer(), ScriptedLM(answer.replace("verify fa", "verify facts.")),
-                    DictVerifier(SCORES), config, 15, random.Random(0))
+    report = evolve(
+        population,
+        make_buffer(),
+        ScriptedLM(answer.replace("verify fa", "verify facts.")),
+        DictVerifier(SCORES),
+        config,
+        15,
+        random.Random(0),
+    )
     assert population.alive()[-1].text == "Gamma: verify facts." and report.truncated_answers == 0
 
 

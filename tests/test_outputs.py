@@ -37,8 +37,16 @@ def run_cli(*args, env=None, stdout=None, preexec_fn=None, cwd=REPO, timeout=120
     environment = {**os.environ, **(env or {})}
     environment = {k: v for k, v in environment.items() if v is not None}
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO), environment.get("PYTHONPATH", "")])
-    return subprocess.run([*CLI, *map(str, args)], cwd=cwd, env=environment, stdout=stdout or subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn, timeout=timeout)
+    return subprocess.run(
+        [*CLI, *map(str, args)],
+        cwd=cwd,
+        env=environment,
+        stdout=stdout or subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec_fn,
+        timeout=timeout,
+    )
 
 
 def one_error_line(stderr: str) -> str:
@@ -92,18 +100,29 @@ def test_the_cache_variable_must_be_a_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("INSPO_CACHE", "rel")
     assert envvars.env_path("INSPO_CACHE") == tmp_path / "rel"  # one cache, whatever directory a command starts in
     (tmp_path / "file").write_text("x")
-    for value, fragment in ((str(tmp_path / "file"), "not a directory"), ("~nosuchuser-inspo/x", "cannot be used"),
-                            # no mkdir can make a directory under a file: refused now, not at the first conversion
-                            (str(tmp_path / "file" / "cache" / "x"), f"(it is under '{tmp_path / 'file'}', a file)"),
-                            ("/dev/null", "not a directory"), ("a" * 5000, "cannot be used")):
+    for value, fragment in (
+        (str(tmp_path / "file"), "not a directory"),
+        ("~nosuchuser-inspo/x", "cannot be used"),
+        # no mkdir can make a directory under a file: refused now, not at the first conversion
+        (str(tmp_path / "file" / "cache" / "x"), f"(it is under '{tmp_path / 'file'}', a file)"),
+        ("/dev/null", "not a directory"),
+        ("a" * 5000, "cannot be used"),
+    ):
         monkeypatch.setenv("INSPO_CACHE", value)
         with pytest.raises(InspoError) as error:
             envvars.env_path("INSPO_CACHE")
         assert fragment in str(error.value) and "INSPO_CACHE" in str(error.value) and len(str(error.value)) < 420
 
 
-@pytest.mark.parametrize("name, value", [("INSPO_PROGRESS_SECONDS", "0"), ("INSPO_POLL_SECONDS", "nan"),
-                                         ("INSPO_CACHE", "/dev/null"), ("INSPO_CACHE", "/dev/null/inspo/cache")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("INSPO_PROGRESS_SECONDS", "0"),
+        ("INSPO_POLL_SECONDS", "nan"),
+        ("INSPO_CACHE", "/dev/null"),
+        ("INSPO_CACHE", "/dev/null/inspo/cache"),
+    ],
+)
 def test_the_cli_checks_the_variables_before_any_command(name, value):
     result = run_cli("recipe", "list", env={name: value})
     assert result.returncode == 2 and result.stdout == ""
@@ -123,8 +142,13 @@ def test_help_version_and_env_still_run_and_env_says_which_variable_is_refused()
 
 # -- item 12: stdout closed or full --------------------------------------------------------------------------------
 
-COMMANDS = [("recipe", "list"), ("--help",), ("--version",), ("recipe", "check", "recipes/demo.yaml"),
-            ("recipe", "explain", "--list")]
+COMMANDS = [
+    ("recipe", "list"),
+    ("--help",),
+    ("--version",),
+    ("recipe", "check", "recipes/demo.yaml"),
+    ("recipe", "explain", "--list"),
+]
 
 
 def _close_stdout():
@@ -155,10 +179,12 @@ def test_inspo_env_with_a_closed_stdout():
 
 def test_a_file_opened_while_stdout_is_closed_does_not_take_its_descriptor(tmp_path):
     """Else whatever a library prints to descriptor 1 (C code, a child process) lands in that file."""
-    script = ("import os, sys; os.close(1); sys.stdout = None\n"
-              "from inspo_cli.console import _occupy_closed_descriptors\n"
-              "_occupy_closed_descriptors()\n"
-              f"f = open({str(tmp_path / 'out.txt')!r}, 'w'); sys.stderr.write(str(f.fileno()))")
+    script = (
+        "import os, sys; os.close(1); sys.stdout = None\n"
+        "from inspo_cli.console import _occupy_closed_descriptors\n"
+        "_occupy_closed_descriptors()\n"
+        f"f = open({str(tmp_path / 'out.txt')!r}, 'w'); sys.stderr.write(str(f.fileno()))"
+    )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and int(result.stderr) > 2, result.stderr
 
@@ -249,8 +275,12 @@ def test_an_index_write_that_runs_out_of_space_is_a_retriever_error(tmp_path, mo
 
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "0", "contents": "\\"T\\"\\nsome text"}\n')
-    for failure in (OSError(errno.ENOSPC, "No space left on device"), OSError("1000 requested and 12 written"),
-                    RuntimeError("Error in faiss::write_index: write error in x: 1 != 5 (No space left on device)")):
+    for failure in (
+        OSError(errno.ENOSPC, "No space left on device"),
+        OSError("1000 requested and 12 written"),
+        RuntimeError("Error in faiss::write_index: write error in x: 1 != 5 (No space left on device)"),
+    ):
+
         def build(*args, failure=failure):
             raise failure
 
@@ -268,6 +298,7 @@ def test_an_index_write_that_runs_out_of_space_is_a_retriever_error(tmp_path, mo
 
 
 # -- the hub, offline or unreachable --------------------------------------------------------------------------------
+
 
 def _closed_port() -> int:
     with socket.socket() as s:

@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-
 from helpers.fake_retrievers import OverlapRetriever
 from helpers.rollout import engine_for
+
 from inspo_cli.config import ModelConfig, Recipe, RolloutConfig
 from inspo_cli.config.validation import ConfigValueError
 
@@ -45,14 +45,24 @@ class ScriptedStream:
 
 SCRIPTS = {
     "Hokin": ["<think> look </think> <search> founder of Hokin Works </search>", "<answer> Ada Vell </answer>"],
-    "violin": ["no tags at all", "<search> violin of Vell </search>", "<search> again </search>",
-               "<search> and again </search>", "<answer> 1714 </answer>"],
+    "violin": [
+        "no tags at all",
+        "<search> violin of Vell </search>",
+        "<search> again </search>",
+        "<search> and again </search>",
+        "<answer> 1714 </answer>",
+    ],
     "castle": ["<search> castle </search><EOS>", "wandering<EOS>", "<answer> stone </answer>"],
     "river": ["a very long turn " * 30],
     "bridge": ["<calculate> 2024 - 1987 </calculate>", "<calculate> 1/0 </calculate>", "<answer> 37 </answer>"],
 }
-QUESTIONS = ["Who founded Hokin Works?", "When was the violin of Vell made?", "What is the castle made of?",
-             "Where does the river go?", "How old is the bridge?"]
+QUESTIONS = [
+    "Who founded Hokin Works?",
+    "When was the violin of Vell made?",
+    "What is the castle made of?",
+    "Where does the river go?",
+    "How old is the bridge?",
+]
 
 
 class ByQuestion:
@@ -70,8 +80,9 @@ class ByQuestion:
             turn = self.policy.turns.get(key, 0)
             self.policy.turns[key] = turn + 1
             script = self.policy.scripts[key]
-            (generation,) = type(self.policy)(self.policy.tokenizer, {key: [script[min(turn, len(script) - 1)]]}
-                                              ).generate([context], [budget], stop)
+            (generation,) = type(self.policy)(
+                self.policy.tokenizer, {key: [script[min(turn, len(script) - 1)]]}
+            ).generate([context], [budget], stop)
             out.append(generation)
         return out
 
@@ -91,9 +102,23 @@ def rollout(tokenizer, schedule, seed=0, per_poll=1, **limits):
     return engine.run(["Answer."] * len(QUESTIONS), QUESTIONS), engine
 
 
-FIELDS = ("prompt_ids", "completion_ids", "completion_mask", "logprobs", "queries", "retrieved", "tool_calls",
-          "tool_errors", "tool_observation_tokens", "turns", "invalid_actions", "answer", "stop_reason", "response",
-          "last_turn_cut")
+FIELDS = (
+    "prompt_ids",
+    "completion_ids",
+    "completion_mask",
+    "logprobs",
+    "queries",
+    "retrieved",
+    "tool_calls",
+    "tool_errors",
+    "tool_observation_tokens",
+    "turns",
+    "invalid_actions",
+    "answer",
+    "stop_reason",
+    "response",
+    "last_turn_cut",
+)
 
 
 @pytest.mark.parametrize("seed, per_poll", [(0, 1), (1, 1), (2, 3), (3, 10)])
@@ -193,9 +218,12 @@ def test_both_schedules_seed_each_turn_by_row_and_turn(tiny_tokenizer):
 
 
 def test_per_trajectory_needs_a_colocated_vllm_engine():
-    with pytest.raises(ConfigValueError, match="is per-trajectory, which drives a vLLM engine request by request: it "
-                                               "needs model.backend=vllm with model.vllm_mode=colocate \\(got "
-                                               "transformers\\)") as info:
+    with pytest.raises(
+        ConfigValueError,
+        match="is per-trajectory, which drives a vLLM engine request by request: it "
+        "needs model.backend=vllm with model.vllm_mode=colocate \\(got "
+        "transformers\\)",
+    ) as info:
         Recipe(rollout=RolloutConfig(schedule="per-trajectory"))
     assert info.value.field_name == "rollout.schedule"
     with pytest.raises(ConfigValueError, match="got vllm, server"):
@@ -215,4 +243,3 @@ def test_a_tool_that_fails_fails_the_rollout_as_in_turns(tiny_tokenizer):
     policy.stream = lambda stop: ScriptedStream(policy, stop)
     with pytest.raises(RuntimeError, match="index gone"):
         engine.run(["Answer."], QUESTIONS[:1])
-

@@ -10,10 +10,10 @@ import json
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers.fake_retrievers import OverlapRetriever
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from helpers.fake_retrievers import OverlapRetriever
 from inspo_cli.agent import Generation, RolloutEngine
 from inspo_cli.agent.rollout import STOP_REASONS
 from inspo_cli.agent.tools import ToolContext, build_tools
@@ -23,19 +23,39 @@ from retriever.client import HTTPRetriever
 from retriever.server import create_app, serve_in_background
 
 MAX_QUERY_CHARS = 64  # the HTTP server's --max-query-chars: a long query is the policy's to shorten
-CONFIG = {"max_turns": 3, "max_tokens_per_turn": 4096, "max_observation_tokens": 96, "max_prompt_tokens": 512,
-          "max_total_tokens": 8192}  # room for the hostile turns whole: a cut one is no call
+CONFIG = {
+    "max_turns": 3,
+    "max_tokens_per_turn": 4096,
+    "max_observation_tokens": 96,
+    "max_prompt_tokens": 512,
+    "max_total_tokens": 8192,
+}  # room for the hostile turns whole: a cut one is no call
 DEEP = 1000  # past json's recursion limit with the engine's frames on the stack
 
 # What the issue's hostile pass wrote, and its neighbours: each became a traceback before the fix.
 HOSTILE = [
-    "<calculate>(1/3)**9999</calculate>", "<calculate>-(7/3)**-9999</calculate>", "<calculate>9**9**9</calculate>",
-    "<calculate>0.5**9000</calculate>", "<calculate>2**-9000</calculate>", "<calculate>-2.0**-9999</calculate>",
-    "<calculate>1e101</calculate>", "<calculate>1/0</calculate>", "<calculate>" + "(" * 60 + "</calculate>",
-    "<calculate>\x00</calculate>", "<calculate>" + "9" * 5000 + "</calculate>", "<calculate></calculate>",
-    "<search>" + "long query " * 30 + "</search>", "<search>\x00</search>", "<search></search>",
-    "<search><search>nested</search></search>", "<search>a<answer>b</search>", "<answer>unclosed",
-    "</search></answer>", "<search>", "<information>forged</information>", "",
+    "<calculate>(1/3)**9999</calculate>",
+    "<calculate>-(7/3)**-9999</calculate>",
+    "<calculate>9**9**9</calculate>",
+    "<calculate>0.5**9000</calculate>",
+    "<calculate>2**-9000</calculate>",
+    "<calculate>-2.0**-9999</calculate>",
+    "<calculate>1e101</calculate>",
+    "<calculate>1/0</calculate>",
+    "<calculate>" + "(" * 60 + "</calculate>",
+    "<calculate>\x00</calculate>",
+    "<calculate>" + "9" * 5000 + "</calculate>",
+    "<calculate></calculate>",
+    "<search>" + "long query " * 30 + "</search>",
+    "<search>\x00</search>",
+    "<search></search>",
+    "<search><search>nested</search></search>",
+    "<search>a<answer>b</search>",
+    "<answer>unclosed",
+    "</search></answer>",
+    "<search>",
+    "<information>forged</information>",
+    "",
     "<tool_call>" + "[" * DEEP + "]" * DEEP + "</tool_call>",
     '<tool_call>{"name": "search", "arguments": {"query": ' + "[" * DEEP + "]" * DEEP + "}}</tool_call>",
     '<tool_call>{"name": "search", "arguments": {"query": "\\ud800 lone"}}</tool_call>',
@@ -43,15 +63,29 @@ HOSTILE = [
     '<tool_call>{"name": "calculator", "arguments": {"expression": "0.5**9000"}}</tool_call>',
     '<tool_call>{"name": "calculator", "arguments": {"expression": 1' + "0" * 5000 + "}}</tool_call>",
     '<tool_call>{"name": "calculator", "arguments": {"expression": NaN}}</tool_call>',
-    '<tool_call>{"name": ["search"], "arguments": {}}</tool_call>', '<tool_call>{"name": "search"}</tool_call>',
-    '<tool_call>{"name": "search", "arguments": null}</tool_call>', "<tool_call></tool_call>", "<tool_call>{",
-    '<tool_call>{"name": "nope", "arguments": {}}</tool_call>', '<tool_call>{"\\ud800": 1}</tool_call>',
+    '<tool_call>{"name": ["search"], "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "search"}</tool_call>',
+    '<tool_call>{"name": "search", "arguments": null}</tool_call>',
+    "<tool_call></tool_call>",
+    "<tool_call>{",
+    '<tool_call>{"name": "nope", "arguments": {}}</tool_call>',
+    '<tool_call>{"\\ud800": 1}</tool_call>',
+]
+
+_LONG_QUERY = "long query " * 30
+REFUSED_CALLS = [  # one refused call per tool and protocol
+    f"<search>{_LONG_QUERY}</search>",
+    "<calculate>1/0</calculate>",
+    f"<tool_call>{json.dumps({'name': 'search', 'arguments': {'query': _LONG_QUERY}})}</tool_call>",
+    f"<tool_call>{json.dumps({'name': 'calculator', 'arguments': {'expression': '1/0'}})}</tool_call>",
 ]
 
 _TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)  # token ids can never decode to a surrogate
-_JSON = st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | _TEXT,
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-                     max_leaves=8)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
 
 
 @st.composite
@@ -64,26 +98,49 @@ def _tag(draw) -> str:
 @st.composite
 def _tool_call(draw) -> str:
     name = draw(st.sampled_from([*TOOLS, "answer", ""]) | _JSON)
-    arguments = draw(st.dictionaries(st.sampled_from(["query", "expression", "other"]), _JSON | _TEXT, max_size=2)
-                     | _JSON)
+    arguments = draw(
+        st.dictionaries(st.sampled_from(["query", "expression", "other"]), _JSON | _TEXT, max_size=2) | _JSON
+    )
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 _WORDS = st.text(st.sampled_from("abcdefghij 0123456789+-*/()."), max_size=30) | st.builds(
-    "{} {} {}".format, st.integers(-999, 999), st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "<"]),
-    st.integers(-99, 99))
+    "{} {} {}".format,
+    st.integers(-999, 999),
+    st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "<"]),
+    st.integers(-99, 99),
+)
 # calls as the policy means them, in either protocol: the tools' own answers and refusals (a long query over HTTP)
 _WELL_FORMED = st.one_of(
-    st.builds("<search> {} </search>".format, _WORDS), st.builds("<calculate> {} </calculate>".format, _WORDS),
+    st.builds("<search> {} </search>".format, _WORDS),
+    st.builds("<calculate> {} </calculate>".format, _WORDS),
     st.builds("<answer> {} </answer>".format, _WORDS),
-    st.builds(lambda name, text: f"<tool_call>\n{json.dumps({'name': name, 'arguments': {argument: text}})}\n"
-                                 "</tool_call>" if (argument := "query" if name == "search" else "expression") else "",
-              st.sampled_from(["search", "calculator"]), _WORDS))
-TEXT_TURN = st.one_of(st.sampled_from(HOSTILE), _WELL_FORMED, _WELL_FORMED, _TEXT, _tag(), _tool_call(),
-                      st.lists(_tag() | _tool_call() | _TEXT, max_size=3).map("".join))
+    st.builds(
+        lambda name, text: (
+            f"<tool_call>\n{json.dumps({'name': name, 'arguments': {argument: text}})}\n</tool_call>"
+            if (argument := "query" if name == "search" else "expression")
+            else ""
+        ),
+        st.sampled_from(["search", "calculator"]),
+        _WORDS,
+    ),
+)
+TEXT_TURN = st.one_of(
+    st.sampled_from(HOSTILE),
+    _WELL_FORMED,
+    _WELL_FORMED,
+    _TEXT,
+    _tag(),
+    _tool_call(),
+    st.lists(_tag() | _tool_call() | _TEXT, max_size=3).map("".join),
+)
 # (text, or raw token ids when not None; how the turn ended; the EOS id it ended at)
-TURN = st.tuples(TEXT_TURN, st.none() | st.lists(st.integers(0, 599), max_size=20),
-                 st.sampled_from(["stop", "eos", "length"]), st.booleans())
+TURN = st.tuples(
+    TEXT_TURN,
+    st.none() | st.lists(st.integers(0, 599), max_size=20),
+    st.sampled_from(["stop", "eos", "length"]),
+    st.booleans(),
+)
 
 
 class FuzzPolicy:
@@ -141,8 +198,9 @@ def engines(tiny_tokenizer, world_retriever):
             for where, retriever in (("in-process", world_retriever), ("http", http)):
                 tools = build_tools(list(TOOLS), ToolContext(retriever, topk=2))
                 config = RolloutConfig(**CONFIG, schedule=schedule)
-                built[protocol, schedule, where] = RolloutEngine(policy, retriever, tiny_tokenizer, config, topk=2,
-                                                                 chat=True, tools=tools, protocol=protocol)
+                built[protocol, schedule, where] = RolloutEngine(
+                    policy, retriever, tiny_tokenizer, config, topk=2, chat=True, tools=tools, protocol=protocol
+                )
     yield policy, built
     http.close()
     served.__exit__(None, None, None)
@@ -153,10 +211,10 @@ def drive(engines, examples: int) -> dict:
     policy, built = engines
     totals = {"turns": 0, "trajectories": 0, "invalid_actions": 0, "answers": 0, "calls": {}, "errors": {}}
 
-    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(key=st.sampled_from(sorted(built)), turns=st.lists(TURN, min_size=1, max_size=12),
-           batch=st.integers(1, 8))
+    @settings(
+        max_examples=examples, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(key=st.sampled_from(sorted(built)), turns=st.lists(TURN, min_size=1, max_size=12), batch=st.integers(1, 8))
     def roll_out(key, turns, batch):
         engine = built[key]
         policy.turns, policy.generated = turns, 0
@@ -177,6 +235,11 @@ def drive(engines, examples: int) -> dict:
         totals["turns"] += policy.generated
         totals["trajectories"] += batch
 
+    # every tool's refusal on every engine, whatever Hypothesis draws (its draws depend on what ran before it in the
+    # process: under -n a worker's earlier tests once left the search refusal undrawn)
+    for key in sorted(built):
+        for text in REFUSED_CALLS:
+            roll_out = example(key=key, turns=[(text, None, "stop", False)], batch=1)(roll_out)
     roll_out()
     return totals
 
@@ -195,8 +258,10 @@ def test_every_hostile_turn_through_every_engine_is_one_turn_and_the_rollout_goe
     invalid, policy.in_order = 0, True
     for key, engine in built.items():
         for text in HOSTILE:
-            policy.turns, policy.generated = [(text, None, "stop", False), ("<answer> x </answer>", None, "stop",
-                                                                            False)], 0
+            policy.turns, policy.generated = (
+                [(text, None, "stop", False), ("<answer> x </answer>", None, "stop", False)],
+                0,
+            )
             [t] = engine.run(["Answer it."], ["question"])
             assert (t.stop_reason, t.turns) == ("answer", 2) and t.answer.endswith("x"), (key, text[:80])
             assert t.invalid_actions in (0, 1) and sum(t.tool_errors.values()) <= t.invalid_actions
@@ -220,8 +285,10 @@ def test_adversarial_policy_output_never_stops_a_rollout(engines):
 def test_adversarial_policy_output_never_stops_a_rollout_at_length(engines):
     started = time.perf_counter()
     totals = drive(engines, examples=2500)
-    print(f"\nfuzz: {totals['turns']} turns, {totals['trajectories']} trajectories in "
-          f"{time.perf_counter() - started:.1f} s; {totals}")
+    print(
+        f"\nfuzz: {totals['turns']} turns, {totals['trajectories']} trajectories in "
+        f"{time.perf_counter() - started:.1f} s; {totals}"
+    )
     assert totals["turns"] >= 25_000
     _check_reached_every_path(totals)
 
@@ -236,8 +303,9 @@ class EndsAtAnotherEos:
     def generate(self, contexts, max_new_tokens, stop=()):
         self.calls += 1
         if self.calls == 1:
-            return [Generation(self.tokenizer("I do not know", add_special_tokens=False)["input_ids"] + [self.eos],
-                               "eos")]
+            return [
+                Generation(self.tokenizer("I do not know", add_special_tokens=False)["input_ids"] + [self.eos], "eos")
+            ]
         return [Generation(self.tokenizer("<answer> x </answer>", add_special_tokens=False)["input_ids"], "stop")]
 
 
@@ -245,10 +313,11 @@ class EndsAtAnotherEos:
 def test_a_turn_ending_at_another_eos_id_drops_it_and_goes_on(tiny_tokenizer, eos):
     eos_id = tiny_tokenizer.convert_tokens_to_ids(eos)
     assert eos_id != tiny_tokenizer.eos_token_id and (eos_id in tiny_tokenizer.all_special_ids) == (eos != ".")
-    engine = RolloutEngine(EndsAtAnotherEos(tiny_tokenizer, eos_id), OverlapRetriever(), tiny_tokenizer,
-                           RolloutConfig(**CONFIG), chat=True)
+    engine = RolloutEngine(
+        EndsAtAnotherEos(tiny_tokenizer, eos_id), OverlapRetriever(), tiny_tokenizer, RolloutConfig(**CONFIG), chat=True
+    )
     [t] = engine.run(["Answer it."], ["question"])
     said = tiny_tokenizer("I do not know", add_special_tokens=False)["input_ids"]
     corrective = tiny_tokenizer(engine.format.corrective[1], add_special_tokens=False)["input_ids"]
-    assert t.completion_ids[:len(said) + len(corrective)] == said + corrective  # no EOS in the context or the loss
+    assert t.completion_ids[: len(said) + len(corrective)] == said + corrective  # no EOS in the context or the loss
     assert (t.stop_reason, t.answer, t.turns, t.invalid_actions) == ("answer", "x", 2, 1)

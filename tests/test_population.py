@@ -18,8 +18,16 @@ TEXTS = ["Answer the question.", "Search first, then answer.", "Think step by st
 
 
 def make(texts=TEXTS, seed=7, **overrides) -> InstructionPopulation:
-    settings = dict(instructions=list(texts), size=7, n_parent=1, temperature=0.2, weight_window=3,
-                    prune_every=5, evolve_every=15, evolve_until=150)
+    settings = dict(
+        instructions=list(texts),
+        size=7,
+        n_parent=1,
+        temperature=0.2,
+        weight_window=3,
+        prune_every=5,
+        evolve_every=15,
+        evolve_until=150,
+    )
     settings.update(overrides)
     return InstructionPopulation(PopulationConfig(**settings), seed=seed)
 
@@ -69,13 +77,16 @@ def test_end_step_rejects_a_step_that_does_not_increase_and_observe_an_unknown_i
         population.observe([Pick("i0", "x")] * 2, [1.0])
 
 
-@pytest.mark.parametrize("weights, temperature, expected", [
-    ([0.5, 0.0], 0.2, [0.9241, 0.0759]),  # e^2.5 / (e^2.5 + 1)
-    ([1.0, 0.0], 0.2, [0.9933, 0.0067]),  # e^5 / (e^5 + 1)
-    ([0.5, 0.3, 0.0], 0.2, [0.6897, 0.2537, 0.0566]),  # e^2.5, e^1.5, 1 over 17.664
-    ([0.5, 0.5, 0.0], 1.0, [0.3837, 0.3837, 0.2327]),  # e^.5, e^.5, 1 over 4.2974
-    ([1.0, 0.0], 0.001, [1.0, 0.0]),  # e^1000 overflows a float unless the max is subtracted first
-])
+@pytest.mark.parametrize(
+    "weights, temperature, expected",
+    [
+        ([0.5, 0.0], 0.2, [0.9241, 0.0759]),  # e^2.5 / (e^2.5 + 1)
+        ([1.0, 0.0], 0.2, [0.9933, 0.0067]),  # e^5 / (e^5 + 1)
+        ([0.5, 0.3, 0.0], 0.2, [0.6897, 0.2537, 0.0566]),  # e^2.5, e^1.5, 1 over 17.664
+        ([0.5, 0.5, 0.0], 1.0, [0.3837, 0.3837, 0.2327]),  # e^.5, e^.5, 1 over 4.2974
+        ([1.0, 0.0], 0.001, [1.0, 0.0]),  # e^1000 overflows a float unless the max is subtracted first
+    ],
+)
 def test_probabilities_are_softmax_of_weights_over_temperature(weights, temperature, expected):
     population = make(texts=[f"instruction {i}" for i in range(len(weights))], temperature=temperature)
     for i, w in enumerate(weights):
@@ -165,10 +176,14 @@ def test_parents_best_keep_only_parents_and_reset():
 def test_add_refuses_duplicates_and_overflow_and_never_reuses_ids():
     population = make(texts=["Answer  the\nquestion.", "b"], size=3)
     assert population.add(" Answer the question. ", parent="i0", proposer="reflection", step=3) is None
-    child = population.add("Search, then answer.", parent="i0", proposer="reflection", step=3,
-                           verification_score=0.4)
-    assert (child.id, child.parent, child.proposer, child.step_born, child.verification_score) == \
-        ("i2", "i0", "reflection", 3, 0.4)
+    child = population.add("Search, then answer.", parent="i0", proposer="reflection", step=3, verification_score=0.4)
+    assert (child.id, child.parent, child.proposer, child.step_born, child.verification_score) == (
+        "i2",
+        "i0",
+        "reflection",
+        3,
+        0.4,
+    )
     assert population.add("one too many", parent="i0", proposer="paraphrase", step=3) is None  # size 3
     population.prune(5)  # 3 -> 2, i2 (weight 0, youngest) goes
     assert population.add("Search, then answer.", parent="i0", proposer="history", step=6).id == "i3"
@@ -214,9 +229,13 @@ def test_records_list_every_candidate_ever_alive_or_pruned():
     population.prune(5)
     rows = population.records()
     assert [(r["id"], r["alive"], r["step_pruned"], r["weight"]) for r in rows] == [
-        ("i0", True, None, 0.0), ("i1", False, 5, 0.0), ("i2", True, None, 1.0)]
-    assert {"text", "parent", "proposer", "step_born", "verification_score", "weight_history",
-            "step_rewards"} <= set(rows[0])
+        ("i0", True, None, 0.0),
+        ("i1", False, 5, 0.0),
+        ("i2", True, None, 1.0),
+    ]
+    assert {"text", "parent", "proposer", "step_born", "verification_score", "weight_history", "step_rewards"} <= set(
+        rows[0]
+    )
     json.dumps(rows)
 
 

@@ -19,8 +19,10 @@ def sim(repo_root, monkeypatch):
     sys.modules.pop("population_sim", None)
 
 
-@pytest.mark.parametrize("config", ["paper", "ucb", "thompson", "epsilon-greedy", "accept top-n",
-                                    "pareto parents (N_parent 2)", "merge (N_parent 2)"])
+@pytest.mark.parametrize(
+    "config",
+    ["paper", "ucb", "thompson", "epsilon-greedy", "accept top-n", "pareto parents (N_parent 2)", "merge (N_parent 2)"],
+)
 def test_each_kind_of_configuration_simulates_to_sane_numbers(sim, config):
     result = sim.simulate(config, seed=1, shift=-0.1, spread=0.2)
     assert 0 <= result.regret < 0.5 and 0 < result.best_rate < 1

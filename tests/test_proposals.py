@@ -20,7 +20,8 @@ RULES = (
 def test_paraphrase_prompt_is_the_papers_template():
     assert paraphrase_prompt(" Answer inside <answer> and </answer>. ", n=6) == (
         "<ins_0> Answer inside <answer> and </answer>. </ins_0>\n\n"
-        "Improve the above prompt.\nGive 6 different candidates.\n" + RULES)
+        "Improve the above prompt.\nGive 6 different candidates.\n" + RULES
+    )
 
 
 def test_history_prompt_lists_instructions_with_scores():
@@ -33,15 +34,25 @@ def test_history_prompt_lists_instructions_with_scores():
         "Based on the above \u201cinstruction: score\u201d history for instructions with their scores, where the "
         "score ranges from 0 to 100, analyze what components can lead to better performance.\n"
         "Give 6 different but better candidates. Make it concise and effective. Be creative and diverse in your "
-        "suggestions.\n" + RULES)
+        "suggestions.\n" + RULES
+    )
     with pytest.raises(ValueError, match="outside 0..100"):
         history_prompt([("x", 0.7 * 1000)], n=6)
 
 
 def test_reflection_prompt_shows_the_parent_and_each_failure_with_its_answers():
-    failures = [Experience("i0", "k1", "Who founded Citibank?", ("Samuel Osgood", "Osgood"),
-                           "<search> Citibank </search>\n<answer> Moses Taylor </answer>", 0.0, 3),
-                Experience("i0", "k2", "Capital of Peru?", ("Lima",), "<answer> Cusco </answer>", 0.0, 3)]
+    failures = [
+        Experience(
+            "i0",
+            "k1",
+            "Who founded Citibank?",
+            ("Samuel Osgood", "Osgood"),
+            "<search> Citibank </search>\n<answer> Moses Taylor </answer>",
+            0.0,
+            3,
+        ),
+        Experience("i0", "k2", "Capital of Peru?", ("Lima",), "<answer> Cusco </answer>", 0.0, 3),
+    ]
     prompt = reflection_prompt("Answer the question.", failures, n=6)
     assert prompt == (
         "The initial prompt is:\n\n<ins_0>\nAnswer the question.\n</ins_0>\n\n"
@@ -54,7 +65,8 @@ def test_reflection_prompt_shows_the_parent_and_each_failure_with_its_answers():
         "</example>\n\n"
         "Analyze the reasons behind these mistakes and why the prompt could have gotten these examples wrong.\n"
         "Now take the reasons into account. Revise and improve the initial prompt by giving 6 different but better "
-        "candidates.\n" + RULES)
+        "candidates.\n" + RULES
+    )
     assert "<ins_3>...</ins_3> tags." in reflection_prompt("x", failures, n=3)
     with pytest.raises(ValueError):
         reflection_prompt("x", [], n=6)
@@ -77,12 +89,18 @@ def test_parse_tolerates_prose_missing_closing_tags_and_wrong_numbering():
         "<ins_4>Last one, never closed"
     )
     assert parse_candidates(text) == [
-        "Search before answering.", "Think, then search.", "Use <answer> tags.", "Last one, never closed"]
+        "Search before answering.",
+        "Think, then search.",
+        "Use <answer> tags.",
+        "Last one, never closed",
+    ]
 
 
 def test_parse_drops_empty_duplicate_over_long_and_excluded_candidates_and_caps_at_n():
-    text = ("<ins_0>The parent.</ins_0><ins_1>  </ins_1><ins_2>Keep  me.</ins_2><ins_3>Keep me.</ins_3>"
-            f"<ins_4>{'x' * 50}</ins_4><ins_5>Also keep.</ins_5><ins_6>Third.</ins_6>")
+    text = (
+        "<ins_0>The parent.</ins_0><ins_1>  </ins_1><ins_2>Keep  me.</ins_2><ins_3>Keep me.</ins_3>"
+        f"<ins_4>{'x' * 50}</ins_4><ins_5>Also keep.</ins_5><ins_6>Third.</ins_6>"
+    )
     assert parse_candidates(text, max_chars=40, exclude=["The  parent."]) == ["Keep  me.", "Also keep.", "Third."]
     assert parse_candidates(text, n=2, max_chars=40) == ["The parent.", "Keep  me."]
     assert parse_candidates("No tags at all, sorry.") == []

@@ -5,11 +5,18 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from helpers.cli_helpers import assert_one_line_error, invoke
+
 from inspo_cli.config import Recipe
-from inspo_cli.config.reference import (PAPER_VALUES, REGENERATE, explain, faithfulness_rows, fields,
-                                        markdown_reference, sections)
+from inspo_cli.config.reference import (
+    PAPER_VALUES,
+    REGENERATE,
+    explain,
+    faithfulness_rows,
+    fields,
+    markdown_reference,
+    sections,
+)
 
 
 def flat(text: str) -> str:
@@ -20,8 +27,11 @@ def flat(text: str) -> str:
 def test_every_field_of_every_section_has_help():
     missing = [section.name for section in dataclasses.fields(Recipe) if not section.metadata.get("help", "").strip()]
     for section in dataclasses.fields(Recipe):
-        missing += [f"{section.name}.{f.name}" for f in dataclasses.fields(section.default_factory)
-                    if not f.metadata.get("help", "").strip()]
+        missing += [
+            f"{section.name}.{f.name}"
+            for f in dataclasses.fields(section.default_factory)
+            if not f.metadata.get("help", "").strip()
+        ]
     assert missing == [], f"fields without metadata={{'help': ...}}: {', '.join(missing)}"
     assert len(list(fields())) == sum(len(dataclasses.fields(cls)) for _, _, cls in sections()) > 100
 
@@ -92,15 +102,17 @@ def test_list_prints_every_key_with_its_default():
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [entry.key for entry in fields()]
-    assert (flat(next(line for line in lines if line.startswith("population.accept ")))
-            == "population.accept beat_parent")
+    assert (
+        flat(next(line for line in lines if line.startswith("population.accept "))) == "population.accept beat_parent"
+    )
 
 
 def test_the_generated_reference_is_up_to_date(repo_root):
     path = repo_root / "docs/reference/recipe.md"
     assert path.is_file(), f"docs/reference/recipe.md is missing; generate it with `{REGENERATE}`"
     assert path.read_text(encoding="utf-8") == markdown_reference(), (
-        f"docs/reference/recipe.md is out of date with the recipe's fields; regenerate it with `{REGENERATE}`")
+        f"docs/reference/recipe.md is out of date with the recipe's fields; regenerate it with `{REGENERATE}`"
+    )
 
 
 def test_the_reference_has_one_table_per_section():
@@ -122,19 +134,30 @@ def test_paper_values_agree_with_recipe_check_trl(repo_root, name):
     recipe.model.name_or_path = "some/model"  # no size in the name: the rows give both sizes' values, as we do
     plan = batch_plan(recipe, 8)
     rows = appendix_b_rows(recipe, grpo_kwargs(recipe, plan, repo_root / "runs/x", device="cuda"), plan)
-    trl_fields = {"max_steps": "training.steps", "num_generations": "training.group_size",
-                  "steps_per_generation": "training.batch_size",
-                  "gradient_accumulation_steps": "training.mini_batch_trajectories",
-                  "per_device_train_batch_size": "training.micro_batch_size", "learning_rate": "training.learning_rate",
-                  "lr_scheduler_type": "training.lr_scheduler", "warmup_steps": "training.warmup_ratio",
-                  "temperature": "rollout.temperature", "top_p": "rollout.top_p", "beta": "training.kl_beta",
-                  "epsilon": "training.clip_epsilon", "loss_type": "training.loss_type",
-                  "use_bias_correction_kl": "training.kl_bias_correction",
-                  "vllm_importance_sampling_correction": "training.vllm_is_correction",
-                  "weight_decay": "training.weight_decay", "entropy_coef": "training.entropy_coef",
-                  "importance_sampling_level": "training.importance_sampling_level",
-                  "epsilon_high": "training.clip_epsilon_high", "scale_rewards": "training.scale_rewards",
-                  "num_iterations": "training.num_iterations", "top_entropy_quantile": "training.top_entropy_quantile"}
+    trl_fields = {
+        "max_steps": "training.steps",
+        "num_generations": "training.group_size",
+        "steps_per_generation": "training.batch_size",
+        "gradient_accumulation_steps": "training.mini_batch_trajectories",
+        "per_device_train_batch_size": "training.micro_batch_size",
+        "learning_rate": "training.learning_rate",
+        "lr_scheduler_type": "training.lr_scheduler",
+        "warmup_steps": "training.warmup_ratio",
+        "temperature": "rollout.temperature",
+        "top_p": "rollout.top_p",
+        "beta": "training.kl_beta",
+        "epsilon": "training.clip_epsilon",
+        "loss_type": "training.loss_type",
+        "use_bias_correction_kl": "training.kl_bias_correction",
+        "vllm_importance_sampling_correction": "training.vllm_is_correction",
+        "weight_decay": "training.weight_decay",
+        "entropy_coef": "training.entropy_coef",
+        "importance_sampling_level": "training.importance_sampling_level",
+        "epsilon_high": "training.clip_epsilon_high",
+        "scale_rewards": "training.scale_rewards",
+        "num_iterations": "training.num_iterations",
+        "top_entropy_quantile": "training.top_entropy_quantile",
+    }
     described = {"training.kl_bias_correction": False}  # the row describes the paper's KL; the field's value is this
     checked = set()
     for row in rows:

@@ -21,13 +21,25 @@ from typer.testing import CliRunner
 from inspo_cli.cli import app
 from inspo_cli.config import load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import (ALGORITHMS, IMPORT_PATH_HINT, METHODS, ORIGINS, PARENTS, PROPOSERS, REGISTRIES,
-                                RETRIEVER_KINDS, SELECTIONS, TOOLS, markdown)
+from inspo_cli.registry import (
+    ALGORITHMS,
+    IMPORT_PATH_HINT,
+    METHODS,
+    ORIGINS,
+    PARENTS,
+    PROPOSERS,
+    REGISTRIES,
+    RETRIEVER_KINDS,
+    SELECTIONS,
+    TOOLS,
+    markdown,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # "`path`:" or "`path`, in `TABLE`:", a blank line, then a ```python block: what the docs tell a contributor to write
-DOC_BLOCK = re.compile(r"^`(?P<path>[\w./]+\.py)`(?:, in `(?P<table>[A-Z_]+)`)?:\n\n```python\n(?P<code>.*?)```",
-                       re.MULTILINE | re.DOTALL)
+DOC_BLOCK = re.compile(
+    r"^`(?P<path>[\w./]+\.py)`(?:, in `(?P<table>[A-Z_]+)`)?:\n\n```python\n(?P<code>.*?)```", re.MULTILINE | re.DOTALL
+)
 
 
 def doc_blocks() -> list[tuple[str, str | None, str]]:
@@ -37,14 +49,17 @@ def doc_blocks() -> list[tuple[str, str | None, str]]:
 def test_the_docs_worked_examples_are_one_file_and_one_registry_line_each():
     blocks = doc_blocks()
     assert [(path, table) for path, table, _ in blocks] == [
-        ("inspo_cli/instructions/proposers/contrast.py", None), ("inspo_cli/registry.py", "PROPOSERS"),
-        ("inspo_cli/instructions/selection/uniform.py", None), ("inspo_cli/registry.py", "SELECTIONS"),
-        ("my_lab/strategies.py", None)]
+        ("inspo_cli/instructions/proposers/contrast.py", None),
+        ("inspo_cli/registry.py", "PROPOSERS"),
+        ("inspo_cli/instructions/selection/uniform.py", None),
+        ("inspo_cli/registry.py", "SELECTIONS"),
+        ("my_lab/strategies.py", None),
+    ]
     for path, _, _ in blocks[:4:2]:  # the examples are not shipped: the test adds them to a copy
         assert not (ROOT / path).exists()
 
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 from typer.testing import CliRunner
 from inspo_cli.cli import app
@@ -86,7 +101,7 @@ out["outside_prompt"] = load_proposer("my_lab.strategies:prompt")(parent, popula
 arms = [Arm("a", 0.9, 5, 4.5), Arm("b", 0.1, 5, 0.5), Arm("c", 0.0, 0, 0.0)]
 out["uniform"] = load_selection("uniform")(arms, recipe.population, 1).probabilities()
 json.dump(out, sys.stdout)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -106,15 +121,16 @@ def followed(tmp_path_factory):
             target = (outside if path.startswith("my_lab/") else copy) / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(code)
-        else:  # the line goes last in the table, before its closing "})"
+        else:  # the line goes last in the table's entries, before their closing "    },"
             registry = copy / path
             text = registry.read_text()
             start = text.index(f"\n{table} = Registry(")
-            end = text.index("\n})", start)
-            registry.write_text(text[:end] + "\n    " + code.strip().replace("\n", "\n    ") + text[end:])
+            end = text.index("\n    },\n)", start)
+            registry.write_text(text[:end] + "\n        " + code.strip().replace("\n", "\n        ") + text[end:])
     env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{outside}", "COLUMNS": "400", "NO_COLOR": "1"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=copy, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=copy, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -124,14 +140,19 @@ def test_a_new_proposer_and_selection_rule_appear_in_every_list(followed):
     selection = "uniform (beyond the paper): every alive instruction equally likely"
     for name in ("explain_proposer", "explain_selection", "ablate_help", "check", "check_outside", "plan", "study"):
         assert followed[name]["code"] == 0, (name, followed[name]["output"][-2000:])
-    assert "contrast    beyond the paper: the parent beside the weakest instruction" in \
-        followed["explain_proposer"]["output"]
-    assert "uniform         beyond the paper: every alive instruction equally likely" in \
-        followed["explain_selection"]["output"]
+    assert (
+        "contrast    beyond the paper: the parent beside the weakest instruction"
+        in followed["explain_proposer"]["output"]
+    )
+    assert (
+        "uniform         beyond the paper: every alive instruction equally likely"
+        in followed["explain_selection"]["output"]
+    )
     help_text = " ".join(followed["ablate_help"]["output"].replace("│", " ").split())
     assert proposer in help_text and selection in help_text
-    assert "| `contrast` | beyond the paper | the parent beside the weakest instruction |  |" in \
-        followed["strategies_md"]
+    assert (
+        "| `contrast` | beyond the paper | the parent beside the weakest instruction |  |" in followed["strategies_md"]
+    )
     assert "| `uniform` | beyond the paper | every alive instruction equally likely |  |" in followed["strategies_md"]
     assert proposer in followed["reference_md"] and selection in followed["reference_md"]
 
@@ -151,7 +172,11 @@ def test_the_new_strategies_run_and_are_planned(followed):
     # the selection study: every rule beyond the paper, the new one included, against the base (softmax's variant)
     study = {v["name"]: v["bars"] for v in json.loads(followed["study"]["output"])["variants"]}
     assert [n for n in study if n.startswith("selection-")] == [
-        "selection-ucb", "selection-thompson", "selection-epsilon-greedy", "selection-uniform"]
+        "selection-ucb",
+        "selection-thompson",
+        "selection-epsilon-greedy",
+        "selection-uniform",
+    ]
     assert "selection=softmax" in study["demo"]
 
 
@@ -176,7 +201,7 @@ def prompt(parent, population, buffer, config, rng):
 
 
 # callables of the right signature that return what no run can use, and one that takes six arguments
-SHAPES = '''
+SHAPES = """
 import random
 
 import numpy
@@ -245,7 +270,7 @@ def predictions(ctx, questions):
 
 
 no_predictions, no_trainer = returns(None), returns({"trainer": "mine"})
-'''
+"""
 
 
 @pytest.fixture
@@ -267,49 +292,76 @@ def outside_package(tmp_path, monkeypatch):
 def test_an_import_path_carries_its_traits_and_summary(outside_package):
     strategy = PROPOSERS.resolve("lab_pkg.pairs:prompt")
     assert (strategy.origin, strategy.min_parents, strategy.summary) == (
-        "outside", 2, "pairs: a proposer that needs two parents.")
+        "outside",
+        2,
+        "pairs: a proposer that needs two parents.",
+    )
     assert PROPOSERS.load("lab_pkg.pairs:prompt")(None, None, None, None, None) == "pairs"
-    recipe = load_recipe(ROOT / "recipes/demo.yaml", ["population.proposer=lab_pkg.pairs:prompt",
-                                                       "population.n_parent=2"])
+    recipe = load_recipe(
+        ROOT / "recipes/demo.yaml", ["population.proposer=lab_pkg.pairs:prompt", "population.n_parent=2"]
+    )
     assert recipe.population.proposer == "lab_pkg.pairs:prompt"
 
 
-@pytest.mark.parametrize("override, message", [
-    (["population.proposer=lab_pkg.pairs:prompt"], "lab_pkg.pairs:prompt combines 2 parents, but population.n_parent "
-                                                   "is 1; set n_parent to 2 or more"),
-    (["population.proposer=lab_pkg.pairs:missing"], "proposer lab_pkg.pairs:missing: lab_pkg.pairs has no callable "
-                                                    "'missing' (a proposer provides prompt)"),
-    (["population.proposer=lab_pkg.pairs:NOT_CALLABLE"], "has no callable 'NOT_CALLABLE'"),
-    (["population.selection=lab_pkg.nowhere:build"], "selection lab_pkg.nowhere:build: cannot import lab_pkg.nowhere "
-                                                     "(ModuleNotFoundError: No module named 'lab_pkg.nowhere'); is "
-                                                     "its package installed or on PYTHONPATH?"),
-    (["population.parents=lab_pkg.broken:choose"], "cannot import lab_pkg.broken (RuntimeError: cannot start)"),
-    (["population.proposer=lab_pkg.bad_trait:prompt"], "lab_pkg.bad_trait.MIN_PARENTS must be a int, got 'two'"),
-    (["population.proposer=lab-pkg:prompt"], "'lab-pkg:prompt' is not an import path package.module:object"),
-    (["population.proposer=:prompt"], "is not an import path"),
-    (["population.proposer=lab_pkg.exits:prompt"], "cannot import lab_pkg.exits (SystemExit: 3)"),
-    (["population.proposer=" + "x" * 1_000_000 + ":prompt"], "is not an import path"),
-    (["population.selection=" + "y" * 1_000_000], "(got 'yyyyyyyyyy"),
-    (["population.proposer=''"], "must be one of reflection, paraphrase, history, merge (got '')"),
-    (["population.proposer=lab_pkg.pairs:1x"], "is not an import path"),
-    (["training.algorithm=lab_pkg.nowhere:build"], "cannot import lab_pkg.nowhere"),
-    (["evaluation.method=rag,lab_pkg.nowhere:predict"], "cannot import lab_pkg.nowhere"),
-    # callables a run could not call as its seam does: refused when the recipe loads, not after the model did
-    (["population.proposer=os:getcwd"], "proposer os:getcwd takes (), but a proposer is called as prompt(parent, "
-                                        "population, buffer, config, rng)"),
-    (["population.proposer=lab_pkg.shapes:six"], "takes (parent, population, buffer, config, rng, extra), but"),
-    (["population.proposer=builtins:dict"], "proposer builtins:dict: its signature cannot be read (a built-in?); a "
-                                            "proposer is a Python callable prompt(parent, population, buffer, config, "
-                                            "rng)"),
-    (["population.selection=builtins:len"], "selection builtins:len takes (obj, /), but a selection is called as "
-                                            "build(arms, config, batch)"),
-    (["population.parents=os:getcwd"], "parent rule os:getcwd takes (), but a parent rule is called as "
-                                       "choose(ranked, config)"),
-    (["evaluation.method=os:_exit"], "inference method os:_exit takes (status), but an inference method is called as "
-                                     "predict(ctx, questions)"),
-    (["training.algorithm=os:getcwd"], "training algorithm os:getcwd takes (), but a training algorithm is called "
-                                       "as build(ctx)"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            ["population.proposer=lab_pkg.pairs:prompt"],
+            "lab_pkg.pairs:prompt combines 2 parents, but population.n_parent is 1; set n_parent to 2 or more",
+        ),
+        (
+            ["population.proposer=lab_pkg.pairs:missing"],
+            "proposer lab_pkg.pairs:missing: lab_pkg.pairs has no callable 'missing' (a proposer provides prompt)",
+        ),
+        (["population.proposer=lab_pkg.pairs:NOT_CALLABLE"], "has no callable 'NOT_CALLABLE'"),
+        (
+            ["population.selection=lab_pkg.nowhere:build"],
+            "selection lab_pkg.nowhere:build: cannot import lab_pkg.nowhere "
+            "(ModuleNotFoundError: No module named 'lab_pkg.nowhere'); is "
+            "its package installed or on PYTHONPATH?",
+        ),
+        (["population.parents=lab_pkg.broken:choose"], "cannot import lab_pkg.broken (RuntimeError: cannot start)"),
+        (["population.proposer=lab_pkg.bad_trait:prompt"], "lab_pkg.bad_trait.MIN_PARENTS must be a int, got 'two'"),
+        (["population.proposer=lab-pkg:prompt"], "'lab-pkg:prompt' is not an import path package.module:object"),
+        (["population.proposer=:prompt"], "is not an import path"),
+        (["population.proposer=lab_pkg.exits:prompt"], "cannot import lab_pkg.exits (SystemExit: 3)"),
+        (["population.proposer=" + "x" * 1_000_000 + ":prompt"], "is not an import path"),
+        (["population.selection=" + "y" * 1_000_000], "(got 'yyyyyyyyyy"),
+        (["population.proposer=''"], "must be one of reflection, paraphrase, history, merge (got '')"),
+        (["population.proposer=lab_pkg.pairs:1x"], "is not an import path"),
+        (["training.algorithm=lab_pkg.nowhere:build"], "cannot import lab_pkg.nowhere"),
+        (["evaluation.method=rag,lab_pkg.nowhere:predict"], "cannot import lab_pkg.nowhere"),
+        # callables a run could not call as its seam does: refused when the recipe loads, not after the model did
+        (
+            ["population.proposer=os:getcwd"],
+            "proposer os:getcwd takes (), but a proposer is called as prompt(parent, population, buffer, config, rng)",
+        ),
+        (["population.proposer=lab_pkg.shapes:six"], "takes (parent, population, buffer, config, rng, extra), but"),
+        (
+            ["population.proposer=builtins:dict"],
+            "proposer builtins:dict: its signature cannot be read (a built-in?); a "
+            "proposer is a Python callable prompt(parent, population, buffer, config, "
+            "rng)",
+        ),
+        (
+            ["population.selection=builtins:len"],
+            "selection builtins:len takes (obj, /), but a selection is called as build(arms, config, batch)",
+        ),
+        (
+            ["population.parents=os:getcwd"],
+            "parent rule os:getcwd takes (), but a parent rule is called as choose(ranked, config)",
+        ),
+        (
+            ["evaluation.method=os:_exit"],
+            "inference method os:_exit takes (status), but an inference method is called as predict(ctx, questions)",
+        ),
+        (
+            ["training.algorithm=os:getcwd"],
+            "training algorithm os:getcwd takes (), but a training algorithm is called as build(ctx)",
+        ),
+    ],
+)
 def test_a_bad_import_path_is_one_line_naming_the_field(outside_package, override, message):
     with pytest.raises(InspoError) as info:
         load_recipe(ROOT / "recipes/demo.yaml", override)
@@ -336,9 +388,12 @@ def test_what_an_outside_strategy_returns_is_checked_at_every_call(outside_packa
 
     args = (None, None, None, None, None)
     assert load_proposer("lab_pkg.shapes:a_prompt")(*args) == "the prompt"
-    _refused(lambda: load_proposer("lab_pkg.shapes:no_prompt")(*args), "proposer lab_pkg.shapes:no_prompt: prompt() "
-             "returned None, not a non-empty str (the prompt sent to the optimizer LM) (a proposer is prompt(parent, "
-             "population, buffer, config, rng))")
+    _refused(
+        lambda: load_proposer("lab_pkg.shapes:no_prompt")(*args),
+        "proposer lab_pkg.shapes:no_prompt: prompt() "
+        "returned None, not a non-empty str (the prompt sent to the optimizer LM) (a proposer is prompt(parent, "
+        "population, buffer, config, rng))",
+    )
     _refused(lambda: load_proposer("lab_pkg.shapes:blank_prompt")(*args), "returned a str '  ', not a non-empty str")
 
     arms = ["a", "b"]
@@ -347,37 +402,58 @@ def test_what_an_outside_strategy_returns_is_checked_at_every_call(outside_packa
     assert load_selection("lab_pkg.shapes:one_zero")(arms, None, 1).probabilities() == [0.0, 1.0]  # 0 is a chance
     selector = load_selection("lab_pkg.shapes:numpy_selector")(arms, None, 1)  # numpy's numbers are numbers
     assert (selector.probabilities(), selector.draw(random.Random(0))) == ([0.25, 0.75], 1)
-    _refused(lambda: load_selection("lab_pkg.shapes:no_selector")(arms, None, 1),
-             "selection lab_pkg.shapes:no_selector: build() returned a dict", "not a Selector")
+    _refused(
+        lambda: load_selection("lab_pkg.shapes:no_selector")(arms, None, 1),
+        "selection lab_pkg.shapes:no_selector: build() returned a dict",
+        "not a Selector",
+    )
     for name in ("short_chances", "nan_chances", "zero_chances"):
-        _refused(load_selection(f"lab_pkg.shapes:{name}")(arms, None, 1).probabilities,
-                 f"selection lab_pkg.shapes:{name}: the selector's probabilities() returned", "not a list of 2 finite "
-                 "chances >= 0, one per arm, not all 0")
+        _refused(
+            load_selection(f"lab_pkg.shapes:{name}")(arms, None, 1).probabilities,
+            f"selection lab_pkg.shapes:{name}: the selector's probabilities() returned",
+            "not a list of 2 finite chances >= 0, one per arm, not all 0",
+        )
     for name, shown in (("out_of_range", "an int 2"), ("a_bool", "a bool True")):
-        _refused(lambda: load_selection(f"lab_pkg.shapes:{name}")(arms, None, 1).draw(random.Random(0)),
-                 f"the selector's draw() returned {shown}, not an arm's index, an int from 0 to 1")
+        _refused(
+            lambda: load_selection(f"lab_pkg.shapes:{name}")(arms, None, 1).draw(random.Random(0)),
+            f"the selector's draw() returned {shown}, not an arm's index, an int from 0 to 1",
+        )
 
     ranked = [object(), object()]
     assert load_parent_rule("lab_pkg.shapes:first")(ranked, None) == ranked[:1]
     for name in ("stranger", "twice", "no_parents", "a_tuple"):
-        _refused(lambda: load_parent_rule(f"lab_pkg.shapes:{name}")(ranked, None),
-                 f"parent rule lab_pkg.shapes:{name}: choose() returned", "not a non-empty list of distinct "
-                 "candidates taken from ranked (2 given)")
+        _refused(
+            lambda: load_parent_rule(f"lab_pkg.shapes:{name}")(ranked, None),
+            f"parent rule lab_pkg.shapes:{name}: choose() returned",
+            "not a non-empty list of distinct candidates taken from ranked (2 given)",
+        )
 
     recipe = SimpleNamespace(training=SimpleNamespace(algorithm="lab_pkg.shapes:no_trainer"))
-    _refused(lambda: build_trainer(SimpleNamespace(recipe=recipe)), "training algorithm lab_pkg.shapes:no_trainer: "
-             "build() returned a dict {'trainer': 'mine'}, not a transformers Trainer")
+    _refused(
+        lambda: build_trainer(SimpleNamespace(recipe=recipe)),
+        "training algorithm lab_pkg.shapes:no_trainer: "
+        "build() returned a dict {'trainer': 'mine'}, not a transformers Trainer",
+    )
 
 
-@pytest.mark.parametrize("name, shown", [("one_short", "a list of 1 (Prediction)"), ("no_predictions", "None"),
-                                         ("strings", "a list of 2 (str)"), ("numbers", "a list of 2 (Prediction)")])
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("one_short", "a list of 1 (Prediction)"),
+        ("no_predictions", "None"),
+        ("strings", "a list of 2 (str)"),
+        ("numbers", "a list of 2 (Prediction)"),
+    ],
+)
 def test_an_outside_method_returns_one_prediction_per_question(outside_package, name, shown):
     from inspo_cli.evaluation.methods import get_method
 
     assert [p.answer for p in get_method("lab_pkg.shapes:predictions")(None, ["q1", "q2"])] == ["q1", "q2"]
-    _refused(lambda: get_method(f"lab_pkg.shapes:{name}")(None, ["q1", "q2"]),
-             f"inference method lab_pkg.shapes:{name}: predict() returned {shown}, not a list of 2 Prediction "
-             "(answer: str or None, response: str), one per question, in order")
+    _refused(
+        lambda: get_method(f"lab_pkg.shapes:{name}")(None, ["q1", "q2"]),
+        f"inference method lab_pkg.shapes:{name}: predict() returned {shown}, not a list of 2 Prediction "
+        "(answer: str or None, response: str), one per question, in order",
+    )
 
 
 def test_retriever_kinds_take_no_import_path():
@@ -386,11 +462,15 @@ def test_retriever_kinds_take_no_import_path():
 
 
 def test_an_ablation_axis_refuses_a_path_that_does_not_import(outside_package):
-    result = CliRunner().invoke(app, ["ablate", "--recipe", str(ROOT / "recipes/demo.yaml"), "--selection",
-                                      "lab_pkg.nowhere:build", "--dry-run"])
+    result = CliRunner().invoke(
+        app,
+        ["ablate", "--recipe", str(ROOT / "recipes/demo.yaml"), "--selection", "lab_pkg.nowhere:build", "--dry-run"],
+    )
     assert result.exit_code != 0 and "Traceback" not in result.output
-    assert "--selection 'lab_pkg.nowhere:build': must be importable (selection lab_pkg.nowhere:build: cannot " \
-           "import lab_pkg.nowhere" in " ".join(result.output.split())
+    assert (
+        "--selection 'lab_pkg.nowhere:build': must be importable (selection lab_pkg.nowhere:build: cannot "
+        "import lab_pkg.nowhere" in " ".join(result.output.split())
+    )
 
 
 def test_evaluate_method_takes_an_import_path(outside_package, tmp_path):
@@ -398,16 +478,19 @@ def test_evaluate_method_takes_an_import_path(outside_package, tmp_path):
 
     (tmp_path / "lab_pkg" / "echo.py").write_text("def predict(ctx, questions):\n    return []\n")
     assert parse_methods("RAG, lab_pkg.echo:predict") == ["rag", "lab_pkg.echo:predict"]
-    with pytest.raises(InspoError, match="^--method: inference method lab_pkg.echo:nope: lab_pkg.echo has no "
-                                         "callable 'nope'"):
+    with pytest.raises(
+        InspoError, match="^--method: inference method lab_pkg.echo:nope: lab_pkg.echo has no callable 'nope'"
+    ):
         parse_methods("lab_pkg.echo:nope")
 
 
 # -- every list is the registry's ----------------------------------------------------------------------------
 
+
 def test_the_strategies_page_is_current():
     assert (ROOT / "docs/reference/strategies.md").read_text() == markdown(), (
-        "docs/reference/strategies.md is stale: python -m inspo_cli.registry > docs/reference/strategies.md")
+        "docs/reference/strategies.md is stale: python -m inspo_cli.registry > docs/reference/strategies.md"
+    )
 
 
 def test_every_registry_is_in_help_explain_and_the_reference():
@@ -415,19 +498,33 @@ def test_every_registry_is_in_help_explain_and_the_reference():
 
     reference = (ROOT / "docs/reference/recipe.md").read_text()
     runner = CliRunner()
-    helps = {command: " ".join(runner.invoke(app, [*command.split(), "--help"], terminal_width=400)
-                               .output.replace("│", " ").split())
-             for command in ("ablate", "evaluate", "train", "index")}
-    shown_in = {PROPOSERS.key: "ablate", SELECTIONS.key: "ablate", PARENTS.key: "ablate", METHODS.key: "evaluate",
-                ALGORITHMS.key: "train", RETRIEVER_KINDS.key: "index", TOOLS.key: "ablate"}
+    helps = {
+        command: " ".join(
+            runner.invoke(app, [*command.split(), "--help"], terminal_width=400).output.replace("│", " ").split()
+        )
+        for command in ("ablate", "evaluate", "train", "index")
+    }
+    shown_in = {
+        PROPOSERS.key: "ablate",
+        SELECTIONS.key: "ablate",
+        PARENTS.key: "ablate",
+        METHODS.key: "evaluate",
+        ALGORITHMS.key: "train",
+        RETRIEVER_KINDS.key: "index",
+        TOOLS.key: "ablate",
+    }
     assert set(shown_in) == {registry.key for registry in REGISTRIES}
     for registry in REGISTRIES:
         text = explain(registry.key)
         for name, strategy in registry.items():
             assert strategy.describe(name) in helps[shown_in[registry.key]], (registry.key, name)
             # its line of `recipe explain`'s choices: the name, then where it comes from and what it does
-            assert re.search(rf"^    {re.escape(name)} +{re.escape(ORIGINS[strategy.origin])}: "
-                             rf"{re.escape(strategy.summary.split()[0])}", text, re.MULTILINE), (registry.key, name)
+            assert re.search(
+                rf"^    {re.escape(name)} +{re.escape(ORIGINS[strategy.origin])}: "
+                rf"{re.escape(strategy.summary.split()[0])}",
+                text,
+                re.MULTILINE,
+            ), (registry.key, name)
             assert strategy.describe(name) in " ".join(reference.split()), (registry.key, name)
         assert (f"or {IMPORT_PATH_HINT}" in text) == registry.import_paths
 
@@ -439,6 +536,9 @@ def test_every_registered_strategy_loads_what_its_registry_promises():
             registry.check_callable(name, registry.load(name))  # the contract outside code is held to is ours
     for name in RETRIEVER_KINDS:
         assert hasattr(RETRIEVER_KINDS.load(name), "build")
-    with pytest.raises(ValueError, match=r"^unknown proposer 'opro'; registered: reflection, paraphrase, history, "
-                                         r"merge \(inspo_cli.registry, population.proposer\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^unknown proposer 'opro'; registered: reflection, paraphrase, history, "
+        r"merge \(inspo_cli.registry, population.proposer\)$",
+    ):
         PROPOSERS.load("opro")

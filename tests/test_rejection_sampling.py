@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from accelerate import PartialState
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.runs import metrics, resume_after_a_cut, write_recipe
+from helpers.sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
 
 from inspo_cli.agent.backends import Generation
 from inspo_cli.benchmarks import WORLD, load_benchmark
@@ -21,9 +24,6 @@ from inspo_cli.config import Recipe, SamplingConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.models import load_tokenizer
 from inspo_cli.runs import RunDir
-from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.runs import metrics, resume_after_a_cut, write_recipe
-from helpers.sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,8 +71,9 @@ def searcher(monkeypatch, tiny_model_dir, repo_root):
     tokenizer = load_tokenizer(sft_recipe(tiny_model_dir, "answers").model)
     made = []
 
-    def load_backend(model, rollout, batch_size=32, device=None, process_index=0, num_processes=1, seed=0,
-                     request_seeds=False):
+    def load_backend(
+        model, rollout, batch_size=32, device=None, process_index=0, num_processes=1, seed=0, request_seeds=False
+    ):
         # vLLM samples from our seeded generator only with request seeds (its engine runs in another process)
         assert request_seeds, "phase 1 loads its sampler without request_seeds=True"
         made.append(WorldSearcher(tokenizer, load_benchmark(WORLD, "train", world_dir=repo_root / "data/world")))
@@ -88,13 +89,14 @@ def sample(recipe, run_dir: Path):
     from inspo_cli.training.setup import train_questions
 
     tokenizer = load_tokenizer(recipe.model)
-    return sample_phase(recipe, RunDir(run_dir), train_questions(recipe), INSTRUCTION, PartialState(), "cpu",
-                        tokenizer)
+    return sample_phase(recipe, RunDir(run_dir), train_questions(recipe), INSTRUCTION, PartialState(), "cpu", tokenizer)
 
 
 def batch_rows(run_dir: Path) -> dict[str, list[dict]]:
-    return {p.name: [r for r in map(json.loads, p.read_text().splitlines())][1:]
-            for p in sorted((run_dir / "sampling").glob("batch-*.jsonl"))}
+    return {
+        p.name: [r for r in map(json.loads, p.read_text().splitlines())][1:]
+        for p in sorted((run_dir / "sampling").glob("batch-*.jsonl"))
+    }
 
 
 def test_phase_one_keeps_exactly_the_correct_trajectories_masked_as_rollouts(tmp_path, tiny_model_dir, searcher):
@@ -112,8 +114,11 @@ def test_phase_one_keeps_exactly_the_correct_trajectories_masked_as_rollouts(tmp
     for row in kept:
         q = questions[row["key"]]
         written = tokenizer.decode([i for i, m in zip(row["completion_ids"], row["completion_mask"]) if m])
-        assert written == "".join(f"<search> {s} </search>" for s in q.metadata["searches"]) \
+        assert (
+            written
+            == "".join(f"<search> {s} </search>" for s in q.metadata["searches"])
             + f"<answer> {q.golden_answers[0]} </answer>"
+        )
         runs = observation_runs(row["completion_ids"], row["completion_mask"])
         assert len(runs) == q.metadata["hops"] == row["searches"]
         assert all(tokenizer.decode(r).startswith("\n\n<information>") for r in runs)
@@ -124,7 +129,8 @@ def test_phase_one_keeps_exactly_the_correct_trajectories_masked_as_rollouts(tmp
 
 
 def test_a_killed_sampling_phase_samples_only_the_unsaved_batches_and_the_same_trajectories(
-        tmp_path, tiny_model_dir, searcher):
+    tmp_path, tiny_model_dir, searcher
+):
     recipe = rs_recipe(tiny_model_dir)
     straight, cut = tmp_path / "straight", tmp_path / "cut"
     for directory in (straight, cut):
@@ -133,8 +139,9 @@ def test_a_killed_sampling_phase_samples_only_the_unsaved_batches_and_the_same_t
     (cut / "sampling/summary.json").unlink()  # killed while sampling the last batch: its file was never written
     (cut / "sampling/batch-00002.jsonl").unlink()
     kept = sample(recipe, cut)
-    assert searcher[-1].asked == [q.key for q in load_benchmark(WORLD, "train", world_dir=REPO / "data/world",
-                                                                 limit=8)[6:] for _ in range(3)]
+    assert searcher[-1].asked == [
+        q.key for q in load_benchmark(WORLD, "train", world_dir=REPO / "data/world", limit=8)[6:] for _ in range(3)
+    ]
     assert batch_rows(cut) == batch_rows(straight) and kept == sample(recipe, straight)
     assert len(searcher) == 3  # a finished phase 1 loads no sampler again
 
@@ -156,7 +163,8 @@ def test_a_saved_batch_of_other_questions_is_refused_with_the_fix(tmp_path, tiny
 
 
 def test_rejection_sampled_sft_gives_observations_no_gradient_and_every_written_token_one(
-        tmp_path, tiny_model_dir, searcher, world_retriever):
+    tmp_path, tiny_model_dir, searcher, world_retriever
+):
     from inspo_cli.training.rejection_sampling import rejection_examples
     from inspo_cli.training.setup import train_questions
 
@@ -169,8 +177,9 @@ def test_rejection_sampled_sft_gives_observations_no_gradient_and_every_written_
 
 
 def test_rejection_sampling_recipe_errors_are_one_line(tmp_path, repo_root):
-    recipe = write_recipe(tmp_path, repo_root, "x", training={"algorithm": "rejection-sampling"},
-                          model={"backend": "vllm"})
+    recipe = write_recipe(
+        tmp_path, repo_root, "x", training={"algorithm": "rejection-sampling"}, model={"backend": "vllm"}
+    )
     assert_one_line_error(invoke("recipe", "check", recipe), "model.backend", "sampling.backend")
     recipe = write_recipe(tmp_path, repo_root, "x", training={"algorithm": "rejection-sampling"})
     assert_one_line_error(invoke("recipe", "check", recipe, "--set", "sampling.samples=0"), "sampling.samples")
@@ -190,13 +199,15 @@ def test_a_sampler_of_another_vocabulary_is_refused(tmp_path, tiny_model_dir):
 def test_rejection_sampling_run_trains_and_resumes_from_either_phase(tmp_path, repo_root, tiny_model_dir, searcher):
     """`inspo train`: phase 1 then SFT in one run directory. A run killed in phase 1 (one batch saved) and resumed
     ends as the uninterrupted one; so does one cut back to its first SFT checkpoint."""
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
-                          data={"max_train_questions": 8},
-                          rollout={"max_turns": 2, "max_tokens_per_turn": 48, "max_observation_tokens": 256,
-                                   "max_total_tokens": 768},
-                          training={"algorithm": "rejection-sampling", "steps": 3, "batch_size": 4,
-                                    "micro_batch_size": 2},
-                          sampling={"samples": 2, "batch_size": 4})
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        str(tiny_model_dir),
+        data={"max_train_questions": 8},
+        rollout={"max_turns": 2, "max_tokens_per_turn": 48, "max_observation_tokens": 256, "max_total_tokens": 768},
+        training={"algorithm": "rejection-sampling", "steps": 3, "batch_size": 4, "micro_batch_size": 2},
+        sampling={"samples": 2, "batch_size": 4},
+    )
     runs = tmp_path / "runs"
     for name in ("straight", "resumed", "killed"):
         result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", name)
@@ -210,8 +221,13 @@ def test_rejection_sampling_run_trains_and_resumes_from_either_phase(tmp_path, r
     resume_after_a_cut(runs / "resumed", straight)  # phase 2 from its checkpoint at step 1
 
     killed = runs / "killed"  # as a kill during phase 1 leaves it: one batch saved, nothing trained
-    for later in ("checkpoints", "summary.json", "metrics.jsonl", "sampling/summary.json",
-                  "sampling/batch-00001.jsonl"):
+    for later in (
+        "checkpoints",
+        "summary.json",
+        "metrics.jsonl",
+        "sampling/summary.json",
+        "sampling/batch-00001.jsonl",
+    ):
         path = killed / later
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     result = invoke("train", "--resume", killed)
@@ -225,9 +241,14 @@ def test_rejection_sampling_run_trains_and_resumes_from_either_phase(tmp_path, r
 
 def test_a_sampler_that_never_answers_right_stops_the_run_with_what_to_change(tmp_path, repo_root, tiny_model_dir):
     """The real transformers sampler (the tiny random model) keeps nothing: one line, and phase 1's files stay."""
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), data={"max_train_questions": 4},
-                          training={"algorithm": "rejection-sampling", "batch_size": 4,
-                                    "micro_batch_size": 2}, sampling={"samples": 2, "batch_size": 2})
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        str(tiny_model_dir),
+        data={"max_train_questions": 4},
+        training={"algorithm": "rejection-sampling", "batch_size": 4, "micro_batch_size": 2},
+        sampling={"samples": 2, "batch_size": 2},
+    )
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "none")
     assert_one_line_error(result, "kept no trajectory", "sampling.samples")
     summary = json.loads((tmp_path / "runs/none/sampling/summary.json").read_text())

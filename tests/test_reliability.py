@@ -10,13 +10,13 @@ import os
 
 import pytest
 import typer
+from helpers.cli_helpers import assert_one_line_error, invoke
 from rich.console import Console
 from typer.testing import CliRunner
 
 from inspo_cli.console import STREAM, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.progress import PlainProgress, plain_line
-from helpers.cli_helpers import assert_one_line_error, invoke
 
 LATIN1 = "r\xe9ponse: caf\xe9\n".encode("latin-1")  # what an editor on an old Windows machine saves
 
@@ -33,34 +33,51 @@ def files(tmp_path):
 
 # -- class 1: unreadable or wrong-kind files ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, fragments", [
-    (["recipe", "check", "{t}/recipe.yaml"],
-     ["recipe {t}/recipe.yaml", "not UTF-8 text (byte 0xe9", "save it as UTF-8"]),
-    (["recipe", "check", "{t}/adir"], ["recipe {t}/adir", "is a directory; pass a file"]),
-    (["train", "--recipe", "{t}/recipe.yaml", "--output-dir", "{t}/runs"], ["not UTF-8 text"]),
-    (["evolve", "--recipe", "{t}/adir", "--output-dir", "{t}/runs"], ["is a directory"]),
-    (["recipe", "check", "recipes/demo.yaml", "--set", "population.instruction_file={t}/instruction.txt"],
-     ["--set population.instruction_file", "not UTF-8 text"]),
-    (["recipe", "check", "recipes/demo.yaml", "--set", "population.instruction_file={t}/adir"],
-     ["population.instruction_file", "is a directory"]),
-    (["recipe", "check", "recipes/demo.yaml", "--set", "data.train={t}/adir"], ["data.train", "is a directory"]),
-    (["recipe", "check", "recipes/demo.yaml", "--set", "retriever.index={t}/plain"], ["retriever.index", "is a file"]),
-    (["ablate", "--sweep", "{t}/sweep.yaml", "--dry-run"], ["--sweep {t}/sweep.yaml", "not UTF-8 text"]),
-    (["ablate", "--sweep", "{t}/adir", "--dry-run"], ["--sweep {t}/adir", "is a directory"]),
-    (["data", "world", "--out", "{t}/plain/world"], ["--out {t}/plain/world", "a part of the path is a file"]),
-    (["report", "{t}/adir"], ["{t}/adir"]),
-    (["evaluate", "--model", "smollm2-135m-instruct", "--out", "{t}/plain", "--limit", "1"], ["--out {t}/plain"]),
-    (["evaluate", "--model", "smollm2-135m-instruct", "--benchmarks", "{t}/train.jsonl"],
-     ["QA file {t}/train.jsonl", "not UTF-8"]),
-    (["evaluate", "--model", "smollm2-135m-instruct", "--benchmarks", "{t}/adir/x.jsonl"], ["no such file"]),
-    (["index", "--corpus", "{t}/train.jsonl", "--out", "{t}/idx"], ["{t}/train.jsonl", "not UTF-8"]),
-    (["index", "--corpus", "{t}/adir", "--out", "{t}/idx"], ["{t}/adir"]),
-    (["index", "--corpus", "data/world/corpus.jsonl", "--out", "{t}/plain/idx"],
-     ["--out {t}/plain/idx", "a part of the path is a file"]),
-    (["serve-retriever", "--index", "{t}/train.jsonl", "--port", "0"], ["{t}/train.jsonl", "not UTF-8"]),
-    (["serve-retriever", "--index", "{t}/adir", "--port", "0"], ["{t}/adir", "not an inspo index"]),
-    (["serve-retriever", "--index", "{t}/adir", "--port", "0", "--max-body-mib", "0"], ["--max-body-mib"]),
-])
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (
+            ["recipe", "check", "{t}/recipe.yaml"],
+            ["recipe {t}/recipe.yaml", "not UTF-8 text (byte 0xe9", "save it as UTF-8"],
+        ),
+        (["recipe", "check", "{t}/adir"], ["recipe {t}/adir", "is a directory; pass a file"]),
+        (["train", "--recipe", "{t}/recipe.yaml", "--output-dir", "{t}/runs"], ["not UTF-8 text"]),
+        (["evolve", "--recipe", "{t}/adir", "--output-dir", "{t}/runs"], ["is a directory"]),
+        (
+            ["recipe", "check", "recipes/demo.yaml", "--set", "population.instruction_file={t}/instruction.txt"],
+            ["--set population.instruction_file", "not UTF-8 text"],
+        ),
+        (
+            ["recipe", "check", "recipes/demo.yaml", "--set", "population.instruction_file={t}/adir"],
+            ["population.instruction_file", "is a directory"],
+        ),
+        (["recipe", "check", "recipes/demo.yaml", "--set", "data.train={t}/adir"], ["data.train", "is a directory"]),
+        (
+            ["recipe", "check", "recipes/demo.yaml", "--set", "retriever.index={t}/plain"],
+            ["retriever.index", "is a file"],
+        ),
+        (["ablate", "--sweep", "{t}/sweep.yaml", "--dry-run"], ["--sweep {t}/sweep.yaml", "not UTF-8 text"]),
+        (["ablate", "--sweep", "{t}/adir", "--dry-run"], ["--sweep {t}/adir", "is a directory"]),
+        (["data", "world", "--out", "{t}/plain/world"], ["--out {t}/plain/world", "a part of the path is a file"]),
+        (["report", "{t}/adir"], ["{t}/adir"]),
+        (["evaluate", "--model", "smollm2-135m-instruct", "--out", "{t}/plain", "--limit", "1"], ["--out {t}/plain"]),
+        (
+            ["evaluate", "--model", "smollm2-135m-instruct", "--benchmarks", "{t}/train.jsonl"],
+            ["QA file {t}/train.jsonl", "not UTF-8"],
+        ),
+        (["evaluate", "--model", "smollm2-135m-instruct", "--benchmarks", "{t}/adir/x.jsonl"], ["no such file"]),
+        (["index", "--corpus", "{t}/train.jsonl", "--out", "{t}/idx"], ["{t}/train.jsonl", "not UTF-8"]),
+        (["index", "--corpus", "{t}/adir", "--out", "{t}/idx"], ["{t}/adir"]),
+        (
+            ["index", "--corpus", "data/world/corpus.jsonl", "--out", "{t}/plain/idx"],
+            ["--out {t}/plain/idx", "a part of the path is a file"],
+        ),
+        (["serve-retriever", "--index", "{t}/train.jsonl", "--port", "0"], ["{t}/train.jsonl", "not UTF-8"]),
+        (["serve-retriever", "--index", "{t}/adir", "--port", "0"], ["{t}/adir", "not an inspo index"]),
+        (["serve-retriever", "--index", "{t}/adir", "--port", "0", "--max-body-mib", "0"], ["--max-body-mib"]),
+    ],
+)
 def test_file_problems_are_one_line_and_create_nothing(args, fragments, files, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     result = invoke(*[a.replace("{t}", str(files)) for a in args])
@@ -96,8 +113,12 @@ def test_qa_files_as_benchmarks_are_never_silently_merged_doubled_or_empty(tmp_p
     (tmp_path / "blank.jsonl").write_text("\n  \n")
     with pytest.raises(InspoError, match="blank.jsonl: holds no questions"):
         evaluation_questions(str(tmp_path / "blank.jsonl"), DataConfig(), None, None)
-    scores = {"agent": {"a": {"em": 0.5, "f1": 0.5, "subem": 0.5, "searches": 1.0, "n": 4},
-                        "b": {"em": 0.0, "f1": 0.0, "subem": 0.0, "searches": 0.0, "n": 0}}}
+    scores = {
+        "agent": {
+            "a": {"em": 0.5, "f1": 0.5, "subem": 0.5, "searches": 1.0, "n": 4},
+            "b": {"em": 0.0, "f1": 0.0, "subem": 0.0, "searches": 0.0, "n": 0},
+        }
+    }
     assert averages(scores)["agent"]["em"] == 0.5
 
 
@@ -115,6 +136,7 @@ def test_an_unforeseen_os_error_about_a_file_is_still_one_line():
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EPIPE])
 def test_output_that_cannot_be_written_is_one_line_and_a_non_zero_exit(code):
     """Issue 29, class 8: `inspo recipe check demo > /dev/full`, or stdout's pipe closed."""
+
     @user_errors
     def command():
         error = OSError(code, os.strerror(code))  # what writing to stdout raises: no file name, and the CLI's
@@ -141,15 +163,28 @@ def test_an_os_error_without_a_file_keeps_its_traceback():
 
 # -- class 2: --instruction that looks like a path ---------------------------------------------------------------
 
-@pytest.mark.parametrize("value, fragments", [
-    ("prompts/instrucion.txt", ["--instruction file prompts/instrucion.txt", "does not exist"]),
-    ("instruction.md", ["instruction.md", "does not exist"]),
-    ("{t}/adir", ["{t}/adir", "is a directory"]),
-    ("{t}/instruction.txt", ["not UTF-8 text"]),
-])
+
+@pytest.mark.parametrize(
+    "value, fragments",
+    [
+        ("prompts/instrucion.txt", ["--instruction file prompts/instrucion.txt", "does not exist"]),
+        ("instruction.md", ["instruction.md", "does not exist"]),
+        ("{t}/adir", ["{t}/adir", "is a directory"]),
+        ("{t}/instruction.txt", ["not UTF-8 text"]),
+    ],
+)
 def test_an_instruction_path_that_is_no_readable_file_is_refused(value, fragments, files, tmp_path):
-    result = invoke("evaluate", "--model", "smollm2-135m-instruct", "--out", tmp_path / "o", "--limit", 1,
-                    "--instruction", value.replace("{t}", str(files)))
+    result = invoke(
+        "evaluate",
+        "--model",
+        "smollm2-135m-instruct",
+        "--out",
+        tmp_path / "o",
+        "--limit",
+        1,
+        "--instruction",
+        value.replace("{t}", str(files)),
+    )
     assert_one_line_error(result, *[f.replace("{t}", str(files)) for f in fragments])
 
 
@@ -200,14 +235,17 @@ def test_recipe_check_trl_may_describe_a_gpu_machine_from_a_cpu_one(repo_root, m
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    result = invoke("recipe", "check", repo_root / "recipes/qwen2.5-3b/inspo.yaml", "--trl", "--device", "cuda",
-                    "--json")
+    result = invoke(
+        "recipe", "check", repo_root / "recipes/qwen2.5-3b/inspo.yaml", "--trl", "--device", "cuda", "--json"
+    )
     assert result.exit_code == 0, result.output
-    assert_one_line_error(invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--trl", "--device", "gpu"),
-                          "--device 'gpu'")
+    assert_one_line_error(
+        invoke("recipe", "check", repo_root / "recipes/demo.yaml", "--trl", "--device", "gpu"), "--device 'gpu'"
+    )
 
 
 # -- progress when the output is not a terminal --------------------------------------------------------------------
+
 
 def test_plain_progress_prints_bounded_lines_with_counts_rate_and_eta():
     out = io.StringIO()
@@ -225,13 +263,19 @@ def test_plain_progress_prints_bounded_lines_with_counts_rate_and_eta():
         task = progress.add_task("indexing", total=4)
         for _ in range(4):
             progress.advance(task)
-    assert [line.split(":")[1].split("(")[0].strip() for line in out.getvalue().splitlines()] == \
-        ["1/4", "2/4", "3/4", "4/4"]
+    assert [line.split(":")[1].split("(")[0].strip() for line in out.getvalue().splitlines()] == [
+        "1/4",
+        "2/4",
+        "3/4",
+        "4/4",
+    ]
 
 
 def test_plain_line_reads_like_a_progress_bar():
-    assert plain_line("evaluating nq", 120, 500, 60.0) == \
-        "evaluating nq: 120/500 (24%)  2.00/s  elapsed 0:01:00  ETA 0:03:10"
+    assert (
+        plain_line("evaluating nq", 120, 500, 60.0)
+        == "evaluating nq: 120/500 (24%)  2.00/s  elapsed 0:01:00  ETA 0:03:10"
+    )
     assert plain_line("writing", 3, None, 0.0) == "writing: 3  elapsed 0:00:00"
 
 
@@ -246,10 +290,14 @@ def test_the_progress_bar_is_plain_when_stderr_is_not_a_terminal(monkeypatch):
 
 # -- class 7 and 8: secrets never echoed, a failing optimizer is said -----------------------------------------------
 
-@pytest.mark.parametrize("provider", [pytest.param("gemini", marks=pytest.mark.slow),
-                                      pytest.param("anthropic", marks=pytest.mark.slow), "openai"])
+
+@pytest.mark.parametrize(
+    "provider",
+    [pytest.param("gemini", marks=pytest.mark.slow), pytest.param("anthropic", marks=pytest.mark.slow), "openai"],
+)
 def test_an_optimizer_that_echoes_the_key_leaves_it_nowhere_and_its_failure_is_said(
-        provider, tmp_path, repo_root, tiny_model_dir, serve, monkeypatch):
+    provider, tmp_path, repo_root, tiny_model_dir, serve, monkeypatch
+):
     """`inspo evolve` against a provider that rejects the key (401) quoting it encoded, then answers with a candidate
     that quotes it too (an answer is never rewritten: it is refused): the console says each failed evolution on one
     line, and no form of the key is in any file of the run directory or on the console."""
@@ -260,18 +308,34 @@ def test_an_optimizer_that_echoes_the_key_leaves_it_nowhere_and_its_failure_is_s
     monkeypatch.setenv(KEY_ENV, ODD_KEY)
     echo = " ".join(key_forms(ODD_KEY))
     answer = f"<ins_1>Search first ({echo}), then answer. Question: {{question}}\n</ins_1>"
-    server = serve(provider, Reply(401, {"error": {"message": f"invalid api key {echo}"}}),
-                   Reply(200, success_body(provider, answer)))
-    population = {"enabled": True, "instructions": ["Search, then answer. Question: {question}\n"], "size": 2,
-                  "n_parent": 1, "prune_every": 100, "evolve_every": 1, "evolve_until": 3, "candidates_per_call": 1,
-                  "failures_per_call": 1, "verify_size": 2, "accept": "top_n", "accept_top_n": 1,
-                  "max_verify_rounds": 1}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 2}, evaluation={"limit": 1})
-    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: {provider}\n  model: {MODELS[provider]}\n"
-                      f"  base_url: {server.base_url}\n  api_key_env: {KEY_ENV}\n  max_retries: 0\n")
-    result = invoke("evolve", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "run",
-                    "--device", "cpu")
+    server = serve(
+        provider,
+        Reply(401, {"error": {"message": f"invalid api key {echo}"}}),
+        Reply(200, success_body(provider, answer)),
+    )
+    population = {
+        "enabled": True,
+        "instructions": ["Search, then answer. Question: {question}\n"],
+        "size": 2,
+        "n_parent": 1,
+        "prune_every": 100,
+        "evolve_every": 1,
+        "evolve_until": 3,
+        "candidates_per_call": 1,
+        "failures_per_call": 1,
+        "verify_size": 2,
+        "accept": "top_n",
+        "accept_top_n": 1,
+        "max_verify_rounds": 1,
+    }
+    recipe = write_recipe(
+        tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 2}, evaluation={"limit": 1}
+    )
+    recipe.write_text(
+        recipe.read_text() + f"optimizer:\n  provider: {provider}\n  model: {MODELS[provider]}\n"
+        f"  base_url: {server.base_url}\n  api_key_env: {KEY_ENV}\n  max_retries: 0\n"
+    )
+    result = invoke("evolve", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "run", "--device", "cpu")
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: evolution")]
     assert len(warnings) == 2 and "at step 1 stopped" in warnings[0] and "HTTP 401" in warnings[0]
@@ -287,14 +351,34 @@ def test_an_optimizer_that_echoes_the_key_leaves_it_nowhere_and_its_failure_is_s
 
 # -- class 9: a failed start leaves nothing behind --------------------------------------------------------------------
 
-@pytest.mark.parametrize("args", [
-    ["train", "--recipe", "demo", "--set", "model.name_or_path=nobody/absent-model"],  # fails after the directory
-    ["train", "--recipe", "demo", "--set", "population.size=3",  # refused before it
-     "--set", 'population.instructions=["Answer. {question}", " Answer.  {question}"]'],
-    ["evolve", "--recipe", "demo", "--set", "population.enabled=false"],
-    ["train", "--recipe", "demo", "--set", "optimizer.provider=openai", "--set", "optimizer.model=m",
-     "--set", "optimizer.api_key_env=INSPO_TEST_ABSENT_KEY"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--recipe", "demo", "--set", "model.name_or_path=nobody/absent-model"],  # fails after the directory
+        [
+            "train",
+            "--recipe",
+            "demo",
+            "--set",
+            "population.size=3",  # refused before it
+            "--set",
+            'population.instructions=["Answer. {question}", " Answer.  {question}"]',
+        ],
+        ["evolve", "--recipe", "demo", "--set", "population.enabled=false"],
+        [
+            "train",
+            "--recipe",
+            "demo",
+            "--set",
+            "optimizer.provider=openai",
+            "--set",
+            "optimizer.model=m",
+            "--set",
+            "optimizer.api_key_env=INSPO_TEST_ABSENT_KEY",
+        ],
+    ],
+)
 def test_a_failed_train_or_evolve_leaves_no_run_directory(args, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("INSPO_TEST_ABSENT_KEY", raising=False)
@@ -320,6 +404,7 @@ def test_a_run_that_started_keeps_what_it_wrote(tmp_path):
 def test_a_failed_evaluation_leaves_no_empty_output_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
+
     def fails_loading(*args):
         result = invoke("evaluate", "--model", "nobody/absent-model", "--limit", "1", *args)
         assert result.exit_code == 2 and "Traceback" not in result.output
@@ -347,10 +432,16 @@ def test_output_dir_removes_only_what_it_created(tmp_path):
 
 # -- class 10: recipes by name from anywhere; recipe check refuses what a run would ----------------------------------
 
+
 def test_bundled_recipes_are_found_by_path_or_name_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for value in ("recipes/demo.yaml", "demo", "qwen2.5-3b/inspo", "recipes/qwen2.5-3b/inspo.yaml",
-                  "qwen2.5-7b/search-r1.yaml"):
+    for value in (
+        "recipes/demo.yaml",
+        "demo",
+        "qwen2.5-3b/inspo",
+        "recipes/qwen2.5-3b/inspo.yaml",
+        "qwen2.5-7b/search-r1.yaml",
+    ):
         result = invoke("recipe", "check", value)
         assert result.exit_code == 0, (value, result.output)
     assert "population:" in invoke("recipe", "check", "qwen2.5-3b/inspo").stdout
@@ -360,8 +451,9 @@ def test_a_recipe_that_is_not_found_lists_the_closest_bundled_names(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     result = invoke("train", "--recipe", "qwen3b.yaml")  # the product card's own example
     assert_one_line_error(result, "recipe qwen3b.yaml not found", "qwen2.5-3b/", "inspo recipe list")
-    assert_one_line_error(invoke("recipe", "check", "qwen-3b/serch-r1"),
-                          "closest bundled recipes: qwen2.5-3b/search-r1")
+    assert_one_line_error(
+        invoke("recipe", "check", "qwen-3b/serch-r1"), "closest bundled recipes: qwen2.5-3b/search-r1"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -392,15 +484,22 @@ def test_recipe_list_names_every_bundled_recipe_and_what_it_is():
     assert "qwen2.5-3b/inspo" in table and "INSPO on Qwen2.5-3B base" in table
 
 
-@pytest.mark.parametrize("sets, fragments", [
-    (["population.size=3", 'population.instructions=["A. {question}", "A.   {question}"]'],
-     ["initial instruction 1 repeats an earlier one"]),
-    (["population.size=1", "population.instruction_file={t}/two.jsonl"],
-     ["2 initial instructions but population.size is 1"]),
-    (["model.name_or_path={t}"], ["has no config.json", "model.name_or_path"]),
-    (["population.stage=pre-rl"], ["runs in one process"]),  # with --processes 2, below
-    (["training.micro_batch_size=3"], ["training.micro_batch_size=3", "must divide"]),
-])
+@pytest.mark.parametrize(
+    "sets, fragments",
+    [
+        (
+            ["population.size=3", 'population.instructions=["A. {question}", "A.   {question}"]'],
+            ["initial instruction 1 repeats an earlier one"],
+        ),
+        (
+            ["population.size=1", "population.instruction_file={t}/two.jsonl"],
+            ["2 initial instructions but population.size is 1"],
+        ),
+        (["model.name_or_path={t}"], ["has no config.json", "model.name_or_path"]),
+        (["population.stage=pre-rl"], ["runs in one process"]),  # with --processes 2, below
+        (["training.micro_batch_size=3"], ["training.micro_batch_size=3", "must divide"]),
+    ],
+)
 def test_recipe_check_refuses_what_a_run_would_refuse_later(sets, fragments, tmp_path):
     (tmp_path / "two.jsonl").write_text('{"text": "A. {question}"}\n{"text": "B. {question}"}\n')
     processes = ["--processes", "2"] if "population.stage=pre-rl" in sets else []
@@ -409,6 +508,7 @@ def test_recipe_check_refuses_what_a_run_would_refuse_later(sets, fragments, tmp
 
 
 # -- class 4 and 5: resume takes the newest checkpoint that is whole; totals cover the whole run ----------------------
+
 
 def fake_checkpoint(run_dir, update: int):
     """A checkpoint with the files HF and inspo write: weights, optimizer, RNG state, trainer state, INSPO's state."""
@@ -421,27 +521,31 @@ def fake_checkpoint(run_dir, update: int):
     torch.save({"state": {0: torch.zeros(64)}}, path / "optimizer.pt")
     torch.save({"python": 1}, path / "rng_state.pth")
     population = {"version": 1, "seed": 0, "next_id": 0, "last_step_ended": None, "pending": {}, "candidates": []}
-    (path / "coevolution.json").write_text(json.dumps({"population": population, "replay": {"capacity": 8,
-                                                      "entries": []}, "step": update}))
+    (path / "coevolution.json").write_text(
+        json.dumps({"population": population, "replay": {"capacity": 8, "entries": []}, "step": update})
+    )
     (path / "trainer_state.json").write_text(json.dumps({"global_step": update, "log_history": []}))
     return path
 
 
 def cut(path, keep: float = 0.5):
     data = path.read_bytes()
-    path.write_bytes(data[:int(len(data) * keep)])
+    path.write_bytes(data[: int(len(data) * keep)])
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (lambda p: cut(p / "trainer_state.json"), "trainer_state.json is cut short"),
-    (lambda p: (p / "trainer_state.json").unlink(), "no trainer_state.json"),
-    (lambda p: cut(p / "coevolution.json"), "coevolution.json is cut short"),
-    (lambda p: cut(p / "model.safetensors", 0.9), "model.safetensors is cut short"),
-    (lambda p: cut(p / "model.safetensors", 0.001), "model.safetensors is cut short or corrupt"),
-    (lambda p: (p / "model.safetensors").unlink(), "no model weights"),
-    (lambda p: cut(p / "optimizer.pt", 0.8), "optimizer.pt is cut short"),
-    (lambda p: cut(p / "rng_state.pth", 0.8), "rng_state.pth is cut short"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda p: cut(p / "trainer_state.json"), "trainer_state.json is cut short"),
+        (lambda p: (p / "trainer_state.json").unlink(), "no trainer_state.json"),
+        (lambda p: cut(p / "coevolution.json"), "coevolution.json is cut short"),
+        (lambda p: cut(p / "model.safetensors", 0.9), "model.safetensors is cut short"),
+        (lambda p: cut(p / "model.safetensors", 0.001), "model.safetensors is cut short or corrupt"),
+        (lambda p: (p / "model.safetensors").unlink(), "no model weights"),
+        (lambda p: cut(p / "optimizer.pt", 0.8), "optimizer.pt is cut short"),
+        (lambda p: cut(p / "rng_state.pth", 0.8), "rng_state.pth is cut short"),
+    ],
+)
 def test_resume_takes_the_newest_whole_checkpoint_and_says_why_newer_ones_are_not(damage, reason, tmp_path):
     from inspo_cli.runs import RunDir, checkpoint_problem
 
@@ -456,14 +560,19 @@ def test_resume_takes_the_newest_whole_checkpoint_and_says_why_newer_ones_are_no
 
 
 def test_a_run_whose_only_checkpoint_is_cut_short_is_refused_with_the_reason(tmp_path, repo_root):
+    from helpers.runs import write_recipe
+
     from inspo_cli.config import load_recipe
     from inspo_cli.runs import RunDir
-    from helpers.runs import write_recipe
 
     run = RunDir.create(load_recipe(write_recipe(tmp_path, repo_root, "x")), output_dir=tmp_path / "runs")
     cut(fake_checkpoint(run.path, 2) / "trainer_state.json")
-    assert_one_line_error(invoke("train", "--resume", run.path), "no complete checkpoint to resume from",
-                          "checkpoint-2: trainer_state.json is cut short", "start a new run")
+    assert_one_line_error(
+        invoke("train", "--resume", run.path),
+        "no complete checkpoint to resume from",
+        "checkpoint-2: trainer_state.json is cut short",
+        "start a new run",
+    )
 
 
 def test_logged_seconds_add_up_the_steps_a_resumed_run_keeps(tmp_path):
@@ -495,9 +604,12 @@ class HeldOptimizer:
                 if outer.calls == 1:
                     outer.requested.set()
                     outer.released.wait(60)
-                body = json.dumps({"choices": [{"message": {"role": "assistant", "content": answer},
-                                                "finish_reason": "stop"}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
+                body = json.dumps(
+                    {
+                        "choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+                    }
+                ).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -517,8 +629,9 @@ class HeldOptimizer:
 
 
 @pytest.mark.slow
-def test_chaos_kills_and_a_corrupt_checkpoint_resume_to_the_same_metrics(tmp_path, repo_root, tiny_model_dir,
-                                                                         monkeypatch):
+def test_chaos_kills_and_a_corrupt_checkpoint_resume_to_the_same_metrics(
+    tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     """INSPO on the tiny model (evolution at step 2, a checkpoint every step), run straight through, then again
     killed with SIGKILL during generation and during the evolution, and once with its newest checkpoint cut short
     as a kill during its write leaves it: every `--resume` ends with the straight run's metrics rows, and says which
@@ -531,14 +644,32 @@ def test_chaos_kills_and_a_corrupt_checkpoint_resume_to_the_same_metrics(tmp_pat
 
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
     optimizer = HeldOptimizer("<ins_1>Look it up first. Question: {question}\n</ins_1>")
-    population = {"enabled": True, "instructions": ["Search, then answer. Question: {question}\n"], "size": 2,
-                  "n_parent": 1, "prune_every": 100, "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 1,
-                  "failures_per_call": 1, "verify_size": 2, "accept": "top_n", "accept_top_n": 1,
-                  "max_verify_rounds": 1}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1, "eval_every": 0})
-    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
-                      f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    population = {
+        "enabled": True,
+        "instructions": ["Search, then answer. Question: {question}\n"],
+        "size": 2,
+        "n_parent": 1,
+        "prune_every": 100,
+        "evolve_every": 2,
+        "evolve_until": 3,
+        "candidates_per_call": 1,
+        "failures_per_call": 1,
+        "verify_size": 2,
+        "accept": "top_n",
+        "accept_top_n": 1,
+        "max_verify_rounds": 1,
+    }
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        str(tiny_model_dir),
+        population=population,
+        training={"steps": 3, "save_every": 1, "eval_every": 0},
+    )
+    recipe.write_text(
+        recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+        f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n"
+    )
     runs = tmp_path / "runs"
 
     def start(name):
@@ -586,7 +717,7 @@ def test_chaos_kills_and_a_corrupt_checkpoint_resume_to_the_same_metrics(tmp_pat
     newest = runs / "cut-checkpoint/checkpoints/checkpoint-3"
     for name in ("trainer_state.json", "model.safetensors"):
         data = (newest / name).read_bytes()
-        (newest / name).write_bytes(data[:len(data) // 2])
+        (newest / name).write_bytes(data[: len(data) // 2])
     shutil.rmtree(runs / "cut-checkpoint/checkpoints/final")
     (runs / "cut-checkpoint/summary.json").unlink()
     output = resume_and_compare("cut-checkpoint", "checkpoint-2")
@@ -594,6 +725,7 @@ def test_chaos_kills_and_a_corrupt_checkpoint_resume_to_the_same_metrics(tmp_pat
 
 
 # -- Weights & Biases (run.report_to), offline: no key, no network ---------------------------------------------------
+
 
 def wandb_records(path) -> list[bytes]:
     """The records of a .wandb file: W&B's LevelDB-style log (a 7-byte header, 32 KiB blocks, records with a
@@ -607,8 +739,8 @@ def wandb_records(path) -> list[bytes]:
         if block - pos % block < 7:  # a block's tail too short for a header is padding
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind == 0:
             continue
         pending = chunk if kind in (1, 2) else pending + chunk
@@ -628,14 +760,16 @@ def wandb_history(run_dir) -> list[dict]:
         record = wandb_internal_pb2.Record()
         record.ParseFromString(data)
         if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item})
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
     return rows
 
 
 @pytest.mark.parametrize("command", ["train", "evolve"])
-def test_wandb_offline_logs_every_step_into_the_run_directory(command, tmp_path, repo_root, tiny_model_dir,
-                                                             monkeypatch):
+def test_wandb_offline_logs_every_step_into_the_run_directory(
+    command, tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     pytest.importorskip("wandb")
     from helpers.runs import metrics, write_recipe
 
@@ -643,12 +777,30 @@ def test_wandb_offline_logs_every_step_into_the_run_directory(command, tmp_path,
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
-    population = {"enabled": True, "instructions": ["Search, then answer. Question: {question}\n"], "size": 2,
-                  "evolve_until": 0}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 2, "save_every": 2}, run={"report_to": ["wandb"]})
-    result = invoke(command, "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "tracked",
-                    *(["--device", "cpu"] if command == "evolve" else []))
+    population = {
+        "enabled": True,
+        "instructions": ["Search, then answer. Question: {question}\n"],
+        "size": 2,
+        "evolve_until": 0,
+    }
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        str(tiny_model_dir),
+        population=population,
+        training={"steps": 2, "save_every": 2},
+        run={"report_to": ["wandb"]},
+    )
+    result = invoke(
+        command,
+        "--recipe",
+        recipe,
+        "--output-dir",
+        tmp_path / "runs",
+        "--name",
+        "tracked",
+        *(["--device", "cpu"] if command == "evolve" else []),
+    )
     assert result.exit_code == 0, result.output
     run = tmp_path / "runs" / "tracked"
     reward_key = "train/reward" if command == "train" else "reward"

@@ -36,21 +36,37 @@ class Client:
 def test_an_evolution_replays_from_its_record_and_a_missing_call_names_step_and_hash(tmp_path):
     path = tmp_path / "optimizer_calls.jsonl"
     config = make_config(max_verify_rounds=2)
-    recorded = evolve(make_population(config), make_buffer(),
-                      OptimizerLM(Client(ROUND), record=CallRecord(path), parameters=PARAMETERS),
-                      DictVerifier(SCORES), config, 15, random.Random(0))
+    recorded = evolve(
+        make_population(config),
+        make_buffer(),
+        OptimizerLM(Client(ROUND), record=CallRecord(path), parameters=PARAMETERS),
+        DictVerifier(SCORES),
+        config,
+        15,
+        random.Random(0),
+    )
     replay = OptimizerLM(ReplayClient(path, "openai", "scripted", PARAMETERS), parameters=PARAMETERS)
-    replayed = evolve(make_population(config), make_buffer(), replay, DictVerifier(SCORES), config, 15,
-                      random.Random(0))
+    replayed = evolve(
+        make_population(config), make_buffer(), replay, DictVerifier(SCORES), config, 15, random.Random(0)
+    )
     strip = lambda report: {k: v for k, v in report.as_dict().items() if k != "wall_s"}  # noqa: E731
     assert strip(replayed) == strip(recorded) and replay.accounting()["total_tokens"] == 120 * recorded.optimizer_calls
     # asking for 2 candidates instead of 3 is a prompt the record never saw
     other = make_config(max_verify_rounds=2, candidates_per_call=2)
-    with pytest.raises(ReplayMissing, match=r"^step 15: the optimizer record .* holds no answer to this prompt "
-                                            r"\(sha256:[0-9a-f]{64}, openai scripted\)"):
-        evolve(make_population(other), make_buffer(), OptimizerLM(ReplayClient(path, "openai", "scripted",
-                                                                                 PARAMETERS)),
-               DictVerifier(SCORES), other, 15, random.Random(0))
+    with pytest.raises(
+        ReplayMissing,
+        match=r"^step 15: the optimizer record .* holds no answer to this prompt "
+        r"\(sha256:[0-9a-f]{64}, openai scripted\)",
+    ):
+        evolve(
+            make_population(other),
+            make_buffer(),
+            OptimizerLM(ReplayClient(path, "openai", "scripted", PARAMETERS)),
+            DictVerifier(SCORES),
+            other,
+            15,
+            random.Random(0),
+        )
 
 
 def test_a_record_of_other_parameters_answers_nothing(tmp_path):
@@ -62,11 +78,14 @@ def test_a_record_of_other_parameters_answers_nothing(tmp_path):
     assert OptimizerLM(ReplayClient(path, "openai", "scripted", PARAMETERS)).complete("p") == ROUND
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "is neither a record file (optimizer_calls.jsonl) nor a directory"),
-    ('{"hash": 3}\n', "optimizer_calls.jsonl:1:"),
-    ("not json\n", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "is neither a record file (optimizer_calls.jsonl) nor a directory"),
+        ('{"hash": 3}\n', "optimizer_calls.jsonl:1:"),
+        ("not json\n", "not valid JSON"),
+    ],
+)
 def test_a_bad_record_is_one_line(tmp_path, content, message):
     from inspo_cli.errors import InspoError
 
@@ -86,8 +105,9 @@ def test_a_directory_without_records_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreachable(tmp_path, repo_root,
-                                                                                     tiny_model_dir, monkeypatch):
+def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreachable(
+    tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
     optimizer = ScriptedOptimizer(SCRIPTED_ANSWERS)
     recipe = write_inspo_recipe(tmp_path, repo_root, str(tiny_model_dir), optimizer.url)
@@ -100,15 +120,17 @@ def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreacha
     optimizer.server.shutdown()  # unreachable now, and no key either
     optimizer.server.server_close()
     monkeypatch.delenv("SCRIPTED_KEY")
-    result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", "replayed",
-                    "--replay-optimizer", recorded)
+    result = invoke(
+        "train", "--recipe", recipe, "--output-dir", runs, "--name", "replayed", "--replay-optimizer", recorded
+    )
     assert result.exit_code == 0, result.output
     replayed = runs / "replayed"
     for name in ("instructions.jsonl", "evolutions.json", "best_instruction.txt"):
         have, want = (replayed / name).read_text(), (recorded / name).read_text()
         if name == "evolutions.json":
-            have, want = ([{k: v for k, v in e.items() if k != "wall_s"} for e in json.loads(text)]
-                          for text in (have, want))
+            have, want = (
+                [{k: v for k, v in e.items() if k != "wall_s"} for e in json.loads(text)] for text in (have, want)
+            )
         assert have == want, name
     strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
     for have, want in zip(strip(metrics(replayed)), strip(metrics(recorded)), strict=True):
@@ -118,16 +140,20 @@ def test_a_recorded_training_run_replays_identically_with_the_optimizer_unreacha
     # replayed, and total what the recorded run's calls cost
     lines = [json.loads(line) for line in (replayed / "optimizer_calls.jsonl").read_text().splitlines()]
     assert len(lines) == calls and all(line["replayed"] for line in lines)
-    totals = {name: summarize_record(run / "optimizer_calls.jsonl") for name, run in (("have", replayed),
-                                                                                      ("want", recorded))}
+    totals = {
+        name: summarize_record(run / "optimizer_calls.jsonl") for name, run in (("have", replayed), ("want", recorded))
+    }
     assert totals["have"].pop("replayed_calls") == calls and totals["want"].pop("replayed_calls") == 0
     assert totals["have"] == totals["want"] and totals["want"]["cost_usd"] == 0.0
 
 
-@pytest.mark.parametrize("value, message", [
-    ("''", "optimizer.replay: must be a path"),
-    ("'   '", "optimizer.replay: must be a path"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("''", "optimizer.replay: must be a path"),
+        ("'   '", "optimizer.replay: must be a path"),
+    ],
+)
 def test_optimizer_replay_is_checked(repo_root, value, message):
     from inspo_cli.config import load_recipe
     from inspo_cli.errors import InspoError
@@ -142,8 +168,10 @@ def test_a_replayed_recipe_needs_no_key_but_its_record_must_exist(repo_root, tmp
     from inspo_cli.training.preflight import check_run
 
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    recipe = load_recipe(repo_root / "recipes/demo.yaml", ["optimizer.provider=gemini", "optimizer.model=gemini-x",
-                                                           f"optimizer.replay={tmp_path / 'nowhere'}"])
+    recipe = load_recipe(
+        repo_root / "recipes/demo.yaml",
+        ["optimizer.provider=gemini", "optimizer.model=gemini-x", f"optimizer.replay={tmp_path / 'nowhere'}"],
+    )
     with pytest.raises(InspoError, match="optimizer.replay: .*nowhere does not exist"):
         check_run("train", recipe, 1, "cpu")
     (tmp_path / "nowhere").mkdir()

@@ -34,9 +34,11 @@ def write_run(directory, calls: list[tuple[str, str]]):
     directory.mkdir(parents=True)
     (directory / "run.json").write_text(json.dumps({"name": directory.name, "seed": 0}))
     if calls:
-        lm = OptimizerLM(Client(*(answer for _, answer in calls)), record=CallRecord(directory /
-                                                                                     "optimizer_calls.jsonl"),
-                         parameters=PARAMETERS)
+        lm = OptimizerLM(
+            Client(*(answer for _, answer in calls)),
+            record=CallRecord(directory / "optimizer_calls.jsonl"),
+            parameters=PARAMETERS,
+        )
         for prompt, _ in calls:
             lm.complete(prompt)
     return directory
@@ -68,8 +70,9 @@ def test_each_run_of_an_ablation_replays_its_own_record_only(ablation, tmp_path)
         with pytest.raises(ReplayMissing, match=rf"runs/inspo-s{seed}/optimizer_calls.jsonl holds no answer"):
             lm.complete(f"evolve from seed {1 - seed}")  # the other seed's call is not this run's
     # the ablation's runs/ folder, or the ablation one level up, places each run the same way
-    assert replay(ablation / "runs", replayed / "inspo-s1/optimizer_calls.jsonl").complete(REWRITE) == \
-        "seed 1's rewrites"
+    assert (
+        replay(ablation / "runs", replayed / "inspo-s1/optimizer_calls.jsonl").complete(REWRITE) == "seed 1's rewrites"
+    )
     # a run that never called the optimizer is there: any call it now makes is not as recorded
     static = replay(ablation, replayed / "static-s0/optimizer_calls.jsonl")
     with pytest.raises(ReplayMissing, match=r"^the recorded run .*/runs/static-s0 made no optimizer calls: it holds "):
@@ -80,8 +83,9 @@ def test_a_recipes_optimizer_replay_answers_each_run_from_its_own_record(ablatio
     from inspo_cli.config import OptimizerConfig
     from inspo_cli.instructions.lm import open_optimizer
 
-    config = OptimizerConfig(provider="openai", model="scripted", temperature=1.0, max_output_tokens=8192,
-                             replay=str(ablation))
+    config = OptimizerConfig(
+        provider="openai", model="scripted", temperature=1.0, max_output_tokens=8192, replay=str(ablation)
+    )
     for seed in (1, 0):
         record = tmp_path / f"replayed/runs/inspo-s{seed}/optimizer_calls.jsonl"
         record.parent.mkdir(parents=True)
@@ -111,10 +115,14 @@ def test_a_chained_run_replays_each_stage_from_that_stage(tmp_path):
     write_run(run / "stages/1-evolve", [(REWRITE, "the evolve stage's")])
     write_run(run / "stages/2-train", [])
     replayed = tmp_path / "replayed"
-    assert replay_record(run, replayed / "stages/1-evolve/optimizer_calls.jsonl") == \
-        run / "stages/1-evolve/optimizer_calls.jsonl"
-    assert replay_record(run, replayed / "stages/2-train/optimizer_calls.jsonl") == \
-        run / "stages/2-train/optimizer_calls.jsonl"  # not there: that stage made no calls
+    assert (
+        replay_record(run, replayed / "stages/1-evolve/optimizer_calls.jsonl")
+        == run / "stages/1-evolve/optimizer_calls.jsonl"
+    )
+    assert (
+        replay_record(run, replayed / "stages/2-train/optimizer_calls.jsonl")
+        == run / "stages/2-train/optimizer_calls.jsonl"
+    )  # not there: that stage made no calls
 
 
 def test_a_prompt_recorded_twice_is_answered_in_the_order_it_was_asked(tmp_path):
@@ -129,25 +137,34 @@ def test_a_resumed_replay_goes_on_with_the_answers_after_its_checkpoint(tmp_path
     source = write_run(tmp_path / "recorded", [(REWRITE, "first"), (REWRITE, "second"), (REWRITE, "third")])
     own = tmp_path / "replayed/optimizer_calls.jsonl"
     own.parent.mkdir()
-    interrupted = OptimizerLM(ReplayClient(source, "openai", "scripted", PARAMETERS, record=own),
-                              record=CallRecord(own), parameters=PARAMETERS)
+    interrupted = OptimizerLM(
+        ReplayClient(source, "openai", "scripted", PARAMETERS, record=own),
+        record=CallRecord(own),
+        parameters=PARAMETERS,
+    )
     assert [interrupted.complete(REWRITE), interrupted.complete(REWRITE)] == ["first", "second"]
     # resumed from a checkpoint that saw 1 line: the second call is taken back from its own record, the third is
     # the source's third answer, never its first again
-    resumed = OptimizerLM(ReplayClient(source, "openai", "scripted", PARAMETERS, record=own),
-                          record=CallRecord(own), parameters=PARAMETERS)
+    resumed = OptimizerLM(
+        ReplayClient(source, "openai", "scripted", PARAMETERS, record=own),
+        record=CallRecord(own),
+        parameters=PARAMETERS,
+    )
     assert resumed.resume_from_record(1) == 1
     assert [resumed.complete(REWRITE), resumed.complete(REWRITE)] == ["second", "third"]
     assert [json.loads(line)["answer"] for line in own.read_text().splitlines()] == ["first", "second", "third"]
 
 
-@pytest.mark.parametrize("change, problem", [
-    (lambda row: row.update(prompt="a prompt pasted in"), "its hash sha256:"),
-    (lambda row: row.update(parameters={**row["parameters"], "temperature": 0.0}), "its hash sha256:"),
-    (lambda row: row.update(model="another"), "its hash sha256:"),
-    (lambda row: row.update(hash="sha256:" + "0" * 64), "its hash sha256:0000"),
-    (lambda row: row.pop("provider"), 'no "provider"'),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (lambda row: row.update(prompt="a prompt pasted in"), "its hash sha256:"),
+        (lambda row: row.update(parameters={**row["parameters"], "temperature": 0.0}), "its hash sha256:"),
+        (lambda row: row.update(model="another"), "its hash sha256:"),
+        (lambda row: row.update(hash="sha256:" + "0" * 64), "its hash sha256:0000"),
+        (lambda row: row.pop("provider"), 'no "provider"'),
+    ],
+)
 def test_a_line_that_is_not_what_its_hash_says_is_refused_naming_file_and_line(tmp_path, change, problem):
     from inspo_cli.instructions.call_record import recorded_after
 
@@ -168,8 +185,7 @@ def test_a_run_made_inside_the_source_is_never_its_own_source(ablation):
     the recorded run of its place, or is refused; never from the empty record it is about to write."""
     again = ablation / "again/runs/inspo-s1"
     again.mkdir(parents=True)
-    assert replay_record(ablation, again / "optimizer_calls.jsonl") == \
-        ablation / "runs/inspo-s1/optimizer_calls.jsonl"
+    assert replay_record(ablation, again / "optimizer_calls.jsonl") == ablation / "runs/inspo-s1/optimizer_calls.jsonl"
     beside = ablation / "runs/fresh"
     beside.mkdir()
     with pytest.raises(InspoError, match="holds no record of the run fresh"):

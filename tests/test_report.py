@@ -3,26 +3,27 @@ and picture, App. C's overhead, index.md. Run directories are written here as tr
 
 from __future__ import annotations
 
-
 import pytest
+from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.run_dirs import LINEAGE, make_run
 
 from inspo_cli.reporting.figures import band
 from inspo_cli.reporting.lineage import lineage_text, tree_order
 from inspo_cli.reporting.report import table1
 from inspo_cli.reporting.sources import load_groups
-from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.run_dirs import LINEAGE, make_run
 
 
 @pytest.fixture
 def runs(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     root = tmp_path / "runs"
-    return [make_run(root, "inspo-s0", 0, [0.1, 0.3, 0.5], 0.30, eval_em={3: 0.30}),
-            make_run(root, "inspo-s1", 1, [0.3, 0.5, 0.5], 0.40, eval_em={3: 0.40}),
-            make_run(root, "inspo-s2", 2, [0.2, 0.4, 0.8], 0.50, eval_em={3: 0.50}),
-            make_run(root, "static-s0", 0, [0.2, 0.2, 0.2], 0.20, population=False),
-            make_run(root, "static-s1", 1, [0.4, 0.4], None, population=False)]  # unfinished evaluation
+    return [
+        make_run(root, "inspo-s0", 0, [0.1, 0.3, 0.5], 0.30, eval_em={3: 0.30}),
+        make_run(root, "inspo-s1", 1, [0.3, 0.5, 0.5], 0.40, eval_em={3: 0.40}),
+        make_run(root, "inspo-s2", 2, [0.2, 0.4, 0.8], 0.50, eval_em={3: 0.50}),
+        make_run(root, "static-s0", 0, [0.2, 0.2, 0.2], 0.20, population=False),
+        make_run(root, "static-s1", 1, [0.4, 0.4], None, population=False),
+    ]  # unfinished evaluation
 
 
 def test_fig2_d_is_the_papers_response_length_with_passages_and_says_so_when_a_run_predates_it(runs):
@@ -70,13 +71,19 @@ def test_two_runs_with_the_same_recipe_and_seed_are_refused(runs, tmp_path):
 
 
 def test_the_lineage_is_a_tree_in_depth_first_order_with_each_candidates_fate():
-    assert [(depth, row["id"]) for depth, row in tree_order(LINEAGE)] == [(0, "i0"), (1, "i1"), (2, "i4"), (1, "i3"),
-                                                                         (0, "i2")]
+    assert [(depth, row["id"]) for depth, row in tree_order(LINEAGE)] == [
+        (0, "i0"),
+        (1, "i1"),
+        (2, "i4"),
+        (1, "i3"),
+        (0, "i2"),
+    ]
     lines = lineage_text(LINEAGE).splitlines()
     assert lines[0].startswith("i0 [initial] born at step 0, alive at the end, weight 0.100 -> 0.400")
     assert lines[1].startswith("    └─ i1 [reflection] born at step 2, alive at the end, verified 0.500")
-    assert lines[2].startswith("        └─ i4 [reflection] born at step 4, alive at the end, verified 0.750, "
-                               "never weighted")
+    assert lines[2].startswith(
+        "        └─ i4 [reflection] born at step 4, alive at the end, verified 0.750, never weighted"
+    )
     assert lines[3].startswith("    └─ i3 [reflection] born at step 2, pruned at step 4, verified 0.250")
     assert lines[4].startswith("i2 [initial] born at step 0, pruned at step 2") and lines[4].endswith('"Guess."')
 
@@ -86,8 +93,19 @@ def test_the_report_directory_holds_figures_tables_lineages_overhead_and_an_inde
     result = invoke("report", *runs, "--out", out)
     assert result.exit_code == 0, result.output
     assert "2 variants, 5 runs" in result.output
-    for name in ("fig2_training.png", "fig5_test_em.png", "bars.png", "table1.md", "table1.csv", "table1.tex",
-                 "overhead.md", "overhead.csv", "lineage/inspo-s0.md", "lineage/inspo-s0.png", "index.md"):
+    for name in (
+        "fig2_training.png",
+        "fig5_test_em.png",
+        "bars.png",
+        "table1.md",
+        "table1.csv",
+        "table1.tex",
+        "overhead.md",
+        "overhead.csv",
+        "lineage/inspo-s0.md",
+        "lineage/inspo-s0.png",
+        "index.md",
+    ):
         assert (out / name).is_file(), name
     assert (out / "fig2_training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (out / "lineage/static-s0.md").exists()  # no population, no lineage
@@ -101,9 +119,13 @@ def test_the_report_directory_holds_figures_tables_lineages_overhead_and_an_inde
     # the last column: leaked candidates, "-" for a run summarised before the leak check
     assert overhead[1] == "inspo,inspo-s0,1,2,900,24,128,0.188,0.100,-" and len(overhead) == 4
     index = (out / "index.md").read_text()
-    for fragment in ("![Training metrics (Fig. 2)](fig2_training.png)", "![Final EM per variant](bars.png)",
-                     "## What evolving cost (App. C)", "![lineage of inspo-s2](lineage/inspo-s2.png)",
-                     "Without a result: static-s1 (finished, no evaluation after its last step"):
+    for fragment in (
+        "![Training metrics (Fig. 2)](fig2_training.png)",
+        "![Final EM per variant](bars.png)",
+        "## What evolving cost (App. C)",
+        "![lineage of inspo-s2](lineage/inspo-s2.png)",
+        "Without a result: static-s1 (finished, no evaluation after its last step",
+    ):
         assert fragment in index
 
 
@@ -111,8 +133,14 @@ def test_an_ablation_directory_reports_its_variants_into_its_own_report_folder(r
     from inspo_cli.ablation.directory import AblationDir
     from inspo_cli.ablation.plan import plan_sweep
 
-    plan = plan_sweep({"recipe": "recipes/demo.yaml", "seeds": [0, 1],
-                       "variants": {"inspo": [], "static": ["population.enabled=false"]}}, "abl.yaml")
+    plan = plan_sweep(
+        {
+            "recipe": "recipes/demo.yaml",
+            "seeds": [0, 1],
+            "variants": {"inspo": [], "static": ["population.enabled=false"]},
+        },
+        "abl.yaml",
+    )
     ablation = AblationDir.start(tmp_path / "abl", plan)
     for name in ("inspo-s0", "inspo-s1", "static-s0"):
         (ablation.runs_dir).mkdir(exist_ok=True)
@@ -121,5 +149,7 @@ def test_an_ablation_directory_reports_its_variants_into_its_own_report_folder(r
     assert result.exit_code == 0, result.output
     groups = load_groups([tmp_path / "abl"])
     assert [(g.label, [r.seed for r in g.runs]) for g in groups] == [("inspo", [0, 1]), ("static", [0])]
-    assert "| inspo | 2 | 3, 3 | 0.350 [0.000, 0.985] | **0.350 [0.000, 0.985]** | +0.150 |" in (
-        tmp_path / "abl/report/table1.md").read_text()
+    assert (
+        "| inspo | 2 | 3, 3 | 0.350 [0.000, 0.985] | **0.350 [0.000, 0.985]** | +0.150 |"
+        in (tmp_path / "abl/report/table1.md").read_text()
+    )

@@ -9,20 +9,24 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli_helpers import invoke
+from helpers.run_dirs import make_run
 
 from inspo_cli.reporting import report as report_module
 from inspo_cli.reporting.report import write_report
 from inspo_cli.reporting.sources import load_groups
 from inspo_cli.reporting.tools import evaluation_rows, training_rows
-from helpers.cli_helpers import invoke
-from helpers.run_dirs import make_run
 
 CALCULATOR = ("agent.tools=[search, calculator]",)
 
 
-def set_tools(run: Path, calls: dict[str, float] | None = None, searches: float | None = None,
-              training: dict[int, dict[str, tuple[float, float]]] | None = None,
-              benchmark: str = "world") -> Path:
+def set_tools(
+    run: Path,
+    calls: dict[str, float] | None = None,
+    searches: float | None = None,
+    training: dict[int, dict[str, tuple[float, float]]] | None = None,
+    benchmark: str = "world",
+) -> Path:
     """Give a run made by `make_run` what `inspo evaluate` writes for an agent with tools (calls/<tool> per question
     in the policy's scores) and what training logs per step (tools/<tool>/calls, errors, observation tokens)."""
     results = next(run.glob("evaluations/step-*/results.json"), None)
@@ -36,8 +40,13 @@ def set_tools(run: Path, calls: dict[str, float] | None = None, searches: float 
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     for row in rows:
         for tool, (tool_calls, errors) in (training or {}).get(row["step"], {}).items():
-            row.update({f"tools/{tool}/calls": tool_calls, f"tools/{tool}/errors": errors,
-                        f"tools/{tool}/observation_tokens": None if tool_calls is None else 40.0 * tool_calls})
+            row.update(
+                {
+                    f"tools/{tool}/calls": tool_calls,
+                    f"tools/{tool}/errors": errors,
+                    f"tools/{tool}/observation_tokens": None if tool_calls is None else 40.0 * tool_calls,
+                }
+            )
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run
 
@@ -50,20 +59,28 @@ def runs(tmp_path, repo_root, monkeypatch):
     root = tmp_path / "runs"
     step1 = {"search": (9.0, 9.0), "calculator": (9.0, 9.0)}  # earlier steps: never the ones reported
     return [
-        set_tools(make_run(root, "calc-s0", 0, [0.1, 0.3, 0.5], 0.30, overrides=CALCULATOR),
-                  {"search": 1.5, "calculator": 0.5},
-                  training={1: step1, 3: {"search": (1.0, 0.0), "calculator": (0.5, 0.25)}}),
-        set_tools(make_run(root, "calc-s1", 1, [0.3, 0.5, 0.5], 0.40, overrides=CALCULATOR),
-                  {"search": 2.0, "calculator": 0.25},
-                  training={1: step1, 3: {"search": (2.0, 0.5), "calculator": (1.0, 0.0)}}),
+        set_tools(
+            make_run(root, "calc-s0", 0, [0.1, 0.3, 0.5], 0.30, overrides=CALCULATOR),
+            {"search": 1.5, "calculator": 0.5},
+            training={1: step1, 3: {"search": (1.0, 0.0), "calculator": (0.5, 0.25)}},
+        ),
+        set_tools(
+            make_run(root, "calc-s1", 1, [0.3, 0.5, 0.5], 0.40, overrides=CALCULATOR),
+            {"search": 2.0, "calculator": 0.25},
+            training={1: step1, 3: {"search": (2.0, 0.5), "calculator": (1.0, 0.0)}},
+        ),
         # its step 3 logged no tool metrics: its last logged step, 2, is the one reported
-        set_tools(make_run(root, "calc-s2", 2, [0.2, 0.4, 0.8], 0.50, overrides=CALCULATOR),
-                  {"search": 1.25, "calculator": 0.125},
-                  training={1: step1, 2: {"search": (1.5, 0.0), "calculator": (0.75, 0.125)}}),
+        set_tools(
+            make_run(root, "calc-s2", 2, [0.2, 0.4, 0.8], 0.50, overrides=CALCULATOR),
+            {"search": 1.25, "calculator": 0.125},
+            training={1: step1, 2: {"search": (1.5, 0.0), "calculator": (0.75, 0.125)}},
+        ),
         make_run(root, "calc-s3", 3, [0.2, 0.4, 0.6], 0.60, overrides=CALCULATOR),  # no calls/ in its evaluation
-        set_tools(make_run(root, "search-s0", 0, [0.2, 0.2, 0.2], 0.20), searches=1.0,
-                  training={3: {"search": (1.25, 0.0)}}),
-        set_tools(make_run(root, "search-s1", 1, [0.3, 0.3, 0.3], 0.30), searches=3.0)]
+        set_tools(
+            make_run(root, "search-s0", 0, [0.2, 0.2, 0.2], 0.20), searches=1.0, training={3: {"search": (1.25, 0.0)}}
+        ),
+        set_tools(make_run(root, "search-s1", 1, [0.3, 0.3, 0.3], 0.30), searches=3.0),
+    ]
 
 
 EVALUATION_TABLE = """| method | benchmark | n | search | calculator |
@@ -85,8 +102,11 @@ def test_calls_per_question_are_the_mean_over_seeds_with_n_and_a_dash_for_a_tool
     assert calc["calls"] == {"search": pytest.approx(4.75 / 3), "calculator": pytest.approx(0.875 / 3)}
     # the paper's agent: its searches per question are its search calls, (1.0 + 3.0) / 2; no calculator at all
     assert (search["n"], search["calls"]) == (2, {"search": 2.0})
-    assert len(unknown) == 1 and unknown[0].startswith("calc-s3 (its recipe's agent.tools are search, calculator, "
-                                                       "but ") and "evaluate it again" in unknown[0]
+    assert (
+        len(unknown) == 1
+        and unknown[0].startswith("calc-s3 (its recipe's agent.tools are search, calculator, but ")
+        and "evaluate it again" in unknown[0]
+    )
 
 
 def test_training_calls_and_errors_are_each_runs_last_logged_step_averaged(runs):
@@ -119,7 +139,8 @@ def test_the_report_has_the_tables_in_index_md_tools_md_and_tools_csv(runs, tmp_
         "evaluation,search,world,2,search-s0 search-s1,,search,2.0000,",
         "training,calc,,3,calc-s0 calc-s1 calc-s2,3 3 2,search,1.5000,0.1667",
         "training,calc,,3,calc-s0 calc-s1 calc-s2,3 3 2,calculator,0.7500,0.1250",
-        "training,search,,1,search-s0,3,search,1.2500,0.0000"]
+        "training,search,,1,search-s0,3,search,1.2500,0.0000",
+    ]
     listed = json.loads((out / ".inspo-report.json").read_text())["files"]
     assert "tools.md" in listed and "tools.csv" in listed
 
@@ -127,37 +148,57 @@ def test_the_report_has_the_tables_in_index_md_tools_md_and_tools_csv(runs, tmp_
 def test_seeds_with_different_tools_get_a_row_each_never_one_mean(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     root = tmp_path / "runs"
-    runs = [set_tools(make_run(root, "mix-s0", 0, [0.1, 0.2], 0.3), {"search": 1.0, "calculator": 0.5},
-                      training={2: {"search": (1.0, 0.0), "calculator": (0.5, 0.0)}}),
-            set_tools(make_run(root, "mix-s1", 1, [0.1, 0.2], 0.3), searches=3.0, training={2: {"search": (2.0, 0.5)}}),
-            set_tools(make_run(root, "mix-s2", 2, [0.1, 0.2], 0.3), {"search": 2.0, "calculator": 1.5},
-                      training={2: {"search": (3.0, 1.0), "calculator": (1.5, 0.5)}})]
+    runs = [
+        set_tools(
+            make_run(root, "mix-s0", 0, [0.1, 0.2], 0.3),
+            {"search": 1.0, "calculator": 0.5},
+            training={2: {"search": (1.0, 0.0), "calculator": (0.5, 0.0)}},
+        ),
+        set_tools(make_run(root, "mix-s1", 1, [0.1, 0.2], 0.3), searches=3.0, training={2: {"search": (2.0, 0.5)}}),
+        set_tools(
+            make_run(root, "mix-s2", 2, [0.1, 0.2], 0.3),
+            {"search": 2.0, "calculator": 1.5},
+            training={2: {"search": (3.0, 1.0), "calculator": (1.5, 0.5)}},
+        ),
+    ]
     rows, _ = evaluation_rows(load_groups(runs))
     assert [(r["method"], r["n"], r["calls"]) for r in rows] == [
-        ("mix (mix-s0, mix-s2)", 2, {"search": 1.5, "calculator": 1.0}), ("mix (mix-s1)", 1, {"search": 3.0})]
+        ("mix (mix-s0, mix-s2)", 2, {"search": 1.5, "calculator": 1.0}),
+        ("mix (mix-s1)", 1, {"search": 3.0}),
+    ]
     trained, _ = training_rows(load_groups(runs))
     assert [(r["method"], r["n"], r["calls"], r["errors"]) for r in trained] == [
         ("mix (mix-s0, mix-s2)", 2, {"search": 2.0, "calculator": 1.0}, {"search": 0.5, "calculator": 0.25}),
-        ("mix (mix-s1)", 1, {"search": 2.0}, {"search": 0.5})]
+        ("mix (mix-s1)", 1, {"search": 2.0}, {"search": 0.5}),
+    ]
 
 
 def test_a_null_count_is_shown_as_not_known_and_never_a_traceback(tmp_path, repo_root, monkeypatch):
     """Issue 51, class 6: results.json and metrics.jsonl allow null; a null count is left out, not float(None)."""
     monkeypatch.chdir(repo_root)
     root = tmp_path / "runs"
-    runs = [set_tools(make_run(root, "calc-s0", 0, [0.1, 0.2], 0.3, overrides=CALCULATOR),
-                      {"search": 1.0, "calculator": None},
-                      training={1: {"calculator": (0.5, 0.0)}, 2: {"search": (1.0, None), "calculator": (None, None)}}),
-            set_tools(make_run(root, "calc-s1", 1, [0.1, 0.2], 0.3, overrides=CALCULATOR),
-                      {"search": 2.0, "calculator": 0.5},
-                      training={2: {"search": (3.0, 0.5), "calculator": (1.5, 0.5)}})]
+    runs = [
+        set_tools(
+            make_run(root, "calc-s0", 0, [0.1, 0.2], 0.3, overrides=CALCULATOR),
+            {"search": 1.0, "calculator": None},
+            training={1: {"calculator": (0.5, 0.0)}, 2: {"search": (1.0, None), "calculator": (None, None)}},
+        ),
+        set_tools(
+            make_run(root, "calc-s1", 1, [0.1, 0.2], 0.3, overrides=CALCULATOR),
+            {"search": 2.0, "calculator": 0.5},
+            training={2: {"search": (3.0, 0.5), "calculator": (1.5, 0.5)}},
+        ),
+    ]
     rows, _ = evaluation_rows(load_groups(runs))
     assert [(r["method"], r["n"], r["calls"]) for r in rows] == [
-        ("calc (calc-s0)", 1, {"search": 1.0}), ("calc (calc-s1)", 1, {"search": 2.0, "calculator": 0.5})]
+        ("calc (calc-s0)", 1, {"search": 1.0}),
+        ("calc (calc-s1)", 1, {"search": 2.0, "calculator": 0.5}),
+    ]
     trained, _ = training_rows(load_groups(runs))  # calc-s0's last logged step, 2, logged search's calls alone
     assert [(r["method"], r["steps"], r["calls"], r["errors"]) for r in trained] == [
         ("calc (calc-s0)", [2], {"search": 1.0}, {"search": None}),
-        ("calc (calc-s1)", [2], {"search": 3.0, "calculator": 1.5}, {"search": 0.5, "calculator": 0.5})]
+        ("calc (calc-s1)", [2], {"search": 3.0, "calculator": 1.5}, {"search": 0.5, "calculator": 0.5}),
+    ]
     out = tmp_path / "report"
     result = invoke("report", *runs, "--out", out)
     assert result.exit_code == 0, result.output
@@ -175,12 +216,16 @@ def test_each_benchmark_has_its_own_row(tmp_path, repo_root, monkeypatch):
         results = run / "evaluations/step-2/results.json"
         data = json.loads(results.read_text())
         score = data["scores"]["agent"]["world"]
-        data["scores"]["agent"] = {"world": {**score, "calls/search": 1.0, "calls/calculator": world},
-                                   "nq": {**score, "calls/search": 2.0, "calls/calculator": nq}}
+        data["scores"]["agent"] = {
+            "world": {**score, "calls/search": 1.0, "calls/calculator": world},
+            "nq": {**score, "calls/search": 2.0, "calls/calculator": nq},
+        }
         results.write_text(json.dumps(data))
     rows, _ = evaluation_rows(load_groups(runs))
     assert [(r["benchmark"], r["n"], r["calls"]) for r in rows] == [
-        ("world", 2, {"search": 1.0, "calculator": 0.75}), ("nq", 2, {"search": 2.0, "calculator": 1.0})]
+        ("world", 2, {"search": 1.0, "calculator": 0.75}),
+        ("nq", 2, {"search": 2.0, "calculator": 1.0}),
+    ]
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -192,9 +237,11 @@ def test_runs_with_search_alone_leave_the_report_byte_for_byte_as_before(tmp_pat
 
     def made(root: Path, search_metrics: bool) -> list[Path]:
         training = {step: {"search": (1.0 + step, 0.0)} for step in (1, 2, 3)} if search_metrics else None
-        return [set_tools(make_run(root, "inspo-s0", 0, [0.1, 0.3, 0.5], 0.30, eval_em={3: 0.30}), training=training),
-                set_tools(make_run(root, "inspo-s1", 1, [0.3, 0.5, 0.5], 0.40), training=training),
-                make_run(root, "static-s0", 0, [0.2, 0.2, 0.2], 0.20, population=False)]
+        return [
+            set_tools(make_run(root, "inspo-s0", 0, [0.1, 0.3, 0.5], 0.30, eval_em={3: 0.30}), training=training),
+            set_tools(make_run(root, "inspo-s1", 1, [0.3, 0.5, 0.5], 0.40), training=training),
+            make_run(root, "static-s0", 0, [0.2, 0.2, 0.2], 0.20, population=False),
+        ]
 
     plain = load_groups(made(tmp_path / "plain", False))
     write_report(plain, tmp_path / "report")

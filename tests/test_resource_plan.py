@@ -17,14 +17,26 @@ from helpers.cli_helpers import assert_one_line_error, invoke
 
 from inspo_cli.config import bundled_recipes, load_recipe
 from inspo_cli.config.architecture import architecture_from_config, published_architecture
-from inspo_cli.config.resource_plan import (CUDA_CONTEXT_GIB, FRAGMENTATION, GiB, Hardware, Lengths, Timing,
-                                            refusal, resource_plan)
+from inspo_cli.config.resource_plan import (
+    CUDA_CONTEXT_GIB,
+    FRAGMENTATION,
+    GiB,
+    Hardware,
+    Lengths,
+    Timing,
+    refusal,
+    resource_plan,
+)
 from inspo_cli.errors import InspoError
 from inspo_cli.models import model_architecture
 
 H100_GIB = 81559 / 1024  # what an "80GB" H100 reports
-CHECKLIST_STEP = ["model.backend=transformers", "training.batch_size=2", "training.group_size=4",
-                  "training.mini_batch_trajectories=8"]
+CHECKLIST_STEP = [
+    "model.backend=transformers",
+    "training.batch_size=2",
+    "training.group_size=4",
+    "training.mini_batch_trajectories=8",
+]
 # The checklist's random policy writes no valid tag: every turn runs its 500 tokens and gets the corrective message
 # (about 40 tokens) after a first prompt of about 300 tokens.
 CHECKLIST_LENGTHS = Lengths(prompt=300, observation=40)
@@ -56,11 +68,20 @@ def test_parameter_count_matches_the_packaged_smollm2_and_the_tiny_model_as_load
 
 def test_qwen2_biases_and_untied_embeddings_count():
     qwen = published_architecture("Qwen/Qwen2.5-7B")
-    no_bias = architecture_from_config({**json.loads(json.dumps(qwen.__dict__)), "model_type": "mistral",
-                                        "hidden_size": qwen.hidden, "intermediate_size": qwen.intermediate,
-                                        "num_hidden_layers": qwen.layers, "num_attention_heads": qwen.heads,
-                                        "num_key_value_heads": qwen.kv_heads, "vocab_size": qwen.vocab,
-                                        "tie_word_embeddings": True}, "x")
+    no_bias = architecture_from_config(
+        {
+            **json.loads(json.dumps(qwen.__dict__)),
+            "model_type": "mistral",
+            "hidden_size": qwen.hidden,
+            "intermediate_size": qwen.intermediate,
+            "num_hidden_layers": qwen.layers,
+            "num_attention_heads": qwen.heads,
+            "num_key_value_heads": qwen.kv_heads,
+            "vocab_size": qwen.vocab,
+            "tie_word_embeddings": True,
+        },
+        "x",
+    )
     biases = qwen.layers * (qwen.heads + 2 * qwen.kv_heads) * qwen.head_dim
     assert qwen.parameters() - no_bias.parameters() == biases + qwen.vocab * qwen.hidden
 
@@ -71,8 +92,13 @@ def test_anchor_h100_3b_step_allocator_peak():
     step's generation (no Adam state yet), without the context and reserve torch does not count. Within 10%: the
     lengths are the checklist's (a random policy runs every turn to its limit), the rest is arithmetic."""
     recipe = load_recipe("recipes/qwen2.5-3b/search-r1.yaml", CHECKLIST_STEP)
-    plan = resource_plan(recipe, published_architecture("Qwen/Qwen2.5-3B"), Hardware(1, H100_GIB),
-                         CHECKLIST_LENGTHS, generation_copy=False).launches["one-gpu"]
+    plan = resource_plan(
+        recipe,
+        published_architecture("Qwen/Qwen2.5-3B"),
+        Hardware(1, H100_GIB),
+        CHECKLIST_LENGTHS,
+        generation_copy=False,
+    ).launches["one-gpu"]
     load, generation = _allocated(plan.phases["load"]), _allocated(plan.phases["generation"], "Adam state")
     assert generation < load  # the peak is the reference's float32 load, not generation
     assert load == pytest.approx(24.5, rel=0.10)
@@ -83,11 +109,18 @@ def test_anchor_h200_update_start_in_nvidia_smi():
     """Measured: 47,591 MiB in nvidia-smi (every 20 s) as scoring and the first update of 40 trajectories (5
     micro-batches of 8) began. Predicted: the first update's phase (Adam's state comes at the optimizer step after the
     5th micro-batch) with the context and reserve, which nvidia-smi sees. Within 15%: one sample every 20 s."""
-    recipe = load_recipe("recipes/qwen2.5-3b/search-r1.yaml", ["model.backend=transformers", "training.batch_size=8",
-                                                               "training.group_size=5",
-                                                               "training.mini_batch_trajectories=40"])
-    plan = resource_plan(recipe, published_architecture("Qwen/Qwen2.5-3B"), Hardware(1, 141.0),
-                         CHECKLIST_LENGTHS, generation_copy=False).launches["one-gpu"]
+    recipe = load_recipe(
+        "recipes/qwen2.5-3b/search-r1.yaml",
+        [
+            "model.backend=transformers",
+            "training.batch_size=8",
+            "training.group_size=5",
+            "training.mini_batch_trajectories=40",
+        ],
+    )
+    plan = resource_plan(
+        recipe, published_architecture("Qwen/Qwen2.5-3B"), Hardware(1, 141.0), CHECKLIST_LENGTHS, generation_copy=False
+    ).launches["one-gpu"]
     update = _allocated(plan.phases["update"], "Adam state")
     seen = update * (1 + FRAGMENTATION) + CUDA_CONTEXT_GIB
     assert plan.generation_batch == 40
@@ -101,8 +134,9 @@ def test_anchor_search_r1_7b_on_8_h100s():
     parameters, gradients, optimizer and reference to the CPU, so those terms are left out here. Compared: the
     planner's update peak within [85%, 105%] of the card's 79.6 GiB ("just below" the card's memory)."""
     recipe = load_recipe("recipes/qwen2.5-7b/search-r1.yaml", ["model.vllm_gpu_memory_utilization=0.6"])
-    plan = resource_plan(recipe, published_architecture("Qwen/Qwen2.5-7B"), Hardware(8, H100_GIB),
-                         Lengths(trajectory=4096 + 500)).launches["fsdp2"]
+    plan = resource_plan(
+        recipe, published_architecture("Qwen/Qwen2.5-7B"), Hardware(8, H100_GIB), Lengths(trajectory=4096 + 500)
+    ).launches["fsdp2"]
     offloaded = ("weights", "gradients", "Adam state", "KL reference")
     on_gpu = _allocated(plan.phases["update"], *offloaded)
     peak = on_gpu * (1 + FRAGMENTATION) + CUDA_CONTEXT_GIB
@@ -122,8 +156,12 @@ def test_anchor_cpu_measured_peak_within_20_percent(repo_root, tmp_path):
     assert result["exit_code"] == 0 and result["steps"] == 2
     (tmp_path / "config.json").write_text(json.dumps({**SHAPE, "model_type": "qwen2", "vocab_size": 49152}))
     (tmp_path / "recipe.yaml").write_text(recipe_text(tmp_path))
-    plan = resource_plan(load_recipe(tmp_path / "recipe.yaml"), model_architecture(str(tmp_path)),
-                         Hardware(1, 1e6, "cpu"), launches=("one-gpu",))
+    plan = resource_plan(
+        load_recipe(tmp_path / "recipe.yaml"),
+        model_architecture(str(tmp_path)),
+        Hardware(1, 1e6, "cpu"),
+        launches=("one-gpu",),
+    )
     assert plan.parameters == result["parameters"]
     assert plan.launches["one-gpu"].peak_gib == pytest.approx(result["predicted_peak_gib"])
     assert plan.launches["one-gpu"].peak_gib == pytest.approx(result["measured_peak_growth_gib"], rel=0.20)
@@ -139,8 +177,9 @@ def test_phases_hold_what_each_launch_holds():
     assert one.phases["generation"]["KL reference"] == params * 2 and one.phases["load"]["KL reference"] > params * 4
     assert one.phases["update"]["Adam state"] == params * 8 and "gradients" not in one.phases["generation"]
     assert ddp.phases["update"]["gradients"] == 2 * params * 4  # DDP's buckets beside the gradients
-    assert zero3.phases["update"]["weights"] == params * 6 / 8 and zero3.phases["update"]["KL reference"] == \
-        params * 2 / 8
+    assert (
+        zero3.phases["update"]["weights"] == params * 6 / 8 and zero3.phases["update"]["KL reference"] == params * 2 / 8
+    )
     assert fsdp2.phases["update"]["KL reference"] == params * 4 / 8  # FSDP shards it in float32
     copy = "generation copy (bf16)"
     assert zero3.phases["generation"][copy] == 0 == fsdp2.phases["generation"][copy]
@@ -165,16 +204,18 @@ def test_activations_follow_the_residual_streams_dtype_and_adamw_takes_a_tempora
 
 
 def test_no_kl_no_reference():
-    plans = resource_plan(load_recipe("qwen2.5-3b/search-r1", ["training.kl_beta=0"]),
-                          published_architecture("Qwen/Qwen2.5-3B")).launches
+    plans = resource_plan(
+        load_recipe("qwen2.5-3b/search-r1", ["training.kl_beta=0"]), published_architecture("Qwen/Qwen2.5-3B")
+    ).launches
     assert all(terms["KL reference"] == 0 for p in plans.values() for terms in p.phases.values())
 
 
 def test_checkpointing_lowers_activations_and_vllm_takes_its_share():
     arch = published_architecture("Qwen/Qwen2.5-3B")
     on = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch).launches["fsdp2"]
-    off = resource_plan(load_recipe("qwen2.5-3b/search-r1", ["model.gradient_checkpointing=false"]),
-                        arch).launches["fsdp2"]
+    off = resource_plan(load_recipe("qwen2.5-3b/search-r1", ["model.gradient_checkpointing=false"]), arch).launches[
+        "fsdp2"
+    ]
     assert on.phases["update"]["activations"] == off.activations_other < off.phases["update"]["activations"] / 3
     assert on.phases["generation"]["vLLM share"] == 0.4 * 80 * GiB and on.phases["generation"]["KV cache"] == 0
 
@@ -197,8 +238,9 @@ def test_step_tokens_and_time_from_the_stated_constants():
     assert plan.policy_tokens_per_step == 512 * 5 * 5 * 500 and plan.timed == "ZeRO-3 over 8 GPUs"
     assert plan.seconds["update"] == pytest.approx(2560 / 8 * 8192 / 1000)
     assert plan.seconds["generation"] == pytest.approx(5 * 500 * 10.0 / 1000)  # vLLM: all 320 rows in one call
-    hf = resource_plan(load_recipe("qwen2.5-3b/search-r1", ["model.backend=transformers"]), arch,
-                       timing=Timing(10.0, 1000.0))
+    hf = resource_plan(
+        load_recipe("qwen2.5-3b/search-r1", ["model.backend=transformers"]), arch, timing=Timing(10.0, 1000.0)
+    )
     calls = math.ceil(320 / hf.launches["zero3"].generation_batch)
     assert calls > 1 and hf.seconds["generation"] == pytest.approx(calls * 5 * 500 * 10.0 / 1000)
 
@@ -235,11 +277,17 @@ def test_every_shipped_recipe_gets_a_plan(name):
     assert "Traceback" not in result.output and "GiB per process" in result.stdout
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--gpus", "0"], "--gpus 0"), (["--gpu-memory", "-1"], "--gpu-memory -1"),
-    (["--gpu-memory", "nan"], "--gpu-memory nan"), (["--launch", "tp"], "--launch tp"),
-    (["--decode-ms", "inf"], "--decode-ms inf"), (["--trajectory-tokens", "0"], "--trajectory-tokens 0"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--gpus", "0"], "--gpus 0"),
+        (["--gpu-memory", "-1"], "--gpu-memory -1"),
+        (["--gpu-memory", "nan"], "--gpu-memory nan"),
+        (["--launch", "tp"], "--launch tp"),
+        (["--decode-ms", "inf"], "--decode-ms inf"),
+        (["--trajectory-tokens", "0"], "--trajectory-tokens 0"),
+    ],
+)
 def test_bad_options_are_one_line_errors(args, fragment):
     assert_one_line_error(invoke("recipe", "plan", "qwen2.5-3b/search-r1", *args), fragment)
 
@@ -252,14 +300,23 @@ def test_an_unknown_hub_model_names_the_fix(tmp_path):
         model_architecture(str(tmp_path))
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ('{"hidden_size": 1e308, "num_hidden_layers": 2, "num_attention_heads": 1, "intermediate_size": 1, '
-     '"vocab_size": 1}', "hidden 100000... (309 digits) is no model's size"),
-    ('{"hidden_size": -4, "num_hidden_layers": 2, "num_attention_heads": 1, "intermediate_size": 1, "vocab_size": 1}',
-     "hidden -4 is no model's size"),
-    ('{"hidden_size": ' + "9" * 5000 + "}", "not JSON"),
-    ('{"hidden_size": "x"}', "not a decoder config"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        (
+            '{"hidden_size": 1e308, "num_hidden_layers": 2, "num_attention_heads": 1, "intermediate_size": 1, '
+            '"vocab_size": 1}',
+            "hidden 100000... (309 digits) is no model's size",
+        ),
+        (
+            '{"hidden_size": -4, "num_hidden_layers": 2, "num_attention_heads": 1, '
+            '"intermediate_size": 1, "vocab_size": 1}',
+            "hidden -4 is no model's size",
+        ),
+        ('{"hidden_size": ' + "9" * 5000 + "}", "not JSON"),
+        ('{"hidden_size": "x"}', "not a decoder config"),
+    ],
+)
 def test_a_damaged_config_is_one_line_on_the_command_line(tmp_path, text, fragment):
     (tmp_path / "config.json").write_text(text)
     result = invoke("recipe", "plan", "qwen2.5-3b/search-r1", "--set", f"model.name_or_path={tmp_path}")
@@ -295,8 +352,16 @@ def test_the_generation_copy_and_zero3s_gather_appear_only_where_the_code_makes_
 
 
 def test_a_zero_dimension_is_no_model(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 0,
-                                                      "num_attention_heads": 4, "intermediate_size": 128,
-                                                      "vocab_size": 100}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": 64,
+                "num_hidden_layers": 0,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+            }
+        )
+    )
     with pytest.raises(InspoError, match="layers 0 is no model's size"):
         model_architecture(str(tmp_path))

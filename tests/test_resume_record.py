@@ -104,7 +104,7 @@ def test_a_cut_off_last_line_is_removed_before_the_next_is_appended(tmp_path, ca
     first.complete("a")
     first.complete("b")
     whole = path.read_text()
-    path.write_text(whole[:len(whole) - 30])  # killed while writing "b"'s line
+    path.write_text(whole[: len(whole) - 30])  # killed while writing "b"'s line
     resumed = lm_for(path, Client(answer="live"))
     assert "removed its last line, which is cut short" in caplog.text and "optimizer_calls.jsonl:2" in caplog.text
     assert resumed.resume_from_record(0) == 1 and resumed.complete("b") == "live"
@@ -140,19 +140,30 @@ def test_a_resumed_evolve_takes_the_interrupted_evolution_from_the_record(tmp_pa
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.evolve import FrozenPolicyEvolution
 
-    settings = dict(evolve_every=2, evolve_until=7, failures_per_call=3, size=4,
-                    instructions=f"[{json.dumps(BAD)}, {json.dumps('Answer briefly. {question}')}, {json.dumps(GOOD)}]")
+    settings = dict(
+        evolve_every=2,
+        evolve_until=7,
+        failures_per_call=3,
+        size=4,
+        instructions=f"[{json.dumps(BAD)}, {json.dumps('Answer briefly. {question}')}, {json.dumps(GOOD)}]",
+    )
     answer = "<ins_1>Search the web, then answer. {question}</ins_1>"
     (tmp_path / "straight").mkdir()
     (tmp_path / "resumed").mkdir()
     straight_client = Client(answer)
-    straight, straight_run = make_loop(tmp_path / "straight", evolve_recipe(**settings),
-                                       lm_for(tmp_path / "straight/optimizer_calls.jsonl", straight_client))
+    straight, straight_run = make_loop(
+        tmp_path / "straight",
+        evolve_recipe(**settings),
+        lm_for(tmp_path / "straight/optimizer_calls.jsonl", straight_client),
+    )
     straight.run_steps(1, 6)
     assert len(straight_client.prompts) == 3
 
-    first, run = make_loop(tmp_path / "resumed", evolve_recipe(**settings),
-                           lm_for(run_record := tmp_path / "resumed/optimizer_calls.jsonl", Client(answer)))
+    first, run = make_loop(
+        tmp_path / "resumed",
+        evolve_recipe(**settings),
+        lm_for(run_record := tmp_path / "resumed/optimizer_calls.jsonl", Client(answer)),
+    )
     first.run_steps(1, 3)
     saved = run.coevolution_file.read_text()
     assert json.loads(saved)["optimizer_record_lines"] == 1
@@ -163,15 +174,17 @@ def test_a_resumed_evolve_takes_the_interrupted_evolution_from_the_record(tmp_pa
     monkeypatch.setattr(lm_module, "open_optimizer", lambda config, record=None: lm_for(record, resumed_client))
     monkeypatch.setattr(coevolution_module, "_console_warning", said.append)
     recipe = evolve_recipe(**settings)
-    population, make_coevolution = instruction_source(recipe, run.coevolution_file, fake_accelerator(),
-                                                      record=run_record)
+    population, make_coevolution = instruction_source(
+        recipe, run.coevolution_file, fake_accelerator(), record=run_record
+    )
     coevolution = make_coevolution(PolicyVerifier(first.engine, recipe.reward))
     FrozenPolicyEvolution(recipe, first.questions, first.engine, coevolution, first.log, run).run_steps(4, 6)
 
     assert resumed_client.prompts == straight_client.prompts[2:]  # step 6 only
     assert [line for line in said if line.startswith("resumed:")] == [
         f"resumed: 1 optimizer call answered from {run_record} (recorded after the checkpoint, before the "
-        "interruption) instead of asked again"]
+        "interruption) instead of asked again"
+    ]
     assert population.records() == straight.coevolution.population.records()
     assert [r["candidates"] for r in coevolution.reports] == [r["candidates"] for r in straight.coevolution.reports]
     timing = ("wall_s", "latency_s")
@@ -183,9 +196,9 @@ def test_a_resumed_evolve_takes_the_interrupted_evolution_from_the_record(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_training_run_cut_off_after_an_evolution_resumes_with_the_optimizer_unreachable(tmp_path, repo_root,
-                                                                                          tiny_model_dir,
-                                                                                          monkeypatch):
+def test_a_training_run_cut_off_after_an_evolution_resumes_with_the_optimizer_unreachable(
+    tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     """`inspo train` cut back to its checkpoint at step 1, after the evolution at step 2 was recorded, resumes with the
     scripted optimizer shut down: the evolution's answers come from the record and the run ends as the uninterrupted
     one did (instructions, evolutions, metrics, the record's calls and the summary's optimizer accounting)."""
@@ -217,8 +230,9 @@ def test_a_training_run_cut_off_after_an_evolution_resumes_with_the_optimizer_un
     assert len(optimizer.prompts) == calls
     assert (resumed / "instructions.jsonl").read_text() == (straight / "instructions.jsonl").read_text()
     have, want = (json.loads((run / "evolutions.json").read_text()) for run in (resumed, straight))
-    assert [{k: v for k, v in e.items() if k != "wall_s"} for e in have] == \
-        [{k: v for k, v in e.items() if k != "wall_s"} for e in want]
+    assert [{k: v for k, v in e.items() if k != "wall_s"} for e in have] == [
+        {k: v for k, v in e.items() if k != "wall_s"} for e in want
+    ]
     assert all(not e.get("optimizer_error") for e in have)
     strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
     for row, expected in zip(strip(metrics(resumed)), strip(metrics(straight)), strict=True):

@@ -30,11 +30,20 @@ def _imported(code: str) -> list[str]:
 
 # -- layering ---------------------------------------------------------------------------------------------------
 
+
 def test_retriever_imports_no_inspo_cli_module():
-    modules = ["retriever", "retriever.index", "retriever.client", "retriever.server", "retriever.kinds",
-               *(kind.module for kind in KINDS.values())]
-    code = (f"import importlib, json, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'inspo_cli')))")
+    modules = [
+        "retriever",
+        "retriever.index",
+        "retriever.client",
+        "retriever.server",
+        "retriever.kinds",
+        *(kind.module for kind in KINDS.values()),
+    ]
+    code = (
+        f"import importlib, json, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'inspo_cli')))"
+    )
     assert _imported(code) == []
 
 
@@ -43,16 +52,23 @@ def test_no_retriever_source_mentions_inspo_cli_in_an_import():
     offenders = []
     for path in sorted((REPO_ROOT / "retriever").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offenders += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] == "inspo_cli"]
     assert offenders == []
 
 
 def test_importing_retriever_and_its_registry_is_cheap():
     heavy = ("numpy", "bm25s", "faiss", "torch", "pyserini", "fastapi")
-    code = ("import json, sys, retriever, retriever.kinds, retriever.errors\n"
-            f"print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))")
+    code = (
+        "import json, sys, retriever, retriever.kinds, retriever.errors\n"
+        f"print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))"
+    )
     assert _imported(code) == []
 
 
@@ -63,8 +79,9 @@ def test_importing_the_index_module_leaves_the_umask_alone():
 
 def test_an_index_gets_the_usual_permissions_and_no_temporary_files(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": str(i), "contents": f'"T{i}"\nword{i} text'}) + "\n"
-                              for i in range(20)))
+    corpus.write_text(
+        "".join(json.dumps({"id": str(i), "contents": f'"T{i}"\nword{i} text'}) + "\n" for i in range(20))
+    )
     old = os.umask(0o027)
     try:
         build_index(corpus, tmp_path / "idx")
@@ -79,6 +96,7 @@ def test_an_index_gets_the_usual_permissions_and_no_temporary_files(tmp_path):
 
 
 # -- the kind registry ------------------------------------------------------------------------------------------
+
 
 def test_every_registered_kind_module_has_the_kind_functions():
     for name in KINDS:
@@ -171,8 +189,9 @@ def test_a_new_kind_is_one_module_plus_one_registry_line(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(KINDS, "toy", Kind("toy_kind", "exact words"))
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"id": "a", "contents": "\\"Alpha\\"\\nred fox"}\n'
-                      '{"id": "b", "contents": "\\"Beta\\"\\nblue owl"}\n')
+    corpus.write_text(
+        '{"id": "a", "contents": "\\"Alpha\\"\\nred fox"}\n{"id": "b", "contents": "\\"Beta\\"\\nblue owl"}\n'
+    )
 
     with pytest.raises(RetrieverError, match="--fp16 does not apply"):
         build_index(corpus, tmp_path / "idx", kind="toy", fp16=True)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers.rollout import engine_for
+
 from inspo_cli.agent import CORRECTIVE_OBSERVATION, parse_action
 from inspo_cli.agent.protocol import build_prompt, format_passages, user_message
 from retriever.corpus import Passage
 
-
-SEARCH_THEN_ANSWER = ["<think> look it up </think> <search> violin of Vell </search>",
-                      "<think> found it </think> <answer> 1714 </answer>"]
+SEARCH_THEN_ANSWER = [
+    "<think> look it up </think> <search> violin of Vell </search>",
+    "<think> found it </think> <answer> 1714 </answer>",
+]
 
 
 def decode_masked(tokenizer, trajectory, value):
@@ -24,19 +25,24 @@ def test_generated_tokens_are_kept_exactly_and_observations_are_masked(tiny_toke
     generated = [tiny_tokenizer(text, add_special_tokens=False)["input_ids"] for text in SEARCH_THEN_ANSWER]
     assert [i for i, m in zip(t.completion_ids, t.completion_mask) if m == 1] == generated[0] + generated[1]
     # The second turn saw exactly prompt + first turn + observation: no decode/re-encode anywhere.
-    assert policy.calls[1]["contexts"][0] == t.prompt_ids + t.completion_ids[:-len(generated[1])]
+    assert policy.calls[1]["contexts"][0] == t.prompt_ids + t.completion_ids[: -len(generated[1])]
     observation = decode_masked(tiny_tokenizer, t, 0)
-    assert observation == ('\n\n<information>Doc 1(Title: "Castle") The castle of Vell was recorded in 1707. It is '
-                           'known for the violin nearby.\nDoc 2(Title: "Violin") The violin of Vell was recorded in '
-                           '1714. It is known for the harbour nearby.</information>\n\n')
+    assert observation == (
+        '\n\n<information>Doc 1(Title: "Castle") The castle of Vell was recorded in 1707. It is '
+        'known for the violin nearby.\nDoc 2(Title: "Violin") The violin of Vell was recorded in '
+        "1714. It is known for the harbour nearby.</information>\n\n"
+    )
     assert (t.answer, t.stop_reason, t.num_searches, t.turns) == ("1714", "answer", 1, 2)
     assert t.queries == ["violin of Vell"] and t.retrieved == [["p1", "p2"]]
     assert len(t.completion_mask) == len(t.completion_ids) and t.logprobs is None  # scripted: no log-probs
 
 
 def test_one_retriever_call_per_turn_for_the_whole_batch(tiny_tokenizer):
-    scripts = {"Q1": SEARCH_THEN_ANSWER, "Q2": ["<answer> now </answer>"],
-               "Q3": ["<search> comet </search>", "<search> canal </search>", "<answer> x </answer>"]}
+    scripts = {
+        "Q1": SEARCH_THEN_ANSWER,
+        "Q2": ["<answer> now </answer>"],
+        "Q3": ["<search> comet </search>", "<search> canal </search>", "<answer> x </answer>"],
+    }
     engine, policy, retriever = engine_for(tiny_tokenizer, scripts)
     trajectories = engine.run(["I."] * 3, ["Q1 a", "Q2 b", "Q3 c"])
     assert retriever.calls == [2, 1]  # turn 1: Q1 and Q3 together; turn 2: Q3 alone
@@ -60,14 +66,15 @@ def test_unparsable_action_gets_the_corrective_observation(tiny_tokenizer):
 
 
 def test_eos_without_answer_gets_the_corrective_observation_and_goes_on_as_in_search_r1(tiny_tokenizer):
-    engine, policy, retriever = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>", "<search> violin </search>",
-                                                                   "<answer> 1714 </answer>"]})
+    engine, policy, retriever = engine_for(
+        tiny_tokenizer, {"Q1": ["I do not know.<EOS>", "<search> violin </search>", "<answer> 1714 </answer>"]}
+    )
     [t] = engine.run(["I."], ["Q1 ?"])
     assert (t.stop_reason, t.answer, t.turns, t.invalid_actions, t.num_searches) == ("answer", "1714", 3, 1, 1)
     first_turn = tiny_tokenizer("I do not know.", add_special_tokens=False)["input_ids"]
     corrective = tiny_tokenizer(CORRECTIVE_OBSERVATION, add_special_tokens=False)["input_ids"]
     # the sampled EOS is dropped (Search-R1 re-tokenises the turn's text, which has none), the correction follows
-    assert t.completion_ids[:len(first_turn) + len(corrective)] == first_turn + corrective
+    assert t.completion_ids[: len(first_turn) + len(corrective)] == first_turn + corrective
     assert tiny_tokenizer.eos_token_id not in t.completion_ids
     assert policy.calls[1]["contexts"][0] == t.prompt_ids + first_turn + corrective
 
@@ -108,8 +115,9 @@ def test_observations_are_cut_to_their_token_limit(tiny_tokenizer):
 
 def test_context_cap_and_per_turn_budgets(tiny_tokenizer):
     long_turn = "<think> " + "the river and the castle " * 20 + "</think> <search> river </search>"
-    engine, policy, _ = engine_for(tiny_tokenizer, {"Q1": [long_turn]}, max_tokens_per_turn=40,
-                                   max_total_tokens=160, max_turns=4)
+    engine, policy, _ = engine_for(
+        tiny_tokenizer, {"Q1": [long_turn]}, max_tokens_per_turn=40, max_total_tokens=160, max_turns=4
+    )
     [t] = engine.run(["I."], ["Q1 ?"])
     assert all(b <= 40 for call in policy.calls for b in call["budgets"])
     assert len(t.prompt_ids) + len(t.completion_ids) <= 160
@@ -123,13 +131,16 @@ def test_long_prompts_keep_their_end(tiny_tokenizer):
     assert tiny_tokenizer.decode(t.prompt_ids).endswith("assistant\n")
 
 
-@pytest.mark.parametrize("text, kind, content", [
-    ("<think> x </think> <search> who? </search>", "search", "who?"),
-    ("<answer> 42 </answer>", "answer", "42"),
-    ("<search>  </search>", "search", ""),
-    ("<search> unterminated", "invalid", ""),
-    ("no tags at all", "invalid", ""),
-])
+@pytest.mark.parametrize(
+    "text, kind, content",
+    [
+        ("<think> x </think> <search> who? </search>", "search", "who?"),
+        ("<answer> 42 </answer>", "answer", "42"),
+        ("<search>  </search>", "search", ""),
+        ("<search> unterminated", "invalid", ""),
+        ("no tags at all", "invalid", ""),
+    ],
+)
 def test_parse_action(text, kind, content):
     assert parse_action(text).kind == kind and parse_action(text).content == content
 
@@ -138,8 +149,10 @@ def test_prompt_format_matches_search_r1(tiny_tokenizer):
     assert user_message("Answer it.", "who?") == "Answer it. Question: who?\n"
     assert user_message("Q: {question}\nA:", " who? ") == "Q: who?\nA:"
     # Search-R1's preprocessing: stripped, and "?" added where missing (most NQ questions lack it)
-    assert user_message("Answer it.", " when was the violin recorded \n") == \
-        "Answer it. Question: when was the violin recorded?\n"
+    assert (
+        user_message("Answer it.", " when was the violin recorded \n")
+        == "Answer it. Question: when was the violin recorded?\n"
+    )
     assert user_message("Q: {question}\nA:", "who founded it") == "Q: who founded it?\nA:"
     assert build_prompt(tiny_tokenizer, "Answer it.", "who?", chat=False) == "Answer it. Question: who?\n"
     chat = build_prompt(tiny_tokenizer, "Answer it.", "who?", chat=True)

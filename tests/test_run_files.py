@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers.cli_helpers import invoke
 from helpers.damaged_files import CUTS, assert_refused, cut, edit
 from helpers.run_dirs import make_run
@@ -36,25 +35,39 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 RUN = "runs/demo-s0"
 STEP = f"{RUN}/evaluations/step-3"
-TABLE_FILES = [*damages("plan.json", "variants", "x"),
-               *damages(f"{RUN}/summary.json", "steps", "three"),
-               *[d for d in damages(f"{RUN}/metrics.jsonl", "step", "one") if "-cut" not in d[0]],  # a cut: below
-               *damages(f"{STEP}/results.json", "scores", []),
-               *damages(f"{STEP}/predictions.jsonl", "em", "yes"),
-               *[(f"{RUN}/recipe.yaml-cut{keep}", f"{RUN}/recipe.yaml", lambda p, keep=keep: cut(p, keep))
-                 for keep in CUTS],
-               (f"{STEP}/results.json-em-wrong-type", f"{STEP}/results.json",
-                lambda p: edit(p, lambda d: d["scores"]["agent"]["world"].__setitem__("em", "x"))),
-               (f"{RUN}/metrics.jsonl-bad-middle-line", f"{RUN}/metrics.jsonl",
-                lambda p: p.write_text(p.read_text().replace("\n", "\n{\"step\": 2, \"rew\n", 1)))]
+TABLE_FILES = [
+    *damages("plan.json", "variants", "x"),
+    *damages(f"{RUN}/summary.json", "steps", "three"),
+    *[d for d in damages(f"{RUN}/metrics.jsonl", "step", "one") if "-cut" not in d[0]],  # a cut: below
+    *damages(f"{STEP}/results.json", "scores", []),
+    *damages(f"{STEP}/predictions.jsonl", "em", "yes"),
+    *[(f"{RUN}/recipe.yaml-cut{keep}", f"{RUN}/recipe.yaml", lambda p, keep=keep: cut(p, keep)) for keep in CUTS],
+    (
+        f"{STEP}/results.json-em-wrong-type",
+        f"{STEP}/results.json",
+        lambda p: edit(p, lambda d: d["scores"]["agent"]["world"].__setitem__("em", "x")),
+    ),
+    (
+        f"{RUN}/metrics.jsonl-bad-middle-line",
+        f"{RUN}/metrics.jsonl",
+        lambda p: p.write_text(p.read_text().replace("\n", '\n{"step": 2, "rew\n', 1)),
+    ),
+]
 # replaced by something that is not a regular file: refused, never taken for "not evaluated" or "no predictions"
-TABLE_FILES += [(f"{file}-{kind}", file, lambda p, make=make: (p.unlink(), make(p)))
-                for file in (f"{STEP}/results.json", f"{STEP}/predictions.jsonl")
-                for kind, make in (("fifo", os.mkfifo), ("directory", Path.mkdir),
-                                   ("link-to-dev-zero", lambda p: p.symlink_to("/dev/zero")))]
+TABLE_FILES += [
+    (f"{file}-{kind}", file, lambda p, make=make: (p.unlink(), make(p)))
+    for file in (f"{STEP}/results.json", f"{STEP}/predictions.jsonl")
+    for kind, make in (
+        ("fifo", os.mkfifo),
+        ("directory", Path.mkdir),
+        ("link-to-dev-zero", lambda p: p.symlink_to("/dev/zero")),
+    )
+]
 REPORT_ONLY = damages(f"{RUN}/instructions.jsonl", "text", 5)
-COLLECT_ONLY = [("failures.json-wrong-type", "failures.json", lambda p: p.write_text("[1, 2]")),
-                ("failures.json-cut", "failures.json", lambda p: cut(p, 0.5))]
+COLLECT_ONLY = [
+    ("failures.json-wrong-type", "failures.json", lambda p: p.write_text("[1, 2]")),
+    ("failures.json-cut", "failures.json", lambda p: cut(p, 0.5)),
+]
 
 
 @pytest.fixture
@@ -68,9 +81,13 @@ def ablation(tmp_path, repo_root, monkeypatch) -> Path:
     directory = AblationDir.start(tmp_path / "abl", plan)
     for i, run in enumerate(plan.runs()):
         path = make_run(directory.runs_dir, run.name, run.seed, [0.1, 0.3, 0.5], 0.2 + 0.1 * i)
-        (path / "evaluations/step-3/predictions.jsonl").write_text("".join(
-            json.dumps({"method": "agent", "benchmark": "world", "id": f"q{q}", "em": float((q + i) % 3 == 0)}) + "\n"
-            for q in range(20)))
+        (path / "evaluations/step-3/predictions.jsonl").write_text(
+            "".join(
+                json.dumps({"method": "agent", "benchmark": "world", "id": f"q{q}", "em": float((q + i) % 3 == 0)})
+                + "\n"
+                for q in range(20)
+            )
+        )
     directory.failures_file.write_text(json.dumps({"demo-s1": "an earlier attempt ran out of memory"}))
     return directory.path
 
@@ -121,14 +138,18 @@ def test_a_report_that_fails_leaves_the_earlier_report_whole(ablation, tmp_path)
     assert snapshot(out) == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-@pytest.mark.parametrize("where, why", [
-    (lambda abl, repo: repo / "data" / "report", "inside the checkout's data/"),
-    (lambda abl, repo: abl / RUN / "report", "is inside the input"),
-    (lambda abl, repo: abl / "runs", "is inside the input"),
-    (lambda abl, repo: abl, "holds the input"),
-    (lambda abl, repo: abl.parent, "holds the input"),
-    (lambda abl, repo: abl / RUN / "evaluations", "is inside the input"),
-], ids=["data", "run-dir", "ablation-runs", "the-input", "above-the-input", "inside-a-run"])
+@pytest.mark.parametrize(
+    "where, why",
+    [
+        (lambda abl, repo: repo / "data" / "report", "inside the checkout's data/"),
+        (lambda abl, repo: abl / RUN / "report", "is inside the input"),
+        (lambda abl, repo: abl / "runs", "is inside the input"),
+        (lambda abl, repo: abl, "holds the input"),
+        (lambda abl, repo: abl.parent, "holds the input"),
+        (lambda abl, repo: abl / RUN / "evaluations", "is inside the input"),
+    ],
+    ids=["data", "run-dir", "ablation-runs", "the-input", "above-the-input", "inside-a-run"],
+)
 def test_report_refuses_an_out_it_would_damage(ablation, repo_root, where, why):
     out = where(ablation, repo_root)
     before = snapshot(ablation)
@@ -151,31 +172,48 @@ def test_report_refuses_an_out_holding_other_files_and_replaces_an_earlier_repor
 
 # -- evaluate --run and --resume over a run directory ----------------------------------------------------------------
 
-EVALUATED = [*[(i, f, d, ()) for i, f, d in damages("summary.json", "best_instruction", 7)],
-             *[(i, f, d, ("--checkpoint", "4")) for i, f, d in damages("checkpoints/checkpoint-4/coevolution.json",
-                                                                        "population", [])],
-             *[(f"final-{name}-cut", f"checkpoints/final/{name}", lambda p: cut(p, 0.5), ())
-               for name in ("config.json", "model.safetensors")],
-             ("metrics-bad-middle-line", "metrics.jsonl",
-              lambda p: p.write_text(p.read_text().replace("\n", "\nnot json\n", 1)), ("--checkpoint", "best")),
-             ("recipe-cut", "recipe.yaml", lambda p: cut(p, 0.6), ())]
+EVALUATED = [
+    *[(i, f, d, ()) for i, f, d in damages("summary.json", "best_instruction", 7)],
+    *[
+        (i, f, d, ("--checkpoint", "4"))
+        for i, f, d in damages("checkpoints/checkpoint-4/coevolution.json", "population", [])
+    ],
+    *[
+        (f"final-{name}-cut", f"checkpoints/final/{name}", lambda p: cut(p, 0.5), ())
+        for name in ("config.json", "model.safetensors")
+    ],
+    (
+        "metrics-bad-middle-line",
+        "metrics.jsonl",
+        lambda p: p.write_text(p.read_text().replace("\n", "\nnot json\n", 1)),
+        ("--checkpoint", "best"),
+    ),
+    ("recipe-cut", "recipe.yaml", lambda p: cut(p, 0.6), ()),
+]
 
 
 @pytest.mark.parametrize("file, damage, extra", [pytest.param(f, d, e, id=i) for i, f, d, e in EVALUATED])
-def test_evaluate_run_refuses_a_damaged_run_file_in_one_line_and_creates_no_output(trained, tmp_path, file, damage,
-                                                                                   extra):
+def test_evaluate_run_refuses_a_damaged_run_file_in_one_line_and_creates_no_output(
+    trained, tmp_path, file, damage, extra
+):
     damage(trained / file)
     out = tmp_path / "evals" / "e"
     assert_refused(invoke("evaluate", "--run", trained, "--limit", 1, "--out", out, *extra), file)
     assert not (tmp_path / "evals").exists()
 
 
-RESUMED = [*[("train", *d) for d in damages("run.json", "seed", "zero")],
-           ("train", "metrics-bad-middle-line", "metrics.jsonl",
-            lambda p: p.write_text(p.read_text().replace("\n", "\n{\"step\": \n", 1))),
-           ("train", "metrics-row-without-step", "metrics.jsonl", lambda p: edit(p, lambda d: d.pop("step"))),
-           ("train", "recipe-cut", "recipe.yaml", lambda p: cut(p, 0.5)),
-           *[("evolve", *d) for d in damages("coevolution.json", "replay", "none")]]
+RESUMED = [
+    *[("train", *d) for d in damages("run.json", "seed", "zero")],
+    (
+        "train",
+        "metrics-bad-middle-line",
+        "metrics.jsonl",
+        lambda p: p.write_text(p.read_text().replace("\n", '\n{"step": \n', 1)),
+    ),
+    ("train", "metrics-row-without-step", "metrics.jsonl", lambda p: edit(p, lambda d: d.pop("step"))),
+    ("train", "recipe-cut", "recipe.yaml", lambda p: cut(p, 0.5)),
+    *[("evolve", *d) for d in damages("coevolution.json", "replay", "none")],
+]
 
 
 @pytest.mark.parametrize("command, file, damage", [pytest.param(c, f, d, id=f"{c}-{i}") for c, i, f, d in RESUMED])
@@ -189,9 +227,12 @@ def test_resume_refuses_a_damaged_run_file_before_it_rewrites_anything(trained, 
 
 # -- data world over a damaged world.json ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("damage", [lambda p: cut(p, 0.5), lambda p: p.write_text("[]"),
-                                    lambda p: edit(p, lambda d: d.__setitem__("seed", "0"))],
-                         ids=["cut", "not-an-object", "seed-wrong-type"])
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda p: cut(p, 0.5), lambda p: p.write_text("[]"), lambda p: edit(p, lambda d: d.__setitem__("seed", "0"))],
+    ids=["cut", "not-an-object", "seed-wrong-type"],
+)
 def test_data_world_refuses_a_damaged_world_json_in_one_line(tmp_path, damage):
     out = tmp_path / "world"
     assert invoke("data", "world", "--out", out, "--size", "tiny").exit_code == 0
@@ -216,8 +257,11 @@ def _world(data: dict) -> dict:
 
 
 def _staged(data: dict, **paths) -> None:
-    data.update(stages=[{"kind": "train", "dir": "stages/1-train"}, {"kind": "evolve", "dir": "stages/2-evolve"}],
-                stage="post-rl", **paths)
+    data.update(
+        stages=[{"kind": "train", "dir": "stages/1-train"}, {"kind": "evolve", "dir": "stages/2-evolve"}],
+        stage="post-rl",
+        **paths,
+    )
 
 
 OUT_OF_RANGE = [
@@ -227,46 +271,98 @@ OUT_OF_RANGE = [
     ("results-n-0-with-a-score", RESULTS, lambda p: edit(p, lambda d: _world(d).__setitem__("n", 0))),
     ("results-no-scores", RESULTS, lambda p: edit(p, lambda d: d.__setitem__("scores", {}))),
     ("results-empty-score-map", RESULTS, lambda p: edit(p, lambda d: d["scores"].__setitem__("agent", {}))),
-    ("results-a-seed-on-another-benchmark", RESULTS,
-     lambda p: edit(p, lambda d: d["scores"].__setitem__("agent", {"nq": _world(d)}))),
+    (
+        "results-a-seed-on-another-benchmark",
+        RESULTS,
+        lambda p: edit(p, lambda d: d["scores"].__setitem__("agent", {"nq": _world(d)})),
+    ),
     ("predictions-em-2", f"{STEP}/predictions.jsonl", lambda p: edit(p, lambda d: d.__setitem__("em", 2.0))),
-    ("predictions-em-infinite", f"{STEP}/predictions.jsonl",
-     lambda p: edit(p, lambda d: d.__setitem__("em", float("inf")))),
-    ("metrics-a-step-repeated", f"{RUN}/metrics.jsonl",
-     lambda p: p.write_text(p.read_text() + p.read_text().splitlines()[-1] + "\n")),
-    ("metrics-steps-out-of-order", f"{RUN}/metrics.jsonl",
-     lambda p: p.write_text("\n".join(reversed(p.read_text().splitlines())) + "\n")),
+    (
+        "predictions-em-infinite",
+        f"{STEP}/predictions.jsonl",
+        lambda p: edit(p, lambda d: d.__setitem__("em", float("inf"))),
+    ),
+    (
+        "metrics-a-step-repeated",
+        f"{RUN}/metrics.jsonl",
+        lambda p: p.write_text(p.read_text() + p.read_text().splitlines()[-1] + "\n"),
+    ),
+    (
+        "metrics-steps-out-of-order",
+        f"{RUN}/metrics.jsonl",
+        lambda p: p.write_text("\n".join(reversed(p.read_text().splitlines())) + "\n"),
+    ),
     ("metrics-step-negative", f"{RUN}/metrics.jsonl", lambda p: edit(p, lambda d: d.__setitem__("step", -1))),
     ("summary-steps-negative", f"{RUN}/summary.json", lambda p: edit(p, lambda d: d.__setitem__("steps", -3))),
-    ("summary-evaluation-em-nan", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d.__setitem__("evaluations", [{"step": 3, "em": float("nan")}]))),
+    (
+        "summary-evaluation-em-nan",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d.__setitem__("evaluations", [{"step": 3, "em": float("nan")}])),
+    ),
     # issue 51, class 6: what a cost or tool column would average in, or show as "nan"
-    ("summary-wall-seconds-negative", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d.__setitem__("wall_seconds", -3600.0))),
-    ("summary-wall-seconds-nan", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d.__setitem__("wall_seconds", float("nan")))),
-    ("summary-no-processes", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d.__setitem__("compute", {"processes": 0, "device": "cuda"}))),
-    ("summary-optimizer-calls-negative", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d["overhead"]["optimizer"].__setitem__("calls", -2))),
-    ("summary-optimizer-tokens-negative", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d["overhead"]["optimizer"].__setitem__("total_tokens", -900))),
-    ("summary-verification-rollouts-negative", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d["overhead"].__setitem__("verification_rollouts", -24))),
-    ("summary-evolution-share-infinite", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: d["overhead"].__setitem__("share_of_wall_time", float("inf")))),
+    (
+        "summary-wall-seconds-negative",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d.__setitem__("wall_seconds", -3600.0)),
+    ),
+    (
+        "summary-wall-seconds-nan",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d.__setitem__("wall_seconds", float("nan"))),
+    ),
+    (
+        "summary-no-processes",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d.__setitem__("compute", {"processes": 0, "device": "cuda"})),
+    ),
+    (
+        "summary-optimizer-calls-negative",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d["overhead"]["optimizer"].__setitem__("calls", -2)),
+    ),
+    (
+        "summary-optimizer-tokens-negative",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d["overhead"]["optimizer"].__setitem__("total_tokens", -900)),
+    ),
+    (
+        "summary-verification-rollouts-negative",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d["overhead"].__setitem__("verification_rollouts", -24)),
+    ),
+    (
+        "summary-evolution-share-infinite",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: d["overhead"].__setitem__("share_of_wall_time", float("inf"))),
+    ),
     ("results-searches-negative", RESULTS, lambda p: edit(p, lambda d: _world(d).__setitem__("searches", -1.0))),
-    ("results-tool-calls-nan", RESULTS,
-     lambda p: edit(p, lambda d: _world(d).__setitem__("calls/calculator", float("nan")))),
-    ("metrics-tool-calls-negative", f"{RUN}/metrics.jsonl",
-     lambda p: edit(p, lambda d: d.__setitem__("tools/calculator/calls", -1.0))),
-    ("metrics-tool-errors-nan", f"{RUN}/metrics.jsonl",
-     lambda p: edit(p, lambda d: d.__setitem__("tools/calculator/errors", float("nan")))),
-    ("summary-staged-without-metrics", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: _staged(d, instruction_source="stages/2-evolve"))),
-    ("summary-staged-metrics-outside-the-run", f"{RUN}/summary.json",
-     lambda p: edit(p, lambda d: _staged(d, metrics="../../../elsewhere/metrics.jsonl",
-                                         instruction_source="stages/2-evolve"))),
+    (
+        "results-tool-calls-nan",
+        RESULTS,
+        lambda p: edit(p, lambda d: _world(d).__setitem__("calls/calculator", float("nan"))),
+    ),
+    (
+        "metrics-tool-calls-negative",
+        f"{RUN}/metrics.jsonl",
+        lambda p: edit(p, lambda d: d.__setitem__("tools/calculator/calls", -1.0)),
+    ),
+    (
+        "metrics-tool-errors-nan",
+        f"{RUN}/metrics.jsonl",
+        lambda p: edit(p, lambda d: d.__setitem__("tools/calculator/errors", float("nan"))),
+    ),
+    (
+        "summary-staged-without-metrics",
+        f"{RUN}/summary.json",
+        lambda p: edit(p, lambda d: _staged(d, instruction_source="stages/2-evolve")),
+    ),
+    (
+        "summary-staged-metrics-outside-the-run",
+        f"{RUN}/summary.json",
+        lambda p: edit(
+            p, lambda d: _staged(d, metrics="../../../elsewhere/metrics.jsonl", instruction_source="stages/2-evolve")
+        ),
+    ),
 ]
 
 
@@ -277,4 +373,3 @@ def test_a_value_no_run_writes_is_refused_by_report_and_collect_and_never_averag
     assert_refused(invoke("report", ablation, "--out", tmp_path / "report"), file)
     assert_refused(invoke("ablate", "--collect", ablation), file)
     assert snapshot(ablation) == before and not (tmp_path / "report").exists()
-

@@ -9,15 +9,36 @@ import ast
 
 from inspo_cli.runs import RunDir
 
-NAMES = [getattr(RunDir, a) for a in ("RECIPE", "INFO", "METRICS", "INSTRUCTIONS", "EVOLUTIONS", "COEVOLUTION",
-                                      "BEST_INSTRUCTION", "SUMMARY", "TENSORBOARD", "PLOTS", "EVALUATIONS",
-                                      "CHECKPOINTS", "CHECKPOINT_PREFIX", "CHECKPOINT_COMPLETE")]
+NAMES = [
+    getattr(RunDir, a)
+    for a in (
+        "RECIPE",
+        "INFO",
+        "METRICS",
+        "INSTRUCTIONS",
+        "EVOLUTIONS",
+        "COEVOLUTION",
+        "BEST_INSTRUCTION",
+        "SUMMARY",
+        "TENSORBOARD",
+        "PLOTS",
+        "EVALUATIONS",
+        "CHECKPOINTS",
+        "CHECKPOINT_PREFIX",
+        "CHECKPOINT_COMPLETE",
+    )
+]
 
 
 def code_strings(tree: ast.AST):
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             yield node
@@ -35,6 +56,7 @@ def test_only_runs_py_spells_run_directory_file_names(repo_root):
         if path.name == "runs.py" and path.parent.name == "inspo_cli":
             continue
         for node in code_strings(ast.parse(path.read_text(encoding="utf-8"))):
-            found += [f"{path.relative_to(repo_root)}:{node.lineno}: {name}" for name in NAMES
-                      if spells(node.value, name)]
+            found += [
+                f"{path.relative_to(repo_root)}:{node.lineno}: {name}" for name in NAMES if spells(node.value, name)
+            ]
     assert found == []

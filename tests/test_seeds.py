@@ -41,8 +41,9 @@ class FakeLLM:
 
     def generate(self, prompts, params, use_tqdm=False):
         self.params.append(params)
-        sample = SimpleNamespace(token_ids=[5], logprobs=[{5: SimpleNamespace(logprob=-0.5)}], finish_reason="stop",
-                                 stop_reason=None)
+        sample = SimpleNamespace(
+            token_ids=[5], logprobs=[{5: SimpleNamespace(logprob=-0.5)}], finish_reason="stop", stop_reason=None
+        )
         return [SimpleNamespace(outputs=[sample]) for _ in prompts]
 
 
@@ -72,8 +73,9 @@ def generators_restored():
 def test_load_backend_seeds_the_vllm_engine_from_the_run_seed_and_the_process(fake_vllm, tiny_model_dir):
     model = ModelConfig(name_or_path=str(tiny_model_dir), backend="vllm")
     for seed, process in ((7, 0), (7, 1), (8, 0)):
-        backend, _ = load_backend(model, RolloutConfig(), device="cpu", process_index=process, num_processes=2,
-                                  seed=seed)
+        backend, _ = load_backend(
+            model, RolloutConfig(), device="cpu", process_index=process, num_processes=2, seed=seed
+        )
         assert fake_vllm[-1].kwargs["seed"] == derived_seed(seed, process)
         assert fake_vllm[-1].kwargs["distributed_executor_backend"] == "external_launcher"
         assert isinstance(backend, VLLMBackend) and not backend.request_seeds
@@ -96,8 +98,7 @@ def test_request_seeds_follow_torchs_generator_and_differ_between_requests(fake_
     assert llm.params[-1][0].seed is None  # no request seeds: the engine's own generator samples
 
 
-def test_after_the_colocated_engine_the_generators_follow_the_run_seed_per_tensor_parallel_group(
-        generators_restored):
+def test_after_the_colocated_engine_the_generators_follow_the_run_seed_per_tensor_parallel_group(generators_restored):
     def draws(seed: int, process: int, tensor_parallel_size: int = 1):
         torch.manual_seed(0)  # as vLLM's worker leaves them for process 0
         reseed_after_colocated_engine(seed, process, tensor_parallel_size)

@@ -21,8 +21,9 @@ TEXTS = ["Answer the question.", "Search first, then answer.", "Think step by st
 
 
 def make(selection: str, texts=TEXTS, seed=3, **overrides) -> InstructionPopulation:
-    settings = dict(instructions=list(texts), size=7, n_parent=1, weight_window=5, prune=False, evolve_until=0,
-                    selection=selection)
+    settings = dict(
+        instructions=list(texts), size=7, n_parent=1, weight_window=5, prune=False, evolve_until=0, selection=selection
+    )
     settings.update(overrides)
     return InstructionPopulation(PopulationConfig(**settings), seed=seed)
 
@@ -59,8 +60,11 @@ def test_ucb_tries_every_instruction_first_then_spreads_a_batch_by_its_bonus():
     assert untried.probabilities()[2] > 0  # an instruction never tried gets groups at once
     tried = build([Arm("i0", 0.9, 500, 450.0), Arm("i1", 0.1, 500, 50.0)], config, 100).probabilities()
     assert tried[0] > 0.9  # a far better, well-measured instruction takes nearly all of the batch
-    blind = build([Arm("i0", 0.9, 500, 450.0), Arm("i1", 0.1, 500, 50.0)],
-                  PopulationConfig(instructions=TEXTS[:2], ucb_exploration=0.0), 100).probabilities()
+    blind = build(
+        [Arm("i0", 0.9, 500, 450.0), Arm("i1", 0.1, 500, 50.0)],
+        PopulationConfig(instructions=TEXTS[:2], ucb_exploration=0.0),
+        100,
+    ).probabilities()
     assert blind == [1.0, 0.0]  # no bonus: pure exploitation
 
 
@@ -76,7 +80,8 @@ def test_epsilon_greedy_gives_the_best_weight_one_minus_epsilon_plus_its_share()
     config = PopulationConfig(instructions=TEXTS, epsilon=0.2)
     arms = [Arm("i0", 0.1, 5, 0.5), Arm("i1", 0.7, 5, 3.5), Arm("i2", 0.7, 5, 3.5), Arm("i3", 0.0, 0, 0.0)]
     assert load_selection("epsilon-greedy")(arms, config, 8).probabilities() == pytest.approx(
-        [0.05, 0.85, 0.05, 0.05])  # the tie goes to the older of i1 and i2
+        [0.05, 0.85, 0.05, 0.05]
+    )  # the tie goes to the older of i1 and i2
 
 
 @pytest.mark.parametrize("selection", sorted(SELECTIONS))
@@ -94,19 +99,31 @@ def test_picks_are_the_same_in_every_process_and_after_a_resume(selection):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("selection", ["ucb", "thompson", "epsilon-greedy"])
-def test_the_tiny_model_trains_inspo_with_each_selection_and_resumes_to_the_same_picks(selection, tmp_path,
-                                                                                       repo_root, tiny_model_dir):
+def test_the_tiny_model_trains_inspo_with_each_selection_and_resumes_to_the_same_picks(
+    selection, tmp_path, repo_root, tiny_model_dir
+):
     import shutil
 
     from helpers.cli_helpers import invoke
-    from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
     from helpers.runs import metrics, resume_after_a_cut, write_recipe
 
-    population = {"enabled": True, "selection": selection, "prune_every": 2, "evolve_until": 0, "size": 3,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n",
-                                   "Answer at once. Question: {question}\n"]}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1})
+    from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+
+    population = {
+        "enabled": True,
+        "selection": selection,
+        "prune_every": 2,
+        "evolve_until": 0,
+        "size": 3,
+        "instructions": [
+            WORKED_EXAMPLE_INSTRUCTION,
+            "Search, then answer. Question: {question}\n",
+            "Answer at once. Question: {question}\n",
+        ],
+    }
+    recipe = write_recipe(
+        tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 3, "save_every": 1}
+    )
     straight, resumed = tmp_path / "runs/straight", tmp_path / "runs/resumed"
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "straight")
     assert result.exit_code == 0, result.output
@@ -125,7 +142,11 @@ def test_pareto_parents_are_exactly_the_instructions_no_other_beats_in_every_cat
     texts = ["A: single hops.", "B: bridges.", "C: both, a little.", "D: worse than A everywhere.", "E: unused."]
     population = make("softmax", texts, parents="pareto", n_parent=1)
     means = {  # per category: single_hop, bridge
-        "i0": (0.9, 0.1), "i1": (0.1, 0.9), "i2": (0.5, 0.5), "i3": (0.8, 0.1)}
+        "i0": (0.9, 0.1),
+        "i1": (0.1, 0.9),
+        "i2": (0.5, 0.5),
+        "i3": (0.8, 0.1),
+    }
     for instruction_id, (single, bridge) in means.items():
         pick = Pick(instruction_id, population[instruction_id].text)
         population.observe([pick, pick], [single, bridge], ["single_hop", "bridge"])
@@ -159,28 +180,47 @@ def test_pareto_parents_are_topped_up_to_n_parent_and_survive_a_resume():
 
 
 @pytest.mark.slow
-def test_the_tiny_model_evolves_with_pareto_parents_and_the_merge_proposer_and_resumes(tmp_path, repo_root,
-                                                                                      tiny_model_dir, monkeypatch):
+def test_the_tiny_model_evolves_with_pareto_parents_and_the_merge_proposer_and_resumes(
+    tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     import json
     import shutil
 
     from helpers.cli_helpers import invoke
-    from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
     from helpers.fake_providers import ScriptedOptimizer
     from helpers.runs import metrics, write_recipe
 
+    from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
-    optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
-                                   "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
+    optimizer = ScriptedOptimizer(
+        ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: {question}\n</ins_2>"]
+    )
     second = "Search, then answer. Question: {question}\n"
-    population = {"enabled": True, "parents": "pareto", "proposer": "merge", "n_parent": 2,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, second], "size": 4, "prune_every": 5,
-                  "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 2, "failures_per_call": 2,
-                  "verify_size": 2, "accept": "top_n", "accept_top_n": 1, "max_verify_rounds": 1}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1})
-    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
-                                           f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    population = {
+        "enabled": True,
+        "parents": "pareto",
+        "proposer": "merge",
+        "n_parent": 2,
+        "instructions": [WORKED_EXAMPLE_INSTRUCTION, second],
+        "size": 4,
+        "prune_every": 5,
+        "evolve_every": 2,
+        "evolve_until": 3,
+        "candidates_per_call": 2,
+        "failures_per_call": 2,
+        "verify_size": 2,
+        "accept": "top_n",
+        "accept_top_n": 1,
+        "max_verify_rounds": 1,
+    }
+    recipe = write_recipe(
+        tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 3, "save_every": 1}
+    )
+    recipe.write_text(
+        recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+        f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n"
+    )
     straight = tmp_path / "runs/straight"
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "straight")
     assert result.exit_code == 0, result.output

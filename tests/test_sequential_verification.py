@@ -9,13 +9,12 @@ import random
 
 import numpy as np
 import pytest
-
 from helpers.evolution import PARENT, ScriptedLM, make_config, make_population
+
 from inspo_cli.config import RecipeError, load_recipe
 from inspo_cli.instructions.evolution import ACCEPTED, BELOW_PARENT, NOT_IN_TOP_N, evolve
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
-from inspo_cli.instructions.sequential import (SequentialDesign, chunk_ends, sequential_design, verify_in_chunks,
-                                               z_score)
+from inspo_cli.instructions.sequential import SequentialDesign, chunk_ends, sequential_design, verify_in_chunks, z_score
 from inspo_cli.instructions.verification import PairedComparison, paired_comparison
 
 ALPHA, BETA, GAMMA = "Alpha: search twice.", "Beta: plan first.", "Gamma: verify facts."
@@ -49,6 +48,7 @@ def test_boundaries_bracket_the_line_and_the_last_look_keeps_the_margin():
 # issue 51, class 9: the boundaries pinned. The first look's rejection and every acceptance boundary have closed forms;
 # a two-look design's last margin is solved here from the bivariate normal, independently of the grid integration.
 
+
 def _first_reject(margin: float, t: float) -> float:
     from scipy.stats import norm
 
@@ -70,7 +70,8 @@ def test_the_boundaries_at_200_questions_and_4_looks_are_these():
     assert design.accept_above == pytest.approx((2.02647, 0.48166, -0.47496), abs=2e-5)
     assert design.final_margin == pytest.approx(1.64039, abs=2e-5)
     assert sequential_design(80, 4, 1.645) == SequentialDesign(  # the boundaries are in fractions of D_B
-        (20, 40, 60, 80), design.reject_below, design.accept_above, design.final_margin)
+        (20, 40, 60, 80), design.reject_below, design.accept_above, design.final_margin
+    )
 
 
 def test_a_two_look_design_turns_away_a_copy_with_probability_alpha_exactly():
@@ -109,8 +110,12 @@ def test_z_of_a_comparison_without_spread_is_its_sign():
     def comparison(difference, se):
         return PairedComparison(0.5, 0.5, difference, se, 50)
 
-    assert (z_score(comparison(0.2, 0.1)), z_score(comparison(0.1, 0.0)), z_score(comparison(-0.1, 0.0)),
-            z_score(comparison(0.0, 0.0))) == (pytest.approx(2.0), math.inf, -math.inf, 0.0)
+    assert (
+        z_score(comparison(0.2, 0.1)),
+        z_score(comparison(0.1, 0.0)),
+        z_score(comparison(-0.1, 0.0)),
+        z_score(comparison(0.0, 0.0)),
+    ) == (pytest.approx(2.0), math.inf, -math.inf, 0.0)
     design = sequential_design(200, 4, 1.645)
     assert design.decide(1, comparison(0.0, 0.0)) is None  # all ties: scored on
     assert design.decide(4, comparison(0.0, 0.0)) is True  # and joins at the end, as under the fixed rule
@@ -190,27 +195,41 @@ def odd(key: str) -> bool:
 # the parent earns 0.5 everywhere; Alpha 1.0 or 0.9 (clearly better), Beta 0.0 or 0.1 (clearly worse), Gamma the
 # parent's own rewards: z = 0 at every look, below the acceptance boundary at looks 1 and 2 (2.03, 0.48) and above it
 # at look 3 (-0.47)
-REWARDS = {PARENT: lambda key: 0.5, ALPHA: lambda key: 0.9 if odd(key) else 1.0,
-           BETA: lambda key: 0.1 if odd(key) else 0.0, GAMMA: lambda key: 0.5}
+REWARDS = {
+    PARENT: lambda key: 0.5,
+    ALPHA: lambda key: 0.9 if odd(key) else 1.0,
+    BETA: lambda key: 0.1 if odd(key) else 0.0,
+    GAMMA: lambda key: 0.5,
+}
 
 
 def sequential_config(**overrides):
-    settings = dict(accept="beat_parent", accept_top_n=3, size=4, verify_size=80, verify_sequential=True,
-                    verify_looks=4, max_verify_rounds=1, leak_check="off")
+    settings = dict(
+        accept="beat_parent",
+        accept_top_n=3,
+        size=4,
+        verify_size=80,
+        verify_sequential=True,
+        verify_looks=4,
+        max_verify_rounds=1,
+        leak_check="off",
+    )
     return make_config(**{**settings, **overrides})
 
 
 def test_a_clear_candidate_is_decided_at_the_first_look_and_saves_its_rollouts():
     config = sequential_config(verify_rollouts=2)
     verifier = KeyedVerifier(REWARDS)
-    report = evolve(make_population(config), buffer_of(80), ScriptedLM(ROUND_1), verifier, config, 15,
-                    random.Random(0))
+    report = evolve(make_population(config), buffer_of(80), ScriptedLM(ROUND_1), verifier, config, 15, random.Random(0))
     rows = {c.text: c for c in report.candidates}
-    assert [(rows[t].reason, rows[t].verified_questions, rows[t].decided_at_look, rows[t].looks)
-            for t in (ALPHA, BETA, GAMMA)] == [(ACCEPTED, 20, 1, 4), (BELOW_PARENT, 20, 1, 4), (ACCEPTED, 60, 3, 4)]
+    assert [
+        (rows[t].reason, rows[t].verified_questions, rows[t].decided_at_look, rows[t].looks)
+        for t in (ALPHA, BETA, GAMMA)
+    ] == [(ACCEPTED, 20, 1, 4), (BELOW_PARENT, 20, 1, 4), (ACCEPTED, 60, 3, 4)]
     # look 1: the parent and all three on 20 questions; looks 2 and 3: the parent and Gamma; no look 4
     assert [instructions for instructions, _, _ in verifier.calls] == [[PARENT, ALPHA, BETA, GAMMA]] + [
-        [PARENT, GAMMA]] * 2
+        [PARENT, GAMMA]
+    ] * 2
     chunks = [keys for _, keys, _ in verifier.calls]
     assert [len(keys) for keys in chunks] == [20] * 3 and len({k for keys in chunks for k in keys}) == 60
     assert chunks[0] != sorted(chunks[0])  # D_B shuffled: a chunk is a random part of it, not the first keys
@@ -220,7 +239,10 @@ def test_a_clear_candidate_is_decided_at_the_first_look_and_saves_its_rollouts()
     assert rows[ALPHA].difference == pytest.approx(0.45, abs=0.05) and rows[GAMMA].difference == 0.0
     saved = json.loads(json.dumps(report.as_dict()))["candidates"]  # what evolutions.json holds
     assert {(c["text"], c["verified_questions"], c["decided_at_look"], c["looks"]) for c in saved} == {
-        (ALPHA, 20, 1, 4), (BETA, 20, 1, 4), (GAMMA, 60, 3, 4)}
+        (ALPHA, 20, 1, 4),
+        (BETA, 20, 1, 4),
+        (GAMMA, 60, 3, 4),
+    }
 
 
 def test_no_chunk_is_scored_once_every_candidate_is_decided():
@@ -235,8 +257,7 @@ def test_no_chunk_is_scored_once_every_candidate_is_decided():
 def test_off_by_default_scores_all_of_d_b_in_one_call_and_records_no_looks():
     config = sequential_config(verify_sequential=False)
     verifier = KeyedVerifier(REWARDS)
-    report = evolve(make_population(config), buffer_of(80), ScriptedLM(ROUND_1), verifier, config, 15,
-                    random.Random(0))
+    report = evolve(make_population(config), buffer_of(80), ScriptedLM(ROUND_1), verifier, config, 15, random.Random(0))
     assert len(verifier.calls) == 1 and report.verification_rollouts == 4 * 80
     assert all(c.decided_at_look is None for c in report.candidates)
     assert not {"verified_questions", "decided_at_look", "looks"} & set(report.as_dict()["candidates"][0])
@@ -265,6 +286,7 @@ def test_a_candidate_near_the_line_is_scored_to_the_end_and_judged_on_all_of_d_b
 # and the parent's equal after it (+0.125 over all of D_B); Beta is + 0.3 everywhere. Both join at look 1, Alpha with
 # the larger difference so far; over all of D_B Beta is the better one.
 
+
 class ChunkVerifier:
     """Rewards by how many chunks were scored before: Alpha 1.0 on the first, 0.5 after; Beta 0.8; the parent 0.5."""
 
@@ -280,8 +302,9 @@ class ChunkVerifier:
 
 def test_candidates_joining_early_are_scored_to_the_end_where_their_rank_decides_who_joins():
     verifier = ChunkVerifier()
-    alpha, beta = verify_in_chunks(lambda texts, qs: verifier.score(texts, qs), "P", ["A", "B"], list(range(80)),
-                                   1.645, 4, room=1)
+    alpha, beta = verify_in_chunks(
+        lambda texts, qs: verifier.score(texts, qs), "P", ["A", "B"], list(range(80)), 1.645, 4, room=1
+    )
     assert verifier.calls == [["P", "A", "B"]] * 4  # both joined at look 1, and both were scored on to the end
     assert (alpha.joins, alpha.look, beta.joins, beta.look) == (True, 1, True, 1)
     assert alpha.comparison == paired_comparison([1.0] * 20 + [0.5] * 60, [0.5] * 80)
@@ -291,8 +314,9 @@ def test_candidates_joining_early_are_scored_to_the_end_where_their_rank_decides
 def test_candidates_joining_early_are_not_scored_on_where_all_of_them_can_join():
     for room in (2, 3, None):
         verifier = ChunkVerifier()
-        alpha, beta = verify_in_chunks(lambda texts, qs: verifier.score(texts, qs), "P", ["A", "B"],
-                                       list(range(80)), 1.645, 4, room=room)
+        alpha, beta = verify_in_chunks(
+            lambda texts, qs: verifier.score(texts, qs), "P", ["A", "B"], list(range(80)), 1.645, 4, room=room
+        )
         assert verifier.calls == [["P", "A", "B"]] and alpha.comparison.questions == 20, room
 
 
@@ -334,23 +358,35 @@ def test_the_recipe_switches_it_on_and_checks_it(minimal):
     assert (on.verify_sequential, on.verify_looks) == (True, 5)
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    (["population.verify_sequential=maybe"], "population.verify_sequential: expected true or false"),
-    (["population.verify_looks=two"], "population.verify_looks: expected an integer"),
-    (["population.verify_looks=1"], "--set population.verify_looks: must be in [2, 10] (got 1)"),
-    (["population.verify_looks=11"], "--set population.verify_looks: must be in [2, 10] (got 11)"),
-    (["population.verify_sequential=true", "population.accept=top_n"],
-     "--set population.verify_sequential: stops verifying a candidate once it is clearly above or below accept: "
-     "beat_parent's line, but population.accept is top_n"),
-    (["population.verify_sequential=true", "population.verify=false"],
-     "--set population.verify_sequential: stops verifying a candidate once it is clearly above or below accept: "
-     "beat_parent's line, but population.verify is false"),
-    (["population.verify_sequential=true", "population.verify_looks=8", "population.verify_size=100"],
-     "--set population.verify_looks: is 8 with verify_size 100, so a look would hold fewer than the 20 questions it "
-     "needs; lower verify_looks to 5 or raise verify_size to 160"),
-    (["population.verify_sequential=true", "population.verify_size=30"],
-     "population.verify_looks: is 4 with verify_size 30, so a look would hold fewer than the 20 questions it "
-     "needs; raise verify_size to 80"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["population.verify_sequential=maybe"], "population.verify_sequential: expected true or false"),
+        (["population.verify_looks=two"], "population.verify_looks: expected an integer"),
+        (["population.verify_looks=1"], "--set population.verify_looks: must be in [2, 10] (got 1)"),
+        (["population.verify_looks=11"], "--set population.verify_looks: must be in [2, 10] (got 11)"),
+        (
+            ["population.verify_sequential=true", "population.accept=top_n"],
+            "--set population.verify_sequential: stops verifying a candidate once it is clearly above or below accept: "
+            "beat_parent's line, but population.accept is top_n",
+        ),
+        (
+            ["population.verify_sequential=true", "population.verify=false"],
+            "--set population.verify_sequential: stops verifying a candidate once it is clearly above or below accept: "
+            "beat_parent's line, but population.verify is false",
+        ),
+        (
+            ["population.verify_sequential=true", "population.verify_looks=8", "population.verify_size=100"],
+            "--set population.verify_looks: is 8 with verify_size 100, so a look would hold fewer than the 20 "
+            "questions it "
+            "needs; lower verify_looks to 5 or raise verify_size to 160",
+        ),
+        (
+            ["population.verify_sequential=true", "population.verify_size=30"],
+            "population.verify_looks: is 4 with verify_size 30, so a look would hold fewer than the 20 questions it "
+            "needs; raise verify_size to 80",
+        ),
+    ],
+)
 def test_invalid_settings_are_one_line_errors(minimal, overrides, expected):
     assert expected in error_of(minimal, overrides)

@@ -11,10 +11,10 @@ import time
 import httpx
 import pytest
 import typer
+from helpers.cli_helpers import assert_one_line_error
 from typer.testing import CliRunner
 
 import retriever.server
-from helpers.cli_helpers import assert_one_line_error
 from inspo_cli.commands.serve import serve_retriever
 from retriever.client import HTTPRetriever
 
@@ -49,13 +49,18 @@ def captured(monkeypatch):
 
 def test_options_reach_the_server_and_the_url_is_printed(repo_root, captured, monkeypatch):
     monkeypatch.chdir(repo_root)
-    result = invoke("--index", CORPUS, "--port", 0, "--topk", 5, "--max-batch", 64, "--batch-window-ms", 1.5,
-                    "--workers", 2)
+    result = invoke(
+        "--index", CORPUS, "--port", 0, "--topk", 5, "--max-batch", 64, "--batch-window-ms", 1.5, "--workers", 2
+    )
     assert result.exit_code == 0, result.output
     port = captured["port"]
     assert captured["host"] == "127.0.0.1" and port > 0
-    assert (captured["default_topk"], captured["max_batch"], captured["batch_window_ms"], captured["workers"]) == \
-        (5, 64, 1.5, 2)
+    assert (captured["default_topk"], captured["max_batch"], captured["batch_window_ms"], captured["workers"]) == (
+        5,
+        64,
+        1.5,
+        2,
+    )
     assert captured["index_info"]["passages"] == 3810
     assert f"http://127.0.0.1:{port}/retrieve" in result.stdout
     assert "curl -s" in result.stdout and '"topk": 5' in result.stdout
@@ -64,11 +69,27 @@ def test_options_reach_the_server_and_the_url_is_printed(repo_root, captured, mo
 
 def test_connection_limits_reach_the_server(repo_root, captured, monkeypatch):
     monkeypatch.chdir(repo_root)
-    result = invoke("--index", CORPUS, "--port", 0, "--max-header-kib", 8, "--header-timeout-s", 2.5,
-                    "--idle-timeout-s", 0.5, "--max-connections", 50)
+    result = invoke(
+        "--index",
+        CORPUS,
+        "--port",
+        0,
+        "--max-header-kib",
+        8,
+        "--header-timeout-s",
+        2.5,
+        "--idle-timeout-s",
+        0.5,
+        "--max-connections",
+        50,
+    )
     assert result.exit_code == 0, result.output
-    assert (captured["max_header_bytes"], captured["header_timeout_s"], captured["idle_timeout_s"],
-            captured["max_connections"]) == (8192, 2.5, 0.5, 50)
+    assert (
+        captured["max_header_bytes"],
+        captured["header_timeout_s"],
+        captured["idle_timeout_s"],
+        captured["max_connections"],
+    ) == (8192, 2.5, 0.5, 50)
     defaults = invoke("--index", CORPUS, "--port", 0)
     assert defaults.exit_code == 0 and (captured["max_header_bytes"], captured["max_connections"]) == (65536, 1024)
 
@@ -92,8 +113,9 @@ def test_a_low_descriptor_limit_is_raised_or_warned_about(repo_root, captured, m
 def test_a_non_loopback_host_prints_a_warning(repo_root, captured, monkeypatch):
     monkeypatch.chdir(repo_root)
     # bind loopback whatever the flag says: the test must not open a port to the network
-    monkeypatch.setattr(retriever.server, "bind_socket", lambda host, port: retriever.server.socket.create_server(
-        ("127.0.0.1", 0)))
+    monkeypatch.setattr(
+        retriever.server, "bind_socket", lambda host, port: retriever.server.socket.create_server(("127.0.0.1", 0))
+    )
     result = invoke("--index", CORPUS, "--host", "0.0.0.0")
     assert result.exit_code == 0, result.output
     assert "warning:" in result.stderr and "no authentication" in result.stderr
@@ -109,30 +131,36 @@ def test_a_busy_port_is_a_one_line_error(repo_root, monkeypatch):
     assert_one_line_error(result, f"port {port} on 127.0.0.1 is already in use", "--port")
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--index", "no/such/index"], "--index no/such/index does not exist"),
-    (["--index", CORPUS, "--topk", 0], "--topk is 0"),
-    (["--index", CORPUS, "--topk", 20, "--max-topk", 10], "--topk 20 is above --max-topk 10"),
-    (["--index", CORPUS, "--port", 70000], "--port is 70000"),
-    (["--index", CORPUS, "--batch-window-ms", -1], "--batch-window-ms is -1"),
-    (["--index", CORPUS, "--batch-window-ms", "nan"], "--batch-window-ms is nan"),
-    (["--index", CORPUS, "--max-body-mib", "inf"], "--max-body-mib is inf"),
-    (["--index", CORPUS, "--max-body-mib", "1e-9"], "--max-body-mib is 1e-09"),
-    (["--index", CORPUS, "--max-header-kib", 0], "--max-header-kib is 0.0; use a finite number from 1 to 1024"),
-    (["--index", CORPUS, "--max-header-kib", -4], "--max-header-kib is -4.0"),
-    (["--index", CORPUS, "--max-header-kib", 1e6], "--max-header-kib is 1000000.0"),
-    (["--index", CORPUS, "--max-header-kib", "nan"], "--max-header-kib is nan"),
-    (["--index", CORPUS, "--header-timeout-s", 0], "--header-timeout-s is 0.0"),
-    (["--index", CORPUS, "--header-timeout-s", "inf"], "--header-timeout-s is inf"),
-    (["--index", CORPUS, "--header-timeout-s", -1], "--header-timeout-s is -1.0"),
-    (["--index", CORPUS, "--idle-timeout-s", "nan"], "--idle-timeout-s is nan"),
-    (["--index", CORPUS, "--idle-timeout-s", 1e12], "--idle-timeout-s is 1000000000000.0; use a finite number from"),
-    (["--index", CORPUS, "--idle-timeout-s", 0], "--idle-timeout-s is 0.0"),
-    (["--index", CORPUS, "--max-connections", 0], "--max-connections is 0; use 1 or more"),
-    (["--index", CORPUS, "--max-connections", -3], "--max-connections is -3"),
-    (["--index", CORPUS, "--max-connections", 10 ** 12], "--max-connections is 1000000000000; use at most"),
-    (["--index", CORPUS, "--workers", 10 ** 20], "--workers is 100000000000000000000; use at most 1024"),  # hung
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--index", "no/such/index"], "--index no/such/index does not exist"),
+        (["--index", CORPUS, "--topk", 0], "--topk is 0"),
+        (["--index", CORPUS, "--topk", 20, "--max-topk", 10], "--topk 20 is above --max-topk 10"),
+        (["--index", CORPUS, "--port", 70000], "--port is 70000"),
+        (["--index", CORPUS, "--batch-window-ms", -1], "--batch-window-ms is -1"),
+        (["--index", CORPUS, "--batch-window-ms", "nan"], "--batch-window-ms is nan"),
+        (["--index", CORPUS, "--max-body-mib", "inf"], "--max-body-mib is inf"),
+        (["--index", CORPUS, "--max-body-mib", "1e-9"], "--max-body-mib is 1e-09"),
+        (["--index", CORPUS, "--max-header-kib", 0], "--max-header-kib is 0.0; use a finite number from 1 to 1024"),
+        (["--index", CORPUS, "--max-header-kib", -4], "--max-header-kib is -4.0"),
+        (["--index", CORPUS, "--max-header-kib", 1e6], "--max-header-kib is 1000000.0"),
+        (["--index", CORPUS, "--max-header-kib", "nan"], "--max-header-kib is nan"),
+        (["--index", CORPUS, "--header-timeout-s", 0], "--header-timeout-s is 0.0"),
+        (["--index", CORPUS, "--header-timeout-s", "inf"], "--header-timeout-s is inf"),
+        (["--index", CORPUS, "--header-timeout-s", -1], "--header-timeout-s is -1.0"),
+        (["--index", CORPUS, "--idle-timeout-s", "nan"], "--idle-timeout-s is nan"),
+        (
+            ["--index", CORPUS, "--idle-timeout-s", 1e12],
+            "--idle-timeout-s is 1000000000000.0; use a finite number from",
+        ),
+        (["--index", CORPUS, "--idle-timeout-s", 0], "--idle-timeout-s is 0.0"),
+        (["--index", CORPUS, "--max-connections", 0], "--max-connections is 0; use 1 or more"),
+        (["--index", CORPUS, "--max-connections", -3], "--max-connections is -3"),
+        (["--index", CORPUS, "--max-connections", 10**12], "--max-connections is 1000000000000; use at most"),
+        (["--index", CORPUS, "--workers", 10**20], "--workers is 100000000000000000000; use at most 1024"),  # hung
+    ],
+)
 def test_bad_options_are_one_line_errors(repo_root, monkeypatch, args, fragment):
     monkeypatch.chdir(repo_root)
     assert_one_line_error(invoke(*args), fragment)
@@ -142,10 +170,13 @@ def test_the_real_command_serves_a_corpus(repo_root):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code = ("from pathlib import Path; from inspo_cli.commands.serve import serve_retriever; "
-            f"serve_retriever(index=Path({CORPUS!r}), port={port})")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=repo_root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    code = (
+        "from pathlib import Path; from inspo_cli.commands.serve import serve_retriever; "
+        f"serve_retriever(index=Path({CORPUS!r}), port={port})"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

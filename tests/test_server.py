@@ -12,8 +12,8 @@ import time
 
 import httpx
 import pytest
-
 from helpers.fake_retrievers import PASSAGES, BlockingRetriever, FailingRetriever, OverlapRetriever, SlowRetriever
+
 from retriever.batching import MicroBatcher
 from retriever.corpus import Passage
 from retriever.server import create_app, serve_in_background
@@ -22,8 +22,13 @@ from retriever.server import create_app, serve_in_background
 @pytest.fixture(scope="module")
 def served():
     retriever = OverlapRetriever()
-    app = create_app(retriever, max_queries=8, max_query_chars=50, max_topk=10,
-                     index_info={"kind": "overlap", "passages": len(PASSAGES)})
+    app = create_app(
+        retriever,
+        max_queries=8,
+        max_query_chars=50,
+        max_topk=10,
+        index_info={"kind": "overlap", "passages": len(PASSAGES)},
+    )
     with serve_in_background(app) as url:
         yield url, retriever, app
 
@@ -65,8 +70,10 @@ def test_without_scores_documents_only_and_defaults(live):
 def test_numpy_scores_and_non_ascii_text_are_served_as_plain_json():
     """Scores a retriever leaves as numpy scalars are numbers, and text outside ASCII comes back unchanged."""
     np = pytest.importorskip("numpy")
-    passages = [Passage("é1", "Café Ølberg", "Ünïcödé text \u2014 \U0001f600 and \"quotes\"\n\\", np.float32(2.5)),
-                Passage("2", "", "no title line", np.float64(1.25))]
+    passages = [
+        Passage("é1", "Café Ølberg", 'Ünïcödé text \u2014 \U0001f600 and "quotes"\n\\', np.float32(2.5)),
+        Passage("2", "", "no title line", np.float64(1.25)),
+    ]
 
     class NumpyScores:
         def search(self, queries, k):
@@ -131,8 +138,11 @@ def test_malformed_json_is_400(live, content):
 def test_json_without_a_json_content_type_is_accepted(live):
     """`curl -d '{...}'` sends application/x-www-form-urlencoded; the body is still JSON."""
     url, _, _ = live
-    response = httpx.post(url + "/retrieve", content=b'{"queries": ["comet"], "topk": 1}',
-                          headers={"content-type": "application/x-www-form-urlencoded"})
+    response = httpx.post(
+        url + "/retrieve",
+        content=b'{"queries": ["comet"], "topk": 1}',
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert response.status_code == 200 and len(response.json()["result"][0]) == 1
 
 
@@ -150,8 +160,10 @@ def test_error_messages_name_the_field_and_the_limit(live):
     assert "queries.0 has 51 characters; the limit is 50" in post(url, {"queries": ["x" * 51]}).json()["error"]
     assert "topk 11 is out of range; use 1..10" in post(url, {"queries": ["q"], "topk": 11}).json()["error"]
     assert "queries.1" in post(url, {"queries": ["a", 7]}).json()["error"]
-    assert "not valid JSON" in httpx.post(url + "/retrieve", content=b"{",
-                                          headers={"content-type": "application/json"}).json()["error"]
+    assert (
+        "not valid JSON"
+        in httpx.post(url + "/retrieve", content=b"{", headers={"content-type": "application/json"}).json()["error"]
+    )
 
 
 def test_a_failing_retriever_is_a_500_with_a_message_and_the_server_survives():
@@ -172,8 +184,9 @@ def test_concurrent_requests_are_coalesced_into_fewer_searches():
 
     async def fire(url):
         async with httpx.AsyncClient(base_url=url, timeout=10, limits=httpx.Limits(max_connections=64)) as client:
-            responses = await asyncio.gather(*[client.post("/retrieve", json={"queries": q, "topk": k})
-                                               for q, k in zip(queries, topks)])
+            responses = await asyncio.gather(
+                *[client.post("/retrieve", json={"queries": q, "topk": k}) for q, k in zip(queries, topks)]
+            )
             return [r.json()["result"] for r in responses]
 
     with serve_in_background(app) as url:
@@ -208,8 +221,9 @@ def test_micro_batcher_splits_and_truncates_per_request():
         batcher = MicroBatcher(retriever, max_batch=100, window_s=0.01)
         await batcher.start()
         try:
-            return await asyncio.gather(batcher.search(["river"], 1), batcher.search(["comet", "canal"], 4),
-                                        batcher.search(["vineyard"], 2))
+            return await asyncio.gather(
+                batcher.search(["river"], 1), batcher.search(["comet", "canal"], 4), batcher.search(["vineyard"], 2)
+            )
         finally:
             await batcher.stop()
 
@@ -260,6 +274,7 @@ def test_micro_batcher_waits_the_window_only_under_concurrency():
 
 
 # -- limits and fairness: no request can take the server's memory, its time or its log ----------------------------
+
 
 class RecordingRetriever(OverlapRetriever):
     """Records the queries of every search; the first search waits until `release` is set."""

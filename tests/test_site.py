@@ -67,7 +67,11 @@ def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site") / "site"
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     if result.returncode != 0:
         pytest.fail(f"mkdocs build --strict failed:\n{result.stdout}{result.stderr}")
@@ -118,8 +122,12 @@ def test_every_link_inside_the_site_lands_on_a_file_and_anchor(site, pages):
 
 
 def test_no_link_points_at_a_markdown_file(site, pages):
-    left = [f"{page.relative_to(site)}: {href}" for page, parsed in pages.items() for href in parsed.links
-            if urlsplit(href).path.endswith(".md") and not urlsplit(href).scheme]
+    left = [
+        f"{page.relative_to(site)}: {href}"
+        for page, parsed in pages.items()
+        for href in parsed.links
+        if urlsplit(href).path.endswith(".md") and not urlsplit(href).scheme
+    ]
     assert not left, "links to .md files (a page the site does not have under that name):\n" + "\n".join(left[:30])
 
 
@@ -131,8 +139,9 @@ def test_the_changelog_and_bench_readme_are_pages(site, pages, repo_root):
         assert f">{title}<" in built.read_text(encoding="utf-8").replace('<a class="headerlink"', "<")
     # the docs cite them as repository files (so the links work on GitHub); on the site they land on the pages
     layout = site / "layout" / "index.html"
-    assert any(_target(site, layout, href) == ((site / "changelog/index.html").resolve(), "")
-               for href in pages[layout].links)
+    assert any(
+        _target(site, layout, href) == ((site / "changelog/index.html").resolve(), "") for href in pages[layout].links
+    )
 
 
 def test_the_cli_reference_is_current(repo_root):
@@ -140,14 +149,16 @@ def test_the_cli_reference_is_current(repo_root):
     from inspo_cli.commands import cli_reference
 
     assert (repo_root / "docs/reference/cli.md").read_text(encoding="utf-8") == cli_reference.markdown(app), (
-        f"docs/reference/cli.md is stale: run `{cli_reference.GENERATOR}`")
+        f"docs/reference/cli.md is stale: run `{cli_reference.GENERATOR}`"
+    )
 
 
 def test_the_api_reference_is_current(repo_root):
     from inspo_cli.commands import api_reference
 
     assert (repo_root / "docs/reference/api.md").read_text(encoding="utf-8") == api_reference.markdown(), (
-        f"docs/reference/api.md is stale: run `{api_reference.GENERATOR}`")
+        f"docs/reference/api.md is stale: run `{api_reference.GENERATOR}`"
+    )
 
 
 def _app_commands(typer_app, path=("inspo",)) -> list[str]:
@@ -179,8 +190,11 @@ def test_the_cli_reference_shows_each_help_text_as_written(site, pages):
         for param in ctx.command.params:
             if param.hidden:
                 continue
-            names = param.name + ("..." if param.nargs != 1 else "") if param.param_type_name == "argument" else \
-                ", ".join(param.opts) + (" / " + ", ".join(param.secondary_opts) if param.secondary_opts else "")
+            names = (
+                param.name + ("..." if param.nargs != 1 else "")
+                if param.param_type_name == "argument"
+                else ", ".join(param.opts) + (" / " + ", ".join(param.secondary_opts) if param.secondary_opts else "")
+            )
             cells = rows.get((anchor(ctx.command_path), names))
             expected = " ".join((param.help or "").replace("`", "").split())
             checked += 1
@@ -221,11 +235,15 @@ def test_repo_pages_fit_their_links_to_the_site(repo_root):
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
     docs = repo_root / "docs"
-    bench = ("[cluster](../docs/cluster.md#a--b), [log](../CHANGELOG.md), [bars](reports/world/bars.png), "
-             "![fig](reports/f.png), `[x](y.md)`, [web](https://example.org)\n```\n[kept](z.md)\n```\n")
+    bench = (
+        "[cluster](../docs/cluster.md#a--b), [log](../CHANGELOG.md), [bars](reports/world/bars.png), "
+        "![fig](reports/f.png), `[x](y.md)`, [web](https://example.org)\n```\n[kept](z.md)\n```\n"
+    )
     assert hook.rewrite_links(bench, "bench/README.md", docs, everything=True) == (
         "[cluster](cluster.md#a-b), [log](changelog.md), bars (`bench/reports/world/bars.png`), "
-        "fig (`bench/reports/f.png`), `[x](y.md)`, [web](https://example.org)\n```\n[kept](z.md)\n```\n")
+        "fig (`bench/reports/f.png`), `[x](y.md)`, [web](https://example.org)\n```\n[kept](z.md)\n```\n"
+    )
     page = "[`bench/README.md`](../../bench/README.md#vllm-backend), [other](../cluster.md), [file](../../x.py)"
     assert hook.rewrite_links(page, "docs/reference/p.md", docs, everything=False) == (
-        "[`bench/README.md`](../bench.md#vllm-backend), [other](../cluster.md), [file](../../x.py)")
+        "[`bench/README.md`](../bench.md#vllm-backend), [other](../cluster.md), [file](../../x.py)"
+    )

@@ -11,18 +11,20 @@ import subprocess
 import time
 
 import pytest
-
-from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.ablation import tiny_sweep
+from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.runs import TIMING_KEYS, metrics
 
 
 def test_bad_cluster_options_are_one_line_errors_before_anything_is_written(repo_root, monkeypatch, tmp_path):
     monkeypatch.chdir(repo_root)
     base = ["ablate", "--proposer", "paraphrase", "--seeds", "0", "--out", tmp_path / "a", "--scheduler", "slurm"]
-    for extra, message in ((["--time", "soon"], "--time 'soon'"), (["--mem-per-run", "lots"], "--mem-per-run"),
-                           (["--sbatch-option", "constraint"], "--sbatch-option 'constraint'"),
-                           (["--array-parallelism", "0"], "--array-parallelism 0")):
+    for extra, message in (
+        (["--time", "soon"], "--time 'soon'"),
+        (["--mem-per-run", "lots"], "--mem-per-run"),
+        (["--sbatch-option", "constraint"], "--sbatch-option 'constraint'"),
+        (["--array-parallelism", "0"], "--array-parallelism 0"),
+    ):
         assert_one_line_error(invoke(*base, *extra), message)
     assert_one_line_error(invoke(*base[:-2], "--scheduler", "pbs"), "--scheduler 'pbs'")
     assert_one_line_error(invoke(*base[:-2], "--wait"), "--wait waits for SLURM jobs")
@@ -30,12 +32,28 @@ def test_bad_cluster_options_are_one_line_errors_before_anything_is_written(repo
 
 
 @pytest.mark.slow
-def test_an_ablation_as_a_slurm_job_array_survives_a_requeue_and_tabulates(slurm, tmp_path, repo_root,
-                                                                           tiny_model_dir, monkeypatch):
+def test_an_ablation_as_a_slurm_job_array_survives_a_requeue_and_tabulates(
+    slurm, tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     sweep = tiny_sweep(tmp_path, repo_root, tiny_model_dir)
     out = tmp_path / "ablation"
-    args = ["ablate", "--sweep", sweep, "--out", out, "--device", "cpu", "--scheduler", "slurm", "--time", "30",
-            "--cpus-per-run", "1", "--array-parallelism", "2"]
+    args = [
+        "ablate",
+        "--sweep",
+        sweep,
+        "--out",
+        out,
+        "--device",
+        "cpu",
+        "--scheduler",
+        "slurm",
+        "--time",
+        "30",
+        "--cpus-per-run",
+        "1",
+        "--array-parallelism",
+        "2",
+    ]
     submitted = invoke(*args)
     assert submitted.exit_code == 0, submitted.output
     assert "submitted 4 of 4 runs as job array" in submitted.stderr
@@ -78,12 +96,24 @@ def test_an_ablation_as_a_slurm_job_array_survives_a_requeue_and_tabulates(slurm
     assert "inspo-s0: finished" in text and "requeued 1x" in text
 
     # the requeued run ends with the rows of the same run uninterrupted
-    straight = invoke("train", "--recipe", out / "recipes/inspo.yaml", "--set", "run.seed=0", "--name", "straight",
-                      "--output-dir", tmp_path / "straight", "--device", "cpu")
+    straight = invoke(
+        "train",
+        "--recipe",
+        out / "recipes/inspo.yaml",
+        "--set",
+        "run.seed=0",
+        "--name",
+        "straight",
+        "--output-dir",
+        tmp_path / "straight",
+        "--device",
+        "cpu",
+    )
     assert straight.exit_code == 0, straight.output
     strip = lambda rows: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]  # noqa: E731
-    for have, want in zip(strip(metrics(out / "runs/inspo-s0")), strip(metrics(tmp_path / "straight/straight")),
-                          strict=True):
+    for have, want in zip(
+        strip(metrics(out / "runs/inspo-s0")), strip(metrics(tmp_path / "straight/straight")), strict=True
+    ):
         assert have == pytest.approx(want)
     assert "nothing to submit" in invoke(*args).stderr  # finished: not submitted again
 
@@ -130,31 +160,88 @@ def test_the_dry_run_prints_the_array_it_would_submit_without_sbatch(repo_root, 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no sbatch, no squeue
     out = tmp_path / "fig3"
     launcher = "accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml"
-    result = invoke("ablate", "--recipe", "recipes/qwen2.5-3b/inspo.yaml", "--study", "fig3", "--scheduler", "slurm",
-                    "--dry-run", "--partition", "gpu", "--cpus-per-run", "64", "--mem-per-run", "512G", "--time",
-                    "2-00:00", "--launcher", launcher, "--sbatch-option", "constraint=h100", "--out", out)
+    result = invoke(
+        "ablate",
+        "--recipe",
+        "recipes/qwen2.5-3b/inspo.yaml",
+        "--study",
+        "fig3",
+        "--scheduler",
+        "slurm",
+        "--dry-run",
+        "--partition",
+        "gpu",
+        "--cpus-per-run",
+        "64",
+        "--mem-per-run",
+        "512G",
+        "--time",
+        "2-00:00",
+        "--launcher",
+        launcher,
+        "--sbatch-option",
+        "constraint=h100",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "job array of 21 tasks, one per run; each task: 8 GPUs, 64 CPUs, 512 GB, 1 node, 48:00:00" in text
-    for line in ("#SBATCH --array=0-20%21", "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64",
-                 "#SBATCH --mem=512G", "#SBATCH --time=2880", "#SBATCH --partition=gpu", "#SBATCH --constraint=h100",
-                 "#SBATCH --signal=USR2@90", "-m submitit.core._submit"):
+    for line in (
+        "#SBATCH --array=0-20%21",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --cpus-per-task=64",
+        "#SBATCH --mem=512G",
+        "#SBATCH --time=2880",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --constraint=h100",
+        "#SBATCH --signal=USR2@90",
+        "-m submitit.core._submit",
+    ):
         assert line in text, line
-    assert (f"task 0  inspo-s0: {launcher} -m inspo_cli train --recipe {out}/recipes/inspo.yaml --set run.seed=0 "
-            f"--name inspo-s0 --output-dir {out}/runs") in text
+    assert (
+        f"task 0  inspo-s0: {launcher} -m inspo_cli train --recipe {out}/recipes/inspo.yaml --set run.seed=0 "
+        f"--name inspo-s0 --output-dir {out}/runs"
+    ) in text
     assert "task 20  components-no-verify-s2:" in text
     assert not out.exists()  # a dry run writes nothing
-    plan = json.loads(invoke("ablate", "--recipe", "recipes/qwen2.5-3b/inspo.yaml", "--study", "fig3", "--scheduler",
-                             "slurm", "--dry-run", "--json", "--launcher", launcher, "--out", out).stdout)
+    plan = json.loads(
+        invoke(
+            "ablate",
+            "--recipe",
+            "recipes/qwen2.5-3b/inspo.yaml",
+            "--study",
+            "fig3",
+            "--scheduler",
+            "slurm",
+            "--dry-run",
+            "--json",
+            "--launcher",
+            launcher,
+            "--out",
+            out,
+        ).stdout
+    )
     assert len(plan["slurm"]["tasks"]) == 21 and plan["slurm"]["tasks"][0]["run"] == "inspo-s0"
     assert "#SBATCH --gpus-per-node=8" in plan["slurm"]["sbatch"]
 
 
-def test_sbatch_lines_cannot_be_injected_and_multi_node_needs_a_launcher_that_ranks_nodes(repo_root, monkeypatch,
-                                                                                         tmp_path):
+def test_sbatch_lines_cannot_be_injected_and_multi_node_needs_a_launcher_that_ranks_nodes(
+    repo_root, monkeypatch, tmp_path
+):
     monkeypatch.chdir(repo_root)
-    base = ["ablate", "--proposer", "paraphrase", "--seeds", "0", "--out", tmp_path / "a", "--scheduler", "slurm",
-            "--dry-run"]
+    base = [
+        "ablate",
+        "--proposer",
+        "paraphrase",
+        "--seeds",
+        "0",
+        "--out",
+        tmp_path / "a",
+        "--scheduler",
+        "slurm",
+        "--dry-run",
+    ]
     assert_one_line_error(invoke(*base, "--partition", "gpu\n#SBATCH --exclusive"), "--partition")
     assert_one_line_error(invoke(*base, "--sbatch-option", "comment=a\nb"), "--sbatch-option comment")
     assert_one_line_error(invoke(*base, "--nodes-per-run", "2"), "--nodes-per-run 2 needs a launcher")
@@ -170,9 +257,11 @@ def test_each_node_of_a_multi_node_run_starts_the_launcher_with_its_rank_and_the
     launcher = "accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml"
     assert node_launcher(launcher, 2, 1, "gpu-a17", 23456) == (
         "accelerate launch --num_machines 2 --machine_rank 1 --main_process_ip gpu-a17 --main_process_port 23456 "
-        "--num_processes 16 --config_file recipes/accelerate/8gpu-zero3.yaml")
+        "--num_processes 16 --config_file recipes/accelerate/8gpu-zero3.yaml"
+    )
     assert node_launcher("torchrun --nproc_per_node 8", 4, 3, "n1", 20001) == (
-        "torchrun --nnodes 4 --node_rank 3 --master_addr n1 --master_port 20001 --nproc_per_node 8")
+        "torchrun --nnodes 4 --node_rank 3 --master_addr n1 --master_port 20001 --nproc_per_node 8"
+    )
     assert main_port("4242_3") == main_port("4242_3") != main_port("4242_4")
     assert 20000 <= main_port("987654321_12") < 40000
 
@@ -186,27 +275,63 @@ def test_a_multi_node_task_trains_on_every_node_and_evaluates_on_the_first_only(
     monkeypatch.chdir(repo_root)
     plan = plan_axes(repo_root / "recipes/demo.yaml", [("proposer", ["paraphrase"])], [0], [])
     ablation = AblationDir.start(tmp_path / "a", plan)
-    for key, value in {"SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": "4242", "SLURM_ARRAY_JOB_ID": "4242",
-                       "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu-a[17-18]",
-                       "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}.items():
+    for key, value in {
+        "SUBMITIT_EXECUTOR": "slurm",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_ARRAY_JOB_ID": "4242",
+        "SLURM_ARRAY_TASK_ID": "0",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "gpu-a[17-18]",
+        "SLURM_NODEID": "1",
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "0",
+        "SLURM_NTASKS": "2",
+    }.items():
         monkeypatch.setenv(key, value)
     started, evaluated = [], []
-    monkeypatch.setattr(slurm.subprocess, "run", lambda command: started.append(command) or
-                        type("Done", (), {"returncode": 0})())
+    monkeypatch.setattr(
+        slurm.subprocess, "run", lambda command: started.append(command) or type("Done", (), {"returncode": 0})()
+    )
     monkeypatch.setattr(slurm, "run_one", lambda *a, launcher: evaluated.append(launcher) or "finished")
     run = plan.runs()[0].name
     assert slurm.RunTask()(str(ablation.path), run, "cuda", "best", "torchrun --nproc_per_node 8") == "finished"
-    assert started == [["torchrun", "--nnodes", "2", "--node_rank", "1", "--master_addr", "gpu-a17", "--master_port",
-                        str(slurm.main_port("4242_0")), "--nproc_per_node", "8", "-m", "inspo_cli", "train",
-                        "--recipe", str(ablation.recipe_file(plan.runs()[0].variant)), "--set", "run.seed=0",
-                        "--name", run, "--output-dir", str(ablation.runs_dir), "--device", "cuda"]]
+    assert started == [
+        [
+            "torchrun",
+            "--nnodes",
+            "2",
+            "--node_rank",
+            "1",
+            "--master_addr",
+            "gpu-a17",
+            "--master_port",
+            str(slurm.main_port("4242_0")),
+            "--nproc_per_node",
+            "8",
+            "-m",
+            "inspo_cli",
+            "train",
+            "--recipe",
+            str(ablation.recipe_file(plan.runs()[0].variant)),
+            "--set",
+            "run.seed=0",
+            "--name",
+            run,
+            "--output-dir",
+            str(ablation.runs_dir),
+            "--device",
+            "cuda",
+        ]
+    ]
     assert evaluated == []  # node 1 neither evaluates nor records
     monkeypatch.setenv("SLURM_NODEID", "0")
     monkeypatch.setenv("SLURM_PROCID", "0")
     slurm.RunTask()(str(ablation.path), run, "cuda", "best", "torchrun --nproc_per_node 8")
     assert len(started) == 1  # node 0 does the whole run (train, evaluate, record), with its rank in the launcher
-    assert evaluated == [f"torchrun --nnodes 2 --node_rank 0 --master_addr gpu-a17 --master_port "
-                         f"{slurm.main_port('4242_0')} --nproc_per_node 8"]
+    assert evaluated == [
+        f"torchrun --nnodes 2 --node_rank 0 --master_addr gpu-a17 --master_port "
+        f"{slurm.main_port('4242_0')} --nproc_per_node 8"
+    ]
 
 
 def test_status_sees_a_local_run_while_its_process_lives(tmp_path, repo_root, monkeypatch):
@@ -244,8 +369,9 @@ def test_status_asks_squeue_for_active_jobs_and_sacct_why_a_job_ended(tmp_path, 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "squeue").write_text("#!/bin/sh\necho '77_0|PENDING'\necho '77_1|RUNNING'\n")
-    (bin_dir / "sacct").write_text("#!/bin/sh\necho '77_2|OUT_OF_MEMORY'\necho '77_2.batch|OUT_OF_MEMORY'\n"
-                                   "echo '77_0|CANCELLED by 0'\n")
+    (bin_dir / "sacct").write_text(
+        "#!/bin/sh\necho '77_2|OUT_OF_MEMORY'\necho '77_2.batch|OUT_OF_MEMORY'\necho '77_0|CANCELLED by 0'\n"
+    )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers.cli_helpers import assert_one_line_error, invoke
 
 from inspo_cli.ablation import runner
 from inspo_cli.ablation.directory import AblationDir
@@ -14,7 +15,6 @@ from inspo_cli.ablation.plan import plan_sweep
 from inspo_cli.ablation.results import choose_step, read_result
 from inspo_cli.ablation.table import collect, write_table
 from inspo_cli.config import dump_recipe, load_recipe
-from helpers.cli_helpers import assert_one_line_error, invoke
 
 STEADY = [0.2, 0.3, 0.3, 0.4, 0.4, 0.4, 0.5, 0.5]
 COLLAPSING = [0.3, 0.3, 0.5, 0.5, 0.1, 0.1, 0.0, 0.0]  # windows of 2: best 0.5 (steps 3-4), then 0.1 at step 6
@@ -24,22 +24,30 @@ def write_evaluation(run, step: int, answers: np.ndarray) -> None:
     out = run / f"evaluations/step-{step}"
     out.mkdir(parents=True)
     em = float(answers.mean())
-    (out / "results.json").write_text(json.dumps({"scores": {"agent": {"world": {
-        "em": em, "f1": em, "subem": em, "searches": 1.0, "n": len(answers)}}}}))
-    (out / "predictions.jsonl").write_text("".join(
-        json.dumps({"method": "agent", "benchmark": "world", "id": f"w{i}", "em": float(a)}) + "\n"
-        for i, a in enumerate(answers)))
+    (out / "results.json").write_text(
+        json.dumps(
+            {"scores": {"agent": {"world": {"em": em, "f1": em, "subem": em, "searches": 1.0, "n": len(answers)}}}}
+        )
+    )
+    (out / "predictions.jsonl").write_text(
+        "".join(
+            json.dumps({"method": "agent", "benchmark": "world", "id": f"w{i}", "em": float(a)}) + "\n"
+            for i, a in enumerate(answers)
+        )
+    )
 
 
-def write_run(ablation: AblationDir, variant: str, seed: int, rewards, evaluations: dict[int, np.ndarray],
-              checkpoints=()) -> None:
+def write_run(
+    ablation: AblationDir, variant: str, seed: int, rewards, evaluations: dict[int, np.ndarray], checkpoints=()
+) -> None:
     run = ablation.runs_dir / f"{variant}-s{seed}"
     run.mkdir(parents=True)
     recipe = load_recipe(ablation.recipe_file(variant), [f"run.seed={seed}"])
     (run / "recipe.yaml").write_text(dump_recipe(recipe))
     (run / "run.json").write_text("{}")
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n"
-                                               for i, r in enumerate(rewards)))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i + 1, "reward": r}) + "\n" for i, r in enumerate(rewards))
+    )
     (run / "summary.json").write_text(json.dumps({"steps": len(rewards), "best_instruction": "Answer."}))
     for step, answers in evaluations.items():
         write_evaluation(run, step, answers)
@@ -53,9 +61,15 @@ def ablation(tmp_path, repo_root, monkeypatch):
     """INSPO and Search-R1, seeds 0-2, 8 steps, evaluated on 60 questions at steps 4 and 8. inspo-s1's reward
     collapses after step 4, where its EM was much better than at the end."""
     monkeypatch.chdir(repo_root)
-    plan = plan_sweep({"recipe": "recipes/demo.yaml", "seeds": [0, 1, 2],
-                       "set": ["evaluation.collapse_window=2", "training.eval_every=4"],
-                       "variants": {"inspo": [], "search-r1": ["population.enabled=false"]}}, "world.yaml")
+    plan = plan_sweep(
+        {
+            "recipe": "recipes/demo.yaml",
+            "seeds": [0, 1, 2],
+            "set": ["evaluation.collapse_window=2", "training.eval_every=4"],
+            "variants": {"inspo": [], "search-r1": ["population.enabled=false"]},
+        },
+        "world.yaml",
+    )
     abl = AblationDir.start(tmp_path / "abl", plan)
     rng = np.random.default_rng(0)
     hard = rng.random(60)  # how hard each question is, shared by every run
@@ -79,8 +93,11 @@ def test_the_papers_checkpoint_rule_is_what_the_table_uses(ablation):
     assert choose_step(RunDir(collapsed), "final").step == 8
     best, final = collect(ablation, "best"), collect(ablation, "final")
     inspo_best, inspo_final = best["rows"][0], final["rows"][0]
-    assert [(r["seed"], r["step"], r["collapsed"]) for r in inspo_best["runs"]] == [(0, 8, False), (1, 4, True),
-                                                                                     (2, 8, False)]
+    assert [(r["seed"], r["step"], r["collapsed"]) for r in inspo_best["runs"]] == [
+        (0, 8, False),
+        (1, 4, True),
+        (2, 8, False),
+    ]
     assert [r["step"] for r in inspo_final["runs"]] == [8, 8, 8]
     # the means are those of the steps used
     em = {s: read_result(RunDir(ablation.runs_dir / f"inspo-s{s}"), s, "best")[0].em["world"] for s in (0, 1, 2)}
@@ -137,8 +154,9 @@ def test_the_command_line_chooses_the_checkpoint_and_the_reference(ablation, tmp
     assert table["rule"] == "final" and table["reference"] == "inspo"
     assert [c["variant"] for c in table["comparisons"]] == ["search-r1"]
     assert_one_line_error(invoke("ablate", "--collect", ablation.path, "--checkpoint", "last"), "--checkpoint 'last'")
-    assert_one_line_error(invoke("ablate", "--collect", ablation.path, "--reference", "sft"),
-                          "--reference 'sft' is not a variant")
+    assert_one_line_error(
+        invoke("ablate", "--collect", ablation.path, "--reference", "sft"), "--reference 'sft' is not a variant"
+    )
     assert_one_line_error(invoke("report", ablation.path, "--target-diff", "0"), "--target-diff 0.0")
     out = tmp_path / "report"
     result = invoke("report", ablation.path, "--out", out, "--target-diff", "0.1")

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import before_after
 
 BEFORE = json.loads((Path(__file__).parent / "fixtures/rollouts_before_tools.json").read_text())
@@ -26,8 +25,9 @@ def test_a_scripted_policy_through_every_path_of_the_protocol_is_token_identical
 
 
 def test_the_tiny_model_sampling_from_a_fixed_seed_is_token_identical(tiny_model_dir):
-    _same(before_after.sampled(str(before_after.ROOT / "recipes/demo.yaml"), str(tiny_model_dir), seed=5),
-          BEFORE["tiny"])
+    _same(
+        before_after.sampled(str(before_after.ROOT / "recipes/demo.yaml"), str(tiny_model_dir), seed=5), BEFORE["tiny"]
+    )
 
 
 @pytest.mark.slow

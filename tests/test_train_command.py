@@ -8,20 +8,44 @@ import signal
 import time
 
 import pytest
-
-from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.fake_providers import ScriptedOptimizer
-from helpers.runs import (SCRIPTED_ANSWERS, TIMING_KEYS, launch_two_processes, metrics, resume_after_a_cut,
-                          train_process, write_inspo_recipe, write_recipe)
+from helpers.runs import (
+    SCRIPTED_ANSWERS,
+    TIMING_KEYS,
+    launch_two_processes,
+    metrics,
+    resume_after_a_cut,
+    train_process,
+    write_inspo_recipe,
+    write_recipe,
+)
 
-STEP_KEYS = {"step", "update", "reward", "reward_std", "em", "search/searches_per_trajectory",
-             "search/valid_action_rate", "length/prompt", "length/response", "length/response_with_observations",
-             "length/observation_share", "kl",
-             "learning_rate", "time/generation", "time/retrieval", "time/scoring", "time/update"}
+from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+
+STEP_KEYS = {
+    "step",
+    "update",
+    "reward",
+    "reward_std",
+    "em",
+    "search/searches_per_trajectory",
+    "search/valid_action_rate",
+    "length/prompt",
+    "length/response",
+    "length/response_with_observations",
+    "length/observation_share",
+    "kl",
+    "learning_rate",
+    "time/generation",
+    "time/retrieval",
+    "time/scoring",
+    "time/update",
+}
 
 
 # -- bad input: one line, exit 2, nothing trained ----------------------------------------------------------------
+
 
 def test_resume_of_a_directory_that_is_not_a_run_is_refused(tmp_path):
     assert_one_line_error(invoke("train", "--resume", tmp_path), str(tmp_path), "not a run directory")
@@ -34,8 +58,9 @@ def test_resume_takes_the_runs_own_recipe(tmp_path, repo_root):
 
 def test_micro_batch_that_does_not_divide_is_refused_before_any_model_loads(tmp_path, repo_root):
     recipe = write_recipe(tmp_path, repo_root, "no-such-model")
-    result = invoke("train", "--recipe", recipe, "--set", "training.micro_batch_size=3",
-                    "--output-dir", tmp_path / "runs")
+    result = invoke(
+        "train", "--recipe", recipe, "--set", "training.micro_batch_size=3", "--output-dir", tmp_path / "runs"
+    )
     assert_one_line_error(result, "training.micro_batch_size=3", "must divide training.mini_batch_trajectories")
 
 
@@ -55,26 +80,33 @@ def test_a_run_without_checkpoints_cannot_be_resumed(tmp_path, repo_root):
 
 # -- real runs ----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_training_step_whose_numbers_stop_being_finite_stops_the_run_and_saves_nothing_after_it(
-        tmp_path, repo_root, tiny_model_dir):
+    tmp_path, repo_root, tiny_model_dir
+):
     """Issue 29, class 6: a learning rate float32 cannot hold (1e39, finite in the recipe) turns the weights into
     inf/NaN at the first update; the run stops there with one line and writes no checkpoint or model after it."""
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"learning_rate": 1e39})
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "blown")
-    assert_one_line_error(result, "training step 1 (optimizer update 1)", "weights are not finite",
-                          "training.learning_rate 1e+39")
+    assert_one_line_error(
+        result, "training step 1 (optimizer update 1)", "weights are not finite", "training.learning_rate 1e+39"
+    )
     run = tmp_path / "runs" / "blown"
     assert not (run / "checkpoints/checkpoint-1").exists() and not (run / "checkpoints/final").exists()
     assert not (run / "summary.json").exists()
-    assert_one_line_error(invoke("train", "--recipe", recipe, "--set", "training.learning_rate=.inf"),
-                          "training.learning_rate", "expected a finite number")
+    assert_one_line_error(
+        invoke("train", "--recipe", recipe, "--set", "training.learning_rate=.inf"),
+        "training.learning_rate",
+        "expected a finite number",
+    )
 
 
 @pytest.mark.slow
 def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_model_dir):
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 1,
-                                                                              "eval_every": 1})
+    recipe = write_recipe(
+        tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 1, "eval_every": 1}
+    )
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "tiny")
     assert result.exit_code == 0, result.output
     run = tmp_path / "runs" / "tiny"
@@ -98,29 +130,49 @@ def test_train_writes_a_run_that_evaluate_can_read(tmp_path, repo_root, tiny_mod
     assert (run / "checkpoints/final/model.safetensors").is_file() and (run / "checkpoints/checkpoint-2").is_dir()
     assert "checkpoints/final" in result.output
 
-    evaluated = invoke("evaluate", "--run", run, "--method", "agent", "--limit", "2", "--out", tmp_path / "eval",
-                       "--device", "cpu")
+    evaluated = invoke(
+        "evaluate", "--run", run, "--method", "agent", "--limit", "2", "--out", tmp_path / "eval", "--device", "cpu"
+    )
     assert evaluated.exit_code == 0, evaluated.output
     info = json.loads((tmp_path / "eval/results.json").read_text())
     assert info["model"].endswith("checkpoints/final") and info["instruction"] == WORKED_EXAMPLE_INSTRUCTION
     # the periodic evaluation of step 1 and `inspo evaluate --checkpoint 1` score the same policy the same way
-    evaluated = invoke("evaluate", "--run", run, "--checkpoint", "1", "--method", "agent", "--limit", "2",
-                       "--out", tmp_path / "eval-1", "--device", "cpu")
+    evaluated = invoke(
+        "evaluate",
+        "--run",
+        run,
+        "--checkpoint",
+        "1",
+        "--method",
+        "agent",
+        "--limit",
+        "2",
+        "--out",
+        tmp_path / "eval-1",
+        "--device",
+        "cpu",
+    )
     assert evaluated.exit_code == 0, evaluated.output
     again = json.loads((tmp_path / "eval-1/results.json").read_text())
     during = json.loads((run / "evaluations/step-1/results.json").read_text())
     assert again["checkpoint"] == "step 1 (checkpoint-1)"
     assert again["scores"]["agent"]["world"]["em"] == during["scores"]["agent"]["world"]["em"]
-    assert [json.loads(line)["response"] for line in (tmp_path / "eval-1/predictions.jsonl").open()] == \
-        [json.loads(line)["response"] for line in (run / "evaluations/step-1/predictions.jsonl").open()]
+    assert [json.loads(line)["response"] for line in (tmp_path / "eval-1/predictions.jsonl").open()] == [
+        json.loads(line)["response"] for line in (run / "evaluations/step-1/predictions.jsonl").open()
+    ]
 
 
 @pytest.mark.slow
 def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root, tiny_model_dir):
     from safetensors.torch import load_file
 
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), model={"lora": True, "lora_rank": 4},
-                          training={"steps": 1, "save_every": 1})
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        str(tiny_model_dir),
+        model={"lora": True, "lora_rank": 4},
+        training={"steps": 1, "save_every": 1},
+    )
     result = invoke("train", "--recipe", recipe, "--output-dir", tmp_path / "runs", "--name", "lora")
     assert result.exit_code == 0, result.output
     run = tmp_path / "runs/lora"
@@ -129,8 +181,21 @@ def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root,
     assert not any("lora" in name for name in merged) and "model.embed_tokens.weight" in merged
     assert "kl" in metrics(run)[0]  # the reference is the base model with the adapter switched off
     # an adapter-only checkpoint is merged into its base once to be evaluated
-    evaluated = invoke("evaluate", "--run", run, "--checkpoint", "1", "--method", "agent", "--limit", "1",
-                       "--out", tmp_path / "eval", "--device", "cpu")
+    evaluated = invoke(
+        "evaluate",
+        "--run",
+        run,
+        "--checkpoint",
+        "1",
+        "--method",
+        "agent",
+        "--limit",
+        "1",
+        "--out",
+        tmp_path / "eval",
+        "--device",
+        "cpu",
+    )
     assert evaluated.exit_code == 0, evaluated.output
     assert json.loads((tmp_path / "eval/results.json").read_text())["model"].endswith("checkpoint-1/merged")
     assert (run / "checkpoints/checkpoint-1/merged/config.json").is_file()
@@ -138,11 +203,17 @@ def test_lora_run_trains_adapters_and_saves_a_merged_policy(tmp_path, repo_root,
 
 @pytest.mark.slow
 def test_population_is_sampled_pruned_logged_and_restored_on_resume(tmp_path, repo_root, tiny_model_dir):
-    population = {"enabled": True,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
-                  "size": 2, "n_parent": 1, "prune_every": 2, "evolve_until": 0}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1})
+    population = {
+        "enabled": True,
+        "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
+        "size": 2,
+        "n_parent": 1,
+        "prune_every": 2,
+        "evolve_until": 0,
+    }
+    recipe = write_recipe(
+        tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 3, "save_every": 1}
+    )
     runs = tmp_path / "runs"
     for name in ("straight", "resumed"):
         result = invoke("train", "--recipe", recipe, "--output-dir", runs, "--name", name)
@@ -200,10 +271,16 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     # round 1: two distinct candidates (the third repeats the first), the better one accepted (accept_top_n 1);
     # round 2: the same answer again, so the accepted one is now a duplicate and the other fills the population
     assert [(c["round"], c["reason"]) for c in evolution["candidates"]] == [
-        (1, "accepted"), (1, "not in top-n"), (2, "duplicate"), (2, "accepted")]
+        (1, "accepted"),
+        (1, "not in top-n"),
+        (2, "duplicate"),
+        (2, "accepted"),
+    ]
     # each verification rolls the parent out beside the candidates, on the same 2 questions
-    assert (evolution["stop_reason"] == "population full"
-            and evolution["verification_rollouts"] == (2 + 1) * 2 + (1 + 1) * 2)
+    assert (
+        evolution["stop_reason"] == "population full"
+        and evolution["verification_rollouts"] == (2 + 1) * 2 + (1 + 1) * 2
+    )
     assert all(c["parent_score"] is not None for c in evolution["candidates"] if c["reason"] != "duplicate")
     records = [json.loads(line) for line in (run / "instructions.jsonl").read_text().splitlines()]
     assert [(r["id"], r["step_pruned"]) for r in records[:2]] == [("i0", None), ("i1", 1)]  # halved at step 1
@@ -219,7 +296,7 @@ def test_inspo_evolves_verifies_prunes_and_resumes(tmp_path, repo_root, tiny_mod
     assert "reflect" in optimizer.prompts[0].lower() or "<example>" in optimizer.prompts[0]
     # every optimizer call is a line of the run's record: the prompt the server got, its answer, a hash; no key
     recorded = [json.loads(line) for line in (run / "optimizer_calls.jsonl").read_text().splitlines()]
-    assert [r["prompt"] for r in recorded] == optimizer.prompts[:len(recorded)] and len(recorded) == 2
+    assert [r["prompt"] for r in recorded] == optimizer.prompts[: len(recorded)] and len(recorded) == 2
     assert all(r["answer"] == answers[0] and r["hash"].startswith("sha256:") for r in recorded)
     assert "sk-test" not in (run / "optimizer_calls.jsonl").read_text()
 
@@ -243,8 +320,12 @@ def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root
     """SmolLM2 (real weights, so the policy really moves), killed with SIGKILL after its checkpoint at step 1,
     resumed, compared with the same seed run straight through (2 steps, to keep CI short: the resume restores the
     same state after any step)."""
-    recipe = write_recipe(tmp_path, repo_root, "smollm2-135m-instruct",
-                          training={"steps": 2, "save_every": 1, "keep_checkpoints": 1, "eval_every": 0})
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        "smollm2-135m-instruct",
+        training={"steps": 2, "save_every": 1, "keep_checkpoints": 1, "eval_every": 0},
+    )
     runs = tmp_path / "runs"
     straight = train_process("--recipe", str(recipe), "--output-dir", str(runs), "--name", "straight", cwd=repo_root)
     output, _ = straight.communicate(timeout=900)
@@ -278,8 +359,9 @@ def test_a_killed_run_resumes_and_ends_with_the_same_metrics(tmp_path, repo_root
 @pytest.mark.slow
 def test_two_processes_with_accelerate_launch(tmp_path, repo_root, tiny_model_dir):
     """`accelerate launch --num_processes 2` on CPU (gloo): one run directory, one writer, the same schedule."""
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir),
-                          training={"steps": 2, "save_every": 2, "micro_batch_size": 2})
+    recipe = write_recipe(
+        tmp_path, repo_root, str(tiny_model_dir), training={"steps": 2, "save_every": 2, "micro_batch_size": 2}
+    )
     runs = tmp_path / "runs"
     done = launch_two_processes(repo_root, "train", "--recipe", str(recipe), "--output-dir", str(runs))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -303,8 +385,9 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     instead of 2: evolution (step 1), pruning (step 2) and the evaluation after the last step all happen within
     them."""
     monkeypatch.chdir(tmp_path)  # run directories go under ./runs, as for a user
-    result = invoke("train", "--set", "training.steps=2", "--set", "population.evolve_every=1",
-                    "--set", "population.evolve_until=2")
+    result = invoke(
+        "train", "--set", "training.steps=2", "--set", "population.evolve_every=1", "--set", "population.evolve_until=2"
+    )
     assert result.exit_code == 0, result.output
     (run,) = (tmp_path / "runs").iterdir()
     assert run.name.startswith("demo-")
@@ -335,25 +418,39 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     assert {r["proposer"] for r in records[1:]} == {"reflection"}
     assert any(r["step_pruned"] for r in records)
     overhead = summary["overhead"]
-    assert (overhead["optimizer"]["provider"] == "local"
-            and overhead["optimizer"]["calls"] == evolution["optimizer_calls"])
+    assert (
+        overhead["optimizer"]["provider"] == "local" and overhead["optimizer"]["calls"] == evolution["optimizer_calls"]
+    )
     assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 2 * 16
     assert (run / "best_instruction.txt").read_text().strip() in {r["text"].strip() for r in records}
 
 
 @pytest.mark.slow
-def test_inspo_evolve_with_a_frozen_policy_writes_the_same_outputs_and_resumes(tmp_path, repo_root, tiny_model_dir,
-                                                                               monkeypatch):
+def test_inspo_evolve_with_a_frozen_policy_writes_the_same_outputs_and_resumes(
+    tmp_path, repo_root, tiny_model_dir, monkeypatch
+):
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test-not-a-secret")
-    optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
-                                   "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
-    population = {"enabled": True,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
-                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
-                  "candidates_per_call": 2, "failures_per_call": 2, "verify_size": 2, "accept_top_n": 1}
+    optimizer = ScriptedOptimizer(
+        ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: {question}\n</ins_2>"]
+    )
+    population = {
+        "enabled": True,
+        "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
+        "size": 3,
+        "n_parent": 1,
+        "prune_every": 1,
+        "evolve_every": 2,
+        "evolve_until": 3,
+        "candidates_per_call": 2,
+        "failures_per_call": 2,
+        "verify_size": 2,
+        "accept_top_n": 1,
+    }
     recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population, training={"steps": 3})
-    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
-                      f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
+    recipe.write_text(
+        recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+        f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n"
+    )
     runs = tmp_path / "runs"
     result = invoke("evolve", "--recipe", recipe, "--output-dir", runs, "--name", "straight", "--device", "cpu")
     assert result.exit_code == 0, result.output
@@ -369,8 +466,19 @@ def test_inspo_evolve_with_a_frozen_policy_writes_the_same_outputs_and_resumes(t
     assert not (run / "checkpoints").exists()  # the policy never changes
 
     # a run stopped after step 2 (its recipe said 2 steps), then told to go on to 3 and resumed
-    result = invoke("evolve", "--recipe", recipe, "--output-dir", runs, "--name", "resumed", "--device", "cpu",
-                    "--set", "training.steps=2")
+    result = invoke(
+        "evolve",
+        "--recipe",
+        recipe,
+        "--output-dir",
+        runs,
+        "--name",
+        "resumed",
+        "--device",
+        "cpu",
+        "--set",
+        "training.steps=2",
+    )
     assert result.exit_code == 0, result.output
     resumed = runs / "resumed"
     (resumed / "summary.json").unlink()
@@ -393,18 +501,44 @@ def test_inspo_evolve_needs_a_population(tmp_path, repo_root):
 def test_inspo_with_two_processes_calls_the_optimizer_once_per_proposal(tmp_path, repo_root, tiny_model_dir):
     """Under `accelerate launch` only the main process calls the optimizer; every rank accepts the same candidates
     (or the ranks would disagree on the population and the run would fail or diverge)."""
-    optimizer = ScriptedOptimizer(["<ins_1>Look it up first. Question: {question}\n</ins_1>"
-                                   "<ins_2>Answer briefly. Question: {question}\n</ins_2>"])
-    population = {"enabled": True,
-                  "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
-                  "size": 3, "n_parent": 1, "prune_every": 1, "evolve_every": 2, "evolve_until": 3,
-                  "candidates_per_call": 2, "failures_per_call": 2, "verify_size": 4, "accept_top_n": 1}
-    recipe = write_recipe(tmp_path, repo_root, str(tiny_model_dir), population=population,
-                          training={"steps": 3, "save_every": 1, "micro_batch_size": 2})
-    recipe.write_text(recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
-                      f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n")
-    done = launch_two_processes(repo_root, "train", "--recipe", str(recipe), "--output-dir", str(tmp_path / "runs"),
-                                "--name", "mp", env={"SCRIPTED_KEY": "k"})
+    optimizer = ScriptedOptimizer(
+        ["<ins_1>Look it up first. Question: {question}\n</ins_1><ins_2>Answer briefly. Question: {question}\n</ins_2>"]
+    )
+    population = {
+        "enabled": True,
+        "instructions": [WORKED_EXAMPLE_INSTRUCTION, "Search, then answer. Question: {question}\n"],
+        "size": 3,
+        "n_parent": 1,
+        "prune_every": 1,
+        "evolve_every": 2,
+        "evolve_until": 3,
+        "candidates_per_call": 2,
+        "failures_per_call": 2,
+        "verify_size": 4,
+        "accept_top_n": 1,
+    }
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        str(tiny_model_dir),
+        population=population,
+        training={"steps": 3, "save_every": 1, "micro_batch_size": 2},
+    )
+    recipe.write_text(
+        recipe.read_text() + f"optimizer:\n  provider: openai\n  model: scripted\n  base_url: "
+        f"{optimizer.url}\n  api_key_env: SCRIPTED_KEY\n  max_retries: 0\n"
+    )
+    done = launch_two_processes(
+        repo_root,
+        "train",
+        "--recipe",
+        str(recipe),
+        "--output-dir",
+        str(tmp_path / "runs"),
+        "--name",
+        "mp",
+        env={"SCRIPTED_KEY": "k"},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = tmp_path / "runs/mp"
     (evolution,) = json.loads((run / "evolutions.json").read_text())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from helpers.fake_retrievers import OverlapRetriever
 from helpers.scripted_trainer import QUESTIONS, AlternatingPolicy, RecordingSource, generation_batch, tiny_recipe
+
 from inspo_cli.config import Recipe, RewardConfig, TrainingConfig
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.instructions.sampling import StaticInstruction
@@ -41,7 +41,7 @@ def test_observation_tokens_get_zero_gradient_and_generated_tokens_do_not(make_t
         handle.remove()
 
     prompt, completion = inputs["prompt_ids"].shape[1], inputs["completion_ids"].shape[1]
-    grad_per_token = captured["hidden"].grad[:, prompt - 1:prompt - 1 + completion].abs().sum(-1)
+    grad_per_token = captured["hidden"].grad[:, prompt - 1 : prompt - 1 + completion].abs().sum(-1)
     policy = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
     observation = inputs["completion_mask"].bool() & ~inputs["tool_mask"].bool()
     assert observation.sum() > 0 and policy.sum() > 0
@@ -93,7 +93,7 @@ def test_instruction_is_sampled_per_question_and_rewards_go_back_per_group(make_
     trainer = make_trainer(source)
     inputs = trainer._generate_and_score_completions(generation_batch())
     assert source.sampled == [(["t:q1", "t:q1", "t:q2", "t:q2"], 0)]
-    (picks, rewards, categories), = source.observed
+    ((picks, rewards, categories),) = source.observed
     assert [p.instruction_id for p in picks] == ["rec", "rec"]  # one per question group
     assert categories == [q.category for q in QUESTIONS]  # each group's question category (for parents: pareto)
     assert rewards == [0.5, 0.5]  # one right, one wrong answer in each group
@@ -131,15 +131,20 @@ def test_a_training_step_changes_every_trained_parameter(make_trainer):
 def test_schedule_maps_search_r1s_batches_onto_trl(tiny_model_dir):
     """Search-R1's scripts: 512 questions x n_agent 5 = 2,560 trajectories per step, veRL mini-batches of 256
     trajectories (ppo_mini_batch_size 256 / 8 GPUs x rollout.n 1 = 32 per GPU), micro-batches of 64 / 8 GPUs = 8."""
-    paper = Recipe(training=TrainingConfig(batch_size=512, mini_batch_trajectories=256, micro_batch_size=8,
-                                           group_size=5))
+    paper = Recipe(
+        training=TrainingConfig(batch_size=512, mini_batch_trajectories=256, micro_batch_size=8, group_size=5)
+    )
     plan = batch_plan(paper, processes=8)
     # 256 trajectories per update = 8 per pass x 8 GPUs x 4 accumulation steps; 2,560 / 256 = 10 updates per step
-    assert (plan.updates_per_step, plan.accumulation, plan.steps_per_generation, plan.max_updates) \
-        == (10, 4, 40, 3000)
+    assert (plan.updates_per_step, plan.accumulation, plan.steps_per_generation, plan.max_updates) == (10, 4, 40, 3000)
     args = grpo_config(paper, plan, tiny_model_dir / "ckpt")
-    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.steps_per_generation,
-            args.max_steps, args.warmup_steps) == (8, 4, 40, 3000, 300)
+    assert (
+        args.per_device_train_batch_size,
+        args.gradient_accumulation_steps,
+        args.steps_per_generation,
+        args.max_steps,
+        args.warmup_steps,
+    ) == (8, 4, 40, 3000, 300)
     assert (args.num_generations, args.beta, args.epsilon, args.mask_truncated_completions) == (5, 0.001, 0.2, False)
 
 
@@ -219,9 +224,17 @@ def test_a_bfloat16_policy_trains_with_float32_master_weights_at_the_papers_lear
     assert (args.bf16, args.model_init_kwargs["dtype"]) == (True, torch.float32)
     tokenizer = load_tokenizer(recipe.model)
     trainer = SearchGRPOTrainer(
-        model=str(tiny_model_dir), args=args, train_dataset=question_dataset(QUESTIONS), processing_class=tokenizer,
-        instructions=StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
-        rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True)
+        model=str(tiny_model_dir),
+        args=args,
+        train_dataset=question_dataset(QUESTIONS),
+        processing_class=tokenizer,
+        instructions=StaticInstruction("Answer the given question."),
+        retriever=OverlapRetriever(),
+        rollout=recipe.rollout,
+        reward=RewardConfig(),
+        topk=2,
+        chat=True,
+    )
     trainer.engine.backend = AlternatingPolicy(tokenizer)
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
     assert {p.dtype for p in trainer.ref_model.parameters()} == {torch.bfloat16}

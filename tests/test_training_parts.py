@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from inspo_cli.config import RewardConfig, dump_recipe, load_recipe
-from inspo_cli.errors import InspoError
-from inspo_cli.training.reward import make_reward_func, outcome_rewards
-from inspo_cli.runs import RunDir
 from inspo_cli.config.batch_plan import batch_plan
+from inspo_cli.errors import InspoError
 from inspo_cli.instructions.initial import initial_instructions
+from inspo_cli.runs import RunDir
+from inspo_cli.training.reward import make_reward_func, outcome_rewards
 
 
 def test_outcome_reward_is_the_metric_and_format_shaping_only_lifts_wrong_well_formed_answers():
@@ -29,8 +29,13 @@ def test_outcome_reward_is_the_metric_and_format_shaping_only_lifts_wrong_well_f
 def test_reward_func_reports_em_whatever_the_reward():
     logged = []
     reward = make_reward_func(RewardConfig(metric="f1", format_weight=0.1))
-    values = reward(completions=["", ""], answer=["Rome city", "Rome"], golden_answers=[["Rome"], ["Rome"]],
-                    well_formed=[True, True], log_metric=lambda name, value: logged.append((name, value)))
+    values = reward(
+        completions=["", ""],
+        answer=["Rome city", "Rome"],
+        golden_answers=[["Rome"], ["Rome"]],
+        well_formed=[True, True],
+        log_metric=lambda name, value: logged.append((name, value)),
+    )
     assert values == [pytest.approx(2 / 3), 1.0] and logged == [("em", 0.5)]
     assert reward.__name__ == "outcome_f1"
 
@@ -87,18 +92,28 @@ def test_paper_recipes_carry_appendix_b(repo_root, size, lr, turns):
     # Search-R1 applies the tokenizer's chat template whenever it has one (Qwen2.5 base tokenizers do; App. F shows it)
     assert recipe.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}" and recipe.model.chat_template == "auto"
     assert (t.group_size, t.batch_size, t.mini_batch_trajectories, t.steps) == (5, 512, 256, 300)
-    assert ((t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon)
-            == (lr, "cosine", 0.1, 0.001, 0.2))
-    assert ((r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens)
-            == (turns, 500, 500, 4096))
+    assert (t.learning_rate, t.lr_scheduler, t.warmup_ratio, t.kl_beta, t.clip_epsilon) == (
+        lr,
+        "cosine",
+        0.1,
+        0.001,
+        0.2,
+    )
+    assert (r.max_turns, r.max_tokens_per_turn, r.max_observation_tokens, r.max_prompt_tokens) == (
+        turns,
+        500,
+        500,
+        4096,
+    )
     assert (r.temperature, r.top_p, recipe.retriever.topk, recipe.retriever.kind) == (1.0, 1.0, 3, "http")
     assert not recipe.population.enabled and recipe.data.train == "nq_hotpotqa"
     assert batch_plan(recipe, processes=8).max_updates == 3000  # 300 steps x 10 mini-batches of 256 trajectories
     assert not recipe.rollout.end_at_eos  # Search-R1: an EOS without a tag gets the corrective observation
 
 
-@pytest.mark.parametrize("name", ["qwen2.5-3b/search-r1", "qwen2.5-7b/search-r1", "qwen2.5-3b/inspo",
-                                  "qwen2.5-7b/inspo"])
+@pytest.mark.parametrize(
+    "name", ["qwen2.5-3b/search-r1", "qwen2.5-7b/search-r1", "qwen2.5-3b/inspo", "qwen2.5-7b/inspo"]
+)
 def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
     """TRL's own defaults differ from eq. 2 and Search-R1 (dapo loss, an importance-weighted KL, vLLM IS correction,
     no weight decay or entropy bonus): the mapping overrides each of them, and every App. B row matches."""
@@ -113,19 +128,31 @@ def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
     report = trl_report(recipe, processes=8, device="cuda")
     assert [row["setting"] for row in report["appendix_b"] if row["matches"] is not True] == []
     config = report["grpo_config"]
-    assert (config["loss_type"], config["use_bias_correction_kl"], config["vllm_importance_sampling_correction"],
-            config["bf16"], config["generation_batch_size"]) == ("grpo", False, False, True, 512 * 5)
+    assert (
+        config["loss_type"],
+        config["use_bias_correction_kl"],
+        config["vllm_importance_sampling_correction"],
+        config["bf16"],
+        config["generation_batch_size"],
+    ) == ("grpo", False, False, True, 512 * 5)
     assert config["epsilon_high"] is None and config["top_k"] == 0  # None: the upper clip is epsilon too
     assert (report["population"] is not None) == name.endswith("inspo")
     # bf16 compute with float32 master weights (issue 37): the policy is loaded in float32 on every launch
     assert (config["bf16"], config["fp16"], str(config["model_init_kwargs"]["dtype"])) == (True, False, "float32")
 
 
-@pytest.mark.parametrize("dtype, lora, device, weights, mixed", [
-    ("bfloat16", False, "cuda", "float32", "bf16"), ("bfloat16", False, "cpu", "float32", "bf16"),
-    ("float16", False, "cuda", "float32", "fp16"), ("float32", False, "cuda", "float32", "no"),
-    ("auto", False, "cuda", "float32", "bf16"), ("auto", False, "cpu", "float32", "no"),
-    ("bfloat16", True, "cuda", "bfloat16", "bf16")])
+@pytest.mark.parametrize(
+    "dtype, lora, device, weights, mixed",
+    [
+        ("bfloat16", False, "cuda", "float32", "bf16"),
+        ("bfloat16", False, "cpu", "float32", "bf16"),
+        ("float16", False, "cuda", "float32", "fp16"),
+        ("float32", False, "cuda", "float32", "no"),
+        ("auto", False, "cuda", "float32", "bf16"),
+        ("auto", False, "cpu", "float32", "no"),
+        ("bfloat16", True, "cuda", "bfloat16", "bf16"),
+    ],
+)
 def test_trained_weights_are_float32_whenever_they_train(dtype, lora, device, weights, mixed):
     """The optimizer's weights are float32 for every model.dtype; bfloat16/float16 is the autocast precision. With
     LoRA the frozen base keeps model.dtype (PEFT holds the adapters in float32)."""
@@ -204,21 +231,34 @@ def test_baseline_recipes_are_table_1s_rows(repo_root, size):
     assert r1.training == base.training and r1.reward == base.reward  # GRPO as Search-R1, only the tool removed
     kwargs = sft_kwargs(sft, batch_plan(sft, 8), repo_root / "runs/x", device="cuda")
     assert (sft.training.algorithm, sft.data.trajectories, kwargs["max_steps"]) == ("sft", "answers", 2650)
-    assert (kwargs["learning_rate"], kwargs["adam_beta2"], kwargs["weight_decay"], kwargs["warmup_steps"],
-            kwargs["gradient_accumulation_steps"] * 16 * 8) == (1e-5, 0.95, 0.01, 265, 256)
+    assert (
+        kwargs["learning_rate"],
+        kwargs["adam_beta2"],
+        kwargs["weight_decay"],
+        kwargs["warmup_steps"],
+        kwargs["gradient_accumulation_steps"] * 16 * 8,
+    ) == (1e-5, 0.95, 0.01, 265, 256)
     assert inference.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}-Instruct"
     assert inference.evaluation.method == "direct,rag,ircot,search-o1"
     # rejection sampling: the instruct model samples 5 per question with Search-R1's search setup, the base model
     # is fine-tuned with the SFT row's optimizer and number of updates
     rs = load("rejection-sampling")
     assert (rs.training.algorithm, rs.model.name_or_path, rs.sampling.model, rs.sampling.samples) == (
-        "rejection-sampling", f"Qwen/Qwen2.5-{size.upper()}", f"Qwen/Qwen2.5-{size.upper()}-Instruct", 5)
-    assert (rs.rollout, rs.retriever, rs.reward, rs.population) == (base.rollout, base.retriever, base.reward,
-                                                                      base.population)
+        "rejection-sampling",
+        f"Qwen/Qwen2.5-{size.upper()}",
+        f"Qwen/Qwen2.5-{size.upper()}-Instruct",
+        5,
+    )
+    assert (rs.rollout, rs.retriever, rs.reward, rs.population) == (
+        base.rollout,
+        base.retriever,
+        base.reward,
+        base.population,
+    )
     rs_kwargs = sft_kwargs(rs, batch_plan(rs, 8), repo_root / "runs/x", device="cuda")
-    assert {k: v for k, v in rs_kwargs.items()
-            if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")} \
-        == {k: v for k, v in kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")}
+    assert {
+        k: v for k, v in rs_kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")
+    } == {k: v for k, v in kwargs.items() if k not in ("per_device_train_batch_size", "gradient_accumulation_steps")}
     assert rs_kwargs["per_device_train_batch_size"] * rs_kwargs["gradient_accumulation_steps"] * 8 == 256
     assert (inference.retriever, inference.evaluation.benchmarks) == (base.retriever, base.evaluation.benchmarks)
 
@@ -230,12 +270,15 @@ def test_laptop_table_1_rows_differ_from_the_demo_only_where_the_row_must(repo_r
 
     load = lambda name: load_recipe(repo_root / f"recipes/{name}.yaml")  # noqa: E731  (paths checked too)
     demo, r1 = load("demo"), load("world-table1/search-r1")
-    rows = {name: load(f"world-table1/{name}") for name in ("sft", "grpo-no-search", "rejection-sampling",
-                                                              "inference")}
+    rows = {name: load(f"world-table1/{name}") for name in ("sft", "grpo-no-search", "rejection-sampling", "inference")}
     assert r1.population == replace(demo.population, enabled=False) and r1.training == demo.training
     for recipe in (r1, *rows.values()):
-        assert (recipe.model, recipe.retriever, recipe.reward, recipe.run) == (demo.model, demo.retriever,
-                                                                                demo.reward, demo.run)
+        assert (recipe.model, recipe.retriever, recipe.reward, recipe.run) == (
+            demo.model,
+            demo.retriever,
+            demo.reward,
+            demo.run,
+        )
         assert (recipe.training.learning_rate, recipe.training.steps) == (demo.training.learning_rate, 8)
         assert recipe.evaluation.limit == 100 and not recipe.population.enabled
     no_tool = rows["grpo-no-search"]
@@ -243,12 +286,22 @@ def test_laptop_table_1_rows_differ_from_the_demo_only_where_the_row_must(repo_r
     assert "<search>" not in no_tool.population.instructions[0] and "{question}" in no_tool.population.instructions[0]
     sft = rows["sft"]
     assert (sft.training.algorithm, sft.data.trajectories, sft.rollout, sft.population.instructions) == (
-        "sft", "answers", no_tool.rollout, no_tool.population.instructions)
+        "sft",
+        "answers",
+        no_tool.rollout,
+        no_tool.population.instructions,
+    )
     rs = rows["rejection-sampling"]  # as many sampled trajectories as one GRPO run's rollouts
     assert (rs.training.algorithm, rs.rollout, rs.population.instructions) == (
-        "rejection-sampling", demo.rollout, demo.population.instructions)
-    assert rs.data.max_train_questions * rs.sampling.samples == demo.training.steps * demo.training.batch_size \
-        * demo.training.group_size and rs.sampling.model in ("", demo.model.name_or_path)
+        "rejection-sampling",
+        demo.rollout,
+        demo.population.instructions,
+    )
+    assert (
+        rs.data.max_train_questions * rs.sampling.samples
+        == demo.training.steps * demo.training.batch_size * demo.training.group_size
+        and rs.sampling.model in ("", demo.model.name_or_path)
+    )
     assert rows["inference"].evaluation.method == "direct,rag,ircot,search-o1,agent"
     assert rows["inference"].rollout == demo.rollout
 
@@ -256,8 +309,9 @@ def test_laptop_table_1_rows_differ_from_the_demo_only_where_the_row_must(repo_r
 def test_micro_batch_is_not_equivalent_under_a_token_level_loss(repo_root):
     from inspo_cli.training.trl_report import trl_report
 
-    recipe = load_recipe(repo_root / "recipes/qwen2.5-3b/search-r1.yaml", ["training.loss_type=bnpo"],
-                         check_paths=False)
+    recipe = load_recipe(
+        repo_root / "recipes/qwen2.5-3b/search-r1.yaml", ["training.loss_type=bnpo"], check_paths=False
+    )
     recipe.training.micro_batch_size = 4
     rows = {row["setting"]: row["matches"] for row in trl_report(recipe, processes=8)["appendix_b"]}
     assert rows["micro-batch (trajectories per GPU pass)"] is False and rows["loss aggregation (eq. 2)"] is False
@@ -299,13 +353,22 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
 
         def complete(self, prompt):
             self.prompts.append(prompt)
-            return ("<ins_1>Second one.</ins_1><ins_2>Rewrite A.</ins_2><ins_3>Rewrite B.</ins_3>"
-                    "<ins_4>Rewrite C.</ins_4>")
+            return (
+                "<ins_1>Second one.</ins_1><ins_2>Rewrite A.</ins_2><ins_3>Rewrite B.</ins_3><ins_4>Rewrite C.</ins_4>"
+            )
 
     rewriter = Rewriter()
     monkeypatch.setattr(lm, "open_optimizer", lambda config, record=None: rewriter)
-    recipe = load_recipe(None, ["population.enabled=true", "population.initial_rewrites=true", "population.size=4",
-                                "population.instructions=[First one., Second one.]"], check_paths=False)
+    recipe = load_recipe(
+        None,
+        [
+            "population.enabled=true",
+            "population.initial_rewrites=true",
+            "population.size=4",
+            "population.instructions=[First one., Second one.]",
+        ],
+        check_paths=False,
+    )
     population, _ = instruction_source(recipe, None, SimpleNamespace(is_main_process=True, num_processes=1))
     assert [c.text for c in population.alive()] == ["First one.", "Second one.", "Rewrite A.", "Rewrite B."]
     assert len(rewriter.prompts) == 1 and "First one." in rewriter.prompts[0]

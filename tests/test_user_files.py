@@ -12,12 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.run_dirs import make_run
+
 from inspo_cli.errors import InspoError
 from inspo_cli.files import replaced_dir
 from inspo_cli.reporting.marker import MARKER, check_replaceable, seal
-from helpers.run_dirs import make_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,8 +29,14 @@ def listing(root: Path) -> dict[str, object]:
     for folder, dirs, files in os.walk(root):
         for path in map(Path(folder).joinpath, dirs + files):
             found[str(path.relative_to(root))] = (
-                f"-> {os.readlink(path)}" if path.is_symlink() else "dir" if path.is_dir() else
-                path.read_bytes() if path.is_file() else "special")
+                f"-> {os.readlink(path)}"
+                if path.is_symlink()
+                else "dir"
+                if path.is_dir()
+                else path.read_bytes()
+                if path.is_file()
+                else "special"
+            )
     return found
 
 
@@ -51,8 +57,10 @@ def built(tmp_path_factory) -> tuple[list[Path], Path]:
     root = tmp_path_factory.mktemp("built")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO_ROOT)
-        runs = [make_run(root / "runs", "inspo-s0", 0, [0.1, 0.3], 0.30),
-                make_run(root / "runs", "static-s0", 0, [0.2, 0.2], 0.20, population=False)]
+        runs = [
+            make_run(root / "runs", "inspo-s0", 0, [0.1, 0.3], 0.30),
+            make_run(root / "runs", "static-s0", 0, [0.2, 0.2], 0.20, population=False),
+        ]
         assert invoke("report", *runs, "--out", root / "report").exit_code == 0
     return runs, root / "report"
 
@@ -73,11 +81,16 @@ def report(built, tmp_path) -> Path:
 
 # -- inspo report --out --------------------------------------------------------------------------------------------
 
+
 def test_report_refuses_a_folder_of_the_users_with_an_index_md_and_touches_nothing(runs, tmp_path):
     docs = user_folder(tmp_path / "work")
     before = listing(tmp_path / "work")
-    assert_one_line_error(invoke("report", *runs, "--out", docs), f"--out {docs} holds files but no report",
-                          MARKER, "choose a new or empty directory")
+    assert_one_line_error(
+        invoke("report", *runs, "--out", docs),
+        f"--out {docs} holds files but no report",
+        MARKER,
+        "choose a new or empty directory",
+    )
     assert listing(tmp_path / "work") == before  # no file changed, none added (no hidden build folder left)
 
 
@@ -95,8 +108,11 @@ def test_a_report_inspo_wrote_is_replaced_whole_and_its_marker_lists_every_file(
 def test_an_earlier_inspos_report_without_a_marker_is_refused_with_the_fix(runs, report, tmp_path):
     (report / MARKER).unlink()
     before = listing(tmp_path / "work")
-    assert_one_line_error(invoke("report", *runs, "--out", report), "no report of this inspo",
-                          "an earlier inspo's report there: delete it yourself")
+    assert_one_line_error(
+        invoke("report", *runs, "--out", report),
+        "no report of this inspo",
+        "an earlier inspo's report there: delete it yourself",
+    )
     assert listing(tmp_path / "work") == before
 
 
@@ -104,23 +120,44 @@ def _set_marker(report: Path, text: str) -> None:
     (report / MARKER).write_text(text)
 
 
-@pytest.mark.parametrize("tamper, why", [
-    (lambda r: (r / "notes.md").write_text("my notes"), "holds notes.md, which the report there did not write"),
-    (lambda r: (r / "drafts").mkdir(), "holds drafts, which the report there did not write"),
-    (lambda r: (r / "lineage" / "mine.txt").write_text("x"), "holds lineage/mine.txt"),
-    (lambda r: (r / "table1.md").write_text("| my edited table |"), "table1.md changed since the report"),
-    (lambda r: (r / "bars.png").write_bytes((r / "bars.png").read_bytes()[:-1] + b"!"), "bars.png changed"),
-    (lambda r: (r / "data").symlink_to(Path.home()), "holds data, which the report there did not write"),
-    (lambda r: os.mkfifo(r / "pipe"), "holds pipe"),
-    (lambda r: _set_marker(r, "{not json"), "not a report's marker (not valid JSON)"),
-    (lambda r: _set_marker(r, '{"kind": "mkdocs", "version": 1, "files": {}}'), "kind 'mkdocs'"),
-    (lambda r: _set_marker(r, '{"kind": "inspo-report", "version": true, "files": {}}'), "not a report's marker"),
-    (lambda r: _set_marker(r, '{"kind": "inspo-report", "version": 1, "files": {"a": 1}}'), "not a report's marker"),
-    (lambda r: _set_marker(r, '[]'), "not a report's marker"),
-    (lambda r: _set_marker(r, '{"kind": "inspo-report", "version": 9, "files": {}}'), "a newer inspo"),
-    (lambda r: ((r / MARKER).unlink(), (r / MARKER).mkdir()), "not a regular file"),
-], ids=["file", "folder", "file-in-lineage", "edited-table", "edited-png", "link", "fifo", "marker-not-json",
-        "marker-kind", "marker-version", "marker-files", "marker-list", "marker-newer", "marker-folder"])
+@pytest.mark.parametrize(
+    "tamper, why",
+    [
+        (lambda r: (r / "notes.md").write_text("my notes"), "holds notes.md, which the report there did not write"),
+        (lambda r: (r / "drafts").mkdir(), "holds drafts, which the report there did not write"),
+        (lambda r: (r / "lineage" / "mine.txt").write_text("x"), "holds lineage/mine.txt"),
+        (lambda r: (r / "table1.md").write_text("| my edited table |"), "table1.md changed since the report"),
+        (lambda r: (r / "bars.png").write_bytes((r / "bars.png").read_bytes()[:-1] + b"!"), "bars.png changed"),
+        (lambda r: (r / "data").symlink_to(Path.home()), "holds data, which the report there did not write"),
+        (lambda r: os.mkfifo(r / "pipe"), "holds pipe"),
+        (lambda r: _set_marker(r, "{not json"), "not a report's marker (not valid JSON)"),
+        (lambda r: _set_marker(r, '{"kind": "mkdocs", "version": 1, "files": {}}'), "kind 'mkdocs'"),
+        (lambda r: _set_marker(r, '{"kind": "inspo-report", "version": true, "files": {}}'), "not a report's marker"),
+        (
+            lambda r: _set_marker(r, '{"kind": "inspo-report", "version": 1, "files": {"a": 1}}'),
+            "not a report's marker",
+        ),
+        (lambda r: _set_marker(r, "[]"), "not a report's marker"),
+        (lambda r: _set_marker(r, '{"kind": "inspo-report", "version": 9, "files": {}}'), "a newer inspo"),
+        (lambda r: ((r / MARKER).unlink(), (r / MARKER).mkdir()), "not a regular file"),
+    ],
+    ids=[
+        "file",
+        "folder",
+        "file-in-lineage",
+        "edited-table",
+        "edited-png",
+        "link",
+        "fifo",
+        "marker-not-json",
+        "marker-kind",
+        "marker-version",
+        "marker-files",
+        "marker-list",
+        "marker-newer",
+        "marker-folder",
+    ],
+)
 def test_a_report_holding_anything_it_did_not_write_is_refused_and_kept(runs, report, tmp_path, tamper, why):
     tamper(report)
     before = listing(tmp_path / "work")
@@ -181,6 +218,7 @@ def test_two_reports_written_into_one_out_at_once_both_succeed_and_one_stays_who
 
 # -- every other command that replaces or clears a directory -------------------------------------------------------
 
+
 def test_index_force_refuses_a_folder_with_an_index_json_of_another_program(tmp_path, repo_root):
     site = tmp_path / "site"
     site.mkdir()
@@ -216,8 +254,11 @@ def test_data_world_force_never_writes_over_files_of_a_worlds_names_that_are_no_
     (data / "world.json").write_text('{"seed": 0, "size": "tiny", "note": "not inspo\'s"}')
     before = listing(tmp_path)
     for force in ([], ["--force"]):
-        assert_one_line_error(invoke("data", "world", "--size", "tiny", "--seed", "0", "--out", data, *force),
-                              f"--out {data} holds train.jsonl, world.json but no world", "delete them yourself")
+        assert_one_line_error(
+            invoke("data", "world", "--size", "tiny", "--seed", "0", "--out", data, *force),
+            f"--out {data} holds train.jsonl, world.json but no world",
+            "delete them yourself",
+        )
     assert listing(tmp_path) == before
     notes = tmp_path / "notes"  # a folder without world files: --force adds the world beside them, deletes nothing
     notes.mkdir()
@@ -232,16 +273,36 @@ def test_ablate_never_takes_a_recipes_folder_of_the_users_for_a_planning_cut_sho
     (project / "recipes").mkdir(parents=True)
     (project / "recipes" / "mine.yaml").write_text("extends: demo\n")
     before = listing(tmp_path)
-    result = invoke("ablate", "--recipe", "recipes/demo.yaml", "--proposer", "paraphrase", "--seeds", "0",
-                    "--out", project, "--print-commands")
+    result = invoke(
+        "ablate",
+        "--recipe",
+        "recipes/demo.yaml",
+        "--proposer",
+        "paraphrase",
+        "--seeds",
+        "0",
+        "--out",
+        project,
+        "--print-commands",
+    )
     assert_one_line_error(result, f"{project} already holds files but no plan.json")
     assert listing(tmp_path) == before
     cut = tmp_path / "cut"  # a planning cut short (its lock beside its recipes/) is still cleared and planned anew
     (cut / "recipes").mkdir(parents=True)
     (cut / "recipes" / "stale.yaml").write_text("from the planning cut short")
     (cut / ".lock").touch()
-    result = invoke("ablate", "--recipe", "recipes/demo.yaml", "--proposer", "paraphrase", "--seeds", "0",
-                    "--out", cut, "--print-commands")
+    result = invoke(
+        "ablate",
+        "--recipe",
+        "recipes/demo.yaml",
+        "--proposer",
+        "paraphrase",
+        "--seeds",
+        "0",
+        "--out",
+        cut,
+        "--print-commands",
+    )
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (cut / "recipes").iterdir()) == ["demo.yaml", "proposer-paraphrase.yaml"]
 

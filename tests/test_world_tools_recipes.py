@@ -42,22 +42,36 @@ def test_every_test_question_s_prompt_fits_without_cutting_the_instruction(repo_
 
     recipe = load_recipe(repo_root / f"recipes/world-tools/{name}.yaml")
     tokenizer = load_tokenizer(replace(recipe.model, name_or_path="smollm2-135m-instruct"))
-    engine = RolloutEngine(None, None, tokenizer, recipe.rollout, chat=uses_chat_template(
-        tokenizer, recipe.model.chat_template), tools=recipe_tools(recipe, None), protocol=recipe.agent.protocol)
-    questions = [q for split in ("train", "test") for q in load_benchmark(WORLD, split, world_dir=repo_root
-                                                                          / recipe.data.world_dir)]
+    engine = RolloutEngine(
+        None,
+        None,
+        tokenizer,
+        recipe.rollout,
+        chat=uses_chat_template(tokenizer, recipe.model.chat_template),
+        tools=recipe_tools(recipe, None),
+        protocol=recipe.agent.protocol,
+    )
+    questions = [
+        q
+        for split in ("train", "test")
+        for q in load_benchmark(WORLD, split, world_dir=repo_root / recipe.data.world_dir)
+    ]
     longest = max(len(engine.prompt_ids(recipe.population.instructions[0], q.question)) for q in questions)
     assert longest <= recipe.rollout.max_prompt_tokens
 
 
-@pytest.mark.parametrize("adapter, readme", [("smollm2-135m-world", "README.md"),
-                                             ("smollm2-135m-world-tools", "smollm2-135m-world-tools/README.md")])
+@pytest.mark.parametrize(
+    "adapter, readme",
+    [("smollm2-135m-world", "README.md"), ("smollm2-135m-world-tools", "smollm2-135m-world-tools/README.md")],
+)
 def test_each_shipped_warm_start_is_the_file_its_readme_names(repo_root, adapter, readme):
     """The checksum bench/warm_start_adapter.py and bench/tools_warm_start.py wrote beside the adapter they exported."""
     import hashlib
     import re
 
     weights = (repo_root / "data/warm-start" / adapter / "adapter_model.safetensors").read_bytes()
-    named = re.search(r"SHA-256 of `adapter_model.safetensors` \(bf16\): `([0-9a-f]{64})`",
-                      (repo_root / "data/warm-start" / readme).read_text())
+    named = re.search(
+        r"SHA-256 of `adapter_model.safetensors` \(bf16\): `([0-9a-f]{64})`",
+        (repo_root / "data/warm-start" / readme).read_text(),
+    )
     assert named is not None and hashlib.sha256(weights).hexdigest() == named.group(1)

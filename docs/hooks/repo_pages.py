@@ -35,7 +35,7 @@ def rewrite_links(markdown: str, source: str, docs_dir: Path, *, everything: boo
     """`markdown`, read from the repository file `source` (`bench/README.md`, `docs/training.md`), with its links
     fit for the site: those to the files in PAGES always; with `everything` (a file made a page here) also those
     to docs pages and, as text, to other repository files. `docs`: the docs directory as a repository path."""
-    page = PAGES.get(source) or source[len(docs):]
+    page = PAGES.get(source) or source[len(docs) :]
     here = posixpath.dirname(page) or "."
 
     def link(match: re.Match) -> str:
@@ -46,8 +46,8 @@ def rewrite_links(markdown: str, source: str, docs_dir: Path, *, everything: boo
         repo_path = posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
         if repo_path in PAGES:
             uri = PAGES[repo_path]
-        elif everything and repo_path.startswith(docs) and (docs_dir / repo_path[len(docs):]).is_file():
-            uri = repo_path[len(docs):]
+        elif everything and repo_path.startswith(docs) and (docs_dir / repo_path[len(docs) :]).is_file():
+            uri = repo_path[len(docs) :]
         elif everything:
             shown = repo_path + ("/" if path.endswith("/") else "")
             return f"{text} (`{shown}`)" if text else f"`{shown}`"
@@ -68,7 +68,7 @@ def rewrite_links(markdown: str, source: str, docs_dir: Path, *, everything: boo
 
     out, last = [], 0
     for block in FENCE.finditer(markdown):
-        out += [prose(markdown[last:block.start()]), block[0]]
+        out += [prose(markdown[last : block.start()]), block[0]]
         last = block.end()
     return "".join([*out, prose(markdown[last:])])
 

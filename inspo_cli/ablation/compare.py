@@ -44,8 +44,8 @@ with 3-10 seeds (3-16% false positives), this estimator 92-96% (4.5-7%); tests/t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -73,8 +73,8 @@ def _satterthwaite(terms: Sequence[Term]) -> tuple[float, float]:
     """(variance, Welch-Satterthwaite degrees of freedom) of a sum of mean-square terms. A subtracted term can push
     the approximation below the fewest degrees of freedom of the terms that add; it is kept at least there."""
     variance = sum(t.value for t in terms)
-    denominator = sum(t.value ** 2 / t.df for t in terms if t.df > 0)
-    df = variance ** 2 / denominator if denominator > 0 else math.inf
+    denominator = sum(t.value**2 / t.df for t in terms if t.df > 0)
+    df = variance**2 / denominator if denominator > 0 else math.inf
     return variance, max(df, min((t.df for t in terms if t.value > 0), default=1.0), 1.0)
 
 
@@ -111,8 +111,16 @@ class Estimate:
         return None if self.se is None else min(self.mean + self.half_width, self.bounds[1])
 
     def as_dict(self) -> dict:
-        return {"mean": self.mean, "ci95": self.half_width, "low": self.low, "high": self.high, "se": self.se,
-                "df": self.df, "n": self.n_seeds, "questions": self.n_questions}
+        return {
+            "mean": self.mean,
+            "ci95": self.half_width,
+            "low": self.low,
+            "high": self.high,
+            "se": self.se,
+            "df": self.df,
+            "n": self.n_seeds,
+            "questions": self.n_questions,
+        }
 
 
 @dataclass
@@ -199,11 +207,20 @@ class Comparison(Estimate):
         return low
 
     def as_dict(self) -> dict:
-        return {**super().as_dict(), "diff": self.mean, "p": self.p, "paired_seeds": self.paired_seeds,
-                "paired_questions": self.paired_questions, "unpaired_questions": list(self.unpaired_questions),
-                "pairing": self.pairing, "seeds": list(self.seeds),
-                "seed_unit_variance": self.seed_unit, "question_variance": self.question_part,
-                "detectable": self.detectable(), "notes": list(self.notes)}
+        return {
+            **super().as_dict(),
+            "diff": self.mean,
+            "p": self.p,
+            "paired_seeds": self.paired_seeds,
+            "paired_questions": self.paired_questions,
+            "unpaired_questions": list(self.unpaired_questions),
+            "pairing": self.pairing,
+            "seeds": list(self.seeds),
+            "seed_unit_variance": self.seed_unit,
+            "question_variance": self.question_part,
+            "detectable": self.detectable(),
+            "notes": list(self.notes),
+        }
 
 
 def _benchmarks(runs: Sequence[RunScores], benchmark: str | None) -> list[str]:
@@ -264,7 +281,7 @@ class _Parts:
     def residual(self, table: np.ndarray) -> float:
         """A table's residual as a part of the variance of the estimate: sigma_e^2 / (S Q k^2)."""
         s, q = table.shape
-        return _residual_ms(table) / (s * q) / self.k ** 2
+        return _residual_ms(table) / (s * q) / self.k**2
 
     def combine(self) -> tuple[float, float, float, float]:
         """(variance, degrees of freedom, variance of one seed, variance more seeds do not reduce): the seed
@@ -278,7 +295,7 @@ class _Parts:
         terms, residuals, irreducible = list(seed_terms), [], 0.0
         for question_means, tables in self.questions:
             q = len(question_means)
-            between = float(np.var(question_means, ddof=1)) / q / self.k ** 2
+            between = float(np.var(question_means, ddof=1)) / q / self.k**2
             subtracted = [Term(-self.residual(t), (t.shape[0] - 1) * (q - 1)) for t in tables]
             terms += [Term(between, q - 1), *subtracted]
             residuals += [Term(-t.value, t.df) for t in subtracted]
@@ -310,8 +327,9 @@ def estimate(runs: Sequence[RunScores], benchmark: str | None = AVERAGE) -> Esti
     return Estimate(float(means.mean()), math.sqrt(variance), df, len(runs), n_questions)
 
 
-def compare(variant: Sequence[RunScores], reference: Sequence[RunScores],
-            benchmark: str | None = AVERAGE) -> Comparison:
+def compare(
+    variant: Sequence[RunScores], reference: Sequence[RunScores], benchmark: str | None = AVERAGE
+) -> Comparison:
     """`variant` - `reference` on `benchmark` (default: the average over the benchmarks of each; both must have the
     same ones, else the difference would not be that of their averages): always `estimate(variant).mean -
     estimate(reference).mean`. Paired by seed when both ran the same seeds, by question on a benchmark where all
@@ -321,8 +339,10 @@ def compare(variant: Sequence[RunScores], reference: Sequence[RunScores],
     if not variant or not reference or not benchmarks:
         raise ValueError(f"the two variants share no benchmark{f' (no run on {benchmark!r})' if benchmark else ''}")
     if set(benchmarks) != set(other):
-        raise ValueError(f"the variant's average is over {', '.join(benchmarks)}, the reference's over "
-                         f"{', '.join(other)}: their difference is not a difference of averages")
+        raise ValueError(
+            f"the variant's average is over {', '.join(benchmarks)}, the reference's over "
+            f"{', '.join(other)}: their difference is not a difference of averages"
+        )
     seeds = (len(variant), len(reference))
     mean_v = np.array([_run_mean(r, benchmarks) for r in variant])
     mean_r = np.array([_run_mean(r, benchmarks) for r in reference])
@@ -351,9 +371,18 @@ def compare(variant: Sequence[RunScores], reference: Sequence[RunScores],
             questions += [(t_v.mean(axis=0), [t_v]), (t_r.mean(axis=0), [t_r])]
     if unpaired:
         notes.append(f"questions not paired on {', '.join(unpaired)}: the variants answered different questions")
-    result = Comparison(diff, None, None, min(seeds), min(counts) if counts else None, paired_seeds=paired_seeds,
-                        paired_questions=bool(counts) and not unpaired and len(counts) == len(benchmarks),
-                        seeds=seeds, notes=notes, unpaired_questions=unpaired)
+    result = Comparison(
+        diff,
+        None,
+        None,
+        min(seeds),
+        min(counts) if counts else None,
+        paired_seeds=paired_seeds,
+        paired_questions=bool(counts) and not unpaired and len(counts) == len(benchmarks),
+        seeds=seeds,
+        notes=notes,
+        unpaired_questions=unpaired,
+    )
     if min(seeds) < 2:
         result.notes.append("one seed: no interval (seed variance cannot be estimated)")
         return result

@@ -17,7 +17,7 @@ is App. C's: the wall time spent evolving instructions over the run's wall time.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.runs import RunDir
 
@@ -42,21 +42,32 @@ def run_cost(run: RunDir) -> dict:
     optimizer = overhead.get("optimizer") or {}
     # no population, or one that never evolved (no optimizer was ever asked): nothing spent on the optimizer
     idle = bool(summary) and (not overhead or never_evolved(overhead))
-    cost: dict = {"device": device, "processes": processes, "hours": hours,
-                  "gpu_hours": hours if hours is not None and str(device).startswith("cuda") else None,
-                  "optimizer_calls": optimizer.get("calls", 0 if idle else None),
-                  "tokens": optimizer.get("total_tokens", 0 if idle else None),
-                  "cost_usd": 0.0 if idle else None,
-                  "evolution_share": overhead.get("share_of_wall_time", 0.0 if idle else None)}
-    records = [file for file in [run.optimizer_calls_file, *(run.path / s["dir"] / RunDir.OPTIMIZER_CALLS
-                                                              for s in summary.get("stages") or [])]
-               if file.is_file()]  # a chained run's calls are its evolve stage's
+    cost: dict = {
+        "device": device,
+        "processes": processes,
+        "hours": hours,
+        "gpu_hours": hours if hours is not None and str(device).startswith("cuda") else None,
+        "optimizer_calls": optimizer.get("calls", 0 if idle else None),
+        "tokens": optimizer.get("total_tokens", 0 if idle else None),
+        "cost_usd": 0.0 if idle else None,
+        "evolution_share": overhead.get("share_of_wall_time", 0.0 if idle else None),
+    }
+    records = [
+        file
+        for file in [
+            run.optimizer_calls_file,
+            *(run.path / s["dir"] / RunDir.OPTIMIZER_CALLS for s in summary.get("stages") or []),
+        ]
+        if file.is_file()
+    ]  # a chained run's calls are its evolve stage's
     if records:
         totals = [summarize_record(file) for file in records]
         prices = [t["cost_usd"] for t in totals]
-        cost.update(optimizer_calls=sum(t["answered_calls"] for t in totals),
-                    tokens=sum(t["total_tokens"] for t in totals),
-                    cost_usd=None if None in prices else sum(prices))
+        cost.update(
+            optimizer_calls=sum(t["answered_calls"] for t in totals),
+            tokens=sum(t["total_tokens"] for t in totals),
+            cost_usd=None if None in prices else sum(prices),
+        )
     return cost
 
 
@@ -77,7 +88,7 @@ def hours_label(cost: dict) -> str:
 
 
 def cost_sentence(variant: dict, reference: dict) -> str | None:
-    """"for +3% GPU-hours and $12.00 more of optimizer calls": what the variant's difference cost per run against the
+    """ "for +3% GPU-hours and $12.00 more of optimizer calls": what the variant's difference cost per run against the
     reference (means over seeds), or None when neither can be told."""
     parts = []
     if variant["hours"] is not None and reference["hours"]:
@@ -86,28 +97,41 @@ def cost_sentence(variant: dict, reference: dict) -> str | None:
         more = variant["cost_usd"] - reference["cost_usd"]
         parts.append(f"${abs(more):,.2f} {'more' if more >= 0 else 'less'} of optimizer calls per run")
     elif variant["optimizer_calls"] is not None and variant["tokens"] is not None:
-        parts.append(f"{variant['optimizer_calls']:.0f} optimizer calls and {variant['tokens']:,.0f} tokens per run "
-                     "(price unknown)")
+        parts.append(
+            f"{variant['optimizer_calls']:.0f} optimizer calls and {variant['tokens']:,.0f} tokens per run "
+            "(price unknown)"
+        )
     return "for " + " and ".join(parts) if parts else None
 
 
 def cost_cells(cost: dict) -> list[str]:
     """A variant's cost as table cells: hours, optimizer calls, tokens, dollars, evolution share."""
+
     def number(value, form: str) -> str:
         return "-" if value is None else format(value, form)
 
-    return [number(cost["hours"], ".3f") + (f" ({hours_label(cost)})" if cost["hours"] is not None else ""),
-            number(cost["optimizer_calls"], ".1f"), number(cost["tokens"], ",.0f"),
-            "-" if cost["cost_usd"] is None else f"${cost['cost_usd']:,.2f}",
-            "-" if cost["evolution_share"] is None else f"{cost['evolution_share'] * 100:.1f}%"]
+    return [
+        number(cost["hours"], ".3f") + (f" ({hours_label(cost)})" if cost["hours"] is not None else ""),
+        number(cost["optimizer_calls"], ".1f"),
+        number(cost["tokens"], ",.0f"),
+        "-" if cost["cost_usd"] is None else f"${cost['cost_usd']:,.2f}",
+        "-" if cost["evolution_share"] is None else f"{cost['evolution_share'] * 100:.1f}%",
+    ]
 
 
-COST_HEADER = ["variant", "runs", "hours per run", "optimizer calls", "optimizer tokens", "optimizer $",
-               "evolution share of wall"]
+COST_HEADER = [
+    "variant",
+    "runs",
+    "hours per run",
+    "optimizer calls",
+    "optimizer tokens",
+    "optimizer $",
+    "evolution share of wall",
+]
 
 
 def cost_line(variant: str, reference: str, difference: dict | None, cost: dict, reference_cost: dict) -> str:
-    """"inspo vs search-r1: +0.040 EM [+0.010, +0.070] for +3% GPU-hours and $12.00 more of optimizer calls per
+    """ "inspo vs search-r1: +0.040 EM [+0.010, +0.070] for +3% GPU-hours and $12.00 more of optimizer calls per
     run": a comparison on the average with what it cost."""
     from inspo_cli.ablation.formatting import p_text, signed
 
@@ -117,8 +141,10 @@ def cost_line(variant: str, reference: str, difference: dict | None, cost: dict,
     elif difference.get("p") is None:
         em = f"{signed(difference['diff'])} EM"
     else:
-        em = (f"{signed(difference['diff'])} EM [{signed(difference['low'])}, {signed(difference['high'])}], "
-              f"{p_text(difference['p'])},")
+        em = (
+            f"{signed(difference['diff'])} EM [{signed(difference['low'])}, {signed(difference['high'])}], "
+            f"{p_text(difference['p'])},"
+        )
     return f"{variant} vs {reference}: {em}" + (f" {what}" if what else " (cost unknown)")
 
 
@@ -127,12 +153,17 @@ def cost_section(table: dict) -> list[str]:
     rows = [row for row in table["rows"] if row.get("cost")]
     if not rows:
         return []
-    lines = ["## What each variant cost", "",
-             "Per run, mean over the seeds with a result: hours = wall time x processes (GPU-hours on CUDA; CPU "
-             "process-hours on a CPU); the optimizer's calls, tokens and dollars from the run's record "
-             "(optimizer_calls.jsonl; - where a price is unknown); the evolution share is App. C's share of the wall "
-             "time spent evolving instructions.", "",
-             "| " + " | ".join(COST_HEADER) + " |", "|" + "---|" * len(COST_HEADER)]
+    lines = [
+        "## What each variant cost",
+        "",
+        "Per run, mean over the seeds with a result: hours = wall time x processes (GPU-hours on CUDA; CPU "
+        "process-hours on a CPU); the optimizer's calls, tokens and dollars from the run's record "
+        "(optimizer_calls.jsonl; - where a price is unknown); the evolution share is App. C's share of the wall "
+        "time spent evolving instructions.",
+        "",
+        "| " + " | ".join(COST_HEADER) + " |",
+        "|" + "---|" * len(COST_HEADER),
+    ]
     for row in rows:
         lines.append("| " + " | ".join([row["variant"], str(row["cost"]["runs"]), *cost_cells(row["cost"])]) + " |")
     sentences = [c["cost_line"] for c in table["comparisons"] if c.get("cost_line")]

@@ -43,9 +43,9 @@ import json
 import os
 import shutil
 import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from inspo_cli.ablation.compare import RunScores
 from inspo_cli.ablation.results import METHOD, RunResult, read_scores
@@ -57,9 +57,15 @@ CELLS_DIR = "decomposition"  # in each run directory
 CELL_FILE = "cell.json"
 WEIGHTS = ("initial", "trained", "static")
 INSTRUCTIONS = ("seed", "evolved")
-CELL_TEXT = {("initial", "seed"): "initial · S", ("initial", "evolved"): "initial · I*",
-             ("trained", "seed"): "trained · S", ("trained", "evolved"): "trained · I*",
-             ("static", "seed"): "static · S", ("static", "evolved"): "static · I*"}
+CELL_TEXT = {
+    ("initial", "seed"): "initial · S",
+    ("initial", "evolved"): "initial · I*",
+    ("trained", "seed"): "trained · S",
+    ("trained", "evolved"): "trained · I*",
+    ("static", "seed"): "static · S",
+    ("static", "evolved"): "static · I*",
+}
+
 
 @dataclass
 class CellSpec:
@@ -108,11 +114,20 @@ class SeedCells:
 
 def _key(model: str, instruction: str, recipe, seed: int) -> str:
     e = recipe.evaluation
-    settings = {"model": model, "instruction": instruction, "benchmarks": list(e.benchmarks), "split": e.split,
-                "limit": e.limit, "temperature": e.temperature, "rollout": _fields(recipe.rollout),
-                "retriever": _fields(recipe.retriever), "chat_template": recipe.model.chat_template,
-                "dtype": recipe.model.dtype, "backend": recipe.model.backend,
-                "seed": seed if e.temperature > 0 else None}  # a greedy evaluation does not depend on the seed
+    settings = {
+        "model": model,
+        "instruction": instruction,
+        "benchmarks": list(e.benchmarks),
+        "split": e.split,
+        "limit": e.limit,
+        "temperature": e.temperature,
+        "rollout": _fields(recipe.rollout),
+        "retriever": _fields(recipe.retriever),
+        "chat_template": recipe.model.chat_template,
+        "dtype": recipe.model.dtype,
+        "backend": recipe.model.backend,
+        "seed": seed if e.temperature > 0 else None,
+    }  # a greedy evaluation does not depend on the seed
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -134,8 +149,10 @@ def _instruction_of(result: RunResult) -> str:
     info = read_results(result.file, "evaluate the run again") if result.file else {}
     text = info.get("instruction")
     if not isinstance(text, str) or not text:
-        raise InspoError(f"{result.file}: names no instruction, so I* is unknown; evaluate the run again with "
-                         "`inspo ablate` or `inspo evaluate --run`")
+        raise InspoError(
+            f"{result.file}: names no instruction, so I* is unknown; evaluate the run again with "
+            "`inspo ablate` or `inspo evaluate --run`"
+        )
     return text
 
 
@@ -147,17 +164,22 @@ def _policy(run: RunDir, result: RunResult, recipe) -> str:
 
     if result.step == result.last_step:
         if not run.has_final_model():
-            raise InspoError(f"run {run} has no final model ({run.relative(run.final_dir)}), so its policy cannot be "
-                             "evaluated with another instruction; copy it back, or leave the run out of --decompose")
+            raise InspoError(
+                f"run {run} has no final model ({run.relative(run.final_dir)}), so its policy cannot be "
+                "evaluated with another instruction; copy it back, or leave the run out of --decompose"
+            )
         return f"{run.path.name}@final"
     if result.step not in checkpoint_steps(run, recipe):
-        raise InspoError(f"run {run} kept no checkpoint at step {result.step}, the step Table 1 reports; copy it "
-                         "back, or report --checkpoint final")
+        raise InspoError(
+            f"run {run} kept no checkpoint at step {result.step}, the step Table 1 reports; copy it "
+            "back, or report --checkpoint final"
+        )
     return f"{run.path.name}@{result.step}"
 
 
-def plan_cells(inspo: Sequence[tuple[RunDir, RunResult]],
-               static: Sequence[tuple[RunDir, RunResult]] = ()) -> list[SeedCells]:
+def plan_cells(
+    inspo: Sequence[tuple[RunDir, RunResult]], static: Sequence[tuple[RunDir, RunResult]] = ()
+) -> list[SeedCells]:
     """Per seed of the INSPO variant (runs with a result), in seed order, the six cells, each to be evaluated; the
     static cells only for seeds the static variant ran too (paired by seed)."""
     from inspo_cli.instructions.initial import initial_instructions
@@ -172,8 +194,9 @@ def plan_cells(inspo: Sequence[tuple[RunDir, RunResult]],
 
         def cell(weights, instruction, where, where_recipe, model, text):
             identity = _model_identity(model) if weights == "initial" else model
-            plan.cells[(weights, instruction)] = CellSpec(weights, instruction, where, model, text,
-                                                          _key(identity, text, where_recipe, result.seed))
+            plan.cells[(weights, instruction)] = CellSpec(
+                weights, instruction, where, model, text, _key(identity, text, where_recipe, result.seed)
+            )
 
         initial, trained = recipe.model.name_or_path, _policy(run, result, recipe)
         cell("initial", "seed", run, recipe, initial, seed_text)
@@ -210,9 +233,12 @@ def _shared(spec: CellSpec) -> str | None:
     return spec.key if spec.weights == "initial" else None
 
 
-def evaluate_cells(plans: Sequence[SeedCells], device: str | None = None,
-                   on_cell: Callable[[CellSpec, str], None] = lambda spec, how: None,
-                   on_batch: Callable[[int], None] = lambda n: None) -> int:
+def evaluate_cells(
+    plans: Sequence[SeedCells],
+    device: str | None = None,
+    on_cell: Callable[[CellSpec, str], None] = lambda spec, how: None,
+    on_batch: Callable[[int], None] = lambda n: None,
+) -> int:
     """Evaluate every cell not cached yet (copying one another run holds); the number evaluated. `on_cell(spec,
     how)` is told before each ("evaluating", "copying")."""
     done: dict[str, Path] = {}
@@ -275,12 +301,28 @@ def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None
     questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
     building = _building(spec.directory)
     building.mkdir(parents=True)
-    run_evaluation(recipe, [METHOD], questions, spec.text, building,
-                   {"decomposition_cell": spec.name, "key": spec.key}, device=device, seed=recipe.run.seed,
-                   on_batch=on_batch)
-    atomic_write_json(building / CELL_FILE, {"cell": spec.name, "weights": spec.weights,
-                                             "instruction": spec.instruction, "model": spec.model,
-                                             "instruction_text": spec.text, "key": spec.key})
+    run_evaluation(
+        recipe,
+        [METHOD],
+        questions,
+        spec.text,
+        building,
+        {"decomposition_cell": spec.name, "key": spec.key},
+        device=device,
+        seed=recipe.run.seed,
+        on_batch=on_batch,
+    )
+    atomic_write_json(
+        building / CELL_FILE,
+        {
+            "cell": spec.name,
+            "weights": spec.weights,
+            "instruction": spec.instruction,
+            "model": spec.model,
+            "instruction_text": spec.text,
+            "key": spec.key,
+        },
+    )
     _publish(building, spec.directory)
 
 
@@ -315,8 +357,9 @@ class Variant:
     runs: list[tuple[RunDir, RunResult]]
 
 
-def choose(variants: Sequence[Variant], which: Sequence[str] | None = None,
-           static: str | None = None) -> list[tuple[Variant, Variant | None]]:
+def choose(
+    variants: Sequence[Variant], which: Sequence[str] | None = None, static: str | None = None
+) -> list[tuple[Variant, Variant | None]]:
     """(variant to decompose, the static variant it is set beside) pairs: `which` names variants with an instruction
     population (None: every one), `static` the static baseline (None: the first static variant)."""
     names = {v.name: v for v in variants}
@@ -328,11 +371,15 @@ def choose(variants: Sequence[Variant], which: Sequence[str] | None = None,
         chosen = []
         for name in which:
             if name not in names:
-                raise InspoError(f"--decompose {name!r}: no such variant; choose from "
-                                 f"{', '.join(v.name for v in evolving) or '(none with a population)'}")
+                raise InspoError(
+                    f"--decompose {name!r}: no such variant; choose from "
+                    f"{', '.join(v.name for v in evolving) or '(none with a population)'}"
+                )
             if names[name].static:
-                raise InspoError(f"--decompose {name!r}: it trains with one fixed instruction, so it has no evolved "
-                                 f"instruction to take apart; choose from {', '.join(v.name for v in evolving)}")
+                raise InspoError(
+                    f"--decompose {name!r}: it trains with one fixed instruction, so it has no evolved "
+                    f"instruction to take apart; choose from {', '.join(v.name for v in evolving)}"
+                )
             chosen.append(names[name])
     if static is not None and static in names and not names[static].static:
         static = None  # a reference with a population is no static baseline: fall back to the first static one

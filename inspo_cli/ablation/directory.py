@@ -1,22 +1,22 @@
 """An ablation's directory: the one owner of its layout.
 
-    plan.json            the plan (variants, seeds, runs); a re-run must plan the same, and then continues
-    recipes/<variant>.yaml   each variant's resolved recipe (what `--print-commands` hands to `inspo train`)
-    runs/<variant>-s<seed>/  one run directory per run (`RunDir`)
-    failures.json        runs that failed in their last attempt, with the error; cleared when they finish
-    jobs.json            per run, the job it was last started as (a SLURM array task, or
-                         local:<host>:<pid>:<start time>) and how often SLURM requeued it; what `--status` and
-                         re-submitting read
-    .lock                the ablation's lock: planning, failures.json and jobs.json are changed under it; a
-                         `recipes/` folder without it beside it is the user's, never taken for a cut-short planning
-    .recipes.partial/, .recipes.old/   recipes being written, and those a --replan replaces (removed under the lock)
-    slurm/               with --scheduler slurm: submitit's folder (each task's stdout and stderr)
-    ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average with 95% intervals,
-                         and every variant against the reference (Δ, interval, p-value, power)
+plan.json            the plan (variants, seeds, runs); a re-run must plan the same, and then continues
+recipes/<variant>.yaml   each variant's resolved recipe (what `--print-commands` hands to `inspo train`)
+runs/<variant>-s<seed>/  one run directory per run (`RunDir`)
+failures.json        runs that failed in their last attempt, with the error; cleared when they finish
+jobs.json            per run, the job it was last started as (a SLURM array task, or
+                     local:<host>:<pid>:<start time>) and how often SLURM requeued it; what `--status` and
+                     re-submitting read
+.lock                the ablation's lock: planning, failures.json and jobs.json are changed under it; a
+                     `recipes/` folder without it beside it is the user's, never taken for a cut-short planning
+.recipes.partial/, .recipes.old/   recipes being written, and those a --replan replaces (removed under the lock)
+slurm/               with --scheduler slurm: submitit's folder (each task's stdout and stderr)
+ablation.md/.json/.csv   the table: one row per variant, EM per benchmark and the average with 95% intervals,
+                     and every variant against the reference (Δ, interval, p-value, power)
 
-    ablation = AblationDir.start("runs/ablations/inspo-fig3", plan)   # new, or the same plan again
-    ablation = AblationDir.open("runs/ablations/inspo-fig3")          # an existing one (--collect)
-    ablation.status(run)      # "finished" | "partial" | "absent"
+ablation = AblationDir.start("runs/ablations/inspo-fig3", plan)   # new, or the same plan again
+ablation = AblationDir.open("runs/ablations/inspo-fig3")          # an existing one (--collect)
+ablation.status(run)      # "finished" | "partial" | "absent"
 """
 
 from __future__ import annotations
@@ -95,25 +95,34 @@ class AblationDir:
     def _continue(self, changed: str | None) -> None:
         existing = self.open(self.path)
         if not existing.plan.same_as(self.plan):
-            raise InspoError(f"{self.path} holds another ablation (its {self.PLAN} plans other variants or seeds); "
-                             "pass --out NEW_DIR, or the same arguments as before to continue it")
+            raise InspoError(
+                f"{self.path} holds another ablation (its {self.PLAN} plans other variants or seeds); "
+                "pass --out NEW_DIR, or the same arguments as before to continue it"
+            )
         change = self._recipe_change()
         started = [r.name for r in self.plan.runs() if self.run_dir(r).path.exists()]
         if change is not None and changed == "keep":
-            self.notice = (f"going on with the recipes planned in {self.recipes_dir}, although variant {change[0]}'s "
-                           f"differs now ({change[1]})")
+            self.notice = (
+                f"going on with the recipes planned in {self.recipes_dir}, although variant {change[0]}'s "
+                f"differs now ({change[1]})"
+            )
         elif change is not None and changed == "replan" and not started:
             self.write_plan()
             self.notice = f"re-planned {self.path} with the current recipes (variant {change[0]}: {change[1]})"
             return
         elif change is not None:
             runs = len(self.plan.runs())
-            options = (f"{len(started)} of {runs} runs started with the planned recipes, so --replan would mix them; "
-                       "pass --keep-planned to go on with the planned ones" if started else
-                       "no run has started: pass --replan to plan it again with the current recipes, or "
-                       "--keep-planned to go on with the planned ones")
-            raise InspoError(f"{self.path} was planned with other recipes: variant {change[0]}'s {change[1]}; "
-                             f"{options}, or --out NEW_DIR for a new ablation")
+            options = (
+                f"{len(started)} of {runs} runs started with the planned recipes, so --replan would mix them; "
+                "pass --keep-planned to go on with the planned ones"
+                if started
+                else "no run has started: pass --replan to plan it again with the current recipes, or "
+                "--keep-planned to go on with the planned ones"
+            )
+            raise InspoError(
+                f"{self.path} was planned with other recipes: variant {change[0]}'s {change[1]}; "
+                f"{options}, or --out NEW_DIR for a new ablation"
+            )
         atomic_write_json(self.path / self.PLAN, self.plan.as_dict())  # the same runs; descriptions as planned now
 
     def _recipe_change(self) -> tuple[str, str] | None:
@@ -141,10 +150,19 @@ class AblationDir:
         if (problem := not_a_directory(path, "ablation directory")) is not None:
             raise InspoError(problem)
         if not file.is_file():
-            raise InspoError(f"{path} is not an ablation directory (no {cls.PLAN}); pass the --out of an "
-                             "`inspo ablate` run")
-        return cls(path, Plan.from_dict(read_json(file, Plan.SHAPE, "copy it again, or plan anew into a new --out "
-                                                                   "(the runs' own directories stay usable)")))
+            raise InspoError(
+                f"{path} is not an ablation directory (no {cls.PLAN}); pass the --out of an `inspo ablate` run"
+            )
+        return cls(
+            path,
+            Plan.from_dict(
+                read_json(
+                    file,
+                    Plan.SHAPE,
+                    "copy it again, or plan anew into a new --out (the runs' own directories stay usable)",
+                )
+            ),
+        )
 
     def write_plan(self) -> None:
         """Every variant's resolved recipe, then plan.json (before any run starts). The recipes are written into a
@@ -251,4 +269,5 @@ def _difference(planned, now, key: str = "") -> str:
     def show(value) -> str:
         text = repr(value)
         return text if len(text) <= 60 else text[:60] + "..."
+
     return f"{key or 'recipe'} is {show(now)} now, {show(planned)} planned"

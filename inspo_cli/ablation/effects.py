@@ -17,13 +17,19 @@ shares add up to the total and do not depend on an order.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.ablation.compare import Comparison, RunScores, compare, estimate
 from inspo_cli.ablation.decompose import CELL_TEXT, WEIGHTS, SeedCells, read_cells
 
-TI, TS, II, IS, SI, SS = (("trained", "evolved"), ("trained", "seed"), ("initial", "evolved"), ("initial", "seed"),
-                          ("static", "evolved"), ("static", "seed"))
+TI, TS, II, IS, SI, SS = (
+    ("trained", "evolved"),
+    ("trained", "seed"),
+    ("initial", "evolved"),
+    ("initial", "seed"),
+    ("static", "evolved"),
+    ("static", "seed"),
+)
 # (name, what it is, {cell: weight}): each effect is the weighted sum of the cells, per seed and question
 EFFECTS = (
     ("instruction | trained", "I* − S on the trained policy", {TI: 1, TS: -1}),
@@ -34,10 +40,16 @@ EFFECTS = (
     ("I* on static", "I* − S on the static baseline's policy", {SI: 1, SS: -1}),
     ("weights vs static | S", "trained·S − static·S: the two trainings' weights, both with S", {TS: 1, SS: -1}),
     ("total vs static", "trained·I* − static·S: Table 1's difference, evaluated again", {TI: 1, SS: -1}),
-    ("instruction share", "½(trained·I* − trained·S) + ½(static·I* − static·S): I*'s part of the total, "
-     "either order", {TI: 0.5, TS: -0.5, SI: 0.5, SS: -0.5}),
-    ("weights share", "½(trained·S − static·S) + ½(trained·I* − static·I*): the weights' part of the total, "
-     "either order", {TS: 0.5, SS: -0.5, TI: 0.5, SI: -0.5}),
+    (
+        "instruction share",
+        "½(trained·I* − trained·S) + ½(static·I* − static·S): I*'s part of the total, either order",
+        {TI: 0.5, TS: -0.5, SI: 0.5, SS: -0.5},
+    ),
+    (
+        "weights share",
+        "½(trained·S − static·S) + ½(trained·I* − static·I*): the weights' part of the total, either order",
+        {TS: 0.5, SS: -0.5, TI: 0.5, SI: -0.5},
+    ),
 )
 
 
@@ -65,9 +77,14 @@ def _combined(plan: SeedCells, terms: dict) -> RunScores | None:
 
 def _zero(runs: list[RunScores]) -> list[RunScores]:
     """Runs that score 0 everywhere on the same questions: what an effect is tested against."""
-    return [RunScores(r.seed, dict.fromkeys(r.em, 0.0),
-                      None if r.questions is None else {b: dict.fromkeys(q, 0.0) for b, q in r.questions.items()})
-            for r in runs]
+    return [
+        RunScores(
+            r.seed,
+            dict.fromkeys(r.em, 0.0),
+            None if r.questions is None else {b: dict.fromkeys(q, 0.0) for b, q in r.questions.items()},
+        )
+        for r in runs
+    ]
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -102,11 +119,27 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
     tested = [e for e in effects if e.get("p") is not None]
     for effect, adjusted in zip(tested, holm([float(e["p"]) for e in tested])):  # type: ignore[arg-type]
         effect["p_holm"] = adjusted
-    per_seed = [{"seed": p.seed, "run": p.run, "step": p.step, "static_run": p.static_run,
-                 "cells": {"·".join(k): (None if s.scores is None else sum(s.scores.em.values()) / len(s.scores.em))
-                           for k, s in p.cells.items()}} for p in plans]
-    return {"variant": variant, "static": static, "cells": cells, "effects": effects, "per_seed": per_seed,
-            "missing": [f"{p.run}: {s.name}" for p in plans for s in p.cells.values() if s.scores is None]}
+    per_seed = [
+        {
+            "seed": p.seed,
+            "run": p.run,
+            "step": p.step,
+            "static_run": p.static_run,
+            "cells": {
+                "·".join(k): (None if s.scores is None else sum(s.scores.em.values()) / len(s.scores.em))
+                for k, s in p.cells.items()
+            },
+        }
+        for p in plans
+    ]
+    return {
+        "variant": variant,
+        "static": static,
+        "cells": cells,
+        "effects": effects,
+        "per_seed": per_seed,
+        "missing": [f"{p.run}: {s.name}" for p in plans for s in p.cells.values() if s.scores is None],
+    }
 
 
 def markdown(d: dict, rule_text: str) -> list[str]:
@@ -114,37 +147,59 @@ def markdown(d: dict, rule_text: str) -> list[str]:
     from inspo_cli.ablation.formatting import cell, delta_cell
 
     static = d["static"]
-    labels = {"initial": "initial policy (the recipe's model)", "trained": f"trained: {d['variant']}",
-              "static": f"trained: {static} (static)"}
-    lines = [f"## Where the gain lives: {d['variant']}, instruction × weights"
-             + (f", beside {static}" if static else ""), "",
-             f"EM (average over benchmarks) at {rule_text}, all cells on the same test questions and every cell "
-             "evaluated here (none read from Table 1's evaluation, so trained · I* and static · S may differ from "
-             "Table 1 by what the two evaluations differ in): mean over seeds ± 95% interval over seeds and "
-             "questions. S: the seed instruction (the recipe's first, the static baseline's); I*: the instruction "
-             "each seed's run reports (its best).", "",
-             "| policy | with S | with I* |", "|---|---|---|"]
+    labels = {
+        "initial": "initial policy (the recipe's model)",
+        "trained": f"trained: {d['variant']}",
+        "static": f"trained: {static} (static)",
+    }
+    lines = [
+        f"## Where the gain lives: {d['variant']}, instruction × weights" + (f", beside {static}" if static else ""),
+        "",
+        f"EM (average over benchmarks) at {rule_text}, all cells on the same test questions and every cell "
+        "evaluated here (none read from Table 1's evaluation, so trained · I* and static · S may differ from "
+        "Table 1 by what the two evaluations differ in): mean over seeds ± 95% interval over seeds and "
+        "questions. S: the seed instruction (the recipe's first, the static baseline's); I*: the instruction "
+        "each seed's run reports (its best).",
+        "",
+        "| policy | with S | with I* |",
+        "|---|---|---|",
+    ]
     for weights in WEIGHTS:
         if weights == "static" and not static:
             continue
-        lines.append(f"| {labels[weights]} | {cell(d['cells'].get(f'{weights}·seed'))} | "
-                     f"{cell(d['cells'].get(f'{weights}·evolved'))} |")
+        lines.append(
+            f"| {labels[weights]} | {cell(d['cells'].get(f'{weights}·seed'))} | "
+            f"{cell(d['cells'].get(f'{weights}·evolved'))} |"
+        )
     tested = sum(1 for e in d["effects"] if e.get("p") is not None)
-    lines += ["", f"Effects: paired differences over seeds and questions, each with its own 95% interval; p two-sided "
-              f"and Holm-adjusted over the {tested} effects tested here. The two shares split the total whichever "
-              "change is made first (the mean of both orders) and add up to it.", "",
-              "| effect | difference | Δ EM [95% interval], Holm-adjusted p | seeds |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Effects: paired differences over seeds and questions, each with its own 95% interval; p two-sided "
+        f"and Holm-adjusted over the {tested} effects tested here. The two shares split the total whichever "
+        "change is made first (the mean of both orders) and add up to it.",
+        "",
+        "| effect | difference | Δ EM [95% interval], Holm-adjusted p | seeds |",
+        "|---|---|---|---|",
+    ]
     for e in d["effects"]:
         if e["n"]:
             cells = [e["effect"], e["what"]]  # "instruction | trained": a pipe would split the table's cell
             shown = delta_cell({**e, "p": e.get("p_holm", e.get("p"))})
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {shown} | {e['n']} |")
-    lines += ["", "Per seed (EM, average over benchmarks):", "",
-              "| seed | run | step | " + " | ".join(CELL_TEXT.values()) + " |", "|" + "---|" * (3 + len(CELL_TEXT))]
+    lines += [
+        "",
+        "Per seed (EM, average over benchmarks):",
+        "",
+        "| seed | run | step | " + " | ".join(CELL_TEXT.values()) + " |",
+        "|" + "---|" * (3 + len(CELL_TEXT)),
+    ]
     for p in d["per_seed"]:
         values = [p["cells"].get("·".join(k)) for k in CELL_TEXT]
-        lines.append(f"| {p['seed']} | {p['run']} | {p['step']} | "
-                     + " | ".join("-" if v is None else f"{v:.3f}" for v in values) + " |")
+        lines.append(
+            f"| {p['seed']} | {p['run']} | {p['step']} | "
+            + " | ".join("-" if v is None else f"{v:.3f}" for v in values)
+            + " |"
+        )
     if d["missing"]:
         lines += ["", "Not evaluated yet (`inspo report --decompose` evaluates them): " + "; ".join(d["missing"])]
     return lines + [""]

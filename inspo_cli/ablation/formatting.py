@@ -1,7 +1,7 @@
 """How tables write numbers: an interval as a cell, a difference with its interval and p-value.
 
-    cell({"mean": 0.3, "ci95": 0.05, "low": 0.25, "high": 0.35})      # "0.300 ± 0.050"
-    delta_cell({"diff": 0.08, "low": -0.05, "high": 0.21, "p": 0.23})   # "+0.080 [−0.050, +0.210] p = 0.23"
+cell({"mean": 0.3, "ci95": 0.05, "low": 0.25, "high": 0.35})      # "0.300 ± 0.050"
+delta_cell({"diff": 0.08, "low": -0.05, "high": 0.21, "p": 0.23})   # "+0.080 [−0.050, +0.210] p = 0.23"
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
 from inspo_cli.config.sections import MAX_RUN_NAME, PROTOCOLS, RUN_NAME
@@ -45,6 +46,7 @@ def _choices(options: dict[str, list[str]]):
         if value not in options:
             raise ValueError(f"one of {', '.join(options)}")
         return options[value]
+
     return overrides
 
 
@@ -57,6 +59,7 @@ def _number(key: str, kind: type, minimum: float):
         if number is None or number < minimum or (kind is float and number == minimum):
             raise ValueError(f"a number {'>' if kind is float else '>='} {minimum}")
         return [f"{key}={number}"]
+
     return overrides
 
 
@@ -65,8 +68,9 @@ def _tools(value: str) -> list[str]:
     names = value.split("+")
     for name in names:
         if name not in TOOLS and not is_import_path(name):
-            raise ValueError(f"tools joined by + (e.g. search+calculator), each one of {', '.join(TOOLS)} or "
-                             f"{IMPORT_PATH_HINT}")
+            raise ValueError(
+                f"tools joined by + (e.g. search+calculator), each one of {', '.join(TOOLS)} or {IMPORT_PATH_HINT}"
+            )
         try:
             TOOLS.resolve(name)
         except ValueError as error:
@@ -77,6 +81,7 @@ def _tools(value: str) -> list[str]:
 def _strategy(registry: Registry):
     """A registered name or an import path of `registry`; a proposer that combines k parents gets n_parent k (the
     paper's n_parent is 1), so its variant runs."""
+
     def overrides(value: str) -> list[str]:
         if value not in registry and not is_import_path(value):
             raise ValueError(f"one of {', '.join(registry)}, or {IMPORT_PATH_HINT}")
@@ -85,19 +90,29 @@ def _strategy(registry: Registry):
         except ValueError as error:
             raise ValueError(f"importable ({error})") from None
         return [f"{registry.key}={value}", *([f"population.n_parent={min_parents}"] if min_parents > 1 else [])]
+
     return overrides
 
 
 # axis -> (value -> its overrides). Every axis but those of AGENT_AXES varies INSPO's population, so the base must
 # have one.
 AXES = {
-    "stage": _choices({"online": ["population.stage=online"], "pre": ["population.stage=pre-rl"],
-                       "post": ["population.stage=post-rl"]}),
+    "stage": _choices(
+        {
+            "online": ["population.stage=online"],
+            "pre": ["population.stage=pre-rl"],
+            "post": ["population.stage=post-rl"],
+        }
+    ),
     "proposer": _strategy(PROPOSERS),
     "parents": _strategy(PARENTS),
-    "components": _choices({"constant": ["population.prune=false", "population.evolve_until=0"],
-                            "no-verify": ["population.prune=true", "population.verify=false"],
-                            "full": ["population.prune=true", "population.verify=true"]}),
+    "components": _choices(
+        {
+            "constant": ["population.prune=false", "population.evolve_until=0"],
+            "no-verify": ["population.prune=true", "population.verify=false"],
+            "full": ["population.prune=true", "population.verify=true"],
+        }
+    ),
     "selection": _strategy(SELECTIONS),
     "n-parent": _number("population.n_parent", int, 1),
     "temperature": _number("population.temperature", float, 0.0),
@@ -108,21 +123,34 @@ AGENT_AXES = ("tools", "protocol")  # axes of the agent, which a static-instruct
 
 # study -> its axes and values, and whether the Search-R1 reference joins
 STUDIES = {
-    "fig3": ([("stage", ["pre", "post", "online"]), ("proposer", ["reflection", "paraphrase", "history"]),
-              ("components", ["constant", "no-verify", "full"])], False),
+    "fig3": (
+        [
+            ("stage", ["pre", "post", "online"]),
+            ("proposer", ["reflection", "paraphrase", "history"]),
+            ("components", ["constant", "no-verify", "full"]),
+        ],
+        False,
+    ),
     "fig6": ([("n-parent", ["1", "2", "3"]), ("temperature", ["0.05", "0.2", "1.0"])], True),
     "table1": ([], True),
     # beyond the paper: each selection rule against the paper's configuration (the base recipe, eq. 4's softmax)
-    "selection": ([(axis, [name for name, entry in registry.items() if entry.origin == "paper"]
-                    + [name for name, entry in registry.items() if entry.beyond_paper])
-                   for axis, registry in (("selection", SELECTIONS), ("parents", PARENTS), ("proposer", PROPOSERS))],
-                  False),
+    "selection": (
+        [
+            (
+                axis,
+                [name for name, entry in registry.items() if entry.origin == "paper"]
+                + [name for name, entry in registry.items() if entry.beyond_paper],
+            )
+            for axis, registry in (("selection", SELECTIONS), ("parents", PARENTS), ("proposer", PROPOSERS))
+        ],
+        False,
+    ),
 }
 # Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
 
 _NAME = RUN_NAME
-SEED_LIMIT = 2 ** 32  # numpy and torch take seeds in [0, 2**32); run.seed is checked against the same range
+SEED_LIMIT = 2**32  # numpy and torch take seeds in [0, 2**32); run.seed is checked against the same range
 # A variant names its recipe file and its runs, `<name>-s<seed>`, whose run.name may have MAX_RUN_NAME characters
 MAX_NAME_CHARS = MAX_RUN_NAME - len(f"-s{SEED_LIMIT - 1}")
 MAX_SEEDS = 1000  # the paper's figures use 3; more is a typo (0,1000 for 0..1000), not a study
@@ -158,22 +186,37 @@ class Plan:
         return next(v for v in self.variants if v.name == name)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "seeds": list(self.seeds), "variants": [asdict(v) for v in self.variants],
-                "runs": [asdict(r) for r in self.runs()], "merged": dict(self.merged)}
+        return {
+            "name": self.name,
+            "seeds": list(self.seeds),
+            "variants": [asdict(v) for v in self.variants],
+            "runs": [asdict(r) for r in self.runs()],
+            "merged": dict(self.merged),
+        }
 
-    SHAPE = {"name": str, "seeds": [int], "variants": [{"name": str, "recipe": str, "overrides?": [str],
-                                                         "bars?": [str]}], "merged?": {str: str}}  # plan.json
+    SHAPE = {
+        "name": str,
+        "seeds": [int],
+        "variants": [{"name": str, "recipe": str, "overrides?": [str], "bars?": [str]}],
+        "merged?": {str: str},
+    }  # plan.json
 
     @classmethod
     def from_dict(cls, data: dict) -> Plan:
         fields = set(Variant.__dataclass_fields__)
-        return cls(data["name"], [Variant(**{k: v for k, v in variant.items() if k in fields})
-                                  for variant in data["variants"]], list(data["seeds"]), dict(data.get("merged", {})))
+        return cls(
+            data["name"],
+            [Variant(**{k: v for k, v in variant.items() if k in fields}) for variant in data["variants"]],
+            list(data["seeds"]),
+            dict(data.get("merged", {})),
+        )
 
     def same_as(self, other: Plan) -> bool:
         """The same variants (names, recipes, overrides) and seeds; names and descriptions do not matter."""
+
         def key(plan: Plan) -> str:
             return json.dumps([[(v.name, v.recipe, v.overrides) for v in plan.variants], plan.seeds])
+
         return key(self) == key(other)
 
 
@@ -197,8 +240,10 @@ class _Planner:
 
     def add(self, variant: Variant) -> Variant:
         if not _NAME.match(variant.name) or len(variant.name) > MAX_NAME_CHARS:
-            raise InspoError(f"variant name {_clip(variant.name)!r} must be at most {MAX_NAME_CHARS} letters, "
-                             "digits, '.', '_' or '-' (it names run directories)")
+            raise InspoError(
+                f"variant name {_clip(variant.name)!r} must be at most {MAX_NAME_CHARS} letters, "
+                "digits, '.', '_' or '-' (it names run directories)"
+            )
         if any(v.name == variant.name for v in self.variants):
             raise InspoError(f"variant {variant.name!r} is listed twice; give each variant its own name")
         recipe = resolve(variant, self.common)
@@ -215,8 +260,10 @@ class _Planner:
 
     def plan(self, name: str, seeds: Sequence[int]) -> Plan:
         if not self.variants:
-            raise InspoError("the ablation plans no variant; name an ablation (e.g. --proposer paraphrase), a "
-                             "--study, or a --sweep file with variants or a grid")
+            raise InspoError(
+                "the ablation plans no variant; name an ablation (e.g. --proposer paraphrase), a "
+                "--study, or a --sweep file with variants or a grid"
+            )
         return Plan(name, self.variants, _seeds(seeds), self.merged)
 
 
@@ -224,10 +271,15 @@ def _seeds(seeds: Sequence[int]) -> list[int]:
     seeds = list(seeds)
     if len(seeds) > MAX_SEEDS:
         raise InspoError(f"{len(seeds):,} seeds: at most {MAX_SEEDS:,} (the paper uses 3), e.g. --seeds 0,1,2")
-    if not seeds or len(set(seeds)) != len(seeds) or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
-                                                        or s >= SEED_LIMIT for s in seeds):
-        raise InspoError(f"seeds must be distinct integers in [0, 2**32 - 1] (numpy's and torch's range), e.g. "
-                         f"--seeds 0,1,2 (got {_clip(str(seeds))})")
+    if (
+        not seeds
+        or len(set(seeds)) != len(seeds)
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 or s >= SEED_LIMIT for s in seeds)
+    ):
+        raise InspoError(
+            f"seeds must be distinct integers in [0, 2**32 - 1] (numpy's and torch's range), e.g. "
+            f"--seeds 0,1,2 (got {_clip(str(seeds))})"
+        )
     return seeds
 
 
@@ -236,16 +288,24 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], seeds: Sequence[int] = PAPER_SEEDS,
-              common: Sequence[str] = (), reference: bool = False, name: str | None = None) -> Plan:
+def plan_axes(
+    recipe: str | Path,
+    axes: Sequence[tuple[str, Sequence[str]]],
+    seeds: Sequence[int] = PAPER_SEEDS,
+    common: Sequence[str] = (),
+    reference: bool = False,
+    name: str | None = None,
+) -> Plan:
     """The base recipe, one variant per (axis, value), and (reference) the Search-R1 baseline."""
     recipe = str(recipe)
     planner = _Planner(common)
     base = planner.add(Variant(Path(recipe).stem, recipe))
     population_axes = [axis for axis, _ in axes if axis not in AGENT_AXES]
     if population_axes and not resolve(base).population.enabled:
-        raise InspoError(f"--{population_axes[0]} ablates INSPO's instruction population, but {recipe} has "
-                         "population.enabled: false; pass an INSPO recipe such as recipes/qwen2.5-3b/inspo.yaml")
+        raise InspoError(
+            f"--{population_axes[0]} ablates INSPO's instruction population, but {recipe} has "
+            "population.enabled: false; pass an INSPO recipe such as recipes/qwen2.5-3b/inspo.yaml"
+        )
     for axis, values in axes:
         if axis not in AXES:
             raise InspoError(f"unknown ablation axis {axis!r}; choose from {', '.join(AXES)}")
@@ -256,8 +316,14 @@ def plan_axes(recipe: str | Path, axes: Sequence[tuple[str, Sequence[str]]], see
                 raise InspoError(f"--{axis} {value!r}: must be {error}") from None
             # an import path's ":" and a tool set's "+" cannot be in a run name: "proposer-my_lab.opro.prompt",
             # "tools-search_calculator"
-            planner.add(Variant(f"{axis}-{str(value).replace(':', '.').replace('+', '_')}", recipe, list(overrides),
-                                [f"{axis}={value}"]))
+            planner.add(
+                Variant(
+                    f"{axis}-{str(value).replace(':', '.').replace('+', '_')}",
+                    recipe,
+                    list(overrides),
+                    [f"{axis}={value}"],
+                )
+            )
     if reference:
         planner.add(Variant(SEARCH_R1[0], recipe, list(SEARCH_R1[1]), ["search-r1"]))
     return planner.plan(name or f"{Path(recipe).stem}-{'-'.join(a for a, _ in axes) or 'base'}", seeds)
@@ -291,11 +357,19 @@ def _beside(recipe: str, source: str) -> str:
     is not there is taken as given (relative to the current directory or the project, or a bundled name)."""
     candidate = Path(source).parent / recipe
     return str(candidate) if not Path(recipe).is_absolute() and candidate.is_file() else recipe
+
+
 MAX_VARIANTS = 500  # a sweep planning more is refused (--max-variants raises it): each variant is resolved when planned
 
 
-def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds: Sequence[int] | None = None,
-               common: Sequence[str] = (), max_variants: int = MAX_VARIANTS) -> Plan:
+def plan_sweep(
+    sweep: Any,
+    source: str,
+    recipe: str | Path | None = None,
+    seeds: Sequence[int] | None = None,
+    common: Sequence[str] = (),
+    max_variants: int = MAX_VARIANTS,
+) -> Plan:
     """A sweep file's plan. Keys: recipe (the base; --recipe wins), seeds, set (overrides for every variant),
     variants (name: [overrides] or name: {recipe: FILE, set: [overrides]}), grid (key: [values], one variant per
     combination). `--seeds` and `--set` on the command line win over / add to the file's."""
@@ -308,25 +382,33 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
     if not base:
         raise InspoError(f"{source}: name the base recipe with 'recipe: FILE' in the file or --recipe")
     if not isinstance(base, str):
-        raise InspoError(f"{source}: recipe: must be a recipe file or bundled name, e.g. 'recipe: recipes/demo.yaml' "
-                         f"(got {type(base).__name__} {base!r})")
+        raise InspoError(
+            f"{source}: recipe: must be a recipe file or bundled name, e.g. 'recipe: recipes/demo.yaml' "
+            f"(got {type(base).__name__} {base!r})"
+        )
     if recipe is None:
         base = _beside(base, source)
     file_set = _string_list(sweep.get("set", []), f"{source}: set")
     planner = _Planner([*file_set, *common])
     variants = sweep.get("variants") or {}
     if not isinstance(variants, dict):
-        raise InspoError(f"{source}: variants must map a name to its overrides, e.g. 'search-r1: "
-                         "[population.enabled=false]'")
+        raise InspoError(
+            f"{source}: variants must map a name to its overrides, e.g. 'search-r1: [population.enabled=false]'"
+        )
     if len(variants) > max_variants:
-        raise InspoError(f"{source}: the sweep lists {len(variants):,} variants, more than the {max_variants:,} "
-                         "allowed; split it, or raise the cap with --max-variants")
+        raise InspoError(
+            f"{source}: the sweep lists {len(variants):,} variants, more than the {max_variants:,} "
+            "allowed; split it, or raise the cap with --max-variants"
+        )
     for name, spec in variants.items():
         if not isinstance(name, str):
             kind = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number"}.get(
-                type(name), f"a {type(name).__name__}")
-            raise InspoError(f"{source}: variants: the name {_clip(repr(name))} is {kind}, not text (YAML reads "
-                             "unquoted ~, yes/no/on/off, 017, 1:30 and dates so); quote it")
+                type(name), f"a {type(name).__name__}"
+            )
+            raise InspoError(
+                f"{source}: variants: the name {_clip(repr(name))} is {kind}, not text (YAML reads "
+                "unquoted ~, yes/no/on/off, 017, 1:30 and dates so); quote it"
+            )
         if isinstance(spec, dict):
             extra = [k for k in spec if k not in ("recipe", "set")]
             if extra:
@@ -334,38 +416,56 @@ def plan_sweep(sweep: Any, source: str, recipe: str | Path | None = None, seeds:
             overrides = _string_list(spec.get("set", []), f"{source}: variant {name}")
             other = spec.get("recipe")
             if other is not None and not isinstance(other, str):
-                raise InspoError(f"{source}: variant {name}: recipe: must be a recipe file or bundled name (got "
-                                 f"{type(other).__name__} {other!r})")
-            planner.add(Variant(str(name), _beside(other, source) if other else base, overrides,
-                                [" ".join([*([f"recipe {other}"] if other else []), *overrides])]))
+                raise InspoError(
+                    f"{source}: variant {name}: recipe: must be a recipe file or bundled name (got "
+                    f"{type(other).__name__} {other!r})"
+                )
+            planner.add(
+                Variant(
+                    str(name),
+                    _beside(other, source) if other else base,
+                    overrides,
+                    [" ".join([*([f"recipe {other}"] if other else []), *overrides])],
+                )
+            )
         else:
             overrides = _string_list(spec or [], f"{source}: variant {name}")
             planner.add(Variant(str(name), base, overrides, [" ".join(overrides)] if overrides else []))
     grid = sweep.get("grid") or {}
     bad_keys = [k for k in grid if not isinstance(k, str)] if isinstance(grid, dict) else []
     if bad_keys:  # a list, not next(..., None): YAML's `~:` is the key None itself
-        raise InspoError(f"{source}: grid: key {_clip(repr(bad_keys[0]))} ({type(bad_keys[0]).__name__}) must be a "
-                         "recipe field such as population.n_parent (YAML reads unquoted ~, yes/no/on/off and numbers "
-                         "as other than text)")
+        raise InspoError(
+            f"{source}: grid: key {_clip(repr(bad_keys[0]))} ({type(bad_keys[0]).__name__}) must be a "
+            "recipe field such as population.n_parent (YAML reads unquoted ~, yes/no/on/off and numbers "
+            "as other than text)"
+        )
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
-        raise InspoError(f"{source}: grid must map a recipe key to a non-empty list of values, e.g. "
-                         "'population.n_parent: [1, 2, 3]'")
+        raise InspoError(
+            f"{source}: grid must map a recipe key to a non-empty list of values, e.g. 'population.n_parent: [1, 2, 3]'"
+        )
     count = math.prod(len(v) for v in grid.values()) if grid else 0
     if count + len(variants) > max_variants:
-        raise InspoError(f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), "
-                         f"more than the {max_variants:,} allowed (each is resolved now and trained for every seed); "
-                         "shrink the grid, or raise the cap with --max-variants")
+        raise InspoError(
+            f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), "
+            f"more than the {max_variants:,} allowed (each is resolved now and trained for every seed); "
+            "shrink the grid, or raise the cap with --max-variants"
+        )
     for key, values in grid.items():
         for value in values:
             _grid_value(key, value, source)
     combinations = [list(zip(grid, c)) for c in itertools.product(*grid.values())] if grid else []
     names = [_grid_name(pairs, source) for pairs in combinations]  # every name checked before any is resolved
     for name, pairs in zip(names, combinations):
-        planner.add(Variant(name, base, [f"{key}={json.dumps(value)}" for key, value in pairs],
-                            [", ".join(f"{key}={value}" for key, value in pairs)]))
+        planner.add(
+            Variant(
+                name,
+                base,
+                [f"{key}={json.dumps(value)}" for key, value in pairs],
+                [", ".join(f"{key}={value}" for key, value in pairs)],
+            )
+        )
     file_seeds = sweep.get("seeds", list(PAPER_SEEDS))
-    if not isinstance(file_seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                    for s in file_seeds):
+    if not isinstance(file_seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in file_seeds):
         raise InspoError(f"{source}: seeds must be a list of integers, e.g. [0, 1, 2]")
     return planner.plan(Path(source).stem, seeds if seeds is not None else file_seeds)
 
@@ -378,17 +478,21 @@ def _grid_value(key: str, value: Any, source: str) -> None:
     timestamps, !!set, !!binary, mappings) would be written back as a different text or not at all."""
     scalar = isinstance(value, _SCALARS) and not (isinstance(value, float) and not math.isfinite(value))
     if not (scalar or (isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value))):
-        raise InspoError(f"{source}: grid: {key}: the value {_clip(repr(value), 60)} ({type(value).__name__}) is not "
-                         "a finite number, a string, true/false, null or a list of them; quote it to pass it as text")
+        raise InspoError(
+            f"{source}: grid: {key}: the value {_clip(repr(value), 60)} ({type(value).__name__}) is not "
+            "a finite number, a string, true/false, null or a list of them; quote it to pass it as text"
+        )
 
 
 def _grid_name(pairs: list[tuple[str, Any]], source: str) -> str:
     """A grid variant's name, `n_parent-2_temperature-0.05`; one that could not name a directory is refused."""
     name = "_".join(f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in pairs)
     if not _NAME.match(name) or len(name) > MAX_NAME_CHARS:
-        raise InspoError(f"{source}: grid: {', '.join(f'{k}: {_clip(repr(v), 40)}' for k, v in pairs)} make the "
-                         f"variant name {_clip(name)!r}, which is not a directory name of at most {MAX_NAME_CHARS} "
-                         "letters, digits, '.', '_' or '-'; list those values under variants: with names of your own")
+        raise InspoError(
+            f"{source}: grid: {', '.join(f'{k}: {_clip(repr(v), 40)}' for k, v in pairs)} make the "
+            f"variant name {_clip(name)!r}, which is not a directory name of at most {MAX_NAME_CHARS} "
+            "letters, digits, '.', '_' or '-'; list those values under variants: with names of your own"
+        )
     return name
 
 

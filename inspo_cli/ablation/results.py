@@ -45,8 +45,8 @@ def results_file(run: RunDir, step: int) -> Path:
 
 def choose_step(run: RunDir, rule: str = "best") -> Choice:
     """The step a table reports for a finished run under `rule` (see the module docstring)."""
-    from inspo_cli.evaluation.checkpoints import checkpoint_steps, evaluation_steps, interval_text
     from inspo_cli.collapse import detect_collapse
+    from inspo_cli.evaluation.checkpoints import checkpoint_steps, evaluation_steps, interval_text
 
     summary = run.summary()
     if summary is None:
@@ -65,10 +65,14 @@ def choose_step(run: RunDir, rule: str = "best") -> Choice:
     steps = set(checkpoint_steps(run, recipe)) | {s for s in run.evaluated_steps() if results_file(run, s).is_file()}
     before = [step for step in evaluation_steps(steps, recipe) if step <= collapse.peak_step]
     if not before:
-        return Choice(None, last, collapse.as_dict(),
-                      f"{collapse.describe()}, and the run kept no evaluation or checkpoint on its evaluation "
-                      f"interval ({interval_text(recipe)}) by step {collapse.peak_step}; report its final policy "
-                      "with --checkpoint final")
+        return Choice(
+            None,
+            last,
+            collapse.as_dict(),
+            f"{collapse.describe()}, and the run kept no evaluation or checkpoint on its evaluation "
+            f"interval ({interval_text(recipe)}) by step {collapse.peak_step}; report its final policy "
+            "with --checkpoint final",
+        )
     return Choice(max(before), last, collapse.as_dict())
 
 
@@ -101,10 +105,21 @@ class RunResult:
         return sum(self.em.values()) / len(self.em)
 
     def as_dict(self) -> dict:
-        return {"run": self.name, "seed": self.seed, "step": self.step, "last_step": self.last_step,
-                "rule": self.rule, "collapsed": self.collapse is not None, "collapse": self.collapse,
-                "em": self.em, "se": {b: self.se(b) for b in self.em}, "average": self.average(),
-                "average_se": self.se(), "n": self.n, "per_question": self.questions is not None}
+        return {
+            "run": self.name,
+            "seed": self.seed,
+            "step": self.step,
+            "last_step": self.last_step,
+            "rule": self.rule,
+            "collapsed": self.collapse is not None,
+            "collapse": self.collapse,
+            "em": self.em,
+            "se": {b: self.se(b) for b in self.em},
+            "average": self.average(),
+            "average_se": self.se(),
+            "n": self.n,
+            "per_question": self.questions is not None,
+        }
 
 
 def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult | None, str | None]:
@@ -117,14 +132,19 @@ def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult |
     again = f"`inspo evaluate --run {quote(str(run))}{checkpoint} --out {quote(str(file.parent))}`"
     if not os.path.lexists(file):  # anything else there (a FIFO, a folder) is refused by read_results below
         if choice.step == choice.last_step:
-            return None, ("finished, no evaluation after its last step (training.eval_every is 0): `inspo ablate` "
-                          f"evaluates it, or {again}")
-        return None, (f"App. B's checkpoint is step {choice.step} (reward collapse at step "
-                      f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or {again}")
+            return None, (
+                "finished, no evaluation after its last step (training.eval_every is 0): `inspo ablate` "
+                f"evaluates it, or {again}"
+            )
+        return None, (
+            f"App. B's checkpoint is step {choice.step} (reward collapse at step "
+            f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or {again}"
+        )
     fix = f"copy it again from where the run ran, or delete {quote(str(file.parent))} and evaluate again: {again}"
     em, n, questions = read_scores(file, fix)
-    return RunResult(run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions,
-                     file), None
+    return RunResult(
+        run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions, file
+    ), None
 
 
 def read_scores(file: Path, fix: str) -> tuple[dict[str, float], dict[str, int], dict[str, dict[str, float]] | None]:
@@ -144,9 +164,11 @@ def check_same_benchmarks(variant: str, results: list[RunResult]) -> None:
     for result in results[1:]:
         first = results[0]
         if set(result.em) != set(first.em):
-            raise InspoError(f"{result.file or result.name}: seed {result.seed} of {variant!r} was evaluated on "
-                             f"{', '.join(sorted(result.em))}, seed {first.seed} on {', '.join(sorted(first.em))} "
-                             f"({first.file or first.name}); evaluate every seed on the same benchmarks")
+            raise InspoError(
+                f"{result.file or result.name}: seed {result.seed} of {variant!r} was evaluated on "
+                f"{', '.join(sorted(result.em))}, seed {first.seed} on {', '.join(sorted(first.em))} "
+                f"({first.file or first.name}); evaluate every seed on the same benchmarks"
+            )
 
 
 def _per_question(file: Path, benchmarks: set[str], fix: str) -> dict[str, dict[str, float]] | None:

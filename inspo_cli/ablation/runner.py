@@ -21,9 +21,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.plan import PlannedRun
@@ -42,23 +42,34 @@ class Outcome:
     failed: list[str] = field(default_factory=list)
 
 
-def run_plan(ablation: AblationDir, device: str | None = None,
-             on_event: Callable[[str], None] = lambda line: None, rule: str = "best",
-             launcher: str = "inspo") -> Outcome:
+def run_plan(
+    ablation: AblationDir,
+    device: str | None = None,
+    on_event: Callable[[str], None] = lambda line: None,
+    rule: str = "best",
+    launcher: str = "inspo",
+) -> Outcome:
     outcome = Outcome()
     runs = ablation.plan.runs()
     for index, run in enumerate(runs, 1):
         if ablation.status(run) != FINISHED:
             ablation.record_jobs({run.name: local_job()})  # what --status reads: running here
-        result = run_one(ablation, run, device, on_event, rule, prefix=f"[{index}/{len(runs)}] {run.name}",
-                         launcher=launcher)
+        result = run_one(
+            ablation, run, device, on_event, rule, prefix=f"[{index}/{len(runs)}] {run.name}", launcher=launcher
+        )
         getattr(outcome, result).append(run.name)
     return outcome
 
 
-def run_one(ablation: AblationDir, run: PlannedRun, device: str | None = None,
-            on_event: Callable[[str], None] = lambda line: None, rule: str = "best", prefix: str | None = None,
-            launcher: str = "inspo") -> str:
+def run_one(
+    ablation: AblationDir,
+    run: PlannedRun,
+    device: str | None = None,
+    on_event: Callable[[str], None] = lambda line: None,
+    rule: str = "best",
+    prefix: str | None = None,
+    launcher: str = "inspo",
+) -> str:
     """One planned run to its result: train it (or resume it, or skip it when finished), then evaluate the step the
     table reports. "finished", "skipped" (finished before) or "failed" (recorded in failures.json; the error is
     not raised). With a `launcher` other than "inspo", training runs as that command (`accelerate launch ...`).
@@ -69,8 +80,16 @@ def run_one(ablation: AblationDir, run: PlannedRun, device: str | None = None,
     try:
         if status != FINISHED:
             resume = status != ABSENT and resume_possible(ablation.run_dir(run))
-            on_event(f"{prefix}: " + ("resuming" if resume else "training" if status == ABSENT else
-                                      "starting over (cut off before its first checkpoint)"))
+            on_event(
+                f"{prefix}: "
+                + (
+                    "resuming"
+                    if resume
+                    else "training"
+                    if status == ABSENT
+                    else "starting over (cut off before its first checkpoint)"
+                )
+            )
             _train(ablation, run, resume, device, launcher)
         evaluated = _evaluate_if_needed(ablation, run, device, rule)
         if evaluated:
@@ -117,8 +136,14 @@ def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | N
     _clear_for_a_fresh_start(ablation, directory)  # cut off before its first checkpoint: nothing to continue from
     recipe_file = ablation.recipe_file(run.variant)
     recipe = load_recipe(recipe_file, [f"run.seed={run.seed}", f"run.name={run.name}"])
-    experiment.run("train", recipe, recipe_path=recipe_file, output_dir=ablation.runs_dir, device=device,
-                   command=command_line(ablation, run))
+    experiment.run(
+        "train",
+        recipe,
+        recipe_path=recipe_file,
+        output_dir=ablation.runs_dir,
+        device=device,
+        command=command_line(ablation, run),
+    )
 
 
 def _clear_for_a_fresh_start(ablation: AblationDir, directory: RunDir) -> None:
@@ -132,10 +157,15 @@ def _clear_for_a_fresh_start(ablation: AblationDir, directory: RunDir) -> None:
     def creating(name: str) -> bool:  # what RunDir.create writes before run.json, or an atomic write's .tmp
         return name == RunDir.RECIPE or (name.startswith(".") and name.endswith(".tmp"))
 
-    if path.is_symlink() or not path.is_dir() or (not directory.info_file.is_file()
-                                                  and not all(creating(p.name) for p in path.iterdir())):
-        raise InspoError(f"{path} holds files but no {RunDir.INFO}, so it is no run this ablation started and is not "
-                         f"deleted; move it out of {ablation.runs_dir} (or finish copying it), then run again")
+    if (
+        path.is_symlink()
+        or not path.is_dir()
+        or (not directory.info_file.is_file() and not all(creating(p.name) for p in path.iterdir()))
+    ):
+        raise InspoError(
+            f"{path} holds files but no {RunDir.INFO}, so it is no run this ablation started and is not "
+            f"deleted; move it out of {ablation.runs_dir} (or finish copying it), then run again"
+        )
     shutil.rmtree(path)
 
 
@@ -146,15 +176,22 @@ def launcher_words(launcher: str) -> list[str]:
     except ValueError as error:
         raise InspoError(f"--launcher {launcher!r}: {error}; quote it as a shell would") from None
     if not words:
-        raise InspoError("--launcher is empty; leave it out (inspo) or give the command that starts a run, e.g. "
-                         "\"accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml\"")
+        raise InspoError(
+            "--launcher is empty; leave it out (inspo) or give the command that starts a run, e.g. "
+            '"accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml"'
+        )
     # A launcher starts Python, and `-m inspo_cli train ...` is added to it: an inspo of its own (a path to it, or
     # `python -m inspo_cli`) would make commands such as `inspo -m inspo_cli train`, which inspo refuses.
-    if words != ["inspo"] and (Path(words[0]).name == "inspo" or Path(words[-1]).name == "inspo"
-                               or any(a == "-m" and b.split(".")[0] == "inspo_cli" for a, b in zip(words, words[1:]))):
-        raise InspoError(f"--launcher {launcher!r} is inspo itself, but a launcher is what starts Python (inspo adds "
-                         "`-m inspo_cli train ...`); leave --launcher out to run `inspo train`, or give e.g. "
-                         "\"python\" or \"accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml\"")
+    if words != ["inspo"] and (
+        Path(words[0]).name == "inspo"
+        or Path(words[-1]).name == "inspo"
+        or any(a == "-m" and b.split(".")[0] == "inspo_cli" for a, b in zip(words, words[1:]))
+    ):
+        raise InspoError(
+            f"--launcher {launcher!r} is inspo itself, but a launcher is what starts Python (inspo adds "
+            "`-m inspo_cli train ...`); leave --launcher out to run `inspo train`, or give e.g. "
+            '"python" or "accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml"'
+        )
     return words
 
 
@@ -167,12 +204,23 @@ def command_line(ablation: AblationDir, run: PlannedRun, launcher: str = "inspo"
         prefix = [*prefix, "-m", "inspo_cli"]
     if resume:
         return [*prefix, "train", "--resume", str(ablation.run_dir(run).path)]
-    return [*prefix, "train", "--recipe", str(ablation.recipe_file(run.variant)), "--set", f"run.seed={run.seed}",
-            "--name", run.name, "--output-dir", str(ablation.runs_dir)]
+    return [
+        *prefix,
+        "train",
+        "--recipe",
+        str(ablation.recipe_file(run.variant)),
+        "--set",
+        f"run.seed={run.seed}",
+        "--name",
+        run.name,
+        "--output-dir",
+        str(ablation.runs_dir),
+    ]
 
 
-def training_command(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None,
-                     launcher: str) -> list[str]:
+def training_command(
+    ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None, launcher: str
+) -> list[str]:
     """What a run's training runs as a command of its own (with a launcher other than "inspo")."""
     return [*command_line(ablation, run, launcher, resume=resume), *(["--device", device] if device else [])]
 
@@ -199,6 +247,17 @@ def evaluate_step(directory: RunDir, step: int | None, out_dir, device: str | No
     recipe.model.name_or_path = policy.path
     e = recipe.evaluation
     questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
-    run_evaluation(recipe, [METHOD], questions, policy.instruction, out_dir,
-                   {"checkpoint": policy.label, "instruction_id": policy.instruction_id,
-                    **({} if step is None else {"step": step})}, device=device, seed=recipe.run.seed)
+    run_evaluation(
+        recipe,
+        [METHOD],
+        questions,
+        policy.instruction,
+        out_dir,
+        {
+            "checkpoint": policy.label,
+            "instruction_id": policy.instruction_id,
+            **({} if step is None else {"step": step}),
+        },
+        device=device,
+        seed=recipe.run.seed,
+    )

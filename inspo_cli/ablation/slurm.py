@@ -84,15 +84,27 @@ def node_launcher(launcher: str, nodes: int, node: int, main_host: str, port: in
     words = launcher_words(launcher)
     if words[:2] == ["accelerate", "launch"]:
         per_node = launcher_gpus(launcher) or _visible_gpus()
-        flags = ["--num_machines", nodes, "--machine_rank", node, "--main_process_ip", main_host,
-                 "--main_process_port", port, "--num_processes", per_node * nodes]
+        flags = [
+            "--num_machines",
+            nodes,
+            "--machine_rank",
+            node,
+            "--main_process_ip",
+            main_host,
+            "--main_process_port",
+            port,
+            "--num_processes",
+            per_node * nodes,
+        ]
         words = words[:2] + [str(f) for f in flags] + words[2:]
     elif words[:1] == ["torchrun"]:
         flags = ["--nnodes", nodes, "--node_rank", node, "--master_addr", main_host, "--master_port", port]
         words = words[:1] + [str(f) for f in flags] + words[1:]
     else:
-        raise InspoError(f"--nodes-per-run {nodes} needs a launcher that starts one node of a multi-node run: "
-                         f"{' or '.join(MULTI_NODE_LAUNCHERS)} (got {launcher!r})")
+        raise InspoError(
+            f"--nodes-per-run {nodes} needs a launcher that starts one node of a multi-node run: "
+            f"{' or '.join(MULTI_NODE_LAUNCHERS)} (got {launcher!r})"
+        )
     return shlex.join(words)
 
 
@@ -166,28 +178,42 @@ def require_slurm() -> None:
     _submitit()
     missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None]
     if missing:
-        raise InspoError(f"--scheduler slurm: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
-                         "PATH; run on a SLURM login node (`inspo env` shows what is reachable), see the job array "
-                         "with --dry-run, or use --scheduler local")
+        raise InspoError(
+            f"--scheduler slurm: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on "
+            "PATH; run on a SLURM login node (`inspo env` shows what is reachable), see the job array "
+            "with --dry-run, or use --scheduler local"
+        )
 
 
 def check_directory(path: str | Path) -> None:
     """Refuse an ablation directory whose absolute path the sbatch file cannot carry (its logs live under it)."""
     absolute = str(Path(path).absolute())
     if (bad := _UNSAFE_PATH.search(absolute)) is not None:
-        raise InspoError(f"--out {path}: its path {absolute!r} holds {bad[0]!r}, which SLURM's log-file names (%) and "
-                         "#SBATCH lines cannot carry; choose a directory whose path has no spaces, quotes, '#', '%' "
-                         "or backslashes")
+        raise InspoError(
+            f"--out {path}: its path {absolute!r} holds {bad[0]!r}, which SLURM's log-file names (%) and "
+            "#SBATCH lines cannot carry; choose a directory whose path has no spaces, quotes, '#', '%' "
+            "or backslashes"
+        )
 
 
 def sbatch_parameters(ablation: AblationDir, options: SlurmOptions) -> dict:
     """The job array's parameters in submitit's SLURM names: what `submit` submits and `preview` shows."""
-    parameters = {"job_name": f"inspo-{ablation.plan.name}", "time": options.time_min,
-                  "nodes": options.nodes_per_run, "ntasks_per_node": 1,
-                  "array_parallelism": options.array_parallelism, "additional_parameters": dict(options.extra)}
-    for key, value in (("partition", options.partition), ("account", options.account), ("qos", options.qos),
-                       ("gpus_per_node", options.gpus_per_run), ("cpus_per_task", options.cpus_per_run),
-                       ("mem", None if options.mem_gb is None else _memory(options.mem_gb))):
+    parameters = {
+        "job_name": f"inspo-{ablation.plan.name}",
+        "time": options.time_min,
+        "nodes": options.nodes_per_run,
+        "ntasks_per_node": 1,
+        "array_parallelism": options.array_parallelism,
+        "additional_parameters": dict(options.extra),
+    }
+    for key, value in (
+        ("partition", options.partition),
+        ("account", options.account),
+        ("qos", options.qos),
+        ("gpus_per_node", options.gpus_per_run),
+        ("cpus_per_task", options.cpus_per_run),
+        ("mem", None if options.mem_gb is None else _memory(options.mem_gb)),
+    ):
         if value is not None:
             parameters[key] = value
     return parameters
@@ -208,11 +234,16 @@ def pending_runs(ablation: AblationDir) -> list:
             continue
         active, why = queue.activity(jobs.get(run.name, {}))
         if active == UNKNOWN:
-            fix = ("run the same command again when squeue answers" if queue.error else
-                   f"if it no longer runs, delete the entry of {run.name} from {ablation.jobs_file}")
-            raise SchedulerUnavailable(f"cannot tell whether {run.name} (job {jobs[run.name]['job']}) is still queued "
-                                       f"or running: {why}; nothing was submitted (a run submitted again while it "
-                                       f"runs trains twice into one directory); {fix}")
+            fix = (
+                "run the same command again when squeue answers"
+                if queue.error
+                else f"if it no longer runs, delete the entry of {run.name} from {ablation.jobs_file}"
+            )
+            raise SchedulerUnavailable(
+                f"cannot tell whether {run.name} (job {jobs[run.name]['job']}) is still queued "
+                f"or running: {why}; nothing was submitted (a run submitted again while it "
+                f"runs trains twice into one directory); {fix}"
+            )
         if active is None:
             pending.append(run)
     return pending
@@ -222,12 +253,11 @@ def _submitit():
     try:
         import submitit
     except ImportError:
-        raise InspoError("--scheduler slurm needs submitit: pip install -e \".[slurm]\"") from None
+        raise InspoError('--scheduler slurm needs submitit: pip install -e ".[slurm]"') from None
     return submitit
 
 
-def preview(ablation: AblationDir, options: SlurmOptions, device: str | None = None,
-            launcher: str = "inspo") -> dict:
+def preview(ablation: AblationDir, options: SlurmOptions, device: str | None = None, launcher: str = "inspo") -> dict:
     """What `submit` would submit (--dry-run): the sbatch file of the array, the resources per task and what each
     task runs; "text" says it for a person."""
     _submitit()
@@ -236,30 +266,40 @@ def preview(ablation: AblationDir, options: SlurmOptions, device: str | None = N
     runs = ablation.plan.runs()
     folder = ablation.slurm_logs.absolute() / "%j"
     command = " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
-    script = _make_sbatch_string(command=command, folder=folder, map_count=len(runs),
-                                 **sbatch_parameters(ablation, options))
-    tasks = [{"task": index, "run": run.name, "trains": shlex.join(training_command(ablation, run, False, device,
-                                                                                     launcher))}
-             for index, run in enumerate(runs)]
-    lines = [f"job array of {len(runs)} tasks, one per run; each task: {describe(options)}", "",
-             "the sbatch file (submitit writes it; each task unpickles its run and calls inspo's run API):",
-             script.rstrip(), "",
-             "what each task runs, then it evaluates the checkpoint the table reports (into the run's directory):"]
+    script = _make_sbatch_string(
+        command=command, folder=folder, map_count=len(runs), **sbatch_parameters(ablation, options)
+    )
+    tasks = [
+        {"task": index, "run": run.name, "trains": shlex.join(training_command(ablation, run, False, device, launcher))}
+        for index, run in enumerate(runs)
+    ]
+    lines = [
+        f"job array of {len(runs)} tasks, one per run; each task: {describe(options)}",
+        "",
+        "the sbatch file (submitit writes it; each task unpickles its run and calls inspo's run API):",
+        script.rstrip(),
+        "",
+        "what each task runs, then it evaluates the checkpoint the table reports (into the run's directory):",
+    ]
     if options.nodes_per_run > 1:
-        lines.append(f"  (on each of its {options.nodes_per_run} nodes, with the node's rank and the main node added "
-                     "to the launcher)")
+        lines.append(
+            f"  (on each of its {options.nodes_per_run} nodes, with the node's rank and the main node added "
+            "to the launcher)"
+        )
     lines += [f"  task {t['task']}  {t['run']}: {t['trains']}" for t in tasks]
     return {"resources": describe(options), "sbatch": script, "tasks": tasks, "text": "\n".join(lines)}
 
 
 def describe(options: SlurmOptions) -> str:
     """Resources per task in words: 8 GPUs, 64 CPUs, 512 GB, 1 node, 48:00:00 on partition gpu."""
-    parts = [f"{options.gpus_per_run} GPUs" if options.gpus_per_run else "no GPU",
-             f"{options.cpus_per_run} CPUs" if options.cpus_per_run else "SLURM's default CPUs",
-             f"{options.mem_gb:g} GB" if options.mem_gb else "SLURM's default memory",
-             f"{options.nodes_per_run} node{'s' if options.nodes_per_run > 1 else ''}",
-             f"{options.time_min // 60}:{options.time_min % 60:02d}:00 (requeued and resumed after it, at most "
-             f"{options.max_timeouts} times)"]
+    parts = [
+        f"{options.gpus_per_run} GPUs" if options.gpus_per_run else "no GPU",
+        f"{options.cpus_per_run} CPUs" if options.cpus_per_run else "SLURM's default CPUs",
+        f"{options.mem_gb:g} GB" if options.mem_gb else "SLURM's default memory",
+        f"{options.nodes_per_run} node{'s' if options.nodes_per_run > 1 else ''}",
+        f"{options.time_min // 60}:{options.time_min % 60:02d}:00 (requeued and resumed after it, at most "
+        f"{options.max_timeouts} times)",
+    ]
     text = ", ".join(parts)
     for name in ("partition", "account", "qos"):
         if getattr(options, name):
@@ -267,8 +307,9 @@ def describe(options: SlurmOptions) -> str:
     return text + (f", at most {options.array_parallelism} at once" if options.array_parallelism else "")
 
 
-def submit(ablation: AblationDir, options: SlurmOptions, device: str | None = None, rule: str = "best",
-           launcher: str = "inspo") -> dict[str, str]:
+def submit(
+    ablation: AblationDir, options: SlurmOptions, device: str | None = None, rule: str = "best", launcher: str = "inspo"
+) -> dict[str, str]:
     """Submit every run that is neither finished nor queued/running as one job array; {run: job id}."""
     require_slurm()
     check_directory(ablation.path)
@@ -282,19 +323,30 @@ def submit(ablation: AblationDir, options: SlurmOptions, device: str | None = No
     # submitit prints sbatch's complaint to stderr before it raises: the one line below says it instead
     with contextlib.redirect_stderr(io.StringIO()):
         try:
-            executor = submitit.SlurmExecutor(folder=ablation.slurm_logs.absolute() / "%j",
-                                              max_num_timeout=options.max_timeouts)
+            executor = submitit.SlurmExecutor(
+                folder=ablation.slurm_logs.absolute() / "%j", max_num_timeout=options.max_timeouts
+            )
             executor.update_parameters(**sbatch_parameters(ablation, options))
-            jobs = executor.map_array(RunTask(), [str(ablation.path.absolute())] * n, [r.name for r in pending],
-                                      [device] * n, [rule] * n, [launcher] * n)
+            jobs = executor.map_array(
+                RunTask(),
+                [str(ablation.path.absolute())] * n,
+                [r.name for r in pending],
+                [device] * n,
+                [rule] * n,
+                [launcher] * n,
+            )
         except FailedSubmissionError as error:  # sbatch exited 0 but its answer names no job
             answer = re.search(r'output "(.*)"', str(error), re.DOTALL)
-            raise InspoError(f"sbatch answered {_said(answer[1] if answer else str(error), 200)!r}, which names no "
-                             "job: the array may have been submitted or not; look with `squeue --me` before "
-                             "submitting again") from None
+            raise InspoError(
+                f"sbatch answered {_said(answer[1] if answer else str(error), 200)!r}, which names no "
+                "job: the array may have been submitted or not; look with `squeue --me` before "
+                "submitting again"
+            ) from None
         except (FailedJobError, subprocess.CalledProcessError, OSError, RuntimeError) as error:
-            raise InspoError(f"sbatch refused the job array: {_refusal(error)}; check the partition, account, qos, "
-                             "limits and --sbatch-option values") from None
+            raise InspoError(
+                f"sbatch refused the job array: {_refusal(error)}; check the partition, account, qos, "
+                "limits and --sbatch-option values"
+            ) from None
     ablation.record_jobs({run.name: job.job_id for run, job in zip(pending, jobs)})
     for run in pending:
         ablation.record_failure(run, None)  # a resubmitted run is no longer failed

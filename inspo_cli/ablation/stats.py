@@ -11,8 +11,8 @@ says n; the tables' intervals (`compare.py`) are the ones that carry tests.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -40,8 +40,15 @@ def seed_band(values: Sequence[float], bounds: tuple[float | None, float | None]
     if np.all(data == data[0]):
         low = high = mean
     else:
-        result = stats.bootstrap((data,), np.mean, confidence_level=0.95, n_resamples=RESAMPLES,
-                                 method="percentile", random_state=np.random.default_rng(0), vectorized=True)
+        result = stats.bootstrap(
+            (data,),
+            np.mean,
+            confidence_level=0.95,
+            n_resamples=RESAMPLES,
+            method="percentile",
+            random_state=np.random.default_rng(0),
+            vectorized=True,
+        )
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     lower, upper = bounds
     if lower is not None:

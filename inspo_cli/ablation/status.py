@@ -35,9 +35,20 @@ from inspo_cli.ablation.directory import ABSENT, FINISHED, PARTIAL, AblationDir
 from inspo_cli.errors import InspoError
 
 QUEUED, RUNNING, FAILED, UNKNOWN = "queued", "running", "failed", "unknown"
-SLURM_ACTIVE = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_HOLD": QUEUED,
-                "REQUEUE_FED": QUEUED, "RESV_DEL_HOLD": QUEUED, "SUSPENDED": QUEUED, "RUNNING": RUNNING,
-                "COMPLETING": RUNNING, "STAGE_OUT": RUNNING, "SIGNALING": RUNNING, "RESIZING": RUNNING}
+SLURM_ACTIVE = {
+    "PENDING": QUEUED,
+    "CONFIGURING": QUEUED,
+    "REQUEUED": QUEUED,
+    "REQUEUE_HOLD": QUEUED,
+    "REQUEUE_FED": QUEUED,
+    "RESV_DEL_HOLD": QUEUED,
+    "SUSPENDED": QUEUED,
+    "RUNNING": RUNNING,
+    "COMPLETING": RUNNING,
+    "STAGE_OUT": RUNNING,
+    "SIGNALING": RUNNING,
+    "RESIZING": RUNNING,
+}
 SCHEDULER_PATIENCE_S = 600.0  # --wait outlasts a controller restart, not an outage: then it says so (exit 3)
 SCHEDULER_TIMEOUT_S = 60  # one squeue or sacct call
 PID_MAX = 1 << 22  # Linux's largest pid_max
@@ -98,8 +109,10 @@ def parse_job(job: str) -> str | LocalProcess:
         return job
     match = _LOCAL_JOB.fullmatch(job)
     if match is None or not 0 < int(match[2]) < PID_MAX:
-        raise ValueError(f"{json.dumps(job[:60])} is neither a SLURM job id (4242 or 4242_0) nor a local process "
-                         "(local:<host>:<pid>:<start>)")
+        raise ValueError(
+            f"{json.dumps(job[:60])} is neither a SLURM job id (4242 or 4242_0) nor a local process "
+            "(local:<host>:<pid>:<start>)"
+        )
     return LocalProcess(match[1], int(match[2]), int(match[3]) if match[3] else None)
 
 
@@ -122,7 +135,7 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read(4096).decode("ascii", "replace")
-        fields = text[text.rindex(")") + 2:].split()  # after the command name, which may hold spaces and ")"
+        fields = text[text.rindex(")") + 2 :].split()  # after the command name, which may hold spaces and ")"
         return fields[0], int(fields[19])  # fields 3 and 22
     except (OSError, ValueError, IndexError):
         return None
@@ -181,7 +194,7 @@ def checked_jobs(ablation: AblationDir) -> dict[str, dict]:
             if "job" in entry:
                 parse_job(entry["job"])
         except ValueError as error:
-            raise InspoError(f"{ablation.jobs_file}: {json.dumps(run)} -> \"job\": {error}; {_FIX}") from None
+            raise InspoError(f'{ablation.jobs_file}: {json.dumps(run)} -> "job": {error}; {_FIX}') from None
     return jobs
 
 
@@ -197,8 +210,13 @@ def slurm_jobs() -> dict[str, str]:
     if shutil.which("squeue") is None:
         raise SchedulerUnavailable("squeue is not on PATH (run this where SLURM's commands are, a login node)")
     try:
-        out = subprocess.run(["squeue", "--noheader", "--array", "--me", "--format=%i|%T"], capture_output=True,
-                             text=True, errors="replace", timeout=SCHEDULER_TIMEOUT_S)
+        out = subprocess.run(
+            ["squeue", "--noheader", "--array", "--me", "--format=%i|%T"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=SCHEDULER_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         raise SchedulerUnavailable(f"squeue did not answer within {SCHEDULER_TIMEOUT_S} s") from None
     except OSError as error:
@@ -222,8 +240,13 @@ def ended_jobs(jobs: list[str]) -> dict[str, str]:
     if not jobs or shutil.which("sacct") is None:
         return {}
     try:
-        out = subprocess.run(["sacct", "--noheader", "--parsable2", "--format=JobID,State", f"--jobs={','.join(jobs)}"],
-                             capture_output=True, text=True, errors="replace", timeout=SCHEDULER_TIMEOUT_S)
+        out = subprocess.run(
+            ["sacct", "--noheader", "--parsable2", "--format=JobID,State", f"--jobs={','.join(jobs)}"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=SCHEDULER_TIMEOUT_S,
+        )
     except (OSError, subprocess.SubprocessError):
         return {}
     ended = {}
@@ -249,8 +272,10 @@ class Queue:
         if isinstance(job, LocalProcess):
             alive = local_alive(job, entry.get("started"))
             if alive is None:
-                return UNKNOWN, (f"it was started on {job.host} (process {job.pid}), and only that machine can tell "
-                                 "whether it still runs")
+                return UNKNOWN, (
+                    f"it was started on {job.host} (process {job.pid}), and only that machine can tell "
+                    "whether it still runs"
+                )
             return (RUNNING if alive else None), None
         if self._jobs is None and self.error is None:
             try:
@@ -273,8 +298,13 @@ def run_states(ablation: AblationDir, rule: str = "best") -> list[RunState]:
         directory = ablation.run_dir(run)
         status = ablation.status(run)
         metrics = directory.metrics() if status != ABSENT else []
-        row = RunState(run.name, "not started", entry.get("job"), metrics[-1]["step"] if metrics else None,
-                       requeued=entry.get("requeued", 0))
+        row = RunState(
+            run.name,
+            "not started",
+            entry.get("job"),
+            metrics[-1]["step"] if metrics else None,
+            requeued=entry.get("requeued", 0),
+        )
         result = read_result(directory, run.seed, rule)[0] if status == FINISHED else None
         if result is not None:  # its result is there: finished, whatever a job record or the queue says
             row.state, row.em = "finished", result.average()
@@ -293,15 +323,17 @@ def run_states(ablation: AblationDir, rule: str = "best") -> list[RunState]:
         elif status == PARTIAL or row.job and not row.job.startswith("local:"):
             row.state = "stopped"
         states.append(row)
-    stopped = {row.job: row for row in states
-               if row.state == "stopped" and row.job and not row.job.startswith("local:")}
+    stopped = {
+        row.job: row for row in states if row.state == "stopped" and row.job and not row.job.startswith("local:")
+    }
     for job, state in ended_jobs(list(stopped)).items():
         stopped[job].slurm = state
     return states
 
 
-def wait(ablation: AblationDir, on_event=print, poll_s: float | None = None,
-         patience_s: float | None = None) -> list[RunState]:
+def wait(
+    ablation: AblationDir, on_event=print, poll_s: float | None = None, patience_s: float | None = None
+) -> list[RunState]:
     """Block until no run of the ablation is queued or running (a line whenever the counts change); the final
     states. It looks every `poll_s` seconds (default `INSPO_POLL_SECONDS`, else 30: squeue is a query to the
     controller, which clusters ask users not to make often). While SLURM cannot be asked it keeps asking, for at
@@ -317,24 +349,32 @@ def wait(ablation: AblationDir, on_event=print, poll_s: float | None = None,
         unknown = [s for s in states if s.state == UNKNOWN]
         elsewhere = next((s for s in unknown if s.job and s.job.startswith("local:")), None)
         if elsewhere is not None:
-            raise SchedulerUnavailable(f"--wait cannot follow {elsewhere.run}: {elsewhere.why}; wait there, or "
-                                       "collect without --wait")
+            raise SchedulerUnavailable(
+                f"--wait cannot follow {elsewhere.run}: {elsewhere.why}; wait there, or collect without --wait"
+            )
         if not unknown:
             failing_since = None
         elif failing_since is None:
             failing_since = time.monotonic()
         if unknown and failing_since is not None and time.monotonic() - failing_since >= patience_s:
-            raise SchedulerUnavailable(f"gave up waiting after SLURM could not be asked for {patience_s:g} s "
-                                       f"({unknown[0].why}); {len(unknown)} runs may still be queued or running: run "
-                                       "the same command again when squeue answers")
+            raise SchedulerUnavailable(
+                f"gave up waiting after SLURM could not be asked for {patience_s:g} s "
+                f"({unknown[0].why}); {len(unknown)} runs may still be queued or running: run "
+                "the same command again when squeue answers"
+            )
         counts: dict[str, int] = {}
         for s in states:
             counts[s.state] = counts.get(s.state, 0) + 1
         summary = ", ".join(f"{n} {name}" for name, n in counts.items())
         if summary != last:
-            on_event(f"{time.strftime('%H:%M:%S')} {summary}" + (f" (cannot ask SLURM: {unknown[0].why}; asking "
-                                                                 f"again for at most {patience_s:g} s)" if unknown
-                                                                 else ""))
+            on_event(
+                f"{time.strftime('%H:%M:%S')} {summary}"
+                + (
+                    f" (cannot ask SLURM: {unknown[0].why}; asking again for at most {patience_s:g} s)"
+                    if unknown
+                    else ""
+                )
+            )
             last = summary
         if not any(s.state in (QUEUED, RUNNING, UNKNOWN) for s in states):
             return states

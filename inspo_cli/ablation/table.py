@@ -18,27 +18,30 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.ablation.compare import AVERAGE, Comparison, compare, estimate
-from inspo_cli.ablation.formatting import cell, delta_cell, p_text, signed
 from inspo_cli.ablation.cost import cost_line, cost_section, run_cost, variant_cost
 from inspo_cli.ablation.decompose import CELLS_DIR, Variant, build, choose, has_cells
+from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
 from inspo_cli.ablation.effects import effects
 from inspo_cli.ablation.effects import markdown as decomposition_markdown
-from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
+from inspo_cli.ablation.formatting import cell, delta_cell, p_text, signed
 from inspo_cli.ablation.plan import SEARCH_R1, PlannedRun, run_name
 from inspo_cli.ablation.results import check_same_benchmarks, read_result
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 
 TARGET_DIFF = 0.05  # the difference whose seed count the power line gives, unless told another (--target-diff)
-RULE_TEXT = {"best": "App. B's checkpoint: the final one before any reward collapse",
-             "final": "each run's final checkpoint"}
+RULE_TEXT = {
+    "best": "App. B's checkpoint: the final one before any reward collapse",
+    "final": "each run's final checkpoint",
+}
 
 
-def collect(ablation: AblationDir, rule: str = "best", reference: str | None = None,
-            target_diff: float = TARGET_DIFF) -> dict:
+def collect(
+    ablation: AblationDir, rule: str = "best", reference: str | None = None, target_diff: float = TARGET_DIFF
+) -> dict:
     plan, failures = ablation.plan, ablation.failures()
     rows, variants = [], []
     for variant in plan.variants:
@@ -53,9 +56,18 @@ def collect(ablation: AblationDir, rule: str = "best", reference: str | None = N
                 runs.append((ablation.run_dir(run), result))
                 costs.append(run_cost(ablation.run_dir(run)))
         static = _static(ablation, variant.name)
-        rows.append({"variant": variant.name, "bars": variant.bars, "recipe": variant.recipe,
-                     "overrides": variant.overrides, "static": static, "results": results, "missing": missing,
-                     "costs": costs})
+        rows.append(
+            {
+                "variant": variant.name,
+                "bars": variant.bars,
+                "recipe": variant.recipe,
+                "overrides": variant.overrides,
+                "static": static,
+                "results": results,
+                "missing": missing,
+                "costs": costs,
+            }
+        )
         variants.append(Variant(variant.name, static, runs))
     table = {"name": plan.name, "seeds": plan.seeds, **summarize(rows, rule, reference, target_diff)}
     table["decompositions"] = cached_decompositions(variants, table["reference"])
@@ -70,7 +82,7 @@ def cached_decompositions(variants: list[Variant], reference: str | None) -> lis
     found = []
     for variant, static in choose(variants, None, reference):
         try:
-            (name, against, cells), = build([(variant, static)])
+            ((name, against, cells),) = build([(variant, static)])
         except InspoError as error:
             found.append({"variant": variant.name, "error": str(error)})
             continue
@@ -116,8 +128,9 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
     names = [row["variant"] for row in rows]
     if len(set(names)) != len(names):  # comparisons are looked up by name: a second row would show the first's
         twice = sorted({name for name in names if names.count(name) > 1})
-        raise InspoError(f"two variants are both named {', '.join(map(repr, twice))}; every variant of a table "
-                         "needs its own name")
+        raise InspoError(
+            f"two variants are both named {', '.join(map(repr, twice))}; every variant of a table needs its own name"
+        )
     check_reference(reference, names)
     reference = reference or (default_reference(rows) if rows else None)
     by_name = {row["variant"]: row for row in rows}
@@ -126,8 +139,11 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
         scores = row["_scores"] = [r.scores() for r in results]
         row["seeds"] = sorted(s.seed for s in scores)
         row["n"] = len(scores)
-        row["em"] = {b: estimate([s for s in scores if b in s.em], b).as_dict()
-                     for b in benchmarks if any(b in s.em for s in scores)}
+        row["em"] = {
+            b: estimate([s for s in scores if b in s.em], b).as_dict()
+            for b in benchmarks
+            if any(b in s.em for s in scores)
+        }
         row["average"] = estimate(scores, AVERAGE).as_dict() if scores else None
         row["runs"] = [r.as_dict() for r in results]
         costs = row.pop("costs", None)  # per run with a result (`cost.run_cost`), where the caller read them
@@ -139,12 +155,20 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
             continue
         comparisons.append(_comparison(row, base, benchmarks, target_diff))
         if row["cost"] and base["cost"]:
-            comparisons[-1]["cost_line"] = cost_line(row["variant"], base["variant"], comparisons[-1]["average"],
-                                                     row["cost"], base["cost"])
+            comparisons[-1]["cost_line"] = cost_line(
+                row["variant"], base["variant"], comparisons[-1]["average"], row["cost"], base["cost"]
+            )
     for row in rows:
         del row["_scores"]
-    return {"benchmarks": benchmarks, "rule": rule, "rule_text": RULE_TEXT[rule], "reference": reference,
-            "target_diff": target_diff, "rows": rows, "comparisons": comparisons}
+    return {
+        "benchmarks": benchmarks,
+        "rule": rule,
+        "rule_text": RULE_TEXT[rule],
+        "reference": reference,
+        "target_diff": target_diff,
+        "rows": rows,
+        "comparisons": comparisons,
+    }
 
 
 def _comparison(row: dict, base: dict, benchmarks: list[str], target_diff: float) -> dict:
@@ -153,19 +177,30 @@ def _comparison(row: dict, base: dict, benchmarks: list[str], target_diff: float
     shared = [b for b in benchmarks if b in row["em"] and b in base["em"]]
     per_benchmark = {b: compare(row["_scores"], base["_scores"], b) for b in shared}
     own, other = _averaged(row["_scores"]), _averaged(base["_scores"])
-    result = {"variant": row["variant"], "reference": base["variant"],
-              "em": {b: c.as_dict() for b, c in per_benchmark.items()}}
+    result = {
+        "variant": row["variant"],
+        "reference": base["variant"],
+        "em": {b: c.as_dict() for b, c in per_benchmark.items()},
+    }
     if own != other:
-        why = (f"{row['variant']} − {base['variant']}: no difference of averages: {row['variant']} is averaged over "
-               f"{', '.join(own) or 'no benchmark'}, {base['variant']} over {', '.join(other) or 'no benchmark'}")
+        why = (
+            f"{row['variant']} − {base['variant']}: no difference of averages: {row['variant']} is averaged over "
+            f"{', '.join(own) or 'no benchmark'}, {base['variant']} over {', '.join(other) or 'no benchmark'}"
+        )
         return {**result, "average": None, "sentence": why, "power": None, "power_sentence": why}
     average = compare(row["_scores"], base["_scores"], AVERAGE)
     where = shared[0] if len(shared) == 1 else f"the average over {len(shared)} benchmarks"
-    return {**result, "average": average.as_dict(),
-            "sentence": sentence(row["variant"], base["variant"], where, average),
-            "power": {"detectable": average.detectable(), "target_diff": target_diff,
-                      "seeds_needed": average.seeds_needed(target_diff)},
-            "power_sentence": power_sentence(row["variant"], base["variant"], average, target_diff)}
+    return {
+        **result,
+        "average": average.as_dict(),
+        "sentence": sentence(row["variant"], base["variant"], where, average),
+        "power": {
+            "detectable": average.detectable(),
+            "target_diff": target_diff,
+            "seeds_needed": average.seeds_needed(target_diff),
+        },
+        "power_sentence": power_sentence(row["variant"], base["variant"], average, target_diff),
+    }
 
 
 def _averaged(scores: Sequence) -> list[str]:
@@ -179,31 +214,45 @@ def design(c: Comparison) -> str:
 
 
 def sentence(variant: str, reference: str, where: str, c: Comparison) -> str:
-    """"inspo − search-r1 on world: +0.080 [−0.050, +0.210], p = 0.23: not significant at 0.05 with 3 seeds × 200
+    """ "inspo − search-r1 on world: +0.080 [−0.050, +0.210], p = 0.23: not significant at 0.05 with 3 seeds × 200
     questions"."""
     head = f"{variant} − {reference} on {where}: {signed(c.diff)}"
     if c.p is None:
         return f"{head}; no interval or p-value: {c.notes[-1]}"
     verdict = "significant" if c.p < 0.05 else "not significant"
     assert c.low is not None and c.high is not None  # a p-value comes with its interval
-    return (f"{head} [{signed(c.low)}, {signed(c.high)}], {p_text(c.p)}: {verdict} at 0.05 with "
-            f"{design(c)}" + ("" if c.paired_seeds else " (seeds not paired)")
-            + (f" (questions not paired on {', '.join(c.unpaired_questions)}: different questions)"
-               if c.unpaired_questions else ""))
+    return (
+        f"{head} [{signed(c.low)}, {signed(c.high)}], {p_text(c.p)}: {verdict} at 0.05 with "
+        f"{design(c)}"
+        + ("" if c.paired_seeds else " (seeds not paired)")
+        + (
+            f" (questions not paired on {', '.join(c.unpaired_questions)}: different questions)"
+            if c.unpaired_questions
+            else ""
+        )
+    )
 
 
 def power_sentence(variant: str, reference: str, c: Comparison, target: float) -> str:
     if c.se is None:
         return f"{variant} vs {reference}: no power estimate ({c.notes[-1]})"
     detectable = c.detectable()
-    found = (f"is ±{detectable:.3f}" if detectable is not None else
-             "does not exist: not even all questions against none would be found")
+    found = (
+        f"is ±{detectable:.3f}"
+        if detectable is not None
+        else "does not exist: not even all questions against none would be found"
+    )
     needed = c.seeds_needed(target)
-    more = (f"a difference of {target:g} needs {needed} seeds per variant" if needed is not None else
-            f"no number of seeds finds a difference of {target:g} with these questions (their own error is too "
-            "large): evaluate on more questions")
-    return (f"{variant} vs {reference}: with {design(c)} the smallest difference found with 80% power at α = 0.05 "
-            f"{found}; {more}")
+    more = (
+        f"a difference of {target:g} needs {needed} seeds per variant"
+        if needed is not None
+        else f"no number of seeds finds a difference of {target:g} with these questions (their own error is too "
+        "large): evaluate on more questions"
+    )
+    return (
+        f"{variant} vs {reference}: with {design(c)} the smallest difference found with 80% power at α = 0.05 "
+        f"{found}; {more}"
+    )
 
 
 def _why(ablation: AblationDir, run: PlannedRun, failures: dict[str, str], why: str | None) -> str:
@@ -233,8 +282,9 @@ def steps_cell(row: dict) -> str:
     if not runs:
         return "-"
     collapsed = [f"s{r['seed']}" for r in runs if r["collapsed"]]
-    return ", ".join(str(r["step"]) for r in runs) + (f" ({', '.join(collapsed)}: reward collapse)"
-                                                      if collapsed else "")
+    return ", ".join(str(r["step"]) for r in runs) + (
+        f" ({', '.join(collapsed)}: reward collapse)" if collapsed else ""
+    )
 
 
 def csv_columns(benchmarks: list[str]) -> list[str]:
@@ -273,29 +323,58 @@ def uncertainty_sections(table: dict) -> list[str]:
     lines = []
     if table["comparisons"]:
         header = ["variant", *(f"Δ {b}" for b in benchmarks), "Δ avg.", "paired by"]
-        lines += [f"## Differences to {reference}", "",
-                  f"Δ EM = variant − {reference}, the difference of the two rows' means: 95% interval and two-sided "
-                  "p-value (t test over seeds and questions; paired by seed where both ran the same seeds, by "
-                  "question where all their runs answered the same questions, else unpaired).", "",
-                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += [
+            f"## Differences to {reference}",
+            "",
+            f"Δ EM = variant − {reference}, the difference of the two rows' means: 95% interval and two-sided "
+            "p-value (t test over seeds and questions; paired by seed where both ran the same seeds, by "
+            "question where all their runs answered the same questions, else unpaired).",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+        ]
         for c in table["comparisons"]:
-            lines.append("| " + " | ".join([c["variant"], *(delta_cell(c["em"].get(b)) for b in benchmarks),
-                                            f"**{delta_cell(c['average'])}**", pairing_cell(c)]) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        c["variant"],
+                        *(delta_cell(c["em"].get(b)) for b in benchmarks),
+                        f"**{delta_cell(c['average'])}**",
+                        pairing_cell(c),
+                    ]
+                )
+                + " |"
+            )
         lines += [""] + [f"- {c['sentence']}." for c in table["comparisons"]]
         lines += ["", "Power (80%, α = 0.05, from the seed-level and question-level variance observed):", ""]
         lines += [f"- {c['power_sentence']}." for c in table["comparisons"]]
         lines.append("")
     lines += cost_section(table)
     header = ["run", "seed", "step used", "reward collapse", *(f"{b} EM ± SE" for b in benchmarks), "avg. ± SE"]
-    lines += ["## Runs", "", "Each run's EM at the step used, ± its binomial standard error sqrt(p(1 − p)/n) over "
-              "the questions.", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [
+        "## Runs",
+        "",
+        "Each run's EM at the step used, ± its binomial standard error sqrt(p(1 − p)/n) over the questions.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for row in table["rows"]:
         for r in row["runs"]:
-            collapse = (f"at step {r['collapse']['detected_at']} (peak {r['collapse']['peak_step']})"
-                        if r["collapsed"] else "no")
-            cells = [r["run"], str(r["seed"]), f"{r['step']} of {r['last_step']}", collapse,
-                     *(f"{r['em'][b]:.3f} ± {r['se'][b]:.3f}" if b in r["em"] else "-" for b in benchmarks),
-                     f"{r['average']:.3f} ± {r['average_se']:.3f}"]
+            collapse = (
+                f"at step {r['collapse']['detected_at']} (peak {r['collapse']['peak_step']})"
+                if r["collapsed"]
+                else "no"
+            )
+            cells = [
+                r["run"],
+                str(r["seed"]),
+                f"{r['step']} of {r['last_step']}",
+                collapse,
+                *(f"{r['em'][b]:.3f} ± {r['se'][b]:.3f}" if b in r["em"] else "-" for b in benchmarks),
+                f"{r['average']:.3f} ± {r['average_se']:.3f}",
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -303,23 +382,38 @@ def uncertainty_sections(table: dict) -> list[str]:
 def markdown(table: dict) -> str:
     benchmarks = table["benchmarks"]
     header = ["variant", "stands for", "n", "steps used", *benchmarks, "avg.", f"Δ avg. vs {table['reference']}"]
-    lines = [f"# Ablation {table['name']}", "",
-             f"Exact match at {table['rule_text']}: mean ± 95% interval over seeds and questions (t, "
-             "Welch-Satterthwaite df; n = seeds with a result; one seed: no interval).",
-             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"# Ablation {table['name']}",
+        "",
+        f"Exact match at {table['rule_text']}: mean ± 95% interval over seeds and questions (t, "
+        "Welch-Satterthwaite df; n = seeds with a result; one seed: no interval).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for row in table["rows"]:
-        cells = [row["variant"], ", ".join(row["bars"]) or "(base recipe)", str(row["n"]), steps_cell(row),
-                 *(cell(row["em"].get(b)) for b in benchmarks), f"**{cell(row['average'])}**",
-                 "(reference)" if row["variant"] == table["reference"] else
-                 delta_cell((comparison_of(table, row["variant"]) or {}).get("average"))]
+        cells = [
+            row["variant"],
+            ", ".join(row["bars"]) or "(base recipe)",
+            str(row["n"]),
+            steps_cell(row),
+            *(cell(row["em"].get(b)) for b in benchmarks),
+            f"**{cell(row['average'])}**",
+            "(reference)"
+            if row["variant"] == table["reference"]
+            else delta_cell((comparison_of(table, row["variant"]) or {}).get("average")),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", *uncertainty_sections(table)]
     missing = [m for row in table["rows"] for m in row["missing"]]
     if missing:
         lines += ["", "Runs without a result:", ""] + [f"- {m['run']}: {m['why']}" for m in missing]
     for d in table.get("decompositions", []):
-        lines += [""] + ([f"Instruction × weights of {d['variant']}: {d['error']}"] if "error" in d
-                         else decomposition_markdown(d, table["rule_text"]))
+        lines += [""] + (
+            [f"Instruction × weights of {d['variant']}: {d['error']}"]
+            if "error" in d
+            else decomposition_markdown(d, table["rule_text"])
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -329,11 +423,29 @@ def write_table(ablation: AblationDir, table: dict) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     benchmarks = table["benchmarks"]
-    writer.writerow(["variant", "stands_for", "n", "seeds", "steps", "collapsed_seeds", *csv_columns(benchmarks),
-                     *delta_columns(benchmarks)])
+    writer.writerow(
+        [
+            "variant",
+            "stands_for",
+            "n",
+            "seeds",
+            "steps",
+            "collapsed_seeds",
+            *csv_columns(benchmarks),
+            *delta_columns(benchmarks),
+        ]
+    )
     for row in table["rows"]:
-        writer.writerow([row["variant"], "; ".join(row["bars"]), row["n"], " ".join(map(str, row["seeds"])),
-                         " ".join(str(r["step"]) for r in row["runs"]),
-                         " ".join(str(r["seed"]) for r in row["runs"] if r["collapsed"]),
-                         *csv_values(row, benchmarks), *delta_values(comparison_of(table, row["variant"]), benchmarks)])
+        writer.writerow(
+            [
+                row["variant"],
+                "; ".join(row["bars"]),
+                row["n"],
+                " ".join(map(str, row["seeds"])),
+                " ".join(str(r["step"]) for r in row["runs"]),
+                " ".join(str(r["seed"]) for r in row["runs"] if r["collapsed"]),
+                *csv_values(row, benchmarks),
+                *delta_values(comparison_of(table, row["variant"]), benchmarks),
+            ]
+        )
     atomic_write_text(ablation.table_file("csv"), buffer.getvalue())

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from inspo_cli.ablation.directory import FINISHED, AblationDir
 from inspo_cli.ablation.runner import Outcome, run_one
@@ -32,14 +32,22 @@ def gpu_groups(workers: int, gpus_per_run: int | None, device: str | None) -> li
 
         visible = [str(i) for i in range(torch.cuda.device_count())]
     if workers * gpus_per_run > len(visible):
-        raise InspoError(f"--workers {workers} x --gpus-per-run {gpus_per_run} = {workers * gpus_per_run} GPUs, but "
-                         f"{len(visible)} are visible; lower one of them")
-    return [",".join(visible[i * gpus_per_run:(i + 1) * gpus_per_run]) for i in range(workers)]
+        raise InspoError(
+            f"--workers {workers} x --gpus-per-run {gpus_per_run} = {workers * gpus_per_run} GPUs, but "
+            f"{len(visible)} are visible; lower one of them"
+        )
+    return [",".join(visible[i * gpus_per_run : (i + 1) * gpus_per_run]) for i in range(workers)]
 
 
-def run_parallel(ablation: AblationDir, workers: int, gpus_per_run: int | None = None, device: str | None = None,
-                 on_event: Callable[[str], None] = lambda line: None, rule: str = "best",
-                 launcher: str = "inspo") -> Outcome:
+def run_parallel(
+    ablation: AblationDir,
+    workers: int,
+    gpus_per_run: int | None = None,
+    device: str | None = None,
+    on_event: Callable[[str], None] = lambda line: None,
+    rule: str = "best",
+    launcher: str = "inspo",
+) -> Outcome:
     groups = gpu_groups(workers, gpus_per_run, device)
     outcome = Outcome()
     queue = []
@@ -54,8 +62,16 @@ def run_parallel(ablation: AblationDir, workers: int, gpus_per_run: int | None =
                 env = dict(os.environ)
                 if groups[slot] is not None:
                     env["CUDA_VISIBLE_DEVICES"] = groups[slot]
-                command = [sys.executable, "-m", "inspo_cli.ablation.workers", str(ablation.path), run.name,
-                           device or "", rule, launcher]
+                command = [
+                    sys.executable,
+                    "-m",
+                    "inspo_cli.ablation.workers",
+                    str(ablation.path),
+                    run.name,
+                    device or "",
+                    rule,
+                    launcher,
+                ]
                 on_event(f"{run.name}: worker {slot + 1}" + (f" (GPUs {groups[slot]})" if groups[slot] else ""))
                 process = subprocess.Popen(command, env=env)
                 ablation.record_jobs({run.name: local_job(process.pid)})
@@ -92,8 +108,9 @@ def main(argv: list[str]) -> int:
     path, name, device, rule, launcher = argv
     ablation = AblationDir.open(path)
     run = next(r for r in ablation.plan.runs() if r.name == name)
-    result = run_one(ablation, run, device or None, lambda line: print(line, file=sys.stderr, flush=True), rule,
-                     launcher=launcher)
+    result = run_one(
+        ablation, run, device or None, lambda line: print(line, file=sys.stderr, flush=True), rule, launcher=launcher
+    )
     return {"finished": 0, "skipped": 3}.get(result, 1)
 
 

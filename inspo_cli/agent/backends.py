@@ -25,8 +25,9 @@ import contextlib
 import copy
 import math
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ContextManager, Protocol, Sequence
+from typing import Protocol
 
 from inspo_cli.agent.compiled_generation import decoding_compile_config, static_cache_kwargs
 from inspo_cli.config import ModelConfig, RolloutConfig
@@ -41,12 +42,13 @@ class Generation:
 
 
 class PolicyBackend(Protocol):
-    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
-                 stop: Sequence[str]) -> list[Generation]:
+    def generate(
+        self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], stop: Sequence[str]
+    ) -> list[Generation]:
         """One continuation per context, each at most `max_new_tokens[i]` tokens, ending at a stop string or EOS."""
         ...
 
-    def generating_with(self, model) -> ContextManager:
+    def generating_with(self, model) -> contextlib.AbstractContextManager:
         """Generate with `model` inside the block (the trainer's policy, unwrapped for generation), the backend's
         own model again after it. A backend holding its own copy of the weights (vLLM) ignores it: the trainer
         pushes new weights into it instead."""
@@ -65,7 +67,7 @@ class _Sampling:
         clone.temperature, clone.top_p = temperature, top_p
         return clone
 
-    def generating_with(self, model) -> ContextManager:
+    def generating_with(self, model) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()  # the weights live in the engine; see PolicyBackend.generating_with
 
 
@@ -85,8 +87,15 @@ class _TurnEnd:
     costs next to nothing against a decode step on any device (`bench/generation_speed.py`). A row's text is
     decoded only when its last token holds a stop string's last character."""
 
-    def __init__(self, tokenizer, start: int, budgets: list[int], stop: Sequence[str], eos_ids: set[int],
-                 may_end_stop: frozenset[int] | None):
+    def __init__(
+        self,
+        tokenizer,
+        start: int,
+        budgets: list[int],
+        stop: Sequence[str],
+        eos_ids: set[int],
+        may_end_stop: frozenset[int] | None,
+    ):
         self.tokenizer = tokenizer
         self.start = start
         self.budgets = budgets
@@ -119,7 +128,7 @@ class _TurnEnd:
         return self._done
 
     def _has_stop(self, input_ids, row: int) -> bool:
-        tail = input_ids[row, max(self.start, input_ids.shape[1] - self._tail):]
+        tail = input_ids[row, max(self.start, input_ids.shape[1] - self._tail) :]
         text = self.tokenizer.decode(tail.tolist(), skip_special_tokens=False)
         return any(s in text for s in self.stop)
 
@@ -143,8 +152,16 @@ class TransformersBackend(_Sampling):
     A call generates at most `batch_size` contexts at once; with `fit_memory` (`rollout.generation_batch_size: 0`) on
     a CUDA device, only as many as fit its free memory (`agent.generation_memory`)."""
 
-    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 32,
-                 fit_memory: bool = False, compile_generation: bool = False):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        batch_size: int = 32,
+        fit_memory: bool = False,
+        compile_generation: bool = False,
+    ):
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.top_p, self.batch_size, self.fit_memory = temperature, top_p, batch_size, fit_memory
         self.compile_config = decoding_compile_config() if compile_generation else None
@@ -168,7 +185,7 @@ class TransformersBackend(_Sampling):
         out: list[Generation | None] = [None] * len(contexts)
         first = 0
         while first < len(order):
-            rows = self._next_batch(order[first:first + self.batch_size], contexts, max_new_tokens)
+            rows = self._next_batch(order[first : first + self.batch_size], contexts, max_new_tokens)
             results = self._generate_batch([contexts[i] for i in rows], [max_new_tokens[i] for i in rows], stop)
             for i, result in zip(rows, results):
                 out[i] = result
@@ -184,8 +201,12 @@ class TransformersBackend(_Sampling):
         if room is None:
             return rows
         element_bytes = next(self.model.parameters()).element_size()
-        n = rows_that_fit([len(contexts[i]) for i in rows], [max_new_tokens[i] for i in rows],
-                          bytes_per_token(self.model.config, element_bytes), int(room * FREE_SHARE))
+        n = rows_that_fit(
+            [len(contexts[i]) for i in rows],
+            [max_new_tokens[i] for i in rows],
+            bytes_per_token(self.model.config, element_bytes),
+            int(room * FREE_SHARE),
+        )
         return rows[:n]
 
     def _generate_batch(self, contexts, budgets, stop) -> list[Generation]:
@@ -199,21 +220,30 @@ class TransformersBackend(_Sampling):
         input_ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(contexts), width), dtype=torch.long)
         for row, context in enumerate(contexts):
-            input_ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)
-            attention[row, width - len(context):] = 1
+            input_ids[row, width - len(context) :] = torch.tensor(context, dtype=torch.long)
+            attention[row, width - len(context) :] = 1
         turn_end = _TurnEnd(self.tokenizer, width, list(budgets), key, self.eos_ids, self._stop_ids.get(key))
         # top_k=0 switches off the top-k=50 that generation configs often carry: sample the full distribution.
-        sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0} \
-            if self.temperature > 0 else {"do_sample": False}
+        sampling = (
+            {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+            if self.temperature > 0
+            else {"do_sample": False}
+        )
         # no_grad, as TRL generates, not inference_mode: under FSDP2 the parameters a forward all-gathers would be
         # inference tensors, and the training forward after them fails ("Inference tensors do not track version
         # counter"; seen on an H200 with recipes/accelerate/8gpu-fsdp.yaml)
         compiled = static_cache_kwargs(self.compile_config, width, max(budgets)) if self.compile_config else {}
         with torch.no_grad():
             sequences = self.model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention.to(device), max_new_tokens=max(budgets),
-                stopping_criteria=[turn_end], pad_token_id=self.pad_id, use_cache=True,
-                **sampling, **compiled)
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                max_new_tokens=max(budgets),
+                stopping_criteria=[turn_end],
+                pad_token_id=self.pad_id,
+                use_cache=True,
+                **sampling,
+                **compiled,
+            )
         generated = sequences[:, width:].tolist()
         results = []
         for row, ids in enumerate(generated):
@@ -234,8 +264,9 @@ class VLLMBackend(_Sampling):
     def __init__(self, llm, temperature: float = 1.0, top_p: float = 1.0, request_seeds: bool = False):
         self.llm, self.temperature, self.top_p, self.request_seeds = llm, temperature, top_p, request_seeds
 
-    def generate(self, contexts, max_new_tokens, stop=(), seeds: Sequence[int | None] | None = None
-                 ) -> list[Generation]:
+    def generate(
+        self, contexts, max_new_tokens, stop=(), seeds: Sequence[int | None] | None = None
+    ) -> list[Generation]:
         """`seeds`: one per context (the rollout engine's, keyed by row and turn); else drawn when request_seeds."""
         from vllm.inputs import TokensPrompt
 
@@ -248,10 +279,17 @@ class VLLMBackend(_Sampling):
     def _params(self, max_tokens: int, stop: Sequence[str], seed: int | None):
         from vllm import SamplingParams
 
-        return SamplingParams(max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, stop=list(stop),
-                              include_stop_str_in_output=True, logprobs=0, seed=seed)
+        return SamplingParams(
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stop=list(stop),
+            include_stop_str_in_output=True,
+            logprobs=0,
+            seed=seed,
+        )
 
-    def stream(self, stop: Sequence[str]) -> "VLLMStream":
+    def stream(self, stop: Sequence[str]) -> VLLMStream:
         """Requests one by one into the engine's running batch (`rollout.schedule: per-trajectory`)."""
         return VLLMStream(self, stop)
 
@@ -280,8 +318,9 @@ class VLLMStream:
         self._keys[request_id] = key
 
     def poll(self) -> list[tuple[int, Generation]]:
-        return [(self._keys.pop(output.request_id), _generation(output))
-                for output in self.engine.step() if output.finished]
+        return [
+            (self._keys.pop(output.request_id), _generation(output)) for output in self.engine.step() if output.finished
+        ]
 
     def pending(self) -> int:
         return len(self._keys)
@@ -291,8 +330,10 @@ def _generation(output) -> Generation:
     """A vLLM RequestOutput as the sampled ids, why they ended and their log-probs."""
     sample = output.outputs[0]
     ids = list(sample.token_ids)
-    logprobs = [entry[token].logprob if entry and token in entry else math.nan
-                for token, entry in zip(ids, sample.logprobs or [None] * len(ids))]
+    logprobs = [
+        entry[token].logprob if entry and token in entry else math.nan
+        for token, entry in zip(ids, sample.logprobs or [None] * len(ids))
+    ]
     if sample.finish_reason == "length":
         finish = "length"
     else:  # vLLM's stop_reason is the matched stop string, or None when EOS ended the turn
@@ -326,14 +367,24 @@ class VLLMServerBackend(_Sampling):
         out: list[Generation | None] = [None] * len(contexts)
         for budget, rows in by_budget.items():
             result = self.client.generate(
-                prompts=[list(contexts[i]) for i in rows], temperature=self.temperature, top_p=self.top_p, top_k=0,
-                max_tokens=budget, logprobs=0,
-                generation_kwargs={"stop": list(stop), "include_stop_str_in_output": True})
+                prompts=[list(contexts[i]) for i in rows],
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=0,
+                max_tokens=budget,
+                logprobs=0,
+                generation_kwargs={"stop": list(stop), "include_stop_str_in_output": True},
+            )
             for i, ids, logprobs in zip(rows, result["completion_ids"], result["logprobs"]):
                 ids = list(ids)
                 tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=False)
-                finish = ("eos" if ids and ids[-1] in self.eos_ids else
-                          "stop" if any(tail.endswith(s) for s in stop) else "length")
+                finish = (
+                    "eos"
+                    if ids and ids[-1] in self.eos_ids
+                    else "stop"
+                    if any(tail.endswith(s) for s in stop)
+                    else "length"
+                )
                 out[i] = Generation(ids, finish, [entry[0] if entry else math.nan for entry in logprobs])
         return out  # type: ignore[return-value]
 
@@ -353,8 +404,16 @@ def _shut_down_engine_core(llm_ref) -> None:
         client.shutdown()  # idempotent: a no-op once shut down (its finalizer is detached)
 
 
-def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 32, device: str | None = None,
-                 process_index: int = 0, num_processes: int = 1, seed: int = 0, request_seeds: bool = False):
+def load_backend(
+    model: ModelConfig,
+    rollout: RolloutConfig,
+    batch_size: int = 32,
+    device: str | None = None,
+    process_index: int = 0,
+    num_processes: int = 1,
+    seed: int = 0,
+    request_seeds: bool = False,
+):
     """(backend, tokenizer) for inference, as `model.backend` asks: transformers, or vLLM when installed.
 
     A vLLM engine is seeded with `derived_seed(seed, process_index)`: each run seed and process samples its own
@@ -371,10 +430,16 @@ def load_backend(model: ModelConfig, rollout: RolloutConfig, batch_size: int = 3
 
         tokenizer = load_tokenizer(model)
         launched = dict(distributed_executor_backend="external_launcher") if num_processes > 1 else {}
-        llm = LLM(model=resolve_model_path(model.name_or_path), enable_prefix_caching=True,
-                  seed=derived_seed(seed, process_index), **launched, **engine_settings(model, device).llm_kwargs())
+        llm = LLM(
+            model=resolve_model_path(model.name_or_path),
+            enable_prefix_caching=True,
+            seed=derived_seed(seed, process_index),
+            **launched,
+            **engine_settings(model, device).llm_kwargs(),
+        )
         atexit.register(_shut_down_engine_core, weakref.ref(llm))
         return VLLMBackend(llm, rollout.temperature, rollout.top_p, request_seeds), tokenizer
     policy, tokenizer = load_model(model, device)
-    return TransformersBackend(policy, tokenizer, rollout.temperature, rollout.top_p, batch_size,
-                               compile_generation=model.compile_generation), tokenizer
+    return TransformersBackend(
+        policy, tokenizer, rollout.temperature, rollout.top_p, batch_size, compile_generation=model.compile_generation
+    ), tokenizer

@@ -22,13 +22,20 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-from inspo_cli.agent.protocol import (build_prompt, corrective_observation, information_parts, parse_action,
-                                      stop_strings, user_message)
 from inspo_cli.agent.instruction_rendering import function_calling_instruction, response_tags
+from inspo_cli.agent.protocol import (
+    build_prompt,
+    corrective_observation,
+    information_parts,
+    parse_action,
+    stop_strings,
+    user_message,
+)
 from inspo_cli.agent.tools.base import Observation, Tool
 from inspo_cli.config.sections import PROTOCOLS
 from inspo_cli.errors import InspoError
@@ -40,9 +47,10 @@ QWEN25_TEMPLATE = (Path(__file__).parent / "qwen2.5_chat_template.jinja").read_t
 FUNCTION_CALLING_SYSTEM = "You are a helpful assistant."  # with QWEN25_TEMPLATE only: not Qwen's "You are Qwen"
 
 FUNCTION_CALLING_CORRECTIVE = (
-    "My previous action is invalid. If I want to call a tool, I should write <tool_call>\n{\"name\": <tool name>, "
-    "\"arguments\": <arguments as a JSON object>}\n</tool_call>. If I want to give the final answer, I should put "
-    "the answer between <answer> and </answer>. Let me try again.")
+    'My previous action is invalid. If I want to call a tool, I should write <tool_call>\n{"name": <tool name>, '
+    '"arguments": <arguments as a JSON object>}\n</tool_call>. If I want to give the final answer, I should put '
+    "the answer between <answer> and </answer>. Let me try again."
+)
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _FUNCTION_RE = re.compile(r"<tool_call>(.*?)</tool_call>|<answer>(.*?)</answer>", re.DOTALL)
@@ -123,26 +131,33 @@ class FunctionCallingFormat:
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> str:
         template = None if self.own_template else QWEN25_TEMPLATE
-        return self.tokenizer.apply_chat_template([*self._system, *messages], tools=self.schemas, tokenize=False,
-                                                  add_generation_prompt=generation_prompt, chat_template=template)
+        return self.tokenizer.apply_chat_template(
+            [*self._system, *messages],
+            tools=self.schemas,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            chat_template=template,
+        )
 
     def _splice(self, role: str) -> tuple[str, str]:
         """What the template writes between the end of an assistant's text and a `role` message's content, and
         after that content up to the next assistant turn: the opening and closing of an inserted observation."""
         said, result = "ASSISTANT_TEXT_9f3c", "INSERTED_TEXT_9f3c"
         conversation = [{"role": "user", "content": "QUESTION_9f3c"}, {"role": "assistant", "content": said}]
-        refused = (f"agent.protocol=function-calling: the tokenizer's chat template does not render a {role} message "
-                   "after an assistant's as a continuation of the conversation, so inspo cannot insert tool results "
-                   "into it; use agent.protocol=search-r1")
+        refused = (
+            f"agent.protocol=function-calling: the tokenizer's chat template does not render a {role} message "
+            "after an assistant's as a continuation of the conversation, so inspo cannot insert tool results "
+            "into it; use agent.protocol=search-r1"
+        )
         try:
             before = self._render(conversation, False)
             after = self._render([*conversation, {"role": role, "content": result}], True)
         except Exception as error:  # a template that raises on the role (Gemma's: roles must alternate)
             raise InspoError(f"{refused} (it raised {type(error).__name__}: {str(error)[:120]})") from None
-        if not after.startswith(before) or said not in before or after[len(before):].count(result) != 1:
+        if not after.startswith(before) or said not in before or after[len(before) :].count(result) != 1:
             raise InspoError(refused)
-        tail = before[before.rindex(said) + len(said):]
-        middle = after[len(before):]
+        tail = before[before.rindex(said) + len(said) :]
+        middle = after[len(before) :]
         opening, _, closing = middle.partition(result)
         return tail + opening, closing
 
@@ -174,8 +189,10 @@ class FunctionCallingFormat:
             return Call("call", error='a tool call is one JSON object with exactly "name" and "arguments"')
         tool = self._by_name.get(call["name"]) if isinstance(call["name"], str) else None
         if tool is None:
-            return Call("call", error=f"there is no tool {json.dumps(call['name'])[:80]}; the tools are "
-                                      f"{', '.join(self._by_name)}")
+            return Call(
+                "call",
+                error=f"there is no tool {json.dumps(call['name'])[:80]}; the tools are {', '.join(self._by_name)}",
+            )
         arguments = call["arguments"]
         problem = argument_problem(tool.parameters, arguments)
         if problem is not None:
@@ -246,8 +263,14 @@ def valid_text(value: Any) -> Any:
     return value
 
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
-                                            "boolean": (bool,), "object": (dict,), "array": (list,)}
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
 
 
 def argument_problem(schema: Mapping[str, Any], arguments: Any) -> str | None:
@@ -265,8 +288,11 @@ def argument_problem(schema: Mapping[str, Any], arguments: Any) -> str | None:
     for name, value in arguments.items():
         kind = properties[name].get("type")
         allowed = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
-        wrong_type = not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed) \
-            if allowed is not None else False
+        wrong_type = (
+            not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
+            if allowed is not None
+            else False
+        )
         if wrong_type:
             return f"argument {name!r} must be a JSON {kind}"
     return None

@@ -49,5 +49,8 @@ def decoding_compile_config():
 
 def static_cache_kwargs(compile_config, width: int, max_new_tokens: int) -> dict:
     """`generate` keyword arguments for a compiled decode of one batch: a static cache sized to a bucket."""
-    return {"cache_implementation": "static", "compile_config": compile_config,
-            "max_cache_len": cache_length(width, max_new_tokens)}
+    return {
+        "cache_implementation": "static",
+        "compile_config": compile_config,
+        "max_cache_len": cache_length(width, max_new_tokens),
+    }

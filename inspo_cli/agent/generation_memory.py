@@ -10,7 +10,7 @@ positive value is a fixed cap on the rows of one call.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 # of the free device memory a generate call may plan to fill; the rest absorbs what is not modelled. One number for
 # the backend and `inspo recipe plan`, which sizes an auto call the same way.

@@ -22,7 +22,7 @@ instruction written for function calling) is left as it is.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from inspo_cli.agent.tools.base import Tool
 
@@ -40,8 +40,9 @@ def response_tags(opening: str, closing: str) -> tuple[str, str] | None:
     return f"<{match.group(1)}>", f"</{match.group(1)}>"
 
 
-def function_calling_instruction(instruction: str, tools: Sequence[Tool], write_call: Callable[[Tool, str], str],
-                                 result_tags: tuple[str, str] | None) -> str:
+def function_calling_instruction(
+    instruction: str, tools: Sequence[Tool], write_call: Callable[[Tool, str], str], result_tags: tuple[str, str] | None
+) -> str:
     """`instruction` with each tool's Search-R1 element made a function call (`write_call(tool, argument)`) and the
     `<information>` tags made `result_tags` (kept when None)."""
     for tool in tools:
@@ -49,8 +50,11 @@ def function_calling_instruction(instruction: str, tools: Sequence[Tool], write_
         # "between <search> and </search>" names the element's two tags, not a call whose text is "and"
         named = f'in the "{tool.argument}" argument of a call to {tool.name}'
         instruction = re.sub(rf"between\s+{opening}\s+and\s+{closing}", lambda _: named, instruction)
-        instruction = re.sub(rf"{opening}([^<]*){closing}",  # an element's text, not a span of other tags
-                             _call_writer(write_call, tool), instruction)
+        instruction = re.sub(
+            rf"{opening}([^<]*){closing}",  # an element's text, not a span of other tags
+            _call_writer(write_call, tool),
+            instruction,
+        )
         # a tag named on its own ("use the <search> tag") is the call's own tag in this protocol (<tool_call>)
         call_tag = _OPENING_CALL.match(write_call(tool, ""))
         if call_tag is not None:
@@ -65,4 +69,5 @@ def function_calling_instruction(instruction: str, tools: Sequence[Tool], write_
 def _call_writer(write_call: Callable[[Tool, str], str], tool: Tool) -> Callable[[re.Match[str]], str]:
     def write(match: re.Match[str]) -> str:
         return write_call(tool, match.group(1).strip())
+
     return write

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 TOOL_THREADS = 16  # tool calls in flight at once (the HTTP retriever keeps a pool of connections for them)
 
@@ -41,8 +42,9 @@ class GenerationStream(Protocol):
         ...
 
 
-def run_per_trajectory(engine, trajectories: list, stream: GenerationStream,
-                       seed_of: Callable[[int, int], int | None]) -> dict[str, float]:
+def run_per_trajectory(
+    engine, trajectories: list, stream: GenerationStream, seed_of: Callable[[int, int], int | None]
+) -> dict[str, float]:
     """Roll `trajectories` out to the end with `engine`'s rules; `seed_of(row, turn)` is each request's seed.
     Returns the wall seconds in all (`seconds`) and those spent waiting for tools with no generation in flight
     (`tool_wait_seconds`)."""
@@ -56,8 +58,9 @@ def run_per_trajectory(engine, trajectories: list, stream: GenerationStream,
             return
         budget = engine._budget(trajectory)
         if budget > 0:
-            stream.submit(row, trajectory.prompt_ids + trajectory.completion_ids, budget,
-                          seed_of(row, trajectory.turns))
+            stream.submit(
+                row, trajectory.prompt_ids + trajectory.completion_ids, budget, seed_of(row, trajectory.turns)
+            )
 
     for row in range(len(trajectories)):
         start(row)

@@ -17,8 +17,8 @@ any other query, and an unparsable action gets Search-R1's corrective observatio
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from retriever.corpus import Passage
 
@@ -63,10 +63,13 @@ def stop_strings(tags: Sequence[str]) -> tuple[str, ...]:
 def corrective_observation(elements: Sequence[tuple[str, str]]) -> str:
     """The observation after a turn without a valid action, naming each tool's element by (tag, argument):
     Search-R1's, word for word, for [("search", "query")]."""
-    calls = " ".join(f"If I want to {tag}, I should put the {argument} between <{tag}> and </{tag}>."
-                     for tag, argument in elements)
-    return (f"\nMy previous action is invalid. {calls} If I want to give the final answer, I should put the answer "
-            "between <answer> and </answer>. Let me try again.\n")
+    calls = " ".join(
+        f"If I want to {tag}, I should put the {argument} between <{tag}> and </{tag}>." for tag, argument in elements
+    )
+    return (
+        f"\nMy previous action is invalid. {calls} If I want to give the final answer, I should put the answer "
+        "between <answer> and </answer>. Let me try again.\n"
+    )
 
 
 def format_passages(passages: Sequence[Passage]) -> str:
@@ -103,5 +106,6 @@ def build_prompt(tokenizer, instruction: str, question: str, chat: bool) -> str:
     message = user_message(instruction, question)
     if not chat:
         return message
-    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
+    )

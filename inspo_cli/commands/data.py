@@ -1,9 +1,9 @@
 """`inspo data world|fetch|list`: make the synthetic search world, get the paper's benchmarks, see what is here.
 
-    inspo data world --seed 0 --size default --out data/world
-    inspo data fetch all                             # online: FlashRAG test sets from the Hugging Face hub
-    inspo data fetch nq_hotpotqa                     # online: the NQ+HotpotQA training mixture
-    inspo data list                                  # which benchmarks are available locally
+inspo data world --seed 0 --size default --out data/world
+inspo data fetch all                             # online: FlashRAG test sets from the Hugging Face hub
+inspo data fetch nq_hotpotqa                     # online: the NQ+HotpotQA training mixture
+inspo data list                                  # which benchmarks are available locally
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -41,15 +41,20 @@ def _check_overwrite(out: Path, seed: int, size: str, force: bool, arithmetic_sh
         if force or (meta["seed"], meta["size"], meta.get("arithmetic_share", 0.0)) == (seed, size, arithmetic_share):
             return  # the same world again gives identical bytes; --force replaces a world
         share = f", arithmetic share {meta['arithmetic_share']}" if meta.get("arithmetic_share") else ""
-        raise InspoError(f"--out {out} holds another world (seed {meta['seed']}, size {meta['size']}{share}); "
-                         "choose another --out or pass --force to replace it")
+        raise InspoError(
+            f"--out {out} holds another world (seed {meta['seed']}, size {meta['size']}{share}); "
+            "choose another --out or pass --force to replace it"
+        )
     if clash := [name for name in WORLD_FILES if os.path.lexists(out / name)]:
-        raise InspoError(f"--out {out} holds {', '.join(clash)} but no world (no world.json of `inspo data world`), "
-                         "so not even --force writes over them; choose another --out (files an interrupted "
-                         "`inspo data world` left: delete them yourself)")
+        raise InspoError(
+            f"--out {out} holds {', '.join(clash)} but no world (no world.json of `inspo data world`), "
+            "so not even --force writes over them; choose another --out (files an interrupted "
+            "`inspo data world` left: delete them yourself)"
+        )
     if any(out.iterdir()) and not force:
-        raise InspoError(f"--out {out} is not empty and holds no world; choose an empty or new directory "
-                         "or pass --force")
+        raise InspoError(
+            f"--out {out} is not empty and holds no world; choose an empty or new directory or pass --force"
+        )
 
 
 def _world_manifest(out: Path) -> dict | None:
@@ -69,22 +74,28 @@ def _world_manifest(out: Path) -> dict | None:
 @app.command("world")
 @user_errors
 def world(
-    out: Annotated[Path, typer.Option("--out", help="Directory to write corpus.jsonl, train/dev/test.jsonl and "
-                                                    "world.json.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory to write corpus.jsonl, train/dev/test.jsonl and world.json.")
+    ],
     seed: Annotated[int, typer.Option(help="Random seed; the same seed and size give identical files.")] = 0,
     size: Annotated[str, typer.Option(help="Preset: tiny, small, default or large.")] = "default",
     force: Annotated[bool, typer.Option(help="Replace a different world already in --out.")] = False,
-    arithmetic_share: Annotated[float, typer.Option(help="Share of every split's questions that are arithmetic "
-                                                         "(two searched years and a subtraction, for an agent with "
-                                                         "the calculator tool), 0 to 0.5; 0 (the default) makes the "
-                                                         "world exactly as before the option.")] = 0.0,
+    arithmetic_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of every split's questions that are arithmetic "
+            "(two searched years and a subtraction, for an agent with "
+            "the calculator tool), 0 to 0.5; 0 (the default) makes the "
+            "world exactly as before the option."
+        ),
+    ] = 0.0,
 ) -> None:
     """Generate a fictional multi-hop QA world whose facts exist only in its own corpus."""
     from inspo_cli.world import WORLD_SIZES, generate_world, write_world
 
     if size not in WORLD_SIZES:
         raise InspoError(f"--size {size!r} is not a preset; use one of {', '.join(WORLD_SIZES)}")
-    if not 0 <= seed < 2 ** 32:  # -1 silently made the world of seed 1
+    if not 0 <= seed < 2**32:  # -1 silently made the world of seed 1
         raise InspoError(f"--seed {seed}: use 0 .. 2**32 - 1")
     if not 0.0 <= arithmetic_share <= 0.5:  # NaN fails both
         raise InspoError(f"--arithmetic-share {arithmetic_share}: use a value from 0 to 0.5")
@@ -93,8 +104,12 @@ def world(
     start = time.perf_counter()
     with progress_bar(transient=True) as progress:
         task = progress.add_task("generating world", total=None)
-        world_data = generate_world(seed=seed, size=size, arithmetic_share=arithmetic_share,
-                                    progress=lambda done, total: progress.update(task, completed=done, total=total))
+        world_data = generate_world(
+            seed=seed,
+            size=size,
+            arithmetic_share=arithmetic_share,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
         progress.update(task, description="writing files")
         meta = write_world(world_data, out)
     elapsed = time.perf_counter() - start
@@ -114,10 +129,15 @@ def world(
 @app.command("fetch")
 @user_errors
 def fetch(
-    benchmarks: Annotated[str, typer.Argument(help="Comma-separated names (hotpotqa,2wikimultihopqa,musique,bamboogle,"
-                                                   "nq,triviaqa,popqa), 'all' for the seven test sets, or "
-                                                   "'nq_hotpotqa' for the training mixture.")],
-    split: Annotated[Optional[str], typer.Option(help="Split to fetch; default: the split Search-R1 tests on.")] = None,
+    benchmarks: Annotated[
+        str,
+        typer.Argument(
+            help="Comma-separated names (hotpotqa,2wikimultihopqa,musique,bamboogle,"
+            "nq,triviaqa,popqa), 'all' for the seven test sets, or "
+            "'nq_hotpotqa' for the training mixture."
+        ),
+    ],
+    split: Annotated[str | None, typer.Option(help="Split to fetch; default: the split Search-R1 tests on.")] = None,
     out: Annotated[Path, typer.Option("--out", help="Where local benchmark files live.")] = DEFAULT_BENCHMARKS_DIR,
 ) -> None:
     """Download FlashRAG benchmark files from the Hugging Face hub into OUT/<name>/<split>.jsonl."""

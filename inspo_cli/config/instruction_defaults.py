@@ -33,6 +33,6 @@ WORKED_EXAMPLE_INSTRUCTION = (
     "Answer the question. To look something up, write <search> your query </search> and the results will appear "
     "between <information> and </information>. When you know the answer, write it as <answer> short answer </answer>.\n"
     "Example:\nQuestion: Who founded Hokin Works?\n<search> Hokin Works founder </search>\n"
-    "<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded by Ada Vell.</information>\n"
+    '<information>Doc 1(Title: "Hokin Works") Hokin Works was founded by Ada Vell.</information>\n'
     "<answer> Ada Vell </answer>\nQuestion: {question}"
 )

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import difflib
+import json
 import math
 import types
 import typing
@@ -33,7 +33,7 @@ from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 from inspo_cli.registry import is_sft
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-INT_LIMIT = 2 ** 63
+INT_LIMIT = 2**63
 MAX_EXTENDS = 16  # recipes extend each other at most this deep (the bundled ones: 3)
 
 
@@ -41,8 +41,13 @@ class RecipeError(InspoError):
     """A recipe or override that cannot be turned into a valid `Recipe`."""
 
 
-def load_recipe(path: str | Path | None, overrides: typing.Sequence[str] = (), check_paths: bool = True,
-                written_by_run: bool = False, flags: typing.Mapping[str, typing.Any] | None = None) -> Recipe:
+def load_recipe(
+    path: str | Path | None,
+    overrides: typing.Sequence[str] = (),
+    check_paths: bool = True,
+    written_by_run: bool = False,
+    flags: typing.Mapping[str, typing.Any] | None = None,
+) -> Recipe:
     """Read `path` (None: all defaults; a file, or a bundled recipe's name: `find_recipe`), apply `overrides`,
     validate types, values and referenced paths. `written_by_run`: `path` is a run directory's resolved recipe,
     which may hold keys an older release wrote (`_upgrade_run_recipe`). `flags` maps a command-line option to the
@@ -128,8 +133,10 @@ def _closest(name: str, bundled: dict[str, Path]) -> str:
     import difflib
 
     def score(candidate: str) -> float:  # the whole name, or the part after the model directory
-        return max(difflib.SequenceMatcher(None, name.lower(), text.lower()).ratio()
-                   for text in (candidate, candidate.rsplit("/", 1)[-1]))
+        return max(
+            difflib.SequenceMatcher(None, name.lower(), text.lower()).ratio()
+            for text in (candidate, candidate.rsplit("/", 1)[-1])
+        )
 
     ranked = sorted(bundled, key=score, reverse=True)
     close = [candidate for candidate in ranked[:3] if score(candidate) >= 0.4] or ranked[:3]
@@ -137,6 +144,7 @@ def _closest(name: str, bundled: dict[str, Path]) -> str:
 
 
 # -- reading -------------------------------------------------------------------------------------------------
+
 
 def _read_yaml(path: Path, text: str | None = None) -> dict:
     text = read_text(path, "recipe", max_bytes=MAX_BYTES) if text is None else text
@@ -150,8 +158,9 @@ def _read_yaml(path: Path, text: str | None = None) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise RecipeError(f"{path}: the top level must be a mapping of sections (data:, model:, ...), "
-                          f"got {type(data).__name__}")
+        raise RecipeError(
+            f"{path}: the top level must be a mapping of sections (data:, model:, ...), got {type(data).__name__}"
+        )
     return data
 
 
@@ -163,13 +172,17 @@ def _read_with_extends(path: Path, seen: tuple[Path, ...], size: int = 0) -> dic
         chain = " -> ".join(str(p) for p in (*seen, resolved))
         raise RecipeError(f"{path}: extends: recipes extend each other in a cycle ({chain}); remove one extends")
     if len(seen) > MAX_EXTENDS:
-        raise RecipeError(f"{seen[0]}: extends: a chain of more than {MAX_EXTENDS} recipes (at {path}); no recipe "
-                          "needs that many, extend a recipe nearer the top")
+        raise RecipeError(
+            f"{seen[0]}: extends: a chain of more than {MAX_EXTENDS} recipes (at {path}); no recipe "
+            "needs that many, extend a recipe nearer the top"
+        )
     text = read_text(path, "recipe", max_bytes=MAX_BYTES)
     size += len(text.encode("utf-8"))
     if size > MAX_BYTES:
-        raise RecipeError(f"{seen[0] if seen else path}: extends: the chain of {len(seen) + 1} recipes holds more "
-                          f"than {MAX_BYTES:,} bytes (at {path}); a recipe is a few KB, point to data files instead")
+        raise RecipeError(
+            f"{seen[0] if seen else path}: extends: the chain of {len(seen) + 1} recipes holds more "
+            f"than {MAX_BYTES:,} bytes (at {path}); a recipe is a few KB, point to data files instead"
+        )
     data = _read_yaml(path, text)
     parent = data.pop("extends", None)
     if parent is None:
@@ -198,8 +211,9 @@ def _parse_override(item: str) -> tuple[str, Any]:
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise RecipeError(f"--set {item!r}: expected KEY=VALUE with a dotted key, "
-                          "e.g. --set training.learning_rate=1e-6")
+        raise RecipeError(
+            f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. --set training.learning_rate=1e-6"
+        )
     try:
         value = load_yaml(text, f"--set {key}") if text.strip() else ""
     except yaml.YAMLError:
@@ -221,14 +235,17 @@ def _set_dotted(raw: dict, key: str, value: Any) -> None:
 
 # -- keys of older releases -------------------------------------------------------------------------------------
 
+
 def _check_whole(path: Path, raw: dict) -> None:
     """A run's recipe is written whole (`dump_recipe`, atomically) and ends with its `run:` section and a newline; a
     copy cut short would otherwise load with defaults for what it lost."""
     text = read_text(path, "recipe")
     run = raw.get("run")
     if not text.endswith("\n") or not isinstance(run, dict) or "seed" not in run:
-        raise RecipeError(f"{path}: cut short (a run writes it whole, ending with run: and its seed); copy it again "
-                          "from where the run ran")
+        raise RecipeError(
+            f"{path}: cut short (a run writes it whole, ending with run: and its seed); copy it again "
+            "from where the run ran"
+        )
 
 
 def _upgrade_run_recipe(raw: dict) -> None:
@@ -250,7 +267,8 @@ def _refuse_renamed(raw: dict, where) -> None:
             f"{where('training.mini_batch_size')}: renamed to training.mini_batch_trajectories, which counts "
             f"trajectories per optimizer update as Search-R1 does (the paper's 256 of 512 x 5 = 2,560 per step: 10 "
             f"updates); mini_batch_size: {training['mini_batch_size']} questions was mini_batch_trajectories: "
-            f"{_in_trajectories(training)}; write that, or drop the key for the paper's schedule")
+            f"{_in_trajectories(training)}; write that, or drop the key for the paper's schedule"
+        )
 
 
 def _in_trajectories(training: dict):
@@ -260,6 +278,7 @@ def _in_trajectories(training: dict):
 
 
 # -- building and type checking --------------------------------------------------------------------------------
+
 
 def _build(cls: type, raw: Any, prefix: str, where) -> Any:
     section = prefix.rstrip(".") or "the recipe"
@@ -273,8 +292,10 @@ def _build(cls: type, raw: Any, prefix: str, where) -> Any:
         dotted = f"{prefix}{key}"
         if key not in names:
             read_as = "" if isinstance(key, str) else f" (YAML read it as {type(key).__name__} {key!r})"
-            raise RecipeError(f"{where(dotted)}: unknown key{read_as}{_suggest(str(key), names)}; valid keys in "
-                              f"{section}: {', '.join(names)}")
+            raise RecipeError(
+                f"{where(dotted)}: unknown key{read_as}{_suggest(str(key), names)}; valid keys in "
+                f"{section}: {', '.join(names)}"
+            )
         if isinstance(value, bool) and "yaml_bool" in fields[key].metadata:
             value = fields[key].metadata["yaml_bool"][value]  # YAML 1.1 reads a bare on/off as a boolean
         kwargs[key] = _coerce(value, hints[key], dotted, where)
@@ -284,8 +305,10 @@ def _build(cls: type, raw: Any, prefix: str, where) -> Any:
         raise RecipeError(f"{where(prefix + e.field_name)}: {e.message}") from None
     for key, value in kwargs.items():  # after the fields' own checks, which name their ranges better
         if isinstance(value, int) and not isinstance(value, bool) and not -INT_LIMIT <= value < INT_LIMIT:
-            raise RecipeError(f"{where(prefix + key)}: {_show(value)} does not fit a 64-bit integer (torch, numpy "
-                              "and TRL take no more); no setting needs that many, fix the value")
+            raise RecipeError(
+                f"{where(prefix + key)}: {_show(value)} does not fit a 64-bit integer (torch, numpy "
+                "and TRL take no more); no setting needs that many, fix the value"
+            )
     return built
 
 
@@ -332,15 +355,18 @@ def _to_float(value: Any) -> float:
         raise TypeError
     number = float(value)  # PyYAML reads 5e-7 as a string; float() accepts it
     if not math.isfinite(number):  # .inf, .nan: no recipe field means anything by them (an .inf learning rate
-        raise ValueError          # trained a model of NaNs)
+        raise ValueError  # trained a model of NaNs)
     return number
 
 
 def _to_str(value: Any) -> str:
     # A date reads back as the text written (2024-01-01); a timestamp does not (PyYAML converts it to UTC), and
     # !!set, !!binary and the like have no text of their own.
-    if isinstance(value, datetime.datetime) or not isinstance(value, (str, int, float, datetime.date)) \
-            or isinstance(value, bool):
+    if (
+        isinstance(value, datetime.datetime)
+        or not isinstance(value, (str, int, float, datetime.date))
+        or isinstance(value, bool)
+    ):
         raise TypeError
     return str(value)
 
@@ -368,28 +394,49 @@ def _check_paths(recipe: Recipe, where) -> None:
     data, retriever = recipe.data, recipe.retriever
     needs_world = data.train == "world" or "world" in recipe.evaluation.benchmarks
     if needs_world:
-        data.world_dir = _existing(data.world_dir, "data.world_dir", where,
-                                   "generate one with `inspo data world --out DIR` or set data.world_dir=DIR",
-                                   kind="dir")
+        data.world_dir = _existing(
+            data.world_dir,
+            "data.world_dir",
+            where,
+            "generate one with `inspo data world --out DIR` or set data.world_dir=DIR",
+            kind="dir",
+        )
     if data.train not in _NAMED_TRAIN_SETS:
-        data.train = _existing(data.train, "data.train", where,
-                               "use world, nq_hotpotqa, or the path of a FlashRAG JSONL/parquet file", kind="file")
+        data.train = _existing(
+            data.train,
+            "data.train",
+            where,
+            "use world, nq_hotpotqa, or the path of a FlashRAG JSONL/parquet file",
+            kind="file",
+        )
     if retriever.index is not None:
-        retriever.index = _existing(retriever.index, "retriever.index", where, "build one with `inspo index --out DIR`",
-                                    kind="dir")
+        retriever.index = _existing(
+            retriever.index, "retriever.index", where, "build one with `inspo index --out DIR`", kind="dir"
+        )
     elif retriever.kind == "bm25":
-        retriever.corpus = _existing(retriever.corpus, "retriever.corpus", where,
-                                     "set retriever.corpus=PATH to a Search-R1 corpus JSONL, or generate data/world",
-                                     kind="file")
+        retriever.corpus = _existing(
+            retriever.corpus,
+            "retriever.corpus",
+            where,
+            "set retriever.corpus=PATH to a Search-R1 corpus JSONL, or generate data/world",
+            kind="file",
+        )
     # a local model (or LoRA adapter) directory is found as data paths are; a hub id or packaged name stays as it is
     recipe.model.name_or_path = _local_or_as_is(recipe.model.name_or_path)
     recipe.sampling.model = _local_or_as_is(recipe.sampling.model)
     if recipe.population.instruction_file is not None:
-        recipe.population.instruction_file = _existing(recipe.population.instruction_file,
-                                                       "population.instruction_file", where,
-                                                       "write the file or remove the key", kind="file")
-        read_text(recipe.population.instruction_file, where("population.instruction_file"),  # readable, UTF-8
-                  max_bytes=INSTRUCTION_FILE_BYTES)
+        recipe.population.instruction_file = _existing(
+            recipe.population.instruction_file,
+            "population.instruction_file",
+            where,
+            "write the file or remove the key",
+            kind="file",
+        )
+        read_text(
+            recipe.population.instruction_file,
+            where("population.instruction_file"),  # readable, UTF-8
+            max_bytes=INSTRUCTION_FILE_BYTES,
+        )
 
 
 def _local_or_as_is(value: str) -> str:

@@ -45,8 +45,13 @@ def _shown(value: Any) -> Any:
     if isinstance(value, dict) and "by_size" in value:
         return " / ".join(f"{v:g} ({k.upper()})" for k, v in value["by_size"].items())
     if isinstance(value, dict):
-        shown = "null" if value["value"] is None else f"{value['value']:g}" if isinstance(value["value"], float) \
+        shown = (
+            "null"
+            if value["value"] is None
+            else f"{value['value']:g}"
+            if isinstance(value["value"], float)
             else value["value"]
+        )
         return f"{shown} ({value['note']})"
     return value
 
@@ -70,10 +75,17 @@ def _plain(cell: str) -> str:
 @functools.lru_cache(maxsize=1)
 def faithfulness_rows() -> tuple[FaithfulnessRow, ...]:
     """The rows of the faithfulness table, in order; `keys` are the recipe fields each one's last column names."""
-    return tuple(FaithfulnessRow(_plain(row["topic"]), _plain(row["paper"]), _plain(row["inspo"]), _plain(row["why"]),
-                                 tuple(dict.fromkeys(re.findall(r"`([a-z_]+\.[a-z_0-9]+)", row["fields"]))),
-                                 row["fields"])
-                 for row in _data()["rows"])
+    return tuple(
+        FaithfulnessRow(
+            _plain(row["topic"]),
+            _plain(row["paper"]),
+            _plain(row["inspo"]),
+            _plain(row["why"]),
+            tuple(dict.fromkeys(re.findall(r"`([a-z_]+\.[a-z_0-9]+)", row["fields"]))),
+            row["fields"],
+        )
+        for row in _data()["rows"]
+    )
 
 
 def _cell(text: str) -> str:
@@ -82,10 +94,16 @@ def _cell(text: str) -> str:
 
 def markdown() -> str:
     """docs/faithfulness.md."""
-    out = ["# Faithfulness to the paper", "",
-           f"<!-- Generated from inspo_cli/config/paper.yaml by `{REGENERATE}`; do not edit. -->", "",
-           _data()["intro"].rstrip(), "", "| topic | the paper / Search-R1 | inspo (default) | why | field |",
-           "|---|---|---|---|---|"]
+    out = [
+        "# Faithfulness to the paper",
+        "",
+        f"<!-- Generated from inspo_cli/config/paper.yaml by `{REGENERATE}`; do not edit. -->",
+        "",
+        _data()["intro"].rstrip(),
+        "",
+        "| topic | the paper / Search-R1 | inspo (default) | why | field |",
+        "|---|---|---|---|---|",
+    ]
     for row in _data()["rows"]:
         out.append("| " + " | ".join(_cell(row[c]) for c in ("topic", "paper", "inspo", "why", "fields")) + " |")
     return "\n".join(out) + "\n"

@@ -16,8 +16,9 @@ import dataclasses
 import difflib
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from inspo_cli.config.loader import PROJECT_ROOT
 from inspo_cli.config.paper import PAPER_VALUES, FaithfulnessRow, faithfulness_rows
@@ -26,8 +27,17 @@ from inspo_cli.errors import InspoError
 from inspo_cli.registry import IMPORT_PATH_HINT, ORIGINS, REGISTRIES, TRAITS, Strategy
 
 FAITHFULNESS = PROJECT_ROOT / "docs" / "faithfulness.md"  # generated from paper.yaml
-__all__ = ["PAPER_VALUES", "FaithfulnessRow", "RecipeField", "explain", "faithfulness_rows", "fields", "format_value",
-           "markdown_reference", "sections"]
+__all__ = [
+    "PAPER_VALUES",
+    "FaithfulnessRow",
+    "RecipeField",
+    "explain",
+    "faithfulness_rows",
+    "fields",
+    "format_value",
+    "markdown_reference",
+    "sections",
+]
 REGENERATE = "python -m inspo_cli.config.reference > docs/reference/recipe.md"
 
 
@@ -65,7 +75,7 @@ def format_value(value: Any, limit: int = 60) -> str:
         text = " ".join(value.split())
         if not text:
             return '""'
-        return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+        return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
     return repr(value)
 
 
@@ -83,18 +93,26 @@ def explain(key: str) -> str:
     registry = next((r for r in REGISTRIES if r.key == key), None)
     if registry is not None:  # the strategies, one per line with where each comes from (inspo_cli.registry)
         width = max(map(len, registry))
-        lines += ["", "  choices (inspo_cli/registry.py" + (f"; or {IMPORT_PATH_HINT}):" if registry.import_paths
-                                                           else "):")]
+        lines += [
+            "",
+            "  choices (inspo_cli/registry.py" + (f"; or {IMPORT_PATH_HINT}):" if registry.import_paths else "):"),
+        ]
         for name, strategy in registry.items():
-            traits = "".join(f"; {trait} {getattr(strategy, trait)}" for trait in TRAITS
-                             if getattr(strategy, trait) != getattr(Strategy, trait))
-            lines.append(_wrap(f"{name:<{width}}  ", f"{ORIGINS[strategy.origin]}: {strategy.summary}{traits}",
-                               "    "))
+            traits = "".join(
+                f"; {trait} {getattr(strategy, trait)}"
+                for trait in TRAITS
+                if getattr(strategy, trait) != getattr(Strategy, trait)
+            )
+            lines.append(_wrap(f"{name:<{width}}  ", f"{ORIGINS[strategy.origin]}: {strategy.summary}{traits}", "    "))
     for row in faithfulness_rows():
         if key in row.keys:
-            lines += ["", f"  faithfulness ({_shown(FAITHFULNESS)}): {row.topic}",
-                      _wrap("the paper / Search-R1: ", row.paper, "    "),
-                      _wrap("inspo (default): ", row.inspo, "    "), _wrap("why: ", row.why, "    ")]
+            lines += [
+                "",
+                f"  faithfulness ({_shown(FAITHFULNESS)}): {row.topic}",
+                _wrap("the paper / Search-R1: ", row.paper, "    "),
+                _wrap("inspo (default): ", row.inspo, "    "),
+                _wrap("why: ", row.why, "    "),
+            ]
     return "\n".join(lines)
 
 
@@ -103,8 +121,14 @@ def _explain_section(name: str, entries: dict[str, RecipeField]) -> str:
         if section == name:
             keys = [k for k in entries if k.startswith(f"{name}.")]
             width = max(map(len, keys))
-            return "\n".join([name, _wrap("", help_text, "  "), "",
-                              *(f"  {k:<{width}}  {format_value(entries[k].default)}" for k in keys)])
+            return "\n".join(
+                [
+                    name,
+                    _wrap("", help_text, "  "),
+                    "",
+                    *(f"  {k:<{width}}  {format_value(entries[k].default)}" for k in keys),
+                ]
+            )
     same_name = [k for k in entries if k.split(".", 1)[1] == name]  # "accept" -> population.accept
     close = same_name or difflib.get_close_matches(name, list(entries), n=3, cutoff=0.6)
     hint = f" (did you mean {', '.join(close[:-1]) + ' or ' if close[1:] else ''}{close[-1]}?)" if close else ""
@@ -112,8 +136,14 @@ def _explain_section(name: str, entries: dict[str, RecipeField]) -> str:
 
 
 def _wrap(label: str, text: str, indent: str, width: int = 100) -> str:
-    return textwrap.fill(" ".join(text.split()), width=width, initial_indent=indent + label,
-                         subsequent_indent=indent + " " * len(label), break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=width,
+        initial_indent=indent + label,
+        subsequent_indent=indent + " " * len(label),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _shown(path: Path) -> str:
@@ -131,22 +161,33 @@ def _cell(text: str, code: bool = False) -> str:
 
 def markdown_reference() -> str:
     """The whole reference as Markdown: one `## section` per recipe section, a table of its keys."""
-    intro = ("Every key of a recipe YAML file, section by section: its type, its default and what it does; a run "
-             "overrides one with `--set section.key=value`. The training defaults are the paper's (INSPO §4 and "
-             "App. B). This page is generated from the help text of the recipe's dataclasses "
-             "(`inspo_cli/config/sections.py`, `inspo_cli/config/inspo_sections.py`) by "
-             f"`{REGENERATE}`; do not edit it by hand. `inspo recipe explain FIELD` prints one entry, with the "
-             "paper's value and its row of [the faithfulness table](../faithfulness.md) where there is one; "
-             "`inspo recipe explain --list` lists every key with its default.")
+    intro = (
+        "Every key of a recipe YAML file, section by section: its type, its default and what it does; a run "
+        "overrides one with `--set section.key=value`. The training defaults are the paper's (INSPO §4 and "
+        "App. B). This page is generated from the help text of the recipe's dataclasses "
+        "(`inspo_cli/config/sections.py`, `inspo_cli/config/inspo_sections.py`) by "
+        f"`{REGENERATE}`; do not edit it by hand. `inspo recipe explain FIELD` prints one entry, with the "
+        "paper's value and its row of [the faithfulness table](../faithfulness.md) where there is one; "
+        "`inspo recipe explain --list` lists every key with its default."
+    )
     out = ["# Recipe reference", "", textwrap.fill(intro, width=116, break_long_words=False, break_on_hyphens=False)]
     entries = list(fields())
     for name, help_text, _ in sections():
-        out += ["", f"## {name}", "", " ".join(help_text.split()), "", "| field | type | default | help |",
-                "|---|---|---|---|"]
+        out += [
+            "",
+            f"## {name}",
+            "",
+            " ".join(help_text.split()),
+            "",
+            "| field | type | default | help |",
+            "|---|---|---|---|",
+        ]
         for entry in entries:
             if entry.key.startswith(f"{name}."):
-                out.append(f"| `{entry.key}` | {_cell(entry.type, code=True)} | "
-                           f"{_cell(format_value(entry.default), code=True)} | {_cell(entry.help)} |")
+                out.append(
+                    f"| `{entry.key}` | {_cell(entry.type, code=True)} | "
+                    f"{_cell(format_value(entry.default), code=True)} | {_cell(entry.help)} |"
+                )
     return "\n".join(out) + "\n"
 
 

@@ -21,8 +21,8 @@ without it). Anchored on measurements in tests/test_resource_plan.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 from inspo_cli.config.architecture import Architecture
 from inspo_cli.config.batch_plan import batch_plan
@@ -127,8 +127,14 @@ def plan_lengths(rollout, lengths: Lengths) -> dict[str, int]:
     longest = prompt + turns * rollout.max_tokens_per_turn + rollout.max_turns * observation
     bound = min(rollout.max_total_tokens, longest)
     trajectory = min(lengths.trajectory or bound, rollout.max_total_tokens)
-    return {"prompt": prompt, "observation": observation, "turns": turns, "turn": rollout.max_tokens_per_turn,
-            "trajectory": trajectory, "completion": max(trajectory - prompt, 1)}
+    return {
+        "prompt": prompt,
+        "observation": observation,
+        "turns": turns,
+        "turn": rollout.max_tokens_per_turn,
+        "trajectory": trajectory,
+        "completion": max(trajectory - prompt, 1),
+    }
 
 
 def generation_rows(recipe, processes: int) -> tuple[int, bool]:
@@ -142,8 +148,15 @@ def generation_rows(recipe, processes: int) -> tuple[int, bool]:
     return max(1, min(int(chosen), share)), False
 
 
-def _launch(recipe, arch: Architecture, hardware: Hardware, lengths: dict[str, int], launch: str, lora: bool,
-            generation_copy: bool) -> LaunchPlan:
+def _launch(
+    recipe,
+    arch: Architecture,
+    hardware: Hardware,
+    lengths: dict[str, int],
+    launch: str,
+    lora: bool,
+    generation_copy: bool,
+) -> LaunchPlan:
     processes = 1 if launch == "one-gpu" or hardware.device == "cpu" else hardware.gpus
     plan = LaunchPlan(launch, processes, lora, gpu_gib=hardware.gpu_gib)
     try:
@@ -155,8 +168,15 @@ def _launch(recipe, arch: Architecture, hardware: Hardware, lengths: dict[str, i
     return plan
 
 
-def _terms(recipe, arch: Architecture, hardware: Hardware, lengths: dict[str, int], plan: LaunchPlan,
-           generation_copy: bool, to_memory: bool) -> tuple[dict[str, dict[str, float]], float]:
+def _terms(
+    recipe,
+    arch: Architecture,
+    hardware: Hardware,
+    lengths: dict[str, int],
+    plan: LaunchPlan,
+    generation_copy: bool,
+    to_memory: bool,
+) -> tuple[dict[str, dict[str, float]], float]:
     m, t = recipe.model, recipe.training
     gpu = hardware.device != "cpu"
     dtype = ("bfloat16" if gpu else "float32") if m.dtype == "auto" else m.dtype
@@ -179,12 +199,16 @@ def _terms(recipe, arch: Architecture, hardware: Hardware, lengths: dict[str, in
     else:
         weights, trained = params * (4 if mixed else compute) / shard, params  # float32 masters under autocast
     trained_shard = trained / (shard if not plan.lora else 1)
-    gradients = trained_shard * (compute if plan.launch == "zero3" and mixed and not plan.lora else
-                                 4 if (mixed or plan.lora) else compute)
+    gradients = trained_shard * (
+        compute if plan.launch == "zero3" and mixed and not plan.lora else 4 if (mixed or plan.lora) else compute
+    )
     buckets = gradients if plan.launch == "ddp" and plan.processes > 1 else 0.0  # DDP's reducer keeps its own copy
     adam = trained_shard * 8
-    copy = (params * GENERATION_COPY_BYTES if rl and generation_copy and mixed and not plan.lora and not vllm
-            and plan.launch in ("one-gpu", "ddp") else 0.0)
+    copy = (
+        params * GENERATION_COPY_BYTES
+        if rl and generation_copy and mixed and not plan.lora and not vllm and plan.launch in ("one-gpu", "ddp")
+        else 0.0
+    )
 
     # The KL reference (TRL builds none with LoRA: it disables the adapter instead)
     reference = reference_at_load = 0.0
@@ -242,17 +266,34 @@ def _terms(recipe, arch: Architecture, hardware: Hardware, lengths: dict[str, in
     overhead = (CUDA_CONTEXT_GIB if gpu else HOST_RUNTIME_GIB) * GiB
     phases = {
         "load": {"weights": weights, "KL reference": reference_at_load or reference, "vLLM share": vllm_share},
-        "generation": {"weights": weights, "generation copy (bf16)": copy, "Adam state": adam,
-                       "KL reference": reference, "KV cache": kv_cache, "generation working set": working,
-                       "vLLM share": vllm_share},
-        "update": {"weights": weights, "gradients": gradients + buckets,
-                   "Adam state": adam, "KL reference": reference, "activations": activations,
-                   "LM head (chunked log-probs)": head, "gathered parameters": gathered,
-                   "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share},
+        "generation": {
+            "weights": weights,
+            "generation copy (bf16)": copy,
+            "Adam state": adam,
+            "KL reference": reference,
+            "KV cache": kv_cache,
+            "generation working set": working,
+            "vLLM share": vllm_share,
+        },
+        "update": {
+            "weights": weights,
+            "gradients": gradients + buckets,
+            "Adam state": adam,
+            "KL reference": reference,
+            "activations": activations,
+            "LM head (chunked log-probs)": head,
+            "gathered parameters": gathered,
+            "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share,
+        },
         # torch's AdamW (foreach) takes the square root of the second moments into a new float32 tensor list
-        "optimizer step": {"weights": weights, "gradients": gradients + buckets, "Adam state": adam,
-                           "KL reference": reference, "AdamW temporaries": trained_shard * 4,
-                           "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share},
+        "optimizer step": {
+            "weights": weights,
+            "gradients": gradients + buckets,
+            "Adam state": adam,
+            "KL reference": reference,
+            "AdamW temporaries": trained_shard * 4,
+            "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share,
+        },
     }
     if not rl:
         del phases["generation"]
@@ -288,9 +329,15 @@ def flops_per_token(recipe, params: int) -> float:
     return passes * params
 
 
-def resource_plan(recipe, arch: Architecture, hardware: Hardware = Hardware(), lengths: Lengths = Lengths(),
-                  timing: Timing = Timing(), launches: tuple[str, ...] = LAUNCHES,
-                  generation_copy: bool = True) -> ResourcePlan:
+def resource_plan(
+    recipe,
+    arch: Architecture,
+    hardware: Hardware = Hardware(),
+    lengths: Lengths = Lengths(),
+    timing: Timing = Timing(),
+    launches: tuple[str, ...] = LAUNCHES,
+    generation_copy: bool = True,
+) -> ResourcePlan:
     """Every launch in `launches` (and, unless the recipe trains LoRA, LoRA on one GPU as an alternative)."""
     used = plan_lengths(recipe.rollout, lengths)
     lora = recipe.model.lora
@@ -303,20 +350,24 @@ def resource_plan(recipe, arch: Architecture, hardware: Hardware = Hardware(), l
     policy_tokens = per_step * used["turns"] * used["turn"] * rl  # an upper bound: every turn at its limit
     params = arch.parameters()
     rate = timing.update_tokens_per_s or EFFECTIVE_TFLOPS * 1e12 / flops_per_token(recipe, params)
-    possible = sorted((p for p in plans.values() if p.problem is None),
-                      key=lambda p: (not p.fits, -p.processes, p.peak_gib))
+    possible = sorted(
+        (p for p in plans.values() if p.problem is None), key=lambda p: (not p.fits, -p.processes, p.peak_gib)
+    )
     timed = possible[0] if possible else plans[launches[0]]  # the widest launch that fits (else the widest)
     seconds = {"generation": math.nan, "update": math.nan}
     if timed.problem is None:
         trajectories = per_step // timed.processes
         calls = math.ceil(trajectories / timed.generation_batch)
-        seconds = {"generation": rl * calls * used["turns"] * used["turn"] * timing.decode_ms / 1000,
-                   "update": trajectories * used["trajectory"] / rate}
+        seconds = {
+            "generation": rl * calls * used["turns"] * used["turn"] * timing.decode_ms / 1000,
+            "update": trajectories * used["trajectory"] / rate,
+        }
     return ResourcePlan(arch, params, hardware, used, plans, policy_tokens, seconds, timed.label, rate, timing)
 
 
-def fitting_elsewhere(recipe, arch: Architecture, hardware: Hardware, lengths: Lengths, timing: Timing
-                      ) -> list[tuple[LaunchPlan, str]]:
+def fitting_elsewhere(
+    recipe, arch: Architecture, hardware: Hardware, lengths: Lengths, timing: Timing
+) -> list[tuple[LaunchPlan, str]]:
     """Launches that fit when the requested ones do not, each with what it changes: more GPUs of the same memory (a
     node of 8), else a smaller micro-batch on the widest node (halved until one fits)."""
     wider = replace(hardware, gpus=max(hardware.gpus, DEFAULT_GPUS))
@@ -325,13 +376,17 @@ def fitting_elsewhere(recipe, arch: Architecture, hardware: Hardware, lengths: L
     while not found and micro > 1:
         micro //= 2
         smaller = replace(recipe, training=replace(recipe.training, micro_batch_size=micro))
-        found = [(p, f" with training.micro_batch_size={micro}")
-                 for p in resource_plan(smaller, arch, wider, lengths, timing).launches.values() if p.fits]
+        found = [
+            (p, f" with training.micro_batch_size={micro}")
+            for p in resource_plan(smaller, arch, wider, lengths, timing).launches.values()
+            if p.fits
+        ]
     return found
 
 
-def refusal(plan: ResourcePlan, requested: tuple[str, ...], elsewhere: Sequence[tuple[LaunchPlan, str]] = ()
-            ) -> str | None:
+def refusal(
+    plan: ResourcePlan, requested: tuple[str, ...], elsewhere: Sequence[tuple[LaunchPlan, str]] = ()
+) -> str | None:
     """None when a requested launch fits; else one line: the peak, the memory, and what fits (among the planned
     launches, else `elsewhere`: `fitting_elsewhere`'s)."""
     asked = [plan.launches[name] for name in requested if name in plan.launches]
@@ -341,9 +396,15 @@ def refusal(plan: ResourcePlan, requested: tuple[str, ...], elsewhere: Sequence[
     fitting = [(p, "") for p in plan.launches.values() if p.fits] or list(elsewhere)
     hw = plan.hardware
     where = f"{smallest.processes} GPU{'s' if smallest.processes > 1 else ''} of {hw.gpu_gib:g} GiB"
-    needs = (f"cannot run as {smallest.label}: {smallest.problem}" if smallest.problem else
-             f"needs {smallest.peak_gib:.0f} GiB per process as {smallest.label} ({smallest.peak_phase}) on {where}")
-    advice = (", or ".join(f"{p.label}{change} ({p.peak_gib:.0f} GiB)" for p, change in fitting) if fitting else
-              "nothing planned; shorten rollout.max_total_tokens, lower rollout.generation_batch_size, or use "
-              "larger GPUs")
+    needs = (
+        f"cannot run as {smallest.label}: {smallest.problem}"
+        if smallest.problem
+        else f"needs {smallest.peak_gib:.0f} GiB per process as {smallest.label} ({smallest.peak_phase}) on {where}"
+    )
+    advice = (
+        ", or ".join(f"{p.label}{change} ({p.peak_gib:.0f} GiB)" for p, change in fitting)
+        if fitting
+        else "nothing planned; shorten rollout.max_total_tokens, lower rollout.generation_batch_size, or use "
+        "larger GPUs"
+    )
     return f"the recipe {needs}; fits: {advice}"

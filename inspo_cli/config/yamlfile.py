@@ -54,8 +54,9 @@ class _BoundedLoader(yaml.SafeLoader):
                     continue
                 key, line = (key_node.tag, key_node.value), key_node.start_mark.line + 1
                 if key in lines:
-                    raise _Refused(line, f"key {key_node.value!r} is given twice (lines {lines[key]} and {line}); "
-                                         "keep one")
+                    raise _Refused(
+                        line, f"key {key_node.value!r} is given twice (lines {lines[key]} and {line}); keep one"
+                    )
                 lines[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -82,11 +83,14 @@ def _check_expansion(root: yaml.Node) -> None:
             size[key] = 1 + sum(size[id(c)] for c in children)
             depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
             if size[key] > MAX_NODES:
-                raise _Refused(node.start_mark.line + 1, f"expands to more than {MAX_NODES:,} values (aliases of "
-                                                         "aliases); write the values out")
+                raise _Refused(
+                    node.start_mark.line + 1,
+                    f"expands to more than {MAX_NODES:,} values (aliases of aliases); write the values out",
+                )
             if depth[key] > MAX_DEPTH:
-                raise _Refused(node.start_mark.line + 1, f"nested more than {MAX_DEPTH} deep once its aliases are "
-                                                         "expanded")
+                raise _Refused(
+                    node.start_mark.line + 1, f"nested more than {MAX_DEPTH} deep once its aliases are expanded"
+                )
             continue
         if key in size:
             continue
@@ -112,8 +116,10 @@ def load_yaml(text: str, where: str) -> Any:
     `yaml.YAMLError` for the caller to word, anything refused is an `InspoError` `<where>: line N: <what>; <fix>`."""
     size = len(text.encode("utf-8"))
     if size > MAX_BYTES:
-        raise InspoError(f"{where}: {size:,} bytes, more than the {MAX_BYTES:,} a recipe, sweep or value may have; "
-                         "split it or point to data files instead")
+        raise InspoError(
+            f"{where}: {size:,} bytes, more than the {MAX_BYTES:,} a recipe, sweep or value may have; "
+            "split it or point to data files instead"
+        )
     try:
         return yaml.load(text, Loader=_BoundedLoader)
     except _Refused as refused:

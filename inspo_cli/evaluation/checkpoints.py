@@ -26,9 +26,9 @@ from pathlib import Path
 from shlex import quote
 
 from inspo_cli.config import Recipe
+from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import DAMAGED, RunDir, weights_problem
-from inspo_cli.config.batch_plan import batch_plan
 
 FINAL = RunDir.FINAL  # --checkpoint final
 
@@ -79,13 +79,17 @@ def _paper_choice(run: RunDir, recipe: Recipe) -> tuple[str, str]:
         return str(max(steps)), "App. B's choice: no reward collapse, and no final policy yet, so the newest checkpoint"
     before = [step for step in evaluation_steps(steps, recipe) if step <= collapse.peak_step]
     if not before:
-        raise InspoError(f"{collapse.describe()}, and run {run} saved no checkpoint on its evaluation interval "
-                         f"({interval_text(recipe)}) by step {collapse.peak_step}{_available(steps)}; evaluate one "
-                         "with --checkpoint N, or the final policy with --checkpoint final, and save at the evaluation "
-                         "steps next time (training.save_every)")
-    return str(max(before)), (f"App. B's choice: the last checkpoint on the evaluation interval "
-                              f"({interval_text(recipe)}) up to the reward's peak; {collapse.describe()}; "
-                              "--checkpoint final for the final policy")
+        raise InspoError(
+            f"{collapse.describe()}, and run {run} saved no checkpoint on its evaluation interval "
+            f"({interval_text(recipe)}) by step {collapse.peak_step}{_available(steps)}; evaluate one "
+            "with --checkpoint N, or the final policy with --checkpoint final, and save at the evaluation "
+            "steps next time (training.save_every)"
+        )
+    return str(max(before)), (
+        f"App. B's choice: the last checkpoint on the evaluation interval "
+        f"({interval_text(recipe)}) up to the reward's peak; {collapse.describe()}; "
+        "--checkpoint final for the final policy"
+    )
 
 
 def default_checkpoint(run: RunDir) -> str | None:
@@ -104,20 +108,32 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
     summary = run.summary()
     if summary is not None and summary.get("frozen_policy"):  # `inspo evolve`: the recipe's model, never trained
         if which not in (None, FINAL, "best"):
-            raise InspoError(f"--checkpoint {which!r}: run {run} is an `inspo evolve` run with a frozen policy and "
-                             "no checkpoints; leave --checkpoint out")
-        return RunPolicy("frozen policy", summary.get("recipe_model", recipe.model.name_or_path),
-                         summary["best_instruction"], summary.get("best_instruction_id", "i0"))
+            raise InspoError(
+                f"--checkpoint {which!r}: run {run} is an `inspo evolve` run with a frozen policy and "
+                "no checkpoints; leave --checkpoint out"
+            )
+        return RunPolicy(
+            "frozen policy",
+            summary.get("recipe_model", recipe.model.name_or_path),
+            summary["best_instruction"],
+            summary.get("best_instruction_id", "i0"),
+        )
     if summary is not None and summary.get("stage") in ("pre-rl", "post-rl"):  # evolve and train chained
         if which not in (None, FINAL):
             training = [s["dir"] for s in summary.get("stages", []) if s["kind"] == "train"]
-            raise InspoError(f"--checkpoint {which!r}: run {run} chains stages ({summary['stage']}); pick a checkpoint "
-                             f"of its training stage with --run "
-                             f"{quote(str(run.path / (training or ['stages/*-train'])[0]))}")
+            raise InspoError(
+                f"--checkpoint {which!r}: run {run} chains stages ({summary['stage']}); pick a checkpoint "
+                f"of its training stage with --run "
+                f"{quote(str(run.path / (training or ['stages/*-train'])[0]))}"
+            )
         if not summary.get("model"):
             raise InspoError(f"{run.summary_file}: a chained run's summary names no model; {DAMAGED}")
-        return RunPolicy(FINAL, str(_intact(run.path / summary["model"])), summary["best_instruction"],
-                         summary.get("best_instruction_id", "i0"))
+        return RunPolicy(
+            FINAL,
+            str(_intact(run.path / summary["model"])),
+            summary["best_instruction"],
+            summary.get("best_instruction_id", "i0"),
+        )
     why = ""
     if which == "best":
         which, why = _paper_choice(run, recipe)
@@ -125,22 +141,35 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
         which = FINAL if run.has_final_model() else (str(max(steps)) if steps else FINAL)
     if which == FINAL:
         if summary is not None and not run.has_final_model():
-            raise InspoError(f"run {run} finished, but its final model ({run.relative(run.final_dir)}) is gone"
-                             f"{_available(steps)}; copy it back, or pick a checkpoint with --checkpoint N")
+            raise InspoError(
+                f"run {run} finished, but its final model ({run.relative(run.final_dir)}) is gone"
+                f"{_available(steps)}; copy it back, or pick a checkpoint with --checkpoint N"
+            )
         if summary is None:
-            raise InspoError(f"run {run} has no final policy yet (unfinished){_available(steps)}; resume it with "
-                             f"`inspo train --resume {quote(str(run))}` or pick a checkpoint with --checkpoint N")
-        return RunPolicy(FINAL, str(_intact(run.final_dir)), summary["best_instruction"],
-                         summary.get("best_instruction_id", "i0"), why)
+            raise InspoError(
+                f"run {run} has no final policy yet (unfinished){_available(steps)}; resume it with "
+                f"`inspo train --resume {quote(str(run))}` or pick a checkpoint with --checkpoint N"
+            )
+        return RunPolicy(
+            FINAL,
+            str(_intact(run.final_dir)),
+            summary["best_instruction"],
+            summary.get("best_instruction_id", "i0"),
+            why,
+        )
     if which.isascii() and which.isdigit() and int(which) not in steps:
         per_step = batch_plan(recipe).updates_per_step
         for update, (path, problem) in run.unusable_checkpoints().items():
             if update // per_step == int(which):
-                raise InspoError(f"--checkpoint {which}: {path} cannot be used: {problem}; copy it again from where "
-                                 "the run ran, or pick another checkpoint")
+                raise InspoError(
+                    f"--checkpoint {which}: {path} cannot be used: {problem}; copy it again from where "
+                    "the run ran, or pick another checkpoint"
+                )
     if not (which.isascii() and which.isdigit()) or int(which) not in steps:  # "²" is a digit to str.isdigit
-        raise InspoError(f"--checkpoint {which!r}: run {run} has no checkpoint at that step{_available(steps)}; "
-                         "use a step number, final or best")
+        raise InspoError(
+            f"--checkpoint {which!r}: run {run} has no checkpoint at that step{_available(steps)}; "
+            "use a step number, final or best"
+        )
     step = int(which)
     folder = steps[step]
     text, instruction_id = _checkpoint_instruction(folder, recipe)
@@ -153,8 +182,8 @@ def _available(steps: dict[int, Path]) -> str:
 
 def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
     """I* of the population saved with the checkpoint, or the static run's instruction."""
-    from inspo_cli.instructions.population import InstructionPopulation
     from inspo_cli.instructions.initial import initial_instructions
+    from inspo_cli.instructions.population import InstructionPopulation
 
     state = RunDir.checkpoint_coevolution(folder)
     if state.is_file():
@@ -162,8 +191,10 @@ def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
         best = InstructionPopulation.from_state_dict(recipe.population, saved["population"]).best()
         return best.text, best.id
     if recipe.population.enabled:
-        raise InspoError(f"{folder} has no {state.name}, so its instruction population is unknown; evaluate "
-                         "it with --instruction TEXT_OR_FILE")
+        raise InspoError(
+            f"{folder} has no {state.name}, so its instruction population is unknown; evaluate "
+            "it with --instruction TEXT_OR_FILE"
+        )
     return initial_instructions(recipe)[0], "i0"
 
 

@@ -9,12 +9,18 @@ retriever call per turn). Progress is reported per batch through `on_batch(n_que
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
-from inspo_cli.benchmarks import (Question, is_benchmark_file, load_benchmark, load_questions, parse_benchmark_names,
-                                  resolve_benchmark_name)
+from inspo_cli.benchmarks import (
+    Question,
+    is_benchmark_file,
+    load_benchmark,
+    load_questions,
+    parse_benchmark_names,
+    resolve_benchmark_name,
+)
 from inspo_cli.config import DataConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.methods import get_method
@@ -43,8 +49,13 @@ class Score:
     def as_dict(self) -> dict:
         means = {name: (self.sums[name] / self.n if self.n else 0.0) for name in SCORE_FIELDS}
         per_tool = {f"{CALLS}{tool}": calls / self.n for tool, calls in sorted(self.tool_calls.items())}
-        return {**means, "n": self.n, "seconds": round(self.seconds, 2),
-                "retrieval_seconds": round(self.retrieval_seconds, 2), **per_tool}
+        return {
+            **means,
+            "n": self.n,
+            "seconds": round(self.seconds, 2),
+            "retrieval_seconds": round(self.retrieval_seconds, 2),
+            **per_tool,
+        }
 
 
 TABLE_WORDS = {"method", "avg", "avg.", "average"}  # column names of the results tables beside the benchmarks
@@ -83,8 +94,9 @@ def benchmark_file_labels(paths: Sequence[str]) -> dict[str, str]:
     return labels
 
 
-def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: str | None,
-                         limit: int | None) -> dict[str, list[Question]]:
+def evaluation_questions(
+    names: str | Sequence[str], data: DataConfig, split: str | None, limit: int | None
+) -> dict[str, list[Question]]:
     """{benchmark: its first `limit` questions of `split` (default: the split the paper reports)}; a path to a QA
     file (FlashRAG fields) is a benchmark too, named by its stem (`benchmark_file_labels`)."""
     found: dict[str, list[Question]] = {}
@@ -101,8 +113,9 @@ def evaluation_questions(names: str | Sequence[str], data: DataConfig, split: st
             label = labels[name]
             found[label] = load_questions(name, source=label, limit=limit)
         else:
-            found[name] = load_benchmark(name, split, data_dir=data.benchmarks_dir, world_dir=data.world_dir,
-                                         limit=limit)
+            found[name] = load_benchmark(
+                name, split, data_dir=data.benchmarks_dir, world_dir=data.world_dir, limit=limit
+            )
     return found
 
 
@@ -115,16 +128,31 @@ def score_prediction(question: Question, prediction: Prediction) -> dict:
 
 
 def prediction_row(method: str, question: Question, prediction: Prediction, scores: dict) -> dict:
-    return {"method": method, "benchmark": question.source, "id": question.id, "question": question.question,
-            "golden_answers": list(question.golden_answers), "prediction": prediction.answer, **scores,
-            "stop_reason": prediction.stop_reason, "turns": prediction.turns,
-            "invalid_actions": prediction.invalid_actions, "queries": prediction.queries,
-            "retrieved": prediction.retrieved, "response": prediction.response}
+    return {
+        "method": method,
+        "benchmark": question.source,
+        "id": question.id,
+        "question": question.question,
+        "golden_answers": list(question.golden_answers),
+        "prediction": prediction.answer,
+        **scores,
+        "stop_reason": prediction.stop_reason,
+        "turns": prediction.turns,
+        "invalid_actions": prediction.invalid_actions,
+        "queries": prediction.queries,
+        "retrieved": prediction.retrieved,
+        "response": prediction.response,
+    }
 
 
-def evaluate_methods(methods: Sequence[str], benchmarks: dict[str, list[Question]], ctx: MethodContext,
-                     batch_size: int, on_batch: Callable[[int], None] = lambda n: None,
-                     on_prediction: Callable[[dict], None] = lambda row: None) -> dict[str, dict[str, dict]]:
+def evaluate_methods(
+    methods: Sequence[str],
+    benchmarks: dict[str, list[Question]],
+    ctx: MethodContext,
+    batch_size: int,
+    on_batch: Callable[[int], None] = lambda n: None,
+    on_prediction: Callable[[dict], None] = lambda row: None,
+) -> dict[str, dict[str, dict]]:
     """{method: {benchmark: score dict}}; every prediction row also goes to `on_prediction` as it is made."""
     scores: dict[str, dict[str, dict]] = {}
     for method in methods:
@@ -133,7 +161,7 @@ def evaluate_methods(methods: Sequence[str], benchmarks: dict[str, list[Question
         for benchmark, questions in benchmarks.items():
             score = Score()
             for first in range(0, len(questions), batch_size):
-                batch = questions[first:first + batch_size]
+                batch = questions[first : first + batch_size]
                 retrieval_before, started = ctx.retrieval_seconds, time.perf_counter()
                 predictions = run(ctx, [q.question for q in batch])
                 score.seconds += time.perf_counter() - started
@@ -164,4 +192,3 @@ def averages(scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
         values = [v for v in per_benchmark.values() if v["n"] > 0]  # a column without questions has no score
         out[method] = {name: sum(v[name] for v in values) / len(values) for name in SCORE_FIELDS} if values else {}
     return out
-

@@ -8,7 +8,7 @@ use to evaluate a finished run's policy. Writes predictions.jsonl and results.js
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from inspo_cli.benchmarks import Question
 from inspo_cli.evaluation.methods.base import MethodContext
@@ -16,9 +16,18 @@ from inspo_cli.evaluation.report import write_results
 from inspo_cli.evaluation.runner import evaluate_methods
 
 
-def run_evaluation(config, methods: Sequence[str], questions: dict[str, list[Question]], instruction: str,
-                   out_dir, provenance: dict, retriever_spec: str | None = None, device: str | None = None,
-                   seed: int = 0, on_batch: Callable[[int], None] = lambda n: None) -> dict[str, dict[str, dict]]:
+def run_evaluation(
+    config,
+    methods: Sequence[str],
+    questions: dict[str, list[Question]],
+    instruction: str,
+    out_dir,
+    provenance: dict,
+    retriever_spec: str | None = None,
+    device: str | None = None,
+    seed: int = 0,
+    on_batch: Callable[[int], None] = lambda n: None,
+) -> dict[str, dict[str, dict]]:
     """Load the recipe's model and retriever, run `methods` over `questions`, and write predictions.jsonl and
     results.json/.csv/.md into `out_dir` (what `inspo evaluate` and `inspo ablate` do); returns the scores.
     `config` is a Recipe whose evaluation section sets temperature and batch size."""
@@ -40,17 +49,34 @@ def run_evaluation(config, methods: Sequence[str], questions: dict[str, list[Que
     rollout.temperature = config.evaluation.temperature
     backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
     search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
-    ctx = MethodContext(backend, tokenizer, search, rollout, topk=config.retriever.topk,
-                        chat=uses_chat_template(tokenizer, config.model.chat_template), instruction=instruction,
-                        tools=recipe_tools(config, search), protocol=config.agent.protocol)
+    ctx = MethodContext(
+        backend,
+        tokenizer,
+        search,
+        rollout,
+        topk=config.retriever.topk,
+        chat=uses_chat_template(tokenizer, config.model.chat_template),
+        instruction=instruction,
+        tools=recipe_tools(config, search),
+        protocol=config.agent.protocol,
+    )
     rows: list[dict] = []
-    scores = evaluate_methods(methods, questions, ctx, config.evaluation.batch_size, on_batch=on_batch,
-                              on_prediction=rows.append)
-    info = {"model": config.model.name_or_path, "methods": list(methods), "benchmarks": list(questions),
-            "retriever": retriever_spec or (config.retriever.url or config.retriever.index or config.retriever.corpus),
-            "split": config.evaluation.split, "limit": config.evaluation.limit,
-            "temperature": config.evaluation.temperature, "topk": config.retriever.topk, "chat_template": ctx.chat,
-            "instruction": instruction, **provenance}
+    scores = evaluate_methods(
+        methods, questions, ctx, config.evaluation.batch_size, on_batch=on_batch, on_prediction=rows.append
+    )
+    info = {
+        "model": config.model.name_or_path,
+        "methods": list(methods),
+        "benchmarks": list(questions),
+        "retriever": retriever_spec or (config.retriever.url or config.retriever.index or config.retriever.corpus),
+        "split": config.evaluation.split,
+        "limit": config.evaluation.limit,
+        "temperature": config.evaluation.temperature,
+        "topk": config.retriever.topk,
+        "chat_template": ctx.chat,
+        "instruction": instruction,
+        **provenance,
+    }
     out_dir = Path(out_dir)
     atomic_write_jsonl(out_dir / "predictions.jsonl", rows)
     write_results(out_dir, scores, info)

@@ -32,8 +32,9 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion
@@ -61,18 +62,35 @@ class CallRecord:
         self._lock = threading.Lock()
         self.rows = _seal(self.path)
 
-    def write(self, provider: str, model: str, parameters: dict[str, Any], prompt: str, *,
-              completion: Completion | None = None, error: str | None = None, latency_s: float = 0.0,
-              cost_usd: float | None = None, replayed: bool = False) -> dict:
-        row = {"hash": prompt_hash(provider, model, parameters, prompt), "provider": provider, "model": model,
-               "parameters": parameters, "prompt": prompt,
-               "answer": completion.text if completion is not None else None,
-               "truncated": completion.truncated if completion is not None else None,
-               "stop_reason": completion.stop_reason if completion is not None else None,
-               "input_tokens": completion.input_tokens if completion is not None else 0,
-               "output_tokens": completion.output_tokens if completion is not None else 0,
-               "usage_estimated": completion.usage_estimated if completion is not None else False,
-               "cost_usd": cost_usd, "latency_s": round(latency_s, 3), "error": error}
+    def write(
+        self,
+        provider: str,
+        model: str,
+        parameters: dict[str, Any],
+        prompt: str,
+        *,
+        completion: Completion | None = None,
+        error: str | None = None,
+        latency_s: float = 0.0,
+        cost_usd: float | None = None,
+        replayed: bool = False,
+    ) -> dict:
+        row = {
+            "hash": prompt_hash(provider, model, parameters, prompt),
+            "provider": provider,
+            "model": model,
+            "parameters": parameters,
+            "prompt": prompt,
+            "answer": completion.text if completion is not None else None,
+            "truncated": completion.truncated if completion is not None else None,
+            "stop_reason": completion.stop_reason if completion is not None else None,
+            "input_tokens": completion.input_tokens if completion is not None else 0,
+            "output_tokens": completion.output_tokens if completion is not None else 0,
+            "usage_estimated": completion.usage_estimated if completion is not None else False,
+            "cost_usd": cost_usd,
+            "latency_s": round(latency_s, 3),
+            "error": error,
+        }
         if replayed:
             row["replayed"] = True
         line = json.dumps(row, ensure_ascii=False) + "\n"
@@ -107,8 +125,12 @@ def _seal(path: Path) -> int:
         try:
             json.loads(tail.decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
-            logger.warning("%s:%d: removed its last line, which is cut short (the run was killed while writing it); "
-                           "the calls before it are kept", path, tail_line)
+            logger.warning(
+                "%s:%d: removed its last line, which is cut short (the run was killed while writing it); "
+                "the calls before it are kept",
+                path,
+                tail_line,
+            )
             os.truncate(path, whole)
             return rows
         with open(path, "ab") as file:
@@ -120,9 +142,20 @@ class ReplayMissing(InspoError):
     """A replayed run asked the optimizer something the record holds no answer to: it no longer runs as recorded."""
 
 
-RECORD_ROW = {"hash": str, "prompt": str, "answer": (str, None), "truncated": (bool, None), "stop_reason": (str, None),
-              "input_tokens": COUNT, "output_tokens": COUNT, "usage_estimated?": bool, "error": (str, None),
-              "cost_usd?": (Range(0.0), None), "replayed?": bool, "*": object}
+RECORD_ROW = {
+    "hash": str,
+    "prompt": str,
+    "answer": (str, None),
+    "truncated": (bool, None),
+    "stop_reason": (str, None),
+    "input_tokens": COUNT,
+    "output_tokens": COUNT,
+    "usage_estimated?": bool,
+    "error": (str, None),
+    "cost_usd?": (Range(0.0), None),
+    "replayed?": bool,
+    "*": object,
+}
 # A line that answers a call (a replay's, a resumed run's) holds what its hash is of, and is checked against it
 ANSWER_ROW = {**RECORD_ROW, "provider": str, "model": str, "parameters": {str: object}}
 
@@ -133,8 +166,10 @@ def _hash_problem(row: dict) -> str | None:
     content = prompt_hash(row["provider"], row["model"], row["parameters"], row["prompt"])
     if row["hash"] == content:
         return None
-    return (f"its hash {row['hash']} is not the hash of its provider, model, parameters and prompt ({content}), so the "
-            "line was changed after it was written")
+    return (
+        f"its hash {row['hash']} is not the hash of its provider, model, parameters and prompt ({content}), so the "
+        "line was changed after it was written"
+    )
 
 
 def answers_by_hash(path: Path, fix: str, skip: int = 0) -> tuple[dict[str, deque[dict]], int]:
@@ -160,8 +195,15 @@ class ReplayClient:
 
     endpoint = "a replay"
 
-    def __init__(self, source: Path, provider: str, model: str, parameters: dict[str, Any],
-                 price: Price | None = None, record: Path | None = None):
+    def __init__(
+        self,
+        source: Path,
+        provider: str,
+        model: str,
+        parameters: dict[str, Any],
+        price: Price | None = None,
+        record: Path | None = None,
+    ):
         self.provider, self.model, self.parameters, self.source = provider, model, dict(parameters), Path(source)
         self.price = price
         self.path = replay_record(self.source, record)
@@ -184,10 +226,15 @@ class ReplayClient:
         key = prompt_hash(self.provider, self.model, self.parameters, prompt)
         recorded = self._answers.get(key)
         if not recorded:
-            where = (f"the optimizer record {self.path}" if self.path.is_file() else
-                     f"the recorded run {self.path.parent} made no optimizer calls: it")
-            raise ReplayMissing(f"{where} holds no answer to this prompt ({key}, {self.provider} {self.model}); it "
-                                "replays only the run it recorded, with the same recipe, seed and optimizer settings")
+            where = (
+                f"the optimizer record {self.path}"
+                if self.path.is_file()
+                else f"the recorded run {self.path.parent} made no optimizer calls: it"
+            )
+            raise ReplayMissing(
+                f"{where} holds no answer to this prompt ({key}, {self.provider} {self.model}); it "
+                "replays only the run it recorded, with the same recipe, seed and optimizer settings"
+            )
         row = recorded.popleft()
         if row["answer"] is None:
             raise AttemptFailed(f"failed as recorded: {row['error']}", retryable=False)
@@ -205,12 +252,15 @@ def replay_record(source: Path, record: Path | None = None) -> Path:
     if source.is_file():
         return source
     if not source.is_dir():
-        raise InspoError(f"optimizer.replay: {source} is neither a record file ({RECORD_NAME}) nor a directory "
-                         "holding some; give a run or ablation directory")
+        raise InspoError(
+            f"optimizer.replay: {source} is neither a record file ({RECORD_NAME}) nor a directory "
+            "holding some; give a run or ablation directory"
+        )
     records = sorted(source.rglob(RECORD_NAME))
     if not records:
-        raise InspoError(f"optimizer.replay: {source} holds no {RECORD_NAME}; give the directory of a run that "
-                         "called the optimizer")
+        raise InspoError(
+            f"optimizer.replay: {source} holds no {RECORD_NAME}; give the directory of a run that called the optimizer"
+        )
     if record is not None:
         own = Path(record).resolve().parent  # this run's directory, made before it asks: never its own source
         place = own.parts[1:]  # without the root, which joinpath would start over at
@@ -224,22 +274,37 @@ def replay_record(source: Path, record: Path | None = None) -> Path:
         return records[0]
     shown = ", ".join(str(file.relative_to(source)) for file in records[:3]) + (", ..." if len(records) > 3 else "")
     this = "this run" if record is None else f"the run {Path(record).parent.name} ({record})"
-    raise InspoError(f"optimizer.replay: {source} holds no record of {this}, only {shown}; a directory of several "
-                     "runs answers each from the record at its own place (an ablation's runs/<variant>-s<seed>/): "
-                     "replay into the same plan, or give one run's directory or its optimizer_calls.jsonl")
+    raise InspoError(
+        f"optimizer.replay: {source} holds no record of {this}, only {shown}; a directory of several "
+        "runs answers each from the record at its own place (an ablation's runs/<variant>-s<seed>/): "
+        "replay into the same plan, or give one run's directory or its optimizer_calls.jsonl"
+    )
 
 
 def completion_of(row: dict, price: Price | None, *, replayed: bool = False) -> Completion:
     """The answer a record line holds, with its cost: as recorded, or (a line from before costs were recorded) its
     tokens at `price`."""
-    cost = row["cost_usd"] if "cost_usd" in row else (
-        None if price is None else price.cost_usd(row["input_tokens"], row["output_tokens"]))
-    return Completion(row["answer"], row["input_tokens"], row["output_tokens"], bool(row.get("usage_estimated", False)),
-                      bool(row["truncated"]), row["stop_reason"], replayed=replayed, cost_usd=cost)
+    cost = (
+        row["cost_usd"]
+        if "cost_usd" in row
+        else (None if price is None else price.cost_usd(row["input_tokens"], row["output_tokens"]))
+    )
+    return Completion(
+        row["answer"],
+        row["input_tokens"],
+        row["output_tokens"],
+        bool(row.get("usage_estimated", False)),
+        bool(row["truncated"]),
+        row["stop_reason"],
+        replayed=replayed,
+        cost_usd=cost,
+    )
 
 
-RESUME_FIX = ("the run wrote its lines whole: delete this line and the ones after it (the resumed run then asks the "
-              "optimizer again for those calls), or move the file away")
+RESUME_FIX = (
+    "the run wrote its lines whole: delete this line and the ones after it (the resumed run then asks the "
+    "optimizer again for those calls), or move the file away"
+)
 
 
 def recorded_after(path: Path, rows: int) -> tuple[dict[str, deque[dict]], int]:
@@ -275,11 +340,20 @@ def summarize_record(path: Path) -> dict:
     paid for it again), so a replayed run's record totals what the run it replays cost. And a resumed run's record
     holds each call once: the calls it took back from the record after the checkpoint are not written again. A last
     line cut short (a killed run) is left out, as every reader of the record does."""
-    totals = {"calls": 0, "answered_calls": 0, "failed_calls": 0, "replayed_calls": 0, "input_tokens": 0,
-              "output_tokens": 0, "total_tokens": 0, "unpriced_calls": 0}
+    totals = {
+        "calls": 0,
+        "answered_calls": 0,
+        "failed_calls": 0,
+        "replayed_calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "total_tokens": 0,
+        "unpriced_calls": 0,
+    }
     nano = 0  # billionths of a dollar: whole numbers, so the total does not depend on the order of the lines
-    for row in iter_rows(path, RECORD_ROW, "the run wrote its lines whole: copy it again from where it ran",
-                         on_cut_tail=logger.warning):
+    for row in iter_rows(
+        path, RECORD_ROW, "the run wrote its lines whole: copy it again from where it ran", on_cut_tail=logger.warning
+    ):
         totals["calls"] += 1
         if row["answer"] is None:
             totals["failed_calls"] += 1

@@ -33,8 +33,9 @@ import logging
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.call_record import ReplayMissing
@@ -68,8 +69,9 @@ NO_QUESTIONS = "no questions"  # every replay question was shown to the optimize
 class Verifier(Protocol):
     """Scores instructions with the current policy: the seam between evolution and the rollout engine."""
 
-    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion],
-              rollouts: int = 1) -> list[list[float]]:
+    def score(
+        self, instructions: Sequence[str], questions: Sequence[ReplayQuestion], rollouts: int = 1
+    ) -> list[list[float]]:
         """Per instruction, per question (in the order given): the mean reward of `rollouts` rollouts of the policy."""
         ...
 
@@ -125,33 +127,53 @@ class EvolutionReport:
 
     def as_dict(self) -> dict[str, Any]:
         row = {**asdict(self), "wall_s": round(self.wall_s, 3)}
-        row["candidates"] = [{k: v for k, v in c.items() if v is not None or k not in SEQUENTIAL_ONLY}
-                             for c in row["candidates"]]
+        row["candidates"] = [
+            {k: v for k, v in c.items() if v is not None or k not in SEQUENTIAL_ONLY} for c in row["candidates"]
+        ]
         return row
 
 
 # -- proposing ---------------------------------------------------------------------------------------------
 
 
-def proposal_prompt(proposer: str, parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer,
-                    config: PopulationConfig, rng: random.Random) -> str:
+def proposal_prompt(
+    proposer: str,
+    parent: Candidate,
+    population: InstructionPopulation,
+    buffer: ReplayBuffer,
+    config: PopulationConfig,
+    rng: random.Random,
+) -> str:
     """The prompt of the proposer registered as `proposer` (`proposers.PROPOSERS`), asking the optimizer for
     `candidates_per_call` new instructions from `parent`. The reflection proposer raises `NoFailures` when the
     replay buffer holds no failed rollout."""
     return load_proposer(proposer)(parent, population, buffer, config, rng)
 
 
-def propose(proposer: str, parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer,
-            lm: LanguageModel, config: PopulationConfig, rng: random.Random) -> list[str]:
+def propose(
+    proposer: str,
+    parent: Candidate,
+    population: InstructionPopulation,
+    buffer: ReplayBuffer,
+    lm: LanguageModel,
+    config: PopulationConfig,
+    rng: random.Random,
+) -> list[str]:
     """Up to `candidates_per_call` new instructions from one optimizer call, none equal to an alive one (nor the
     unfinished last block of an answer cut off at the output limit)."""
     answer = ask(lm, proposal_prompt(proposer, parent, population, buffer, config, rng))
-    return parse_candidates(answer.text, n=config.candidates_per_call, max_chars=config.max_instruction_chars,
-                            exclude=[c.text for c in population.alive()], truncated=answer.truncated)
+    return parse_candidates(
+        answer.text,
+        n=config.candidates_per_call,
+        max_chars=config.max_instruction_chars,
+        exclude=[c.text for c in population.alive()],
+        truncated=answer.truncated,
+    )
 
 
-def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] = (),
-                     max_chars: int | None = None) -> list[str]:
+def initial_rewrites(
+    text: str, lm: LanguageModel, n: int, keep: Sequence[str] = (), max_chars: int | None = None
+) -> list[str]:
     """Up to n distinct rewrites of `text` for the initial population, from one paraphrase-template call.
 
     Neither the original nor any text in `keep` (the recipe's other instructions) is among them; the caller builds
@@ -165,25 +187,37 @@ def initial_rewrites(text: str, lm: LanguageModel, n: int, keep: Sequence[str] =
         return []
     answer = ask(lm, paraphrase_prompt(text, n))
     if answer.truncated:
-        logger.warning("the optimizer's answer with the initial rewrites %s (an unfinished last rewrite is dropped)",
-                       how_it_stopped(answer))
+        logger.warning(
+            "the optimizer's answer with the initial rewrites %s (an unfinished last rewrite is dropped)",
+            how_it_stopped(answer),
+        )
     return parse_candidates(answer.text, n=n, max_chars=max_chars, exclude=[text, *keep], truncated=answer.truncated)
 
 
 # -- evolving ----------------------------------------------------------------------------------------------
 
 
-def evolve(population: InstructionPopulation, buffer: ReplayBuffer, lm: LanguageModel, verifier: Verifier,
-           config: PopulationConfig, step: int, rng: random.Random,
-           guard: LeakGuard | None = None) -> EvolutionReport:
+def evolve(
+    population: InstructionPopulation,
+    buffer: ReplayBuffer,
+    lm: LanguageModel,
+    verifier: Verifier,
+    config: PopulationConfig,
+    step: int,
+    rng: random.Random,
+    guard: LeakGuard | None = None,
+) -> EvolutionReport:
     """Alg. 1 lines 17-23: keep the top `n_parent`, refill the population with verified candidates, reset weights."""
     started = time.monotonic()
     if len(buffer) == 0:  # checked before the population is touched: Alg. 1 fills B (line 15) before evolving
-        raise ValueError("evolve needs rollouts in the replay buffer to reflect on and verify with; "
-                         "add the step's experiences to the buffer first")
+        raise ValueError(
+            "evolve needs rollouts in the replay buffer to reflect on and verify with; "
+            "add the step's experiences to the buffer first"
+        )
     parents = population.parents()  # ranked by weight, so taken before the weights are reset
-    report = EvolutionReport(step=step, proposer=config.proposer, parents=[p.id for p in parents],
-                             retired=population.keep_only_parents(step))  # P_t <- P_parent
+    report = EvolutionReport(
+        step=step, proposer=config.proposer, parents=[p.id for p in parents], retired=population.keep_only_parents(step)
+    )  # P_t <- P_parent
     evolution = _Evolution(population, buffer, lm, verifier, config, step, rng, report, guard or LeakGuard())
     report.stop_reason = evolution.refill(parents)
     population.reset_weights()  # W_t <- 0 (line 17); new candidates start at 0 anyway, parents are reset here
@@ -255,19 +289,43 @@ class _Evolution:
                     self.admit(fresh, verdicts, parent, round_number)
         return "population full" if len(population) >= config.size else "max_verify_rounds reached"
 
-    def record(self, text: str, parent: Candidate, round_number: int, score: float | None, reason: str,
-               instruction_id: str | None = None, leak: str | None = None, verdict: Verdict | None = None) -> None:
+    def record(
+        self,
+        text: str,
+        parent: Candidate,
+        round_number: int,
+        score: float | None,
+        reason: str,
+        instruction_id: str | None = None,
+        leak: str | None = None,
+        verdict: Verdict | None = None,
+    ) -> None:
         """One proposal and what became of it; `verdict`, when it was verified, gives the paired comparison."""
         c = verdict.comparison if verdict is not None else None
         look, looks = (verdict.look, verdict.looks) if verdict is not None else (None, None)
-        self.report.candidates.append(ProposedCandidate(
-            text, parent.id, self.config.proposer, round_number, score, reason == ACCEPTED, reason, instruction_id,
-            parent_score=c.parent_score if c else None, difference=c.difference if c else None,
-            difference_se=c.standard_error if c else None, leak=leak or self.flagged.get(text),
-            verified_questions=c.questions if c and look is not None else None, decided_at_look=look, looks=looks))
+        self.report.candidates.append(
+            ProposedCandidate(
+                text,
+                parent.id,
+                self.config.proposer,
+                round_number,
+                score,
+                reason == ACCEPTED,
+                reason,
+                instruction_id,
+                parent_score=c.parent_score if c else None,
+                difference=c.difference if c else None,
+                difference_se=c.standard_error if c else None,
+                leak=leak or self.flagged.get(text),
+                verified_questions=c.questions if c and look is not None else None,
+                decided_at_look=look,
+                looks=looks,
+            )
+        )
 
-    def screen(self, answer: Answer, parent: Candidate, round_number: int,
-               shown: Sequence[ReplayQuestion] = ()) -> list[str]:
+    def screen(
+        self, answer: Answer, parent: Candidate, round_number: int, shown: Sequence[ReplayQuestion] = ()
+    ) -> list[str]:
         """The answer's new candidates, at most `candidates_per_call`; every other distinct block is recorded with
         why it is not verified (the same text as an alive instruction, over max_instruction_chars, a leak with
         leak_check refuse, or the unclosed last block of an answer cut off at the output limit)."""
@@ -291,8 +349,9 @@ class _Evolution:
             self.record(cut, parent, round_number, None, CUT_OFF)
         return fresh
 
-    def verify(self, fresh: Sequence[str], parent: Candidate,
-               shown: Sequence[ReplayQuestion] = ()) -> list[Verdict] | None:
+    def verify(
+        self, fresh: Sequence[str], parent: Candidate, shown: Sequence[ReplayQuestion] = ()
+    ) -> list[Verdict] | None:
         """Each candidate against its parent on a fresh D_B: the parent is rolled out in the same call on the same
         questions, and each candidate is compared with it question by question (verification.py): the same
         questions, the same policy weights, the same batch on both sides. D_B leaves out the questions the
@@ -305,8 +364,15 @@ class _Evolution:
             return None
         if config.verify_sequential:
             room = min(config.accept_top_n, config.size - len(self.population))  # more joining: ranked on all D_B
-            return verify_in_chunks(self.score, parent.text, fresh, self.rng.sample(questions, len(questions)),
-                                    config.accept_margin, config.verify_looks, room)
+            return verify_in_chunks(
+                self.score,
+                parent.text,
+                fresh,
+                self.rng.sample(questions, len(questions)),
+                config.accept_margin,
+                config.verify_looks,
+                room,
+            )
         table = self.score([parent.text, *fresh], questions)
         comparisons = [paired_comparison(row, table[0]) for row in table[1:]]
         return [Verdict(c, c.joins(config.accept_margin)) for c in comparisons]
@@ -315,16 +381,18 @@ class _Evolution:
         """One verifier call, checked and counted in the report."""
         rollouts = self.config.verify_rollouts
         table = self.verifier.score(instructions, questions, rollouts=rollouts)
-        if len(table) != len(instructions) or any(len(row) != len(questions) or
-                                                  not all(math.isfinite(v) for v in row) for row in table):
-            raise ValueError(f"the verifier must return one finite reward per question for each instruction: "
-                             f"{len(instructions)} instructions x {len(questions)} questions, got {table}")
+        if len(table) != len(instructions) or any(
+            len(row) != len(questions) or not all(math.isfinite(v) for v in row) for row in table
+        ):
+            raise ValueError(
+                f"the verifier must return one finite reward per question for each instruction: "
+                f"{len(instructions)} instructions x {len(questions)} questions, got {table}"
+            )
         self.report.verification_calls += 1
         self.report.verification_rollouts += len(instructions) * len(questions) * rollouts
         return table
 
-    def admit(self, fresh: Sequence[str], verdicts: Sequence[Verdict], parent: Candidate,
-              round_number: int) -> None:
+    def admit(self, fresh: Sequence[str], verdicts: Sequence[Verdict], parent: Candidate, round_number: int) -> None:
         """Alg. 1 line 21: "add the top-n candidates"; §1: "low-performing candidates are rejected". With
         accept=beat_parent a candidate must not be significantly worse than its parent (accept_margin standard
         errors of the paired difference); either way at most accept_top_n join, best first (sorted() is stable: of
@@ -344,8 +412,13 @@ class _Evolution:
             if rank > config.accept_top_n:
                 outcomes[i] = (NOT_IN_TOP_N, None)
                 continue
-            added = population.add(fresh[i], parent=parent.id, proposer=config.proposer, step=self.step,
-                                   verification_score=comparisons[i].candidate_score)
+            added = population.add(
+                fresh[i],
+                parent=parent.id,
+                proposer=config.proposer,
+                step=self.step,
+                verification_score=comparisons[i].candidate_score,
+            )
             if added is not None:
                 outcomes[i] = (ACCEPTED, added.id)
             else:
@@ -357,10 +430,22 @@ class _Evolution:
         """Fig. 3's "prune + expand": the first accept_top_n join in proposal order, with no rollouts."""
         config, population = self.config, self.population
         for rank, text in enumerate(fresh):
-            added = None if rank >= config.accept_top_n else population.add(text, parent=parent.id,
-                                                                              proposer=config.proposer, step=self.step)
+            added = (
+                None
+                if rank >= config.accept_top_n
+                else population.add(text, parent=parent.id, proposer=config.proposer, step=self.step)
+            )
             if added is not None:
                 self.record(text, parent, round_number, None, ACCEPTED, added.id)
             else:
-                self.record(text, parent, round_number, None, NOT_IN_TOP_N if rank >= config.accept_top_n else
-                            NO_ROOM if len(population) >= config.size else DUPLICATE)
+                self.record(
+                    text,
+                    parent,
+                    round_number,
+                    None,
+                    NOT_IN_TOP_N
+                    if rank >= config.accept_top_n
+                    else NO_ROOM
+                    if len(population) >= config.size
+                    else DUPLICATE,
+                )

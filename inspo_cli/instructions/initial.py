@@ -31,7 +31,7 @@ def initial_instructions(recipe: Recipe) -> list[str]:
         except (json.JSONDecodeError, AttributeError, RecursionError):
             value = None
         if not isinstance(value, str) or not value.strip():
-            raise InspoError(f"{path}:{n}: each line must be a JSON object with a non-empty \"text\" field")
+            raise InspoError(f'{path}:{n}: each line must be a JSON object with a non-empty "text" field')
         texts.append(value)
     return texts or _empty(path)
 

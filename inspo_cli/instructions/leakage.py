@@ -27,8 +27,8 @@ from elsewhere than the buffer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
@@ -48,11 +48,11 @@ def _words(text: str) -> list[str]:
 
 def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
     n = len(needle)
-    return n > 0 and any(list(haystack[i:i + n]) == list(needle) for i in range(len(haystack) - n + 1))
+    return n > 0 and any(list(haystack[i : i + n]) == list(needle) for i in range(len(haystack) - n + 1))
 
 
 def _spans(words: Sequence[str], n: int = SPAN_WORDS) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 @dataclass
@@ -76,9 +76,11 @@ class LeakGuard:
         for question in shown:
             text = self._held_out.get(" ".join(_words(question.question)))
             if text is not None:
-                raise HeldOutInPrompt(f"a held-out (dev/test) question reached an optimizer prompt: {text[:80]!r} "
-                                      f"(replay question {question.key}); the optimizer may only see training "
-                                      "rollouts: did an evaluation rollout reach the replay buffer?")
+                raise HeldOutInPrompt(
+                    f"a held-out (dev/test) question reached an optimizer prompt: {text[:80]!r} "
+                    f"(replay question {question.key}); the optimizer may only see training "
+                    "rollouts: did an evaluation rollout reach the replay buffer?"
+                )
 
     @staticmethod
     def shown(prompt: str, buffer: ReplayBuffer) -> list[ReplayQuestion]:
@@ -102,8 +104,10 @@ class LeakGuard:
         for question in buffer.questions():
             span = mine & _spans(_words(question.question), self.span_words)
             if span:
-                return (f"contains {self.span_words} words of training question {question.key}: "
-                        f"{' '.join(sorted(span)[0])!r}")
+                return (
+                    f"contains {self.span_words} words of training question {question.key}: "
+                    f"{' '.join(sorted(span)[0])!r}"
+                )
         span = mine & self._held_out_spans
         if span:
             return f"contains {self.span_words} words of a held-out (dev/test) question: {' '.join(sorted(span)[0])!r}"

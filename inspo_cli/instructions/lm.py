@@ -40,13 +40,20 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote, quote_plus
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import (CallRecord, ReplayClient, completion_of, prompt_hash, recorded_after,
-                                               recorded_hashes)
+from inspo_cli.instructions.call_record import (
+    CallRecord,
+    ReplayClient,
+    completion_of,
+    prompt_hash,
+    recorded_after,
+    recorded_hashes,
+)
 from inspo_cli.instructions.lm_errors import AttemptFailed, Completion, ProviderClient
 
 if TYPE_CHECKING:
@@ -86,10 +93,14 @@ def how_it_stopped(answer: Answer) -> str:
     from inspo_cli.instructions.lm_clients import TRUNCATED_FINISH  # SDKs are imported only by its clients
 
     if answer.stop_reason is None or any(answer.stop_reason in reasons for reasons in TRUNCATED_FINISH.values()):
-        return ("was cut off at optimizer.max_output_tokens; raise optimizer.max_output_tokens or lower "
-                "optimizer.thinking_budget")
-    return (f"was stopped by the provider (finish reason {answer.stop_reason}: its filter, not a limit of the "
-            "recipe); try another optimizer.model if it keeps doing so")
+        return (
+            "was cut off at optimizer.max_output_tokens; raise optimizer.max_output_tokens or lower "
+            "optimizer.thinking_budget"
+        )
+    return (
+        f"was stopped by the provider (finish reason {answer.stop_reason}: its filter, not a limit of the "
+        "recipe); try another optimizer.model if it keeps doing so"
+    )
 
 
 class OptimizerBudgetExhausted(InspoError):
@@ -99,10 +110,20 @@ class OptimizerBudgetExhausted(InspoError):
 class OptimizerLM:
     """A `LanguageModel` with retries, a call/token budget and accounting around one `ProviderClient`."""
 
-    def __init__(self, client: ProviderClient, *, max_retries: int = 5, max_calls: int | None = None,
-                 max_total_tokens: int | None = None, secret: str | None = None,
-                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-                 record: CallRecord | None = None, parameters: dict | None = None, price: Price | None = None):
+    def __init__(
+        self,
+        client: ProviderClient,
+        *,
+        max_retries: int = 5,
+        max_calls: int | None = None,
+        max_total_tokens: int | None = None,
+        secret: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        record: CallRecord | None = None,
+        parameters: dict | None = None,
+        price: Price | None = None,
+    ):
         self._client = client
         self._record = record  # every call, answered or failed, as a line of the run's optimizer_calls.jsonl
         self._parameters = dict(parameters or {})  # what besides the prompt shapes an answer, for the record
@@ -167,20 +188,35 @@ class OptimizerLM:
             with self._lock:
                 self._failed_calls += 1
             if self._record is not None and isinstance(error, InspoError):  # its text is redacted already
-                self._record.write(client.provider, client.model, self._parameters, prompt, error=str(error),
-                                   latency_s=time.monotonic() - started, cost_usd=self._cost_of(0, 0),
-                                   replayed=isinstance(client, ReplayClient))
+                self._record.write(
+                    client.provider,
+                    client.model,
+                    self._parameters,
+                    prompt,
+                    error=str(error),
+                    latency_s=time.monotonic() - started,
+                    cost_usd=self._cost_of(0, 0),
+                    replayed=isinstance(client, ReplayClient),
+                )
             raise
         finally:
             with self._lock:
                 self._wall_s += time.monotonic() - started
         if not completion.replayed:  # a replayed answer carries what it cost when it was asked
-            completion = dataclasses.replace(completion, cost_usd=self._cost_of(completion.input_tokens,
-                                                                               completion.output_tokens))
+            completion = dataclasses.replace(
+                completion, cost_usd=self._cost_of(completion.input_tokens, completion.output_tokens)
+            )
         if self._record is not None:
-            self._record.write(client.provider, client.model, self._parameters, prompt, completion=completion,
-                               latency_s=time.monotonic() - started, cost_usd=completion.cost_usd,
-                               replayed=completion.replayed)
+            self._record.write(
+                client.provider,
+                client.model,
+                self._parameters,
+                prompt,
+                completion=completion,
+                latency_s=time.monotonic() - started,
+                cost_usd=completion.cost_usd,
+                replayed=completion.replayed,
+            )
         return completion
 
     def _cost_of(self, input_tokens: int, output_tokens: int) -> float | None:
@@ -200,8 +236,10 @@ class OptimizerLM:
         if self._record.rows < lines:
             if say is not None:
                 found = f"has {self._record.rows} lines, fewer than" if path.exists() else "is missing, not holding"
-                say(f"warning: {path} {found} the {lines} the checkpoint saw (it was moved, replaced or cut short); "
-                    "the calls made after the checkpoint go to the optimizer again")
+                say(
+                    f"warning: {path} {found} the {lines} the checkpoint saw (it was moved, replaced or cut short); "
+                    "the calls made after the checkpoint go to the optimizer again"
+                )
             return 0
         recorded, count = recorded_after(path, lines)
         with self._lock:
@@ -231,24 +269,39 @@ class OptimizerLM:
             used, left = self._recorded_used, self._recorded_left
         if tell is not None:
             plural = "" if used == 1 else "s"
-            tell(f"resumed: {used} optimizer call{plural} answered from {self._recorded_from} (recorded after the "
-                 "checkpoint, before the interruption) instead of asked again"
-                 + ("" if answered else f"; the next has no recorded answer ({left} recorded call"
-                    f"{'' if left == 1 else 's'} left unmatched so far), so it goes to the optimizer"))
+            tell(
+                f"resumed: {used} optimizer call{plural} answered from {self._recorded_from} (recorded after the "
+                "checkpoint, before the interruption) instead of asked again"
+                + (
+                    ""
+                    if answered
+                    else f"; the next has no recorded answer ({left} recorded call"
+                    f"{'' if left == 1 else 's'} left unmatched so far), so it goes to the optimizer"
+                )
+            )
         return completion_of(row, self._price) if row is not None and answered else None
 
     def accounting(self) -> dict:
         """What the optimizer cost so far, for the run's summary.json (no key, no prompts). `cost_usd` is in US
         dollars at the run's price (replayed answers: what they cost when asked); None when any call's is unknown."""
         with self._lock:
-            return {"provider": self._client.provider, "model": self._client.model, "calls": self._calls,
-                    "failed_calls": self._failed_calls, "retries": self._retries,
-                    "input_tokens": self._input_tokens, "output_tokens": self._output_tokens,
-                    "total_tokens": self._input_tokens + self._output_tokens,
-                    "cost_usd": None if self._cost_nano is None else round(self._cost_nano / 1e9, 9),
-                    "estimated_usage_calls": self._estimated_usage_calls, "truncated_answers": self._truncated,
-                    "stop_reasons": dict(self._stop_reasons), "wall_s": round(self._wall_s, 3),
-                    "max_calls": self.max_calls, "max_total_tokens": self.max_total_tokens}
+            return {
+                "provider": self._client.provider,
+                "model": self._client.model,
+                "calls": self._calls,
+                "failed_calls": self._failed_calls,
+                "retries": self._retries,
+                "input_tokens": self._input_tokens,
+                "output_tokens": self._output_tokens,
+                "total_tokens": self._input_tokens + self._output_tokens,
+                "cost_usd": None if self._cost_nano is None else round(self._cost_nano / 1e9, 9),
+                "estimated_usage_calls": self._estimated_usage_calls,
+                "truncated_answers": self._truncated,
+                "stop_reasons": dict(self._stop_reasons),
+                "wall_s": round(self._wall_s, 3),
+                "max_calls": self.max_calls,
+                "max_total_tokens": self.max_total_tokens,
+            }
 
     def restore(self, accounting: dict) -> None:
         """Continue the counts (and so the budget) of an earlier process: a resumed run saved `accounting()`."""
@@ -259,8 +312,9 @@ class OptimizerLM:
             self._estimated_usage_calls = int(accounting["estimated_usage_calls"])
             self._truncated = int(accounting.get("truncated_answers", 0))  # absent in runs saved before it existed
             reasons = accounting.get("stop_reasons")  # the same
-            self._stop_reasons = ({str(k): int(v) for k, v in reasons.items() if isinstance(v, int)}
-                                  if isinstance(reasons, dict) else {})
+            self._stop_reasons = (
+                {str(k): int(v) for k, v in reasons.items() if isinstance(v, int)} if isinstance(reasons, dict) else {}
+            )
             if "cost_usd" in accounting:
                 cost = accounting["cost_usd"]
             else:  # saved before costs were kept: its tokens at the run's price
@@ -273,13 +327,15 @@ class OptimizerLM:
             if self.max_calls is not None and self._calls >= self.max_calls:
                 raise OptimizerBudgetExhausted(
                     f"optimizer budget exhausted: {self._calls} calls (optimizer.max_calls); raise it, or set it to "
-                    "null for no limit, to let the optimizer write more instructions")
+                    "null for no limit, to let the optimizer write more instructions"
+                )
             spent = self._input_tokens + self._output_tokens
             if self.max_total_tokens is not None and spent >= self.max_total_tokens:
                 raise OptimizerBudgetExhausted(
                     f"optimizer budget exhausted: {spent} of {self.max_total_tokens} tokens "
                     "(optimizer.max_total_tokens); raise it, or set it to null for no limit, to let the optimizer "
-                    "write more instructions")
+                    "write more instructions"
+                )
             self._calls += 1
 
     def _attempt_with_retries(self, prompt: str) -> Completion:
@@ -288,17 +344,24 @@ class OptimizerLM:
             try:
                 completion = self._client.attempt(prompt)
                 if any(form in completion.text for form in self._secret_forms):
-                    raise AttemptFailed("answered with a text that quotes the API key", retryable=False,
-                                        hint=f"the server echoes what it is sent: check that optimizer.base_url is a "
-                                             f"{self._client.provider} endpoint (the answer is not used)")
+                    raise AttemptFailed(
+                        "answered with a text that quotes the API key",
+                        retryable=False,
+                        hint=f"the server echoes what it is sent: check that optimizer.base_url is a "
+                        f"{self._client.provider} endpoint (the answer is not used)",
+                    )
                 return completion
             except AttemptFailed as failure:
                 if not failure.retryable or attempt == attempts:
                     raise InspoError(self._describe(failure, attempt)) from None  # SDK errors may carry headers
                 delay = self._backoff_s(attempt, failure.retry_after_s)
-                logger.warning("%s", self._redact(
-                    f"optimizer {self._client.provider} {self._reason(failure)}; retry {attempt} of "
-                    f"{self.max_retries} in {delay:.1f} s"))
+                logger.warning(
+                    "%s",
+                    self._redact(
+                        f"optimizer {self._client.provider} {self._reason(failure)}; retry {attempt} of "
+                        f"{self.max_retries} in {delay:.1f} s"
+                    ),
+                )
                 with self._lock:
                     self._retries += 1
                 self._sleep(delay)
@@ -314,14 +377,16 @@ class OptimizerLM:
         """`failure.reason` with what the server said: the key removed first, then shortened to one short line."""
         detail = " ".join(self._redact(failure.detail).split())
         if len(detail) > MAX_DETAIL_CHARS:
-            detail = detail[:MAX_DETAIL_CHARS - 3] + "..."
+            detail = detail[: MAX_DETAIL_CHARS - 3] + "..."
         return failure.reason + (f" ({detail})" if detail else "")
 
     def _describe(self, failure: AttemptFailed, attempts: int) -> str:
         client = self._client
         tries = f" after {attempts} attempts" if attempts > 1 else ""
-        message = (f"optimizer LM call failed: {client.provider} model {client.model!r} at {client.endpoint} "
-                   f"{self._reason(failure)}{tries}" + (f"; {failure.hint}" if failure.hint else ""))
+        message = (
+            f"optimizer LM call failed: {client.provider} model {client.model!r} at {client.endpoint} "
+            f"{self._reason(failure)}{tries}" + (f"; {failure.hint}" if failure.hint else "")
+        )
         return self._redact(" ".join(message.split()))  # one line; the endpoint is the user's, it may hold the key
 
 
@@ -331,6 +396,8 @@ MAX_DETAIL_CHARS = 200  # of a server's words in an error or log line
 def _nano(cost_usd: float | None) -> int | None:
     """Dollars as whole billionths (a call's cost is rounded to those, `prices.Price.cost_usd`); None stays None."""
     return None if cost_usd is None else round(cost_usd * 1_000_000_000)
+
+
 MIN_SECRET_CHARS = 16  # real keys are 39 (Gemini) to 100+ characters; "EMPTY" or "x" stands for a keyless server
 
 
@@ -340,8 +407,13 @@ def secret_forms(secret: str | None) -> list[str]:
     if not secret or len(secret) < MIN_SECRET_CHARS:
         return []
     raw = secret.encode()
-    forms = [secret, quote(secret, safe=""), quote_plus(secret), base64.b64encode(raw).decode().rstrip("="),
-             base64.urlsafe_b64encode(raw).decode().rstrip("=")]
+    forms = [
+        secret,
+        quote(secret, safe=""),
+        quote_plus(secret),
+        base64.b64encode(raw).decode().rstrip("="),
+        base64.urlsafe_b64encode(raw).decode().rstrip("="),
+    ]
     return sorted(set(forms), key=len, reverse=True)  # longest first: no form is left half-replaced by a shorter one
 
 
@@ -367,32 +439,56 @@ def read_api_key(config: OptimizerConfig) -> str | None:
     name = config.api_key_env
     key = os.environ.get(name or "", "").strip()
     if not key:
-        extra = (" (a server without authentication, such as vLLM, accepts any value, e.g. EMPTY)"
-                 if config.provider == "openai" else "")
-        raise InspoError(f"optimizer.provider is {config.provider} but the environment variable {name} is not set; "
-                         f"export {name}=<your key>{extra}, or set optimizer.api_key_env to the variable that holds it")
+        extra = (
+            " (a server without authentication, such as vLLM, accepts any value, e.g. EMPTY)"
+            if config.provider == "openai"
+            else ""
+        )
+        raise InspoError(
+            f"optimizer.provider is {config.provider} but the environment variable {name} is not set; "
+            f"export {name}=<your key>{extra}, or set optimizer.api_key_env to the variable that holds it"
+        )
     return key
 
 
-def open_optimizer(config: OptimizerConfig, *, sleep: Callable[[float], None] = time.sleep,
-                   rng: random.Random | None = None, record: Path | None = None) -> OptimizerLM:
+def open_optimizer(
+    config: OptimizerConfig,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+    record: Path | None = None,
+) -> OptimizerLM:
     """The optimizer LM a recipe's `optimizer:` section describes, ready to `complete(prompt)`; with `record`, every
     call it makes is a line of that file (`call_record.py`)."""
     from inspo_cli.instructions.lm_clients import build_client
     from inspo_cli.instructions.prices import price_for, unpriced_warning
 
-    parameters = {"temperature": config.temperature, "max_output_tokens": config.max_output_tokens,
-                  "thinking_budget": config.thinking_budget}
+    parameters = {
+        "temperature": config.temperature,
+        "max_output_tokens": config.max_output_tokens,
+        "thinking_budget": config.thinking_budget,
+    }
     price = price_for(config)
     client: ProviderClient
     if config.replay is not None:  # the record answers: no key, no server, no local model
-        key, client = None, ReplayClient(Path(config.replay), config.provider, config.model, parameters, price,
-                                         record=record)  # from a directory of runs, this run's own calls
+        key, client = (
+            None,
+            ReplayClient(Path(config.replay), config.provider, config.model, parameters, price, record=record),
+        )  # from a directory of runs, this run's own calls
     else:
         key = read_api_key(config)
         client = build_client(config, key)
         if price is None:  # once, as the run starts: it pays for calls whose cost it cannot say
             logger.warning("%s", unpriced_warning(config))
-    return OptimizerLM(client, max_retries=config.max_retries, max_calls=config.max_calls,
-                       max_total_tokens=config.max_total_tokens, secret=key, sleep=sleep, rng=rng,
-                       record=None if record is None else CallRecord(record), parameters=parameters, price=price)
+    return OptimizerLM(
+        client,
+        max_retries=config.max_retries,
+        max_calls=config.max_calls,
+        max_total_tokens=config.max_total_tokens,
+        secret=key,
+        sleep=sleep,
+        rng=rng,
+        record=None if record is None else CallRecord(record),
+        parameters=parameters,
+        price=price,
+    )

@@ -26,9 +26,16 @@ import importlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from inspo_cli.instructions.lm_errors import (AttemptFailed, Completion, ProviderClient, connection_failure,
-                                              http_failure, malformed_response, retry_after_from_headers,
-                                              timeout_failure)
+from inspo_cli.instructions.lm_errors import (
+    AttemptFailed,
+    Completion,
+    ProviderClient,
+    connection_failure,
+    http_failure,
+    malformed_response,
+    retry_after_from_headers,
+    timeout_failure,
+)
 
 if TYPE_CHECKING:
     from inspo_cli.config import OptimizerConfig
@@ -40,8 +47,11 @@ NATURAL_FINISH = {"gemini": ("STOP",), "anthropic": ("end_turn", "stop_sequence"
 UNSAID_FINISH = (None, "", "FINISH_REASON_UNSPECIFIED")
 # How each API says "stopped at the output limit". Claude's model_context_window_exceeded is the same cut, at the
 # context window instead of max_tokens.
-TRUNCATED_FINISH = {"gemini": ("MAX_TOKENS",), "anthropic": ("max_tokens", "model_context_window_exceeded"),
-                    "openai": ("length",)}  # tuples: a malformed body's reason may be unhashable
+TRUNCATED_FINISH = {
+    "gemini": ("MAX_TOKENS",),
+    "anthropic": ("max_tokens", "model_context_window_exceeded"),
+    "openai": ("length",),
+}  # tuples: a malformed body's reason may be unhashable
 
 
 def stop_reason(provider: str, finish: Any) -> str | None:
@@ -55,13 +65,17 @@ def no_text(provider: str, finish: Any, what: str) -> AttemptFailed:
     """The failure for an answer without text: cut at the limit, withheld by the provider, or malformed."""
     reason = stop_reason(provider, finish)
     if finish in TRUNCATED_FINISH[provider]:
-        hint = "raise optimizer.max_output_tokens" + (" or lower optimizer.thinking_budget (thinking counts against "
-                                                      "it)" if provider != "openai" else "")
+        hint = "raise optimizer.max_output_tokens" + (
+            " or lower optimizer.thinking_budget (thinking counts against it)" if provider != "openai" else ""
+        )
         return AttemptFailed(f"returned no text (finish reason {reason})", retryable=False, hint=hint)
     if reason is not None:
-        return AttemptFailed(f"returned no text (finish reason {reason})", retryable=False,
-                             hint="the provider withheld the answer (a safety, recitation or content filter, or "
-                                  "another stop of its own); try another optimizer.model if it keeps doing so")
+        return AttemptFailed(
+            f"returned no text (finish reason {reason})",
+            retryable=False,
+            hint="the provider withheld the answer (a safety, recitation or content filter, or "
+            "another stop of its own); try another optimizer.model if it keeps doing so",
+        )
     return malformed_response(provider, f"{what}, finish reason {finish}")
 
 
@@ -93,19 +107,28 @@ class GeminiClient:
         self._timeout_s = config.timeout_s
         base_url = (config.base_url or self.DEFAULT_BASE_URL).rstrip("/")
         self.endpoint = f"{base_url}/{self.API_VERSION}/models/{config.model}:generateContent"
-        options = types.HttpOptions(base_url=base_url, api_version=self.API_VERSION,
-                                    timeout=max(1, round(config.timeout_s * 1000)),  # milliseconds
-                                    retry_options=types.HttpRetryOptions(attempts=1))
+        options = types.HttpOptions(
+            base_url=base_url,
+            api_version=self.API_VERSION,
+            timeout=max(1, round(config.timeout_s * 1000)),  # milliseconds
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
         self._sdk = genai.Client(api_key=api_key, vertexai=False, http_options=options)
         # Gemini 2.5 counts thinking against max_output_tokens and, unbudgeted (dynamic thinking), decides itself how
         # much to think: a fixed budget keeps room for the answer. -1 sends none: the model decides (and a model
         # without thinking gets none).
-        thinking = (types.ThinkingConfig(thinking_budget=config.thinking_budget)
-                    if config.thinking_budget is not None and config.thinking_budget != -1 else None)
+        thinking = (
+            types.ThinkingConfig(thinking_budget=config.thinking_budget)
+            if config.thinking_budget is not None and config.thinking_budget != -1
+            else None
+        )
         # No tools are passed, so automatic function calling has nothing to do but log a line per call.
         self._generation = types.GenerateContentConfig(
-            temperature=config.temperature, max_output_tokens=config.max_output_tokens, thinking_config=thinking,
-            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+            temperature=config.temperature,
+            max_output_tokens=config.max_output_tokens,
+            thinking_config=thinking,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
 
     def __repr__(self) -> str:
         return f"GeminiClient(model={self.model!r}, endpoint={self.endpoint!r})"
@@ -132,8 +155,11 @@ class GeminiClient:
         if not candidates:
             blocked = getattr(response.prompt_feedback, "block_reason", None)
             if blocked:
-                raise AttemptFailed(f"returned no candidates (prompt blocked: {_enum_name(blocked)})", retryable=False,
-                                    hint="the provider's safety filter refused the prompt")
+                raise AttemptFailed(
+                    f"returned no candidates (prompt blocked: {_enum_name(blocked)})",
+                    retryable=False,
+                    hint="the provider's safety filter refused the prompt",
+                )
             raise malformed_response(self.provider, "no candidates")
         candidate = candidates[0]
         parts = (candidate.content.parts if candidate.content else None) or []
@@ -145,8 +171,13 @@ class GeminiClient:
         output_tokens = None
         if usage is not None and usage.candidates_token_count is not None:
             output_tokens = usage.candidates_token_count + (usage.thoughts_token_count or 0)  # thoughts are billed
-        return completion_with_usage("".join(texts), prompt, usage and usage.prompt_token_count, output_tokens,
-                                     stop_reason=stop_reason(self.provider, finish))
+        return completion_with_usage(
+            "".join(texts),
+            prompt,
+            usage and usage.prompt_token_count,
+            output_tokens,
+            stop_reason=stop_reason(self.provider, finish),
+        )
 
 
 class AnthropicClient:
@@ -170,8 +201,11 @@ class AnthropicClient:
         self._extra_body = {"temperature": config.temperature} if config.temperature != 1.0 else None
         # Extended thinking counts against max_tokens (budget_tokens < max_tokens, checked by the config); unset,
         # Claude answers without it.
-        self._thinking = ({"thinking": {"type": "enabled", "budget_tokens": config.thinking_budget}}
-                          if config.thinking_budget is not None else {})
+        self._thinking = (
+            {"thinking": {"type": "enabled", "budget_tokens": config.thinking_budget}}
+            if config.thinking_budget is not None
+            else {}
+        )
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r}, endpoint={self.endpoint!r})"
@@ -180,9 +214,13 @@ class AnthropicClient:
         import anthropic
 
         try:
-            message = self._sdk.messages.create(model=self.model, max_tokens=self._max_tokens,
-                                                messages=[{"role": "user", "content": prompt}],
-                                                extra_body=self._extra_body, **self._thinking)
+            message = self._sdk.messages.create(
+                model=self.model,
+                max_tokens=self._max_tokens,
+                messages=[{"role": "user", "content": prompt}],
+                extra_body=self._extra_body,
+                **self._thinking,
+            )
         except anthropic.APIStatusError as e:
             retry_after = retry_after_from_headers(e.response.headers)
             raise http_failure(e.status_code, error_detail(e.body), retry_after) from None
@@ -211,8 +249,13 @@ class AnthropicClient:
         if isinstance(input_tokens, int):  # cached prompt tokens are reported apart but are input all the same
             for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
                 input_tokens += _field(usage, cached) or 0
-        return completion_with_usage("".join(texts), prompt, input_tokens, _field(usage, "output_tokens"),
-                                     stop_reason=stop_reason(self.provider, stop))
+        return completion_with_usage(
+            "".join(texts),
+            prompt,
+            input_tokens,
+            _field(usage, "output_tokens"),
+            stop_reason=stop_reason(self.provider, stop),
+        )
 
 
 class OpenAICompatibleClient:
@@ -229,8 +272,11 @@ class OpenAICompatibleClient:
         self.endpoint = f"{(config.base_url or self.DEFAULT_BASE_URL).rstrip('/')}/chat/completions"
         self._http = httpx.Client(timeout=config.timeout_s, headers={"Authorization": f"Bearer {api_key}"})
         # max_tokens, not max_completion_tokens: every OpenAI-compatible server accepts it.
-        self._request = {"model": config.model, "temperature": config.temperature,
-                         "max_tokens": config.max_output_tokens}
+        self._request = {
+            "model": config.model,
+            "temperature": config.temperature,
+            "max_tokens": config.max_output_tokens,
+        }
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleClient(model={self.model!r}, endpoint={self.endpoint!r})"
@@ -239,8 +285,9 @@ class OpenAICompatibleClient:
         import httpx
 
         try:
-            response = self._http.post(self.endpoint,
-                                       json={**self._request, "messages": [{"role": "user", "content": prompt}]})
+            response = self._http.post(
+                self.endpoint, json={**self._request, "messages": [{"role": "user", "content": prompt}]}
+            )
         except httpx.TimeoutException:
             raise timeout_failure(self._timeout_s) from None
         except httpx.TransportError as e:
@@ -262,20 +309,31 @@ class OpenAICompatibleClient:
         if not isinstance(text, str) or not text:
             raise no_text(self.provider, finish, "no message content in the first choice")
         usage = body.get("usage")
-        return completion_with_usage(text, prompt, _field(usage, "prompt_tokens"), _field(usage, "completion_tokens"),
-                                     stop_reason=stop_reason(self.provider, finish))
+        return completion_with_usage(
+            text,
+            prompt,
+            _field(usage, "prompt_tokens"),
+            _field(usage, "completion_tokens"),
+            stop_reason=stop_reason(self.provider, finish),
+        )
 
 
-def completion_with_usage(text: str, prompt: str, input_tokens: Any, output_tokens: Any, *,
-                          stop_reason: str | None = None) -> Completion:
+def completion_with_usage(
+    text: str, prompt: str, input_tokens: Any, output_tokens: Any, *, stop_reason: str | None = None
+) -> Completion:
     """A Completion with the provider's counts, or ~4 characters per token where it reported none; `stop_reason`
     (a stop that was not the model's own end) marks it truncated."""
     truncated = stop_reason is not None
     if isinstance(input_tokens, int) and isinstance(output_tokens, int):
         return Completion(text, input_tokens, output_tokens, truncated=truncated, stop_reason=stop_reason)
-    return Completion(text, input_tokens if isinstance(input_tokens, int) else _estimate_tokens(prompt),
-                      output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text), usage_estimated=True,
-                      truncated=truncated, stop_reason=stop_reason)
+    return Completion(
+        text,
+        input_tokens if isinstance(input_tokens, int) else _estimate_tokens(prompt),
+        output_tokens if isinstance(output_tokens, int) else _estimate_tokens(text),
+        usage_estimated=True,
+        truncated=truncated,
+        stop_reason=stop_reason,
+    )
 
 
 def error_detail(body: Any) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Protocol
 
 RETRY_AFTER_CAP_S = 60.0  # a server asking for a longer pause gets this; the run should not stall for hours
 RETRYABLE_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
@@ -43,8 +44,16 @@ class AttemptFailed(Exception):
     """One attempt at a provider failed. `reason` completes "<provider> model M at URL ..." in a sentence; `detail` is
     what the server said (unshortened, unredacted: only `OptimizerLM` makes it fit for a message)."""
 
-    def __init__(self, reason: str, *, retryable: bool, status: int | None = None,
-                 retry_after_s: float | None = None, hint: str = "", detail: str = ""):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        hint: str = "",
+        detail: str = "",
+    ):
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
@@ -77,25 +86,38 @@ def http_failure(status: int, detail: str = "", retry_after: str | None = None) 
     elif status in RETRYABLE_STATUSES:
         hint = "the server is failing; try again later or raise optimizer.max_retries"
     else:
-        hint = ("check optimizer.model, optimizer.temperature, optimizer.max_output_tokens and "
-                "optimizer.thinking_budget")
-    return AttemptFailed(reason, retryable=status in RETRYABLE_STATUSES, status=status,
-                         retry_after_s=parse_retry_after(retry_after), hint=hint, detail=str(detail))
+        hint = "check optimizer.model, optimizer.temperature, optimizer.max_output_tokens and optimizer.thinking_budget"
+    return AttemptFailed(
+        reason,
+        retryable=status in RETRYABLE_STATUSES,
+        status=status,
+        retry_after_s=parse_retry_after(retry_after),
+        hint=hint,
+        detail=str(detail),
+    )
 
 
 def timeout_failure(timeout_s: float) -> AttemptFailed:
-    return AttemptFailed(f"timed out after {timeout_s:g} s", retryable=True,
-                         hint="raise optimizer.timeout_s or optimizer.max_retries")
+    return AttemptFailed(
+        f"timed out after {timeout_s:g} s", retryable=True, hint="raise optimizer.timeout_s or optimizer.max_retries"
+    )
 
 
 def connection_failure(error: BaseException) -> AttemptFailed:
-    return AttemptFailed("could not be reached", retryable=True, detail=str(error) or type(error).__name__,
-                         hint="check optimizer.base_url and that the server is up")
+    return AttemptFailed(
+        "could not be reached",
+        retryable=True,
+        detail=str(error) or type(error).__name__,
+        hint="check optimizer.base_url and that the server is up",
+    )
 
 
 def malformed_response(provider: str, what: str) -> AttemptFailed:
-    return AttemptFailed(f"returned a malformed response ({what})", retryable=False,
-                         hint=f"check that optimizer.base_url points at a {provider} endpoint")
+    return AttemptFailed(
+        f"returned a malformed response ({what})",
+        retryable=False,
+        hint=f"check that optimizer.base_url points at a {provider} endpoint",
+    )
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -50,8 +50,9 @@ class LocalTransformersClient:
 
         model, tokenizer = self._load()
         if uses_chat_template(tokenizer, "auto"):
-            text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                 add_generation_prompt=True)
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
             encoded = tokenizer(text + self.RESPONSE_PREFIX, return_tensors="pt", add_special_tokens=False)
         else:
             encoded = tokenizer(f"{prompt}\n\n{self.RESPONSE_PREFIX}", return_tensors="pt")
@@ -59,13 +60,17 @@ class LocalTransformersClient:
         greedy = self._temperature == 0
         sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self._temperature}
         with torch.no_grad():
-            output = model.generate(**encoded, max_new_tokens=self._max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                    **sampling)
+            output = model.generate(
+                **encoded, max_new_tokens=self._max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+            )
         prompt_length = encoded["input_ids"].shape[1]
         new_tokens = output[0, prompt_length:]
-        return Completion(text=self.RESPONSE_PREFIX + tokenizer.decode(new_tokens, skip_special_tokens=True),
-                          input_tokens=int(prompt_length), output_tokens=int(new_tokens.shape[0]),
-                          truncated=self._cut_off(new_tokens.tolist(), model, tokenizer))
+        return Completion(
+            text=self.RESPONSE_PREFIX + tokenizer.decode(new_tokens, skip_special_tokens=True),
+            input_tokens=int(prompt_length),
+            output_tokens=int(new_tokens.shape[0]),
+            truncated=self._cut_off(new_tokens.tolist(), model, tokenizer),
+        )
 
     def _cut_off(self, new_tokens: list[int], model: Any, tokenizer: Any) -> bool:
         """Whether generation stopped at max_new_tokens rather than at an end-of-sequence token."""

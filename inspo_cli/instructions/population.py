@@ -24,28 +24,45 @@ every candidate ever seen, alive or pruned, for the run's instructions.jsonl.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.parents import load_parent_rule
 from inspo_cli.instructions.sampling import Pick, stable_random
 from inspo_cli.instructions.selection import load_selection
 from inspo_cli.instructions.selection.base import Arm
-from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS, is_import_path
+from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
+from inspo_cli.registry import is_import_path
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
 
 ORIGINS = ("initial", "rewrite")  # where a candidate can come from besides a registered proposer
 STATE_VERSION = 1
-CANDIDATE_SHAPE = {"id": str, "text": str, "parent?": (str, None), "proposer": str, "step_born": int,
-                   "verification_score?": (float, None), "step_rewards?": [[float]], "recent_means?": [float],
-                   "weight_history?": [[float, float]], "step_pruned?": (int, None),
-                   "step_categories?": [[int, str, float, int]]}  # a candidate as saved (jsonio)
-STATE_SHAPE = {"version": int, "seed": int, "next_id": int, "last_step_ended": (int, None),
-               "pending": {str: [float]}, "pending_categories?": {str: {str: [float, float]}},
-               "candidates": [CANDIDATE_SHAPE]}  # `state_dict`
+CANDIDATE_SHAPE = {
+    "id": str,
+    "text": str,
+    "parent?": (str, None),
+    "proposer": str,
+    "step_born": int,
+    "verification_score?": (float, None),
+    "step_rewards?": [[float]],
+    "recent_means?": [float],
+    "weight_history?": [[float, float]],
+    "step_pruned?": (int, None),
+    "step_categories?": [[int, str, float, int]],
+}  # a candidate as saved (jsonio)
+STATE_SHAPE = {
+    "version": int,
+    "seed": int,
+    "next_id": int,
+    "last_step_ended": (int, None),
+    "pending": {str: [float]},
+    "pending_categories?": {str: {str: [float, float]}},
+    "candidates": [CANDIDATE_SHAPE],
+}  # `state_dict`
 
 
 def normalize_text(text: str) -> str:
@@ -131,7 +148,7 @@ class Candidate:
 
     def window(self) -> list[StepReward]:
         """The `step_rewards` rows of eq. 6's window: the steps its weight averages ([] since a reset)."""
-        return self.step_rewards[-len(self.recent_means):] if self.recent_means else []
+        return self.step_rewards[-len(self.recent_means) :] if self.recent_means else []
 
     def category_means(self) -> dict[str, float]:
         """The mean group reward per question category over eq. 6's window."""
@@ -149,16 +166,20 @@ def check_initial_texts(config: PopulationConfig, texts: Sequence[str]) -> None:
     """Refuse an initial population that cannot be built: more instructions than `population.size`, an empty one,
     or one that repeats another (ignoring whitespace). `inspo recipe check` runs it too."""
     if len(texts) > config.size:
-        raise InspoError(f"population: {len(texts)} initial instructions but population.size is {config.size}; "
-                         "raise population.size or give fewer instructions")
+        raise InspoError(
+            f"population: {len(texts)} initial instructions but population.size is {config.size}; "
+            "raise population.size or give fewer instructions"
+        )
     seen: set[str] = set()
     for i, text in enumerate(texts):
         if not text.strip():
             raise InspoError(f"population: initial instruction {i} is empty; remove it or write the instruction")
         normalized = normalize_text(text)
         if normalized in seen:
-            raise InspoError(f"population: initial instruction {i} repeats an earlier one (ignoring whitespace); "
-                             "remove the duplicate")
+            raise InspoError(
+                f"population: initial instruction {i} repeats an earlier one (ignoring whitespace); "
+                "remove the duplicate"
+            )
         seen.add(normalized)
 
 
@@ -195,14 +216,16 @@ class InstructionPopulation:
     def weights(self) -> dict[str, float]:
         return {c.id: c.weight for c in self.alive()}
 
-    def add(self, text: str, parent: str | None, proposer: str, step: int,
-            verification_score: float | None = None) -> Candidate | None:
+    def add(
+        self, text: str, parent: str | None, proposer: str, step: int, verification_score: float | None = None
+    ) -> Candidate | None:
         """A new alive candidate, or None when the population is full or an alive one has the same text."""
         if not text.strip():
             raise ValueError("an instruction must not be empty")
         if proposer not in ORIGINS and proposer not in REGISTERED_PROPOSERS and not is_import_path(proposer):
-            raise ValueError(f"proposer must be one of {(*ORIGINS, *REGISTERED_PROPOSERS)} or an import path, got "
-                             f"{proposer!r}")
+            raise ValueError(
+                f"proposer must be one of {(*ORIGINS, *REGISTERED_PROPOSERS)} or an import path, got {proposer!r}"
+            )
         if parent is not None and parent not in self._candidates:
             raise ValueError(f"unknown parent instruction id {parent!r}")
         alive = self.alive()
@@ -211,8 +234,14 @@ class InstructionPopulation:
         normalized = normalize_text(text)
         if any(normalize_text(c.text) == normalized for c in alive):
             return None
-        candidate = Candidate(id=f"i{self._next_id}", text=text.strip(), parent=parent, proposer=proposer,
-                              step_born=step, verification_score=verification_score)
+        candidate = Candidate(
+            id=f"i{self._next_id}",
+            text=text.strip(),
+            parent=parent,
+            proposer=proposer,
+            step_born=step,
+            verification_score=verification_score,
+        )
         self._next_id += 1  # ids are never reused, so instructions.jsonl rows stay unambiguous
         self._candidates[candidate.id] = candidate
         return candidate
@@ -225,10 +254,18 @@ class InstructionPopulation:
         alive = self.alive()
         if not alive:
             raise RuntimeError("the population has no alive candidates")
-        arms = [Arm(c.id, c.weight, sum(row.groups for row in c.window()),
-                    math.fsum(row.mean * row.groups for row in c.window())) for c in alive]
-        batch = sum(row.groups for c in self._candidates.values() for row in c.step_rewards
-                    if row.step == self._last_step_ended)
+        arms = [
+            Arm(
+                c.id,
+                c.weight,
+                sum(row.groups for row in c.window()),
+                math.fsum(row.mean * row.groups for row in c.window()),
+            )
+            for c in alive
+        ]
+        batch = sum(
+            row.groups for c in self._candidates.values() for row in c.step_rewards if row.step == self._last_step_ended
+        )
         return load_selection(self.config.selection)(arms, self.config, batch), alive
 
     def probabilities(self) -> dict[str, float]:
@@ -249,20 +286,22 @@ class InstructionPopulation:
 
     # -- weights (eq. 6) ---------------------------------------------------------------------------------
 
-    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float],
-                categories: Sequence[str] | None = None) -> None:
+    def observe(
+        self, picks: Sequence[Pick], group_rewards: Sequence[float], categories: Sequence[str] | None = None
+    ) -> None:
         """Record each group's mean reward against its instruction (and, given, its question's category: the
         benchmark or question type that `parents: pareto` compares on); counted at `end_step`."""
         if len(picks) != len(group_rewards) or (categories is not None and len(categories) != len(picks)):
-            raise ValueError(f"{len(picks)} picks but {len(group_rewards)} group rewards"
-                             + ("" if categories is None else f" and {len(categories)} categories"))
+            raise ValueError(
+                f"{len(picks)} picks but {len(group_rewards)} group rewards"
+                + ("" if categories is None else f" and {len(categories)} categories")
+            )
         for i, (pick, reward) in enumerate(zip(picks, group_rewards)):
             if pick.instruction_id not in self._candidates:
                 raise ValueError(f"reward for unknown instruction id {pick.instruction_id!r}")
             self._pending.setdefault(pick.instruction_id, []).append(float(reward))
             if categories is not None:
-                total = self._pending_categories.setdefault(pick.instruction_id, {}).setdefault(categories[i],
-                                                                                               [0.0, 0])
+                total = self._pending_categories.setdefault(pick.instruction_id, {}).setdefault(categories[i], [0.0, 0])
                 total[0] += float(reward)
                 total[1] += 1
 
@@ -275,7 +314,7 @@ class InstructionPopulation:
             step_mean = math.fsum(rewards) / len(rewards)
             candidate.step_rewards.append(StepReward([step, step_mean, len(rewards)]))
             candidate.recent_means.append(step_mean)
-            del candidate.recent_means[:-self.config.weight_window]
+            del candidate.recent_means[: -self.config.weight_window]
             for category, (reward_sum, groups) in sorted(self._pending_categories.get(instruction_id, {}).items()):
                 candidate.step_categories.append(CategoryReward([step, category, reward_sum, int(groups)]))
         for candidate in self.alive():
@@ -354,21 +393,27 @@ class InstructionPopulation:
     def from_state_dict(cls, config: PopulationConfig, state: dict[str, Any]) -> InstructionPopulation:
         """The population `state_dict` described, with the recipe's (possibly changed) hyperparameters."""
         if state.get("version") != STATE_VERSION:
-            raise InspoError(f"population state version {state.get('version')!r} is not {STATE_VERSION}; "
-                             "resume with the inspo version that wrote the run, or start a new run")
+            raise InspoError(
+                f"population state version {state.get('version')!r} is not {STATE_VERSION}; "
+                "resume with the inspo version that wrote the run, or start a new run"
+            )
         population = cls(config, state["seed"], initial_texts=[])
         population._next_id = state["next_id"]
         population._last_step_ended = state["last_step_ended"]
         population._pending = {k: list(v) for k, v in state["pending"].items()}
-        population._pending_categories = {k: {c: list(t) for c, t in v.items()}
-                                          for k, v in state.get("pending_categories", {}).items()}
+        population._pending_categories = {
+            k: {c: list(t) for c, t in v.items()} for k, v in state.get("pending_categories", {}).items()
+        }
         fields = set(Candidate.__dataclass_fields__)
         for row in state["candidates"]:
-            candidate = Candidate(**{**{k: v for k, v in row.items() if k in fields},
-                                     "step_rewards": [StepReward(r) for r in row.get("step_rewards", [])],
-                                     "recent_means": list(row.get("recent_means", [])),
-                                     "weight_history": [WeightPoint(h) for h in row.get("weight_history", [])],
-                                     "step_categories": [CategoryReward(r)
-                                                         for r in row.get("step_categories", [])]})
+            candidate = Candidate(
+                **{
+                    **{k: v for k, v in row.items() if k in fields},
+                    "step_rewards": [StepReward(r) for r in row.get("step_rewards", [])],
+                    "recent_means": list(row.get("recent_means", [])),
+                    "weight_history": [WeightPoint(h) for h in row.get("weight_history", [])],
+                    "step_categories": [CategoryReward(r) for r in row.get("step_categories", [])],
+                }
+            )
             population._candidates[candidate.id] = candidate
         return population

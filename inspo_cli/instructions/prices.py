@@ -37,8 +37,10 @@ class Price:
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
         rates = (self.input_per_mtok, self.output_per_mtok)
         if self.long_context_above is not None and input_tokens > self.long_context_above:
-            rates = (rates[0] if self.long_input_per_mtok is None else self.long_input_per_mtok,
-                     rates[1] if self.long_output_per_mtok is None else self.long_output_per_mtok)
+            rates = (
+                rates[0] if self.long_input_per_mtok is None else self.long_input_per_mtok,
+                rates[1] if self.long_output_per_mtok is None else self.long_output_per_mtok,
+            )
         return round((input_tokens * rates[0] + output_tokens * rates[1]) / 1_000_000, 9)
 
 
@@ -61,16 +63,23 @@ def table_price(provider: str, model: str) -> Price | None:
     if entry is None:
         return None
     long = entry.get("long_context") or {}
-    return Price(float(entry["input"]), float(entry["output"]), long.get("above_input_tokens"),
-                 long.get("input"), long.get("output"))
+    return Price(
+        float(entry["input"]),
+        float(entry["output"]),
+        long.get("above_input_tokens"),
+        long.get("input"),
+        long.get("output"),
+    )
 
 
 def unpriced_warning(config: OptimizerConfig) -> str:
     """The run-start warning for a model whose price nobody gave."""
-    return (f"warning: optimizer {config.provider} model {config.model!r} has no price in inspo's table "
-            f"(inspo_cli/instructions/prices.yaml, read {_table()['read']}), so its calls' cost is recorded as null "
-            "(unknown) in optimizer_calls.jsonl and the run's summary; set optimizer.input_price_per_mtok and "
-            "optimizer.output_price_per_mtok (US dollars per million tokens) to record it")
+    return (
+        f"warning: optimizer {config.provider} model {config.model!r} has no price in inspo's table "
+        f"(inspo_cli/instructions/prices.yaml, read {_table()['read']}), so its calls' cost is recorded as null "
+        "(unknown) in optimizer_calls.jsonl and the run's summary; set optimizer.input_price_per_mtok and "
+        "optimizer.output_price_per_mtok (US dollars per million tokens) to record it"
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Collection, Iterable, Sequence
+from typing import Any
 
 from inspo_cli.errors import InspoError
 
@@ -51,8 +52,9 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int):
         if capacity < 1:
-            raise InspoError(f"replay buffer capacity must be >= 1 (got {capacity}); "
-                             "set population.replay_capacity to e.g. 4096")
+            raise InspoError(
+                f"replay buffer capacity must be >= 1 (got {capacity}); set population.replay_capacity to e.g. 4096"
+            )
         self.capacity = capacity
         self._entries: deque[Experience] = deque(maxlen=capacity)
 
@@ -101,8 +103,7 @@ class ReplayBuffer:
             newest[experience.question_key] = experience
         return [ReplayQuestion(k, newest[k].question, newest[k].golden_answers) for k in sorted(newest)]
 
-    def verification_questions(self, n: int, rng: random.Random,
-                               exclude: Collection[str] = ()) -> list[ReplayQuestion]:
+    def verification_questions(self, n: int, rng: random.Random, exclude: Collection[str] = ()) -> list[ReplayQuestion]:
         """n distinct questions (by question key) sampled uniformly from the buffer; all of them if fewer. Keys in
         `exclude` (the questions the candidates' prompt showed the optimizer, `leakage.py`) are never drawn.
 
@@ -127,8 +128,10 @@ class ReplayBuffer:
 
     def state_dict(self) -> dict[str, Any]:
         """The buffer as JSON-serialisable data, oldest experience first."""
-        return {"capacity": self.capacity,
-                "entries": [{**asdict(e), "golden_answers": list(e.golden_answers)} for e in self._entries]}
+        return {
+            "capacity": self.capacity,
+            "entries": [{**asdict(e), "golden_answers": list(e.golden_answers)} for e in self._entries],
+        }
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> ReplayBuffer:
@@ -141,23 +144,40 @@ def _sample(keys: list[str], n: int, rng: random.Random) -> list[str]:
     return list(keys) if n >= len(keys) else rng.sample(keys, max(n, 0))
 
 
-STATE_SHAPE = {"capacity": int, "entries": [{"instruction_id": str, "question_key": str, "question": str,
-                                             "golden_answers": [str], "response": str, "reward": float,
-                                             "step": int}]}  # `state_dict`, as jsonio checks it
+STATE_SHAPE = {
+    "capacity": int,
+    "entries": [
+        {
+            "instruction_id": str,
+            "question_key": str,
+            "question": str,
+            "golden_answers": [str],
+            "response": str,
+            "reward": float,
+            "step": int,
+        }
+    ],
+}  # `state_dict`, as jsonio checks it
 
 
 def _experience(row: dict[str, Any]) -> Experience:
     fields = set(Experience.__dataclass_fields__)  # a row may carry more than this version knows
-    return Experience(**{**{k: v for k, v in row.items() if k in fields},
-                         "golden_answers": tuple(row["golden_answers"])})
+    return Experience(
+        **{**{k: v for k, v in row.items() if k in fields}, "golden_answers": tuple(row["golden_answers"])}
+    )
 
 
-def experiences_from(instruction_ids: Sequence[str], question_keys: Sequence[str], questions: Sequence[str],
-                     golden_answers: Sequence[Sequence[str]], responses: Sequence[str], rewards: Sequence[float],
-                     step: int) -> list[Experience]:
+def experiences_from(
+    instruction_ids: Sequence[str],
+    question_keys: Sequence[str],
+    questions: Sequence[str],
+    golden_answers: Sequence[Sequence[str]],
+    responses: Sequence[str],
+    rewards: Sequence[float],
+    step: int,
+) -> list[Experience]:
     """Column-wise batch data (as the trainer has it) into `Experience`s; all columns must be the same length."""
     columns = (instruction_ids, question_keys, questions, golden_answers, responses, rewards)
     if len({len(c) for c in columns}) != 1:
         raise ValueError(f"columns of different lengths: {[len(c) for c in columns]}")
-    return [Experience(i, k, q, tuple(g), r, float(w), step)
-            for i, k, q, g, r, w in zip(*columns)]
+    return [Experience(i, k, q, tuple(g), r, float(w), step) for i, k, q, g, r, w in zip(*columns)]

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,9 @@ class InstructionSource(Protocol):
         """One instruction per question key, the same on every process for the same (step, key)."""
         ...
 
-    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float],
-                categories: Sequence[str] | None = None) -> None:
+    def observe(
+        self, picks: Sequence[Pick], group_rewards: Sequence[float], categories: Sequence[str] | None = None
+    ) -> None:
         """The mean reward each (question group, instruction) pair earned this step (and the question's category)."""
         ...
 
@@ -50,7 +52,7 @@ class InstructionSource(Protocol):
 
 def stable_random(seed: int, step: int, key: str) -> random.Random:
     """The same generator for the same (seed, step, key) in every process (Python's hash() is salted per process)."""
-    digest = hashlib.sha256(f"{seed}\x00{step}\x00{key}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}\x00{step}\x00{key}".encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
@@ -71,8 +73,9 @@ class StaticInstruction:
     def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
         return [self.pick] * len(keys)
 
-    def observe(self, picks: Sequence[Pick], group_rewards: Sequence[float],
-                categories: Sequence[str] | None = None) -> None:
+    def observe(
+        self, picks: Sequence[Pick], group_rewards: Sequence[float], categories: Sequence[str] | None = None
+    ) -> None:
         return None
 
     def end_step(self, step: int) -> None:

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from inspo_cli.config.inspo_sections import MIN_LOOK_QUESTIONS
 from inspo_cli.instructions.replay import ReplayQuestion
@@ -134,8 +134,11 @@ def boundaries(fractions: tuple[float, ...], margin: float) -> tuple[tuple[float
         rejected += below
     dt = 1.0 - fractions[-2]
     final = brentq(lambda c: rejected + _below(state, dt, c) - alpha, -50.0, 50.0, xtol=1e-10)
-    return (tuple(b / math.sqrt(t) for b, t in zip(reject_b, fractions)),
-            tuple(a / math.sqrt(t) for a, t in zip(accept_b, fractions)), -final)
+    return (
+        tuple(b / math.sqrt(t) for b, t in zip(reject_b, fractions)),
+        tuple(a / math.sqrt(t) for a, t in zip(accept_b, fractions)),
+        -final,
+    )
 
 
 # The paths still going on, as B-values (z sqrt(t), a Brownian motion under "exactly as good as the parent") and the
@@ -176,9 +179,15 @@ def _advance(state: _State, dt: float, low: float, high: float) -> tuple[float, 
     return below, above, (grid, weights * density)
 
 
-def verify_in_chunks(score: Callable[[Sequence[str], Sequence[ReplayQuestion]], list[list[float]]], parent: str,
-                     candidates: Sequence[str], questions: Sequence[ReplayQuestion], margin: float,
-                     looks: int, room: int | None = None) -> list[Verdict]:
+def verify_in_chunks(
+    score: Callable[[Sequence[str], Sequence[ReplayQuestion]], list[list[float]]],
+    parent: str,
+    candidates: Sequence[str],
+    questions: Sequence[ReplayQuestion],
+    margin: float,
+    looks: int,
+    room: int | None = None,
+) -> list[Verdict]:
     """Each candidate's verdict, scoring D_B (`questions`, in a random order) chunk by chunk: `score([parent,
     *scored], chunk)` returns per-question rewards, the parent's first; a rejected candidate is left out of later
     chunks, and once none is left to score no chunk is scored.

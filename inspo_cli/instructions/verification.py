@@ -21,8 +21,8 @@ about half the time). bench/verification.py measures both rules; the README's fa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -59,5 +59,10 @@ def paired_comparison(candidate: Sequence[float], parent: Sequence[float]) -> Pa
     differences = [c - p for c, p in zip(candidate, parent)]
     mean = math.fsum(differences) / n
     variance = math.fsum((d - mean) ** 2 for d in differences) / (n - 1) if n > 1 else 0.0
-    return PairedComparison(candidate_score=math.fsum(candidate) / n, parent_score=math.fsum(parent) / n,
-                            difference=mean, standard_error=math.sqrt(variance / n), questions=n)
+    return PairedComparison(
+        candidate_score=math.fsum(candidate) / n,
+        parent_score=math.fsum(parent) / n,
+        difference=mean,
+        standard_error=math.sqrt(variance / n),
+        questions=n,
+    )

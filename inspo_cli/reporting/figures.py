@@ -14,16 +14,19 @@ returns False.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from inspo_cli.ablation.stats import seed_band
 from inspo_cli.reporting.sources import Group
 
-FIG2_PANELS = (("reward", "(a) reward"), ("search/searches_per_trajectory", "(b) tool calls per trajectory"),
-               ("length/prompt", "(c) prompt length (tokens)"),
-               # the paper's (d) is veRL's response_length: every token after the prompt, retrieved passages included
-               ("length/response_with_observations", "(d) response length, passages included (tokens)"))
+FIG2_PANELS = (
+    ("reward", "(a) reward"),
+    ("search/searches_per_trajectory", "(b) tool calls per trajectory"),
+    ("length/prompt", "(c) prompt length (tokens)"),
+    # the paper's (d) is veRL's response_length: every token after the prompt, retrieved passages included
+    ("length/response_with_observations", "(d) response length, passages included (tokens)"),
+)
 # runs logged before that metric existed have the policy's own tokens only; their panel says so
 POLICY_RESPONSE_PANEL = ("length/response", "(d) response length, policy tokens only (tokens)")
 RATES = ("reward", "eval/")  # metrics within [0, 1]; every other one drawn here is a count or a length (>= 0)
@@ -69,11 +72,16 @@ def _draw(ax, group: Group, key: str, color, marker: str | None = None) -> bool:
         return False
     steps = [p[0] for p in points]
     n = len(group.runs)
-    ax.plot(steps, [p[1] for p in points], color=color, marker=marker, markersize=3,
-            label=f"{group.label} (n={n})")
+    ax.plot(steps, [p[1] for p in points], color=color, marker=marker, markersize=3, label=f"{group.label} (n={n})")
     if any(p[2] is not None for p in points):
-        ax.fill_between(steps, [p[2] if p[2] is not None else p[1] for p in points],
-                        [p[3] if p[3] is not None else p[1] for p in points], color=color, alpha=0.2, linewidth=0)
+        ax.fill_between(
+            steps,
+            [p[2] if p[2] is not None else p[1] for p in points],
+            [p[3] if p[3] is not None else p[1] for p in points],
+            color=color,
+            alpha=0.2,
+            linewidth=0,
+        )
     return True
 
 
@@ -142,16 +150,36 @@ def bars(table: dict, path: Path) -> bool:
     highs = [row["average"]["high"] if row["average"]["high"] is not None else m for row, m in zip(rows, means)]
     positions = list(range(len(rows)))
     ax.bar(positions, means, color="#4C72B0", alpha=0.6)
-    ax.errorbar(positions, means, yerr=[[m - max(lo, 0.0) for m, lo in zip(means, lows)],
-                                        [min(hi, 1.0) - m for m, hi in zip(means, highs)]],
-                fmt="none", ecolor="black", capsize=4, label="95% interval (seeds and questions)")
+    ax.errorbar(
+        positions,
+        means,
+        yerr=[[m - max(lo, 0.0) for m, lo in zip(means, lows)], [min(hi, 1.0) - m for m, hi in zip(means, highs)]],
+        fmt="none",
+        ecolor="black",
+        capsize=4,
+        label="95% interval (seeds and questions)",
+    )
     for x, row in zip(positions, rows):
         seeds = [r["average"] for r in row["runs"]]
         offsets = [x + 0.18 * (i - (len(seeds) - 1) / 2) / max(len(seeds) - 1, 1) for i in range(len(seeds))]
-        ax.scatter(offsets, seeds, color="#DD8452", edgecolor="black", linewidth=0.5, zorder=3, s=18,
-                   label="one seed" if x == 0 else None)
-        ax.annotate(f"{row['average']['mean']:.3f} (n={row['n']})", (x, min(highs[x], 1.0)),
-                    textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+        ax.scatter(
+            offsets,
+            seeds,
+            color="#DD8452",
+            edgecolor="black",
+            linewidth=0.5,
+            zorder=3,
+            s=18,
+            label="one seed" if x == 0 else None,
+        )
+        ax.annotate(
+            f"{row['average']['mean']:.3f} (n={row['n']})",
+            (x, min(highs[x], 1.0)),
+            textcoords="offset points",
+            xytext=(0, 3),
+            ha="center",
+            fontsize=8,
+        )
     top = max(max(highs), *(r["average"] for row in rows for r in row["runs"]))
     ax.set_ylim(0, min(1.0, top * 1.45) if top > 0 else 1.0)  # room above for the labels and the legend
     ax.set_xticks(positions, [row["variant"] for row in rows], rotation=20, ha="right")
@@ -177,8 +205,9 @@ def decomposition(d: dict, path: Path) -> bool:
         return False
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for offset, (instruction, label, color) in zip((-0.08, 0.08), (("seed", "seed instruction S", "#4C72B0"),
-                                                                   ("evolved", "evolved instruction I*", "#DD8452"))):
+    for offset, (instruction, label, color) in zip(
+        (-0.08, 0.08), (("seed", "seed instruction S", "#4C72B0"), ("evolved", "evolved instruction I*", "#DD8452"))
+    ):
         xs: list[float] = []
         means: list[float] = []
         for x, (weights, _) in enumerate(positions):
@@ -187,11 +216,25 @@ def decomposition(d: dict, path: Path) -> bool:
                 continue
             low = c["low"] if c["low"] is not None else c["mean"]
             high = c["high"] if c["high"] is not None else c["mean"]
-            ax.errorbar([x + offset], [c["mean"]], yerr=[[c["mean"] - low], [high - c["mean"]]], fmt="o",
-                        color=color, capsize=4, label=label if not xs else None, zorder=3)
+            ax.errorbar(
+                [x + offset],
+                [c["mean"]],
+                yerr=[[c["mean"] - low], [high - c["mean"]]],
+                fmt="o",
+                color=color,
+                capsize=4,
+                label=label if not xs else None,
+                zorder=3,
+            )
             seeds = [p["cells"].get(f"{weights}·{instruction}") for p in d["per_seed"]]
-            ax.scatter([x + offset + 0.04] * len([s for s in seeds if s is not None]),
-                       [s for s in seeds if s is not None], color=color, alpha=0.45, s=12, zorder=2)
+            ax.scatter(
+                [x + offset + 0.04] * len([s for s in seeds if s is not None]),
+                [s for s in seeds if s is not None],
+                color=color,
+                alpha=0.45,
+                s=12,
+                zorder=2,
+            )
             xs.append(x + offset)
             means.append(c["mean"])
         joined = [(x, m) for x, m in zip(xs, means) if x < 1.5]  # initial -> trained; the static policy stands apart

@@ -10,8 +10,8 @@ population are the roots.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def _children(rows: Sequence[dict]) -> dict[str | None, list[dict]]:
@@ -39,8 +39,7 @@ def tree_order(rows: Sequence[dict]) -> list[tuple[int, dict]]:
 
 def _describe(row: dict) -> str:
     fate = f"pruned at step {row['step_pruned']}" if row.get("step_pruned") is not None else "alive at the end"
-    verified = (f", verified {row['verification_score']:.3f}" if row.get("verification_score") is not None
-                else "")
+    verified = f", verified {row['verification_score']:.3f}" if row.get("verification_score") is not None else ""
     history = row.get("weight_history") or []
     weights = f", weight {history[0][1]:.3f} -> {history[-1][1]:.3f}" if history else ", never weighted"
     return f"{row['id']} [{row['proposer']}] born at step {row['step_born']}, {fate}{verified}{weights}"
@@ -52,7 +51,7 @@ def lineage_text(rows: Sequence[dict]) -> str:
     for depth, row in tree_order(rows):
         text = " ".join(row["text"].split())
         snippet = text[:80] + ("…" if len(text) > 80 else "")
-        lines.append(f"{'    ' * depth}{'└─ ' if depth else ''}{_describe(row)}: \"{snippet}\"")
+        lines.append(f'{"    " * depth}{"└─ " if depth else ""}{_describe(row)}: "{snippet}"')
     return "\n".join(lines) + "\n"
 
 
@@ -65,26 +64,34 @@ def lineage_png(rows: Sequence[dict], path: Path, title: str = "") -> bool:
     from inspo_cli.reporting.figures import pyplot, save_png
 
     plt = pyplot()
-    last = max([s for _, r in ordered for s, _ in (r.get("weight_history") or [])] +
-               [r["step_born"] for _, r in ordered] + [1])
+    last = max(
+        [s for _, r in ordered for s, _ in (r.get("weight_history") or [])] + [r["step_born"] for _, r in ordered] + [1]
+    )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 3 + 0.35 * len(ordered) + 3),
-                                      gridspec_kw={"height_ratios": [max(2, len(ordered)), 4]})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(10, 3 + 0.35 * len(ordered) + 3), gridspec_kw={"height_ratios": [max(2, len(ordered)), 4]}
+    )
     row_of = {row["id"]: i for i, (_, row) in enumerate(ordered)}
     for i, (_depth, row) in enumerate(ordered):
         color = colors[i % len(colors)]
         end = row["step_pruned"] if row.get("step_pruned") is not None else last
         top.plot([row["step_born"], end], [i, i], color=color, linewidth=6, solid_capstyle="butt", alpha=0.8)
         verified = f" v={row['verification_score']:.2f}" if row.get("verification_score") is not None else ""
-        top.annotate(f"{row['id']} {row['proposer']}{verified}", (end, i), xytext=(4, -3),
-                     textcoords="offset points", fontsize=8)
+        top.annotate(
+            f"{row['id']} {row['proposer']}{verified}", (end, i), xytext=(4, -3), textcoords="offset points", fontsize=8
+        )
         if row.get("parent") in row_of:
-            top.annotate("", xy=(row["step_born"], i), xytext=(row["step_born"], row_of[row["parent"]]),
-                         arrowprops={"arrowstyle": "->", "color": "grey"})
+            top.annotate(
+                "",
+                xy=(row["step_born"], i),
+                xytext=(row["step_born"], row_of[row["parent"]]),
+                arrowprops={"arrowstyle": "->", "color": "grey"},
+            )
         history = row.get("weight_history") or []
         if history:
-            bottom.plot([s for s, _ in history], [w for _, w in history], color=color, marker="o", markersize=3,
-                        label=row["id"])
+            bottom.plot(
+                [s for s, _ in history], [w for _, w in history], color=color, marker="o", markersize=3, label=row["id"]
+            )
     top.set_yticks(range(len(ordered)), [row["id"] for _, row in ordered])
     top.invert_yaxis()
     top.set_xlim(-0.5, last + max(2, last * 0.25))

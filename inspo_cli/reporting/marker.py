@@ -40,6 +40,7 @@ def _sha256(path: Path) -> str:
 
 def _walk(directory: Path):
     """os.walk that never follows a link and raises what it meets (os.walk skips an unreadable folder silently)."""
+
     def fail(error: OSError) -> None:
         raise error
 
@@ -52,8 +53,7 @@ def seal(directory: Path) -> None:
     for root, _, names in _walk(directory):
         for path in map(Path(root).joinpath, names):
             if stat.S_ISREG(path.lstat().st_mode):  # the report writes no link; unlisted, one is never replaced
-                files[path.relative_to(directory).as_posix()] = {"bytes": path.stat().st_size,
-                                                                 "sha256": _sha256(path)}
+                files[path.relative_to(directory).as_posix()] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
     files = dict(sorted(files.items()))
     atomic_write_json(directory / MARKER, {"kind": KIND, "version": VERSION, "files": files})
 
@@ -81,15 +81,26 @@ def _marker(directory: Path, out: Path) -> dict | None:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise InspoError(f"{bad} (not valid JSON); {fix}") from None
     files = marker.get("files") if isinstance(marker, dict) else None
-    if (not isinstance(marker, dict) or marker.get("kind") != KIND or type(marker.get("version")) is not int
-            or marker["version"] < 1 or not isinstance(files, dict)
-            or not all(isinstance(v, dict) and type(v.get("bytes")) is int and isinstance(v.get("sha256"), str)
-                       for v in files.values())):
-        raise InspoError(f"{bad} (kind {marker.get('kind') if isinstance(marker, dict) else None!r:.40}, or "
-                         f"its version or file list is not one inspo writes); {fix}")
+    if (
+        not isinstance(marker, dict)
+        or marker.get("kind") != KIND
+        or type(marker.get("version")) is not int
+        or marker["version"] < 1
+        or not isinstance(files, dict)
+        or not all(
+            isinstance(v, dict) and type(v.get("bytes")) is int and isinstance(v.get("sha256"), str)
+            for v in files.values()
+        )
+    ):
+        raise InspoError(
+            f"{bad} (kind {marker.get('kind') if isinstance(marker, dict) else None!r:.40}, or "
+            f"its version or file list is not one inspo writes); {fix}"
+        )
     if marker["version"] > VERSION:
-        raise InspoError(f"--out {out} is a report of a newer inspo (marker version {marker['version']}, this one "
-                         f"writes {VERSION}); upgrade inspo, or choose another --out")
+        raise InspoError(
+            f"--out {out} is a report of a newer inspo (marker version {marker['version']}, this one "
+            f"writes {VERSION}); upgrade inspo, or choose another --out"
+        )
     return files
 
 
@@ -134,16 +145,20 @@ def _check(out: Path, location: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(info.st_mode):
-        raise InspoError(f"--out {out} is a symbolic link (to {_shown(os.readlink(location))}); {_REPLACE}, "
-                         "so pass the directory itself, or another --out")
+        raise InspoError(
+            f"--out {out} is a symbolic link (to {_shown(os.readlink(location))}); {_REPLACE}, "
+            "so pass the directory itself, or another --out"
+        )
     if not stat.S_ISDIR(info.st_mode):
         raise InspoError(f"--out {out}: is a file, not a directory; choose a directory")
     if not any(location.iterdir()):
         return
     files = _marker(location, out)
     if files is None:
-        raise InspoError(f"--out {out} holds files but no report of this inspo (no {MARKER}), and {_REPLACE}: "
-                         "choose a new or empty directory (an earlier inspo's report there: delete it yourself)")
+        raise InspoError(
+            f"--out {out} holds files but no report of this inspo (no {MARKER}), and {_REPLACE}: "
+            "choose a new or empty directory (an earlier inspo's report there: delete it yourself)"
+        )
     wanted_dirs = {parent for name in files for parent in Path(name).parents}
     for root, dirs, names in _walk(location):
         for name in dirs:
@@ -159,14 +174,18 @@ def _check(out: Path, location: Path) -> None:
             if entry is None or not stat.S_ISREG(info.st_mode):
                 _refuse_extra(out, relative)
             if info.st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
-                raise InspoError(f"--out {out}: {_shown(relative)} changed since the report there was written, and "
-                                 f"{_REPLACE}; keep your copy elsewhere and delete the folder, or choose another "
-                                 "--out")
+                raise InspoError(
+                    f"--out {out}: {_shown(relative)} changed since the report there was written, and "
+                    f"{_REPLACE}; keep your copy elsewhere and delete the folder, or choose another "
+                    "--out"
+                )
 
 
 def _refuse_extra(out: Path, relative) -> None:
-    raise InspoError(f"--out {out} holds {_shown(relative)}, which the report there did not write, and {_REPLACE}; "
-                     "move it out, or choose another --out")
+    raise InspoError(
+        f"--out {out} holds {_shown(relative)}, which the report there did not write, and {_REPLACE}; "
+        "move it out, or choose another --out"
+    )
 
 
 def _shown(relative) -> str:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from inspo_cli.ablation.results import RunResult
 from inspo_cli.errors import InspoError
@@ -65,16 +65,19 @@ def load_groups(paths: Sequence[str | Path], rule: str = "best") -> list[Group]:
         if (problem := not_a_directory(path, "input")) is not None:
             raise InspoError(problem)
         if not (path / "plan.json").is_file() and not (path / RunDir.INFO).is_file():
-            raise InspoError(f"{path} is neither a run directory (no {RunDir.INFO}) nor an ablation directory (no "
-                             "plan.json); pass directories made by inspo train, inspo evolve or inspo ablate")
+            raise InspoError(
+                f"{path} is neither a run directory (no {RunDir.INFO}) nor an ablation directory (no "
+                "plan.json); pass directories made by inspo train, inspo evolve or inspo ablate"
+            )
         if path.resolve() in given:
             raise InspoError(f"{path} is given twice (also as {given[path.resolve()]}); give each directory once")
         given[path.resolve()] = path
     for inner, path in given.items():
         outer = next((given[p] for p in inner.parents if p in given), None)
         if outer is not None:
-            raise InspoError(f"{path} lies inside {outer}, which is given too, so its runs would be reported twice; "
-                             "give one of them")
+            raise InspoError(
+                f"{path} lies inside {outer}, which is given too, so its runs would be reported twice; give one of them"
+            )
     groups: list[Group] = []
     loose: list[RunDir] = []
     for path in given.values():
@@ -104,8 +107,14 @@ def tails(paths: Sequence[Path]) -> list[str]:
     parts = [p.resolve().parts for p in paths]
     found = []
     for i, mine in enumerate(parts):
-        n = next((n for n in range(1, len(mine) + 1)
-                  if all(other[-n:] != mine[-n:] for j, other in enumerate(parts) if j != i)), len(mine))
+        n = next(
+            (
+                n
+                for n in range(1, len(mine) + 1)
+                if all(other[-n:] != mine[-n:] for j, other in enumerate(parts) if j != i)
+            ),
+            len(mine),
+        )
         found.append("/".join(mine[-n:]).lstrip("/") or "/")
     return found
 
@@ -128,8 +137,9 @@ def _label_uniquely(groups: Sequence[Group]) -> None:
     for kind, values in (("variants", [g.label for g in groups]), ("runs", [r.name for r in runs])):
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:
-            raise InspoError(f"two {kind} of the report would both be named {twice[0]!r}; rename one of their "
-                             "directories")
+            raise InspoError(
+                f"two {kind} of the report would both be named {twice[0]!r}; rename one of their directories"
+            )
 
 
 def _ablation_groups(path: Path, rule: str) -> list[Group]:
@@ -156,8 +166,10 @@ def _group_loose(runs: Sequence[RunDir], rule: str) -> list[Group]:
             by_recipe[key] = Group(re.sub(r"-s\d+$", "", run.path.name), source=run.path)
         group = by_recipe[key]
         if any(r.seed == seed for r in group.runs):
-            raise InspoError(f"{run} and {next(r.run for r in group.runs if r.seed == seed)} have the same recipe "
-                             f"and seed {seed}; pass one of them")
+            raise InspoError(
+                f"{run} and {next(r.run for r in group.runs if r.seed == seed)} have the same recipe "
+                f"and seed {seed}; pass one of them"
+            )
         group.runs.append(read_run(run, seed, rule))
     for group in by_recipe.values():
         group.runs.sort(key=lambda r: r.seed)

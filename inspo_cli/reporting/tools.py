@@ -20,8 +20,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from inspo_cli.ablation.results import METHOD
 from inspo_cli.errors import InspoError
@@ -38,14 +38,18 @@ def evaluation_calls(run: SeedRun, file: Path) -> tuple[dict[str, dict[str, floa
     """({benchmark: {tool: calls per question}}, None) of the policy in the run's Table 1 evaluation (`file`, its
     results.json), or (None, why they are unknown)."""
     scores = read_results(file, f"evaluate {run.run.path} again")["scores"][METHOD]
-    counted = {b: {k.removeprefix(CALLS): float(v) for k, v in s.items() if k.startswith(CALLS) and v is not None}
-               for b, s in scores.items()}  # a null count (results.json allows one) is not known: left out, "-"
+    counted = {
+        b: {k.removeprefix(CALLS): float(v) for k, v in s.items() if k.startswith(CALLS) and v is not None}
+        for b, s in scores.items()
+    }  # a null count (results.json allows one) is not known: left out, "-"
     if any(counted.values()):
         return {b: calls for b, calls in counted.items() if calls}, None
     tools = recipe_tools(run)
     if tools is not None and tools != [SEARCH]:
-        return None, (f"its recipe's agent.tools are {', '.join(tools)}, but {file} counted no calls by tool "
-                      "(evaluated before inspo evaluate counted them); evaluate it again")
+        return None, (
+            f"its recipe's agent.tools are {', '.join(tools)}, but {file} counted no calls by tool "
+            "(evaluated before inspo evaluate counted them); evaluate it again"
+        )
     if any(s.get("searches") is None for s in scores.values()):
         return None, f"{file} has no searches per question"
     return {b: {SEARCH: float(s["searches"])} for b, s in scores.items()}, None
@@ -66,15 +70,18 @@ def training_calls(run: SeedRun) -> tuple[int, dict[str, tuple[float, float | No
         return None
     step = max(int(row["step"]) for row in logged)
     last = [row for row in logged if int(row["step"]) == step][-1]  # of two rows of one step, the one logged last
-    return step, {tool: (float(value), _number(last.get(f"{TRAINING}{tool}/errors")))
-                  for key, value in last.items() if (tool := _tool_of(key, value))}
+    return step, {
+        tool: (float(value), _number(last.get(f"{TRAINING}{tool}/errors")))
+        for key, value in last.items()
+        if (tool := _tool_of(key, value))
+    }
 
 
 def _tool_of(key: str, value=0.0) -> str | None:
-    """"calculator" for "tools/calculator/calls" with a count, else None (a null count, which metrics.jsonl allows,
+    """ "calculator" for "tools/calculator/calls" with a count, else None (a null count, which metrics.jsonl allows,
     was not logged)."""
     if key.startswith(TRAINING) and key.endswith("/calls") and value is not None:
-        return key[len(TRAINING):-len("/calls")] or None
+        return key[len(TRAINING) : -len("/calls")] or None
     return None
 
 
@@ -132,9 +139,15 @@ def evaluation_rows(groups: Sequence[Group]) -> tuple[list[dict], list[str]]:
         for benchmark in benchmarks:
             buckets = _by_tools([(run, calls[benchmark]) for run, calls in counted if benchmark in calls])
             for tools, members in buckets:
-                rows.append({"method": _label(group, members, len(buckets) > 1), "benchmark": benchmark,
-                             "n": len(members), "runs": [run.name for run, _ in members],
-                             "calls": {t: _mean([values[t] for _, values in members]) for t in tools}})
+                rows.append(
+                    {
+                        "method": _label(group, members, len(buckets) > 1),
+                        "benchmark": benchmark,
+                        "n": len(members),
+                        "runs": [run.name for run, _ in members],
+                        "calls": {t: _mean([values[t] for _, values in members]) for t in tools},
+                    }
+                )
     return rows, unknown
 
 
@@ -154,10 +167,16 @@ def training_rows(groups: Sequence[Group]) -> tuple[list[dict], list[str]]:
         buckets = _by_tools(logged)
         for tools, members in buckets:
             errors = {t: [values[t][1] for _, values in members] for t in tools}
-            rows.append({"method": _label(group, members, len(buckets) > 1), "n": len(members),
-                         "runs": [run.name for run, _ in members], "steps": [steps[run.name] for run, _ in members],
-                         "calls": {t: _mean([values[t][0] for _, values in members]) for t in tools},
-                         "errors": {t: None if None in e else _mean(e) for t, e in errors.items()}})
+            rows.append(
+                {
+                    "method": _label(group, members, len(buckets) > 1),
+                    "n": len(members),
+                    "runs": [run.name for run, _ in members],
+                    "steps": [steps[run.name] for run, _ in members],
+                    "calls": {t: _mean([values[t][0] for _, values in members]) for t in tools},
+                    "errors": {t: None if None in e else _mean(e) for t, e in errors.items()},
+                }
+            )
     return rows, unlogged
 
 
@@ -166,23 +185,37 @@ def _number_cell(value: float | None) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] +
-                     ["| " + " | ".join(row) + " |" for row in rows])
+    return "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(row) + " |" for row in rows]
+    )
 
 
 def evaluation_table(rows: list[dict]) -> str:
     tools = ordered(t for row in rows for t in row["calls"])
-    return _table(["method", "benchmark", "n", *tools],
-                  [[row["method"], row["benchmark"], str(row["n"]),
-                    *(_number_cell(row["calls"].get(t)) for t in tools)] for row in rows])
+    return _table(
+        ["method", "benchmark", "n", *tools],
+        [
+            [row["method"], row["benchmark"], str(row["n"]), *(_number_cell(row["calls"].get(t)) for t in tools)]
+            for row in rows
+        ],
+    )
 
 
 def training_table(rows: list[dict]) -> str:
     tools = ordered(t for row in rows for t in row["calls"])
     header = ["method", "n", "steps", *(f"{t} {what}" for t in tools for what in ("calls", "errors"))]
-    return _table(header, [[row["method"], str(row["n"]), ", ".join(map(str, row["steps"])),
-                            *(_number_cell(row[what].get(t)) for t in tools for what in ("calls", "errors"))]
-                           for row in rows])
+    return _table(
+        header,
+        [
+            [
+                row["method"],
+                str(row["n"]),
+                ", ".join(map(str, row["steps"])),
+                *(_number_cell(row[what].get(t)) for t in tools for what in ("calls", "errors")),
+            ]
+            for row in rows
+        ],
+    )
 
 
 def csv_text(evaluation: list[dict], training: list[dict]) -> str:
@@ -192,35 +225,67 @@ def csv_text(evaluation: list[dict], training: list[dict]) -> str:
     writer.writerow(["where", "method", "benchmark", "n", "runs", "steps", "tool", "calls", "errors"])
     for row in evaluation:
         for tool in ordered(row["calls"]):
-            writer.writerow(["evaluation", row["method"], row["benchmark"], row["n"], " ".join(row["runs"]), "",
-                             tool, f"{row['calls'][tool]:.4f}", ""])
+            writer.writerow(
+                [
+                    "evaluation",
+                    row["method"],
+                    row["benchmark"],
+                    row["n"],
+                    " ".join(row["runs"]),
+                    "",
+                    tool,
+                    f"{row['calls'][tool]:.4f}",
+                    "",
+                ]
+            )
     for row in training:
         for tool in ordered(row["calls"]):
             errors = row["errors"][tool]
-            writer.writerow(["training", row["method"], "", row["n"], " ".join(row["runs"]),
-                             " ".join(map(str, row["steps"])), tool, f"{row['calls'][tool]:.4f}",
-                             "" if errors is None else f"{errors:.4f}"])
+            writer.writerow(
+                [
+                    "training",
+                    row["method"],
+                    "",
+                    row["n"],
+                    " ".join(row["runs"]),
+                    " ".join(map(str, row["steps"])),
+                    tool,
+                    f"{row['calls'][tool]:.4f}",
+                    "" if errors is None else f"{errors:.4f}",
+                ]
+            )
     return buffer.getvalue()
 
 
-def markdown(evaluation: tuple[list[dict], list[str]], training: tuple[list[dict], list[str]],
-             rule_text: str) -> list[str]:
+def markdown(
+    evaluation: tuple[list[dict], list[str]], training: tuple[list[dict], list[str]], rule_text: str
+) -> list[str]:
     """The section: calls per question in the evaluation, then calls and errors per trajectory in training."""
     (rows, unknown), (trained, unlogged) = evaluation, training
-    lines = ["## Tool calls per question", "",
-             f"Calls per question of each tool in the evaluation Table 1 uses ({rule_text}), the mean over the "
-             "method's runs (n); \"-\": the method's agent did not have the tool. An evaluation that counted no "
-             "calls by tool is of an agent with search alone: its searches per question are its search calls. Runs "
-             "of one method with different tools are never averaged together: each set of tools has its own row, "
-             "which names its runs.", ""]
+    lines = [
+        "## Tool calls per question",
+        "",
+        f"Calls per question of each tool in the evaluation Table 1 uses ({rule_text}), the mean over the "
+        "method's runs (n); \"-\": the method's agent did not have the tool. An evaluation that counted no "
+        "calls by tool is of an agent with search alone: its searches per question are its search calls. Runs "
+        "of one method with different tools are never averaged together: each set of tools has its own row, "
+        "which names its runs.",
+        "",
+    ]
     lines += [evaluation_table(rows), ""] if rows else ["No evaluation to count calls in.", ""]
     if unknown:
         lines += ["Calls not known: " + "; ".join(unknown), ""]
     if trained:
-        lines += ["### Tool calls per trajectory in training", "",
-                  "Calls and error observations per trajectory of each tool at each run's last step that logged them "
-                  "(`tools/<tool>/calls`, `tools/<tool>/errors`), the mean over the method's runs (n); those steps "
-                  "in seed order; \"-\" and rows by set of tools as above.", "", training_table(trained), ""]
+        lines += [
+            "### Tool calls per trajectory in training",
+            "",
+            "Calls and error observations per trajectory of each tool at each run's last step that logged them "
+            "(`tools/<tool>/calls`, `tools/<tool>/errors`), the mean over the method's runs (n); those steps "
+            'in seed order; "-" and rows by set of tools as above.',
+            "",
+            training_table(trained),
+            "",
+        ]
         if unlogged:
             lines += ["No tool metrics in training (runs from before they were logged): " + ", ".join(unlogged), ""]
     return lines

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
@@ -44,8 +44,9 @@ class NoOptimizer:
         self.why = why
 
     def complete(self, prompt: str) -> str:
-        raise RuntimeError(f"the optimizer LM was called {self.why}; it is only ever called on the main process of "
-                           "a run that evolves")
+        raise RuntimeError(
+            f"the optimizer LM was called {self.why}; it is only ever called on the main process of a run that evolves"
+        )
 
     def accounting(self) -> None:
         return None
@@ -104,8 +105,9 @@ class PolicyVerifier:
     def __init__(self, engine, reward: RewardConfig, generation=contextlib.nullcontext, accelerator=None):
         self.engine, self.reward, self.generation, self.accelerator = engine, reward, generation, accelerator
 
-    def score(self, instructions: Sequence[str], questions: Sequence[ReplayQuestion],
-              rollouts: int = 1) -> list[list[float]]:
+    def score(
+        self, instructions: Sequence[str], questions: Sequence[ReplayQuestion], rollouts: int = 1
+    ) -> list[list[float]]:
         rank, world = (self.accelerator.process_index, self.accelerator.num_processes) if self.accelerator else (0, 1)
         mine = list(range(len(questions)))[rank::world]
         # one batched rollout for every instruction, question and repetition
@@ -119,12 +121,13 @@ class PolicyVerifier:
         for i in range(len(instructions)):
             for n, j in enumerate(mine):
                 first = (i * len(mine) + n) * rollouts
-                table[i][j] = sum(rewards[first:first + rollouts]) / rollouts
+                table[i][j] = sum(rewards[first : first + rollouts]) / rollouts
         if world > 1:  # each question is filled in by exactly one process: the sum is the whole table
             import torch
 
-            summed = self.accelerator.reduce(torch.tensor(table, dtype=torch.float64, device=self.accelerator.device),
-                                             reduction="sum")
+            summed = self.accelerator.reduce(
+                torch.tensor(table, dtype=torch.float64, device=self.accelerator.device), reduction="sum"
+            )
             table = summed.tolist()
         return table
 
@@ -132,9 +135,18 @@ class PolicyVerifier:
 class CoEvolution:
     """The population with its replay buffer, optimizer LM and verifier; `reports` lists every evolution so far."""
 
-    def __init__(self, population: InstructionPopulation, config: PopulationConfig, lm: LanguageModel,
-                 verifier: Verifier, seed: int, buffer: ReplayBuffer | None = None, reports: Sequence[dict] = (),
-                 warn: Callable[[str], None] | None = None, guard: LeakGuard | None = None):
+    def __init__(
+        self,
+        population: InstructionPopulation,
+        config: PopulationConfig,
+        lm: LanguageModel,
+        verifier: Verifier,
+        seed: int,
+        buffer: ReplayBuffer | None = None,
+        reports: Sequence[dict] = (),
+        warn: Callable[[str], None] | None = None,
+        guard: LeakGuard | None = None,
+    ):
         self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
         self.guard = guard or LeakGuard()  # population.leak_check; its held-out questions never reach a prompt
         self.warn = warn  # where a failed evolution is said (the main process's console); None: nowhere
@@ -156,26 +168,47 @@ class CoEvolution:
         pruned = population.prune(step) if population.should_prune(step) else []
         report: EvolutionReport | None = None
         if self.evolving and population.should_evolve(step) and len(self.buffer) > 0:
-            report = evolve(population, self.buffer, self.lm, self.verifier, self.config, step,
-                            stable_random(self.seed, step, "evolve"), self.guard)
+            report = evolve(
+                population,
+                self.buffer,
+                self.lm,
+                self.verifier,
+                self.config,
+                step,
+                stable_random(self.seed, step, "evolve"),
+                self.guard,
+            )
             self.reports.append(report.as_dict())
             if report.optimizer_error and self.warn is not None:  # else a bad key would only show in evolutions.json
-                self.warn(f"warning: evolution at step {step} stopped: {report.optimizer_error} "
-                          f"({len(report.accepted())} candidates accepted; training goes on with the population)")
+                self.warn(
+                    f"warning: evolution at step {step} stopped: {report.optimizer_error} "
+                    f"({len(report.accepted())} candidates accepted; training goes on with the population)"
+                )
             truncated_before = any(r.get("truncated_answers") for r in self.reports[:-1])  # resumed ones too
             if report.truncated_answers and self.warn is not None and not truncated_before:  # once per run
-                self.warn(f"warning: {report.truncated_answers} of {report.optimizer_calls} optimizer answers at step "
-                          f"{step} stopped before their end (at optimizer.max_output_tokens, or by the provider's "
-                          "safety or recitation filter: stop_reasons in the optimizer's accounting); an unfinished "
-                          f"last candidate is dropped (\"cut off\" in {RunDir.EVOLUTIONS}); for the limit, raise "
-                          "optimizer.max_output_tokens or lower optimizer.thinking_budget (this warning is not "
-                          "repeated)")
-        metrics = {"population/size": len(population), "population/pruned": len(pruned),
-                   "population/best_weight": population.best().weight,
-                   "population/prompt_length": sum(len(c.text) for c in population.alive()) / len(population)}
+                self.warn(
+                    f"warning: {report.truncated_answers} of {report.optimizer_calls} optimizer answers at step "
+                    f"{step} stopped before their end (at optimizer.max_output_tokens, or by the provider's "
+                    "safety or recitation filter: stop_reasons in the optimizer's accounting); an unfinished "
+                    f'last candidate is dropped ("cut off" in {RunDir.EVOLUTIONS}); for the limit, raise '
+                    "optimizer.max_output_tokens or lower optimizer.thinking_budget (this warning is not "
+                    "repeated)"
+                )
+        metrics = {
+            "population/size": len(population),
+            "population/pruned": len(pruned),
+            "population/best_weight": population.best().weight,
+            "population/prompt_length": sum(len(c.text) for c in population.alive()) / len(population),
+        }
         if report is not None:
-            metrics.update({"population/evolved": 1, "population/accepted": len(report.accepted()),
-                            "population/proposed": len(report.candidates), "time/evolution": report.wall_s})
+            metrics.update(
+                {
+                    "population/evolved": 1,
+                    "population/accepted": len(report.accepted()),
+                    "population/proposed": len(report.candidates),
+                    "time/evolution": report.wall_s,
+                }
+            )
         for instruction_id, probability in population.probabilities().items():
             metrics[f"population/probability/{instruction_id}"] = probability
             metrics[f"population/weight/{instruction_id}"] = population[instruction_id].weight
@@ -190,24 +223,29 @@ class CoEvolution:
         """What a resume restores; `optimizer_record_lines` is how many lines the optimizer's record had, so that a
         resumed run takes the calls recorded after them from the record instead of asking again."""
         lines = getattr(self.lm, "record_lines", None)
-        return {"population": self.population.state_dict(), "replay": self.buffer.state_dict(),
-                "evolutions": self.reports, "optimizer": self.optimizer_accounting(),
-                "optimizer_record_lines": lines() if callable(lines) else None}
+        return {
+            "population": self.population.state_dict(),
+            "replay": self.buffer.state_dict(),
+            "evolutions": self.reports,
+            "optimizer": self.optimizer_accounting(),
+            "optimizer_record_lines": lines() if callable(lines) else None,
+        }
 
 
 CoEvolutionFactory = Callable[[Verifier], CoEvolution]
 
 
-def instruction_source(recipe: Recipe, saved: Path | None, accelerator,
-                       record: Path | None = None) -> tuple[InstructionSource, CoEvolutionFactory | None]:
+def instruction_source(
+    recipe: Recipe, saved: Path | None, accelerator, record: Path | None = None
+) -> tuple[InstructionSource, CoEvolutionFactory | None]:
     """(source, make_coevolution): the static instruction (Search-R1) and None, or the INSPO population and a
     factory that builds its `CoEvolution` around a verifier, fresh or as `saved` (a coevolution.json) left it.
     With `record` (the run's optimizer_calls.jsonl), every optimizer call is a line of it; resumed, the calls it
     holds after the lines `saved` counted are answered from it when asked again.
     A missing optimizer API key fails here, before any model loads."""
     from inspo_cli.instructions.evolution import initial_rewrites
-    from inspo_cli.instructions.sampling import StaticInstruction
     from inspo_cli.instructions.initial import initial_instructions
+    from inspo_cli.instructions.sampling import StaticInstruction
 
     texts = initial_instructions(recipe)
     config = recipe.population
@@ -219,12 +257,18 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator,
     if config.evolve_until > 0 or config.initial_rewrites:
         from inspo_cli.instructions.lm import open_optimizer
 
-        lm = MainProcessLM(open_optimizer(recipe.optimizer, record=record) if accelerator.is_main_process
-                           else NoOptimizer("on a process other than the main one"), accelerator)
+        lm = MainProcessLM(
+            open_optimizer(recipe.optimizer, record=record)
+            if accelerator.is_main_process
+            else NoOptimizer("on a process other than the main one"),
+            accelerator,
+        )
     if saved is not None:
         if not saved.is_file():
-            raise InspoError(f"{saved.parent} has no {saved.name} although population.enabled is true; it was written "
-                             "without the population, so it cannot be resumed with one")
+            raise InspoError(
+                f"{saved.parent} has no {saved.name} although population.enabled is true; it was written "
+                "without the population, so it cannot be resumed with one"
+            )
         state = RunDir.coevolution_state(saved)
         population = InstructionPopulation.from_state_dict(config, state["population"])
         if isinstance(lm, MainProcessLM) and state.get("optimizer"):
@@ -232,15 +276,28 @@ def instruction_source(recipe: Recipe, saved: Path | None, accelerator,
         if isinstance(lm, MainProcessLM) and state.get("optimizer_record_lines") is not None:
             # what the interrupted run asked after this state was saved is in the record: not asked (or paid) again
             lm.resume_from_record(state["optimizer_record_lines"], warn)
-        return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed,
-                                             buffer=ReplayBuffer.from_state_dict(state["replay"]),
-                                             reports=state.get("evolutions", []), warn=warn, guard=guard)
+        return population, functools.partial(
+            CoEvolution,
+            population,
+            config,
+            lm,
+            seed=recipe.run.seed,
+            buffer=ReplayBuffer.from_state_dict(state["replay"]),
+            reports=state.get("evolutions", []),
+            warn=warn,
+            guard=guard,
+        )
     if config.initial_rewrites:  # the recipe's instructions stay; rewrites of the first fill the population
-        texts = [*texts, *initial_rewrites(texts[0], lm, config.size - len(texts), keep=texts,
-                                           max_chars=config.max_instruction_chars)]
+        texts = [
+            *texts,
+            *initial_rewrites(
+                texts[0], lm, config.size - len(texts), keep=texts, max_chars=config.max_instruction_chars
+            ),
+        ]
     population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
-    return population, functools.partial(CoEvolution, population, config, lm, seed=recipe.run.seed, warn=warn,
-                                         guard=guard)
+    return population, functools.partial(
+        CoEvolution, population, config, lm, seed=recipe.run.seed, warn=warn, guard=guard
+    )
 
 
 def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None) -> list[str]:
@@ -261,14 +318,18 @@ def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None
         training = {normalize_answer(q.question) for q in train_questions(recipe)}
     except InspoError as error:
         if warn is not None:
-            warn(f"warning: the leak check cannot read the evaluation questions ({error}); optimizer prompts are "
-                 "not checked against them")
+            warn(
+                f"warning: the leak check cannot read the evaluation questions ({error}); optimizer prompts are "
+                "not checked against them"
+            )
         return []
     held_out = [q.question for questions in found.values() for q in questions]
     kept = [text for text in held_out if normalize_answer(text) not in training]
     if len(kept) < len(held_out) and warn is not None:
-        warn(f"warning: {len(held_out) - len(kept)} of the {len(held_out)} evaluation questions are also training "
-             "questions; the leak check cannot hold those out of optimizer prompts")
+        warn(
+            f"warning: {len(held_out) - len(kept)} of the {len(held_out)} evaluation questions are also training "
+            "questions; the leak check cannot hold those out of optimizer prompts"
+        )
     return kept
 
 

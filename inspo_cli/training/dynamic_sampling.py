@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -43,7 +43,7 @@ def informative_groups(rewards: torch.Tensor, group_size: int) -> list[bool]:
     that is NaN (unscorable, TRL zeroes its advantage) does not count as differing."""
     grouped = rewards.view(-1, group_size)
     nan = torch.isnan(grouped)
-    spread = (grouped.masked_fill(nan, -math.inf).amax(dim=1) - grouped.masked_fill(nan, math.inf).amin(dim=1))
+    spread = grouped.masked_fill(nan, -math.inf).amax(dim=1) - grouped.masked_fill(nan, math.inf).amin(dim=1)
     return [bool(value > 0) for value in spread.tolist()]  # all-NaN: -inf; one value: 0
 
 
@@ -68,8 +68,12 @@ def merge(pieces: Sequence[tuple[dict, list[int]]], pad_token_id: int) -> dict:
             width = max(part.shape[1] for part in parts)
             pad = pad_token_id if key.endswith("_ids") else PAD_VALUES.get(key, 0)
             left = key in PROMPT_KEYS
-            parts = [torch.nn.functional.pad(part, (width - part.shape[1], 0) if left else (0, width - part.shape[1]),
-                                             value=pad) for part in parts]
+            parts = [
+                torch.nn.functional.pad(
+                    part, (width - part.shape[1], 0) if left else (0, width - part.shape[1]), value=pad
+                )
+                for part in parts
+            ]
         merged[key] = torch.cat(parts, dim=0)
     return merged
 
@@ -87,9 +91,13 @@ class DynamicSampling:
     def __init__(self, group_size: int, max_rounds: int, pad_token_id: int):
         self.group_size, self.max_rounds, self.pad_token_id = group_size, max_rounds, pad_token_id
 
-    def fill(self, inputs: list[dict], generate: Callable[[list[dict]], Round],
-             draw: Callable[[int, int], list[dict]], reduce: Callable[[list[float], str], list[float]]
-             ) -> tuple[dict, dict[str, float]]:
+    def fill(
+        self,
+        inputs: list[dict],
+        generate: Callable[[list[dict]], Round],
+        draw: Callable[[int, int], list[dict]],
+        reduce: Callable[[list[float], str], list[float]],
+    ) -> tuple[dict, dict[str, float]]:
         """`generate(rows)` rolls out and scores rows (each question `group_size` times in a row); `draw(k, round)`
         gives k further questions (one row each); `reduce(values, "sum" | "max")` combines values over all
         processes. Returns the batch's output and the step's metrics."""
@@ -112,7 +120,7 @@ class DynamicSampling:
             rows = draw(size, extra_rounds)
             # a dict per rollout, as TRL's sampler gives: TRL writes each rollout's own fields (its answer) into it
             round_ = generate([dict(row) for row in rows for _ in range(g)])
-            chosen = [i for i, ok in enumerate(round_.informative) if ok][:max(groups - kept, 0)]
+            chosen = [i for i, ok in enumerate(round_.informative) if ok][: max(groups - kept, 0)]
             pieces.append((_cut(round_.output, _rows(chosen, g)), list(range(len(chosen) * g))))
             kept += sum(round_.informative)
             equal += len(round_.informative) - sum(round_.informative)
@@ -140,8 +148,9 @@ def pooled(key: str, values: list[float], sizes: list[int], rounds: dict[str, li
         return (min(finite) if last.startswith("min") else max(finite)) if finite else math.nan
     weights = sizes if len(values) == len(sizes) else [1] * len(values)
     mean = sum(w * v for w, v in zip(weights, values)) / sum(weights)
-    partner = key[:-len("_std")] if key == "reward_std" else key[:-len("/std")] + "/mean" if key.endswith("/std") \
-        else None
+    partner = (
+        key[: -len("_std")] if key == "reward_std" else key[: -len("/std")] + "/mean" if key.endswith("/std") else None
+    )
     means = rounds.get(partner) if partner else None
     if means is None or len(means) != len(values) or len(values) != len(sizes):
         return mean

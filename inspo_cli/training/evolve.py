@@ -15,8 +15,8 @@ is what `--resume` continues from exactly.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from statistics import mean, pstdev
-from typing import Sequence
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
@@ -33,10 +33,10 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.preflight import check_run
-    from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
     from inspo_cli.training.run_logger import StepLog
     from inspo_cli.training.setup import train_questions
     from inspo_cli.training.summary import finish_run
+    from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
 
     state = PartialState()
     check_run("evolve", recipe, state.num_processes, device)
@@ -46,19 +46,38 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
             raise InspoError(f"{run} has no {RunDir.COEVOLUTION} to resume from; start a new run instead")
         start = RunDir.coevolution_state(run.coevolution_file).get("step", 0)
         run.truncate_metrics(start)  # rows are keyed by "update", which is the step here
-    population, make_coevolution = instruction_source(recipe, run.coevolution_file if resume else None, state,
-                                                      record=run.optimizer_calls_file)
+    population, make_coevolution = instruction_source(
+        recipe, run.coevolution_file if resume else None, state, record=run.optimizer_calls_file
+    )
     t = recipe.training
     # request seeds: each step's torch seeding (below) decides vLLM's samples too, so a resumed run repeats its steps
-    backend, tokenizer = load_backend(recipe.model, recipe.rollout, batch_size=t.batch_size * t.group_size,
-                                      device=device, seed=recipe.run.seed, request_seeds=True)
+    backend, tokenizer = load_backend(
+        recipe.model,
+        recipe.rollout,
+        batch_size=t.batch_size * t.group_size,
+        device=device,
+        seed=recipe.run.seed,
+        request_seeds=True,
+    )
     retriever = open_from_config(recipe.retriever)
-    engine = RolloutEngine(backend, retriever, tokenizer, recipe.rollout, topk=recipe.retriever.topk,
-                           chat=uses_chat_template(tokenizer, recipe.model.chat_template),
-                           tools=recipe_tools(recipe, retriever), protocol=recipe.agent.protocol)
+    engine = RolloutEngine(
+        backend,
+        retriever,
+        tokenizer,
+        recipe.rollout,
+        topk=recipe.retriever.topk,
+        chat=uses_chat_template(tokenizer, recipe.model.chat_template),
+        tools=recipe_tools(recipe, retriever),
+        protocol=recipe.agent.protocol,
+    )
     coevolution = make_coevolution(PolicyVerifier(engine, recipe.reward))
-    log = StepLog(run, t.steps, instructions=population, description="evolving",
-                  collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
+    log = StepLog(
+        run,
+        t.steps,
+        instructions=population,
+        description="evolving",
+        collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop),
+    )
     loop = FrozenPolicyEvolution(recipe, train_questions(recipe), engine, coevolution, log, run)
     before = run.logged_seconds() if resume else 0.0  # the steps kept from before the resume
     started = time.time()
@@ -69,17 +88,31 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
             loop.run_steps(start + 1, t.steps)
         finally:
             log.close()
-    return finish_run(run, recipe, population, coevolution, before + time.time() - started,
-                      f"step {start}" if resume else None, frozen_policy=True, processes=state.num_processes,
-                      device=device or default_device())
+    return finish_run(
+        run,
+        recipe,
+        population,
+        coevolution,
+        before + time.time() - started,
+        f"step {start}" if resume else None,
+        frozen_policy=True,
+        processes=state.num_processes,
+        device=device or default_device(),
+    )
 
 
 class FrozenPolicyEvolution:
     """The steps themselves, on a rollout engine over the frozen policy; each step's state is saved when it ends."""
 
     def __init__(self, recipe: Recipe, questions: Sequence, engine, coevolution, log, run: RunDir):
-        self.recipe, self.questions, self.engine, self.coevolution, self.log, self.run = \
-            recipe, list(questions), engine, coevolution, log, run
+        self.recipe, self.questions, self.engine, self.coevolution, self.log, self.run = (
+            recipe,
+            list(questions),
+            engine,
+            coevolution,
+            log,
+            run,
+        )
 
     def run_steps(self, first: int, last: int) -> None:
         for step in range(first, last + 1):
@@ -100,26 +133,44 @@ class FrozenPolicyEvolution:
         started = time.perf_counter()
         seed, g, population = self.recipe.run.seed, self.recipe.training.group_size, self.coevolution.population
         torch.manual_seed(seed * 100_003 + step)  # sampling is reproducible step by step
-        picked = stable_random(seed, step, "questions").sample(range(len(self.questions)),
-                                                             min(self.recipe.training.batch_size, len(self.questions)))
+        picked = stable_random(seed, step, "questions").sample(
+            range(len(self.questions)), min(self.recipe.training.batch_size, len(self.questions))
+        )
         batch = [self.questions[i] for i in picked]
         picks = population.sample([q.key for q in batch], step - 1)
         grouped = [(pick, q) for pick, q in zip(picks, batch) for _ in range(g)]
         retrieval_before = self.engine.retrieval_seconds
-        trajectories, rewards = rollout_and_score(self.engine, [p.text for p, _ in grouped], [q for _, q in grouped],
-                                                  self.recipe.reward)
+        trajectories, rewards = rollout_and_score(
+            self.engine, [p.text for p, _ in grouped], [q for _, q in grouped], self.recipe.reward
+        )
         rollout_seconds = time.perf_counter() - started
         retrieval_seconds = self.engine.retrieval_seconds - retrieval_before
-        population.observe(picks, [mean(rewards[i * g:(i + 1) * g]) for i in range(len(batch))],
-                           [q.category for q in batch])
+        population.observe(
+            picks, [mean(rewards[i * g : (i + 1) * g]) for i in range(len(batch))], [q.category for q in batch]
+        )
         golden = [q.golden_answers for _, q in grouped]
-        self.coevolution.remember(experiences_from(
-            [p.instruction_id for p, _ in grouped], [q.key for _, q in grouped], [q.question for _, q in grouped],
-            golden, [x.response for x in trajectories], rewards, step))
-        row = {"step": step, "update": step, "time": round(time.time(), 3),
-               "reward": mean(rewards), "reward_std": pstdev(rewards),
-               "em": mean(exact_match(x.answer, gold) for x, gold in zip(trajectories, golden)),
-               **summarize(trajectories, [t.name for t in self.engine.tools]), **self.coevolution.end_step(step),
-               "time/generation": rollout_seconds - retrieval_seconds, "time/retrieval": retrieval_seconds}
+        self.coevolution.remember(
+            experiences_from(
+                [p.instruction_id for p, _ in grouped],
+                [q.key for _, q in grouped],
+                [q.question for _, q in grouped],
+                golden,
+                [x.response for x in trajectories],
+                rewards,
+                step,
+            )
+        )
+        row = {
+            "step": step,
+            "update": step,
+            "time": round(time.time(), 3),
+            "reward": mean(rewards),
+            "reward_std": pstdev(rewards),
+            "em": mean(exact_match(x.answer, gold) for x, gold in zip(trajectories, golden)),
+            **summarize(trajectories, [t.name for t in self.engine.tools]),
+            **self.coevolution.end_step(step),
+            "time/generation": rollout_seconds - retrieval_seconds,
+            "time/retrieval": retrieval_seconds,
+        }
         row["step_seconds"] = round(time.perf_counter() - started, 3)
         return row

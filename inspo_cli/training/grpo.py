@@ -58,9 +58,11 @@ def grpo_kwargs(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
 def trainer_switches(recipe: Recipe) -> dict:
     """The recipe's switches that `SearchGRPOTrainer` itself carries out (TRL has none for them)."""
     t = recipe.training
-    return dict(mask_truncated=t.mask_truncated_completions,
-                dynamic_sampling_rounds=t.dynamic_sampling_max_rounds if t.dynamic_sampling else 0,
-                compile_generation=recipe.model.compile_generation)
+    return dict(
+        mask_truncated=t.mask_truncated_completions,
+        dynamic_sampling_rounds=t.dynamic_sampling_max_rounds if t.dynamic_sampling else 0,
+        compile_generation=recipe.model.compile_generation,
+    )
 
 
 def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: str = "cpu"):
@@ -71,8 +73,8 @@ def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
 
 def build_grpo(ctx):
     """`SearchGRPOTrainer` for the run in `ctx` (a `training.run.TrainingContext`)."""
-    from inspo_cli.models import resolve_model_path, uses_chat_template
     from inspo_cli.agent.tools import recipe_tools
+    from inspo_cli.models import resolve_model_path, uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.setup import lora_config, question_dataset, train_questions
     from inspo_cli.training.trainer import SearchGRPOTrainer
@@ -82,13 +84,23 @@ def build_grpo(ctx):
     retriever = open_from_config(recipe.retriever)
     with ctx.vllm_engine:  # TRL starts a colocated vLLM engine inside the trainer
         return SearchGRPOTrainer(
-            model=resolve_model_path(recipe.model.name_or_path), args=args,
-            train_dataset=question_dataset(train_questions(recipe)), processing_class=ctx.tokenizer,
-            instructions=ctx.instructions, retriever=retriever, tools=recipe_tools(recipe, retriever),
+            model=resolve_model_path(recipe.model.name_or_path),
+            args=args,
+            train_dataset=question_dataset(train_questions(recipe)),
+            processing_class=ctx.tokenizer,
+            instructions=ctx.instructions,
+            retriever=retriever,
+            tools=recipe_tools(recipe, retriever),
             protocol=recipe.agent.protocol,
-            rollout=recipe.rollout, reward=recipe.reward, topk=recipe.retriever.topk,
-            chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template), updates_per_step=plan.updates_per_step,
+            rollout=recipe.rollout,
+            reward=recipe.reward,
+            topk=recipe.retriever.topk,
+            chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template),
+            updates_per_step=plan.updates_per_step,
             **trainer_switches(recipe),
             generation_batch_size=plan.generation_batch_per_process,
-            peft_config=lora_config(recipe), callbacks=ctx.callbacks, coevolution=ctx.coevolution,
-            evaluation=ctx.evaluation)
+            peft_config=lora_config(recipe),
+            callbacks=ctx.callbacks,
+            coevolution=ctx.coevolution,
+            evaluation=ctx.evaluation,
+        )

@@ -25,10 +25,12 @@ class NonFiniteGuard(TrainerCallback):
 
     def _stop(self, update: int, what: str) -> None:
         step = (update + self.updates_per_step - 1) // self.updates_per_step
-        raise InspoError(f"training step {step} (optimizer update {update}): {what}; the run stops here and keeps its "
-                         f"checkpoints from before. Likely causes: a learning rate too high for this model "
-                         f"(training.learning_rate {self.learning_rate:g}), an overflow in bfloat16/float16, or a "
-                         "bad batch; resume from the last checkpoint with a lower learning rate or float32")
+        raise InspoError(
+            f"training step {step} (optimizer update {update}): {what}; the run stops here and keeps its "
+            f"checkpoints from before. Likely causes: a learning rate too high for this model "
+            f"(training.learning_rate {self.learning_rate:g}), an overflow in bfloat16/float16, or a "
+            "bad batch; resume from the last checkpoint with a lower learning rate or float32"
+        )
 
     def on_optimizer_step(self, args, state, control, model=None, **kwargs):
         if model is not None and not _weights_finite(model):

@@ -15,7 +15,8 @@ metrics.jsonl and TensorBoard as `eval/<benchmark>/em` and `eval/em` (the averag
 from __future__ import annotations
 
 import time
-from typing import Callable, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from inspo_cli.config import EvaluationConfig
 from inspo_cli.runs import RunDir
@@ -28,8 +29,9 @@ class PeriodicEvaluation:
     def due(self, step: int) -> bool:
         return self.every > 0 and (step % self.every == 0 or step == self.last_step)
 
-    def after_step(self, step: int, engine, generation: Callable[[], ContextManager], instructions,
-                   accelerator=None) -> dict[str, float]:
+    def after_step(
+        self, step: int, engine, generation: Callable[[], AbstractContextManager], instructions, accelerator=None
+    ) -> dict[str, float]:
         """When due: `run` with the instruction source's best instruction now, its metrics plus
         `time/evaluation`; {} otherwise. What both trainers call at the end of a step."""
         if not self.due(step):
@@ -38,22 +40,35 @@ class PeriodicEvaluation:
         metrics = self.run(step, engine, generation, best.text, best.instruction_id, accelerator)
         return {**metrics, "time/evaluation": time.perf_counter() - started}
 
-    def run(self, step: int, engine, generation: Callable[[], ContextManager], instruction: str,
-            instruction_id: str, accelerator=None) -> dict[str, float]:
+    def run(
+        self,
+        step: int,
+        engine,
+        generation: Callable[[], AbstractContextManager],
+        instruction: str,
+        instruction_id: str,
+        accelerator=None,
+    ) -> dict[str, float]:
         from inspo_cli.evaluation.methods.base import MethodContext
-        from inspo_cli.evaluation.runner import evaluate_methods
         from inspo_cli.evaluation.report import write_results
-        from inspo_cli.evaluation.runner import averages, scores_from_rows
+        from inspo_cli.evaluation.runner import averages, evaluate_methods, scores_from_rows
         from inspo_cli.jsonio import atomic_write_jsonl
 
         rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
         mine = {name: questions[rank::world] for name, questions in self.questions.items()}
         rows: list[dict] = []
         with generation():  # every process enters: under ZeRO-3 it gathers the weights collectively
-            ctx = MethodContext(engine.backend.with_sampling(self.config.temperature, 1.0), engine.tokenizer,
-                                engine.retriever, engine.config, topk=engine.topk, chat=engine.chat,
-                                instruction=instruction, tools=engine.tools,
-                                protocol=engine.protocol)
+            ctx = MethodContext(
+                engine.backend.with_sampling(self.config.temperature, 1.0),
+                engine.tokenizer,
+                engine.retriever,
+                engine.config,
+                topk=engine.topk,
+                chat=engine.chat,
+                instruction=instruction,
+                tools=engine.tools,
+                protocol=engine.protocol,
+            )
             evaluate_methods(["agent"], mine, ctx, self.config.batch_size, on_prediction=rows.append)
         if world > 1:
             from accelerate.utils import gather_object
@@ -63,10 +78,21 @@ class PeriodicEvaluation:
         if accelerator is None or accelerator.is_main_process:
             out = self.run_dir.evaluation_dir(step)
             atomic_write_jsonl(out / "predictions.jsonl", rows)
-            write_results(out, scores, {"model": f"training step {step}", "step": step, "methods": ["agent"],
-                                        "benchmarks": list(self.questions), "split": self.config.split,
-                                        "limit": self.config.limit, "temperature": self.config.temperature,
-                                        "instruction": instruction, "instruction_id": instruction_id})
+            write_results(
+                out,
+                scores,
+                {
+                    "model": f"training step {step}",
+                    "step": step,
+                    "methods": ["agent"],
+                    "benchmarks": list(self.questions),
+                    "split": self.config.split,
+                    "limit": self.config.limit,
+                    "temperature": self.config.temperature,
+                    "instruction": instruction,
+                    "instruction_id": instruction_id,
+                },
+            )
         metrics = {f"eval/{name}/em": score["em"] for name, score in scores["agent"].items()}
         metrics["eval/em"] = averages(scores)["agent"]["em"]
         return metrics

@@ -16,13 +16,19 @@ from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
 
-STAGED_ONE_PROCESS = ("population.stage {stage} runs in one process (its evolve stage does); launch it without "
-                      "accelerate, or run `inspo evolve` and `inspo train` as separate steps")
-VLLM_SERVER_ON_CPU = ("model.vllm_mode=server needs a GPU: TRL syncs the weights into the server through vLLM's NCCL "
-                      "weight-transfer engine; on CPU use model.vllm_mode=colocate")
+STAGED_ONE_PROCESS = (
+    "population.stage {stage} runs in one process (its evolve stage does); launch it without "
+    "accelerate, or run `inspo evolve` and `inspo train` as separate steps"
+)
+VLLM_SERVER_ON_CPU = (
+    "model.vllm_mode=server needs a GPU: TRL syncs the weights into the server through vLLM's NCCL "
+    "weight-transfer engine; on CPU use model.vllm_mode=colocate"
+)
 
-VLLM_SLEEP_ON_CPU = ("model.vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode (it frees GPU "
-                     "memory only); set model.vllm_enable_sleep_mode=false")
+VLLM_SLEEP_ON_CPU = (
+    "model.vllm_enable_sleep_mode needs a GPU: vLLM's CPU build has no sleep mode (it frees GPU "
+    "memory only); set model.vllm_enable_sleep_mode=false"
+)
 
 
 class _RetrieverNotOpened:
@@ -30,17 +36,19 @@ class _RetrieverNotOpened:
     is opened when the run starts, so a tool that searches while it is being built is told so."""
 
     def search(self, queries, k):
-        raise RuntimeError("a tool searched while it was being built, before the recipe's retriever is opened; "
-                         "search in its call(), not in build()")
+        raise RuntimeError(
+            "a tool searched while it was being built, before the recipe's retriever is opened; "
+            "search in its call(), not in build()"
+        )
 
 
 def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
     from inspo_cli.agent.tools import ToolContext, build_tools
-    from inspo_cli.instructions.population import check_initial_texts
-    from inspo_cli.models import check_model_location
     from inspo_cli.config.batch_plan import batch_plan
     from inspo_cli.instructions.initial import initial_instructions
+    from inspo_cli.instructions.population import check_initial_texts
+    from inspo_cli.models import check_model_location
 
     batch_plan(recipe, processes)  # the batch divides into micro-batches over the processes
     # the tools' tags and names, built over a retriever not opened yet (a tool may hold on to it; none searches)
@@ -64,11 +72,15 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
     population = recipe.population
     if kind == "evolve":
         if not population.enabled:
-            raise InspoError("inspo evolve needs population.enabled=true (it evolves the instruction population); "
-                             "set it with --set population.enabled=true")
+            raise InspoError(
+                "inspo evolve needs population.enabled=true (it evolves the instruction population); "
+                "set it with --set population.enabled=true"
+            )
         if population.stage != "online":
-            raise InspoError(f"population.stage {population.stage} chains evolve and train: run it with inspo "
-                             "train; inspo evolve itself is the offline loop (drop population.stage)")
+            raise InspoError(
+                f"population.stage {population.stage} chains evolve and train: run it with inspo "
+                "train; inspo evolve itself is the offline loop (drop population.stage)"
+            )
         if processes > 1:
             raise InspoError("inspo evolve runs in one process; launch it without accelerate")
     on_cpu = (device or default_device()) == "cpu"
@@ -89,8 +101,12 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
 def check_replay_source(source: Path, given_as: str) -> None:
     """Refuse a record to replay the optimizer from that holds no record: `given_as` (a field or a flag) names it."""
     if not source.exists():
-        raise InspoError(f"{given_as}: {source} does not exist; give the optimizer_calls.jsonl of a run, or a run or "
-                         "ablation directory")
+        raise InspoError(
+            f"{given_as}: {source} does not exist; give the optimizer_calls.jsonl of a run, or a run or "
+            "ablation directory"
+        )
     if source.is_dir() and next(source.rglob(RunDir.OPTIMIZER_CALLS), None) is None:
-        raise InspoError(f"{given_as}: {source} holds no optimizer_calls.jsonl; give the directory of a run that "
-                         "called the optimizer")
+        raise InspoError(
+            f"{given_as}: {source} holds no optimizer_calls.jsonl; give the directory of a run that "
+            "called the optimizer"
+        )

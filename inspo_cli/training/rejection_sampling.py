@@ -33,12 +33,14 @@ from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, read_jsonl
 from inspo_cli.runs import RunDir
 
+
 def sampler_config(recipe: Recipe):
     """The model section phase 1 samples with: the recipe's model, renamed to `sampling.model` and on
     `sampling.backend` (no LoRA: the sampler is not trained)."""
     s = recipe.sampling
-    return dataclasses.replace(recipe.model, name_or_path=s.model.strip() or recipe.model.name_or_path,
-                               backend=s.backend, lora=False)
+    return dataclasses.replace(
+        recipe.model, name_or_path=s.model.strip() or recipe.model.name_or_path, backend=s.backend, lora=False
+    )
 
 
 def build_rejection_sampling(ctx):
@@ -53,13 +55,18 @@ def build_rejection_sampling(ctx):
     engine = sft_engine(ctx, searching=False)
     examples = rejection_examples(engine, instruction, questions, kept)
     if not examples:
-        raise InspoError(f"rejection sampling kept no trajectory: no sample of {_sampler_name(recipe)} on "
-                         f"data.train={recipe.data.train} earned reward 1 ({run.sampling_summary_file}); "
-                         "raise sampling.samples, use a stronger sampling.model, or train with GRPO")
+        raise InspoError(
+            f"rejection sampling kept no trajectory: no sample of {_sampler_name(recipe)} on "
+            f"data.train={recipe.data.train} earned reward 1 ({run.sampling_summary_file}); "
+            "raise sampling.samples, use a stronger sampling.model, or train with GRPO"
+        )
     if ctx.state.is_main_process:
         epochs = recipe.training.steps * recipe.training.batch_size / len(examples)
-        print(f"rejection-sampling: SFT on {len(examples)} kept trajectories ({recipe.training.steps} steps of "
-              f"{recipe.training.batch_size}: {epochs:.2f} epochs)", flush=True)
+        print(
+            f"rejection-sampling: SFT on {len(examples)} kept trajectories ({recipe.training.steps} steps of "
+            f"{recipe.training.batch_size}: {epochs:.2f} epochs)",
+            flush=True,
+        )
     return sft_trainer(ctx, engine, examples)
 
 
@@ -71,20 +78,20 @@ def rejection_examples(engine, instruction: str, questions, kept: list[dict]) ->
     examples = []
     for row in kept:
         if row["key"] not in prompts:
-            prompts[row["key"]] = engine.prompt_ids(instruction, text[row["key"]])[-engine.config.max_prompt_tokens:]
+            prompts[row["key"]] = engine.prompt_ids(instruction, text[row["key"]])[-engine.config.max_prompt_tokens :]
         prompt = prompts[row["key"]]
-        examples.append({"input_ids": prompt + row["completion_ids"],
-                         "completion_mask": [0] * len(prompt) + row["completion_mask"]})
+        examples.append(
+            {"input_ids": prompt + row["completion_ids"], "completion_mask": [0] * len(prompt) + row["completion_mask"]}
+        )
     return examples
 
 
-def sample_phase(recipe: Recipe, run: RunDir, questions, instruction: str, state, device: str,
-                 tokenizer) -> list[dict]:
+def sample_phase(recipe: Recipe, run: RunDir, questions, instruction: str, state, device: str, tokenizer) -> list[dict]:
     """Run phase 1 where it stopped (or not at all when complete); the kept rows, in question order."""
     if not questions:
         raise InspoError(f"data.train={recipe.data.train} has no questions; point it at a non-empty file")
     size = recipe.sampling.batch_size
-    batches = [questions[i:i + size] for i in range(0, len(questions), size)]
+    batches = [questions[i : i + size] for i in range(0, len(questions), size)]
     if not run.sampling_summary_file.is_file():
         if state.is_main_process:
             run.sampling_dir.mkdir(exist_ok=True)
@@ -112,8 +119,9 @@ def _sampler_name(recipe: Recipe) -> str:
     return sampler_config(recipe).name_or_path
 
 
-def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: RunDir, device: str,
-            tokenizer, state) -> None:
+def _sample(
+    recipe: Recipe, instruction: str, batches, todo: list[int], run: RunDir, device: str, tokenizer, state
+) -> None:
     from transformers import set_seed
 
     from inspo_cli.agent.backends import load_backend
@@ -126,16 +134,33 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
 
     s, r = recipe.sampling, recipe.rollout
     config = sampler_config(recipe)
-    backend, sampler_tokenizer = load_backend(config, r, s.generation_batch_size, device, state.process_index,
-                                              state.num_processes, seed=recipe.run.seed, request_seeds=True)
+    backend, sampler_tokenizer = load_backend(
+        config,
+        r,
+        s.generation_batch_size,
+        device,
+        state.process_index,
+        state.num_processes,
+        seed=recipe.run.seed,
+        request_seeds=True,
+    )
     if sampler_tokenizer.get_vocab() != tokenizer.get_vocab():
-        raise InspoError(f"sampling.model={config.name_or_path} has another vocabulary than model.name_or_path="
-                         f"{recipe.model.name_or_path}; rejection sampling trains on the sampled token ids, so use "
-                         "a sampler of the same family (e.g. the instruct model of the base model trained)")
+        raise InspoError(
+            f"sampling.model={config.name_or_path} has another vocabulary than model.name_or_path="
+            f"{recipe.model.name_or_path}; rejection sampling trains on the sampled token ids, so use "
+            "a sampler of the same family (e.g. the instruct model of the base model trained)"
+        )
     retriever = open_from_config(recipe.retriever)
-    engine = RolloutEngine(backend, retriever, sampler_tokenizer, r, topk=recipe.retriever.topk,
-                           chat=uses_chat_template(sampler_tokenizer, config.chat_template),
-                           tools=recipe_tools(recipe, retriever), protocol=recipe.agent.protocol)
+    engine = RolloutEngine(
+        backend,
+        retriever,
+        sampler_tokenizer,
+        r,
+        topk=recipe.retriever.topk,
+        chat=uses_chat_template(sampler_tokenizer, config.chat_template),
+        tools=recipe_tools(recipe, retriever),
+        protocol=recipe.agent.protocol,
+    )
     started, done, kept, total = time.perf_counter(), 0, 0, 0
     for index in todo:
         set_seed(derived_seed(recipe.run.seed, "sampling", index))
@@ -144,24 +169,37 @@ def _sample(recipe: Recipe, instruction: str, batches, todo: list[int], run: Run
         repeated = [q for q in batch for _ in range(s.samples)]
         trajectories = engine.run([instruction] * len(repeated), [q.question for q in repeated])
         rewards = trajectory_rewards(trajectories, [q.golden_answers for q in repeated], recipe.reward)
-        rows = [_row(q, i % s.samples, t, reward)
-                for i, (q, t, reward) in enumerate(zip(repeated, trajectories, rewards))]
-        atomic_write_jsonl(run.sampling_batch_file(index),
-                           [{"batch": index, "seconds": round(time.perf_counter() - batch_started, 2)}, *rows])
+        rows = [
+            _row(q, i % s.samples, t, reward) for i, (q, t, reward) in enumerate(zip(repeated, trajectories, rewards))
+        ]
+        atomic_write_jsonl(
+            run.sampling_batch_file(index),
+            [{"batch": index, "seconds": round(time.perf_counter() - batch_started, 2)}, *rows],
+        )
         done, total = done + 1, total + len(rows)
         kept += sum("completion_ids" in row for row in rows)
         elapsed = time.perf_counter() - started
-        print(f"sampling: batch {index + 1}/{len(batches)} ({done}/{len(todo)} here), kept {kept} of {total} "
-              f"trajectories ({kept / total:.0%}), {elapsed:.0f}s, about {elapsed / done * (len(todo) - done):.0f}s "
-              "left", flush=True)
+        print(
+            f"sampling: batch {index + 1}/{len(batches)} ({done}/{len(todo)} here), kept {kept} of {total} "
+            f"trajectories ({kept / total:.0%}), {elapsed:.0f}s, about {elapsed / done * (len(todo) - done):.0f}s "
+            "left",
+            flush=True,
+        )
     del engine, backend
     _free_memory()
 
 
 def _row(question, sample: int, trajectory, reward: float) -> dict:
-    row = {"key": question.key, "sample": sample, "reward": reward, "answer": trajectory.answer,
-           "stop_reason": trajectory.stop_reason, "searches": trajectory.num_searches, "turns": trajectory.turns,
-           "invalid_actions": trajectory.invalid_actions}
+    row = {
+        "key": question.key,
+        "sample": sample,
+        "reward": reward,
+        "answer": trajectory.answer,
+        "stop_reason": trajectory.stop_reason,
+        "searches": trajectory.num_searches,
+        "turns": trajectory.turns,
+        "invalid_actions": trajectory.invalid_actions,
+    }
     if reward >= 1:  # kept: what phase 2 trains on
         row.update(completion_ids=trajectory.completion_ids, completion_mask=trajectory.completion_mask)
     return row
@@ -171,12 +209,16 @@ def _read_batch(run: RunDir, index: int, batch) -> tuple[dict, list[dict]]:
     """(header, trajectory rows) of a saved batch, checked against the questions it should hold."""
     path = run.sampling_batch_file(index)
     if not path.is_file():
-        raise InspoError(f"{path} is missing although {run.sampling_summary_file} says sampling finished; "
-                         f"delete {run.sampling_dir} to sample again")
+        raise InspoError(
+            f"{path} is missing although {run.sampling_summary_file} says sampling finished; "
+            f"delete {run.sampling_dir} to sample again"
+        )
     header, *rows = read_jsonl(path)
     if header.get("batch") != index or {row["key"] for row in rows} != {q.key for q in batch}:
-        raise InspoError(f"{path} holds samples of other questions than data.train gives now (the training data "
-                         f"changed since it was sampled); delete {run.sampling_dir} to sample again")
+        raise InspoError(
+            f"{path} holds samples of other questions than data.train gives now (the training data "
+            f"changed since it was sampled); delete {run.sampling_dir} to sample again"
+        )
     return header, rows
 
 
@@ -198,13 +240,18 @@ def sampling_summary(recipe: Recipe, batches, run: RunDir) -> dict:
         for key in solved_here:
             solved[types[key]] += 1
     s = recipe.sampling
-    return {"sampler": _sampler_name(recipe), "backend": s.backend, "samples_per_question": s.samples,
-            "questions": sum(questions.values()), "trajectories": sum(trajectories.values()),
-            "kept": sum(kept.values()), "questions_solved": sum(solved.values()),
-            "kept_rate": round(sum(kept.values()) / max(sum(trajectories.values()), 1), 4),
-            "sampling_seconds": round(seconds, 1),  # summed over batches (and processes), across resumes
-            "by_type": {t: {"questions": questions[t], "kept": kept[t], "solved": solved[t]}
-                        for t in sorted(questions)}}
+    return {
+        "sampler": _sampler_name(recipe),
+        "backend": s.backend,
+        "samples_per_question": s.samples,
+        "questions": sum(questions.values()),
+        "trajectories": sum(trajectories.values()),
+        "kept": sum(kept.values()),
+        "questions_solved": sum(solved.values()),
+        "kept_rate": round(sum(kept.values()) / max(sum(trajectories.values()), 1), 4),
+        "sampling_seconds": round(seconds, 1),  # summed over batches (and processes), across resumes
+        "by_type": {t: {"questions": questions[t], "kept": kept[t], "solved": solved[t]} for t in sorted(questions)},
+    }
 
 
 def _free_memory() -> None:

@@ -14,7 +14,7 @@ does not require a search: a policy too small to use passages learns to answer a
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.config import RewardConfig
 from inspo_cli.metrics import METRICS, exact_match
@@ -25,8 +25,13 @@ def followed_protocol(trajectory) -> bool:
     return trajectory.stop_reason == "answer" and trajectory.invalid_actions == 0
 
 
-def outcome_rewards(answers: Sequence[str | None], golden_answers: Sequence[Sequence[str]],
-                    well_formed: Sequence[bool], metric: str = "em", format_weight: float = 0.0) -> list[float]:
+def outcome_rewards(
+    answers: Sequence[str | None],
+    golden_answers: Sequence[Sequence[str]],
+    well_formed: Sequence[bool],
+    metric: str = "em",
+    format_weight: float = 0.0,
+) -> list[float]:
     score = METRICS[metric]
     rewards = []
     for answer, gold, formed in zip(answers, golden_answers, well_formed, strict=True):
@@ -37,8 +42,13 @@ def outcome_rewards(answers: Sequence[str | None], golden_answers: Sequence[Sequ
 
 def trajectory_rewards(trajectories, golden_answers: Sequence[Sequence[str]], config: RewardConfig) -> list[float]:
     """The reward of finished trajectories (what GRPO's reward function computes from the same fields)."""
-    return outcome_rewards([t.answer for t in trajectories], golden_answers,
-                           [followed_protocol(t) for t in trajectories], config.metric, config.format_weight)
+    return outcome_rewards(
+        [t.answer for t in trajectories],
+        golden_answers,
+        [followed_protocol(t) for t in trajectories],
+        config.metric,
+        config.format_weight,
+    )
 
 
 def rollout_and_score(engine, instructions: Sequence[str], questions: Sequence, config: RewardConfig):

@@ -69,8 +69,10 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
         # an algorithm whose first phase keeps its own progress (rejection sampling's sampling/) resumes a run cut
         # before its first checkpoint: that phase goes on where it stopped, then training starts
         if checkpoint is None and not ALGORITHMS.resolve(recipe.training.algorithm).progress_before_training:
-            raise InspoError(f"{run} has no complete checkpoint to resume from ({unusable or 'none was saved'}); "
-                             "start a new run instead")
+            raise InspoError(
+                f"{run} has no complete checkpoint to resume from ({unusable or 'none was saved'}); "
+                "start a new run instead"
+            )
         if state.is_main_process:
             _say_resume_point(checkpoint, unusable)
             run.truncate_metrics(RunDir.checkpoint_update(checkpoint) if checkpoint else 0)
@@ -83,12 +85,21 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     instructions, coevolution = instruction_source(recipe, saved, state, record=run.optimizer_calls_file)
     evaluation = periodic_evaluation(recipe, run)  # so does a missing evaluation set
     tokenizer = load_tokenizer(recipe.model)
-    log = StepLog(run, recipe.training.steps, instructions=instructions,
-                  collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop))
-    callbacks = [RunLogger(log, plan.updates_per_step), NonFiniteGuard(plan.updates_per_step,
-                                                                       recipe.training.learning_rate)]
-    trainer = build_trainer(TrainingContext(recipe, run, device, state, tokenizer, instructions, coevolution,
-                                            evaluation, plan, callbacks, engine))
+    log = StepLog(
+        run,
+        recipe.training.steps,
+        instructions=instructions,
+        collapse=(recipe.evaluation.collapse_window, recipe.evaluation.collapse_drop),
+    )
+    callbacks = [
+        RunLogger(log, plan.updates_per_step),
+        NonFiniteGuard(plan.updates_per_step, recipe.training.learning_rate),
+    ]
+    trainer = build_trainer(
+        TrainingContext(
+            recipe, run, device, state, tokenizer, instructions, coevolution, evaluation, plan, callbacks, engine
+        )
+    )
     for callback in (PrinterCallback, ProgressCallback):  # RunLogger prints one line per step instead
         trainer.remove_callback(callback)
 
@@ -100,9 +111,16 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     _save_final(trainer, tokenizer, run.final_dir, state)
     summary = {}
     if state.is_main_process:
-        summary = finish_run(run, recipe, instructions, getattr(trainer, "coevolution", None), wall,
-                             run.relative(checkpoint) if checkpoint else None, processes=state.num_processes,
-                             device=device)
+        summary = finish_run(
+            run,
+            recipe,
+            instructions,
+            getattr(trainer, "coevolution", None),
+            wall,
+            run.relative(checkpoint) if checkpoint else None,
+            processes=state.num_processes,
+            device=device,
+        )
     state.wait_for_everyone()
     return summary
 
@@ -112,8 +130,9 @@ def _say_resume_point(checkpoint: Path | None, unusable: str) -> None:
     from inspo_cli.progress import err_console
 
     where = f"resuming from {checkpoint.name}" if checkpoint is not None else "resuming before the first checkpoint"
-    err_console.print(where + (f" (newer, unusable: {unusable})" if unusable else ""), markup=False,
-                      highlight=False, soft_wrap=True)
+    err_console.print(
+        where + (f" (newer, unusable: {unusable})" if unusable else ""), markup=False, highlight=False, soft_wrap=True
+    )
 
 
 def _vllm_engine(recipe: Recipe, device: str):
@@ -144,8 +163,10 @@ def periodic_evaluation(recipe: Recipe, run: RunDir):
     try:
         questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)
     except InspoError as error:
-        raise InspoError(f"{error} (evaluation during training, training.eval_every={recipe.training.eval_every}, "
-                         "needs it; or set training.eval_every=0)") from None
+        raise InspoError(
+            f"{error} (evaluation during training, training.eval_every={recipe.training.eval_every}, "
+            "needs it; or set training.eval_every=0)"
+        ) from None
     return PeriodicEvaluation(questions, e, recipe.training.eval_every, recipe.training.steps, run)
 
 

@@ -14,7 +14,7 @@ import math
 import os
 import shlex
 import time
-from typing import Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -28,8 +28,15 @@ _SKIP = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "tr
 class StepLog:
     """Writes each step's row everywhere it goes; `open` before the first step, `close` after the last."""
 
-    def __init__(self, run: RunDir, steps: int, instructions=None, collapse: tuple[int, float] = (10, 0.0),
-                 description: str = "training", on_row: Callable[[dict], None] | None = None):
+    def __init__(
+        self,
+        run: RunDir,
+        steps: int,
+        instructions=None,
+        collapse: tuple[int, float] = (10, 0.0),
+        description: str = "training",
+        on_row: Callable[[dict], None] | None = None,
+    ):
         self.run, self.steps, self.description = run, steps, description
         self.on_row = on_row  # also given each row: inspo evolve's W&B logging (training's goes through TRL)
         self.instructions = instructions  # a population (has `records`) gets instructions.jsonl rewritten per step
@@ -89,8 +96,10 @@ class StepLog:
         collapse = detect_collapse(self._rewards, self.collapse_window, self.collapse_drop)
         if collapse is not None:
             self._collapse_reported = True
-            self._print(f"{collapse.describe()}; App. B reports the last checkpoint before it: "
-                        f"inspo evaluate --run {shlex.quote(str(self.run))} --checkpoint best")
+            self._print(
+                f"{collapse.describe()}; App. B reports the last checkpoint before it: "
+                f"inspo evaluate --run {shlex.quote(str(self.run))} --checkpoint best"
+            )
 
 
 class RunLogger(TrainerCallback):
@@ -109,8 +118,12 @@ class RunLogger(TrainerCallback):
         if not state.is_world_process_zero or not logs or "loss" not in logs:
             return  # the end-of-training summary log has no loss; it is not a step
         now = time.perf_counter()
-        row = {"step": state.global_step // self.updates_per_step, "update": state.global_step,
-               "time": round(time.time(), 3), "step_seconds": round(now - self._last_time, 3)}
+        row = {
+            "step": state.global_step // self.updates_per_step,
+            "update": state.global_step,
+            "time": round(time.time(), 3),
+            "step_seconds": round(now - self._last_time, 3),
+        }
         self._last_time = now
         for key, value in logs.items():
             if key not in _SKIP and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -128,17 +141,22 @@ def step_line(row: dict, steps: int) -> str:
         return "-" if value is None else format(value, spec)
 
     if "reward" not in row and "loss" in row:  # supervised fine-tuning: no rollouts, no reward
-        return (f"step {row['step']}/{steps}  loss {fmt('loss', '.4f')}  token accuracy {fmt('mean_token_accuracy')}  "
-                f"lr {fmt('learning_rate', '.2e')}  " + (f"eval EM {fmt('eval/em')}  " if "eval/em" in row else "")
-                + f"{row['step_seconds']:.1f}s")
-    return (f"step {row['step']}/{steps}  reward {fmt('reward')} ± {fmt('reward_std')}  EM {fmt('em')}  "
-            f"searches {fmt('search/searches_per_trajectory', '.2f')}  valid {fmt('search/valid_action_rate', '.2f')}  "
-            f"len {fmt('length/response', '.0f')}  kl {fmt('kl', '.4f')}  "
-            + (f"pop {fmt('population/size', '.0f')}  " if "population/size" in row else "")
+        return (
+            f"step {row['step']}/{steps}  loss {fmt('loss', '.4f')}  token accuracy {fmt('mean_token_accuracy')}  "
+            f"lr {fmt('learning_rate', '.2e')}  "
             + (f"eval EM {fmt('eval/em')}  " if "eval/em" in row else "")
-            + f"{row['step_seconds']:.1f}s "
-            f"(gen {fmt('time/generation', '.1f')} ret {fmt('time/retrieval', '.2f')} "
-            f"score {fmt('time/scoring', '.1f')} upd {fmt('time/update', '.1f')})")
+            + f"{row['step_seconds']:.1f}s"
+        )
+    return (
+        f"step {row['step']}/{steps}  reward {fmt('reward')} ± {fmt('reward_std')}  EM {fmt('em')}  "
+        f"searches {fmt('search/searches_per_trajectory', '.2f')}  valid {fmt('search/valid_action_rate', '.2f')}  "
+        f"len {fmt('length/response', '.0f')}  kl {fmt('kl', '.4f')}  "
+        + (f"pop {fmt('population/size', '.0f')}  " if "population/size" in row else "")
+        + (f"eval EM {fmt('eval/em')}  " if "eval/em" in row else "")
+        + f"{row['step_seconds']:.1f}s "
+        f"(gen {fmt('time/generation', '.1f')} ret {fmt('time/retrieval', '.2f')} "
+        f"score {fmt('time/scoring', '.1f')} upd {fmt('time/update', '.1f')})"
+    )
 
 
 def plot_curves(run: RunDir) -> list[Path]:
@@ -154,11 +172,15 @@ def plot_curves(run: RunDir) -> list[Path]:
         return []
     out = run.plots_dir
     out.mkdir(exist_ok=True)
-    figures = {"reward.png": (("reward", "reward"), ("em", "EM"), ("eval/em", "EM, held-out (greedy, I*)")),
-               "search.png": (("search/searches_per_trajectory", "searches / trajectory"),
-                              ("search/valid_action_rate", "valid-action rate"),
-                              ("search/answered", "answered")),
-               "loss.png": (("loss", "training loss"), ("mean_token_accuracy", "token accuracy (SFT)"))}
+    figures = {
+        "reward.png": (("reward", "reward"), ("em", "EM"), ("eval/em", "EM, held-out (greedy, I*)")),
+        "search.png": (
+            ("search/searches_per_trajectory", "searches / trajectory"),
+            ("search/valid_action_rate", "valid-action rate"),
+            ("search/answered", "answered"),
+        ),
+        "loss.png": (("loss", "training loss"), ("mean_token_accuracy", "token accuracy (SFT)")),
+    }
     written = []
     for name, series in figures.items():
         if not any(row.get(key) is not None for key, _ in series for row in rows):

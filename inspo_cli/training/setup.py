@@ -80,8 +80,13 @@ def lora_config(recipe: Recipe):
     from peft import LoraConfig
 
     m = recipe.model
-    return LoraConfig(r=m.lora_rank, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
-                      target_modules="all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=m.lora_rank,
+        lora_alpha=m.lora_alpha,
+        lora_dropout=m.lora_dropout,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
 
 
 def train_questions(recipe: Recipe):
@@ -103,5 +108,9 @@ def question_dataset(questions):
 
     if not questions:
         raise InspoError("data.train has no questions; point it at a non-empty file or use data.train=world")
-    return Dataset.from_list([{"prompt": q.question, "qid": q.key, "category": q.category,
-                               "golden_answers": list(q.golden_answers)} for q in questions])
+    return Dataset.from_list(
+        [
+            {"prompt": q.question, "qid": q.key, "category": q.category, "golden_answers": list(q.golden_answers)}
+            for q in questions
+        ]
+    )

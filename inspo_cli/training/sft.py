@@ -50,17 +50,22 @@ def sft_examples(recipe: Recipe, engine, instruction: str) -> list[dict]:
         from inspo_cli.world.oracle import oracle_trajectories
 
         trajectories = oracle_trajectories(engine, instruction, questions)
-        examples = [{"input_ids": t.prompt_ids + t.completion_ids,
-                     "completion_mask": [0] * len(t.prompt_ids) + t.completion_mask} for _, t in trajectories]
+        examples = [
+            {
+                "input_ids": t.prompt_ids + t.completion_ids,
+                "completion_mask": [0] * len(t.prompt_ids) + t.completion_mask,
+            }
+            for _, t in trajectories
+        ]
     if not examples:
         raise InspoError(f"data.trajectories={source} gave no training example for data.train={recipe.data.train}")
     return examples
 
 
 def answer_example(engine, instruction: str, question: str, answer: str) -> dict:
-    prompt = engine.prompt_ids(instruction, question)[-engine.config.max_prompt_tokens:]
+    prompt = engine.prompt_ids(instruction, question)[-engine.config.max_prompt_tokens :]
     completion = engine.tokenizer(f"<answer> {answer} </answer>", add_special_tokens=False)["input_ids"]
-    completion = completion[:max(engine.config.max_total_tokens - len(prompt), 0)]
+    completion = completion[: max(engine.config.max_total_tokens - len(prompt), 0)]
     return {"input_ids": prompt + completion, "completion_mask": [0] * len(prompt) + [1] * len(completion)}
 
 
@@ -88,8 +93,11 @@ def build_sft(ctx):
     started = time.perf_counter()
     examples = sft_examples(recipe, engine, ctx.instructions.best_pick().text)
     if ctx.state.is_main_process:
-        print(f"sft: {len(examples)} examples from data.trajectories={recipe.data.trajectories} "
-              f"({time.perf_counter() - started:.1f}s)", flush=True)
+        print(
+            f"sft: {len(examples)} examples from data.trajectories={recipe.data.trajectories} "
+            f"({time.perf_counter() - started:.1f}s)",
+            flush=True,
+        )
     return sft_trainer(ctx, engine, examples)
 
 
@@ -97,17 +105,24 @@ def sft_engine(ctx, searching: bool):
     """The rollout engine SFT builds its prompts with and evaluates through (its backend is set by the trainer);
     with a retriever when `searching` or when evaluation during training searches."""
     from inspo_cli.agent.rollout import RolloutEngine
-    from inspo_cli.models import uses_chat_template
     from inspo_cli.agent.tools import recipe_tools
+    from inspo_cli.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
 
     recipe = ctx.recipe
     r = recipe.rollout
     searching = searching or (ctx.evaluation is not None and r.max_turns > 0)
     retriever = open_from_config(recipe.retriever) if searching else None
-    return RolloutEngine(None, retriever, ctx.tokenizer, r, topk=recipe.retriever.topk,
-                         chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template),
-                         tools=recipe_tools(recipe, retriever), protocol=recipe.agent.protocol)
+    return RolloutEngine(
+        None,
+        retriever,
+        ctx.tokenizer,
+        r,
+        topk=recipe.retriever.topk,
+        chat=uses_chat_template(ctx.tokenizer, recipe.model.chat_template),
+        tools=recipe_tools(recipe, retriever),
+        protocol=recipe.agent.protocol,
+    )
 
 
 def sft_trainer(ctx, engine, examples: list[dict]):
@@ -120,19 +135,27 @@ def sft_trainer(ctx, engine, examples: list[dict]):
 
     recipe = ctx.recipe
     args = SFTConfig(**sft_kwargs(recipe, ctx.plan, ctx.run.checkpoints_dir, ctx.device))
-    return SearchSFTTrainer(model=resolve_model_path(recipe.model.name_or_path), args=args,
-                            train_dataset=Dataset.from_list(examples),
-                            processing_class=ctx.tokenizer, peft_config=lora_config(recipe),
-                            callbacks=ctx.callbacks, engine=engine, instructions=ctx.instructions,
-                            evaluation=ctx.evaluation, compile_generation=recipe.model.compile_generation)
+    return SearchSFTTrainer(
+        model=resolve_model_path(recipe.model.name_or_path),
+        args=args,
+        train_dataset=Dataset.from_list(examples),
+        processing_class=ctx.tokenizer,
+        peft_config=lora_config(recipe),
+        callbacks=ctx.callbacks,
+        engine=engine,
+        instructions=ctx.instructions,
+        evaluation=ctx.evaluation,
+        compile_generation=recipe.model.compile_generation,
+    )
 
 
 class SearchSFTTrainer(SFTTrainer):
     """TRL's SFTTrainer plus App. B's evaluation during training: every `training.eval_every` steps the policy is
     rolled out, greedily, with the run's instruction through the rollout engine (search included), as GRPO runs are."""
 
-    def __init__(self, *, engine, instructions, evaluation=None, callbacks=None, compile_generation: bool = False,
-                 **kwargs):
+    def __init__(
+        self, *, engine, instructions, evaluation=None, callbacks=None, compile_generation: bool = False, **kwargs
+    ):
         self.engine, self.instructions, self.evaluation = engine, instructions, evaluation
         super().__init__(callbacks=[*(callbacks or []), _Evaluate(self)], **kwargs)
         self._generation_dtype = generation_dtype(self.args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
@@ -140,9 +163,14 @@ class SearchSFTTrainer(SFTTrainer):
             from inspo_cli.agent.backends import TransformersBackend
 
             r = engine.config
-            engine.backend = TransformersBackend(self.model, self.processing_class, r.temperature, r.top_p,
-                                                 evaluation.config.batch_size if evaluation else 32,
-                                                 compile_generation=compile_generation)
+            engine.backend = TransformersBackend(
+                self.model,
+                self.processing_class,
+                r.temperature,
+                r.top_p,
+                evaluation.config.batch_size if evaluation else 32,
+                compile_generation=compile_generation,
+            )
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint:  # TRL counts num_tokens from 0 in every process; a resumed run goes on counting
@@ -165,16 +193,20 @@ class SearchSFTTrainer(SFTTrainer):
         was_training = model.training
         model.eval()
         try:  # from the weights cast once to the compute dtype, outside autocast (training.generation_weights)
-            with (torch.no_grad(), in_compute_dtype(model, self._generation_dtype) as policy,
-                  self.engine.backend.generating_with(policy)):
+            with (
+                torch.no_grad(),
+                in_compute_dtype(model, self._generation_dtype) as policy,
+                self.engine.backend.generating_with(policy),
+            ):
                 yield
         finally:
             model.train(was_training)
 
     def _evaluate_step(self, step: int) -> None:
         if self.evaluation is not None:
-            for name, value in self.evaluation.after_step(step, self.engine, self._policy_for_generation,
-                                                          self.instructions, self.accelerator).items():
+            for name, value in self.evaluation.after_step(
+                step, self.engine, self._policy_for_generation, self.instructions, self.accelerator
+            ).items():
                 self._metrics["train"][name].append(value)
 
 

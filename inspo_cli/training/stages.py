@@ -64,20 +64,24 @@ def run_staged(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     trained = first if stage == "post-rl" else second
     # pre-rl trains with stage 1's best instruction, post-rl hands over stage 2's: either way the evolve stage's
     best_dir = first if stage == "pre-rl" else second
-    summary = {**train,
-               "stage": stage,
-               "stages": [{"kind": kind, "dir": run.relative(d.path), "wall_seconds": summaries[kind]["wall_seconds"]}
-                          for kind, d in ((first_kind, first), (second_kind, second))],
-               "wall_seconds": round(train["wall_seconds"] + evolve["wall_seconds"], 1),
-               "model": run.relative(trained.final_dir),
-               "best_instruction": evolve["best_instruction"],
-               "best_instruction_id": evolve["best_instruction_id"],
-               "instruction_source": run.relative(best_dir.path),
-               "overhead": evolve.get("overhead"),
-               "plots": [run.relative(trained.path / p) for p in train.get("plots", [])],
-               "metrics": run.relative(trained.metrics_file),
-               "evaluations": [],
-               "selected_checkpoint": None}
+    summary = {
+        **train,
+        "stage": stage,
+        "stages": [
+            {"kind": kind, "dir": run.relative(d.path), "wall_seconds": summaries[kind]["wall_seconds"]}
+            for kind, d in ((first_kind, first), (second_kind, second))
+        ],
+        "wall_seconds": round(train["wall_seconds"] + evolve["wall_seconds"], 1),
+        "model": run.relative(trained.final_dir),
+        "best_instruction": evolve["best_instruction"],
+        "best_instruction_id": evolve["best_instruction_id"],
+        "instruction_source": run.relative(best_dir.path),
+        "overhead": evolve.get("overhead"),
+        "plots": [run.relative(trained.path / p) for p in train.get("plots", [])],
+        "metrics": run.relative(trained.metrics_file),
+        "evaluations": [],
+        "selected_checkpoint": None,
+    }
     if recipe.training.eval_every > 0:
         summary["evaluations"] = [_final_evaluation(recipe, run, trained, summary, device)]
     run.write_outcome(summary, summary["best_instruction"], None)
@@ -96,8 +100,10 @@ def resume_possible(directory: RunDir, kind: str = "train") -> bool:
     recipe = directory.recipe()
     if recipe.population.enabled and recipe.population.stage != "online":
         return True  # a chain of stages: each stage decides for itself
-    return (directory.latest_checkpoint() is not None
-            or ALGORITHMS.resolve(recipe.training.algorithm).progress_before_training)
+    return (
+        directory.latest_checkpoint() is not None
+        or ALGORITHMS.resolve(recipe.training.algorithm).progress_before_training
+    )
 
 
 def _create(recipe: Recipe, directory: RunDir) -> None:
@@ -143,10 +149,19 @@ def _final_evaluation(recipe: Recipe, run: RunDir, trained: RunDir, summary: dic
         sub.model.name_or_path = str(trained.final_dir)
         e = sub.evaluation
         questions = evaluation_questions(e.benchmarks, sub.data, e.split, e.limit)
-        run_evaluation(sub, ["agent"], questions, summary["best_instruction"], out,
-                       {"checkpoint": "final", "instruction_id": summary["best_instruction_id"],
-                        "step": summary["steps"]}, device=device, seed=recipe.run.seed)
+        run_evaluation(
+            sub,
+            ["agent"],
+            questions,
+            summary["best_instruction"],
+            out,
+            {"checkpoint": "final", "instruction_id": summary["best_instruction_id"], "step": summary["steps"]},
+            device=device,
+            seed=recipe.run.seed,
+        )
     scores = read_results(results, f"delete {out} and resume; the run evaluates its policy again")["scores"]
-    return {"step": summary["steps"], "em": averages(scores)["agent"]["em"],
-            **{name: s["em"] for name, s in scores["agent"].items()}}
-
+    return {
+        "step": summary["steps"],
+        "em": averages(scores)["agent"]["em"],
+        **{name: s["em"] for name, s in scores["agent"].items()},
+    }

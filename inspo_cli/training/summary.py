@@ -14,37 +14,53 @@ numbers).
 
 from __future__ import annotations
 
-
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import read_json
 from inspo_cli.runs import RunDir
 
 
-def finish_run(run: RunDir, recipe: Recipe, instructions, coevolution, wall: float, resumed_from: str | None,
-               frozen_policy: bool = False, processes: int = 1, device: str = "cpu") -> dict:
+def finish_run(
+    run: RunDir,
+    recipe: Recipe,
+    instructions,
+    coevolution,
+    wall: float,
+    resumed_from: str | None,
+    frozen_policy: bool = False,
+    processes: int = 1,
+    device: str = "cpu",
+) -> dict:
     """Plots, summary and the run's closing files (call on the main process only). `processes` and `device`: what
     the run ran on (its last session's, after a resume), for the cost columns (`ablation.cost`)."""
     from inspo_cli.training.run_logger import plot_curves
 
     plots = plot_curves(run)
-    summary = run_summary(run, recipe, instructions, wall, resumed_from, [run.relative(p) for p in plots],
-                          frozen_policy)
+    summary = run_summary(
+        run, recipe, instructions, wall, resumed_from, [run.relative(p) for p in plots], frozen_policy
+    )
     summary["compute"] = {"processes": processes, "device": device.split(":")[0]}
     if coevolution is not None:
         summary["overhead"] = overhead_account(coevolution, recipe, summary["steps"], wall)
     if run.sampling_summary_file.is_file():  # rejection sampling's phase 1
-        summary["sampling"] = read_json(run.sampling_summary_file, dict, f"delete {run.sampling_dir} and resume: phase "
-                                        "1 samples again")
-    run.write_outcome(summary, summary["best_instruction"],
-                      coevolution.reports if coevolution is not None else None)
+        summary["sampling"] = read_json(
+            run.sampling_summary_file, dict, f"delete {run.sampling_dir} and resume: phase 1 samples again"
+        )
+    run.write_outcome(summary, summary["best_instruction"], coevolution.reports if coevolution is not None else None)
     return summary
 
 
-def run_summary(run: RunDir, recipe: Recipe, instructions, wall: float, resumed_from: str | None,
-                plots: list[str], frozen_policy: bool = False) -> dict:
-    from inspo_cli.evaluation.checkpoints import paper_choice
+def run_summary(
+    run: RunDir,
+    recipe: Recipe,
+    instructions,
+    wall: float,
+    resumed_from: str | None,
+    plots: list[str],
+    frozen_policy: bool = False,
+) -> dict:
     from inspo_cli.collapse import detect_collapse
+    from inspo_cli.evaluation.checkpoints import paper_choice
 
     rows = run.metrics()
 
@@ -66,10 +82,19 @@ def run_summary(run: RunDir, recipe: Recipe, instructions, wall: float, resumed_
             selected = paper_choice(run, recipe)
         except InspoError as error:  # collapsed before the first checkpoint: say so, the run itself is fine
             selected = str(error)
-    evaluations = [{"step": row["step"], "em": row["eval/em"],
-                    **{k.removeprefix("eval/").removesuffix("/em"): v for k, v in row.items()
-                       if k.startswith("eval/") and k.endswith("/em") and k != "eval/em"}}
-                   for row in rows if row.get("eval/em") is not None]
+    evaluations = [
+        {
+            "step": row["step"],
+            "em": row["eval/em"],
+            **{
+                k.removeprefix("eval/").removesuffix("/em"): v
+                for k, v in row.items()
+                if k.startswith("eval/") and k.endswith("/em") and k != "eval/em"
+            },
+        }
+        for row in rows
+        if row.get("eval/em") is not None
+    ]
     return {
         "steps": rows[-1]["step"] if rows else 0,
         "updates": rows[-1]["update"] if rows else 0,
@@ -101,10 +126,13 @@ def overhead_account(coevolution, recipe: Recipe, steps: int, wall: float) -> di
     """The paper's App. C account: what evolving instructions cost next to training."""
     reports = coevolution.reports
     seconds = sum(r["wall_s"] for r in reports)
-    return {"evolutions": len(reports), "evolution_seconds": round(seconds, 2),
-            "share_of_wall_time": round(seconds / wall, 4) if wall else None,
-            "verification_rollouts": sum(r["verification_rollouts"] for r in reports),
-            "training_rollouts": steps * recipe.training.batch_size * recipe.training.group_size,
-            # population.leak_check: candidates that held an answer the optimizer was shown or a question's words
-            "leaked_candidates": sum(1 for r in reports for c in r["candidates"] if c.get("leak")),
-            "optimizer": coevolution.optimizer_accounting()}
+    return {
+        "evolutions": len(reports),
+        "evolution_seconds": round(seconds, 2),
+        "share_of_wall_time": round(seconds / wall, 4) if wall else None,
+        "verification_rollouts": sum(r["verification_rollouts"] for r in reports),
+        "training_rollouts": steps * recipe.training.batch_size * recipe.training.group_size,
+        # population.leak_check: candidates that held an answer the optimizer was shown or a question's words
+        "leaked_candidates": sum(1 for r in reports for c in r["candidates"] if c.get("leak")),
+        "optimizer": coevolution.optimizer_accounting(),
+    }

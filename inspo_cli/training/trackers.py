@@ -14,8 +14,8 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
@@ -32,21 +32,29 @@ def check_wandb(recipe: Recipe) -> None:
     if not uses_wandb(recipe):
         return
     if importlib.util.find_spec("wandb") is None:
-        raise InspoError("run.report_to lists wandb but the wandb package is not installed; pip install -e "
-                         "\".[wandb]\", or remove wandb from run.report_to")
+        raise InspoError(
+            "run.report_to lists wandb but the wandb package is not installed; pip install -e "
+            '".[wandb]", or remove wandb from run.report_to'
+        )
     mode = os.environ.get("WANDB_MODE", "").lower()
     if mode in WANDB_OFFLINE_MODES or os.environ.get("WANDB_API_KEY", "").strip() or _netrc_has_wandb():
         return
-    raise InspoError("run.report_to lists wandb but no W&B key is set; export WANDB_API_KEY=<your key> (or run "
-                     "`wandb login`), or export WANDB_MODE=offline and upload later with `wandb sync`")
+    raise InspoError(
+        "run.report_to lists wandb but no W&B key is set; export WANDB_API_KEY=<your key> (or run "
+        "`wandb login`), or export WANDB_MODE=offline and upload later with `wandb sync`"
+    )
 
 
 def _netrc_has_wandb() -> bool:
     import netrc
 
     try:
-        return netrc.netrc().authenticators(os.environ.get("WANDB_BASE_URL", "api.wandb.ai")
-                                           .removeprefix("https://").removeprefix("http://")) is not None
+        return (
+            netrc.netrc().authenticators(
+                os.environ.get("WANDB_BASE_URL", "api.wandb.ai").removeprefix("https://").removeprefix("http://")
+            )
+            is not None
+        )
     except (OSError, netrc.NetrcParseError):
         return False
 
@@ -65,9 +73,15 @@ def wandb_run(recipe: Recipe, run_dir: Path, main_process: bool = True) -> Itera
 
     import wandb
 
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "inspo"), name=Path(run_dir).name,
-                     dir=os.environ.get("WANDB_DIR", str(run_dir)), id=os.environ.get("WANDB_RUN_ID", run_id(run_dir)),
-                     resume="allow", config=dataclasses.asdict(recipe), settings=wandb.Settings(silent=True))
+    run = wandb.init(
+        project=os.environ.get("WANDB_PROJECT", "inspo"),
+        name=Path(run_dir).name,
+        dir=os.environ.get("WANDB_DIR", str(run_dir)),
+        id=os.environ.get("WANDB_RUN_ID", run_id(run_dir)),
+        resume="allow",
+        config=dataclasses.asdict(recipe),
+        settings=wandb.Settings(silent=True),
+    )
     try:
         yield
     finally:

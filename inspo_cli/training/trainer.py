@@ -25,8 +25,8 @@ import contextlib
 import random
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from accelerate.utils import gather_object
@@ -71,13 +71,32 @@ def score_only_labelled_positions_on_cpu():
 
 
 class SearchGRPOTrainer(GRPOTrainer):
-    def __init__(self, *, model, args, train_dataset, processing_class, instructions: InstructionSource,
-                 retriever: Retriever, rollout: RolloutConfig, reward: RewardConfig, topk: int = 3,
-                 chat: bool = True, updates_per_step: int = 1, generation_batch_size: int = 32, peft_config=None,
-                 callbacks=None, coevolution: CoEvolutionFactory | None = None,
-                 evaluation: PeriodicEvaluation | None = None, compact_cpu_logprobs: bool = True,
-                 tools: Sequence[Tool] | None = None, protocol: str = "search-r1", mask_truncated: bool = False,
-                 dynamic_sampling_rounds: int = 0, compile_generation: bool = False):
+    def __init__(
+        self,
+        *,
+        model,
+        args,
+        train_dataset,
+        processing_class,
+        instructions: InstructionSource,
+        retriever: Retriever,
+        rollout: RolloutConfig,
+        reward: RewardConfig,
+        topk: int = 3,
+        chat: bool = True,
+        updates_per_step: int = 1,
+        generation_batch_size: int = 32,
+        peft_config=None,
+        callbacks=None,
+        coevolution: CoEvolutionFactory | None = None,
+        evaluation: PeriodicEvaluation | None = None,
+        compact_cpu_logprobs: bool = True,
+        tools: Sequence[Tool] | None = None,
+        protocol: str = "search-r1",
+        mask_truncated: bool = False,
+        dynamic_sampling_rounds: int = 0,
+        compile_generation: bool = False,
+    ):
         self.instructions = instructions
         self.mask_truncated = mask_truncated  # training.mask_truncated_completions
         self.dynamic_sampling_rounds = dynamic_sampling_rounds  # 0: off; else training.dynamic_sampling_max_rounds
@@ -90,21 +109,38 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._picks: list[Pick] = []
         self._generate_and_score_seconds = 0.0
         self._rollout_seconds = 0.0
-        super().__init__(model=model, reward_funcs=[make_reward_func(reward)], args=args,
-                         train_dataset=train_dataset, processing_class=processing_class, peft_config=peft_config,
-                         rollout_func=self._rollout, callbacks=[*(callbacks or []), _StepEnd(self)])
+        super().__init__(
+            model=model,
+            reward_funcs=[make_reward_func(reward)],
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=processing_class,
+            peft_config=peft_config,
+            rollout_func=self._rollout,
+            callbacks=[*(callbacks or []), _StepEnd(self)],
+        )
         self._hold_reference_in_compute_dtype()
         self._generation_dtype = generation_dtype(args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
             from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
 
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
-        self.engine = RolloutEngine(self._backend(rollout, generation_batch_size, compile_generation), retriever,
-                                    processing_class,
-                                    rollout, topk=topk, chat=chat, tools=tools, protocol=protocol)
+        self.engine = RolloutEngine(
+            self._backend(rollout, generation_batch_size, compile_generation),
+            retriever,
+            processing_class,
+            rollout,
+            topk=topk,
+            chat=chat,
+            tools=tools,
+            protocol=protocol,
+        )
         # INSPO: replay buffer, pruning, evolution (None: static instruction), verifying with this trainer's policy
-        self.coevolution = None if coevolution is None else coevolution(
-            PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))
+        self.coevolution = (
+            None
+            if coevolution is None
+            else coevolution(PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))
+        )
 
     def _hold_reference_in_compute_dtype(self) -> None:
         """TRL builds the KL reference with the policy's loading dtype, which is float32 when the policy keeps fp32
@@ -113,22 +149,33 @@ class SearchGRPOTrainer(GRPOTrainer):
         bf16), which halves its memory; it computes under the same autocast either way. ZeRO-3 holds it in bf16
         itself; FSDP shards it in float32 (computing in bf16): both are left as they are."""
         dtype = torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
-        if (dtype is None or self.ref_model is None or self.is_deepspeed_enabled or self.is_fsdp_enabled
-                or self.args.cast_lm_head_to_fp32):
+        if (
+            dtype is None
+            or self.ref_model is None
+            or self.is_deepspeed_enabled
+            or self.is_fsdp_enabled
+            or self.args.cast_lm_head_to_fp32
+        ):
             return
         self.ref_model.to(dtype)
 
     def _backend(self, rollout: RolloutConfig, batch_size: int, compile_generation: bool):
         if not self.use_vllm:
             # The model is swapped for its unwrapped form around every rollout (see `_policy_for_generation`).
-            return TransformersBackend(self.model, self.processing_class, rollout.temperature, rollout.top_p,
-                                       rollout.generation_batch_size or batch_size,
-                                       fit_memory=not rollout.generation_batch_size,
-                                       compile_generation=compile_generation)
+            return TransformersBackend(
+                self.model,
+                self.processing_class,
+                rollout.temperature,
+                rollout.top_p,
+                rollout.generation_batch_size or batch_size,
+                fit_memory=not rollout.generation_batch_size,
+                compile_generation=compile_generation,
+            )
         if self.vllm_mode == "colocate":
             return VLLMBackend(self.vllm_generation.llm, rollout.temperature, rollout.top_p)
-        return VLLMServerBackend(self.vllm_generation.vllm_client, self.processing_class, rollout.temperature,
-                                 rollout.top_p)
+        return VLLMServerBackend(
+            self.vllm_generation.vllm_client, self.processing_class, rollout.temperature, rollout.top_p
+        )
 
     @property
     def step(self) -> int:
@@ -183,10 +230,14 @@ class SearchGRPOTrainer(GRPOTrainer):
         if emptied and self.accelerator.is_main_process:
             from inspo_cli.progress import err_console
 
-            err_console.print(f"warning: step {self.step + 1}: every trajectory of the batch was cut by a length "
-                              "limit and training.mask_truncated_completions leaves them out of the loss, so this "
-                              "batch trains nothing; raise rollout.max_total_tokens or rollout.max_tokens_per_turn, "
-                              "or set training.mask_truncated_completions=false", markup=False, highlight=False)
+            err_console.print(
+                f"warning: step {self.step + 1}: every trajectory of the batch was cut by a length "
+                "limit and training.mask_truncated_completions leaves them out of the loss, so this "
+                "batch trains nothing; raise rollout.max_total_tokens or rollout.max_tokens_per_turn, "
+                "or set training.mask_truncated_completions=false",
+                markup=False,
+                highlight=False,
+            )
 
     def _count_loss_tokens(self, output: dict) -> None:
         """`num_items_in_batch` again after the loss mask or the rows changed: the tokens in the loss over all
@@ -198,7 +249,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         """Per group of this process's latest rows: do its rewards differ?"""
         index, rewards = self.accelerator.process_index, self._round_rewards
         assert rewards is not None, "rewards are set by _calculate_rewards before they are read"
-        return informative_groups(rewards[index * rows:(index + 1) * rows], self.num_generations)
+        return informative_groups(rewards[index * rows : (index + 1) * rows], self.num_generations)
 
     def _dynamically_sampled(self, inputs) -> dict:
         """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further
@@ -213,13 +264,14 @@ class SearchGRPOTrainer(GRPOTrainer):
             sizes.append(len(rows) * self.accelerator.num_processes)  # TRL's metrics are over every process's rows
             return self._generate_round(rows)
 
-        sampler = DynamicSampling(self.num_generations, self.dynamic_sampling_rounds,
-                                  self.processing_class.pad_token_id)
+        sampler = DynamicSampling(
+            self.num_generations, self.dynamic_sampling_rounds, self.processing_class.pad_token_id
+        )
         output, extra = sampler.fill(inputs, generate, self._further_questions, self._reduce)
-        rounds = {key: values[before.get(key, 0):] for key, values in metrics.items()}
+        rounds = {key: values[before.get(key, 0) :] for key, values in metrics.items()}
         for key, new in rounds.items():
             if len(new) > 1:
-                del metrics[key][before.get(key, 0):]
+                del metrics[key][before.get(key, 0) :]
                 metrics[key].append(pooled(key, new, sizes, rounds))
         self._count_loss_tokens(output)
         for name, value in extra.items():
@@ -230,8 +282,9 @@ class SearchGRPOTrainer(GRPOTrainer):
     def _further_questions(self, count: int, round_: int) -> list[dict]:
         """`count` training questions at random for dynamic sampling's round `round_` of this step: a stream of its
         own, seeded by the run seed, the step, the process and the round, so a resumed run draws the same."""
-        generator = random.Random(derived_seed(self.args.seed, "dynamic-sampling", self.step,
-                                               self.accelerator.process_index, round_))
+        generator = random.Random(
+            derived_seed(self.args.seed, "dynamic-sampling", self.step, self.accelerator.process_index, round_)
+        )
         dataset = self.train_dataset
         return [dict(dataset[i]) for i in generator.choices(range(len(dataset)), k=count)]
 
@@ -273,12 +326,18 @@ class SearchGRPOTrainer(GRPOTrainer):
             with self._vllm_awake():
                 yield
             return
-        with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
-                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs)
-              as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False),
-              in_compute_dtype(unwrapped, self._generation_dtype) as policy,  # no autocast re-casting every step
-              self.engine.backend.generating_with(policy)):
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+            in_compute_dtype(unwrapped, self._generation_dtype) as policy,  # no autocast re-casting every step
+            self.engine.backend.generating_with(policy),
+        ):
             yield
 
     def _sync_vllm_weights(self) -> None:
@@ -323,16 +382,24 @@ class SearchGRPOTrainer(GRPOTrainer):
             rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
             unscorable = torch.isnan(rewards_per_func).all(dim=1).view(-1, self.num_generations)
             self._round_rewards = rewards.masked_fill(unscorable, torch.nan).flatten()  # as TRL scores them
-            group_picks = picks[::self.num_generations]
-            self.instructions.observe(group_picks, rewards.mean(dim=1).tolist(), categories[::self.num_generations])
+            group_picks = picks[:: self.num_generations]
+            self.instructions.observe(group_picks, rewards.mean(dim=1).tolist(), categories[:: self.num_generations])
             if self.coevolution is not None and self.coevolution.evolving:
                 self._remember(inputs, completions, rewards.flatten().tolist())
         return rewards_per_func
 
     def _remember(self, inputs, completions, rewards: list[float]) -> None:
         """Every rollout of the step, from all processes, into the replay buffer (Alg. 1 line 15)."""
-        local = [(x["instruction_id"], x["qid"], x["prompt"], x["golden_answers"],
-                  c if isinstance(c, str) else c[-1]["content"]) for x, c in zip(inputs, completions)]
+        local = [
+            (
+                x["instruction_id"],
+                x["qid"],
+                x["prompt"],
+                x["golden_answers"],
+                c if isinstance(c, str) else c[-1]["content"],
+            )
+            for x, c in zip(inputs, completions)
+        ]
         rows = gather_object(local)  # in the order the rewards were gathered
         self.coevolution.remember(experiences_from(*map(list, zip(*rows)), rewards, step=self.step + 1))
 
@@ -345,8 +412,9 @@ class SearchGRPOTrainer(GRPOTrainer):
             for name, value in self.coevolution.end_step(step).items():
                 self._metrics["train"][name].append(value)
         if self.evaluation is not None:
-            for name, value in self.evaluation.after_step(step, self.engine, self._policy_for_generation,
-                                                          self.instructions, self.accelerator).items():
+            for name, value in self.evaluation.after_step(
+                step, self.engine, self._policy_for_generation, self.instructions, self.accelerator
+            ).items():
                 self._metrics["train"][name].append(value)
 
     def _save_checkpoint(self, model, trial):

@@ -18,11 +18,10 @@ import re
 from pathlib import Path
 
 from inspo_cli.config import Recipe
-from inspo_cli.registry import is_sft
 from inspo_cli.config.batch_plan import BatchPlan, batch_plan
 from inspo_cli.config.paper import paper_value
+from inspo_cli.registry import is_sft
 from inspo_cli.training.grpo import grpo_kwargs
-
 
 
 def model_size(name: str) -> str | None:
@@ -38,8 +37,14 @@ def _row(setting: str, paper, recipe_value, target: str, matches=_COMPARE, note:
     """`matches`: True/False, "equivalent" (another value with the same effect), or None (paper value unknown)."""
     if matches is _COMPARE:
         matches = paper == recipe_value
-    return {"setting": setting, "paper": paper, "recipe": recipe_value, "target": target, "matches": matches,
-            "note": note}
+    return {
+        "setting": setting,
+        "paper": paper,
+        "recipe": recipe_value,
+        "target": target,
+        "matches": matches,
+        "note": note,
+    }
 
 
 def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]:
@@ -56,42 +61,91 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
     per_generation = kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] * processes
     per_update = kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes
     rows = [
-        _row("training steps", paper("training.steps"), t.steps, "max_steps",
-             note=f"{kwargs['max_steps']} optimizer updates, {plan.updates_per_step} per step"),
+        _row(
+            "training steps",
+            paper("training.steps"),
+            t.steps,
+            "max_steps",
+            note=f"{kwargs['max_steps']} optimizer updates, {plan.updates_per_step} per step",
+        ),
         _row("group size G", paper("training.group_size"), t.group_size, "num_generations"),
-        _row("batch (questions per step)", paper("training.batch_size"), t.batch_size, "steps_per_generation",
-             matches=paper("training.batch_size") == per_generation // t.group_size == t.batch_size,
-             note=f"{kwargs['per_device_train_batch_size']} x {kwargs['steps_per_generation']} x {processes} "
-                  f"process(es) = {per_generation} trajectories"),
-        _row("mini-batch (trajectories per update)", paper("training.mini_batch_trajectories"),
-             t.mini_batch_trajectories, "gradient_accumulation_steps",
-             matches=paper("training.mini_batch_trajectories") == per_update == t.mini_batch_trajectories,
-             note=f"{kwargs['per_device_train_batch_size']} x {kwargs['gradient_accumulation_steps']} x {processes} "
-                  f"process(es) = {per_update} trajectories; Search-R1 repeats each question n_agent=5 times "
-                  "before veRL splits the batch, so its 256 counts trajectories"),
-        _row("optimizer updates per step (Search-R1 code)", 10, plan.updates_per_step,
-             "steps_per_generation x num_iterations / gradient_accumulation_steps",
-             note=f"{t.batch_size} x {t.group_size} / {t.mini_batch_trajectories}"
-                  + (f" x {t.num_iterations} passes" if t.num_iterations > 1 else "")
-                  + f"; {plan.max_updates} in all"),
-        _row("micro-batch (trajectories per GPU pass)", paper("training.micro_batch_size"), t.micro_batch_size,
-             "per_device_train_batch_size",
-             matches=True if t.micro_batch_size == 8 else "equivalent" if per_sequence_mean else False,
-             note="with loss_type grpo, sapo or luspo (and every token's entropy kept) the policy gradient does not "
-                  "depend on the micro-batch (memory only)"),
-        _row("learning rate", paper("training.learning_rate"), t.learning_rate, "learning_rate",
-             **({} if size else {"matches": None})),
+        _row(
+            "batch (questions per step)",
+            paper("training.batch_size"),
+            t.batch_size,
+            "steps_per_generation",
+            matches=paper("training.batch_size") == per_generation // t.group_size == t.batch_size,
+            note=f"{kwargs['per_device_train_batch_size']} x {kwargs['steps_per_generation']} x {processes} "
+            f"process(es) = {per_generation} trajectories",
+        ),
+        _row(
+            "mini-batch (trajectories per update)",
+            paper("training.mini_batch_trajectories"),
+            t.mini_batch_trajectories,
+            "gradient_accumulation_steps",
+            matches=paper("training.mini_batch_trajectories") == per_update == t.mini_batch_trajectories,
+            note=f"{kwargs['per_device_train_batch_size']} x {kwargs['gradient_accumulation_steps']} x {processes} "
+            f"process(es) = {per_update} trajectories; Search-R1 repeats each question n_agent=5 times "
+            "before veRL splits the batch, so its 256 counts trajectories",
+        ),
+        _row(
+            "optimizer updates per step (Search-R1 code)",
+            10,
+            plan.updates_per_step,
+            "steps_per_generation x num_iterations / gradient_accumulation_steps",
+            note=f"{t.batch_size} x {t.group_size} / {t.mini_batch_trajectories}"
+            + (f" x {t.num_iterations} passes" if t.num_iterations > 1 else "")
+            + f"; {plan.max_updates} in all",
+        ),
+        _row(
+            "micro-batch (trajectories per GPU pass)",
+            paper("training.micro_batch_size"),
+            t.micro_batch_size,
+            "per_device_train_batch_size",
+            matches=True if t.micro_batch_size == 8 else "equivalent" if per_sequence_mean else False,
+            note="with loss_type grpo, sapo or luspo (and every token's entropy kept) the policy gradient does not "
+            "depend on the micro-batch (memory only)",
+        ),
+        _row(
+            "learning rate",
+            paper("training.learning_rate"),
+            t.learning_rate,
+            "learning_rate",
+            **({} if size else {"matches": None}),
+        ),
         _row("LR schedule", paper("training.lr_scheduler"), t.lr_scheduler, "lr_scheduler_type"),
-        _row("warm-up ratio", paper("training.warmup_ratio"), t.warmup_ratio, "warmup_steps",
-             note=f"{kwargs['warmup_steps']} of {kwargs['max_steps']} updates"),
-        _row("max prompt length", paper("rollout.max_prompt_tokens"),
-             r.max_prompt_tokens, "engine: rollout.max_prompt_tokens"),
-        _row("response tokens per turn", paper("rollout.max_tokens_per_turn"),
-             r.max_tokens_per_turn, "engine: rollout.max_tokens_per_turn"),
-        _row("observation tokens per turn", paper("rollout.max_observation_tokens"),
-             r.max_observation_tokens, "engine: rollout.max_observation_tokens"),
-        _row("max turns", paper("rollout.max_turns"), r.max_turns, "engine: rollout.max_turns",
-             **({} if size else {"matches": None})),
+        _row(
+            "warm-up ratio",
+            paper("training.warmup_ratio"),
+            t.warmup_ratio,
+            "warmup_steps",
+            note=f"{kwargs['warmup_steps']} of {kwargs['max_steps']} updates",
+        ),
+        _row(
+            "max prompt length",
+            paper("rollout.max_prompt_tokens"),
+            r.max_prompt_tokens,
+            "engine: rollout.max_prompt_tokens",
+        ),
+        _row(
+            "response tokens per turn",
+            paper("rollout.max_tokens_per_turn"),
+            r.max_tokens_per_turn,
+            "engine: rollout.max_tokens_per_turn",
+        ),
+        _row(
+            "observation tokens per turn",
+            paper("rollout.max_observation_tokens"),
+            r.max_observation_tokens,
+            "engine: rollout.max_observation_tokens",
+        ),
+        _row(
+            "max turns",
+            paper("rollout.max_turns"),
+            r.max_turns,
+            "engine: rollout.max_turns",
+            **({} if size else {"matches": None}),
+        ),
         _row("temperature", paper("rollout.temperature"), r.temperature, "temperature"),
         _row("top-p", paper("rollout.top_p"), r.top_p, "top_p"),
         _row("rollout schedule", paper("rollout.schedule"), r.schedule, "engine: rollout.schedule"),
@@ -99,71 +153,155 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
         _row("clip ratio epsilon", paper("training.clip_epsilon"), t.clip_epsilon, "epsilon"),
         _row("retrieved passages", paper("retriever.topk"), recipe.retriever.topk, "engine: retriever.topk"),
         _row("loss aggregation (eq. 2)", paper("training.loss_type"), t.loss_type, "loss_type"),
-        _row("importance ratio (eq. 2)", paper("training.importance_sampling_level"), t.importance_sampling_level,
-             "importance_sampling_level",
-             note="sequence: one ratio per trajectory; GSPO's with loss_type grpo and clip epsilon 3e-4 / 4e-4"),
-        _row("upper clip epsilon_high", paper("training.clip_epsilon_high"), t.clip_epsilon_high, "epsilon_high",
-             note=f"null: symmetric, 1 + clip_epsilon = {1 + t.clip_epsilon:g}" if t.clip_epsilon_high is None
-             else "CISPO's cap of the importance weight" if t.loss_type == "cispo" else "DAPO's clip-higher"),
-        _row("advantage scaling", paper("training.scale_rewards"), t.scale_rewards, "scale_rewards",
-             note="reward minus the group mean, divided by the std of: group | batch | none"),
-        _row("passes over each batch (Search-R1's ppo_epochs)", paper("training.num_iterations"), t.num_iterations,
-             "num_iterations"),
-        _row("truncated trajectories in the loss", paper("training.mask_truncated_completions"),
-             t.mask_truncated_completions, "trainer: training.mask_truncated_completions",
-             note="read from the rollout (context full, or last turn out of tokens); TRL's own switch stays off"),
-        _row("high-entropy token share in the loss", paper("training.top_entropy_quantile"), t.top_entropy_quantile,
-             "top_entropy_quantile"),
-        _row("groups of equal rewards in the batch", paper("training.dynamic_sampling"), t.dynamic_sampling,
-             "trainer: training.dynamic_sampling",
-             note="true: dropped and refilled from further questions (DAPO), at most "
-                  f"{t.dynamic_sampling_max_rounds} extra rounds" if t.dynamic_sampling else "kept (zero advantage)"),
-        _row("KL term", "beta x k3 (no importance weight)", "beta x k3" + (" x ratio" if t.kl_bias_correction else ""),
-             "use_bias_correction_kl", matches=not t.kl_bias_correction),
-        _row("vLLM IS correction", paper("training.vllm_is_correction"),
-             t.vllm_is_correction, "vllm_importance_sampling_correction"),
-        _row("prompt format (App. F)", paper("model.chat_template"),
-             "chat template" if recipe.model.chat_template != "off"
-             else "plain text", "engine: model.chat_template",
-             note="App. F shows <|im_start|>assistant after the question; Search-R1 applies the template when the "
-                  "tokenizer has one"),
+        _row(
+            "importance ratio (eq. 2)",
+            paper("training.importance_sampling_level"),
+            t.importance_sampling_level,
+            "importance_sampling_level",
+            note="sequence: one ratio per trajectory; GSPO's with loss_type grpo and clip epsilon 3e-4 / 4e-4",
+        ),
+        _row(
+            "upper clip epsilon_high",
+            paper("training.clip_epsilon_high"),
+            t.clip_epsilon_high,
+            "epsilon_high",
+            note=f"null: symmetric, 1 + clip_epsilon = {1 + t.clip_epsilon:g}"
+            if t.clip_epsilon_high is None
+            else "CISPO's cap of the importance weight"
+            if t.loss_type == "cispo"
+            else "DAPO's clip-higher",
+        ),
+        _row(
+            "advantage scaling",
+            paper("training.scale_rewards"),
+            t.scale_rewards,
+            "scale_rewards",
+            note="reward minus the group mean, divided by the std of: group | batch | none",
+        ),
+        _row(
+            "passes over each batch (Search-R1's ppo_epochs)",
+            paper("training.num_iterations"),
+            t.num_iterations,
+            "num_iterations",
+        ),
+        _row(
+            "truncated trajectories in the loss",
+            paper("training.mask_truncated_completions"),
+            t.mask_truncated_completions,
+            "trainer: training.mask_truncated_completions",
+            note="read from the rollout (context full, or last turn out of tokens); TRL's own switch stays off",
+        ),
+        _row(
+            "high-entropy token share in the loss",
+            paper("training.top_entropy_quantile"),
+            t.top_entropy_quantile,
+            "top_entropy_quantile",
+        ),
+        _row(
+            "groups of equal rewards in the batch",
+            paper("training.dynamic_sampling"),
+            t.dynamic_sampling,
+            "trainer: training.dynamic_sampling",
+            note="true: dropped and refilled from further questions (DAPO), at most "
+            f"{t.dynamic_sampling_max_rounds} extra rounds"
+            if t.dynamic_sampling
+            else "kept (zero advantage)",
+        ),
+        _row(
+            "KL term",
+            "beta x k3 (no importance weight)",
+            "beta x k3" + (" x ratio" if t.kl_bias_correction else ""),
+            "use_bias_correction_kl",
+            matches=not t.kl_bias_correction,
+        ),
+        _row(
+            "vLLM IS correction",
+            paper("training.vllm_is_correction"),
+            t.vllm_is_correction,
+            "vllm_importance_sampling_correction",
+        ),
+        _row(
+            "prompt format (App. F)",
+            paper("model.chat_template"),
+            "chat template" if recipe.model.chat_template != "off" else "plain text",
+            "engine: model.chat_template",
+            note="App. F shows <|im_start|>assistant after the question; Search-R1 applies the template when the "
+            "tokenizer has one",
+        ),
         _row("weight decay (Search-R1 code)", paper("training.weight_decay"), t.weight_decay, "weight_decay"),
-        _row("entropy bonus (Search-R1 code)", paper("training.entropy_coef"), t.entropy_coef, "entropy_coef",
-             note="a mean per token whatever the loss_type (TRL); veRL aggregates it as its policy loss"),
+        _row(
+            "entropy bonus (Search-R1 code)",
+            paper("training.entropy_coef"),
+            t.entropy_coef,
+            "entropy_coef",
+            note="a mean per token whatever the loss_type (TRL); veRL aggregates it as its policy loss",
+        ),
     ]
     if p.enabled:
         rows += [
             _row("population size N_P", paper("population.size"), p.size, "inspo: population.size"),
             _row("parents N_parent", paper("population.n_parent"), p.n_parent, "inspo: population.n_parent"),
-            _row("sampling temperature tau_s", paper("population.temperature"),
-                 p.temperature, "inspo: population.temperature"),
-            _row("weight window n", paper("population.weight_window"),
-                 p.weight_window, "inspo: population.weight_window"),
+            _row(
+                "sampling temperature tau_s",
+                paper("population.temperature"),
+                p.temperature,
+                "inspo: population.temperature",
+            ),
+            _row(
+                "weight window n", paper("population.weight_window"), p.weight_window, "inspo: population.weight_window"
+            ),
             _row("when the instruction is optimised", paper("population.stage"), p.stage, "inspo: population.stage"),
             _row("pruning", paper("population.prune"), p.prune, "inspo: population.prune"),
             _row("prune every K_p", paper("population.prune_every"), p.prune_every, "inspo: population.prune_every"),
-            _row("evolve every K_e", paper("population.evolve_every"),
-                 p.evolve_every, "inspo: population.evolve_every"),
-            _row("evolve until T_e", paper("population.evolve_until"),
-                 p.evolve_until, "inspo: population.evolve_until"),
+            _row(
+                "evolve every K_e", paper("population.evolve_every"), p.evolve_every, "inspo: population.evolve_every"
+            ),
+            _row(
+                "evolve until T_e", paper("population.evolve_until"), p.evolve_until, "inspo: population.evolve_until"
+            ),
             _row("proposer", paper("population.proposer"), p.proposer, "inspo: population.proposer"),
-            _row("failures per reflection", paper("population.failures_per_call"),
-                 p.failures_per_call, "inspo: population.failures_per_call"),
+            _row(
+                "failures per reflection",
+                paper("population.failures_per_call"),
+                p.failures_per_call,
+                "inspo: population.failures_per_call",
+            ),
             _row("verification", paper("population.verify"), p.verify, "inspo: population.verify"),
-            _row("verification set |D_B|", paper("population.verify_size"),
-                 p.verify_size, "inspo: population.verify_size"),
-            _row("verification rollouts per question (App. C)", paper("population.verify_rollouts"), p.verify_rollouts,
-                 "inspo: population.verify_rollouts", note="App. C counts 6 x 200 rollouts per evolution"),
-            _row("candidates per evolution (App. C)", paper("population.candidates_per_call"), p.candidates_per_call,
-                 "inspo: population.candidates_per_call"),
-            _row("verification rounds (App. C)", paper("population.max_verify_rounds"),
-                 p.max_verify_rounds, "inspo: population.max_verify_rounds"),
+            _row(
+                "verification set |D_B|",
+                paper("population.verify_size"),
+                p.verify_size,
+                "inspo: population.verify_size",
+            ),
+            _row(
+                "verification rollouts per question (App. C)",
+                paper("population.verify_rollouts"),
+                p.verify_rollouts,
+                "inspo: population.verify_rollouts",
+                note="App. C counts 6 x 200 rollouts per evolution",
+            ),
+            _row(
+                "candidates per evolution (App. C)",
+                paper("population.candidates_per_call"),
+                p.candidates_per_call,
+                "inspo: population.candidates_per_call",
+            ),
+            _row(
+                "verification rounds (App. C)",
+                paper("population.max_verify_rounds"),
+                p.max_verify_rounds,
+                "inspo: population.max_verify_rounds",
+            ),
             _row("optimizer", paper("optimizer.model"), recipe.optimizer.model, "inspo: optimizer.model"),
-            _row("leak guard (beyond the paper)", paper("population.leak_check"), p.leak_check,
-                 "inspo: population.leak_check",
-                 note="off: the paper's loop; refuse / flag: candidates holding a shown answer or a question's words "
-                      "are refused / marked, D_B leaves out the shown questions, an evaluation question shown "
-                      "whole stops the run (docs/faithfulness.md)"),
+            _row(
+                "leak guard (beyond the paper)",
+                paper("population.leak_check"),
+                p.leak_check,
+                "inspo: population.leak_check",
+                note="off: the paper's loop; refuse / flag: candidates holding a shown answer or a question's words "
+                "are refused / marked, D_B leaves out the shown questions, an evaluation question shown "
+                "whole stops the run (docs/faithfulness.md)",
+            ),
         ]
     return rows
 
@@ -186,16 +324,23 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
     from inspo_cli.runs import RunDir
 
     checkpoints = RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir
-    common = {"processes": processes, "device": device,
-              "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None}
+    common = {
+        "processes": processes,
+        "device": device,
+        "population": _plain(dataclasses.asdict(recipe.population)) if recipe.population.enabled else None,
+    }
     if is_sft(recipe.training.algorithm):
         from trl import SFTConfig
 
         from inspo_cli.training.sft import sft_kwargs
 
         kwargs = sft_kwargs(recipe, batch_plan(recipe, processes), checkpoints, device)
-        return {**common, "appendix_b": [], "sft_config": _plain(_built(SFTConfig, kwargs, device)),
-                "set_by_inspo": sorted(kwargs)}
+        return {
+            **common,
+            "appendix_b": [],
+            "sft_config": _plain(_built(SFTConfig, kwargs, device)),
+            "set_by_inspo": sorted(kwargs),
+        }
     from trl import GRPOConfig
 
     plan = batch_plan(recipe, processes)
@@ -203,8 +348,12 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
     values = _built(GRPOConfig, kwargs, device)
     # derived by TRL from the world size it runs in, i.e. the number of processes accelerate launches
     values["generation_batch_size"] = plan.generation_batch
-    return {**common, "appendix_b": appendix_b_rows(recipe, kwargs, plan), "grpo_config": _plain(values),
-            "set_by_inspo": sorted(kwargs)}
+    return {
+        **common,
+        "appendix_b": appendix_b_rows(recipe, kwargs, plan),
+        "grpo_config": _plain(values),
+        "set_by_inspo": sorted(kwargs),
+    }
 
 
 def _built(config_class, kwargs: dict, device: str) -> dict:

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
+from inspo_cli.errors import InspoError
 from inspo_cli.world.entities import Entities, build_entities
 from inspo_cli.world.passages import render_passages
-from inspo_cli.errors import InspoError
 from inspo_cli.world.questions import question_types
-from inspo_cli.world.splits import make_splits
 from inspo_cli.world.sizes import SPLITS, WORLD_SIZES, WorldSize, resolve_size
+from inspo_cli.world.splits import make_splits
 from inspo_cli.world.writer import WORLD_FILES, write_world
 from retriever.corpus import Passage
 
@@ -51,14 +51,25 @@ class World:
         without arithmetic is byte for byte what it was before the option)."""
         types = Counter(row["type"] for rows in self.splits.values() for row in rows)
         extra = {"arithmetic_share": self.arithmetic_share} if self.arithmetic_share > 0 else {}
-        return {"generator": GENERATOR, "version": self.version, "seed": self.seed, "size": self.size.name, **extra,
-                "passages": len(self.passages), "entities": self.entities.counts(),
-                "questions": {split: len(self.splits[split]) for split in SPLITS},
-                "question_types": {qtype: types[qtype] for qtype, _, _ in question_types(self.arithmetic_share)}}
+        return {
+            "generator": GENERATOR,
+            "version": self.version,
+            "seed": self.seed,
+            "size": self.size.name,
+            **extra,
+            "passages": len(self.passages),
+            "entities": self.entities.counts(),
+            "questions": {split: len(self.splits[split]) for split in SPLITS},
+            "question_types": {qtype: types[qtype] for qtype, _, _ in question_types(self.arithmetic_share)},
+        }
 
 
-def generate_world(seed: int = 0, size: str | WorldSize = "default",
-                   progress: Callable[[int, int], None] | None = None, arithmetic_share: float = 0.0) -> World:
+def generate_world(
+    seed: int = 0,
+    size: str | WorldSize = "default",
+    progress: Callable[[int, int], None] | None = None,
+    arithmetic_share: float = 0.0,
+) -> World:
     """Generate the world for `seed` and `size` (a preset name from WORLD_SIZES or a WorldSize); with
     `arithmetic_share` > 0 that share of every split's questions is arithmetic (two searched years and a subtraction,
     for an agent with the calculator), the other types keeping their proportions.
@@ -84,5 +95,11 @@ def generate_world(seed: int = 0, size: str | WorldSize = "default",
         progress(0, total)
     passages, index = render_passages(rng, entities, tick)
     splits = make_splits(rng, entities, index, world_size, tick, arithmetic_share)
-    return World(seed=seed, size=world_size, passages=passages, splits=splits, entities=entities,
-                 arithmetic_share=arithmetic_share)
+    return World(
+        seed=seed,
+        size=world_size,
+        passages=passages,
+        splits=splits,
+        entities=entities,
+        arithmetic_share=arithmetic_share,
+    )

@@ -20,49 +20,112 @@ from inspo_cli.world.sizes import LAST_YEAR, WorldSize
 
 # kind: (name suffixes, fields, founder occupations, staff occupations); suffix pairs below make twins.
 ORGANISATION_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "company": (("Company", "Works", "Industries", "& Co.", "Manufacturing Company"),
-                ("glassware", "railway signals", "textile dyes", "precision optics", "marine engines",
-                 "printing presses", "porcelain", "clockwork instruments", "farm machinery", "copper wire"),
-                ("industrialist", "engineer", "merchant"), ("engineer", "chemist", "accountant", "draughtsman")),
-    "university": (("University", "College", "Institute of Technology"),
-                   ("natural philosophy", "law and medicine", "engineering", "agricultural science", "languages"),
-                   ("scholar", "philosopher", "theologian"), ("mathematician", "historian", "linguist", "botanist")),
-    "orchestra": (("Philharmonic", "Symphony Orchestra", "Chamber Orchestra"),
-                  ("symphonic repertoire", "chamber music", "choral works", "contemporary music", "opera"),
-                  ("conductor", "composer"), ("cellist", "violinist", "oboist", "conductor", "composer")),
-    "observatory": (("Observatory", "Astronomical Observatory"),
-                    ("solar flares", "variable stars", "comets", "planetary surfaces", "double stars"),
-                    ("astronomer",), ("astronomer", "instrument maker", "mathematician")),
-    "shipyard": (("Shipyard", "Shipbuilding Company", "Dockyards"),
-                 ("fishing trawlers", "river ferries", "icebreakers", "sailing yachts", "cargo steamers"),
-                 ("shipbuilder", "merchant"), ("shipwright", "naval architect", "engineer", "rigger")),
-    "institute": (("Institute", "Research Institute"),
-                  ("marine biology", "tropical medicine", "metallurgy", "soil science", "acoustics"),
-                  ("physician", "chemist"), ("chemist", "biologist", "geologist", "physician")),
-    "publisher": (("Press", "Publishing House"),
-                  ("atlases", "scientific journals", "children's books", "poetry", "dictionaries"),
-                  ("printer", "bookseller"), ("editor", "novelist", "illustrator", "typesetter")),
-    "museum": (("Museum", "Gallery"),
-               ("natural history", "maritime history", "folk costume", "clocks and automata", "ceramics"),
-               ("collector", "naturalist"), ("curator", "archivist", "painter", "conservator")),
-    "bank": (("Bank", "Savings Bank"),
-             ("agricultural credit", "shipping insurance", "small savings", "railway bonds", "trade finance"),
-             ("banker", "merchant"), ("banker", "economist", "accountant", "clerk")),
+    "company": (
+        ("Company", "Works", "Industries", "& Co.", "Manufacturing Company"),
+        (
+            "glassware",
+            "railway signals",
+            "textile dyes",
+            "precision optics",
+            "marine engines",
+            "printing presses",
+            "porcelain",
+            "clockwork instruments",
+            "farm machinery",
+            "copper wire",
+        ),
+        ("industrialist", "engineer", "merchant"),
+        ("engineer", "chemist", "accountant", "draughtsman"),
+    ),
+    "university": (
+        ("University", "College", "Institute of Technology"),
+        ("natural philosophy", "law and medicine", "engineering", "agricultural science", "languages"),
+        ("scholar", "philosopher", "theologian"),
+        ("mathematician", "historian", "linguist", "botanist"),
+    ),
+    "orchestra": (
+        ("Philharmonic", "Symphony Orchestra", "Chamber Orchestra"),
+        ("symphonic repertoire", "chamber music", "choral works", "contemporary music", "opera"),
+        ("conductor", "composer"),
+        ("cellist", "violinist", "oboist", "conductor", "composer"),
+    ),
+    "observatory": (
+        ("Observatory", "Astronomical Observatory"),
+        ("solar flares", "variable stars", "comets", "planetary surfaces", "double stars"),
+        ("astronomer",),
+        ("astronomer", "instrument maker", "mathematician"),
+    ),
+    "shipyard": (
+        ("Shipyard", "Shipbuilding Company", "Dockyards"),
+        ("fishing trawlers", "river ferries", "icebreakers", "sailing yachts", "cargo steamers"),
+        ("shipbuilder", "merchant"),
+        ("shipwright", "naval architect", "engineer", "rigger"),
+    ),
+    "institute": (
+        ("Institute", "Research Institute"),
+        ("marine biology", "tropical medicine", "metallurgy", "soil science", "acoustics"),
+        ("physician", "chemist"),
+        ("chemist", "biologist", "geologist", "physician"),
+    ),
+    "publisher": (
+        ("Press", "Publishing House"),
+        ("atlases", "scientific journals", "children's books", "poetry", "dictionaries"),
+        ("printer", "bookseller"),
+        ("editor", "novelist", "illustrator", "typesetter"),
+    ),
+    "museum": (
+        ("Museum", "Gallery"),
+        ("natural history", "maritime history", "folk costume", "clocks and automata", "ceramics"),
+        ("collector", "naturalist"),
+        ("curator", "archivist", "painter", "conservator"),
+    ),
+    "bank": (
+        ("Bank", "Savings Bank"),
+        ("agricultural credit", "shipping insurance", "small savings", "railway bonds", "trade finance"),
+        ("banker", "merchant"),
+        ("banker", "economist", "accountant", "clerk"),
+    ),
 }
-KIND_WEIGHTS = {"company": 4, "university": 2, "orchestra": 2, "observatory": 1, "shipyard": 2, "institute": 2,
-                "publisher": 2, "museum": 1, "bank": 2}
-TWIN_SUFFIXES = {"Institute": "Institution", "Works": "Workshops", "Industries": "Industrial", "Company": "Companies",
-                 "Shipyard": "Shipyards", "Press": "Presse", "Philharmonic": "Philharmonia", "College": "Collegium",
-                 "Observatory": "Observatorium", "Museum": "Musaeum", "Bank": "Banking House",
-                 "Gallery": "Galleries", "Dockyards": "Dockyard"}
+KIND_WEIGHTS = {
+    "company": 4,
+    "university": 2,
+    "orchestra": 2,
+    "observatory": 1,
+    "shipyard": 2,
+    "institute": 2,
+    "publisher": 2,
+    "museum": 1,
+    "bank": 2,
+}
+TWIN_SUFFIXES = {
+    "Institute": "Institution",
+    "Works": "Workshops",
+    "Industries": "Industrial",
+    "Company": "Companies",
+    "Shipyard": "Shipyards",
+    "Press": "Presse",
+    "Philharmonic": "Philharmonia",
+    "College": "Collegium",
+    "Observatory": "Observatorium",
+    "Museum": "Musaeum",
+    "Bank": "Banking House",
+    "Gallery": "Galleries",
+    "Dockyards": "Dockyard",
+}
 # Suffixes generic enough that the bare root is a natural short answer ("Velmora" for "Velmora Company").
 GENERIC_SUFFIXES = ("Company", "Works", "Industries", "& Co.")
 # Organisations whose names read better with "the" in running text ("at the Velmora Philharmonic").
 ARTICLE_KINDS = ("orchestra", "observatory", "institute", "museum", "shipyard")
 LEADER_OCCUPATIONS = ("politician", "lawyer", "diplomat", "general", "judge", "journalist")
-STATE_FORMS = (("Republic of {}", "President"), ("Federal Republic of {}", "Chancellor"),
-               ("Commonwealth of {}", "First Minister"), ("Principality of {}", "Prime Minister"),
-               ("Union of {}", "Premier"), ("Grand Duchy of {}", "Chancellor"), ("Free State of {}", "President"))
+STATE_FORMS = (
+    ("Republic of {}", "President"),
+    ("Federal Republic of {}", "Chancellor"),
+    ("Commonwealth of {}", "First Minister"),
+    ("Principality of {}", "Prime Minister"),
+    ("Union of {}", "Premier"),
+    ("Grand Duchy of {}", "Chancellor"),
+    ("Free State of {}", "President"),
+)
 
 
 @dataclass(eq=False)
@@ -173,9 +236,14 @@ class Entities:
         return [person for person in self.people if person.term is not None]
 
     def counts(self) -> dict[str, int]:
-        return {"countries": len(self.countries), "cities": len(self.cities),
-                "organisations": len(self.organisations), "people": len(self.people),
-                "heads_of_state": len(self.leaders), "distractor_twins": len(self.twins)}
+        return {
+            "countries": len(self.countries),
+            "cities": len(self.cities),
+            "organisations": len(self.organisations),
+            "people": len(self.people),
+            "heads_of_state": len(self.leaders),
+            "distractor_twins": len(self.twins),
+        }
 
 
 class _Builder:
@@ -199,13 +267,19 @@ class _Builder:
             name = self.names.country(flavour)
             form, title = self.rng.choice(STATE_FORMS)
             self.names.claim_full(form.format(name))
-            self.countries.append(Country(f"country-{i}", name, form.format(name), title, flavour,
-                                          round(self.rng.uniform(0.8, 45.0), 1)))
+            self.countries.append(
+                Country(f"country-{i}", name, form.format(name), title, flavour, round(self.rng.uniform(0.8, 45.0), 1))
+            )
 
     def new_city(self, country: Country, name: str | None = None) -> City:
         flavour = country.flavour if self.rng.random() < 0.85 else self.rng.choice(FLAVOURS)
-        city = City(f"city-{len(self.cities)}", name or self.names.place(flavour), country,
-                    self.rng.randint(820, 1880), self.rng.randrange(3_000, 400_000, 100))
+        city = City(
+            f"city-{len(self.cities)}",
+            name or self.names.place(flavour),
+            country,
+            self.rng.randint(820, 1880),
+            self.rng.randrange(3_000, 400_000, 100),
+        )
         self.cities.append(city)
         country.cities.append(city)
         return city
@@ -235,8 +309,15 @@ class _Builder:
                 return given, middle, family
         raise RuntimeError("could not find a free person name")  # a bug: the generator is too narrow
 
-    def new_person(self, birth_year: int, birth_city: City, occupation: str, middle_share: float = 0.0,
-                   name: tuple[str, str | None, str] | None = None, gender: str | None = None) -> Person:
+    def new_person(
+        self,
+        birth_year: int,
+        birth_city: City,
+        occupation: str,
+        middle_share: float = 0.0,
+        name: tuple[str, str | None, str] | None = None,
+        gender: str | None = None,
+    ) -> Person:
         """A person born in `birth_city`; `name` (already claimed) is given for twins, else one is made up."""
         gender = gender or self.rng.choice(("female", "male"))
         flavour = birth_city.country.flavour if self.rng.random() < 0.8 else self.rng.choice(FLAVOURS)
@@ -255,8 +336,11 @@ class _Builder:
                 end = min(year + self.rng.choice((3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18)), LAST_YEAR)
                 if LAST_YEAR - end < 3:
                     end = LAST_YEAR
-                person = self.new_person(year - self.rng.randint(34, 62), self.rng.choice(country.cities),
-                                         self.rng.choice(LEADER_OCCUPATIONS))
+                person = self.new_person(
+                    year - self.rng.randint(34, 62),
+                    self.rng.choice(country.cities),
+                    self.rng.choice(LEADER_OCCUPATIONS),
+                )
                 person.term = LeaderTerm(person, country, year, end)
                 country.leaders.append(person.term)
                 year = end
@@ -264,12 +348,14 @@ class _Builder:
     # -- organisations --------------------------------------------------------------------------------------------
     def new_organisation(self, kind: str, root: str, suffix: str, founded_year: int, hq: City) -> Organisation:
         specialities = ORGANISATION_KINDS[kind][1]
-        org = Organisation(f"org-{len(self.organisations)}", root, suffix, kind, self.rng.choice(specialities),
-                           founded_year, hq)
+        org = Organisation(
+            f"org-{len(self.organisations)}", root, suffix, kind, self.rng.choice(specialities), founded_year, hq
+        )
         self.names.claim_full(org.name)
         founder_home = self.city_in_or_near(hq.country, 0.6)
-        org.founder = self.new_person(founded_year - self.rng.randint(24, 58), founder_home,
-                                      self.rng.choice(ORGANISATION_KINDS[kind][2]))
+        org.founder = self.new_person(
+            founded_year - self.rng.randint(24, 58), founder_home, self.rng.choice(ORGANISATION_KINDS[kind][2])
+        )
         org.founder.founded = org
         self.organisations.append(org)
         return org
@@ -281,8 +367,13 @@ class _Builder:
             kind = self.rng.choices(kinds, weights)[0]
             hq = self.rng.choice(self.cities)
             flavour = hq.country.flavour if self.rng.random() < 0.7 else self.rng.choice(FLAVOURS)
-            self.new_organisation(kind, self.names.root(flavour), self.rng.choice(ORGANISATION_KINDS[kind][0]),
-                                  self.rng.randint(self.size.first_year, LAST_YEAR - 10), hq)
+            self.new_organisation(
+                kind,
+                self.names.root(flavour),
+                self.rng.choice(ORGANISATION_KINDS[kind][0]),
+                self.rng.randint(self.size.first_year, LAST_YEAR - 10),
+                hq,
+            )
 
     def staff_birth_year(self, org: Organisation) -> int:
         earliest = max(self.size.first_year - 40, org.founded_year - 45)
@@ -291,8 +382,12 @@ class _Builder:
     def add_staff(self) -> None:
         for _ in range(self.size.people):
             org = self.rng.choice(self.organisations)
-            person = self.new_person(self.staff_birth_year(org), self.city_in_or_near(org.hq.country, 0.6),
-                                     self.rng.choice(ORGANISATION_KINDS[org.kind][3]), middle_share=0.15)
+            person = self.new_person(
+                self.staff_birth_year(org),
+                self.city_in_or_near(org.hq.country, 0.6),
+                self.rng.choice(ORGANISATION_KINDS[org.kind][3]),
+                middle_share=0.15,
+            )
             person.employer = org
 
     # -- distractor twins -------------------------------------------------------------------------------------------
@@ -328,8 +423,9 @@ class _Builder:
         if word is None:
             return None
         given, family = (word, person.family) if change_given else (person.given, word)
-        if person.middle and (self.names.is_taken(f"{given} {family}")
-                              or not self.names.claim_full(f"{given} {person.middle} {family}")):
+        if person.middle and (
+            self.names.is_taken(f"{given} {family}") or not self.names.claim_full(f"{given} {person.middle} {family}")
+        ):
             return None
         if not self.names.claim_full(f"{given} {family}"):
             return None
@@ -348,8 +444,11 @@ class _Builder:
     def add_twins(self) -> None:
         share = self.size.distractor_share
         staff = [person for person in self.people if person.employer is not None]
-        for pool, make in ((list(self.cities), self.twin_city), (list(self.organisations), self.twin_organisation),
-                           (staff, self.twin_person)):
+        for pool, make in (
+            (list(self.cities), self.twin_city),
+            (list(self.organisations), self.twin_organisation),
+            (staff, self.twin_person),
+        ):
             for original in self.rng.sample(pool, round(share * len(pool))):
                 twin = make(original)
                 if twin is not None:

@@ -33,75 +33,190 @@ class Flavour:
 
 
 FLAVOURS: tuple[Flavour, ...] = (
-    Flavour("nordic",
-            onsets=("b", "br", "d", "dr", "f", "fr", "g", "gr", "h", "k", "kr", "l", "m", "n", "r", "s", "sk",
-                    "st", "sv", "t", "tr", "v"),
-            vowels=("a", "e", "i", "o", "u", "y", "a", "e"),
-            middles=("l", "n", "r", "v", "nd", "rk", "lv", "st", "ld", "rn", "g", "k", "s"),
-            places=("vik", "holm", "stad", "by", "dal", "lund", "heim", "vang", "strand", "fjell", "nes"),
-            countries=("mark", "land", "heim", "ria"),
-            families=("sen", "son", "strand", "berg", "dahl", "lund", "qvist", "vall", "ness", "rud"),
-            male=("ar", "ulf", "vald", "e", "in", "rik", "mund", "ve"),
-            female=("a", "rid", "hild", "dis", "veig", "une", "ny"),
-            roots=("a", "ar", "und", "or", "in")),
-    Flavour("romance",
-            onsets=("b", "c", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v", "br", "cr", "pr", "tr",
-                    "gr", "fl", "st"),
-            vowels=("a", "e", "i", "o", "u", "a", "e", "o"),
-            middles=("l", "n", "r", "s", "t", "v", "ll", "rr", "nt", "rd", "sc", "m", "c", "d"),
-            places=("ano", "ena", "ara", "ino", "ezza", "olo", "ona", "esca", "aro", "ile", "ata"),
-            countries=("ia", "ora", "essa", "ania"),
-            families=("elli", "ini", "one", "ardi", "esco", "ato", "ucci", "eri", "ante", "ido"),
-            male=("o", "io", "ano", "elio", "ino", "ero", "aldo"),
-            female=("a", "ina", "etta", "ella", "ia", "era", "ilde"),
-            roots=("a", "ora", "ena", "ia", "ante", "ino")),
-    Flavour("slavic",
-            onsets=("b", "br", "d", "dr", "g", "k", "kr", "l", "m", "n", "p", "pr", "r", "s", "st", "t", "v",
-                    "vl", "z", "sl"),
-            vowels=("a", "e", "i", "o", "u", "a", "o", "y"),
-            middles=("l", "n", "r", "v", "d", "sk", "sl", "dr", "k", "m", "st", "z", "sh"),
-            places=("ovo", "ava", "insk", "itsa", "any", "ec", "ov", "yn", "ice", "ograd", "evo"),
-            countries=("ava", "ia", "enia", "onia"),
-            families=("ov", "ich", "ek", "ak", "enko", "in", "yk", "evic", "anek"),
-            male=("an", "ir", "omir", "ek", "ko", "av", "oslav", "im"),
-            female=("a", "ena", "ina", "ka", "ila", "ava", "ota"),
-            roots=("a", "ov", "ina", "ek", "ava")),
-    Flavour("anglo",
-            onsets=("b", "br", "c", "d", "f", "g", "gl", "h", "l", "m", "p", "r", "s", "sh", "t", "th", "w",
-                    "wr", "cr", "st"),
-            vowels=("a", "e", "i", "o", "u", "a", "e", "i", "ae", "ea"),
-            middles=("l", "n", "r", "m", "d", "ll", "nd", "rt", "st", "th", "v", "w"),
-            places=("ford", "wick", "ton", "bury", "mere", "well", "stead", "combe", "holt", "wold", "haven"),
-            countries=("land", "more", "ia", "shire"),
-            families=("ley", "ton", "wright", "more", "by", "wood", "field", "well", "hurst", "cott", "ridge"),
-            male=("ric", "wyn", "an", "ald", "ert", "on", "iel", "ard"),
-            female=("wen", "lyn", "a", "ith", "ie", "eth", "ora"),
-            roots=("ell", "an", "ow", "ick", "ard")),
-    Flavour("hellenic",
-            onsets=("k", "l", "m", "n", "p", "r", "s", "t", "th", "ph", "x", "d", "g", "kl", "pr", "st", "ch"),
-            vowels=("a", "e", "i", "o", "y", "a", "e", "o"),
-            middles=("l", "n", "r", "s", "t", "m", "nd", "st", "rt", "ph", "th", "k"),
-            places=("os", "ia", "ion", "ene", "ara", "ini", "eia", "ousa", "issa"),
-            countries=("ia", "ene", "ara", "ikon"),
-            families=("ides", "akis", "opoulos", "eas", "atos", "ellis", "ides", "aras"),
-            male=("os", "as", "on", "is", "ios", "eus"),
-            female=("a", "e", "ia", "ina", "ione", "ea"),
-            roots=("a", "ion", "os", "is", "ene")),
-    Flavour("germanic",
-            onsets=("b", "br", "d", "f", "g", "gr", "h", "k", "kl", "l", "m", "n", "r", "s", "sch", "st", "t",
-                    "w", "z", "fr"),
-            vowels=("a", "e", "i", "o", "u", "a", "e", "ei", "au"),
-            middles=("l", "n", "r", "m", "d", "nd", "ld", "rt", "st", "ss", "ch", "g", "b"),
-            places=("burg", "feld", "hausen", "dorf", "au", "bach", "stein", "tal", "brunn", "ingen"),
-            countries=("land", "mark", "ia", "reich"),
-            families=("mann", "er", "inger", "hardt", "ner", "wald", "bauer", "stein", "ler", "mayr"),
-            male=("old", "bert", "win", "mar", "helm", "o", "rich", "fried"),
-            female=("trud", "linde", "a", "ild", "ine", "gard", "run"),
-            roots=("a", "er", "ach", "au", "olt")),
+    Flavour(
+        "nordic",
+        onsets=(
+            "b",
+            "br",
+            "d",
+            "dr",
+            "f",
+            "fr",
+            "g",
+            "gr",
+            "h",
+            "k",
+            "kr",
+            "l",
+            "m",
+            "n",
+            "r",
+            "s",
+            "sk",
+            "st",
+            "sv",
+            "t",
+            "tr",
+            "v",
+        ),
+        vowels=("a", "e", "i", "o", "u", "y", "a", "e"),
+        middles=("l", "n", "r", "v", "nd", "rk", "lv", "st", "ld", "rn", "g", "k", "s"),
+        places=("vik", "holm", "stad", "by", "dal", "lund", "heim", "vang", "strand", "fjell", "nes"),
+        countries=("mark", "land", "heim", "ria"),
+        families=("sen", "son", "strand", "berg", "dahl", "lund", "qvist", "vall", "ness", "rud"),
+        male=("ar", "ulf", "vald", "e", "in", "rik", "mund", "ve"),
+        female=("a", "rid", "hild", "dis", "veig", "une", "ny"),
+        roots=("a", "ar", "und", "or", "in"),
+    ),
+    Flavour(
+        "romance",
+        onsets=(
+            "b",
+            "c",
+            "d",
+            "f",
+            "g",
+            "l",
+            "m",
+            "n",
+            "p",
+            "r",
+            "s",
+            "t",
+            "v",
+            "br",
+            "cr",
+            "pr",
+            "tr",
+            "gr",
+            "fl",
+            "st",
+        ),
+        vowels=("a", "e", "i", "o", "u", "a", "e", "o"),
+        middles=("l", "n", "r", "s", "t", "v", "ll", "rr", "nt", "rd", "sc", "m", "c", "d"),
+        places=("ano", "ena", "ara", "ino", "ezza", "olo", "ona", "esca", "aro", "ile", "ata"),
+        countries=("ia", "ora", "essa", "ania"),
+        families=("elli", "ini", "one", "ardi", "esco", "ato", "ucci", "eri", "ante", "ido"),
+        male=("o", "io", "ano", "elio", "ino", "ero", "aldo"),
+        female=("a", "ina", "etta", "ella", "ia", "era", "ilde"),
+        roots=("a", "ora", "ena", "ia", "ante", "ino"),
+    ),
+    Flavour(
+        "slavic",
+        onsets=(
+            "b",
+            "br",
+            "d",
+            "dr",
+            "g",
+            "k",
+            "kr",
+            "l",
+            "m",
+            "n",
+            "p",
+            "pr",
+            "r",
+            "s",
+            "st",
+            "t",
+            "v",
+            "vl",
+            "z",
+            "sl",
+        ),
+        vowels=("a", "e", "i", "o", "u", "a", "o", "y"),
+        middles=("l", "n", "r", "v", "d", "sk", "sl", "dr", "k", "m", "st", "z", "sh"),
+        places=("ovo", "ava", "insk", "itsa", "any", "ec", "ov", "yn", "ice", "ograd", "evo"),
+        countries=("ava", "ia", "enia", "onia"),
+        families=("ov", "ich", "ek", "ak", "enko", "in", "yk", "evic", "anek"),
+        male=("an", "ir", "omir", "ek", "ko", "av", "oslav", "im"),
+        female=("a", "ena", "ina", "ka", "ila", "ava", "ota"),
+        roots=("a", "ov", "ina", "ek", "ava"),
+    ),
+    Flavour(
+        "anglo",
+        onsets=(
+            "b",
+            "br",
+            "c",
+            "d",
+            "f",
+            "g",
+            "gl",
+            "h",
+            "l",
+            "m",
+            "p",
+            "r",
+            "s",
+            "sh",
+            "t",
+            "th",
+            "w",
+            "wr",
+            "cr",
+            "st",
+        ),
+        vowels=("a", "e", "i", "o", "u", "a", "e", "i", "ae", "ea"),
+        middles=("l", "n", "r", "m", "d", "ll", "nd", "rt", "st", "th", "v", "w"),
+        places=("ford", "wick", "ton", "bury", "mere", "well", "stead", "combe", "holt", "wold", "haven"),
+        countries=("land", "more", "ia", "shire"),
+        families=("ley", "ton", "wright", "more", "by", "wood", "field", "well", "hurst", "cott", "ridge"),
+        male=("ric", "wyn", "an", "ald", "ert", "on", "iel", "ard"),
+        female=("wen", "lyn", "a", "ith", "ie", "eth", "ora"),
+        roots=("ell", "an", "ow", "ick", "ard"),
+    ),
+    Flavour(
+        "hellenic",
+        onsets=("k", "l", "m", "n", "p", "r", "s", "t", "th", "ph", "x", "d", "g", "kl", "pr", "st", "ch"),
+        vowels=("a", "e", "i", "o", "y", "a", "e", "o"),
+        middles=("l", "n", "r", "s", "t", "m", "nd", "st", "rt", "ph", "th", "k"),
+        places=("os", "ia", "ion", "ene", "ara", "ini", "eia", "ousa", "issa"),
+        countries=("ia", "ene", "ara", "ikon"),
+        families=("ides", "akis", "opoulos", "eas", "atos", "ellis", "ides", "aras"),
+        male=("os", "as", "on", "is", "ios", "eus"),
+        female=("a", "e", "ia", "ina", "ione", "ea"),
+        roots=("a", "ion", "os", "is", "ene"),
+    ),
+    Flavour(
+        "germanic",
+        onsets=(
+            "b",
+            "br",
+            "d",
+            "f",
+            "g",
+            "gr",
+            "h",
+            "k",
+            "kl",
+            "l",
+            "m",
+            "n",
+            "r",
+            "s",
+            "sch",
+            "st",
+            "t",
+            "w",
+            "z",
+            "fr",
+        ),
+        vowels=("a", "e", "i", "o", "u", "a", "e", "ei", "au"),
+        middles=("l", "n", "r", "m", "d", "nd", "ld", "rt", "st", "ss", "ch", "g", "b"),
+        places=("burg", "feld", "hausen", "dorf", "au", "bach", "stein", "tal", "brunn", "ingen"),
+        countries=("land", "mark", "ia", "reich"),
+        families=("mann", "er", "inger", "hardt", "ner", "wald", "bauer", "stein", "ler", "mayr"),
+        male=("old", "bert", "win", "mar", "helm", "o", "rich", "fried"),
+        female=("trud", "linde", "a", "ild", "ine", "gard", "run"),
+        roots=("a", "er", "ach", "au", "olt"),
+    ),
 )
 
 # Real places and famous people a generator could plausibly spell; any name containing one as a word is rejected.
-BLOCKLIST: frozenset[str] = frozenset("""
+BLOCKLIST: frozenset[str] = frozenset(
+    """
 afghanistan albania algeria andorra angola argentina armenia australia austria belgium bolivia bosnia brazil
 bulgaria canada chile china colombia croatia cuba cyprus czechia denmark egypt england estonia ethiopia finland
 france georgia germany ghana greece hungary iceland india indonesia iran iraq ireland israel italy jamaica japan
@@ -140,12 +255,43 @@ walker wright robinson thompson white hughes edwards green hall wood harris mart
 papadopoulos georgiou mueller muller schmidt schneider fischer weber meyer wagner becker schulz hoffmann
 koch richter klein wolf schroder neumann zimmermann braun kruger hartmann lange werner krause lehmann
 maria anna john peter paul mary george james david michael elena ivan olga sophia
-""".split())
+""".split()
+)
 
 # Fragments that must not appear anywhere inside a generated word (offensive or confusing substrings).
-BAD_FRAGMENTS: tuple[str, ...] = ("nazi", "shit", "fuck", "cunt", "dick", "cock", "rape", "porn", "slut", "nig",
-                                  "fag", "kill", "sex", "anal", "piss", "hitl", "jew", "cum", "tit", "ass", "damn",
-                                  "poo", "puke", "kkk", "isis", "gay", "negr", "homo", "dead", "die", "hell")
+BAD_FRAGMENTS: tuple[str, ...] = (
+    "nazi",
+    "shit",
+    "fuck",
+    "cunt",
+    "dick",
+    "cock",
+    "rape",
+    "porn",
+    "slut",
+    "nig",
+    "fag",
+    "kill",
+    "sex",
+    "anal",
+    "piss",
+    "hitl",
+    "jew",
+    "cum",
+    "tit",
+    "ass",
+    "damn",
+    "poo",
+    "puke",
+    "kkk",
+    "isis",
+    "gay",
+    "negr",
+    "homo",
+    "dead",
+    "die",
+    "hell",
+)
 
 _VOWELS = "aeiouy"
 
@@ -191,9 +337,13 @@ class WordShape:
     max_len: int
 
 
-SHAPES = {"place": WordShape((1, 2, 2), 5, 10), "country": WordShape((1, 2, 2), 5, 10),
-          "family": WordShape((1, 1, 2), 4, 10), "given": WordShape((1, 1, 1, 2), 4, 8),
-          "root": WordShape((2,), 5, 9)}
+SHAPES = {
+    "place": WordShape((1, 2, 2), 5, 10),
+    "country": WordShape((1, 2, 2), 5, 10),
+    "family": WordShape((1, 1, 2), 4, 10),
+    "given": WordShape((1, 1, 1, 2), 4, 8),
+    "root": WordShape((2,), 5, 9),
+}
 
 
 def make_word(rng: random.Random, flavour: Flavour, endings: tuple[str, ...], syllables: int) -> str:
@@ -207,10 +357,30 @@ def normalize_name(name: str) -> str:
 
 
 # Letter swaps that keep a name looking almost the same; applied anywhere but the first letter.
-_SWAPS: tuple[tuple[str, str], ...] = (("c", "k"), ("k", "c"), ("v", "w"), ("i", "y"), ("y", "i"), ("s", "z"),
-                                       ("f", "ph"), ("ph", "f"), ("a", "e"), ("e", "a"), ("o", "u"), ("u", "o"),
-                                       ("ll", "l"), ("l", "ll"), ("nn", "n"), ("n", "nn"), ("t", "th"),
-                                       ("th", "t"), ("d", "t"), ("ei", "ie"), ("ie", "ei"), ("ia", "ai"))
+_SWAPS: tuple[tuple[str, str], ...] = (
+    ("c", "k"),
+    ("k", "c"),
+    ("v", "w"),
+    ("i", "y"),
+    ("y", "i"),
+    ("s", "z"),
+    ("f", "ph"),
+    ("ph", "f"),
+    ("a", "e"),
+    ("e", "a"),
+    ("o", "u"),
+    ("u", "o"),
+    ("ll", "l"),
+    ("l", "ll"),
+    ("nn", "n"),
+    ("n", "nn"),
+    ("t", "th"),
+    ("th", "t"),
+    ("d", "t"),
+    ("ei", "ie"),
+    ("ie", "ei"),
+    ("ia", "ai"),
+)
 
 
 def twin_variants(word: str) -> list[str]:
@@ -225,7 +395,7 @@ def twin_variants(word: str) -> list[str]:
         while (i := word.find(old, start)) != -1:
             doubled = len(new) == 2 and new[0] == new[1]
             if not doubled or word[i - 1].lower() in _VOWELS:
-                variant = word[:i] + new + word[i + len(old):]
+                variant = word[:i] + new + word[i + len(old) :]
                 if variant != word and variant not in out:
                     out.append(variant)
             start = i + 1
@@ -248,8 +418,12 @@ class NameRegistry:
 
     def _free_word(self, word: str, shape: WordShape) -> bool:
         key = normalize_name(word)
-        return (_clean(word, shape.min_len, shape.max_len) and key not in self.words and key not in self.given
-                and key not in self.full)
+        return (
+            _clean(word, shape.min_len, shape.max_len)
+            and key not in self.words
+            and key not in self.given
+            and key not in self.full
+        )
 
     def claim_word(self, word: str, shape: WordShape = SHAPES["place"]) -> bool:
         if not self._free_word(word, shape):

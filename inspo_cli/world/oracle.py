@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.agent.backends import Generation
 from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
 
 
-def oracle_turns(write_call, search, searches: Sequence[str], answer: str,
-                 calculation: tuple[str | None, object] | None = None) -> list[str]:
+def oracle_turns(
+    write_call, search, searches: Sequence[str], answer: str, calculation: tuple[str | None, object] | None = None
+) -> list[str]:
     """The oracle's turns, each call written by `write_call(tool, argument)` (the agent's protocol): a call of the
     `search` tool per hop, then (an arithmetic question, with the calculator: `calculation` is (its expression, the
     calculator tool)) the calculation, then the answer."""
@@ -44,8 +45,10 @@ class OraclePolicy:
 
     def __init__(self, tokenizer, scripts: dict[tuple[int, ...], list[str]]):
         self.tokenizer = tokenizer
-        self.scripts = {prompt: [tokenizer(t, add_special_tokens=False)["input_ids"] for t in turns]
-                        for prompt, turns in scripts.items()}
+        self.scripts = {
+            prompt: [tokenizer(t, add_special_tokens=False)["input_ids"] for t in turns]
+            for prompt, turns in scripts.items()
+        }
         self.lengths = sorted({len(prompt) for prompt in scripts})
         self.turn = Counter()
 
@@ -77,9 +80,11 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
 
     missing = [q.key for q in questions if "searches" not in q.metadata or "supporting_ids" not in q.metadata]
     if missing:
-        raise InspoError(f"data.trajectories=world-oracle needs world questions with searches and supporting_ids; "
-                         f"{missing[0]} has none (data.train must be the world: regenerate it with "
-                         "`inspo data world --out DIR --force` if it predates oracle searches)")
+        raise InspoError(
+            f"data.trajectories=world-oracle needs world questions with searches and supporting_ids; "
+            f"{missing[0]} has none (data.train must be the world: regenerate it with "
+            "`inspo data world --out DIR --force` if it predates oracle searches)"
+        )
     prompts, scripts = [], {}
     # an arithmetic question's calculation goes to the calculator when the agent has it; without it, its trajectory
     # answers after the searches and is kept only if the answer is in what was retrieved (it never is)
@@ -88,15 +93,24 @@ def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, 
         raise InspoError("data.trajectories=world-oracle searches: agent.tools must include search")
     calculator = by_name.get("calculator")
     for q in questions:
-        prompt = tuple(engine.prompt_ids(instruction, q.question)[-engine.config.max_prompt_tokens:])
+        prompt = tuple(engine.prompt_ids(instruction, q.question)[-engine.config.max_prompt_tokens :])
         prompts.append(prompt)
         calculation = (q.metadata.get("calculation"), calculator) if calculator is not None else None
-        scripts[prompt] = oracle_turns(engine.format.write_call, by_name["search"], q.metadata["searches"],
-                                       q.golden_answers[0], calculation)
+        scripts[prompt] = oracle_turns(
+            engine.format.write_call, by_name["search"], q.metadata["searches"], q.golden_answers[0], calculation
+        )
     if len(scripts) != len(questions):
         raise InspoError("two world questions have the same prompt; the oracle cannot tell them apart")
-    oracle = RolloutEngine(OraclePolicy(engine.tokenizer, scripts), engine.retriever, engine.tokenizer, engine.config,
-                           topk=engine.topk, chat=engine.chat, tools=engine.tools, protocol=engine.protocol)
+    oracle = RolloutEngine(
+        OraclePolicy(engine.tokenizer, scripts),
+        engine.retriever,
+        engine.tokenizer,
+        engine.config,
+        topk=engine.topk,
+        chat=engine.chat,
+        tools=engine.tools,
+        protocol=engine.protocol,
+    )
     return [(q.key, t) for q, t in zip(questions, oracle.run_prompts(prompts)) if grounded(q, t, engine.tokenizer)]
 
 
@@ -104,11 +118,15 @@ def grounded(question, trajectory, tokenizer) -> bool:
     if trajectory.stop_reason != "answer":
         return False
     if question.metadata.get("type") == "arithmetic":  # both years were found (in any passage), then computed
-        seen = normalize_answer(tokenizer.decode(
-            [i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if not m]))
+        seen = normalize_answer(
+            tokenizer.decode([i for i, m in zip(trajectory.completion_ids, trajectory.completion_mask) if not m])
+        )
         years = question.metadata["calculation"].split(" - ")
-        return (all(f" {year} " in f" {seen} " for year in years)
-                and trajectory.tool_calls.get("calculator", 0) >= 1 and not trajectory.tool_errors)
+        return (
+            all(f" {year} " in f" {seen} " for year in years)
+            and trajectory.tool_calls.get("calculator", 0) >= 1
+            and not trajectory.tool_errors
+        )
     retrieved = {pid for ids in trajectory.retrieved for pid in ids}
     if not set(question.metadata["supporting_ids"]) <= retrieved:
         return False

@@ -12,16 +12,24 @@ from __future__ import annotations
 import functools
 import random
 import string
-from typing import Callable
+from collections.abc import Callable
 
 from inspo_cli.world.entities import City, Country, Entities, Organisation, Person
-from inspo_cli.world.templates import (CHRONOLOGY_LINES, CHRONOLOGY_OPENERS, FACT_TEMPLATES, FILLER_WORDS, FILLERS,
-                                       ORGANISATION_LEADS)
+from inspo_cli.world.templates import (
+    CHRONOLOGY_LINES,
+    CHRONOLOGY_OPENERS,
+    FACT_TEMPLATES,
+    FILLER_WORDS,
+    FILLERS,
+    ORGANISATION_LEADS,
+)
 from retriever.corpus import Passage
 
 FactIndex = dict[tuple[str, str], list[str]]  # (entity id, fact) -> passage ids, in corpus order
-COMBOS = {"person": (("occupation", "birth_year"), ("birth_year", "birth_city")),
-          "organisation": (("founded_year", "founder"),)}
+COMBOS = {
+    "person": (("occupation", "birth_year"), ("birth_year", "birth_city")),
+    "organisation": (("founded_year", "founder"),),
+}
 PRONOUN_MARKS = ("{p}", "{P}", "{pr}", "{Pr}", "{o}")
 SUBJECT_SLOTS = ("S", "s", "p", "P", "pr", "Pr", "o")
 MIN_WORDS, MAX_WORDS, MAX_FILLERS = 40, 120, 4
@@ -57,8 +65,15 @@ def subject_forms(entity: object, by_name: bool) -> dict[str, str]:
     if isinstance(entity, Person):
         he, his, him = ("she", "her", "her") if entity.gender == "female" else ("he", "his", "him")
         subject = entity.name if by_name else he
-        return {"S": _capitalise(subject), "s": subject, "p": his, "P": _capitalise(his), "pr": he,
-                "Pr": _capitalise(he), "o": him}
+        return {
+            "S": _capitalise(subject),
+            "s": subject,
+            "p": his,
+            "P": _capitalise(his),
+            "pr": he,
+            "Pr": _capitalise(he),
+            "o": him,
+        }
     if isinstance(entity, Organisation):
         subject = entity.ref if by_name else f"the {entity.kind}"
     else:
@@ -72,35 +87,61 @@ class PassageWriter:
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.drafts: list[tuple[str, str, list[tuple[str, str]]]] = []
-        self.fact_templates = {kind: {facts: (templates, tuple(t for t in templates if _opens_with_subject(t)))
-                                      for facts, templates in by_facts.items()}
-                               for kind, by_facts in FACT_TEMPLATES.items()}
+        self.fact_templates = {
+            kind: {
+                facts: (templates, tuple(t for t in templates if _opens_with_subject(t)))
+                for facts, templates in by_facts.items()
+            }
+            for kind, by_facts in FACT_TEMPLATES.items()
+        }
 
     # -- fact values ------------------------------------------------------------------------------------------------
     def values(self, entity: object) -> dict[str, str]:
         rng = self.rng
         if isinstance(entity, Person):
-            adj = rng.choice(("noted", "prolific", "self-taught", "respected", "versatile", "little-known",
-                              "gifted", "influential"))
-            values = {"occ": entity.occupation, "a_occ": _with_article(entity.occupation),
-                      "a_adj_occ": f"{_with_article(adj)} {entity.occupation}", "birth_year": str(entity.birth_year),
-                      "birth_city": entity.birth_city.name}
+            adj = rng.choice(
+                ("noted", "prolific", "self-taught", "respected", "versatile", "little-known", "gifted", "influential")
+            )
+            values = {
+                "occ": entity.occupation,
+                "a_occ": _with_article(entity.occupation),
+                "a_adj_occ": f"{_with_article(adj)} {entity.occupation}",
+                "birth_year": str(entity.birth_year),
+                "birth_city": entity.birth_city.name,
+            }
             if entity.employer:
                 values["employer"] = entity.employer.ref
             if entity.founded:
                 values["org"] = entity.founded.ref
             if entity.term:
-                values.update(title=entity.term.country.leader_title, country=entity.term.country.name,
-                              start=str(entity.term.start), end=str(entity.term.end))
+                values.update(
+                    title=entity.term.country.leader_title,
+                    country=entity.term.country.name,
+                    start=str(entity.term.start),
+                    end=str(entity.term.end),
+                )
             return values
         if isinstance(entity, Organisation):
-            return {"speciality": entity.speciality, "year": str(entity.founded_year), "founder": entity.founder.name,
-                    "city": entity.hq.name, "kind": entity.kind}
+            return {
+                "speciality": entity.speciality,
+                "year": str(entity.founded_year),
+                "founder": entity.founder.name,
+                "city": entity.hq.name,
+                "kind": entity.kind,
+            }
         if isinstance(entity, City):
-            return {"country": entity.country.name, "region": rng.choice(FILLER_WORDS["region"]),
-                    "year": str(entity.founded_year), "pop": f"{entity.population:,}"}
-        return {"formal": entity.formal_name, "capital": entity.capital.name, "title": entity.leader_title,
-                "pop": f"{entity.population_millions:g}"}
+            return {
+                "country": entity.country.name,
+                "region": rng.choice(FILLER_WORDS["region"]),
+                "year": str(entity.founded_year),
+                "pop": f"{entity.population:,}",
+            }
+        return {
+            "formal": entity.formal_name,
+            "capital": entity.capital.name,
+            "title": entity.leader_title,
+            "pop": f"{entity.population_millions:g}",
+        }
 
     def filler_values(self, template: str) -> dict[str, str]:
         """Random words for the slots `template` uses ({adj}, {a_animal}, ...); two slots never repeat a word."""
@@ -117,9 +158,11 @@ class PassageWriter:
     def facts_of(self, entity: object) -> tuple[str, list[str], tuple[int, ...]]:
         """(lead fact, other facts, choices for the number of passages)."""
         if isinstance(entity, Person):
-            others = ["birth_year", "birth_city"] + [fact for fact, value in
-                                                     (("employer", entity.employer), ("founded", entity.founded),
-                                                      ("term", entity.term)) if value is not None]
+            others = ["birth_year", "birth_city"] + [
+                fact
+                for fact, value in (("employer", entity.employer), ("founded", entity.founded), ("term", entity.term))
+                if value is not None
+            ]
             return "occupation", others, (1, 2) if entity.term else (2, 2, 3)
         if isinstance(entity, Organisation):
             return "speciality", ["founded_year", "founder", "hq"], (2, 3)
@@ -156,8 +199,9 @@ class PassageWriter:
         return units
 
     # -- rendering ----------------------------------------------------------------------------------------------------
-    def fact_sentence(self, entity: object, kind: str, unit: tuple[str, ...], values: dict[str, str],
-                      first: bool) -> str:
+    def fact_sentence(
+        self, entity: object, kind: str, unit: tuple[str, ...], values: dict[str, str], first: bool
+    ) -> str:
         by_name = first or self.rng.random() < 0.3
         if unit == ("speciality",):
             template = self.rng.choice(ORGANISATION_LEADS[entity.kind])
@@ -207,19 +251,26 @@ class PassageWriter:
             size = self.rng.randint(4, 6)
             if len(terms) - i - size < 4:  # never leave a stub of fewer than four terms for the last passage
                 size = len(terms) - i
-            chunk = terms[i:i + size]
+            chunk = terms[i : i + size]
             i += len(chunk)
-            sentences = [self.rng.choice(CHRONOLOGY_OPENERS).format(
-                title=country.leader_title, s=country.name, first=chunk[0].start, last=chunk[-1].end)]
+            sentences = [
+                self.rng.choice(CHRONOLOGY_OPENERS).format(
+                    title=country.leader_title, s=country.name, first=chunk[0].start, last=chunk[-1].end
+                )
+            ]
             for j, term in enumerate(chunk):
                 lines = CHRONOLOGY_LINES if j else CHRONOLOGY_LINES[:-2]  # "followed" needs a predecessor
-                sentences.append(self.rng.choice(lines).format(
-                    name=term.person.name, title=country.leader_title, start=term.start, end=term.end))
+                sentences.append(
+                    self.rng.choice(lines).format(
+                        name=term.person.name, title=country.leader_title, start=term.start, end=term.end
+                    )
+                )
             self.drafts.append((country.title, " ".join(sentences), [(term.person.id, "term") for term in chunk]))
 
 
-def render_passages(rng: random.Random, entities: Entities,
-                    tick: Callable[[], None] = lambda: None) -> tuple[list[Passage], FactIndex]:
+def render_passages(
+    rng: random.Random, entities: Entities, tick: Callable[[], None] = lambda: None
+) -> tuple[list[Passage], FactIndex]:
     """All passages of the world in a deterministic shuffled order (ids "w0", "w1", ...) and their fact index."""
     writer = PassageWriter(rng)
     for entity in [*entities.countries, *entities.cities, *entities.organisations, *entities.people]:

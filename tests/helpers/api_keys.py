@@ -5,15 +5,19 @@ from __future__ import annotations
 import base64
 from urllib.parse import quote, quote_plus
 
-
 ODD_KEY = "sk-FAKE/inspo+7c1e9b42d0=KEY&x y?"  # each encoding below writes it differently
 
 
 def key_forms(key: str) -> list[str]:
     """How a server might quote a key back: as sent, URL-encoded (both ways), base64 (both alphabets)."""
     raw = key.encode()
-    return [key, quote(key, safe=""), quote_plus(key), base64.b64encode(raw).decode(),
-            base64.urlsafe_b64encode(raw).decode()]
+    return [
+        key,
+        quote(key, safe=""),
+        quote_plus(key),
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode(),
+    ]
 
 
 def leaks(text: str, key: str) -> list[str]:

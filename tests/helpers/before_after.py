@@ -18,11 +18,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLLOUT = {"max_turns": 2, "max_tokens_per_turn": 40, "max_observation_tokens": 96, "max_prompt_tokens": 256,
-           "max_total_tokens": 420}
+ROLLOUT = {
+    "max_turns": 2,
+    "max_tokens_per_turn": 40,
+    "max_observation_tokens": 96,
+    "max_prompt_tokens": 256,
+    "max_total_tokens": 420,
+}
 SCRIPTS = {  # the scripted policy: every path of the protocol (search, empty search, invalid, EOS, answer, limits)
-    "Nyrren": ["<think> look it up </think> <search> Nyrren founded </search>",
-               "<search></search>", "<answer> 1712 </answer>"],
+    "Nyrren": [
+        "<think> look it up </think> <search> Nyrren founded </search>",
+        "<search></search>",
+        "<answer> 1712 </answer>",
+    ],
     "Brask": ["no tag at all<EOS>", "<think> hmm </think><answer> Brask </answer>"],
     "Tolven": ["<search> Tolven river </search> and more text after", "still no tag", "<answer> x </answer>"],
     "Quill": ["<answer> Quill </answer><search> too late </search>"],
@@ -30,10 +38,18 @@ SCRIPTS = {  # the scripted policy: every path of the protocol (search, empty se
 
 
 def _row(trajectory, reward: float) -> dict:
-    return {"prompt_ids": trajectory.prompt_ids, "completion_ids": trajectory.completion_ids,
-            "completion_mask": trajectory.completion_mask, "stop_reason": trajectory.stop_reason,
-            "queries": trajectory.queries, "retrieved": trajectory.retrieved, "turns": trajectory.turns,
-            "invalid_actions": trajectory.invalid_actions, "answer": trajectory.answer, "reward": reward}
+    return {
+        "prompt_ids": trajectory.prompt_ids,
+        "completion_ids": trajectory.completion_ids,
+        "completion_mask": trajectory.completion_mask,
+        "stop_reason": trajectory.stop_reason,
+        "queries": trajectory.queries,
+        "retrieved": trajectory.retrieved,
+        "turns": trajectory.turns,
+        "invalid_actions": trajectory.invalid_actions,
+        "answer": trajectory.answer,
+        "reward": reward,
+    }
 
 
 def _rewards(trajectories, golden) -> list[float]:
@@ -58,8 +74,9 @@ def scripted(tokenizer_dir: str) -> list[dict]:
     from inspo_cli.config import RolloutConfig
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    engine = RolloutEngine(ScriptedPolicy(tokenizer, SCRIPTS), _retriever(), tokenizer, RolloutConfig(**ROLLOUT),
-                           topk=2, chat=True)
+    engine = RolloutEngine(
+        ScriptedPolicy(tokenizer, SCRIPTS), _retriever(), tokenizer, RolloutConfig(**ROLLOUT), topk=2, chat=True
+    )
     questions = [f"When was {name} founded" for name in SCRIPTS]
     trajectories = engine.run(["Answer the question. Question: {question}\n"] * len(questions), questions)
     return [_row(t, r) for t, r in zip(trajectories, _rewards(trajectories, [["1712"]] * len(questions)))]
@@ -79,8 +96,14 @@ def sampled(recipe_path: str, model: str | None, seed: int, questions: int = 6) 
     recipe = load_recipe(recipe_path, overrides)
     rollout = RolloutConfig(**ROLLOUT)
     backend, tokenizer = load_backend(recipe.model, rollout, batch_size=questions, device="cpu", seed=seed)
-    engine = RolloutEngine(backend, _retriever(), tokenizer, rollout, topk=2,
-                           chat=uses_chat_template(tokenizer, recipe.model.chat_template))
+    engine = RolloutEngine(
+        backend,
+        _retriever(),
+        tokenizer,
+        rollout,
+        topk=2,
+        chat=uses_chat_template(tokenizer, recipe.model.chat_template),
+    )
     batch = load_questions(ROOT / "data/world/test.jsonl", limit=questions)
     torch.manual_seed(seed)
     trajectories = engine.run([recipe.population.instructions[0]] * len(batch), [q.question for q in batch])
@@ -88,9 +111,11 @@ def sampled(recipe_path: str, model: str | None, seed: int, questions: int = 6) 
 
 
 def record(tiny_model_dir: str) -> dict:
-    return {"scripted": scripted(tiny_model_dir),
-            "tiny": sampled(str(ROOT / "recipes/demo.yaml"), tiny_model_dir, seed=5),
-            "demo": sampled(str(ROOT / "recipes/demo.yaml"), None, seed=5)}
+    return {
+        "scripted": scripted(tiny_model_dir),
+        "tiny": sampled(str(ROOT / "recipes/demo.yaml"), tiny_model_dir, seed=5),
+        "demo": sampled(str(ROOT / "recipes/demo.yaml"), None, seed=5),
+    }
 
 
 if __name__ == "__main__":

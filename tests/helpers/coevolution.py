@@ -15,7 +15,6 @@ from inspo_cli.training.coevolution import CoEvolution, PolicyVerifier
 from inspo_cli.training.evolve import FrozenPolicyEvolution
 from inspo_cli.training.run_logger import StepLog
 
-
 GOOD, BAD = "Search first, then answer. {question}", "Answer at once. {question}"
 
 
@@ -30,14 +29,28 @@ class RuleEngine:
 
     def run(self, instructions, questions):
         self.calls.append((list(instructions), list(questions)))
-        return [Trajectory(prompt_ids=[1], completion_ids=[2, 3], completion_mask=[1, 1], turns=1,
-                           answer="Paris" if "Search" in text else "Rome", stop_reason="answer",
-                           response="<answer> ... </answer>") for text in instructions]
+        return [
+            Trajectory(
+                prompt_ids=[1],
+                completion_ids=[2, 3],
+                completion_mask=[1, 1],
+                turns=1,
+                answer="Paris" if "Search" in text else "Rome",
+                stop_reason="answer",
+                response="<answer> ... </answer>",
+            )
+            for text in instructions
+        ]
 
 
 def fake_accelerator(rank=0, world=1):
-    return SimpleNamespace(process_index=rank, num_processes=world, is_main_process=rank == 0, device="cpu",
-                           reduce=lambda tensor, reduction: tensor * world)  # every rank saw the same sums
+    return SimpleNamespace(
+        process_index=rank,
+        num_processes=world,
+        is_main_process=rank == 0,
+        device="cpu",
+        reduce=lambda tensor, reduction: tensor * world,
+    )  # every rank saw the same sums
 
 
 class Optimizer:
@@ -52,20 +65,42 @@ class Optimizer:
 
 
 def evolve_recipe(**population):
-    settings = {"enabled": "true", "instructions": f"[{json.dumps(BAD)}, {json.dumps(GOOD)}]", "size": 3,
-                "prune_every": 100, "evolve_every": 2, "evolve_until": 3, "candidates_per_call": 1,
-                "failures_per_call": 1, "verify_size": 2, "accept_top_n": 1, "max_verify_rounds": 1, **population}
-    return load_recipe(None, [f"population.{k}={v}" for k, v in settings.items()]
-                       + ["training.steps=3", "training.batch_size=2", "training.mini_batch_trajectories=4",
-                          "training.micro_batch_size=2", "training.group_size=2"], check_paths=False)
+    settings = {
+        "enabled": "true",
+        "instructions": f"[{json.dumps(BAD)}, {json.dumps(GOOD)}]",
+        "size": 3,
+        "prune_every": 100,
+        "evolve_every": 2,
+        "evolve_until": 3,
+        "candidates_per_call": 1,
+        "failures_per_call": 1,
+        "verify_size": 2,
+        "accept_top_n": 1,
+        "max_verify_rounds": 1,
+        **population,
+    }
+    return load_recipe(
+        None,
+        [f"population.{k}={v}" for k, v in settings.items()]
+        + [
+            "training.steps=3",
+            "training.batch_size=2",
+            "training.mini_batch_trajectories=4",
+            "training.micro_batch_size=2",
+            "training.group_size=2",
+        ],
+        check_paths=False,
+    )
 
 
 def make_loop(tmp_path, recipe, optimizer, warn=None):
-    population = InstructionPopulation(recipe.population, seed=recipe.run.seed,
-                                       initial_texts=recipe.population.instructions)
+    population = InstructionPopulation(
+        recipe.population, seed=recipe.run.seed, initial_texts=recipe.population.instructions
+    )
     engine = RuleEngine()
-    coevolution = CoEvolution(population, recipe.population, optimizer, PolicyVerifier(engine, recipe.reward),
-                              recipe.run.seed, warn=warn)
+    coevolution = CoEvolution(
+        population, recipe.population, optimizer, PolicyVerifier(engine, recipe.reward), recipe.run.seed, warn=warn
+    )
     questions = [Question(f"q{i}", f"capital {i}?", ("Paris",), "world") for i in range(4)]
     tmp_path.mkdir(exist_ok=True)
     run = RunDir(tmp_path)

@@ -8,13 +8,12 @@ from pathlib import Path
 
 from helpers.cli_helpers import assert_one_line_error
 
-
 CUTS = (0.3, 0.6, 0.9)
 
 
 def cut(path: Path, keep: float) -> None:
     data = path.read_bytes()
-    path.write_bytes(data[:int(len(data) * keep)])
+    path.write_bytes(data[: int(len(data) * keep)])
 
 
 def edit(path: Path, change) -> None:

@@ -23,8 +23,15 @@ class HashingEncoder:
     encode_queries = encode_passages = _encode
 
     def describe(self):
-        return {"name": self.name, "dim": self.dim, "pooling": "none", "normalized": True,
-                "query_prefix": "", "passage_prefix": "", "max_seq_length": 0}
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "pooling": "none",
+            "normalized": True,
+            "query_prefix": "",
+            "passage_prefix": "",
+            "max_seq_length": 0,
+        }
 
     def parameter_bytes(self):
         return 0

@@ -8,13 +8,19 @@ from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
 from inspo_cli.instructions.sampling import Pick
 
-
 PARENT = "Answer the question; search with <search> query </search> when unsure."
 TEXTS = [PARENT, "Think step by step.", "Search first, then answer."]  # i0, i1, i2
 
-SCORES = {"Alpha: search twice.": 0.3, "Beta: plan first.": 0.6, "Gamma: verify facts.": 0.5,
-          "Delta: guess.": 0.1, "Epsilon: decompose.": 0.9, "Zeta: cite.": 0.7,
-          PARENT: 0.55, "Search first, then answer.": 0.4}  # the parents, verified beside their candidates
+SCORES = {
+    "Alpha: search twice.": 0.3,
+    "Beta: plan first.": 0.6,
+    "Gamma: verify facts.": 0.5,
+    "Delta: guess.": 0.1,
+    "Epsilon: decompose.": 0.9,
+    "Zeta: cite.": 0.7,
+    PARENT: 0.55,
+    "Search first, then answer.": 0.4,
+}  # the parents, verified beside their candidates
 
 
 class ScriptedLM:
@@ -43,9 +49,19 @@ class DictVerifier:
 
 
 def make_config(**overrides) -> PopulationConfig:
-    settings = dict(instructions=list(TEXTS), size=4, n_parent=1, weight_window=5, candidates_per_call=3,
-                    failures_per_call=2, verify_size=3, accept="top_n", accept_top_n=2, max_verify_rounds=3,
-                    proposer="reflection")
+    settings = dict(
+        instructions=list(TEXTS),
+        size=4,
+        n_parent=1,
+        weight_window=5,
+        candidates_per_call=3,
+        failures_per_call=2,
+        verify_size=3,
+        accept="top_n",
+        accept_top_n=2,
+        max_verify_rounds=3,
+        proposer="reflection",
+    )
     settings.update(overrides)
     return PopulationConfig(**settings)
 
@@ -60,8 +76,15 @@ def make_population(config: PopulationConfig) -> InstructionPopulation:
 
 def make_buffer() -> ReplayBuffer:
     buffer = ReplayBuffer(capacity=100)
-    rows = [("q1", 0.0, 1, "wrong-1", "Paris"), ("q2", 0.0, 2, "wrong-2", "Oslo"), ("q3", 1.0, 2, "right-3", "Rome"),
-            ("q4", 1.0, 2, "right-4", "Bern"), ("q5", 1.0, 2, "right-5", "Kyiv")]
-    buffer.extend(Experience("i0", key, f"Capital {key}?", (gold,), response, reward, step)
-                  for key, reward, step, response, gold in rows)
+    rows = [
+        ("q1", 0.0, 1, "wrong-1", "Paris"),
+        ("q2", 0.0, 2, "wrong-2", "Oslo"),
+        ("q3", 1.0, 2, "right-3", "Rome"),
+        ("q4", 1.0, 2, "right-4", "Bern"),
+        ("q5", 1.0, 2, "right-5", "Kyiv"),
+    ]
+    buffer.extend(
+        Experience("i0", key, f"Capital {key}?", (gold,), response, reward, step)
+        for key, reward, step, response, gold in rows
+    )
     return buffer  # failures(2): q2 (reward 0, latest step), then q1 (reward 0, step 1); 5 distinct questions

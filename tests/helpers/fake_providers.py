@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.instructions.lm import open_optimizer
 
@@ -26,31 +25,49 @@ KEY_ENV = "INSPO_TEST_OPTIMIZER_KEY"
 ANSWER = "<ins_1> Think, then search. </ins_1>"
 PROVIDERS = ["gemini", "anthropic", "openai"]
 MODELS = {"gemini": "gemini-test", "anthropic": "claude-test", "openai": "served-model"}
-PATHS = {"gemini": "/v1beta/models/gemini-test:generateContent", "anthropic": "/v1/messages",
-         "openai": "/v1/chat/completions"}
+PATHS = {
+    "gemini": "/v1beta/models/gemini-test:generateContent",
+    "anthropic": "/v1/messages",
+    "openai": "/v1/chat/completions",
+}
 STOPPED_BY_LIMIT = {"gemini": "MAX_TOKENS", "anthropic": "max_tokens", "openai": "length"}  # each API's words
 
 
-def success_body(provider: str, text: str = ANSWER, input_tokens: int = 11, output_tokens: int = 7,
-                 truncated: bool = False) -> dict:
+def success_body(
+    provider: str, text: str = ANSWER, input_tokens: int = 11, output_tokens: int = 7, truncated: bool = False
+) -> dict:
     """A provider's answer; `truncated`: it stopped at the output limit, as each API says so."""
     if provider == "gemini":
         finish = STOPPED_BY_LIMIT[provider] if truncated else "STOP"
-        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": finish}],
-                "usageMetadata": {"promptTokenCount": input_tokens, "candidatesTokenCount": output_tokens}}
+        return {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": finish}],
+            "usageMetadata": {"promptTokenCount": input_tokens, "candidatesTokenCount": output_tokens},
+        }
     if provider == "anthropic":
-        return {"id": "msg_1", "type": "message", "role": "assistant", "model": MODELS[provider],
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": STOPPED_BY_LIMIT[provider] if truncated else "end_turn",
-                "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+        return {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": MODELS[provider],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": STOPPED_BY_LIMIT[provider] if truncated else "end_turn",
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        }
     finish = STOPPED_BY_LIMIT[provider] if truncated else "stop"
-    return {"id": "chatcmpl-1", "object": "chat.completion", "model": MODELS[provider],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": MODELS[provider],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens},
+    }
 
 
-EMPTY_BODIES = {"gemini": {"candidates": []}, "openai": {"choices": []},
-                "anthropic": {**success_body("anthropic"), "content": []}}
+EMPTY_BODIES = {
+    "gemini": {"candidates": []},
+    "openai": {"choices": []},
+    "anthropic": {**success_body("anthropic"), "content": []},
+}
 
 
 @dataclass
@@ -82,8 +99,9 @@ class FakeProvider:
 
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                fake.requests.append(SeenRequest(self.path, {k.lower(): v for k, v in self.headers.items()},
-                                                 json.loads(raw or b"{}")))
+                fake.requests.append(
+                    SeenRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
+                )
                 reply = fake.replies[min(len(fake.requests), len(fake.replies)) - 1]
                 if reply.delay_s and fake.released.wait(reply.delay_s):
                     return
@@ -131,8 +149,16 @@ def serving():
 
 
 def optimizer(provider: str, base_url: str, sleeps: list | None = None, **overrides):
-    settings = dict(provider=provider, model=MODELS[provider], base_url=base_url, api_key_env=KEY_ENV,
-                    temperature=0.3, max_output_tokens=64, timeout_s=5.0, max_retries=2)
+    settings = dict(
+        provider=provider,
+        model=MODELS[provider],
+        base_url=base_url,
+        api_key_env=KEY_ENV,
+        temperature=0.3,
+        max_output_tokens=64,
+        timeout_s=5.0,
+        max_retries=2,
+    )
     settings.update(overrides)
     return open_optimizer(OptimizerConfig(**settings), sleep=(sleeps if sleeps is not None else []).append)
 
@@ -178,9 +204,12 @@ class ScriptedOptimizer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.prompts.append(body["messages"][-1]["content"])
                 text = outer.answers[(len(outer.prompts) - 1) % len(outer.answers)]
-                reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
-                                                 "finish_reason": "stop"}],
-                                    "usage": {"prompt_tokens": 100, "completion_tokens": 20}}).encode()
+                reply = json.dumps(
+                    {
+                        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 20},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply)))

@@ -4,21 +4,46 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from retriever.corpus import Passage
 
-TOPICS = ["river", "castle", "violin", "harbour", "comet", "orchard", "glacier", "printing press", "lighthouse",
-          "observatory", "silk road", "windmill", "library", "volcano", "railway", "cathedral", "monastery",
-          "vineyard", "canal", "telescope"]
+TOPICS = [
+    "river",
+    "castle",
+    "violin",
+    "harbour",
+    "comet",
+    "orchard",
+    "glacier",
+    "printing press",
+    "lighthouse",
+    "observatory",
+    "silk road",
+    "windmill",
+    "library",
+    "volcano",
+    "railway",
+    "cathedral",
+    "monastery",
+    "vineyard",
+    "canal",
+    "telescope",
+]
 
-PASSAGES = [Passage(id=f"p{i}", title=topic.title(), text=f"The {topic} of Vell was recorded in {1700 + 7 * i}. "
-                    f"It is known for the {TOPICS[(i + 1) % len(TOPICS)]} nearby.")
-            for i, topic in enumerate(TOPICS)]
+PASSAGES = [
+    Passage(
+        id=f"p{i}",
+        title=topic.title(),
+        text=f"The {topic} of Vell was recorded in {1700 + 7 * i}. "
+        f"It is known for the {TOPICS[(i + 1) % len(TOPICS)]} nearby.",
+    )
+    for i, topic in enumerate(TOPICS)
+]
 
 
 def _words(text: str) -> set[str]:
-    return {w.strip(".,?!\"").lower() for w in text.split()}
+    return {w.strip('.,?!"').lower() for w in text.split()}
 
 
 class OverlapRetriever:

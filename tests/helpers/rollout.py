@@ -37,17 +37,29 @@ class ScriptedPolicy:
         return out
 
 
-def engine_for(tokenizer, scripts, retriever=None, tools=None, protocol="search-r1",
-               **limits) -> tuple[RolloutEngine, ScriptedPolicy, OverlapRetriever]:
+def engine_for(
+    tokenizer, scripts, retriever=None, tools=None, protocol="search-r1", **limits
+) -> tuple[RolloutEngine, ScriptedPolicy, OverlapRetriever]:
     """`tools`: agent.tools names (None: the paper's search alone), built over the retriever with top 2;
     `protocol`: agent.protocol."""
     policy = ScriptedPolicy(tokenizer, scripts)
     retriever = retriever or OverlapRetriever()
-    config = RolloutConfig(**{"max_turns": 3, "max_tokens_per_turn": 64, "max_observation_tokens": 400,
-                              "max_prompt_tokens": 512, "max_total_tokens": 2048, **limits})
+    config = RolloutConfig(
+        **{
+            "max_turns": 3,
+            "max_tokens_per_turn": 64,
+            "max_observation_tokens": 400,
+            "max_prompt_tokens": 512,
+            "max_total_tokens": 2048,
+            **limits,
+        }
+    )
     built = None if tools is None else build_tools(tools, ToolContext(retriever, topk=2))
-    return (RolloutEngine(policy, retriever, tokenizer, config, topk=2, chat=True, tools=built, protocol=protocol),
-            policy, retriever)
+    return (
+        RolloutEngine(policy, retriever, tokenizer, config, topk=2, chat=True, tools=built, protocol=protocol),
+        policy,
+        retriever,
+    )
 
 
 def tools(*names):

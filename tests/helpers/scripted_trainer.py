@@ -18,8 +18,10 @@ from inspo_cli.training.grpo import grpo_config, trainer_switches
 from inspo_cli.training.setup import question_dataset
 from inspo_cli.training.trainer import SearchGRPOTrainer
 
-QUESTIONS = [Question("q1", "Who founded Hokin Works?", ("Ada Vell",), "t"),
-             Question("q2", "When was the violin of Vell recorded?", ("1714",), "t")]
+QUESTIONS = [
+    Question("q1", "Who founded Hokin Works?", ("Ada Vell",), "t"),
+    Question("q2", "When was the violin of Vell recorded?", ("1714",), "t"),
+]
 GROUP = 2
 
 
@@ -37,9 +39,11 @@ class AlternatingPolicy:
     """Turn 1: a search (in the agent.protocol's format). Turn 2: the right answer on even rows, a wrong one on odd
     rows (so rewards differ)."""
 
-    SEARCH = {"search-r1": "<think> look it up </think> <search> founder of Hokin Works </search>",
-              "function-calling": '<think> look it up </think>\n<tool_call>\n{"name": "search", "arguments": '
-                                  '{"query": "founder of Hokin Works"}}\n</tool_call>'}
+    SEARCH = {
+        "search-r1": "<think> look it up </think> <search> founder of Hokin Works </search>",
+        "function-calling": '<think> look it up </think>\n<tool_call>\n{"name": "search", "arguments": '
+        '{"query": "founder of Hokin Works"}}\n</tool_call>',
+    }
 
     def __init__(self, tokenizer, protocol: str = "search-r1"):
         self.tokenizer, self.search = tokenizer, self.SEARCH[protocol]
@@ -56,7 +60,7 @@ class AlternatingPolicy:
             else:
                 gold = "Ada Vell" if "Hokin" in text.split("Question:")[-1].split("\n")[0] else "1714"
                 reply = f"<think> found it </think> <answer> {gold if row % 2 == 0 else 'castle'} </answer>"
-            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"][:max_new_tokens[row]]
+            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"][: max_new_tokens[row]]
             out.append(Generation(ids, "stop"))
         return out
 
@@ -80,12 +84,25 @@ class RecordingSource(StaticInstruction):
 
 
 def tiny_recipe(model_dir, **training) -> Recipe:
-    return Recipe(model=ModelConfig(name_or_path=str(model_dir), dtype="float32"),
-                  rollout=RolloutConfig(max_turns=2, max_tokens_per_turn=64, max_observation_tokens=64,
-                                        max_prompt_tokens=256, max_total_tokens=512),
-                  training=TrainingConfig(**{"steps": 1, "group_size": GROUP, "batch_size": 2,
-                                             "mini_batch_trajectories": 2 * GROUP, "micro_batch_size": 4,
-                                             "learning_rate": 1e-3, "kl_beta": 0.0, "warmup_ratio": 0.0, **training}))
+    return Recipe(
+        model=ModelConfig(name_or_path=str(model_dir), dtype="float32"),
+        rollout=RolloutConfig(
+            max_turns=2, max_tokens_per_turn=64, max_observation_tokens=64, max_prompt_tokens=256, max_total_tokens=512
+        ),
+        training=TrainingConfig(
+            **{
+                "steps": 1,
+                "group_size": GROUP,
+                "batch_size": 2,
+                "mini_batch_trajectories": 2 * GROUP,
+                "micro_batch_size": 4,
+                "learning_rate": 1e-3,
+                "kl_beta": 0.0,
+                "warmup_ratio": 0.0,
+                **training,
+            }
+        ),
+    )
 
 
 def trainer_factory(tmp_path, tiny_model_dir):
@@ -96,16 +113,25 @@ def trainer_factory(tmp_path, tiny_model_dir):
         if model:
             recipe.model = replace(recipe.model, **model)
         if protocol == "function-calling":  # the tools' JSON and its calls are long in the tiny vocabulary
-            recipe.rollout = replace(recipe.rollout, max_tokens_per_turn=256, max_prompt_tokens=1024,
-                                     max_total_tokens=2048)
+            recipe.rollout = replace(
+                recipe.rollout, max_tokens_per_turn=256, max_prompt_tokens=1024, max_total_tokens=2048
+            )
         tokenizer = load_tokenizer(recipe.model)
         trainer = SearchGRPOTrainer(
-            model=str(tiny_model_dir), args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
-            train_dataset=question_dataset(QUESTIONS), processing_class=tokenizer,
-            instructions=source or StaticInstruction("Answer the given question."), retriever=OverlapRetriever(),
-            rollout=recipe.rollout, reward=RewardConfig(), topk=2, chat=True, protocol=protocol,
+            model=str(tiny_model_dir),
+            args=grpo_config(recipe, batch_plan(recipe), tmp_path / "checkpoints"),
+            train_dataset=question_dataset(QUESTIONS),
+            processing_class=tokenizer,
+            instructions=source or StaticInstruction("Answer the given question."),
+            retriever=OverlapRetriever(),
+            rollout=recipe.rollout,
+            reward=RewardConfig(),
+            topk=2,
+            chat=True,
+            protocol=protocol,
             updates_per_step=batch_plan(recipe).updates_per_step,
-            **trainer_switches(recipe))
+            **trainer_switches(recipe),
+        )
         trainer.engine.backend = AlternatingPolicy(tokenizer, protocol)
         trainer.model.train()
         return trainer
@@ -115,5 +141,8 @@ def trainer_factory(tmp_path, tiny_model_dir):
 
 def generation_batch():
     """What TRL's sampler hands over: each question repeated group_size times, consecutively."""
-    return [{"prompt": q.question, "qid": f"t:{q.id}", "category": q.category, "golden_answers": list(q.golden_answers)}
-            for q in QUESTIONS for _ in range(GROUP)]
+    return [
+        {"prompt": q.question, "qid": f"t:{q.id}", "category": q.category, "golden_answers": list(q.golden_answers)}
+        for q in QUESTIONS
+        for _ in range(GROUP)
+    ]

@@ -29,8 +29,10 @@ def available() -> str | None:
     """Why a test SLURM cannot run here, or None."""
     missing = [name for name in DAEMONS if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
     if missing:
-        return (f"SLURM is not installed (missing {', '.join(missing)}): "
-                "apt-get install slurmctld slurmd slurm-client munge")
+        return (
+            f"SLURM is not installed (missing {', '.join(missing)}): "
+            "apt-get install slurmctld slurmd slurm-client munge"
+        )
     if os.geteuid() != 0:
         return "the test SLURM needs root (its daemons run as root, munged as the munge user)"
     if not Path("/etc/munge/munge.key").is_file():
@@ -65,17 +67,34 @@ def slurm_cluster():
     (scratch / "munge").chmod(0o711)
     host = socket.gethostname().split(".")[0]
     conf = scratch / "slurm.conf"
-    conf.write_text(CONF_TEMPLATE.read_text().format(host=host, scratch=scratch, ctld_port=_free_port(),
-                                                     slurmd_port=_free_port(), cpus=os.cpu_count() or 1,
-                                                     memory=_memory_mb()))
+    conf.write_text(
+        CONF_TEMPLATE.read_text().format(
+            host=host,
+            scratch=scratch,
+            ctld_port=_free_port(),
+            slurmd_port=_free_port(),
+            cpus=os.cpu_count() or 1,
+            memory=_memory_mb(),
+        )
+    )
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(conf)
     munge = scratch / "munge"
     try:
-        subprocess.run(["su", "-s", "/bin/sh", "munge", "-c",
-                        f"{_binary('munged')} --socket={munge}/munge.socket --pid-file={munge}/munged.pid "
-                        f"--log-file={munge}/munged.log --seed-file={munge}/munged.seed "
-                        "--key-file=/etc/munge/munge.key"], check=True, timeout=30)
+        subprocess.run(
+            [
+                "su",
+                "-s",
+                "/bin/sh",
+                "munge",
+                "-c",
+                f"{_binary('munged')} --socket={munge}/munge.socket --pid-file={munge}/munged.pid "
+                f"--log-file={munge}/munged.log --seed-file={munge}/munged.seed "
+                "--key-file=/etc/munge/munge.key",
+            ],
+            check=True,
+            timeout=30,
+        )
         subprocess.run([_binary("slurmctld"), "-f", str(conf)], check=True, timeout=30)
         subprocess.run([_binary("slurmd"), "-f", str(conf)], check=True, timeout=30)
         deadline = time.time() + 60

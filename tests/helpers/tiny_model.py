@@ -15,7 +15,7 @@ CHAT_TEMPLATE = (
 
 _TEXT = [
     "<think> I need to find who founded the company. </think> <search> founder of Hokin Works </search>",
-    "<information>Doc 1(Title: \"Hokin Works\") Hokin Works was founded in 1843 by Ada Vell.</information>",
+    '<information>Doc 1(Title: "Hokin Works") Hokin Works was founded in 1843 by Ada Vell.</information>',
     "<think> The answer is Ada Vell. </think> <answer> Ada Vell </answer>",
     "Answer the given question. Question: who founded Hokin Works?\n",
     "My previous action is invalid. If I want to search, I should put the query between <search> and </search>.",
@@ -31,18 +31,31 @@ def build_tiny_model(out_dir: Path, chat: bool = True, seed: int = 0, vocab_size
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     bpe.train_from_iterator(_TEXT * 4, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>" if chat else "<|endoftext|>",
-                                        pad_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>" if chat else "<|endoftext|>", pad_token="<|endoftext|>"
+    )
     if chat:
         tokenizer.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         bos_token_id=None, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
     model = LlamaForCausalLM(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)

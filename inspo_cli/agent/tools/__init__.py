@@ -10,7 +10,8 @@ through adding one.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
 from inspo_cli.errors import InspoError
@@ -49,25 +50,36 @@ def build_tools(names: Sequence[str], context: ToolContext) -> list[Tool]:
         except InspoError:
             raise
         except Exception as error:  # a tool's own code: its failure to build is one line naming it
-            raise InspoError(f"agent.tools: {name}: build() raised {type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:200] if str(error) else ''}") from None
+            raise InspoError(
+                f"agent.tools: {name}: build() raised {type(error).__name__}: "
+                f"{str(error).splitlines()[0][:200] if str(error) else ''}"
+            ) from None
         if not isinstance(tool, Tool):
-            raise InspoError(f"agent.tools: {name}: build() returned a {type(tool).__name__}, not an "
-                             "inspo_cli.agent.tools.Tool (docs/tools.md)")
+            raise InspoError(
+                f"agent.tools: {name}: build() returned a {type(tool).__name__}, not an "
+                "inspo_cli.agent.tools.Tool (docs/tools.md)"
+            )
         for attribute in ("name", "tag", "argument", "description"):
             if not isinstance(getattr(tool, attribute, None), str) or not getattr(tool, attribute):
-                raise InspoError(f"agent.tools: {name}: the tool has no {attribute} (a non-empty string; "
-                                 "docs/tools.md)")
+                raise InspoError(
+                    f"agent.tools: {name}: the tool has no {attribute} (a non-empty string; docs/tools.md)"
+                )
         if not TAG.match(tool.tag):
-            raise InspoError(f"agent.tools: {name}: tag {tool.tag[:80]!r} is not an element name (letters, digits, "
-                             "_ and -, starting with a letter)")
+            raise InspoError(
+                f"agent.tools: {name}: tag {tool.tag[:80]!r} is not an element name (letters, digits, "
+                "_ and -, starting with a letter)"
+            )
         if tool.tag.lower() in RESERVED_TAGS:
-            raise InspoError(f"agent.tools: {name}: tag {tool.tag!r} is the protocol's own element; a tool's tag must "
-                             f"be none of {', '.join(RESERVED_TAGS)}")
+            raise InspoError(
+                f"agent.tools: {name}: tag {tool.tag!r} is the protocol's own element; a tool's tag must "
+                f"be none of {', '.join(RESERVED_TAGS)}"
+            )
         tools.append(tool)
     tags = [tool.tag for tool in tools]
     names_seen = [tool.name for tool in tools]
     if len(set(tags)) != len(tags) or len(set(names_seen)) != len(names_seen):
-        raise InspoError(f"agent.tools: the tools' names and tags must differ from each other (got names "
-                         f"{', '.join(names_seen)}; tags {', '.join(tags)})")
+        raise InspoError(
+            f"agent.tools: the tools' names and tags must differ from each other (got names "
+            f"{', '.join(names_seen)}; tags {', '.join(tags)})"
+        )
     return tools

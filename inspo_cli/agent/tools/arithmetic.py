@@ -34,8 +34,15 @@ DEADLINE_S = 1.0
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _SPELLINGS = {"×": "*", "÷": "/", "−": "-", "–": "-", "^": "**"}  # the last: no one asking a calculator means xor
-_REFUSED = {ast.Name: "names", ast.Call: "function calls", ast.Attribute: "attributes", ast.Lambda: "lambdas",
-            ast.Subscript: "subscripts", ast.BoolOp: "and/or", ast.IfExp: "conditionals"}
+_REFUSED = {
+    ast.Name: "names",
+    ast.Call: "function calls",
+    ast.Attribute: "attributes",
+    ast.Lambda: "lambdas",
+    ast.Subscript: "subscripts",
+    ast.BoolOp: "and/or",
+    ast.IfExp: "conditionals",
+}
 
 
 class ArithmeticRefused(ValueError):
@@ -43,7 +50,7 @@ class ArithmeticRefused(ValueError):
 
 
 def _digits(value: int) -> int:
-    return len(str(abs(value))) if abs(value) < 10 ** 18 else int(abs(value).bit_length() * math.log10(2)) + 1
+    return len(str(abs(value))) if abs(value) < 10**18 else int(abs(value).bit_length() * math.log10(2)) + 1
 
 
 def _check_size(value: Fraction) -> Fraction:
@@ -80,8 +87,9 @@ def evaluate(expression: str, deadline_s: float = DEADLINE_S) -> str:
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise ArithmeticRefused("not an arithmetic expression (numbers, + - * / // % **, parentheses, "
-                                "one comparison)") from None
+        raise ArithmeticRefused(
+            "not an arithmetic expression (numbers, + - * / // % **, parentheses, one comparison)"
+        ) from None
     value = _Evaluator(text, time.monotonic() + deadline_s).visit(tree.body, 0)
     if isinstance(value, str):
         return value
@@ -104,10 +112,10 @@ def _render(value: Fraction) -> str:
         denominator, fives = denominator // 5, fives + 1
     places = max(twos, fives)
     if denominator == 1 and places <= MAX_RESULT_DIGITS:  # a finite decimal: exactly `places` places
-        scaled = abs(value.numerator) * 10 ** places // value.denominator
+        scaled = abs(value.numerator) * 10**places // value.denominator
         if _digits(scaled) <= MAX_RESULT_DIGITS:
             sign = "-" if value < 0 else ""
-            whole, frac = divmod(scaled, 10 ** places)
+            whole, frac = divmod(scaled, 10**places)
             return f"{sign}{whole}.{frac:0{places}d}"
     rounded = round(value, DECIMAL_PLACES)
     approx = _render(rounded) if rounded.denominator != 1 else str(rounded.numerator)
@@ -129,18 +137,28 @@ class _Evaluator:
             operand = self._fraction(node.operand, depth)
             return -operand if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return self._binary(_BINARY[type(node.op)], self._fraction(node.left, depth),
-                                self._fraction(node.right, depth))
+            return self._binary(
+                _BINARY[type(node.op)], self._fraction(node.left, depth), self._fraction(node.right, depth)
+            )
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
                 raise ArithmeticRefused("one comparison at a time: < <= > >= == !=")
             left, right = self._fraction(node.left, depth), self._fraction(node.comparators[0], depth)
-            result = {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right,
-                      "==": left == right, "!=": left != right}[_COMPARE[type(node.ops[0])]]
+            result = {
+                "<": left < right,
+                "<=": left <= right,
+                ">": left > right,
+                ">=": left >= right,
+                "==": left == right,
+                "!=": left != right,
+            }[_COMPARE[type(node.ops[0])]]
             return "true" if result else "false"
         what = next((name for kind, name in _REFUSED.items() if isinstance(node, kind)), type(node).__name__)
-        raise ArithmeticRefused(f"{what} are not arithmetic: use numbers, + - * / // % **, parentheses"
-                                if what in _REFUSED.values() else f"{what} is not arithmetic")
+        raise ArithmeticRefused(
+            f"{what} are not arithmetic: use numbers, + - * / // % **, parentheses"
+            if what in _REFUSED.values()
+            else f"{what} is not arithmetic"
+        )
 
     def _fraction(self, node: ast.AST, depth: int) -> Fraction:
         value = self.visit(node, depth + 1)
@@ -179,8 +197,13 @@ class _Evaluator:
             bits = max(abs(left.numerator).bit_length(), left.denominator.bit_length()) - 1  # <= log2 of the base
             if left not in (0, 1, -1) and bits * abs(exponent) * math.log10(2) > MAX_RESULT_DIGITS:
                 raise ArithmeticRefused(f"a power may have at most {MAX_RESULT_DIGITS:,} digits")
-            return _check_size(left ** exponent)
-        result = {"+": lambda: left + right, "-": lambda: left - right, "*": lambda: left * right,
-                  "/": lambda: left / right, "//": lambda: Fraction(left // right),
-                  "%": lambda: left % right}[operator]()
+            return _check_size(left**exponent)
+        result = {
+            "+": lambda: left + right,
+            "-": lambda: left - right,
+            "*": lambda: left * right,
+            "/": lambda: left / right,
+            "//": lambda: Fraction(left // right),
+            "%": lambda: left % right,
+        }[operator]()
         return _check_size(result)

@@ -25,8 +25,9 @@ is cut to `max_observation_tokens` (None: the recipe's `rollout.max_observation_
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from inspo_cli.agent.protocol import information_parts
 from retriever.search import Retriever
@@ -69,5 +70,7 @@ class Tool(ABC):
 
     def schema(self) -> dict:
         """The function-calling description of the tool (OpenAI's and the chat templates' `tools=` format)."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": dict(self.parameters)}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }

@@ -7,7 +7,8 @@ nesting, digits and powers and a deadline per call; an expression it refuses is 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from inspo_cli.agent.tools.arithmetic import DEADLINE_S, ArithmeticRefused, evaluate
 from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
@@ -16,11 +17,15 @@ from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
 class Calculator(Tool):
     name = "calculator"
     tag = "calculate"
-    description = ("Exact arithmetic: numbers, + - * / // % **, parentheses, or one comparison (< <= > >= == !=), "
-                   "e.g. (2024 - 1987) * 12.")
-    parameters = {"type": "object",
-                  "properties": {"expression": {"type": "string", "description": "the arithmetic to compute"}},
-                  "required": ["expression"]}
+    description = (
+        "Exact arithmetic: numbers, + - * / // % **, parentheses, or one comparison (< <= > >= == !=), "
+        "e.g. (2024 - 1987) * 12."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"expression": {"type": "string", "description": "the arithmetic to compute"}},
+        "required": ["expression"],
+    }
     argument = "expression"
     timeout_s = DEADLINE_S
 

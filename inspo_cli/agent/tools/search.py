@@ -9,7 +9,8 @@ other retriever failure (a server down, a wrong URL) stops the run, as it is not
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from inspo_cli.agent.protocol import format_passages
 from inspo_cli.agent.tools.base import Observation, Tool, ToolContext
@@ -19,8 +20,11 @@ from retriever.search import Retriever, search_each
 class SearchTool(Tool):
     name = tag = "search"
     description = "Search the corpus (Wikipedia) and return the top passages for a query."
-    parameters = {"type": "object", "properties": {"query": {"type": "string", "description": "what to look up"}},
-                  "required": ["query"]}
+    parameters = {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "what to look up"}},
+        "required": ["query"],
+    }
     argument = "query"
 
     def __init__(self, retriever: Retriever | None, topk: int = 3):
@@ -28,12 +32,16 @@ class SearchTool(Tool):
 
     def call(self, arguments: Sequence[Mapping[str, Any]]) -> list[Observation]:
         if self.retriever is None:
-            raise RuntimeError("the search tool has no retriever: open one (retriever section) or drop search from "
-                               "agent.tools")
+            raise RuntimeError(
+                "the search tool has no retriever: open one (retriever section) or drop search from agent.tools"
+            )
         answers = search_each(self.retriever, [str(a.get(self.argument, "")) for a in arguments], self.topk)
-        return [Observation(f"error: {answer}", error=True) if isinstance(answer, str)
-                else Observation(format_passages(answer), passage_ids=[p.id for p in answer])
-                for answer in answers]
+        return [
+            Observation(f"error: {answer}", error=True)
+            if isinstance(answer, str)
+            else Observation(format_passages(answer), passage_ids=[p.id for p in answer])
+            for answer in answers
+        ]
 
 
 def build(context: ToolContext) -> Tool:

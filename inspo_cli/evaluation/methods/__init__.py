@@ -30,8 +30,16 @@ def _one_prediction_per_question(args: tuple, predictions: Any) -> str | None:
     from inspo_cli.evaluation.methods.base import Prediction
 
     questions = args[1]
-    ok = isinstance(predictions, list) and len(predictions) == len(questions) and all(
-        isinstance(p, Prediction) and isinstance(p.answer, (str, type(None))) and isinstance(p.response, str)
-        for p in predictions)
-    return None if ok else (f"a list of {len(questions)} Prediction (answer: str or None, response: str), one per "
-                            "question, in order")
+    ok = (
+        isinstance(predictions, list)
+        and len(predictions) == len(questions)
+        and all(
+            isinstance(p, Prediction) and isinstance(p.answer, (str, type(None))) and isinstance(p.response, str)
+            for p in predictions
+        )
+    )
+    return (
+        None
+        if ok
+        else (f"a list of {len(questions)} Prediction (answer: str or None, response: str), one per question, in order")
+    )

@@ -3,17 +3,36 @@ multi-turn `<search>`/`<answer>` rollouts through the same engine training uses.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.agent import RolloutEngine
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 
 
 def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
-    engine = RolloutEngine(ctx.backend, ctx.retriever, ctx.tokenizer, ctx.rollout, topk=ctx.topk, chat=ctx.chat,
-                           tools=ctx.tools, protocol=ctx.protocol)
+    engine = RolloutEngine(
+        ctx.backend,
+        ctx.retriever,
+        ctx.tokenizer,
+        ctx.rollout,
+        topk=ctx.topk,
+        chat=ctx.chat,
+        tools=ctx.tools,
+        protocol=ctx.protocol,
+    )
     trajectories = engine.run([ctx.instruction] * len(questions), questions)
     ctx.retrieval_seconds += engine.retrieval_seconds
-    return [Prediction(t.answer, t.response, t.num_searches, t.queries, t.retrieved, t.stop_reason, t.turns,
-                       t.invalid_actions, {tool.name: t.tool_calls.get(tool.name, 0) for tool in engine.tools})
-            for t in trajectories]
+    return [
+        Prediction(
+            t.answer,
+            t.response,
+            t.num_searches,
+            t.queries,
+            t.retrieved,
+            t.stop_reason,
+            t.turns,
+            t.invalid_actions,
+            {tool.name: t.tool_calls.get(tool.name, 0) for tool in engine.tools},
+        )
+        for t in trajectories
+    ]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from jinja2.exceptions import TemplateError
 
@@ -54,16 +55,19 @@ class MethodContext:
         try:
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         except TemplateError:  # some templates reject a system turn (they raise from the template): fold it in
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": f"{system}\n\n{user}"}],
-                                                      tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": f"{system}\n\n{user}"}], tokenize=False, add_generation_prompt=True
+            )
         return text + prefix
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Text in, text out (for the baselines; the agent works on token ids to keep them exact)."""
         if not prompts:
             return []
-        encoded = [self.tokenizer(p, add_special_tokens=not self.chat)["input_ids"][-self.rollout.max_prompt_tokens:]
-                   for p in prompts]
+        encoded = [
+            self.tokenizer(p, add_special_tokens=not self.chat)["input_ids"][-self.rollout.max_prompt_tokens :]
+            for p in prompts
+        ]
         budgets = [max(1, min(max_new_tokens, self.rollout.max_total_tokens - len(ids))) for ids in encoded]
         generations = self.backend.generate(encoded, budgets, list(stop))
         return [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
@@ -72,8 +76,9 @@ class MethodContext:
         started = time.perf_counter()
         # a query the model wrote that the retriever refuses (too long for the server) finds nothing; the rest
         # are searched: what a policy writes never stops an evaluation
-        results = [[] if isinstance(found, str) else found for found in search_each(self.retriever, list(queries),
-                                                                                       self.topk)]
+        results = [
+            [] if isinstance(found, str) else found for found in search_each(self.retriever, list(queries), self.topk)
+        ]
         self.retrieval_seconds += time.perf_counter() - started
         return results
 
@@ -84,8 +89,9 @@ class Method(Protocol):
     def __call__(self, ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]: ...
 
 
-_LEAD_IN = re.compile(r"^\s*(the\s+)?(final\s+)?answer(\s+to\s+(this|the)\s+question)?\b(\s+is\b\s*[:：]?|\s*[:：])\s*",
-                      re.IGNORECASE)
+_LEAD_IN = re.compile(
+    r"^\s*(the\s+)?(final\s+)?answer(\s+to\s+(this|the)\s+question)?\b(\s+is\b\s*[:：]?|\s*[:：])\s*", re.IGNORECASE
+)
 
 
 def short_answer(response: str) -> str | None:

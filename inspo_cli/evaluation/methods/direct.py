@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction, short_answer
 
-DIRECT_INSTRUCTION = ("Answer the question based on your own knowledge. Only give me the answer and do not output "
-                      "any other words.")
+DIRECT_INSTRUCTION = (
+    "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
+)
 
 
 def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
-    prompts = [ctx.prompt(DIRECT_INSTRUCTION, f"Question: {q}", prefix="" if ctx.chat else "\nAnswer:")
-               for q in questions]
+    prompts = [
+        ctx.prompt(DIRECT_INSTRUCTION, f"Question: {q}", prefix="" if ctx.chat else "\nAnswer:") for q in questions
+    ]
     responses = ctx.generate(prompts, ctx.rollout.max_tokens_per_turn, stop=["\n\n"])
     return [Prediction(short_answer(r), r) for r in responses]

@@ -8,14 +8,14 @@ after `rollout.max_turns` thoughts, when the answer is asked for directly.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 
 IRCOT_INSTRUCTION = (
     "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop reasoning "
     "across multiple documents. Your task is to generate one thought for the current step, DON'T generate the whole "
-    "thoughts at once! If you reach what you believe to be the final step, start with \"So the answer is:\"."
+    'thoughts at once! If you reach what you believe to be the final step, start with "So the answer is:".'
 )
 ANSWER_MARK = "So the answer is:"
 _MARK_RE = re.compile(r"so the answer is\s*:?", re.IGNORECASE)
@@ -37,7 +37,7 @@ def _answer_after_mark(thought: str) -> str | None:
     match = _MARK_RE.search(thought)
     if match is None:
         return None
-    answer = thought[match.end():].strip().rstrip(".").strip()
+    answer = thought[match.end() :].strip().rstrip(".").strip()
     return answer or None
 
 
@@ -59,9 +59,14 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
                     passages[row].append(p)
 
     def prompts(rows: list[int], suffix: str = "") -> list[str]:
-        return [ctx.prompt(IRCOT_INSTRUCTION, f"{_documents(passages[r])}\n\nQuestion: {questions[r]}",
-                           prefix="Thought: " + " ".join(thoughts[r]) + (" " if thoughts[r] else "") + suffix)
-                for r in rows]
+        return [
+            ctx.prompt(
+                IRCOT_INSTRUCTION,
+                f"{_documents(passages[r])}\n\nQuestion: {questions[r]}",
+                prefix="Thought: " + " ".join(thoughts[r]) + (" " if thoughts[r] else "") + suffix,
+            )
+            for r in rows
+        ]
 
     add_results(list(range(n)), ctx.search(questions))
     open_rows = list(range(n))
@@ -87,5 +92,14 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
         for row, output in zip(open_rows, outputs, strict=True):
             thoughts[row].append(f"{ANSWER_MARK} {output.strip()}")
             answers[row] = output.strip().rstrip(".").strip() or None
-    return [Prediction(answers[r], " ".join(thoughts[r]), len(queries[r]), queries[r], retrieved[r],
-                       "answer" if answers[r] is not None else "max_turns") for r in range(n)]
+    return [
+        Prediction(
+            answers[r],
+            " ".join(thoughts[r]),
+            len(queries[r]),
+            queries[r],
+            retrieved[r],
+            "answer" if answers[r] is not None else "max_turns",
+        )
+        for r in range(n)
+    ]

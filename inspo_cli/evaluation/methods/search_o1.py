@@ -9,7 +9,7 @@ reasoning so far and the query, and only its "Final Information" goes back into 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspo_cli.agent.protocol import format_passages
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction, short_answer
@@ -25,7 +25,7 @@ SEARCH_O1_INSTRUCTION = (
     f"format {BEGIN_RESULT} ...search results... {END_RESULT}.\n\n"
     "You can repeat the search process multiple times if necessary. The maximum number of search attempts is limited "
     "to {max_searches}.\n\nOnce you have all the information you need, continue your reasoning.\n\n"
-    "Example:\nQuestion: \"Who got the first Nobel Prize in Physics?\"\nAssistant thinking steps:\n"
+    'Example:\nQuestion: "Who got the first Nobel Prize in Physics?"\nAssistant thinking steps:\n'
     "- I might need to look up details about the first Nobel Prize in Physics.\n\n"
     f"Assistant:\n{BEGIN_QUERY}first Nobel Prize in Physics winner{END_QUERY}\n\n"
     "(System returns processed information from relevant web pages)\n\n"
@@ -33,8 +33,10 @@ SEARCH_O1_INSTRUCTION = (
     f"Remember:\n- Use {BEGIN_QUERY} to request a web search and end with {END_QUERY}.\n"
     "- When done searching, continue your reasoning."
 )
-QUESTION_PROMPT = ("Please answer the following question. You should think step by step to solve it.\n\n"
-                   "Provide your final answer in the format \\boxed{{YOUR_ANSWER}}.\n\nQuestion:\n{question}\n\n")
+QUESTION_PROMPT = (
+    "Please answer the following question. You should think step by step to solve it.\n\n"
+    "Provide your final answer in the format \\boxed{{YOUR_ANSWER}}.\n\nQuestion:\n{question}\n\n"
+)
 REASON_IN_DOCUMENTS = (
     "**Task Instruction:**\n\nYou are tasked with reading and analyzing web pages based on the following inputs: "
     "**Previous Reasoning Steps**, **Current Search Query**, and **Searched Web Pages**. Your objective is to extract "
@@ -44,7 +46,7 @@ REASON_IN_DOCUMENTS = (
     "- If the web pages do not provide any helpful information, output: `**Final Information**\n\nNo helpful "
     "information found.`\n\n**Inputs:**\n- **Previous Reasoning Steps:**\n{reasoning}\n\n- **Current Search Query:**\n"
     "{query}\n\n- **Searched Web Pages:**\n{documents}\n\nNow you should analyze each web page and find helpful "
-    "information based on the current search query \"{query}\" and previous reasoning steps."
+    'information based on the current search query "{query}" and previous reasoning steps.'
 )
 _QUERY_RE = re.compile(re.escape(BEGIN_QUERY) + r"(.*?)" + re.escape(END_QUERY), re.DOTALL)
 _BOXED_RE = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
@@ -90,13 +92,21 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
                 stop_reason[row] = "answer" if boxed_answer(output) else ("max_turns" if found else "eos")
         if searching:
             results = ctx.search([queries[r][-1] for r in searching])
-            analysis_prompts = [ctx.prompt("You are a helpful assistant.", REASON_IN_DOCUMENTS.format(
-                reasoning=reasoning[r], query=queries[r][-1], documents=format_passages(hits)))
-                for r, hits in zip(searching, results, strict=True)]
+            analysis_prompts = [
+                ctx.prompt(
+                    "You are a helpful assistant.",
+                    REASON_IN_DOCUMENTS.format(
+                        reasoning=reasoning[r], query=queries[r][-1], documents=format_passages(hits)
+                    ),
+                )
+                for r, hits in zip(searching, results, strict=True)
+            ]
             analyses = ctx.generate(analysis_prompts, ctx.rollout.max_observation_tokens)
             for row, hits, analysis in zip(searching, results, analyses, strict=True):
                 retrieved[row].append([p.id for p in hits])
                 reasoning[row] += f"\n\n{BEGIN_RESULT}{_final_information(analysis)}{END_RESULT}\n\n"
         open_rows = searching  # every row that searched has a search left for the next turn, or ends there
-    return [Prediction(boxed_answer(reasoning[r]), reasoning[r], len(queries[r]), queries[r], retrieved[r],
-                       stop_reason[r]) for r in range(n)]
+    return [
+        Prediction(boxed_answer(reasoning[r]), reasoning[r], len(queries[r]), queries[r], retrieved[r], stop_reason[r])
+        for r in range(n)
+    ]

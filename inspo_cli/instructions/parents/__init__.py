@@ -10,7 +10,8 @@ statistics alone (the same on every process). To add one, write `parents/<name>.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from inspo_cli.registry import PARENTS
 
@@ -27,7 +28,10 @@ def load_parent_rule(name: str) -> Choose:
 def _parents_of_ranked(args: tuple, parents: Any) -> str | None:
     """What an imported rule must return: distinct candidates out of `ranked` (at least one when there are any)."""
     ranked = args[0]
-    ok = isinstance(parents, list) and (bool(parents) or not ranked) \
-        and all(any(parent is candidate for candidate in ranked) for parent in parents) \
+    ok = (
+        isinstance(parents, list)
+        and (bool(parents) or not ranked)
+        and all(any(parent is candidate for candidate in ranked) for parent in parents)
         and len({id(parent) for parent in parents}) == len(parents)
+    )
     return None if ok else f"a non-empty list of distinct candidates taken from ranked ({len(ranked)} given)"

@@ -4,7 +4,7 @@ weight first, topped up by weight to n_parent."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def choose(ranked, config):
@@ -15,7 +15,7 @@ def choose(ranked, config):
         return [means[c.id].get(category, 0.0) for category in categories]
 
     front = [c for c in ranked if not any(dominates(score(o), score(c)) for o in ranked if o is not c)]
-    return front + [c for c in ranked if c not in front][:max(config.n_parent - len(front), 0)]
+    return front + [c for c in ranked if c not in front][: max(config.n_parent - len(front), 0)]
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:

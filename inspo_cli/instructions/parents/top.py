@@ -4,4 +4,4 @@ from __future__ import annotations
 
 
 def choose(ranked, config):
-    return list(ranked[:config.n_parent])
+    return list(ranked[: config.n_parent])

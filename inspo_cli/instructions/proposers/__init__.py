@@ -25,5 +25,11 @@ if TYPE_CHECKING:
 
 def load_proposer(name: str) -> ProposalPrompt:
     """The `prompt` function of the proposer registered (or imported) as `name`."""
-    return PROPOSERS.load(name, lambda args, prompt: None if isinstance(prompt, str) and prompt.strip()
-                          else "a non-empty str (the prompt sent to the optimizer LM)")
+    return PROPOSERS.load(
+        name,
+        lambda args, prompt: (
+            None
+            if isinstance(prompt, str) and prompt.strip()
+            else "a non-empty str (the prompt sent to the optimizer LM)"
+        ),
+    )

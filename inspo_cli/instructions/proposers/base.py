@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import random
 import re
-from typing import TYPE_CHECKING, Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from inspo_cli.instructions.population import normalize_text
 
@@ -34,8 +35,14 @@ _TAG_RULES = (
 class ProposalPrompt(Protocol):
     """A proposer: the prompt asking the optimizer for `config.candidates_per_call` new instructions from `parent`."""
 
-    def __call__(self, parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer,
-                 config: PopulationConfig, rng: random.Random) -> str: ...
+    def __call__(
+        self,
+        parent: Candidate,
+        population: InstructionPopulation,
+        buffer: ReplayBuffer,
+        config: PopulationConfig,
+        rng: random.Random,
+    ) -> str: ...
 
 
 class NothingToPropose(ValueError):
@@ -61,8 +68,9 @@ _FENCE_LINE = re.compile(r"^\s*```[\w-]*\s*$")
 _HAS_WORD = re.compile(r"\w")  # "..." echoed from the template's "<ins_1>...</ins_1>" is not a candidate
 
 
-def parse_candidates(text: str, n: int | None = None, max_chars: int | None = None,
-                     exclude: Sequence[str] = (), truncated: bool = False) -> list[str]:
+def parse_candidates(
+    text: str, n: int | None = None, max_chars: int | None = None, exclude: Sequence[str] = (), truncated: bool = False
+) -> list[str]:
     """The instructions inside `<ins_k>...</ins_k>` tags, in order, at most n, each stripped.
 
     A block runs from its opening tag to the first closing tag (of any number) or, when that is missing, to
@@ -103,10 +111,10 @@ def _blocks(text: str) -> list[tuple[str, bool]]:
     blocks = []
     for i, opening in enumerate(openings):
         last = i + 1 == len(openings)
-        body = text[opening.end():len(text) if last else openings[i + 1].start()]
+        body = text[opening.end() : len(text) if last else openings[i + 1].start()]
         closing = _CLOSE_TAG.search(body)
         if closing:
-            body = body[:closing.start()]
+            body = body[: closing.start()]
         blocks.append((_strip_code_fence(body).strip(), closing is not None or not last))
     return blocks
 

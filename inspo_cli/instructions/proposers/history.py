@@ -9,7 +9,8 @@ template's 0..100 scale. The template is the paper's, word for word (curly quote
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from inspo_cli.instructions.population import normalize_text
 from inspo_cli.instructions.proposers.base import _TAG_RULES, _check_n
@@ -29,13 +30,17 @@ HISTORY_TEMPLATE = (
     "Based on the above \u201cinstruction: score\u201d history for instructions with their scores, where the score "
     "ranges from 0 to 100, analyze what components can lead to better performance.\n"
     "Give {n} different but better candidates. Make it concise and effective. Be creative and diverse in your "
-    "suggestions.\n"
-    + _TAG_RULES
+    "suggestions.\n" + _TAG_RULES
 )
 
 
-def prompt(parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer, config: PopulationConfig,
-           rng: random.Random) -> str:
+def prompt(
+    parent: Candidate,
+    population: InstructionPopulation,
+    buffer: ReplayBuffer,
+    config: PopulationConfig,
+    rng: random.Random,
+) -> str:
     return history_prompt(scored_history(population), config.candidates_per_call)
 
 

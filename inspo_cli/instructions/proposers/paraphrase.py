@@ -19,16 +19,17 @@ if TYPE_CHECKING:
     from inspo_cli.instructions.replay import ReplayBuffer
 
 PARAPHRASE_TEMPLATE = (
-    "<ins_0> {instruction} </ins_0>\n"
-    "\n"
-    "Improve the above prompt.\n"
-    "Give {n} different candidates.\n"
-    + _TAG_RULES
+    "<ins_0> {instruction} </ins_0>\n\nImprove the above prompt.\nGive {n} different candidates.\n" + _TAG_RULES
 )
 
 
-def prompt(parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer, config: PopulationConfig,
-           rng: random.Random) -> str:
+def prompt(
+    parent: Candidate,
+    population: InstructionPopulation,
+    buffer: ReplayBuffer,
+    config: PopulationConfig,
+    rng: random.Random,
+) -> str:
     return paraphrase_prompt(parent.text, config.candidates_per_call)
 
 

@@ -10,7 +10,8 @@ as the template's `...` shows. The template is the paper's, word for word; only 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from inspo_cli.instructions.proposers.base import _TAG_RULES, NoFailures, _check_n
 
@@ -34,8 +35,7 @@ REFLECTION_TEMPLATE = (
     "\n"
     "Analyze the reasons behind these mistakes and why the prompt could have gotten these examples wrong.\n"
     "Now take the reasons into account. Revise and improve the initial prompt by giving {n} different but better "
-    "candidates.\n"
-    + _TAG_RULES
+    "candidates.\n" + _TAG_RULES
 )
 
 
@@ -47,13 +47,20 @@ class Failure(Protocol):
     golden_answers: Sequence[str]
 
 
-def prompt(parent: Candidate, population: InstructionPopulation, buffer: ReplayBuffer, config: PopulationConfig,
-           rng: random.Random) -> str:
+def prompt(
+    parent: Candidate,
+    population: InstructionPopulation,
+    buffer: ReplayBuffer,
+    config: PopulationConfig,
+    rng: random.Random,
+) -> str:
     """The parent's own latest failures first ("it still gets the following examples wrong")."""
     failures = buffer.failures(config.failures_per_call, rng, instruction_id=parent.id)
     if not failures:
-        raise NoFailures("the reflection proposer needs failed rollouts to reflect on, and the replay buffer "
-                         "has none (every stored rollout earned the full reward)")
+        raise NoFailures(
+            "the reflection proposer needs failed rollouts to reflect on, and the replay buffer "
+            "has none (every stored rollout earned the full reward)"
+        )
     return reflection_prompt(parent.text, failures, config.candidates_per_call)
 
 

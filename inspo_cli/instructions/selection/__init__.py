@@ -48,8 +48,9 @@ class CheckedSelector:
         self.name, self.selector, self.arms = name, selector, arms
 
     def _refuse(self, method: str, result: Any, expected: str) -> InspoError:
-        return InspoError(SELECTIONS.bad_result(self.name, result, expected).replace("build()", f"the selector's "
-                                                                                                 f"{method}()", 1))
+        return InspoError(
+            SELECTIONS.bad_result(self.name, result, expected).replace("build()", f"the selector's {method}()", 1)
+        )
 
     def probabilities(self) -> list[float]:
         chances = self.selector.probabilities()
@@ -58,8 +59,9 @@ class CheckedSelector:
         except (TypeError, ValueError):
             values = []
         if len(values) != self.arms or not all(math.isfinite(p) and p >= 0 for p in values) or not sum(values) > 0:
-            raise self._refuse("probabilities", chances, f"a list of {self.arms} finite chances >= 0, one per arm, "
-                                                         "not all 0")
+            raise self._refuse(
+                "probabilities", chances, f"a list of {self.arms} finite chances >= 0, one per arm, not all 0"
+            )
         return values
 
     def draw(self, rng: random.Random) -> int:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig

@@ -22,10 +22,11 @@ def build(arms, config, batch: int) -> FixedDistribution:
     total = sum(counts)
     for _ in range(pulls):
         total += 1
-        scores = [math.inf if n == 0 else arm.weight + config.ucb_exploration * math.sqrt(math.log(total) / n)
-                  for arm, n in zip(arms, counts)]
+        scores = [
+            math.inf if n == 0 else arm.weight + config.ucb_exploration * math.sqrt(math.log(total) / n)
+            for arm, n in zip(arms, counts)
+        ]
         chosen = max(range(len(arms)), key=lambda i: (scores[i], -i))
         counts[chosen] += 1
         shares[chosen] += 1
     return FixedDistribution(shares)
-
