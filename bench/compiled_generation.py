@@ -27,10 +27,10 @@ import time
 from _common import ROOT, machine, update_readme_section
 from gpu_checklist import COMMON, QWEN
 
-from inspo_cli.agent.compiled_generation import decoding_compile_config, static_cache_kwargs  # noqa: E402
 from inspo_cli.config import ModelConfig  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
-from inspo_cli.models import load_model  # noqa: E402
+from inspo_cli.policy.compiled_generation import decoding_compile_config, static_cache_kwargs  # noqa: E402
+from inspo_cli.policy.models import load_model  # noqa: E402
 
 SMOLLM2 = "smollm2-135m-instruct"
 OUT = str(ROOT / "bench" / "results" / "compiled_generation.json")

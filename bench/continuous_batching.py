@@ -24,12 +24,13 @@ import time
 
 from _common import ROOT, machine, update_readme_section
 
-from inspo_cli.agent import RolloutEngine, TransformersBackend  # noqa: E402
+from inspo_cli.agent import RolloutEngine  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, RolloutConfig  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
-from inspo_cli.models import load_model  # noqa: E402
+from inspo_cli.policy.models import load_model  # noqa: E402
+from inspo_cli.policy.transformers_backend import TransformersBackend  # noqa: E402
 
 MODEL = ModelConfig(name_or_path="smollm2-135m-instruct", dtype="float32", chat_template="off")
 

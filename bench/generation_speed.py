@@ -10,7 +10,7 @@ over the steps the longest row took, prefill included as `generate` has it):
   (b) `TransformersBackend.generate` alone, without and with the protocol's stop strings (`</search>`, `</answer>`);
   (c) the same backend call inside `SearchGRPOTrainer._policy_for_generation` of a real trainer, mid-`train()`:
       the context every training rollout runs in (accelerate's prepared model, TRL's unwrapping, no_grad, and with
-      mixed precision the float32 masters cast once to the compute dtype, `training.generation_weights`);
+      mixed precision the float32 masters cast once to the compute dtype, `policy.generation_weights`);
   (c-before) with `--dtype bfloat16` (mixed precision: float32 masters under bf16 autocast) the same trainer context
       without that cast, i.e. generating through accelerate's autocast wrapper as every rollout did before.
 
@@ -47,10 +47,10 @@ class _Measured(Exception):
 def random_model(name: str, out: Path, device: str) -> Path:
     """`name`'s architecture with random float32 weights, and SmolLM2's tokenizer (or the carried one on a GPU)."""
     import torch
-    from gpu_checklist import COMMON, QWEN, carried_tokenizer
+    from gpu_checks import COMMON, QWEN, carried_tokenizer
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
-    from inspo_cli.models import resolve_model_path
+    from inspo_cli.policy.models import resolve_model_path
 
     config = (
         Qwen2Config(**QWEN[name], **COMMON)
@@ -123,11 +123,11 @@ def trainer_for(model_dir: Path, out: Path, dtype: str, device: str, batch: int)
     from inspo_cli.config.batch_plan import batch_plan
     from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
     from inspo_cli.instructions.sampling import StaticInstruction
-    from inspo_cli.models import load_tokenizer, resolve_model_path
+    from inspo_cli.policy.models import load_tokenizer, resolve_model_path
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.grpo import grpo_config
-    from inspo_cli.training.setup import question_dataset
     from inspo_cli.training.trainer import SearchGRPOTrainer
+    from inspo_cli.training.trainer_inputs import question_dataset
 
     recipe = recipe_for(str(model_dir), steps=1, max_new=8, max_turns=0, dtype=dtype)
     questions = load_benchmark("world", "train", world_dir=ROOT / "data/world", limit=16)
@@ -150,9 +150,9 @@ def measure_model(name: str, args, work: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from inspo_cli.agent.backends import TransformersBackend
     from inspo_cli.config import ModelConfig
-    from inspo_cli.models import load_tokenizer, resolve_dtype
+    from inspo_cli.policy.models import load_tokenizer, resolve_dtype
+    from inspo_cli.policy.transformers_backend import TransformersBackend
 
     model_dir = random_model(name, work / name, args.device)
     compute = resolve_dtype(args.dtype, args.device)
@@ -206,7 +206,7 @@ def measure_model(name: str, args, work: Path) -> dict:
 
 def batch_sweep(model, tokenizer, args) -> dict:
     """Tokens per second of the backend against rows per call, the prompt and new tokens of `--sweep-shape`."""
-    from inspo_cli.agent.backends import TransformersBackend
+    from inspo_cli.policy.transformers_backend import TransformersBackend
 
     prompt, new = args.sweep_shape
     out = {}

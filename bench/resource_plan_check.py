@@ -46,7 +46,7 @@ def build(out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
-    from inspo_cli.models import resolve_model_path
+    from inspo_cli.policy.models import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
     torch.manual_seed(0)
@@ -80,12 +80,12 @@ def measure(work: Path) -> dict:
     import torch  # noqa: F401  everything the run imports, before the baseline
     import transformers  # noqa: F401
     import trl  # noqa: F401
-    from gpu_checklist import run_cli  # `inspo ARGS` in this process
+    from gpu_checks import run_cli  # `inspo ARGS` in this process
 
     import inspo_cli.cli  # noqa: F401
     from inspo_cli.config import load_recipe
     from inspo_cli.config.resource_plan import GiB, Hardware, resource_plan
-    from inspo_cli.models import model_architecture
+    from inspo_cli.policy.models import model_architecture
 
     model = work / "model"
     subprocess.run([sys.executable, __file__, "--build", str(model)], check=True)

@@ -22,12 +22,13 @@ import time
 
 from _common import ROOT, machine, update_readme_section
 
-from inspo_cli.agent import STOP_STRINGS, RolloutEngine, TransformersBackend
+from inspo_cli.agent import STOP_STRINGS, RolloutEngine
 from inspo_cli.benchmarks import load_benchmark
 from inspo_cli.config import ModelConfig, RolloutConfig
 from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION, WORKED_EXAMPLE_INSTRUCTION
 from inspo_cli.jsonio import atomic_write_json
-from inspo_cli.models import load_model
+from inspo_cli.policy.models import load_model
+from inspo_cli.policy.transformers_backend import TransformersBackend
 
 
 def plain_generate(model, tokenizer, prompts, batch: int, max_new: int) -> tuple[list[list[int]], float]:

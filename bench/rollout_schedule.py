@@ -32,11 +32,11 @@ import time
 from _common import ROOT, machine, update_readme_section
 
 from inspo_cli.agent import RolloutEngine  # noqa: E402
-from inspo_cli.agent.backends import load_backend  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, RetrieverConfig, RolloutConfig  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
+from inspo_cli.policy.backends import load_backend  # noqa: E402
 from inspo_cli.retrieval import open_from_config  # noqa: E402
 
 MODEL = ModelConfig(

@@ -38,9 +38,9 @@ from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.sampling import StaticInstruction  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
-from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
+from inspo_cli.policy.models import load_tokenizer, resolve_model_path  # noqa: E402
 from inspo_cli.training.grpo import grpo_config  # noqa: E402
-from inspo_cli.training.setup import question_dataset  # noqa: E402
+from inspo_cli.training.trainer_inputs import question_dataset  # noqa: E402
 
 PHASES = ("generation", "retrieval", "scoring", "update")
 
@@ -113,7 +113,7 @@ def run_plain(recipe: Recipe, questions, out: Path, device: str, as_shipped: boo
     from trl import GRPOTrainer
 
     from inspo_cli.metrics import exact_match, extract_answer
-    from inspo_cli.training.trainer import score_only_labelled_positions_on_cpu
+    from inspo_cli.training.trl_patches import score_only_labelled_positions_on_cpu
 
     tokenizer = load_tokenizer(recipe.model)
     args = grpo_config(recipe, batch_plan(recipe), out, device=device)

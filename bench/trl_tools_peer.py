@@ -38,15 +38,15 @@ import time
 from _common import ROOT, machine, update_readme_section
 
 from inspo_cli.agent import RolloutEngine  # noqa: E402
-from inspo_cli.agent.backends import VLLMBackend  # noqa: E402
 from inspo_cli.agent.protocol import user_message  # noqa: E402
 from inspo_cli.agent.tools.calculator import Calculator  # noqa: E402
 from inspo_cli.agent.tools.search import SearchTool  # noqa: E402
-from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.benchmarks import load_benchmark  # noqa: E402
 from inspo_cli.config import ModelConfig, RetrieverConfig, RolloutConfig, load_recipe  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
-from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
+from inspo_cli.policy.models import load_tokenizer, resolve_model_path  # noqa: E402
+from inspo_cli.policy.vllm_backend import VLLMBackend  # noqa: E402
+from inspo_cli.policy.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.retrieval import open_from_config  # noqa: E402
 
 MODEL = ModelConfig(

@@ -25,13 +25,15 @@ import time
 
 from _common import ROOT, machine, update_readme_section
 
-from inspo_cli.agent import STOP_STRINGS, RolloutEngine, TransformersBackend, VLLMBackend
-from inspo_cli.agent.vllm_engine import engine_settings
+from inspo_cli.agent import STOP_STRINGS, RolloutEngine
 from inspo_cli.benchmarks import load_benchmark
 from inspo_cli.config import ModelConfig, RolloutConfig
 from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
 from inspo_cli.jsonio import atomic_write_json
-from inspo_cli.models import load_model, load_tokenizer, resolve_model_path
+from inspo_cli.policy.models import load_model, load_tokenizer, resolve_model_path
+from inspo_cli.policy.transformers_backend import TransformersBackend
+from inspo_cli.policy.vllm_backend import VLLMBackend
+from inspo_cli.policy.vllm_engine import engine_settings
 
 
 def generated_tokens(trajectories) -> tuple[int, list[list[int]]]:

@@ -148,7 +148,8 @@ def notes_text(notes: dict) -> str:
             f"({n['questions_solved']} of {n['questions']} questions solved at least once)."
         )
     for seed, text in notes.get("inspo_best_instruction", {}).items():
-        quoted = "\n".join("> " + line for line in text.strip().splitlines())
+        # `&lt;` so that `<search>` shows as written: raw, a browser takes it for an element and drops it
+        quoted = "\n".join("> " + line.replace("<", "&lt;") for line in text.strip().splitlines())
         lines.append(f"INSPO's best instruction at the end, seed {seed}:\n\n{quoted}")
     return "".join("\n\n" + line for line in lines)
 

@@ -105,8 +105,8 @@ def count_rows(path: str | os.PathLike) -> int | None:
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
-    from inspo_cli.benchmarks import QA_ARRAY_BYTES
     from inspo_cli.files import iter_lines, open_regular
+    from inspo_cli.qa_files import QA_ARRAY_BYTES
 
     with open_regular(path, "QA file") as f:  # bounded like any QA file: a line or an array too big is unreadable
         is_array = f.read(4096).lstrip().startswith(b"[")

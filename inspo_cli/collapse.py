@@ -51,7 +51,7 @@ def detect_collapse(rows: Sequence[dict], window: int, drop: float) -> RewardCol
     for end in range(window, len(steps) + 1):
         mean = math.fsum(r for _, r in steps[end - window : end]) / window
         step = steps[end - 1][0]
-        if peak > 0 and mean < (1 - drop) * peak:
+        if peak_step is not None and peak > 0 and mean < (1 - drop) * peak:
             return RewardCollapse(step, peak_step, peak, mean, window, drop)
         if mean > peak:
             peak, peak_step = mean, step

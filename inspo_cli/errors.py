@@ -18,4 +18,4 @@ class InspoError(Exception):
     exit_code = 2
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (InspoError, RetrieverError)
+USER_ERRORS: tuple[type[InspoError], type[RetrieverError]] = (InspoError, RetrieverError)  # each has exit_code

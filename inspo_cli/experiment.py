@@ -52,7 +52,7 @@ def run(
         raise ValueError("pass a recipe for a fresh run or resume= for an unfinished one, not both")
     from accelerate import PartialState
 
-    from inspo_cli.models import check_device
+    from inspo_cli.policy.models import check_device
     from inspo_cli.training.preflight import check_run
 
     check_device(device)  # before a run directory exists

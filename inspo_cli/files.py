@@ -50,8 +50,8 @@ def describe(error: BaseException, what: str, path: str | os.PathLike | None = N
     path = path if path is not None else error.filename
     if isinstance(error, FileNotFoundError):
         return f"{what} {path}: does not exist; check the path"
-    reason = (
-        _REASONS.get(error.errno) or f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions"
+    reason = (error.errno is not None and _REASONS.get(error.errno)) or (
+        f"{(error.strerror or str(error)).rstrip('.')}; check the path and its permissions"
     )
     return f"{what} {path}: {reason}"
 
@@ -252,9 +252,10 @@ def _swap(path: Path, building: Path, check: Callable[[Path, Path], None]) -> No
     for _ in range(8):
         if path.is_symlink():
             raise InspoError(f"{path} is a symbolic link; pass the directory it points to, or another path")
-        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        aside = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        old: Path | None = aside
         try:
-            os.rename(path, old)  # taken aside first, then checked: nothing can change what was checked
+            os.rename(path, aside)  # taken aside first, then checked: nothing can change what was checked
         except FileNotFoundError:
             old = None
         if old is not None:

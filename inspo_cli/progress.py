@@ -79,5 +79,5 @@ def plain_line(description: str, done: float, total: float | None, elapsed: floa
     rate = done / elapsed if elapsed > 0 else None
     text = f"{description}: {done:g}" + (f"/{total:g} ({100 * done / total:.0f}%)" if total else "")
     text += f"  {rate:.2f}/s" if rate else ""
-    eta = (total - done) / rate if total and rate else None
-    return text + f"  elapsed {_clock(elapsed)}" + (f"  ETA {_clock(eta)}" if eta is not None and done < total else "")
+    eta = (total - done) / rate if total and rate and done < total else None
+    return text + f"  elapsed {_clock(elapsed)}" + (f"  ETA {_clock(eta)}" if eta is not None else "")

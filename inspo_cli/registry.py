@@ -1,16 +1,19 @@
-"""Every strategy by name, as plain data: one record per strategy, one registry per recipe key.
+"""Every strategy and every menu by name, as plain data: one record per name, one registry per recipe key.
 
     PROPOSERS["merge"].summary             # "two parents' instructions combined, GEPA's merge"
     PROPOSERS["merge"].min_parents         # 2: the config asks population.n_parent >= 2 of it
     PROPOSERS.load("reflection")           # the module's `prompt` function, imported now
     PROPOSERS.load("my_lab.opro:prompt")   # a strategy from outside the package, by import path
     ALGORITHMS.resolve("sft").sft          # True: trained by TRL's SFTTrainer on examples
+    LOSS_TYPES["cispo"].needs_cap          # True: the config asks training.clip_epsilon_high >= 1
+    PROTOCOLS["function-calling"].chat_template  # True: the config asks model.chat_template auto or on
 
-Adding a strategy is one file plus one line here (docs/contributing.md walks through one, and a test follows it).
-Everything a user reads about strategies is generated from these records: the recipe fields' help (and so `inspo
-recipe explain` and docs/reference/recipe.md), the commands' help (`inspo ablate --selection`, `inspo evaluate
---method`, `inspo train`), the config's checks and their errors, the ablation axes and docs/reference/strategies.md
-(`python -m inspo_cli.registry > docs/reference/strategies.md`; a test keeps it current).
+Adding a strategy is one file plus one line here; a loss type, a protocol or a rollout schedule is a line here plus
+the code that runs it (docs/contributing.md says which, and a test follows the strategy and tool walkthroughs).
+Everything a user reads about them is generated from these records: the recipe fields' help (and so `inspo recipe
+explain` and docs/reference/recipe.md), the commands' help (`inspo ablate --selection`, `inspo evaluate --method`,
+`inspo train`), the config's checks and their errors, `inspo recipe check --trl`'s rows, the ablation axes and
+docs/reference/strategies.md (`python -m inspo_cli.docs_gen` writes it; a test keeps it current).
 
 A recipe may also name a strategy by import path, `package.module:object`: the object is what a registered module
 provides under the registry's attribute (a proposer's `prompt` function, a selection's `build`, ...). The config
@@ -19,237 +22,57 @@ names one that cannot be called as the registry calls it (`Registry.call`: `os:g
 outside the package is found wrong after a model has loaded. What it returns is checked after every call
 (`Registry.load(name, check)`), with one line naming the path, what came back and what was expected. Its summary
 is the first line of its docstring, and its traits are the module's upper-case constants of the same names
-(`MIN_PARENTS = 2`, `SFT = True`, ...), defaulting as a record's do.
+(`MIN_PARENTS = 2`, `SFT = True`, ...), defaulting as a record's do. Loss types, protocols, rollout schedules and
+retriever kinds take no import path: the package's own code runs each.
 
-This module sits on the lowest floor and imports nothing of the project but `retriever.kinds` and `errors` (standard
-library only), so the config validates recipe names against it without importing the strategies (or torch, or TRL); the
-packages that run a strategy load it through its registry, on first use. Retriever kinds are registered in the
-standalone `retriever` package (`retriever.kinds.KINDS`, which `inspo index` and `retriever` use without inspo);
-`RETRIEVER_KINDS` here reads that table live, so it is listed, documented and checked like the others.
+This module sits on the lowest floor and imports nothing of the project but `registry_types`, `retriever.kinds` and
+`errors` (standard library only), so the config validates recipe names against it without importing the strategies
+(or torch, or TRL); the packages that run a strategy load it through its registry, on first use. Retriever kinds are
+registered in the standalone `retriever` package (`retriever.kinds.KINDS`, which `inspo index` and `retriever` use
+without inspo); `RETRIEVER_KINDS` here reads that table live, so it is listed, documented and checked like the others.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import inspect
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Iterator, Mapping
 
-from inspo_cli.errors import InspoError
+from inspo_cli.registry_types import (
+    DIVISORS,
+    IMPORT_PATH_HINT,
+    LEVELS,
+    ORIGINS,
+    TRAITS,
+    LossType,
+    Registry,
+    Strategy,
+    described,
+    is_import_path,
+)
 
-IMPORT_PATH_HINT = "package.module:object"
-MAX_IMPORT_PATH = 300  # characters; every error quotes the path
-ORIGINS = {  # Strategy.origin -> how help texts and the docs say where a strategy comes from
-    "paper": "the paper",
-    "ablation": "the paper's ablation",
-    "baseline": "a paper baseline",
-    "beyond": "beyond the paper",
-    "search-r1": "Search-R1's code",
-    "outside": "outside the package",
-}
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """One registered strategy: where it lives and what the config, the CLI and the docs say of it."""
-
-    target: str  # "package.module" (the registry's attribute is read from it) or "package.module:object"
-    summary: str  # one line, for help texts, `inspo recipe explain` and the docs table
-    origin: str = "paper"  # a key of ORIGINS
-    min_parents: int = 1  # proposers: the parents one call combines; the config asks population.n_parent >= it
-    sft: bool = False  # algorithms: trained by TRL's SFTTrainer on examples (not question groups)
-    progress_before_training: bool = False  # algorithms: a first phase that saves its own progress
-
-    @property
-    def beyond_paper(self) -> bool:
-        return self.origin in ("beyond", "outside")
-
-    def describe(self, name: str) -> str:
-        """ "ucb (beyond the paper): batched UCB1 on the window's rewards", for help texts."""
-        return f"{name} ({ORIGINS[self.origin]}): {self.summary}"
-
-
-TRAITS = tuple(f.name for f in fields(Strategy) if f.name not in ("target", "summary", "origin"))
-
-
-def is_import_path(name: str) -> bool:
-    return ":" in name
-
-
-def _shown(name: str, limit: int = 100) -> str:
-    """A name as an error quotes it: a 1 MB value must not become a 1 MB message."""
-    return repr(name if len(name) <= limit else name[:limit] + "...")
-
-
-def _a(what: str) -> str:
-    return f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
-
-
-def described(value: Any) -> str:
-    """What a strategy returned, as an error shows it: "None", "a str 'abc'", "a list of 2 (Prediction, str)"."""
-    if value is None:
-        return "None"
-    if isinstance(value, (list, tuple)):
-        kinds = list(dict.fromkeys(type(item).__name__ for item in value))
-        inside = f" ({', '.join(kinds[:3])}{', ...' if len(kinds) > 3 else ''})" if kinds else ""
-        return f"{_a(type(value).__name__)} of {len(value)}{inside}"
-    text = repr(value)
-    return f"{_a(type(value).__name__)} {text if len(text) <= 60 else text[:60] + '...'}"
-
-
-Check = Callable[[tuple, Any], "str | None"]  # (the call's arguments, its result) -> what was expected, or None: fine
-
-
-def _first_line(doc: str | None) -> str:
-    lines = (doc or "").strip().splitlines()
-    return lines[0].strip() if lines else "(no docstring)"
-
-
-class Registry(Mapping[str, Strategy]):
-    """The strategies a recipe key accepts, by name, plus any `package.module:object` import path."""
-
-    def __init__(
-        self,
-        key: str,
-        what: str,
-        attribute: str | None,
-        entries: Mapping[str, Strategy],
-        import_paths: bool = True,
-        parameters: tuple[str, ...] = (),
-    ):
-        self.key = key  # the recipe key that names one: "population.proposer"
-        self.what = what  # "proposer": for errors
-        self.attribute = attribute  # what a registered module provides ("prompt"); None: the module itself
-        self.entries = entries
-        self.import_paths = import_paths
-        self.parameters = parameters  # the positional arguments a run calls what it provides with
-
-    @property
-    def call(self) -> str:
-        """How a run calls a strategy: "prompt(parent, population, buffer, config, rng)"."""
-        return f"{self.attribute or 'build'}({', '.join(self.parameters)})"
-
-    def __getitem__(self, name: str) -> Strategy:
-        return self.entries[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.entries)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def unknown(self, name: str) -> str:
-        """The one line for a name that is neither registered nor (where allowed) an import path."""
-        own = f"; or name your own as {IMPORT_PATH_HINT}" if self.import_paths else ""
-        return f"must be one of {', '.join(self)} (got {_shown(name)}){own}"
-
-    def resolve(self, name: str) -> Strategy:
-        """The record of `name`, importing it when it is an import path; ValueError (one line) when there is none."""
-        if name in self.entries:
-            return self.entries[name]
-        if not (self.import_paths and is_import_path(name)):
-            raise ValueError(
-                f"unknown {self.what} {_shown(name)}; registered: {', '.join(self)} (inspo_cli.registry, {self.key})"
-            )
-        module_name, _, attribute = name.partition(":")
-        obj = self._import(name, module_name, attribute)
-        module = importlib.import_module(module_name)
-        traits = {trait: getattr(module, trait.upper()) for trait in TRAITS if hasattr(module, trait.upper())}
-        for trait, value in traits.items():
-            default = getattr(Strategy, trait)
-            if type(value) is not type(default):
-                raise ValueError(
-                    f"{self.what} {name}: {module_name}.{trait.upper()} must be a "
-                    f"{type(default).__name__}, got {value!r}"
-                )
-        if traits.get("min_parents", 1) < 1:
-            raise ValueError(f"{self.what} {name}: {module_name}.MIN_PARENTS must be >= 1, got {traits['min_parents']}")
-        return Strategy(name, _first_line(obj.__doc__ or module.__doc__), "outside", **traits)
-
-    def _import(self, name: str, module_name: str, attribute: str) -> Callable[..., Any]:
-        if (
-            not module_name
-            or not attribute
-            or not all(part.isidentifier() for part in module_name.split("."))
-            or not attribute.isidentifier()
-            or len(name) > MAX_IMPORT_PATH
-        ):
-            raise ValueError(
-                f"{self.what} {_shown(name)} is not an import path {IMPORT_PATH_HINT} (e.g. "
-                f"my_lab.strategies:{self.attribute or 'object'})"
-            )
-        try:
-            module = importlib.import_module(module_name)
-        except (Exception, SystemExit) as error:  # the user's code: any failure to import is one line
-            raise ValueError(
-                f"{self.what} {name}: cannot import {module_name} ({type(error).__name__}: "
-                f"{str(error).splitlines()[0][:200] if str(error) else ''}); is its package installed "
-                "or on PYTHONPATH?"
-            ) from None
-        obj = getattr(module, attribute, None)
-        if not callable(obj):
-            raise ValueError(
-                f"{self.what} {name}: {module_name} has no callable {attribute!r}"
-                + (f" (a {self.what} provides {self.attribute})" if self.attribute else "")
-            )
-        self.check_callable(name, obj)
-        return obj
-
-    def check_callable(self, name: str, obj: Callable[..., Any]) -> None:
-        """Refuse (ValueError, one line) a callable a run could not call as `self.call`: found when the recipe is
-        loaded, not when a run first calls it (a method after the model loaded, a proposer at the first evolution)."""
-        if not self.parameters:
-            return
-        try:
-            signature = inspect.signature(obj)
-        except (TypeError, ValueError):  # a built-in that declares no signature: whether it can be called is unknown
-            raise ValueError(
-                f"{self.what} {name}: its signature cannot be read (a built-in?); {_a(self.what)} is a "
-                f"Python callable {self.call}"
-            ) from None
-        try:
-            signature.bind(*self.parameters)
-        except TypeError:
-            raise ValueError(
-                f"{self.what} {name} takes {_shown(str(signature), 80)[1:-1]}, but {_a(self.what)} is "
-                f"called as {self.call}"
-            ) from None
-
-    def load(self, name: str, check: Check | None = None) -> Any:
-        """What the strategy named `name` provides (the registry's attribute of its module), imported now. For an
-        import path, `check(args, result)` (when given) sees every call's result; what it says was expected instead
-        is an `InspoError` naming the path and what came back."""
-        target = self.resolve(name).target
-        module_name, _, attribute = target.partition(":")
-        if attribute:
-            provided = self._import(name, module_name, attribute)
-            return provided if check is None or name in self.entries else self._checked(name, provided, check)
-        module = importlib.import_module(module_name)
-        return module if self.attribute is None else getattr(module, self.attribute)
-
-    def _checked(self, name: str, provided: Callable[..., Any], check: Check) -> Callable[..., Any]:
-        @functools.wraps(provided)
-        def call(*args):
-            result = provided(*args)
-            expected = check(args, result)
-            if expected is not None:
-                raise InspoError(self.bad_result(name, result, expected))
-            return result
-
-        return call
-
-    def bad_result(self, name: str, result: Any, expected: str) -> str:
-        """The one line for a result that breaks the contract: whose, what came back, and what a run needs."""
-        return (
-            f"{self.what} {name}: {self.call.partition('(')[0]}() returned {described(result)}, not {expected} "
-            f"({_a(self.what)} is {self.call})"
-        )
-
-    def choices(self) -> str:
-        """ "softmax (the paper): softmax(w / tau_s) ... | ucb (beyond the paper): ...", for help texts."""
-        return " | ".join(entry.describe(name) for name, entry in self.items())
+__all__ = [
+    "ALGORITHMS",
+    "DIVISORS",
+    "IMPORT_PATH_HINT",
+    "LEVELS",
+    "LOSS_TYPES",
+    "METHODS",
+    "ORIGINS",
+    "PARENTS",
+    "PROPOSERS",
+    "PROTOCOLS",
+    "REGISTRIES",
+    "RETRIEVER_KINDS",
+    "SCHEDULES",
+    "SELECTIONS",
+    "TOOLS",
+    "TRAITS",
+    "LossType",
+    "Registry",
+    "Strategy",
+    "described",
+    "is_import_path",
+    "is_sft",
+]
 
 
 def _kinds() -> Mapping[str, Strategy]:
@@ -386,7 +209,107 @@ TOOLS = Registry(
     },
 )
 
-REGISTRIES = (PROPOSERS, SELECTIONS, PARENTS, METHODS, ALGORITHMS, RETRIEVER_KINDS, TOOLS)
+PROTOCOLS = Registry(
+    "agent.protocol",
+    "protocol",
+    None,
+    import_paths=False,
+    parameters=("tools", "tokenizer", "chat"),
+    entries={  # docs/tools.md
+        "search-r1": Strategy(
+            "inspo_cli.agent.call_formats:SearchR1Format",
+            "an element per tool, <search> query </search>, results in an information block",
+        ),
+        "function-calling": Strategy(
+            "inspo_cli.agent.call_formats:FunctionCallingFormat",
+            "the chat template's tool calls, Qwen2.5's tool_call JSON, results in the tool role",
+            "beyond",
+            chat_template=True,
+        ),
+    },
+)
+
+SCHEDULES = Registry(
+    "rollout.schedule",
+    "rollout schedule",
+    None,
+    import_paths=False,
+    entries={  # docs/rollout-schedules.md; inspo_cli.agent.rollout runs both
+        "turn-synchronous": Strategy(
+            "inspo_cli.agent.rollout",
+            "every live trajectory generates turn k, then the turn's tool calls are made, then turn k+1",
+            "search-r1",
+        ),
+        "per-trajectory": Strategy(
+            "inspo_cli.agent.per_trajectory",
+            "each trajectory advances on its own: its next turn joins vLLM's running batch the moment its tool "
+            "call is answered",
+            "beyond",
+            vllm_engine=True,
+        ),
+    },
+)
+
+# every loss_type TRL 1.16's GRPOTrainer computes (tests/test_loss_menu.py checks the names against TRL's help); TRL
+# runs them, so a record says what each does to the gradient, and the config's checks and warnings read that
+LOSS_TYPES = Registry(
+    "training.loss_type",
+    "loss type",
+    None,
+    import_paths=False,
+    entries={  # docs/rl-switches.md: one section per loss, with its formula
+        "grpo": LossType(
+            "each trajectory's tokens averaged, then the trajectories (eq. 2)", "DeepSeekMath's GRPO", "paper"
+        ),
+        "bnpo": LossType(
+            "one token mean over each micro-batch",
+            "veRL's token-mean",
+            "search-r1",
+            divides_by="micro-batch tokens",
+        ),
+        "dr_grpo": LossType(
+            "token sums divided by a constant, rollout.max_total_tokens, removing the length bias",
+            "Dr. GRPO",
+            divides_by="max_total_tokens",
+        ),
+        "dapo": LossType(
+            "one token mean over the whole batch, removing the length bias (TRL's own default)",
+            "DAPO",
+            divides_by="batch tokens",
+        ),
+        "cispo": LossType(
+            "clips the importance weight itself (at clip_epsilon_high), not the update",
+            "MiniMax-M1",
+            clips=False,
+            needs_cap=True,
+            divides_by="batch tokens",
+        ),
+        "sapo": LossType("gates the importance ratio softly instead of clipping it", "SAPO", clips=False),
+        "luspo": LossType(
+            "GSPO scaled by length: each trajectory's token sum", "LUSPO", level="sequence", divides_by="nothing"
+        ),
+        "vespo": LossType(
+            "weighs each trajectory by a Gamma function of its ratio",
+            "VESPO",
+            level="token",
+            clips=False,
+            divides_by="batch tokens",
+        ),
+    },
+)
+
+REGISTRIES = (
+    PROPOSERS,
+    SELECTIONS,
+    PARENTS,
+    METHODS,
+    ALGORITHMS,
+    RETRIEVER_KINDS,
+    TOOLS,
+    PROTOCOLS,
+    SCHEDULES,
+    LOSS_TYPES,
+)
 
 
 def is_sft(algorithm: str) -> bool:
@@ -395,32 +318,3 @@ def is_sft(algorithm: str) -> bool:
         return ALGORITHMS.resolve(algorithm).sft
     except ValueError:
         return False
-
-
-def markdown() -> str:
-    """docs/reference/strategies.md: every registry's names, origins and summaries, as tables."""
-    out = [
-        "# Strategies",
-        "",
-        "<!-- Generated by `python -m inspo_cli.registry > docs/reference/strategies.md`; do not edit. -->",
-        "",
-        "Every strategy a recipe can name, from `inspo_cli/registry.py`. A recipe may also name one by import "
-        f"path, `{IMPORT_PATH_HINT}` (docs/contributing.md), except retriever kinds, which an index records in "
-        "its index.json and `retriever` opens without inspo.",
-        "",
-    ]
-    for registry in REGISTRIES:
-        out += [f"## `{registry.key}`", "", "| name | origin | what it does | traits |", "|---|---|---|---|"]
-        for name, entry in registry.items():
-            traits = ", ".join(
-                f"{trait} = {getattr(entry, trait)}"
-                for trait in TRAITS
-                if getattr(entry, trait) != getattr(Strategy, trait)
-            )
-            out.append(f"| `{name}` | {ORIGINS[entry.origin]} | {entry.summary} | {traits} |")
-        out.append("")
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    print(markdown(), end="")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from inspo_cli.config import resolve_path
+from inspo_cli.errors import InspoError
 from retriever import Retriever, open_retriever
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ __all__ = ["open_from_config"]
 def open_from_config(config: RetrieverConfig) -> Retriever:
     """The retriever a recipe's `retriever` section describes: its server URL, its index, or BM25 over its corpus."""
     if config.kind == "http" or config.url:
+        if not config.url:  # RetrieverConfig refuses this; a section changed after it was checked
+            raise InspoError("retriever.url is required when kind=http; set it to the server's endpoint")
         return open_retriever(config.url, timeout_s=config.timeout_s)
     spec = config.index if config.index else config.corpus
     return open_retriever(resolve_path(spec) or spec)

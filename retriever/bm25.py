@@ -72,7 +72,9 @@ def import_bm25s():
         return sys.modules["bm25s"]
     hide = "jax" not in sys.modules
     if hide:
-        sys.modules["jax"] = None  # `import jax` now raises ImportError: bm25s falls back to numpy
+        # `import jax` now raises ImportError: bm25s falls back to numpy. (typeshed types sys.modules without the
+        # None entry that the import system documents for blocking an import.)
+        sys.modules["jax"] = None  # type: ignore[assignment]
     try:
         import bm25s
         import bm25s.tokenization  # noqa: F401
@@ -118,13 +120,13 @@ class BM25Builder:
         self.n_pairs = 0
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (doc, token, tf) per chunk
         self._lengths: list[np.ndarray] = []
-        self._df = np.zeros(0, dtype=np.int64)
+        self._df: np.ndarray = np.zeros(0, dtype=np.int64)
 
     def add(self, texts: Sequence[str]) -> None:
         docs = list(self.tokenizer.streaming_tokenize(texts, update_vocab=True, allow_empty=True))
         lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
         tokens = np.fromiter(chain.from_iterable(docs), dtype=np.int64, count=int(lengths.sum()))
-        local_doc = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+        local_doc: np.ndarray = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
         # One (doc, token) pair per distinct token of a passage, sorted by doc then token, with its count.
         keys, counts = np.unique((local_doc << 32) | tokens, return_counts=True)
         toks = (keys & 0xFFFFFFFF).astype(np.int32)
@@ -149,10 +151,10 @@ class BM25Builder:
         avgdl = lengths.mean()
         idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
         idf[df == 0] = 0.0  # as bm25s: a vocabulary entry no passage contains scores nothing
-        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        indptr: np.ndarray = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
-        data = np.empty(self.n_pairs, dtype=np.float32)
-        indices = np.empty(self.n_pairs, dtype=np.int32)
+        data: np.ndarray = np.empty(self.n_pairs, dtype=np.float32)
+        indices: np.ndarray = np.empty(self.n_pairs, dtype=np.int32)
         heads = indptr[:-1].copy()  # next free slot of each token's column
         # Counting sort into CSC (grouped by token, passages ascending), one chunk at a time.
         while self._chunks:

@@ -127,6 +127,8 @@ class _ConnectionPool:
 
     def __init__(self, base_url: str, timeout_s: float, connect_timeout_s: float, size: int):
         parts = urlsplit(base_url)
+        if not parts.hostname:  # `normalize_url` refuses such a URL before it gets here
+            raise RetrieverError(f"retriever URL {base_url!r} has no host; e.g. http://127.0.0.1:8000")
         self._connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self._host, self._port = parts.hostname, parts.port
         self._prefix = parts.path  # a server mounted below a path, e.g. http://host/retriever

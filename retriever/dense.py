@@ -80,15 +80,18 @@ def new_faiss_index(faiss_type: str, dim: int, fp16: bool, n: int):
 
     ip = faiss.METRIC_INNER_PRODUCT
     if faiss_type == "flat":
-        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, ip) if fp16 else faiss.IndexFlatIP(dim)
-        return index, {"type": "flat", "fp16": fp16}
+        flat: faiss.Index = (
+            faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, ip) if fp16 else faiss.IndexFlatIP(dim)
+        )
+        return flat, {"type": "flat", "fp16": fp16}
     if faiss_type == "hnsw":
-        if fp16:
-            index = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_fp16, HNSW_M, ip)
+        hnsw: faiss.IndexHNSW
+        if fp16:  # faiss 1.15's stub types argument 2 as a ScalarQuantizer; the C++ constructor takes its QuantizerType
+            hnsw = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_fp16, HNSW_M, ip)  # type: ignore[arg-type]
         else:
-            index = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
-        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        return index, {
+            hnsw = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
+        hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        return hnsw, {
             "type": "hnsw",
             "fp16": fp16,
             "M": HNSW_M,
@@ -102,8 +105,8 @@ def new_faiss_index(faiss_type: str, dim: int, fp16: bool, n: int):
             )
         params = ivfpq_params(n, dim)
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFPQ(quantizer, dim, params["nlist"], params["m"], params["nbits"], ip)  # keeps a ref
-        return index, {"type": "ivfpq", "fp16": False, **params}
+        ivfpq = faiss.IndexIVFPQ(quantizer, dim, params["nlist"], params["m"], params["nbits"], ip)  # keeps a ref
+        return ivfpq, {"type": "ivfpq", "fp16": False, **params}
     raise RetrieverError(f"--faiss {faiss_type!r} is not one of {', '.join(FAISS_TYPES)}")
 
 
@@ -250,7 +253,13 @@ class DenseRetriever:
             raise engine_error(error, index_dir / "faiss.index", rebuild) from None
         params = meta["faiss"]
         if params["type"] == "hnsw":
-            faiss.downcast_index(index).hnsw.efSearch = ef_search or params["ef_search"]
+            hnsw = faiss.downcast_index(index)
+            if not isinstance(hnsw, faiss.IndexHNSW):
+                raise RetrieverError(
+                    f"{index_dir / 'faiss.index'} holds a faiss {type(hnsw).__name__}, not the HNSW index that "
+                    f"index.json names; {rebuild}"
+                )
+            hnsw.hnsw.efSearch = ef_search or params["ef_search"]
         if params["type"] == "ivfpq":
             faiss.extract_index_ivf(index).nprobe = nprobe or params["nprobe"]
         if gpu:

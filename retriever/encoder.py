@@ -31,7 +31,7 @@ class Encoder:
         self.batch_size = batch_size
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
-        self._pool = None  # the tokenizing thread of `_encode_pipelined`, started on first use
+        self._pool: ThreadPoolExecutor | None = None  # `_encode_pipelined`'s tokenizing thread, from its first use
 
     @property
     def pooling(self) -> str:
@@ -111,7 +111,7 @@ class Encoder:
                 k: torch.from_numpy(np.array([getattr(e, fields[k]) for e in encodings], dtype=np.int64)) for k in keys
             }
 
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out: np.ndarray = np.empty((len(texts), self.dim), dtype=np.float32)
         device = self.model.device
         if len(batches) > 1:
             if self._pool is None:  # kept: encode runs once per corpus chunk while indexing

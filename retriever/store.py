@@ -149,7 +149,7 @@ class PassageStore:
     def __init__(self, corpus_path: str | os.PathLike, offsets: np.ndarray):
         self.corpus_path = Path(corpus_path)
         self.offsets = offsets
-        self._fd = os.open(self.corpus_path, os.O_RDONLY)
+        self._fd: int | None = os.open(self.corpus_path, os.O_RDONLY)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -158,6 +158,8 @@ class PassageStore:
         """Passages at `rows` (with `scores` set when given); reads only those lines."""
         out = []
         offsets, fd, decode = self.offsets, self._fd, _DECODER.decode
+        if fd is None:
+            raise ValueError(f"passage store of {self.corpus_path} is closed")
         for i, row in enumerate(rows):
             start, end = int(offsets[row]), int(offsets[row + 1])
             try:

@@ -14,9 +14,11 @@ from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.run_dirs import fake_run_dir
 
 from inspo_cli.ablation.directory import AblationDir
-from inspo_cli.ablation.plan import plan_axes, plan_study, plan_sweep
+from inspo_cli.ablation.plan import plan_axes, plan_study
 from inspo_cli.ablation.stats import seed_band
-from inspo_cli.ablation.table import collect, write_table
+from inspo_cli.ablation.sweep import plan_sweep
+from inspo_cli.ablation.table import collect
+from inspo_cli.ablation.table_files import write_table
 from inspo_cli.errors import InspoError
 
 INSPO_3B = "recipes/qwen2.5-3b/inspo.yaml"

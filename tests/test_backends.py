@@ -6,9 +6,10 @@ import pytest
 import torch
 from helpers.fake_retrievers import OverlapRetriever
 
-from inspo_cli.agent import RolloutEngine, TransformersBackend
+from inspo_cli.agent import RolloutEngine
 from inspo_cli.config import ModelConfig, RolloutConfig
-from inspo_cli.models import load_model
+from inspo_cli.policy.models import load_model
+from inspo_cli.policy.transformers_backend import TransformersBackend
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +125,9 @@ FSDP2_SCRIPT = r"""
 import os, sys
 import torch, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
-from inspo_cli.agent import TransformersBackend
+from inspo_cli.policy.transformers_backend import TransformersBackend
 from inspo_cli.config import ModelConfig
-from inspo_cli.models import load_model
+from inspo_cli.policy.models import load_model
 from inspo_cli.training.guards import _weights_finite
 
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WORLD_SIZE="1")
@@ -174,7 +175,7 @@ def test_generation_then_training_runs_on_fsdp2_sharded_weights(tiny_model_dir, 
 def test_generate_stops_decoding_once_every_row_has_ended(tiny, monkeypatch):
     """The criterion hands generate each row's end as it happens: a call whose rows all hit their stop string
     early decodes no further steps (the finished mask is rebuilt only when a row ends, never left stale)."""
-    from inspo_cli.agent import backends
+    from inspo_cli.policy import transformers_backend as backends
 
     _, tokenizer = tiny
     ctx = contexts(tokenizer)[:1]
@@ -197,10 +198,23 @@ def test_generate_stops_decoding_once_every_row_has_ended(tiny, monkeypatch):
 def test_only_tokens_holding_a_stop_strings_last_character_are_checked_for_it(tiny):
     """A stop string can only be completed by a token whose text holds its last character; every such token is
     checked (the decode is skipped for the rest), by its decoded text, not its vocabulary spelling."""
-    from inspo_cli.agent.backends import _ids_marking_stop
+    from inspo_cli.policy.transformers_backend import _ids_marking_stop
 
     _, tokenizer = tiny
     marked = _ids_marking_stop(tokenizer, ["</answer>", "</search>"])
     for i in range(len(tokenizer)):
         assert (">" in tokenizer.decode([i], skip_special_tokens=False)) == (i in marked), i
     assert marked and len(marked) < len(tokenizer)
+
+
+def test_a_turn_ends_at_the_models_own_eos_ids_as_well_as_the_tokenizers():
+    """Instruct models list their end-of-turn ids in the generation config (Qwen2.5: <|im_end|> and <|endoftext|>),
+    which may differ from the tokenizer's eos: each of them ends a turn as EOS."""
+    from types import SimpleNamespace
+
+    from inspo_cli.policy.generation import stop_token_ids
+
+    tokenizer = SimpleNamespace(eos_token_id=3)
+    assert stop_token_ids(tokenizer, [1, 2]) == {1, 2, 3}
+    assert stop_token_ids(tokenizer, 7) == {3, 7}
+    assert stop_token_ids(tokenizer, None) == {3}

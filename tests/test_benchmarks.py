@@ -369,3 +369,19 @@ def test_status_counts_parquet_rows(tmp_path):
     )
     by_key = {(r["name"], r["split"]): r for r in benchmark_status(tmp_path, tmp_path / "world")}
     assert by_key[("popqa", "test")]["rows"] == 7
+
+
+def test_a_rows_own_fields_win_over_its_nested_metadata_and_a_boolean_id_is_refused(tmp_path):
+    row = {
+        "id": "a",
+        "question": "q",
+        "golden_answers": ["x"],
+        "metadata": {"type": "nested", "hops": 2},
+        "type": "top",
+    }
+    _write(tmp_path / "qa" / "test.jsonl", json.dumps(row) + "\n")
+    (question,) = load_questions(tmp_path / "qa" / "test.jsonl")
+    assert question.metadata == {"type": "top", "hops": 2} and question.category == "top"
+    _write(tmp_path / "qa" / "bad.jsonl", json.dumps({**row, "id": True}) + "\n")
+    with pytest.raises(InspoError, match=r"bad.jsonl:1: field 'id' must be a string or an integer, got True"):
+        load_questions(tmp_path / "qa" / "bad.jsonl")

@@ -211,11 +211,11 @@ def test_a_line_longer_than_the_cap_names_the_file_and_line_before_it_is_held_wh
 
 
 def test_recipe_list_skips_a_fifo_under_recipes_with_a_warning_instead_of_hanging(tmp_path, monkeypatch):
-    from inspo_cli.config import loader
+    from inspo_cli.config import recipe_files
 
     (tmp_path / "good.yaml").write_text("# A good recipe: it reads.\ndata: {train: world}\n")
     fifo(tmp_path / "pipe.yaml")
-    monkeypatch.setattr(loader, "RECIPES_DIR", tmp_path)
+    monkeypatch.setattr(recipe_files, "RECIPES_DIR", tmp_path)
     result = invoke("recipe", "list", "--json")
     assert result.exit_code == 0 and [row["name"] for row in json.loads(result.stdout)] == ["good"], result.output
     assert "warning: skipped recipe" in result.stderr and "pipe.yaml: is a FIFO" in result.stderr

@@ -1,4 +1,4 @@
-"""Every optimizer call a run makes is a line of its optimizer_calls.jsonl (instructions/call_record.py): the
+"""Every optimizer call a run makes is a line of its optimizer_calls.jsonl (instructions/providers/call_record.py): the
 prompt, the parameters, the answer or the error, tokens, latency and a content hash; never the key."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import CallRecord, prompt_hash
-from inspo_cli.instructions.lm import OptimizerLM
-from inspo_cli.instructions.lm_errors import AttemptFailed, Completion
+from inspo_cli.instructions.providers.call_record import CallRecord, prompt_hash
+from inspo_cli.instructions.providers.lm_errors import AttemptFailed, Completion
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerLM
 
 KEY = "sk-record-test-0123456789abcdef"
 
@@ -79,7 +79,7 @@ def test_the_hash_depends_on_everything_that_shapes_the_answer():
 
 
 def test_a_budget_refusal_is_not_a_call_and_is_not_recorded(tmp_path):
-    from inspo_cli.instructions.lm import OptimizerBudgetExhausted
+    from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 
     path = tmp_path / "calls.jsonl"
     lm = OptimizerLM(Client(Completion("x", 1, 1)), max_calls=1, record=CallRecord(path))

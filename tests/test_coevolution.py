@@ -12,8 +12,9 @@ from helpers.coevolution import BAD, GOOD, Optimizer, RuleEngine, evolve_recipe,
 
 from inspo_cli.config import RewardConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import OptimizerBudgetExhausted
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.replay import ReplayQuestion
+from inspo_cli.metric_names import undeclared
 from inspo_cli.training.coevolution import MainProcessLM, PolicyVerifier
 from inspo_cli.training.summary import run_summary
 
@@ -118,6 +119,7 @@ def test_frozen_policy_loop_writes_a_row_per_step_evolves_on_schedule_and_saves_
     assert [r.get("population/evolved", 0) for r in rows] == [0, 1, 0] and len(optimizer.prompts) == 1
     # the rule policy is right exactly under instructions that say "Search": the rewards are the EM
     assert all(r["reward"] == r["em"] for r in rows) and {"search/answered", "population/size"} <= set(rows[0])
+    assert undeclared({key for row in rows for key in row}) == []  # docs/reference/metrics.md names every one
     state = json.loads(run.coevolution_file.read_text())
     assert state["step"] == 3 and len(state["evolutions"]) == 1
     texts = [json.loads(line)["text"] for line in run.instructions_file.read_text().splitlines()]

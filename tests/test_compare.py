@@ -263,6 +263,22 @@ def test_variants_that_answered_different_questions_are_compared_unpaired_and_th
     assert not compare(bad, variant, "world").paired_questions
 
 
+def test_the_paired_by_column_names_the_benchmarks_answered_on_different_questions():
+    from inspo_cli.ablation.table_files import pairing_cell
+
+    rng = np.random.default_rng(3)
+
+    def runs(ids):
+        tables = [(s, (rng.random(len(ids)) < 0.5).astype(float)) for s in (0, 1, 2)]
+        return [RunScores(s, {"world": float(a.mean())}, {"world": dict(zip(ids, a))}) for s, a in tables]
+
+    same = [f"q{i}" for i in range(50)]
+    apart = compare(runs(same), runs(same[:30] + [f"x{i}" for i in range(20)]), "world")
+    assert pairing_cell({"average": apart.as_dict()}) == "seed (different questions on world)"
+    assert pairing_cell({"average": compare(runs(same), runs(same), "world").as_dict()}) == "seed, question"
+    assert pairing_cell({"average": None}) == "-"  # rows averaged over other benchmarks: no difference to pair
+
+
 def test_a_table_never_shows_one_variants_difference_for_another():
     from inspo_cli.ablation.results import RunResult
     from inspo_cli.ablation.table import summarize
@@ -292,19 +308,19 @@ def test_a_table_never_shows_one_variants_difference_for_another():
     assert c["em"]["world"]["diff"] == pytest.approx(0.85 - 0.325)
 
 
-def fake_ablation(root, ems: dict[str, float], questions: int = 40):
-    """An ablation directory (inspo and search-r1, seeds 0-2), each run finished and evaluated on `questions` world
-    questions with about `ems[variant]` right (a seed's luck on each question)."""
+def fake_ablation(root, ems: dict[str, float], questions: int = 40, static: str = "search-r1"):
+    """An ablation directory (inspo and `static`, without a population, seeds 0-2), each run finished and evaluated
+    on `questions` world questions with about `ems[variant]` right (a seed's luck on each question)."""
     import json
 
     from inspo_cli.ablation.directory import AblationDir
-    from inspo_cli.ablation.plan import plan_sweep
+    from inspo_cli.ablation.sweep import plan_sweep
 
     plan = plan_sweep(
         {
             "recipe": "recipes/demo.yaml",
             "seeds": [0, 1, 2],
-            "variants": {"inspo": [], "search-r1": ["population.enabled=false"]},
+            "variants": {"inspo": [], static: ["population.enabled=false"]},
         },
         "world.yaml",
     )
@@ -341,6 +357,17 @@ def fake_ablation(root, ems: dict[str, float], questions: int = 40):
                 )
             )
     return root
+
+
+def test_the_default_reference_is_the_variant_without_a_population_whatever_its_name(tmp_path, repo_root, monkeypatch):
+    from inspo_cli.ablation.directory import AblationDir
+    from inspo_cli.ablation.table import collect
+
+    monkeypatch.chdir(repo_root)
+    ablation = AblationDir.open(fake_ablation(tmp_path / "abl/world", {"inspo": 0.9, "fixed": 0.35}, static="fixed"))
+    table = collect(ablation)
+    assert {row["variant"]: row["static"] for row in table["rows"]} == {"inspo": False, "fixed": True}
+    assert table["reference"] == "fixed" and [c["variant"] for c in table["comparisons"]] == ["inspo"]
 
 
 def test_report_tells_apart_variants_of_the_same_name_and_refuses_runs_given_twice(tmp_path, repo_root, monkeypatch):

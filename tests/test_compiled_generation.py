@@ -11,18 +11,19 @@ import torch
 from helpers.cli_helpers import invoke
 from helpers.fake_retrievers import OverlapRetriever
 
-from inspo_cli.agent import RolloutEngine, TransformersBackend
-from inspo_cli.agent.backends import load_backend
-from inspo_cli.agent.compiled_generation import (
+from inspo_cli.agent import RolloutEngine
+from inspo_cli.config import ModelConfig, RolloutConfig, load_recipe
+from inspo_cli.config.loader import RecipeError
+from inspo_cli.policy.backends import load_backend
+from inspo_cli.policy.compiled_generation import (
     CACHE_BUCKET,
     RECOMPILE_LIMIT,
     cache_length,
     decoding_compile_config,
     static_cache_kwargs,
 )
-from inspo_cli.config import ModelConfig, RolloutConfig, load_recipe
-from inspo_cli.config.loader import RecipeError
-from inspo_cli.models import load_model
+from inspo_cli.policy.models import load_model
+from inspo_cli.policy.transformers_backend import TransformersBackend
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import yaml
 
 from inspo_cli.config import Recipe, RecipeError, dump_recipe, load_recipe, recipe_to_dict
 from inspo_cli.config.instruction_defaults import SEARCH_R1_INSTRUCTION
+from inspo_cli.registry import LOSS_TYPES, PROPOSERS, RETRIEVER_KINDS, SELECTIONS
 
 
 def write(tmp_path, text, name="recipe.yaml"):
@@ -146,18 +147,21 @@ def test_wrong_types_are_named(minimal, override, expected):
             "--set training.mini_batch_size: renamed to training.mini_batch_trajectories, "
             "which counts trajectories per optimizer update",
         ),
-        ("retriever.kind=elastic", "--set retriever.kind: must be one of bm25, dense, lucene, http (got 'elastic')"),
+        (
+            "retriever.kind=elastic",
+            f"--set retriever.kind: must be one of {', '.join([*RETRIEVER_KINDS, 'http'])} (got 'elastic')",
+        ),
         ("population.n_parent=9", "--set population.n_parent: must be <= size (7)"),
         ("evaluation.method=cot", "--set evaluation.method: must be one of direct, rag, ircot, search-o1, agent"),
         (
             "training.loss_type=dpo",
-            "--set training.loss_type: must be one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo (got 'dpo')",
+            f"--set training.loss_type: must be one of {', '.join(LOSS_TYPES)} (got 'dpo')",
         ),
         ("training.vllm_is_correction=token", "--set training.vllm_is_correction: must be one of off, token_truncate"),
         ("population.accept=best", "--set population.accept: must be one of beat_parent, top_n (got 'best')"),
         (
             "population.selection=pareto-ucb",
-            "--set population.selection: must be one of softmax, ucb, thompson, epsilon-greedy (got 'pareto-ucb')",
+            f"--set population.selection: must be one of {', '.join(SELECTIONS)} (got 'pareto-ucb')",
         ),
         ("population.epsilon=1.5", "--set population.epsilon: must be a probability in [0, 1] (got 1.5)"),
         ("population.ucb_exploration=-1", "--set population.ucb_exploration: must be >= 0 (got -1.0)"),
@@ -170,10 +174,10 @@ def test_invalid_values_name_key_value_and_fix(minimal, override, expected):
 
 
 def test_proposer_and_method_are_checked_against_their_registries(minimal, monkeypatch):
-    from inspo_cli.registry import METHODS, PROPOSERS, Strategy
+    from inspo_cli.registry import METHODS, Strategy
 
     assert error_of(minimal, ["population.proposer=opro"]) == (
-        "--set population.proposer: must be one of reflection, paraphrase, history, merge (got 'opro'); or name "
+        f"--set population.proposer: must be one of {', '.join(PROPOSERS)} (got 'opro'); or name "
         "your own as package.module:object"
     )
     assert error_of(minimal, ["evaluation.method=rag,cot"]).startswith(

@@ -13,10 +13,10 @@ import pytest
 import torch
 from helpers.scripted_trainer import RecordingSource, ScriptedBackend, generation_batch
 
-from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.errors import InspoError
+from inspo_cli.policy.generation import Generation
 from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informative_groups, merge
 
 

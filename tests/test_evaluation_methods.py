@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from helpers.fake_retrievers import OverlapRetriever
 
-from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import RolloutConfig
 from inspo_cli.evaluation.methods import get_method
 from inspo_cli.evaluation.methods.base import MethodContext, short_answer
 from inspo_cli.evaluation.methods.search_o1 import boxed_answer
 from inspo_cli.evaluation.runner import averages, evaluate_methods
+from inspo_cli.policy.generation import Generation
 
 
 class RulePolicy:

@@ -21,12 +21,11 @@ from inspo_cli.instructions.evolution import (
     NOT_IN_TOP_N,
     TOO_LONG,
     evolve,
-    initial_rewrites,
-    propose,
 )
-from inspo_cli.instructions.lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.proposers import PROPOSERS
+from inspo_cli.instructions.proposing import initial_rewrites, propose
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
 from inspo_cli.registry import Strategy
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 from helpers.rollout import engine_for, tools
@@ -20,6 +21,7 @@ from inspo_cli.agent.call_formats import (
 )
 from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.config import RecipeError, load_recipe
+from inspo_cli.registry import PROTOCOLS
 
 TOOL_TURN = ("<|im_end|>\n<|im_start|>user\n<tool_response>\n", "\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
 USER_TURN = ("<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
@@ -285,7 +287,8 @@ def test_the_protocol_is_a_recipe_field_checked_against_the_chat_template(repo_r
         "chat template, but model.chat_template is off",
     ):
         load_recipe(repo_root / "recipes/demo.yaml", ["agent.protocol=function-calling"])
-    with pytest.raises(RecipeError, match=r"agent.protocol: must be one of search-r1, function-calling \(got 'hermes"):
+    protocols = re.escape(", ".join(PROTOCOLS))
+    with pytest.raises(RecipeError, match=rf"agent.protocol: must be one of {protocols} \(got 'hermes"):
         load_recipe(repo_root / "recipes/demo.yaml", ["agent.protocol=hermes"])
     with pytest.raises(RecipeError, match=r"\(got 'xxxxx"):
         load_recipe(repo_root / "recipes/demo.yaml", [f"agent.protocol={'x' * 5000}"])

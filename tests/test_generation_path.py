@@ -17,15 +17,16 @@ from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.fake_retrievers import OverlapRetriever
 from helpers.scripted_trainer import QUESTIONS, tiny_recipe
 
-from inspo_cli.agent import TransformersBackend, generation_memory
 from inspo_cli.config import ModelConfig, RewardConfig, RolloutConfig
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.instructions.sampling import StaticInstruction
-from inspo_cli.models import load_model, load_tokenizer
-from inspo_cli.training.generation_weights import generation_dtype, in_compute_dtype
+from inspo_cli.policy import generation_memory
+from inspo_cli.policy.generation_weights import generation_dtype, in_compute_dtype
+from inspo_cli.policy.models import load_model, load_tokenizer
+from inspo_cli.policy.transformers_backend import TransformersBackend
 from inspo_cli.training.grpo import grpo_config
-from inspo_cli.training.setup import question_dataset
 from inspo_cli.training.trainer import SearchGRPOTrainer
+from inspo_cli.training.trainer_inputs import question_dataset
 
 PROMPTS = [
     "who founded Hokin Works?",

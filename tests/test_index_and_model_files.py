@@ -316,7 +316,7 @@ def test_a_damaged_tokenizer_file_is_one_line_before_the_model_loads(tiny_model_
 
 def test_a_checkpoint_whose_weights_are_gone_is_not_taken_for_a_model(tmp_path):
     """Every HF Trainer checkpoint holds training_args.bin; that is no model weight (review of issue 37)."""
-    from inspo_cli.model_files import model_files_problem
+    from inspo_cli.policy.model_files import model_files_problem
 
     checkpoint = tmp_path / "checkpoint-3"
     checkpoint.mkdir()

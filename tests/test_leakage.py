@@ -122,12 +122,13 @@ def test_no_test_question_reaches_an_optimizer_prompt_and_one_that_would_is_an_e
 
 
 def test_a_held_out_question_that_is_also_a_training_question_is_left_out(monkeypatch):
-    import inspo_cli.training.setup as setup
+    import inspo_cli.training.trainer_inputs as trainer_inputs
     from inspo_cli.benchmarks import Question
 
     recipe = load_recipe(ROOT / "recipes/demo.yaml")
     held_out = held_out_questions(recipe)
-    monkeypatch.setattr(setup, "train_questions", lambda r: [Question("t", held_out[0].upper() + " ", ("x",), "w")])
+    training_question = Question("t", held_out[0].upper() + " ", ("x",), "w")
+    monkeypatch.setattr(trainer_inputs, "train_questions", lambda r: [training_question])
     said: list[str] = []
     assert held_out_questions(recipe, said.append) == held_out[1:]
     assert said == [

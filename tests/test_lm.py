@@ -38,8 +38,9 @@ from helpers.fake_providers import (
 
 from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import OptimizerBudgetExhausted, open_optimizer, redact
-from inspo_cli.instructions.lm_errors import RETRY_AFTER_CAP_S, parse_retry_after, retry_after_from_headers
+from inspo_cli.instructions.providers.api_keys import redact
+from inspo_cli.instructions.providers.lm_errors import RETRY_AFTER_CAP_S, parse_retry_after, retry_after_from_headers
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted, open_optimizer
 
 
 @pytest.fixture(autouse=True)
@@ -315,8 +316,8 @@ def test_local_model_loads_lazily_answers_and_counts_tokens(tiny_model_dir, tiny
 def test_importing_the_layer_loads_no_sdk():
     heavy = ("anthropic", "google.genai", "torch", "transformers", "httpx")
     code = (
-        "import sys, inspo_cli.instructions.lm, inspo_cli.instructions.lm_clients, "
-        "inspo_cli.instructions.lm_errors; "
+        "import sys, inspo_cli.instructions.providers.optimizer_lm, inspo_cli.instructions.providers.language_model, "
+        "inspo_cli.instructions.providers.lm_clients, inspo_cli.instructions.providers.lm_errors; "
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

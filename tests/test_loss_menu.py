@@ -12,11 +12,11 @@ import torch
 from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.scripted_trainer import RecordingSource, ScriptedBackend, generation_batch
 
-from inspo_cli.agent import Generation
 from inspo_cli.config import Recipe, TrainingConfig, load_recipe
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.config.loader import RecipeError
 from inspo_cli.config.training_section import GRPO_ONLY, LOSS_TYPES
+from inspo_cli.policy.generation import Generation
 from inspo_cli.training.grpo import grpo_config
 
 

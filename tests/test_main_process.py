@@ -10,7 +10,7 @@ import pytest
 
 from inspo_cli.config import load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.lm import OptimizerBudgetExhausted
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 from inspo_cli.main_process import broadcast_from_main
 from inspo_cli.training.coevolution import CoEvolution, MainProcessLM, NoOptimizer, instruction_source
 

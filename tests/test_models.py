@@ -10,7 +10,7 @@ import pytest
 
 from inspo_cli.config import ModelConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.models import load_model, load_tokenizer, resolve_model_path, uses_chat_template
+from inspo_cli.policy.models import load_model, load_tokenizer, resolve_model_path, uses_chat_template
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """What the optimizer's calls cost (issue 39): each line of optimizer_calls.jsonl says `cost_usd`, from its tokens at
-the recipe's price or the shipped, dated table (instructions/prices.yaml); an API model nobody priced costs null
-(unknown, said once at run start), never a guess; `summarize_record` totals a record for report tables."""
+the recipe's price or the shipped, dated table (instructions/providers/prices.yaml); an API model nobody priced costs
+null (unknown, said once at run start), never a guess; `summarize_record` totals a record for report tables."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import yaml
 
 from inspo_cli.config import OptimizerConfig, load_recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import CallRecord, ReplayClient, summarize_record
-from inspo_cli.instructions.lm import OptimizerLM
-from inspo_cli.instructions.lm_errors import AttemptFailed, Completion
-from inspo_cli.instructions.prices import FREE, TABLE, Price, price_for, table_price
+from inspo_cli.instructions.providers.call_record import CallRecord, ReplayClient, summarize_record
+from inspo_cli.instructions.providers.lm_errors import AttemptFailed, Completion
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerLM
+from inspo_cli.instructions.providers.prices import FREE, TABLE, Price, price_for, table_price
 
 PARAMETERS = {"temperature": 1.0, "max_output_tokens": 8192, "thinking_budget": None}
 PRO = Price(1.25, 10.0)

@@ -21,9 +21,11 @@ from helpers.fake_providers import KEY, KEY_ENV, Reply, gemini_thinking_budget, 
 from inspo_cli.config import OptimizerConfig, load_recipe
 from inspo_cli.config.loader import RecipeError
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve, initial_rewrites, propose
-from inspo_cli.instructions.lm import Answer, ask, open_optimizer
+from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve
 from inspo_cli.instructions.proposers.base import parse_candidates
+from inspo_cli.instructions.proposing import initial_rewrites, propose
+from inspo_cli.instructions.providers.language_model import Answer, ask
+from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
 from inspo_cli.training.coevolution import MainProcessLM
 
 # One closed block, then the cut: the second block ends mid-word, as an answer stopped by the limit does.

@@ -14,10 +14,11 @@ from helpers.fake_retrievers import OverlapRetriever
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from inspo_cli.agent import Generation, RolloutEngine
+from inspo_cli.agent import RolloutEngine
 from inspo_cli.agent.rollout import STOP_REASONS
 from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.config import RolloutConfig
+from inspo_cli.policy.generation import Generation
 from inspo_cli.registry import TOOLS
 from retriever.client import HTTPRetriever
 from retriever.server import create_app, serve_in_background

@@ -66,6 +66,20 @@ def test_weight_is_moving_average_of_step_mean_group_reward_over_used_steps():
     assert population["i2"].weight_history == [[0, 0.0], [1, 0.0], [2, 0.0], [3, 0.0]]
 
 
+def test_category_means_average_groups_over_the_weight_window():
+    population = make(weight_window=2)
+    pick = Pick("i0", population["i0"].text)
+    population.observe([pick, pick, pick], [0.2, 0.6, 1.0], ["nq", "nq", "hotpotqa"])  # step 1: two nq groups
+    population.end_step(1)
+    assert population["i0"].category_means() == pytest.approx({"nq": 0.4, "hotpotqa": 1.0})  # (0.2 + 0.6) / 2
+    population.observe([pick], [1.0], ["nq"])  # step 2: nq over three groups, (0.2 + 0.6 + 1.0) / 3
+    population.end_step(2)
+    assert population["i0"].category_means() == pytest.approx({"nq": 0.6, "hotpotqa": 1.0})
+    population.observe([pick], [0.0], ["nq"])  # step 3: step 1 leaves the window of 2, and hotpotqa with it
+    population.end_step(3)
+    assert population["i0"].category_means() == pytest.approx({"nq": 0.5})
+
+
 def test_end_step_rejects_a_step_that_does_not_increase_and_observe_an_unknown_id():
     population = make()
     population.end_step(4)

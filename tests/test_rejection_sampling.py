@@ -18,11 +18,11 @@ from helpers.cli_helpers import assert_one_line_error, invoke
 from helpers.runs import metrics, resume_after_a_cut, write_recipe
 from helpers.sft import INSTRUCTION, assert_loss_only_on_written_tokens, observation_runs, sft_recipe, world_engine
 
-from inspo_cli.agent.backends import Generation
 from inspo_cli.benchmarks import WORLD, load_benchmark
 from inspo_cli.config import Recipe, SamplingConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.models import load_tokenizer
+from inspo_cli.policy.generation import Generation
+from inspo_cli.policy.models import load_tokenizer
 from inspo_cli.runs import RunDir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def rs_recipe(model_dir, **sampling) -> Recipe:
 @pytest.fixture
 def searcher(monkeypatch, tiny_model_dir, repo_root):
     """Every sampler `load_backend` loads is a WorldSearcher over the world's training questions."""
-    import inspo_cli.agent.backends as backends
+    import inspo_cli.policy.backends as backends
 
     tokenizer = load_tokenizer(sft_recipe(tiny_model_dir, "answers").model)
     made = []
@@ -86,7 +86,7 @@ def searcher(monkeypatch, tiny_model_dir, repo_root):
 
 def sample(recipe, run_dir: Path):
     from inspo_cli.training.rejection_sampling import sample_phase
-    from inspo_cli.training.setup import train_questions
+    from inspo_cli.training.trainer_inputs import train_questions
 
     tokenizer = load_tokenizer(recipe.model)
     return sample_phase(recipe, RunDir(run_dir), train_questions(recipe), INSTRUCTION, PartialState(), "cpu", tokenizer)
@@ -166,7 +166,7 @@ def test_rejection_sampled_sft_gives_observations_no_gradient_and_every_written_
     tmp_path, tiny_model_dir, searcher, world_retriever
 ):
     from inspo_cli.training.rejection_sampling import rejection_examples
-    from inspo_cli.training.setup import train_questions
+    from inspo_cli.training.trainer_inputs import train_questions
 
     recipe = rs_recipe(tiny_model_dir)
     kept = sample(recipe, tmp_path)

@@ -449,8 +449,8 @@ def test_bundled_recipes_are_found_by_path_or_name_from_any_directory(tmp_path, 
 
 def test_a_recipe_that_is_not_found_lists_the_closest_bundled_names(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = invoke("train", "--recipe", "qwen3b.yaml")  # the product card's own example
-    assert_one_line_error(result, "recipe qwen3b.yaml not found", "qwen2.5-3b/", "inspo recipe list")
+    result = invoke("train", "--recipe", "qwen-3b.yaml")  # the product card's qwen3b.yaml, misspelt (it is found)
+    assert_one_line_error(result, "recipe qwen-3b.yaml not found", "qwen2.5-3b/", "inspo recipe list")
     assert_one_line_error(
         invoke("recipe", "check", "qwen-3b/serch-r1"), "closest bundled recipes: qwen2.5-3b/search-r1"
     )
@@ -459,11 +459,11 @@ def test_a_recipe_that_is_not_found_lists_the_closest_bundled_names(tmp_path, mo
 
 def test_one_unreadable_file_under_recipes_does_not_hide_the_others(tmp_path, monkeypatch):
     """Issue 29, class 8: a recipe file that is not UTF-8 is skipped with a warning naming it."""
-    from inspo_cli.config import loader
+    from inspo_cli.config import recipe_files
 
     (tmp_path / "good.yaml").write_text("# A good recipe: it reads.\ndata: {train: world}\n")
     (tmp_path / "bad.yaml").write_bytes("# caf\xe9\n".encode("latin-1"))
-    monkeypatch.setattr(loader, "RECIPES_DIR", tmp_path)
+    monkeypatch.setattr(recipe_files, "RECIPES_DIR", tmp_path)
     result = invoke("recipe", "list", "--json")
     assert result.exit_code == 0, result.output
     assert [row["name"] for row in json.loads(result.stdout)] == ["good"]

@@ -13,10 +13,10 @@ from helpers.evolution import SCORES, DictVerifier, make_buffer, make_config, ma
 from helpers.fake_providers import ScriptedOptimizer
 from helpers.runs import SCRIPTED_ANSWERS, TIMING_KEYS, metrics, write_inspo_recipe
 
-from inspo_cli.instructions.call_record import CallRecord, ReplayClient, ReplayMissing, summarize_record
 from inspo_cli.instructions.evolution import evolve
-from inspo_cli.instructions.lm import OptimizerLM
-from inspo_cli.instructions.lm_errors import Completion
+from inspo_cli.instructions.providers.call_record import CallRecord, ReplayClient, ReplayMissing, summarize_record
+from inspo_cli.instructions.providers.lm_errors import Completion
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerLM
 
 PARAMETERS = {"temperature": 1.0, "max_output_tokens": None, "thinking_budget": None}
 ROUND = "<ins_1>Alpha: search twice.</ins_1><ins_2>Beta: plan first.</ins_2><ins_3>Gamma: verify facts.</ins_3>"

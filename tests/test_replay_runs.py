@@ -9,9 +9,9 @@ import json
 import pytest
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import CallRecord, ReplayClient, ReplayMissing, replay_record
-from inspo_cli.instructions.lm import OptimizerLM
-from inspo_cli.instructions.lm_errors import Completion
+from inspo_cli.instructions.providers.call_record import CallRecord, ReplayClient, ReplayMissing, replay_record
+from inspo_cli.instructions.providers.lm_errors import Completion
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerLM
 
 PARAMETERS = {"temperature": 1.0, "max_output_tokens": 8192, "thinking_budget": None}
 REWRITE = "Rewrite this instruction 3 times."  # every seed's first call: the same prompt
@@ -81,7 +81,7 @@ def test_each_run_of_an_ablation_replays_its_own_record_only(ablation, tmp_path)
 
 def test_a_recipes_optimizer_replay_answers_each_run_from_its_own_record(ablation, tmp_path):
     from inspo_cli.config import OptimizerConfig
-    from inspo_cli.instructions.lm import open_optimizer
+    from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
 
     config = OptimizerConfig(
         provider="openai", model="scripted", temperature=1.0, max_output_tokens=8192, replay=str(ablation)
@@ -166,7 +166,7 @@ def test_a_resumed_replay_goes_on_with_the_answers_after_its_checkpoint(tmp_path
     ],
 )
 def test_a_line_that_is_not_what_its_hash_says_is_refused_naming_file_and_line(tmp_path, change, problem):
-    from inspo_cli.instructions.call_record import recorded_after
+    from inspo_cli.instructions.providers.call_record import recorded_after
 
     run = write_run(tmp_path / "recorded", [(REWRITE, "first"), ("other", "second")])
     path = run / "optimizer_calls.jsonl"

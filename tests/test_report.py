@@ -131,7 +131,7 @@ def test_the_report_directory_holds_figures_tables_lineages_overhead_and_an_inde
 
 def test_an_ablation_directory_reports_its_variants_into_its_own_report_folder(runs, tmp_path, repo_root):
     from inspo_cli.ablation.directory import AblationDir
-    from inspo_cli.ablation.plan import plan_sweep
+    from inspo_cli.ablation.sweep import plan_sweep
 
     plan = plan_sweep(
         {

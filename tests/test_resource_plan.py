@@ -17,6 +17,7 @@ from helpers.cli_helpers import assert_one_line_error, invoke
 
 from inspo_cli.config import bundled_recipes, load_recipe
 from inspo_cli.config.architecture import architecture_from_config, published_architecture
+from inspo_cli.config.resource_fit import refusal
 from inspo_cli.config.resource_plan import (
     CUDA_CONTEXT_GIB,
     FRAGMENTATION,
@@ -24,11 +25,10 @@ from inspo_cli.config.resource_plan import (
     Hardware,
     Lengths,
     Timing,
-    refusal,
     resource_plan,
 )
 from inspo_cli.errors import InspoError
-from inspo_cli.models import model_architecture
+from inspo_cli.policy.models import model_architecture
 
 H100_GIB = 81559 / 1024  # what an "80GB" H100 reports
 CHECKLIST_STEP = [
@@ -57,7 +57,7 @@ def test_parameter_count_matches_the_packaged_smollm2_and_the_tiny_model_as_load
     from transformers import AutoModelForCausalLM
 
     from inspo_cli.config import ModelConfig
-    from inspo_cli.models import load_model
+    from inspo_cli.policy.models import load_model
 
     tiny = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert model_architecture(str(tiny_model_dir)).parameters() == sum(p.numel() for p in tiny.parameters())

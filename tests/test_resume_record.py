@@ -12,10 +12,10 @@ import pytest
 from helpers.coevolution import BAD, GOOD, evolve_recipe, fake_accelerator, make_loop
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import CallRecord, summarize_record
-from inspo_cli.instructions.lm import OptimizerLM
-from inspo_cli.instructions.lm_errors import AttemptFailed, Completion
-from inspo_cli.instructions.prices import Price
+from inspo_cli.instructions.providers.call_record import CallRecord, summarize_record
+from inspo_cli.instructions.providers.lm_errors import AttemptFailed, Completion
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerLM
+from inspo_cli.instructions.providers.prices import Price
 
 PARAMETERS = {"temperature": 1.0, "max_output_tokens": 8192, "thinking_budget": None}
 PRICE = Price(1.25, 10.0)
@@ -135,7 +135,7 @@ def test_a_resumed_evolve_takes_the_interrupted_evolution_from_the_record(tmp_pa
     """`inspo evolve` cut off after step 4's evolution, before its state was saved, resumes from step 3: step 4's
     optimizer call comes from the record (the optimizer is not asked), step 6's is asked; instructions, evolutions,
     record and accounting are those of an uninterrupted run."""
-    from inspo_cli.instructions import lm as lm_module
+    from inspo_cli.instructions.providers import optimizer_lm as lm_module
     from inspo_cli.training import coevolution as coevolution_module
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.evolve import FrozenPolicyEvolution

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from inspo_cli.agent.backends import VLLMBackend, load_backend
-from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
 from inspo_cli.config import ModelConfig, RolloutConfig
-from inspo_cli.instructions.sampling import derived_seed
+from inspo_cli.policy.backends import load_backend
+from inspo_cli.policy.seeds import derived_seed
+from inspo_cli.policy.vllm_backend import VLLMBackend
+from inspo_cli.policy.vllm_engine import reseed_after_colocated_engine
 
 
 def test_derived_seeds_are_stable_and_keep_run_seeds_and_processes_apart():

@@ -333,6 +333,7 @@ def test_a_body_over_the_limit_is_a_413_whether_its_length_is_declared_or_not(li
     body = json.dumps({"queries": ["x" * 40] * 60}).encode()  # ~2.6 KB
     declared = httpx.post(limited + "/retrieve", content=body, timeout=10)
     assert declared.status_code == 413 and "over the limit of 2000" in declared.json()["error"]
+    assert f"request body of {len(body)} bytes" in declared.json()["error"]  # refused by its length, before reading
     assert declared.headers["connection"] == "close"
     chunked = httpx.post(limited + "/retrieve", content=iter([body[:1000], body[1000:]]), timeout=10)
     assert chunked.status_code == 413 and "--max-body-mib" in chunked.json()["error"]

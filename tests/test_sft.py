@@ -24,7 +24,7 @@ from inspo_cli.agent.rollout import RolloutEngine
 from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.benchmarks import WORLD, Question, load_benchmark
 from inspo_cli.config import ModelConfig
-from inspo_cli.models import load_tokenizer
+from inspo_cli.policy.models import load_tokenizer
 from inspo_cli.world.oracle import coverage, oracle_trajectories
 from retriever.corpus import Passage
 

@@ -11,9 +11,10 @@ from helpers.cli_helpers import assert_one_line_error, invoke
 
 from inspo_cli.ablation import runner
 from inspo_cli.ablation.directory import AblationDir
-from inspo_cli.ablation.plan import plan_sweep
 from inspo_cli.ablation.results import choose_step, read_result
-from inspo_cli.ablation.table import collect, write_table
+from inspo_cli.ablation.sweep import plan_sweep
+from inspo_cli.ablation.table import collect
+from inspo_cli.ablation.table_files import write_table
 from inspo_cli.config import dump_recipe, load_recipe
 
 STEADY = [0.2, 0.3, 0.3, 0.4, 0.4, 0.4, 0.5, 0.5]

@@ -20,6 +20,7 @@ from inspo_cli.agent.tools.arithmetic import ArithmeticRefused, evaluate
 from inspo_cli.agent.tools.calculator import Calculator
 from inspo_cli.config import RecipeError, load_recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.registry import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -198,7 +199,7 @@ def test_agent_tools_in_a_recipe():
     for value, message in (
         ("[]", "agent.tools: must name at least one tool"),
         ("[search, calculator, search]", "agent.tools: names 'search' twice; list each tool once"),
-        ("[serch]", r"agent.tools\[0\]: must be one of search, calculator \(got 'serch'\)"),
+        ("[serch]", rf"agent.tools\[0\]: must be one of {re.escape(', '.join(TOOLS))} \(got 'serch'\)"),
         ("[no.such.module:build]", "cannot import no.such.module"),
     ):
         with pytest.raises(RecipeError, match=message):

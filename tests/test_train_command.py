@@ -22,6 +22,7 @@ from helpers.runs import (
 )
 
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
+from inspo_cli.metric_names import undeclared
 
 STEP_KEYS = {
     "step",
@@ -393,6 +394,7 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     assert run.name.startswith("demo-")
     rows = metrics(run)
     assert [r["step"] for r in rows] == [1, 2]
+    assert undeclared({key for row in rows for key in row}) == []  # docs/reference/metrics.md names every one
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and (run / "checkpoints/final/model.safetensors").is_file()
     assert f"policy:  runs/{run.name}/checkpoints/final" in result.output

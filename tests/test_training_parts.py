@@ -156,7 +156,7 @@ def test_paper_recipes_hand_trl_the_papers_values(repo_root, name):
 def test_trained_weights_are_float32_whenever_they_train(dtype, lora, device, weights, mixed):
     """The optimizer's weights are float32 for every model.dtype; bfloat16/float16 is the autocast precision. With
     LoRA the frozen base keeps model.dtype (PEFT holds the adapters in float32)."""
-    from inspo_cli.training.setup import shared_kwargs, training_precision
+    from inspo_cli.training.trainer_inputs import shared_kwargs, training_precision
 
     recipe = load_recipe(None, [f"model.dtype={dtype}", f"model.lora={str(lora).lower()}"], check_paths=False)
     precision = training_precision(recipe, device)
@@ -345,7 +345,7 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
     """The recipe's instructions all stay (it used to keep only the first); optimizer rewrites fill the population."""
     from types import SimpleNamespace
 
-    from inspo_cli.instructions import lm
+    from inspo_cli.instructions.providers import optimizer_lm as lm
     from inspo_cli.training.coevolution import instruction_source
 
     class Rewriter:

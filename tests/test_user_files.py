@@ -312,8 +312,8 @@ def test_an_ablation_never_deletes_a_run_folder_it_did_not_start(tmp_path, repo_
     the run fails in one line and the copy is kept, instead of being deleted to start the run again."""
     from inspo_cli import experiment
     from inspo_cli.ablation.directory import AblationDir
-    from inspo_cli.ablation.plan import plan_sweep
     from inspo_cli.ablation.runner import run_one
+    from inspo_cli.ablation.sweep import plan_sweep
 
     monkeypatch.chdir(repo_root)
     started = []
@@ -340,7 +340,7 @@ def test_a_merged_adapter_never_replaces_a_folder_it_did_not_write(tmp_path, tin
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from inspo_cli.models import merged_adapter_dir
+    from inspo_cli.policy.models import merged_adapter_dir
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     adapter = tmp_path / "checkpoint-2"

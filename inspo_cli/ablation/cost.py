@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from inspo_cli.ablation.formatting import p_text, signed
+from inspo_cli.instructions.providers.call_record import summarize_record
 from inspo_cli.runs import RunDir
 
 FIELDS = ("hours", "gpu_hours", "optimizer_calls", "tokens", "cost_usd", "evolution_share")
@@ -32,8 +34,6 @@ def never_evolved(overhead: dict) -> bool:
 
 def run_cost(run: RunDir) -> dict:
     """One finished run's cost (see the module docstring); a figure the run cannot tell is None."""
-    from inspo_cli.instructions.call_record import summarize_record
-
     summary = run.summary() or {}
     compute = summary.get("compute") or {}
     wall, processes, device = summary.get("wall_seconds"), compute.get("processes"), compute.get("device")
@@ -133,8 +133,6 @@ COST_HEADER = [
 def cost_line(variant: str, reference: str, difference: dict | None, cost: dict, reference_cost: dict) -> str:
     """ "inspo vs search-r1: +0.040 EM [+0.010, +0.070] for +3% GPU-hours and $12.00 more of optimizer calls per
     run": a comparison on the average with what it cost."""
-    from inspo_cli.ablation.formatting import p_text, signed
-
     what = cost_sentence(cost, reference_cost)
     if difference is None:
         em = "no difference of averages"

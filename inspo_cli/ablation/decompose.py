@@ -50,8 +50,14 @@ from pathlib import Path
 from inspo_cli.ablation.compare import RunScores
 from inspo_cli.ablation.results import METHOD, RunResult, read_scores
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.checkpoints import checkpoint_steps, run_policy
+from inspo_cli.evaluation.report import read_results
+from inspo_cli.evaluation.runner import evaluation_questions
+from inspo_cli.evaluation.session import run_evaluation
+from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.runs import RunDir
+from retriever.index import process_alive
 
 CELLS_DIR = "decomposition"  # in each run directory
 CELL_FILE = "cell.json"
@@ -94,8 +100,6 @@ class CellSpec:
     def loadable(self) -> str:
         """What transformers / vLLM load: the recipe's model, or the run's policy at the step (an adapter merged
         once, only now that it is evaluated)."""
-        from inspo_cli.evaluation.checkpoints import run_policy
-
         if self.weights == "initial":
             return self.model
         which = self.model.rsplit("@", 1)[1]
@@ -144,8 +148,6 @@ def _model_identity(path: str) -> str:
 
 
 def _instruction_of(result: RunResult) -> str:
-    from inspo_cli.evaluation.report import read_results
-
     info = read_results(result.file, "evaluate the run again") if result.file else {}
     text = info.get("instruction")
     if not isinstance(text, str) or not text:
@@ -160,8 +162,6 @@ def _policy(run: RunDir, result: RunResult, recipe) -> str:
     """The run's policy at the reported step, as the cache key knows it: the run's name and the checkpoint, so a
     moved directory keeps its cells (nothing is loaded or merged to tell it; `CellSpec.loadable` finds the weights
     when they are evaluated). Such a cell lives in its own run's directory and is never copied to another."""
-    from inspo_cli.evaluation.checkpoints import checkpoint_steps
-
     if result.step == result.last_step:
         if not run.has_final_model():
             raise InspoError(
@@ -182,8 +182,6 @@ def plan_cells(
 ) -> list[SeedCells]:
     """Per seed of the INSPO variant (runs with a result), in seed order, the six cells, each to be evaluated; the
     static cells only for seeds the static variant ran too (paired by seed)."""
-    from inspo_cli.instructions.initial import initial_instructions
-
     by_seed = {result.seed: (run, result) for run, result in static}
     plans = []
     for run, result in sorted(inspo, key=lambda pair: pair[1].seed):
@@ -292,9 +290,6 @@ def _publish(building: Path, target: Path) -> None:
 def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None]) -> None:
     """One cell with `inspo evaluate`'s machinery, built beside its directory and renamed into place with its
     cell.json, so an interrupted evaluation leaves nothing that reads as cached."""
-    from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.evaluation.session import run_evaluation
-
     recipe = spec.run.recipe()
     recipe.model.name_or_path = spec.loadable()
     e = recipe.evaluation
@@ -329,8 +324,6 @@ def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None
 def _clear_leftovers(directory: Path) -> None:
     """Remove what builds of this cell cut off by Ctrl-C or a kill left beside it (`.<cell>.tmp-<host>-<pid>` of a
     process of this host that is gone); one still running, here or on another host, is left alone."""
-    from retriever.index import process_alive
-
     host = socket.gethostname()
     for leftover in directory.parent.glob(f".{directory.name}.tmp-*"):
         where, _, pid = leftover.name.rpartition("-")

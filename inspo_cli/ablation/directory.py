@@ -27,8 +27,8 @@ import os
 import shutil
 from pathlib import Path
 
-from inspo_cli.ablation.plan import Plan, PlannedRun
-from inspo_cli.config import dump_recipe
+from inspo_cli.ablation.plan import Plan, PlannedRun, resolve
+from inspo_cli.config import dump_recipe, load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.files import make_dir, not_a_directory
 from inspo_cli.jsonio import Range, atomic_write_json, atomic_write_text, read_json
@@ -129,9 +129,6 @@ class AblationDir:
         """The first variant whose recipe resolved now differs from its planned recipes/<variant>.yaml, and how."""
         import yaml
 
-        from inspo_cli.ablation.plan import resolve
-        from inspo_cli.config import load_recipe
-
         for variant in self.plan.variants:
             file = self.recipe_file(variant.name)
             try:  # loaded as planned (paths as they were resolved then); a key added since takes its default
@@ -168,8 +165,6 @@ class AblationDir:
         """Every variant's resolved recipe, then plan.json (before any run starts). The recipes are written into a
         side folder renamed into place when complete, and plan.json last, so an interrupted planning leaves only
         what `start` recognises and clears."""
-        from inspo_cli.ablation.plan import resolve
-
         partial, old = self.path / self.PARTIAL_RECIPES, self.path / self.OLD_RECIPES
         for leftover in (partial, old):
             shutil.rmtree(leftover, ignore_errors=True)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from inspo_cli.ablation.compare import Comparison, RunScores, compare, estimate
 from inspo_cli.ablation.decompose import CELL_TEXT, WEIGHTS, SeedCells, read_cells
+from inspo_cli.ablation.formatting import cell, delta_cell
 
 TI, TS, II, IS, SI, SS = (
     ("trained", "evolved"),
@@ -144,8 +145,6 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
 
 def markdown(d: dict, rule_text: str) -> list[str]:
     """A decomposition as a markdown section: the cells, the effects, and the cells per seed."""
-    from inspo_cli.ablation.formatting import cell, delta_cell
-
     static = d["static"]
     labels = {
         "initial": "initial policy (the recipe's model)",

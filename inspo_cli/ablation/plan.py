@@ -1,11 +1,11 @@
 """Ablation plans: which variants of a recipe to train, over which seeds.
 
 A plan is a list of variants (a recipe file plus `--set` overrides) times a list of seeds; each (variant, seed) is
-one run. Plans come from the paper's named ablations, from studies that bundle them, or from a sweep file:
+one run. Plans come from the paper's named ablations, from studies that bundle them, or from a sweep file
+(`sweep.py`):
 
     plan = plan_axes("recipes/qwen2.5-3b/inspo.yaml", [("proposer", ["paraphrase"])], seeds=[0, 1, 2])
     plan = plan_study("recipes/qwen2.5-3b/inspo.yaml", "fig3", seeds=[0, 1, 2])
-    plan = plan_sweep(yaml.safe_load(open("sweep.yaml")), "sweep.yaml", recipe=None, seeds=None)
     plan.runs()          # seed-major: every variant of seed 0, then seed 1, ...
 
 Every variant's recipe is resolved (`load_recipe`) when planned, so a bad override fails before anything runs,
@@ -24,9 +24,7 @@ static-instruction reference (`population.enabled=false`) that Fig. 6 and Table 
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -149,7 +147,6 @@ STUDIES = {
 # Table 1's trained baselines, taken from the base recipe's directory when they are there (recipes/qwen2.5-*/)
 TABLE1_SIBLINGS = ("search-r1.yaml", "rejection-sampling.yaml", "sft.yaml", "grpo-no-search.yaml")
 
-_NAME = RUN_NAME
 SEED_LIMIT = 2**32  # numpy and torch take seeds in [0, 2**32); run.seed is checked against the same range
 # A variant names its recipe file and its runs, `<name>-s<seed>`, whose run.name may have MAX_RUN_NAME characters
 MAX_NAME_CHARS = MAX_RUN_NAME - len(f"-s{SEED_LIMIT - 1}")
@@ -232,16 +229,16 @@ def resolve(variant: Variant, common: Sequence[str] = ()) -> Recipe:
         raise InspoError(f"variant {variant.name}: {error}") from None
 
 
-class _Planner:
+class Planner:
     """Collects variants, merging those that resolve to the same recipe (their bars join the first)."""
 
     def __init__(self, common: Sequence[str]):
         self.common, self.variants, self._by_recipe, self.merged = list(common), [], {}, {}
 
     def add(self, variant: Variant) -> Variant:
-        if not _NAME.match(variant.name) or len(variant.name) > MAX_NAME_CHARS:
+        if not RUN_NAME.match(variant.name) or len(variant.name) > MAX_NAME_CHARS:
             raise InspoError(
-                f"variant name {_clip(variant.name)!r} must be at most {MAX_NAME_CHARS} letters, "
+                f"variant name {clip(variant.name)!r} must be at most {MAX_NAME_CHARS} letters, "
                 "digits, '.', '_' or '-' (it names run directories)"
             )
         if any(v.name == variant.name for v in self.variants):
@@ -278,12 +275,12 @@ def _seeds(seeds: Sequence[int]) -> list[int]:
     ):
         raise InspoError(
             f"seeds must be distinct integers in [0, 2**32 - 1] (numpy's and torch's range), e.g. "
-            f"--seeds 0,1,2 (got {_clip(str(seeds))})"
+            f"--seeds 0,1,2 (got {clip(str(seeds))})"
         )
     return seeds
 
 
-def _clip(text: str, limit: int = 80) -> str:
+def clip(text: str, limit: int = 80) -> str:
     """A value quoted in a one-line error, cut to a readable length."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
@@ -298,7 +295,7 @@ def plan_axes(
 ) -> Plan:
     """The base recipe, one variant per (axis, value), and (reference) the Search-R1 baseline."""
     recipe = str(recipe)
-    planner = _Planner(common)
+    planner = Planner(common)
     base = planner.add(Variant(Path(recipe).stem, recipe))
     population_axes = [axis for axis, _ in axes if axis not in AGENT_AXES]
     if population_axes and not resolve(base).population.enabled:
@@ -339,7 +336,7 @@ def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEED
     name = f"{Path(recipe).stem}-{study}"
     if study != "table1":
         return plan_axes(recipe, axes, seeds, common, reference, name)
-    planner = _Planner(common)
+    planner = Planner(common)
     planner.add(Variant(Path(recipe).stem, str(recipe), bars=["INSPO"]))
     siblings = [Path(recipe).parent / f for f in TABLE1_SIBLINGS if (Path(recipe).parent / f).is_file()]
     if not any(s.name == "search-r1.yaml" for s in siblings):
@@ -347,156 +344,3 @@ def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEED
     for sibling in siblings:
         planner.add(Variant(sibling.stem, str(sibling), bars=[sibling.stem]))
     return planner.plan(name, seeds)
-
-
-SWEEP_KEYS = ("recipe", "seeds", "set", "variants", "grid")
-
-
-def _beside(recipe: str, source: str) -> str:
-    """A sweep file's `recipe:` is relative to the sweep file's folder, as `extends:` is to its recipe's; a path that
-    is not there is taken as given (relative to the current directory or the project, or a bundled name)."""
-    candidate = Path(source).parent / recipe
-    return str(candidate) if not Path(recipe).is_absolute() and candidate.is_file() else recipe
-
-
-MAX_VARIANTS = 500  # a sweep planning more is refused (--max-variants raises it): each variant is resolved when planned
-
-
-def plan_sweep(
-    sweep: Any,
-    source: str,
-    recipe: str | Path | None = None,
-    seeds: Sequence[int] | None = None,
-    common: Sequence[str] = (),
-    max_variants: int = MAX_VARIANTS,
-) -> Plan:
-    """A sweep file's plan. Keys: recipe (the base; --recipe wins), seeds, set (overrides for every variant),
-    variants (name: [overrides] or name: {recipe: FILE, set: [overrides]}), grid (key: [values], one variant per
-    combination). `--seeds` and `--set` on the command line win over / add to the file's."""
-    if not isinstance(sweep, dict):
-        raise InspoError(f"{source}: a sweep file is a mapping with {', '.join(SWEEP_KEYS)}")
-    unknown = [k for k in sweep if k not in SWEEP_KEYS]
-    if unknown:
-        raise InspoError(f"{source}: unknown key {unknown[0]!r}; a sweep file has {', '.join(SWEEP_KEYS)}")
-    base = str(recipe) if recipe is not None else sweep.get("recipe")
-    if not base:
-        raise InspoError(f"{source}: name the base recipe with 'recipe: FILE' in the file or --recipe")
-    if not isinstance(base, str):
-        raise InspoError(
-            f"{source}: recipe: must be a recipe file or bundled name, e.g. 'recipe: recipes/demo.yaml' "
-            f"(got {type(base).__name__} {base!r})"
-        )
-    if recipe is None:
-        base = _beside(base, source)
-    file_set = _string_list(sweep.get("set", []), f"{source}: set")
-    planner = _Planner([*file_set, *common])
-    variants = sweep.get("variants") or {}
-    if not isinstance(variants, dict):
-        raise InspoError(
-            f"{source}: variants must map a name to its overrides, e.g. 'search-r1: [population.enabled=false]'"
-        )
-    if len(variants) > max_variants:
-        raise InspoError(
-            f"{source}: the sweep lists {len(variants):,} variants, more than the {max_variants:,} "
-            "allowed; split it, or raise the cap with --max-variants"
-        )
-    for name, spec in variants.items():
-        if not isinstance(name, str):
-            kind = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number"}.get(
-                type(name), f"a {type(name).__name__}"
-            )
-            raise InspoError(
-                f"{source}: variants: the name {_clip(repr(name))} is {kind}, not text (YAML reads "
-                "unquoted ~, yes/no/on/off, 017, 1:30 and dates so); quote it"
-            )
-        if isinstance(spec, dict):
-            extra = [k for k in spec if k not in ("recipe", "set")]
-            if extra:
-                raise InspoError(f"{source}: variant {name}: unknown key {extra[0]!r}; use recipe and set")
-            overrides = _string_list(spec.get("set", []), f"{source}: variant {name}")
-            other = spec.get("recipe")
-            if other is not None and not isinstance(other, str):
-                raise InspoError(
-                    f"{source}: variant {name}: recipe: must be a recipe file or bundled name (got "
-                    f"{type(other).__name__} {other!r})"
-                )
-            planner.add(
-                Variant(
-                    str(name),
-                    _beside(other, source) if other else base,
-                    overrides,
-                    [" ".join([*([f"recipe {other}"] if other else []), *overrides])],
-                )
-            )
-        else:
-            overrides = _string_list(spec or [], f"{source}: variant {name}")
-            planner.add(Variant(str(name), base, overrides, [" ".join(overrides)] if overrides else []))
-    grid = sweep.get("grid") or {}
-    bad_keys = [k for k in grid if not isinstance(k, str)] if isinstance(grid, dict) else []
-    if bad_keys:  # a list, not next(..., None): YAML's `~:` is the key None itself
-        raise InspoError(
-            f"{source}: grid: key {_clip(repr(bad_keys[0]))} ({type(bad_keys[0]).__name__}) must be a "
-            "recipe field such as population.n_parent (YAML reads unquoted ~, yes/no/on/off and numbers "
-            "as other than text)"
-        )
-    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
-        raise InspoError(
-            f"{source}: grid must map a recipe key to a non-empty list of values, e.g. 'population.n_parent: [1, 2, 3]'"
-        )
-    count = math.prod(len(v) for v in grid.values()) if grid else 0
-    if count + len(variants) > max_variants:
-        raise InspoError(
-            f"{source}: the sweep plans {count + len(variants):,} variants ({count:,} from the grid), "
-            f"more than the {max_variants:,} allowed (each is resolved now and trained for every seed); "
-            "shrink the grid, or raise the cap with --max-variants"
-        )
-    for key, values in grid.items():
-        for value in values:
-            _grid_value(key, value, source)
-    combinations = [list(zip(grid, c)) for c in itertools.product(*grid.values())] if grid else []
-    names = [_grid_name(pairs, source) for pairs in combinations]  # every name checked before any is resolved
-    for name, pairs in zip(names, combinations):
-        planner.add(
-            Variant(
-                name,
-                base,
-                [f"{key}={json.dumps(value)}" for key, value in pairs],
-                [", ".join(f"{key}={value}" for key, value in pairs)],
-            )
-        )
-    file_seeds = sweep.get("seeds", list(PAPER_SEEDS))
-    if not isinstance(file_seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in file_seeds):
-        raise InspoError(f"{source}: seeds must be a list of integers, e.g. [0, 1, 2]")
-    return planner.plan(Path(source).stem, seeds if seeds is not None else file_seeds)
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _grid_value(key: str, value: Any, source: str) -> None:
-    """A grid value is what `--set` could say: a scalar, or a list of scalars for a list field. Others (dates,
-    timestamps, !!set, !!binary, mappings) would be written back as a different text or not at all."""
-    scalar = isinstance(value, _SCALARS) and not (isinstance(value, float) and not math.isfinite(value))
-    if not (scalar or (isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value))):
-        raise InspoError(
-            f"{source}: grid: {key}: the value {_clip(repr(value), 60)} ({type(value).__name__}) is not "
-            "a finite number, a string, true/false, null or a list of them; quote it to pass it as text"
-        )
-
-
-def _grid_name(pairs: list[tuple[str, Any]], source: str) -> str:
-    """A grid variant's name, `n_parent-2_temperature-0.05`; one that could not name a directory is refused."""
-    name = "_".join(f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in pairs)
-    if not _NAME.match(name) or len(name) > MAX_NAME_CHARS:
-        raise InspoError(
-            f"{source}: grid: {', '.join(f'{k}: {_clip(repr(v), 40)}' for k, v in pairs)} make the "
-            f"variant name {_clip(name)!r}, which is not a directory name of at most {MAX_NAME_CHARS} "
-            "letters, digits, '.', '_' or '-'; list those values under variants: with names of your own"
-        )
-    return name
-
-
-def _string_list(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
-        raise InspoError(f"{where}: must be a list of KEY=VALUE overrides, e.g. [training.steps=2]")
-    return list(value)

@@ -23,7 +23,9 @@ from pathlib import Path
 from shlex import quote
 
 from inspo_cli.ablation.compare import RunScores
+from inspo_cli.collapse import detect_collapse
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.checkpoints import checkpoint_steps, evaluation_steps, interval_text
 from inspo_cli.evaluation.report import iter_predictions, read_results
 from inspo_cli.runs import RunDir
 
@@ -45,9 +47,6 @@ def results_file(run: RunDir, step: int) -> Path:
 
 def choose_step(run: RunDir, rule: str = "best") -> Choice:
     """The step a table reports for a finished run under `rule` (see the module docstring)."""
-    from inspo_cli.collapse import detect_collapse
-    from inspo_cli.evaluation.checkpoints import checkpoint_steps, evaluation_steps, interval_text
-
     summary = run.summary()
     if summary is None:
         return Choice(None, None, None, "unfinished")
@@ -125,20 +124,20 @@ class RunResult:
 def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult | None, str | None]:
     """The run's result under `rule`, or (None, why it has none)."""
     choice = choose_step(run, rule)
-    if choice.step is None:
+    if choice.step is None or choice.last_step is None:  # the last step is None only with the step
         return None, choice.why
     file = results_file(run, choice.step)
     checkpoint = "" if choice.step == choice.last_step else f" --checkpoint {choice.step}"
     again = f"`inspo evaluate --run {quote(str(run))}{checkpoint} --out {quote(str(file.parent))}`"
     if not os.path.lexists(file):  # anything else there (a FIFO, a folder) is refused by read_results below
-        if choice.step == choice.last_step:
+        if choice.collapse is not None:  # the step was moved back from the last one
             return None, (
-                "finished, no evaluation after its last step (training.eval_every is 0): `inspo ablate` "
-                f"evaluates it, or {again}"
+                f"App. B's checkpoint is step {choice.step} (reward collapse at step "
+                f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or {again}"
             )
         return None, (
-            f"App. B's checkpoint is step {choice.step} (reward collapse at step "
-            f"{choice.collapse['detected_at']}), not evaluated yet: `inspo ablate` evaluates it, or {again}"
+            "finished, no evaluation after its last step (training.eval_every is 0): `inspo ablate` "
+            f"evaluates it, or {again}"
         )
     fix = f"copy it again from where the run ran, or delete {quote(str(file.parent))} and evaluate again: {again}"
     em, n, questions = read_scores(file, fix)

@@ -25,11 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inspo_cli import experiment
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.plan import PlannedRun
 from inspo_cli.ablation.results import METHOD, choose_step, results_file
 from inspo_cli.ablation.status import local_job
+from inspo_cli.config import load_recipe
 from inspo_cli.errors import USER_ERRORS, InspoError
+from inspo_cli.evaluation.checkpoints import run_policy
+from inspo_cli.evaluation.runner import evaluation_questions
+from inspo_cli.evaluation.session import run_evaluation
 from inspo_cli.experiment import RunInterrupted
 from inspo_cli.runs import RunDir
 from inspo_cli.training.stages import resume_possible
@@ -118,9 +123,6 @@ def _failed(ablation, run, message, on_event, prefix) -> str:
 
 
 def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | None, launcher: str = "inspo") -> None:
-    from inspo_cli import experiment
-    from inspo_cli.config import load_recipe
-
     directory = ablation.run_dir(run)
     if launcher_words(launcher) != ["inspo"]:  # e.g. accelerate launch: the run is that command's processes
         if not resume:
@@ -131,7 +133,7 @@ def _train(ablation: AblationDir, run: PlannedRun, resume: bool, device: str | N
             raise InspoError(f"`{shlex.join(command)}` exited with code {done.returncode}; its output is above")
         return
     if resume:
-        experiment.run("train", resume=directory, device=device)
+        experiment.run("train", resume=directory.path, device=device)
         return
     _clear_for_a_fresh_start(ablation, directory)  # cut off before its first checkpoint: nothing to continue from
     recipe_file = ablation.recipe_file(run.variant)
@@ -238,10 +240,6 @@ def _evaluate_if_needed(ablation: AblationDir, run: PlannedRun, device: str | No
 
 def evaluate_step(directory: RunDir, step: int | None, out_dir, device: str | None) -> None:
     """Evaluate the run's policy after `step` (None: its final policy) with that checkpoint's best instruction."""
-    from inspo_cli.evaluation.checkpoints import run_policy
-    from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.evaluation.session import run_evaluation
-
     recipe = directory.recipe()
     policy = run_policy(directory, recipe, None if step is None else str(step))
     recipe.model.name_or_path = policy.path

@@ -28,11 +28,15 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 from inspo_cli.ablation.directory import ABSENT, FINISHED, AblationDir
 from inspo_cli.ablation.runner import launcher_words, run_one, training_command
 from inspo_cli.ablation.status import UNKNOWN, Queue, SchedulerUnavailable, checked_jobs
+from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
 from inspo_cli.errors import InspoError
+from inspo_cli.files import read_text
+from inspo_cli.training.stages import resume_possible
 
 MULTI_NODE_LAUNCHERS = ("accelerate launch", "torchrun")
 
@@ -123,7 +127,7 @@ def launcher_gpus(launcher: str) -> int | None:
     return None
 
 
-def _count(value) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -131,9 +135,6 @@ def read_launcher_config(path: str):
     """An accelerate config file, read as a user's YAML is (`files.read_text`: a regular file, bounded by the bytes
     actually read, so a FIFO or /dev/zero is refused rather than read forever), one line on any damage."""
     import yaml
-
-    from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
-    from inspo_cli.files import read_text
 
     what = "--launcher's --config_file"
     text = read_text(path, what, MAX_BYTES)
@@ -157,8 +158,6 @@ def _visible_gpus() -> int:
 def _join_training(ablation: AblationDir, run, device: str | None, launcher: str) -> str:
     """A node other than the first of a multi-node run: start its share of the training (the same command, the
     same resume decision as the first node), and nothing else: the first node removes, evaluates and records."""
-    from inspo_cli.training.stages import resume_possible
-
     status = ablation.status(run)
     if status == FINISHED:
         return "skipped"

@@ -32,6 +32,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from inspo_cli.ablation.directory import ABSENT, FINISHED, PARTIAL, AblationDir
+from inspo_cli.ablation.results import read_result
+from inspo_cli.envvars import env_seconds
 from inspo_cli.errors import InspoError
 
 QUEUED, RUNNING, FAILED, UNKNOWN = "queued", "running", "failed", "unknown"
@@ -289,8 +291,6 @@ class Queue:
 
 def run_states(ablation: AblationDir, rule: str = "best") -> list[RunState]:
     """Where every planned run is, from its directory, failures.json, jobs.json and the queue."""
-    from inspo_cli.ablation.results import read_result
-
     jobs, failures, queue = checked_jobs(ablation), ablation.failures(), Queue()
     states = []
     for run in ablation.plan.runs():
@@ -339,8 +339,6 @@ def wait(
     controller, which clusters ask users not to make often). While SLURM cannot be asked it keeps asking, for at
     most `patience_s` (default `SCHEDULER_PATIENCE_S`), then raises `SchedulerUnavailable`; a run started on
     another machine cannot be followed from here at all."""
-    from inspo_cli.envvars import env_seconds
-
     poll_s = env_seconds("INSPO_POLL_SECONDS") if poll_s is None else poll_s
     patience_s = SCHEDULER_PATIENCE_S if patience_s is None else patience_s
     last, failing_since = None, None

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 
 from inspo_cli.ablation.directory import FINISHED, AblationDir
+from inspo_cli.ablation.plan import PlannedRun
+from inspo_cli.ablation.results import choose_step, results_file
 from inspo_cli.ablation.runner import Outcome, run_one
 from inspo_cli.ablation.status import local_job
 from inspo_cli.errors import InspoError
@@ -50,18 +52,20 @@ def run_parallel(
 ) -> Outcome:
     groups = gpu_groups(workers, gpus_per_run, device)
     outcome = Outcome()
-    queue = []
+    queue: list[PlannedRun] = []
+    skipped: list[PlannedRun] = []
     for run in ablation.plan.runs():
-        (outcome.skipped if _done(ablation, run, rule) else queue).append(run)
-    outcome.skipped = [run.name for run in outcome.skipped]
-    free, active = list(range(workers)), {}
+        (skipped if _done(ablation, run, rule) else queue).append(run)
+    outcome.skipped = [run.name for run in skipped]
+    free = list(range(workers))
+    active: dict[subprocess.Popen, tuple[PlannedRun, int]] = {}
     try:
         while queue or active:
             while queue and free:
                 run, slot = queue.pop(0), free.pop(0)
-                env = dict(os.environ)
-                if groups[slot] is not None:
-                    env["CUDA_VISIBLE_DEVICES"] = groups[slot]
+                env, group = dict(os.environ), groups[slot]
+                if group is not None:
+                    env["CUDA_VISIBLE_DEVICES"] = group
                 command = [
                     sys.executable,
                     "-m",
@@ -72,7 +76,7 @@ def run_parallel(
                     rule,
                     launcher,
                 ]
-                on_event(f"{run.name}: worker {slot + 1}" + (f" (GPUs {groups[slot]})" if groups[slot] else ""))
+                on_event(f"{run.name}: worker {slot + 1}" + (f" (GPUs {group})" if group else ""))
                 process = subprocess.Popen(command, env=env)
                 ablation.record_jobs({run.name: local_job(process.pid)})
                 active[process] = (run, slot)
@@ -93,10 +97,8 @@ def run_parallel(
     return outcome
 
 
-def _done(ablation: AblationDir, run, rule: str) -> bool:
+def _done(ablation: AblationDir, run: PlannedRun, rule: str) -> bool:
     """Finished and evaluated at the step the table reports: nothing for a worker to do."""
-    from inspo_cli.ablation.results import choose_step, results_file
-
     if ablation.status(run) != FINISHED:
         return False
     choice = choose_step(ablation.run_dir(run), rule)

@@ -1,6 +1,6 @@
-"""The search agent: the Search-R1 text protocol, policy backends, and the multi-turn rollout engine."""
+"""The search agent: the Search-R1 text protocol, the tools, and the multi-turn rollout engine (the loop). What
+generates the policy's tokens is `inspo_cli.policy`."""
 
-from inspo_cli.agent.backends import Generation, PolicyBackend, TransformersBackend, VLLMBackend, load_backend
 from inspo_cli.agent.protocol import CORRECTIVE_OBSERVATION, STOP_STRINGS, Action, build_prompt, parse_action
 from inspo_cli.agent.rollout import RolloutEngine, Trajectory
 
@@ -8,13 +8,8 @@ __all__ = [
     "CORRECTIVE_OBSERVATION",
     "STOP_STRINGS",
     "Action",
-    "Generation",
-    "PolicyBackend",
     "RolloutEngine",
     "Trajectory",
-    "TransformersBackend",
-    "VLLMBackend",
     "build_prompt",
-    "load_backend",
     "parse_action",
 ]

@@ -37,8 +37,8 @@ from inspo_cli.agent.protocol import (
     user_message,
 )
 from inspo_cli.agent.tools.base import Observation, Tool
-from inspo_cli.config.sections import PROTOCOLS
 from inspo_cli.errors import InspoError
+from inspo_cli.registry import PROTOCOLS
 
 # Qwen2.5-Instruct's chat template (tokenizer_config.json of Qwen/Qwen2.5-*-Instruct, Apache-2.0), used for
 # function calling with a tokenizer whose own template does not render tools.
@@ -300,8 +300,6 @@ def argument_problem(schema: Mapping[str, Any], arguments: Any) -> str | None:
 
 def call_format(protocol: str, tools: Sequence[Tool], tokenizer, chat: bool):
     """The `agent.protocol` named `protocol` over `tools`."""
-    if protocol == "search-r1":
-        return SearchR1Format(tools, tokenizer, chat)
-    if protocol == "function-calling":
-        return FunctionCallingFormat(tools, tokenizer, chat)
-    raise InspoError(f"agent.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    if protocol not in PROTOCOLS:
+        raise InspoError(f"agent.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    return PROTOCOLS.load(protocol)(tools, tokenizer, chat)  # inspo_cli.registry: the class that renders it

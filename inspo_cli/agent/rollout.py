@@ -24,13 +24,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from inspo_cli.agent.backends import PolicyBackend
 from inspo_cli.agent.call_formats import Call, call_format
 from inspo_cli.agent.per_trajectory import run_per_trajectory
 from inspo_cli.agent.tools.base import Observation, Tool
 from inspo_cli.agent.tools.search import SearchTool
 from inspo_cli.config import RolloutConfig
 from inspo_cli.metrics import extract_answer
+from inspo_cli.policy.generation import PolicyBackend
 from retriever.search import Retriever
 
 STOP_REASONS = ("answer", "eos", "max_turns", "context")
@@ -197,10 +197,9 @@ class RolloutEngine:
         process's torch generator per batch, then keyed, so that both schedules seed each turn alike."""
         if not getattr(self.backend, "request_seeds", False):
             return lambda row, turn: None
-        from inspo_cli.agent.backends import _request_seeds
-        from inspo_cli.instructions.sampling import derived_seed
+        from inspo_cli.policy.seeds import derived_seed, request_seeds
 
-        (base,) = _request_seeds(1)
+        (base,) = request_seeds(1)
         return lambda row, turn: derived_seed(base, row, turn)
 
     def _turn(self, trajectories: list[Trajectory], rows: list[int], search_allowed: bool, seed_of) -> None:

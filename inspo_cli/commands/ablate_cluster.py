@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from inspo_cli.console import console, err_console
 from inspo_cli.errors import InspoError
+
+if TYPE_CHECKING:
+    from inspo_cli.ablation.slurm import SlurmOptions
+    from inspo_cli.commands.ablate_options import OnSlurm
 
 SCHEDULERS = ("local", "slurm")
 
@@ -71,7 +76,9 @@ def parse_time(text: str) -> int:
     match = re.fullmatch(r"(?:(\d{1,6})-)?(\d{1,9})(?::(\d{1,9}))?(?::(\d{1,9}))?", text.strip(), re.ASCII)
     if match is None:
         raise InspoError(f"--time {text[:40]!r}: use minutes (90), HH:MM:SS (48:00:00) or D-HH:MM (2-00:00)")
-    days, first, second, third = (int(g) if g else None for g in match.groups())
+    days_text, first_text, second_text, third_text = match.groups()
+    first = int(first_text)  # the one number the pattern requires
+    days, second, third = (int(g) if g else None for g in (days_text, second_text, third_text))
     if days is not None:  # D-HH[:MM[:SS]]
         minutes = days * 1440 + first * 60 + (second or 0) + ((third or 0) + 59) // 60
     elif second is None:  # MM
@@ -151,23 +158,12 @@ def _check_value(flag: str, value: str, spaces: bool = True) -> None:
         )
 
 
-def slurm_options(
-    partition,
-    account,
-    qos,
-    time,
-    gpus,
-    cpus,
-    mem,
-    nodes,
-    parallelism,
-    sbatch_options,
-    launcher: str = "inspo",
-    max_timeouts: int = 10,
-):
+def slurm_options(slurm: OnSlurm, gpus: int | None, launcher: str = "inspo") -> SlurmOptions:
     """The checked SLURM options; GPUs per run default to what the launcher's accelerate config asks for."""
     from inspo_cli.ablation.slurm import SlurmOptions, launcher_gpus, node_launcher
 
+    cpus, nodes, parallelism = slurm.cpus_per_run, slurm.nodes_per_run, slurm.array_parallelism
+    max_timeouts = slurm.max_timeouts
     gpus_flag = "--gpus-per-run"
     if gpus is None:
         gpus, gpus_flag = launcher_gpus(launcher), "--gpus-per-run (the --launcher's config: num_processes)"
@@ -176,18 +172,18 @@ def slurm_options(
             raise InspoError(
                 f"{gpus_flag if flag == '--gpus-per-run' else flag} {value}: must be from {least} to {most:,}"
             )
-    extra = parse_sbatch_options(sbatch_options or [])
-    for flag, value in (("--partition", partition), ("--account", account), ("--qos", qos)):
-        if value is not None:
-            _check_value(flag, value, spaces=False)
+    extra = parse_sbatch_options(slurm.sbatch_option)
+    for flag, text in (("--partition", slurm.partition), ("--account", slurm.account), ("--qos", slurm.qos)):
+        if text is not None:
+            _check_value(flag, text, spaces=False)
     options = SlurmOptions(
-        partition,
-        account,
-        qos,
-        parse_time(time),
+        slurm.partition,
+        slurm.account,
+        slurm.qos,
+        parse_time(slurm.time_limit),
         gpus,
         cpus,
-        parse_memory(mem),
+        parse_memory(slurm.mem_per_run),
         nodes,
         parallelism,
         extra,

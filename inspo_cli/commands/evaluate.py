@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from inspo_cli.commands.recipe import SetOption
+from inspo_cli.commands.options import DeviceOption, SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir, read_text
@@ -135,7 +135,7 @@ def evaluate(
     temperature: Annotated[
         float | None, typer.Option(help="Sampling temperature; 0 is greedy (default: evaluation.temperature).")
     ] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
+    device: DeviceOption = None,
     out: Annotated[Path | None, typer.Option(help="Directory for results (default: evals/<timestamp>).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed for sampling.")] = 0,
     overrides: SetOption = None,
@@ -144,7 +144,7 @@ def evaluate(
     from inspo_cli.config import load_recipe
     from inspo_cli.evaluation.checkpoints import default_checkpoint, run_policy
     from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.models import check_device
+    from inspo_cli.policy.models import check_device
     from inspo_cli.runs import RunDir
 
     check_device(device)

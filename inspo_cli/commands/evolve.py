@@ -15,7 +15,15 @@ from typing import Annotated
 
 import typer
 
-from inspo_cli.commands.recipe import SetOption, refuse_with_resume
+from inspo_cli.commands.options import (
+    DeviceOption,
+    OutputDirOption,
+    ReplayOptimizerOption,
+    RunNameOption,
+    SetOption,
+    refuse_with_resume,
+    run_flags,
+)
 from inspo_cli.commands.running import start_run
 from inspo_cli.console import console, user_errors
 from inspo_cli.errors import InspoError
@@ -39,18 +47,10 @@ def evolve(
         ),
     ] = None,
     resume: Annotated[Path | None, typer.Option(help="A run directory to continue from its last step.")] = None,
-    output_dir: Annotated[Path | None, typer.Option(help="Where new run directories go (default: runs/).")] = None,
-    name: Annotated[str | None, typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
-    replay_optimizer: Annotated[
-        Path | None,
-        typer.Option(
-            help="Answer every optimizer call from a record (a "
-            "run's optimizer_calls.jsonl, or a run or ablation "
-            "directory): the run evolves as recorded, with no "
-            "key or server (optimizer.replay)."
-        ),
-    ] = None,
+    output_dir: OutputDirOption = None,
+    name: RunNameOption = None,
+    device: DeviceOption = None,
+    replay_optimizer: ReplayOptimizerOption = None,
 ) -> None:
     """Evolve instructions with INSPO's population / prune / evolve / verify loop and a frozen policy."""
     from inspo_cli.config import load_recipe
@@ -80,11 +80,7 @@ def evolve(
         config = load_recipe(
             recipe,
             overrides or [],
-            flags={
-                "--model": ("model.name_or_path", model),
-                "--name": ("run.name", name),
-                "--replay-optimizer": ("optimizer.replay", replay_optimizer and str(replay_optimizer)),
-            },
+            flags={"--model": ("model.name_or_path", model), **run_flags(name, replay_optimizer)},
         )
     run = start_run("evolve", config, recipe, resume, output_dir, device)
     summary = run.summary()

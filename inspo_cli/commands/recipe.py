@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from inspo_cli.commands.options import SetOption
 from inspo_cli.config import dump_recipe, load_recipe, recipe_to_dict
 from inspo_cli.config.resource_plan import DECODE_MS, DEFAULT_GPU_GIB, DEFAULT_GPUS
 from inspo_cli.console import console, err_console, user_errors
@@ -27,20 +28,6 @@ from inspo_cli.errors import InspoError
 app = typer.Typer(
     help="Validate recipes, show their fully resolved configuration, and explain their fields.", no_args_is_help=True
 )
-
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--set", help="Override a recipe field, e.g. --set training.learning_rate=1e-6 (repeatable; values are YAML)."
-    ),
-]
-
-
-def refuse_with_resume(given: dict[str, object]) -> None:
-    """--resume continues a run with its own recipe: flags that would change it (flag name -> value) are refused."""
-    flags = [flag for flag, value in given.items() if value]
-    if flags:
-        raise InspoError(f"--resume continues a run with its own recipe; drop {', '.join(flags)}")
 
 
 @app.command("check")
@@ -97,15 +84,27 @@ def check(
 def list_recipes(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (name, path, description) instead.")] = False,
 ) -> None:
-    """List the bundled recipes: the names --recipe takes (qwen2.5-3b/inspo) and what each is for."""
-    from inspo_cli.config import bundled_recipes
+    """List the bundled recipes: the names --recipe takes (qwen2.5-3b/inspo, or a short name such as qwen3b) and
+    what each is for."""
+    from inspo_cli.config import bundled_recipes, short_names
 
+    bundled = bundled_recipes()
     rows = []
-    for name, path in bundled_recipes().items():
+    for name, path in bundled.items():
         try:
             rows.append({"name": name, "path": str(path), "description": _description(path)})
         except InspoError as error:  # one unreadable file (not UTF-8, a FIFO, huge) must not hide the others
             err_console.print(f"warning: skipped {escape(str(error))}", soft_wrap=True)
+    described = {row["name"]: row["description"] for row in rows}
+    rows[:0] = [  # the paper's main runs first, by the names the paper's readers use
+        {
+            "name": short,
+            "path": str(bundled[name]),
+            "short_for": name,
+            "description": _shortened(f"short for {name}, {described[name]}" if name in described else name),
+        }
+        for short, name in short_names(bundled).items()
+    ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -192,16 +191,9 @@ def plan(
     """Plan RECIPE's memory per process for each launch (one GPU, DDP, ZeRO-3, FSDP2, LoRA), the policy tokens of a
     step and its time, from the model's config alone: nothing is loaded, nothing is downloaded."""
     from inspo_cli.commands.resource_table import launch_table, plan_json, summary_lines
-    from inspo_cli.config.resource_plan import (
-        LAUNCHES,
-        Hardware,
-        Lengths,
-        Timing,
-        fitting_elsewhere,
-        refusal,
-        resource_plan,
-    )
-    from inspo_cli.models import model_architecture
+    from inspo_cli.config.resource_fit import fitting_elsewhere, refusal
+    from inspo_cli.config.resource_plan import LAUNCHES, Hardware, Lengths, Timing, resource_plan
+    from inspo_cli.policy.models import model_architecture
 
     if gpus < 1:
         raise InspoError(f"--gpus {gpus}: give at least 1")
@@ -258,7 +250,11 @@ def _description(path: Path) -> str:
         lines.append(line.lstrip("#").strip())
     text = " ".join(lines)
     match = re.search(r"(?<!App)(?<!Fig)(?<!e\.g)(?<!i\.e)[.:;](\s|$)", text)  # the first clause
-    text = text[: match.start()] if match else text
+    return _shortened(text[: match.start()] if match else text)
+
+
+def _shortened(text: str) -> str:
+    """At most 100 characters, cut at a word (with an ellipsis)."""
     return text if len(text) <= 100 else text[:99].rsplit(" ", 1)[0] + " …"
 
 
@@ -267,7 +263,7 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
 
     import yaml
 
-    from inspo_cli.models import check_device, default_device
+    from inspo_cli.policy.models import check_device, default_device
     from inspo_cli.training.trl_report import trl_report
 
     device = check_device(device, here=False) or default_device()  # the report may describe a GPU machine

@@ -131,7 +131,7 @@ def _decompose(groups, which: str, options: dict, device: str | None) -> list[di
     from inspo_cli.ablation.decompose import Variant, build, choose, evaluate_cells, missing
     from inspo_cli.ablation.effects import effects
     from inspo_cli.ablation.table import check_reference, default_reference
-    from inspo_cli.models import check_device
+    from inspo_cli.policy.models import check_device
     from inspo_cli.reporting.report import is_static
 
     check_device(device)

@@ -139,7 +139,7 @@ def serve_retriever(
             f"--max-connections is {max_connections}; use at most {MAX_CONNECTIONS} (each open "
             "connection holds a file descriptor)"
         )
-    for name, value, least, most in (
+    for name, amount, least, most in (
         ("--max-body-mib", max_body_mib, 1 / 1024, math.inf),
         ("--read-timeout-s", read_timeout_s, 0.001, math.inf),
         ("--max-header-kib", max_header_kib, 1, 1024),
@@ -147,9 +147,9 @@ def serve_retriever(
         ("--idle-timeout-s", idle_timeout_s, 0.001, 86400),
     ):
         # inf/nan pass "> 0"; 1e-9 MiB refuses every request; a header cap is memory held per connection
-        if not (math.isfinite(value) and least <= value <= most):
+        if not (math.isfinite(amount) and least <= amount <= most):
             span = f"of at least {least:g}" if most == math.inf else f"from {least:g} to {most:g}"
-            raise InspoError(f"{name} is {value}; use a finite number {span}")
+            raise InspoError(f"{name} is {amount}; use a finite number {span}")
     if port > 65535:
         raise InspoError(f"--port is {port}; use 1..65535")
     if topk > max_topk:

@@ -1,6 +1,7 @@
 """`inspo train`: multi-turn GRPO with search, from a recipe; `inspo train` alone runs the laptop demo.
 
     inspo train                                             # recipes/demo.yaml: SmolLM2-135M, the world, BM25
+    inspo train --recipe qwen3b.yaml                        # the paper's 3B INSPO run (recipes/qwen2.5-3b/inspo.yaml)
     inspo train --recipe recipes/qwen2.5-3b/search-r1.yaml --set retriever.url=http://10.0.0.5:8000/retrieve
     inspo train --resume runs/demo-20261122-101500          # continue an interrupted run from its last checkpoint
     accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml -m inspo_cli train --recipe ...
@@ -16,7 +17,15 @@ from typing import Annotated
 
 import typer
 
-from inspo_cli.commands.recipe import SetOption, refuse_with_resume
+from inspo_cli.commands.options import (
+    DeviceOption,
+    OutputDirOption,
+    ReplayOptimizerOption,
+    RunNameOption,
+    SetOption,
+    refuse_with_resume,
+    run_flags,
+)
 from inspo_cli.commands.running import start_run
 from inspo_cli.console import console, user_errors
 from inspo_cli.registry import ALGORITHMS
@@ -39,20 +48,10 @@ def train(
         Path | None,
         typer.Option(help="A run directory to continue from its newest checkpoint; its own recipe is used."),
     ] = None,
-    output_dir: Annotated[
-        Path | None, typer.Option(help="Where new run directories go (default: run.output_dir, i.e. runs/).")
-    ] = None,
-    name: Annotated[str | None, typer.Option(help="Run directory name (default: recipe name + timestamp).")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available).")] = None,
-    replay_optimizer: Annotated[
-        Path | None,
-        typer.Option(
-            help="Answer every optimizer call from a record (a "
-            "run's optimizer_calls.jsonl, or a run or ablation "
-            "directory): the run evolves as recorded, with no "
-            "key or server (optimizer.replay)."
-        ),
-    ] = None,
+    output_dir: OutputDirOption = None,
+    name: RunNameOption = None,
+    device: DeviceOption = None,
+    replay_optimizer: ReplayOptimizerOption = None,
 ) -> None:
     """Train a search agent (Search-R1 protocol, observation tokens masked out of the loss) by the recipe's
     training.algorithm; INSPO recipes co-evolve the instructions."""
@@ -74,10 +73,7 @@ def train(
         config = load_recipe(
             recipe_path,
             overrides or [],
-            flags={
-                "--name": ("run.name", name),
-                "--replay-optimizer": ("optimizer.replay", replay_optimizer and str(replay_optimizer)),
-            },
+            flags=run_flags(name, replay_optimizer),
         )
     run = start_run("train", config, recipe_path, resume, output_dir, device)
     summary = run.summary()

@@ -9,36 +9,43 @@ from the paper recipe by a few lines. `--set a.b=value` overrides are parsed as 
 Every problem is an `InspoError` whose one-line message names where the value came from (the file, or
 `--set`), the dotted key, what is wrong and how to fix it. Relative paths are resolved against the current
 directory, then against the project checkout, so `inspo train` works from anywhere in an editable install.
+Which file a recipe name means is `recipe_files`; checking and converting the values to the typed sections, `build`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import difflib
 import json
-import math
-import types
 import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from inspo_cli.config.build import build_section
+from inspo_cli.config.recipe_files import (
+    PROJECT_ROOT,
+    RecipeError,
+    bundled_recipes,
+    find_recipe,
+    resolve_path,
+)
 from inspo_cli.config.sections import Recipe, TrainingConfig
-from inspo_cli.config.validation import ConfigValueError
 from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
-from inspo_cli.errors import InspoError
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 from inspo_cli.registry import is_sft
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-INT_LIMIT = 2**63
+__all__ = [  # what finds a recipe file is recipe_files'; imported from here too, as before
+    "PROJECT_ROOT",
+    "RecipeError",
+    "bundled_recipes",
+    "dump_recipe",
+    "find_recipe",
+    "load_recipe",
+    "recipe_to_dict",
+    "resolve_path",
+]
 MAX_EXTENDS = 16  # recipes extend each other at most this deep (the bundled ones: 3)
-
-
-class RecipeError(InspoError):
-    """A recipe or override that cannot be turned into a valid `Recipe`."""
 
 
 def load_recipe(
@@ -48,10 +55,10 @@ def load_recipe(
     written_by_run: bool = False,
     flags: typing.Mapping[str, typing.Any] | None = None,
 ) -> Recipe:
-    """Read `path` (None: all defaults; a file, or a bundled recipe's name: `find_recipe`), apply `overrides`,
-    validate types, values and referenced paths. `written_by_run`: `path` is a run directory's resolved recipe,
-    which may hold keys an older release wrote (`_upgrade_run_recipe`). `flags` maps a command-line option to the
-    key it sets and its value (`{"--name": ("run.name", "demo")}`; None values are left out), applied after
+    """Read `path` (None: all defaults; a file, a bundled recipe's name or a short name: `find_recipe`), apply
+    `overrides`, validate types, values and referenced paths. `written_by_run`: `path` is a run directory's resolved
+    recipe, which may hold keys an older release wrote (`_upgrade_run_recipe`). `flags` maps a command-line option to
+    the key it sets and its value (`{"--name": ("run.name", "demo")}`; None values are left out), applied after
     `overrides` and named as that option in errors."""
     flags = {flag: kv for flag, kv in (flags or {}).items() if kv[1] is not None}
     overrides = [*overrides, *(f"{key}={json.dumps(value)}" for key, value in flags.values())]
@@ -74,7 +81,7 @@ def load_recipe(
         return f"--set {key}" if field in override_keys else f"{source}: {key}"
 
     _refuse_renamed(raw, where)
-    recipe = _build(Recipe, raw, prefix="", where=where)
+    recipe = build_section(Recipe, raw, prefix="", where=where)
     if check_paths:
         _check_paths(recipe, where)
     return recipe
@@ -87,60 +94,6 @@ def recipe_to_dict(recipe: Recipe) -> dict:
 def dump_recipe(recipe: Recipe) -> str:
     """The fully resolved recipe as YAML, loadable again by `load_recipe`."""
     return yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False, allow_unicode=True, width=120)
-
-
-def resolve_path(value: str) -> Path | None:
-    """An existing path for `value`: as given / relative to the cwd, else relative to the project; None if absent."""
-    path = Path(value).expanduser()
-    if path.exists():
-        return path.resolve()
-    if not path.is_absolute() and (PROJECT_ROOT / path).exists():
-        return (PROJECT_ROOT / path).resolve()
-    return None
-
-
-RECIPES_DIR = PROJECT_ROOT / "recipes"
-_NOT_RECIPES = ("accelerate",)  # recipes/accelerate/ holds accelerate's launch configs
-
-
-def bundled_recipes() -> dict[str, Path]:
-    """The recipes shipped in recipes/, by short name: `demo`, `qwen2.5-3b/inspo`, `world-table1/sft`, ..."""
-    found = {}
-    for path in sorted(RECIPES_DIR.rglob("*.yaml")):
-        name = path.relative_to(RECIPES_DIR).with_suffix("").as_posix()
-        if name.split("/")[0] not in _NOT_RECIPES:
-            found[name] = path
-    return found
-
-
-def find_recipe(value: str | Path) -> Path:
-    """The recipe file `value` names: a path (as given, or relative to the project, so `recipes/demo.yaml` works
-    from any directory), or a bundled recipe's short name (`qwen2.5-3b/inspo`, `demo`); else a one-line error
-    that lists the closest bundled names."""
-    path = Path(value).expanduser()
-    if path.exists():
-        return path
-    if not path.is_absolute() and (PROJECT_ROOT / path).exists():
-        return PROJECT_ROOT / path
-    name = path.as_posix().removeprefix("recipes/").removesuffix(".yaml").removesuffix(".yml")
-    bundled = bundled_recipes()
-    if name in bundled:
-        return bundled[name]
-    raise RecipeError(f"recipe {value} not found (neither a file nor a bundled recipe); {_closest(name, bundled)}")
-
-
-def _closest(name: str, bundled: dict[str, Path]) -> str:
-    import difflib
-
-    def score(candidate: str) -> float:  # the whole name, or the part after the model directory
-        return max(
-            difflib.SequenceMatcher(None, name.lower(), text.lower()).ratio()
-            for text in (candidate, candidate.rsplit("/", 1)[-1])
-        )
-
-    ranked = sorted(bundled, key=score, reverse=True)
-    close = [candidate for candidate in ranked[:3] if score(candidate) >= 0.4] or ranked[:3]
-    return f"closest bundled recipes: {', '.join(close)} (`inspo recipe list` shows all)"
 
 
 # -- reading -------------------------------------------------------------------------------------------------
@@ -275,113 +228,6 @@ def _in_trajectories(training: dict):
     """The old mini-batch (questions) in trajectories: times the group size (in the recipe, else the default)."""
     questions, group = training["mini_batch_size"], training.get("group_size", TrainingConfig.group_size)
     return questions * group if isinstance(questions, int) and isinstance(group, int) else f"{questions} x {group}"
-
-
-# -- building and type checking --------------------------------------------------------------------------------
-
-
-def _build(cls: type, raw: Any, prefix: str, where) -> Any:
-    section = prefix.rstrip(".") or "the recipe"
-    if not isinstance(raw, dict):
-        raise RecipeError(f"{where(prefix.rstrip('.'))}: expected a mapping of keys for {section}, got {_show(raw)}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    names = list(fields)
-    kwargs = {}
-    for key, value in raw.items():
-        dotted = f"{prefix}{key}"
-        if key not in names:
-            read_as = "" if isinstance(key, str) else f" (YAML read it as {type(key).__name__} {key!r})"
-            raise RecipeError(
-                f"{where(dotted)}: unknown key{read_as}{_suggest(str(key), names)}; valid keys in "
-                f"{section}: {', '.join(names)}"
-            )
-        if isinstance(value, bool) and "yaml_bool" in fields[key].metadata:
-            value = fields[key].metadata["yaml_bool"][value]  # YAML 1.1 reads a bare on/off as a boolean
-        kwargs[key] = _coerce(value, hints[key], dotted, where)
-    try:
-        built = cls(**kwargs)
-    except ConfigValueError as e:
-        raise RecipeError(f"{where(prefix + e.field_name)}: {e.message}") from None
-    for key, value in kwargs.items():  # after the fields' own checks, which name their ranges better
-        if isinstance(value, int) and not isinstance(value, bool) and not -INT_LIMIT <= value < INT_LIMIT:
-            raise RecipeError(
-                f"{where(prefix + key)}: {_show(value)} does not fit a 64-bit integer (torch, numpy "
-                "and TRL take no more); no setting needs that many, fix the value"
-            )
-    return built
-
-
-def _coerce(value: Any, tp: Any, dotted: str, where) -> Any:
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, prefix=f"{dotted}.", where=where)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(value, inner, dotted, where)
-    if origin is list:
-        items = value if isinstance(value, list) else [value]
-        return [_coerce(item, args[0], f"{dotted}[{i}]", where) for i, item in enumerate(items)]
-    try:
-        converted = _SCALARS[tp](value)
-    except (TypeError, ValueError):
-        expected = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}[tp]
-        hint = "quote it" if tp is str and isinstance(value, (datetime.date, bytes)) else "fix the value"
-        raise RecipeError(f"{where(dotted)}: expected {expected}, got {_show(value)}; {hint}") from None
-    return converted
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise TypeError
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError
-    if isinstance(value, int):
-        return value
-    number = float(value)  # accepts 1e3 and "1e3" (PyYAML reads 1e3 as a string)
-    if not number.is_integer():
-        raise ValueError
-    return int(number)
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool) or value is None:
-        raise TypeError
-    number = float(value)  # PyYAML reads 5e-7 as a string; float() accepts it
-    if not math.isfinite(number):  # .inf, .nan: no recipe field means anything by them (an .inf learning rate
-        raise ValueError  # trained a model of NaNs)
-    return number
-
-
-def _to_str(value: Any) -> str:
-    # A date reads back as the text written (2024-01-01); a timestamp does not (PyYAML converts it to UTC), and
-    # !!set, !!binary and the like have no text of their own.
-    if (
-        isinstance(value, datetime.datetime)
-        or not isinstance(value, (str, int, float, datetime.date))
-        or isinstance(value, bool)
-    ):
-        raise TypeError
-    return str(value)
-
-
-_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{text[:60]}... ({type(value).__name__})" if len(text) > 60 else f"{text} ({type(value).__name__})"
-
-
-def _suggest(key: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # -- referenced files ----------------------------------------------------------------------------------------

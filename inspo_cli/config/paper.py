@@ -4,26 +4,23 @@
     paper_value("training.learning_rate", "3b")    # 5e-07; without a size: "5e-07 (3B) / 3e-07 (7B)"
     PAPER_VALUES["training.weight_decay"]          # "0.01 (Search-R1's code; the paper is silent)", as explain shows
     faithfulness_rows()                            # the table of docs/faithfulness.md, one FaithfulnessRow each
-    python -m inspo_cli.config.paper > docs/faithfulness.md
 
 Everything that states what the paper (or Search-R1's code) does reads it here: docs/faithfulness.md is generated
-from it (a test keeps the page current), `inspo recipe explain` shows a key's paper value and rows, and the paper
-column of `inspo recipe check --trl` takes its values from it. The file ships inside the package, so an installed
-inspo explains the same as a checkout.
+from it (`python -m inspo_cli.docs_gen`, from `source()`), `inspo recipe explain` shows a key's paper value and
+rows, and the paper column of `inspo recipe check --trl` takes its values from it. The file ships inside the
+package, so an installed inspo explains the same as a checkout.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
 
 DATA = Path(__file__).with_name("paper.yaml")
-REGENERATE = "python -m inspo_cli.config.paper > docs/faithfulness.md"
 
 
 class FaithfulnessRow(NamedTuple):
@@ -38,6 +35,11 @@ class FaithfulnessRow(NamedTuple):
 @functools.lru_cache(maxsize=1)
 def _data() -> dict:
     return yaml.safe_load(DATA.read_text(encoding="utf-8"))
+
+
+def source() -> dict:
+    """paper.yaml as written: `intro`, `rows` (Markdown cells, bold included) and `paper_values`."""
+    return _data()
 
 
 def _shown(value: Any) -> Any:
@@ -86,28 +88,3 @@ def faithfulness_rows() -> tuple[FaithfulnessRow, ...]:
         )
         for row in _data()["rows"]
     )
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def markdown() -> str:
-    """docs/faithfulness.md."""
-    out = [
-        "# Faithfulness to the paper",
-        "",
-        f"<!-- Generated from inspo_cli/config/paper.yaml by `{REGENERATE}`; do not edit. -->",
-        "",
-        _data()["intro"].rstrip(),
-        "",
-        "| topic | the paper / Search-R1 | inspo (default) | why | field |",
-        "|---|---|---|---|---|",
-    ]
-    for row in _data()["rows"]:
-        out.append("| " + " | ".join(_cell(row[c]) for c in ("topic", "paper", "inspo", "why", "fields")) + " |")
-    return "\n".join(out) + "\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.buffer.write(markdown().encode("utf-8"))

@@ -2,19 +2,17 @@
 
     for entry in fields(): ...               # RecipeField("population.accept", "str", "beat_parent", "Which ...")
     print(explain("population.accept"))     # one key: type, default, help, the paper's value, faithfulness rows
-    python -m inspo_cli.config.reference > docs/reference/recipe.md
 
 The help is each field's `metadata["help"]` (`sections.py`, `inspo_sections.py`); the paper's values and the
-faithfulness rows come from `paper.yaml` (`paper.py`, which also generates docs/faithfulness.md), a row matched by
-the recipe fields its last column names. Plain functions, no typer and no torch: `inspo recipe explain` is their
-command line.
+faithfulness rows come from `paper.yaml` (`paper.py`), a row matched by the recipe fields its last column names.
+Plain functions, no typer and no torch: `inspo recipe explain` is their command line, and docs/reference/recipe.md
+is written from `fields()` by `python -m inspo_cli.docs_gen`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ from inspo_cli.config.loader import PROJECT_ROOT
 from inspo_cli.config.paper import PAPER_VALUES, FaithfulnessRow, faithfulness_rows
 from inspo_cli.config.sections import Recipe
 from inspo_cli.errors import InspoError
-from inspo_cli.registry import IMPORT_PATH_HINT, ORIGINS, REGISTRIES, TRAITS, Strategy
+from inspo_cli.registry import IMPORT_PATH_HINT, ORIGINS, REGISTRIES
 
 FAITHFULNESS = PROJECT_ROOT / "docs" / "faithfulness.md"  # generated from paper.yaml
 __all__ = [
@@ -35,10 +33,8 @@ __all__ = [
     "faithfulness_rows",
     "fields",
     "format_value",
-    "markdown_reference",
     "sections",
 ]
-REGENERATE = "python -m inspo_cli.config.reference > docs/reference/recipe.md"
 
 
 class RecipeField(NamedTuple):
@@ -98,11 +94,7 @@ def explain(key: str) -> str:
             "  choices (inspo_cli/registry.py" + (f"; or {IMPORT_PATH_HINT}):" if registry.import_paths else "):"),
         ]
         for name, strategy in registry.items():
-            traits = "".join(
-                f"; {trait} {getattr(strategy, trait)}"
-                for trait in TRAITS
-                if getattr(strategy, trait) != getattr(Strategy, trait)
-            )
+            traits = "".join(f"; {trait} {value}" for trait, value in strategy.traits().items())
             lines.append(_wrap(f"{name:<{width}}  ", f"{ORIGINS[strategy.origin]}: {strategy.summary}{traits}", "    "))
     for row in faithfulness_rows():
         if key in row.keys:
@@ -151,45 +143,3 @@ def _shown(path: Path) -> str:
         return str(path.relative_to(PROJECT_ROOT))
     except ValueError:
         return str(path)
-
-
-def _cell(text: str, code: bool = False) -> str:
-    """A Markdown table cell: one line, `|` escaped; in text (not code) `<tag>` shown, not read as HTML."""
-    text = " ".join(text.split()).replace("|", "\\|")
-    return f"`{text}`" if code else text.replace("<", "&lt;")
-
-
-def markdown_reference() -> str:
-    """The whole reference as Markdown: one `## section` per recipe section, a table of its keys."""
-    intro = (
-        "Every key of a recipe YAML file, section by section: its type, its default and what it does; a run "
-        "overrides one with `--set section.key=value`. The training defaults are the paper's (INSPO §4 and "
-        "App. B). This page is generated from the help text of the recipe's dataclasses "
-        "(`inspo_cli/config/sections.py`, `inspo_cli/config/inspo_sections.py`) by "
-        f"`{REGENERATE}`; do not edit it by hand. `inspo recipe explain FIELD` prints one entry, with the "
-        "paper's value and its row of [the faithfulness table](../faithfulness.md) where there is one; "
-        "`inspo recipe explain --list` lists every key with its default."
-    )
-    out = ["# Recipe reference", "", textwrap.fill(intro, width=116, break_long_words=False, break_on_hyphens=False)]
-    entries = list(fields())
-    for name, help_text, _ in sections():
-        out += [
-            "",
-            f"## {name}",
-            "",
-            " ".join(help_text.split()),
-            "",
-            "| field | type | default | help |",
-            "|---|---|---|---|",
-        ]
-        for entry in entries:
-            if entry.key.startswith(f"{name}."):
-                out.append(
-                    f"| `{entry.key}` | {_cell(entry.type, code=True)} | "
-                    f"{_cell(format_value(entry.default), code=True)} | {_cell(entry.help)} |"
-                )
-    return "\n".join(out) + "\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.buffer.write(markdown_reference().encode("utf-8"))

@@ -8,21 +8,22 @@ Where an amount depends on what the policy writes (trajectory lengths), the plan
 trajectory as long as the recipe allows (`Lengths` narrows it to measured lengths). Three phases per launch:
 
 - load: the policy, and the KL reference as TRL loads it (in the policy's loading dtype: float32 under mixed
-  precision) before a one-process or DDP launch casts it to bf16 (`SearchGRPOTrainer._hold_reference_in_compute_dtype`);
+  precision) before a one-process or DDP launch casts it to bf16 (training/trl_patches.py,
+  `_hold_reference_in_compute_dtype`);
 - generation: one `generate` call of the transformers backend at the last turn (the widest contexts), or vLLM's share;
 - update: the forward and backward of one micro-batch;
 - optimizer step: AdamW's update, with its temporaries (activations are freed by then).
 
 What each phase holds follows inspo's code and TRL 1.16's (see `_terms`); Adam's state appears at the first optimizer
 step and stays, so it is counted in every generation and update after the first (the first step's generation runs
-without it). Anchored on measurements in tests/test_resource_plan.py.
+without it). Anchored on measurements in tests/test_resource_plan.py. Whether a plan fits, and what would:
+resource_fit.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from inspo_cli.config.architecture import Architecture
 from inspo_cli.config.batch_plan import batch_plan
@@ -43,12 +44,13 @@ FRAGMENTATION = 0.05  # the caching allocator's reserve beyond what is allocated
 HOST_RUNTIME_GIB = 0.25  # on CPU: what a run holds beyond tensors (tokenizer, data, retriever, TRL): the growth of
 #                          bench/resource_plan_check.py's process over its two tensors when loaded
 # per parameter: the bf16 copy the transformers backend generates from (float32 masters, one-process or DDP launch;
-# made for each rollout and freed after it: inspo_cli/training/generation_weights.py)
+# made for each rollout and freed after it: inspo_cli/policy/generation_weights.py)
 GENERATION_COPY_BYTES = 2
 LM_HEAD_TILE = (4096, 32768)  # TRL 1.16's chunked log-prob kernel: tokens x vocabulary entries per tile
 ZERO3_LIVE_PARAMETERS = 1e9  # DeepSpeed's stage3_max_live_parameters default: gathered at once in the update
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-FREE_SHARE = 0.85  # of the free memory an auto-sized generate call fills, here and in inspo_cli.agent.generation_memory
+# of the free memory an auto-sized generate call fills, here and in inspo_cli.policy.generation_memory
+FREE_SHARE = 0.85
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def plan_lengths(rollout, lengths: Lengths) -> dict[str, int]:
 def generation_rows(recipe, processes: int) -> tuple[int, bool]:
     """(the trajectories one generate call may hold per process, whether memory may lower it): a positive
     `rollout.generation_batch_size` caps the process's share of the step; 0 or "auto" (or a recipe without the
-    field) takes the share, or on a GPU as many rows as fit (`inspo_cli.agent.generation_memory`)."""
+    field) takes the share, or on a GPU as many rows as fit (`inspo_cli.policy.generation_memory`)."""
     share = batch_plan(recipe, processes).generation_batch_per_process
     chosen = getattr(recipe.rollout, "generation_batch_size", "auto")
     if chosen in (None, "auto", 0):
@@ -180,7 +182,7 @@ def _terms(
     m, t = recipe.model, recipe.training
     gpu = hardware.device != "cpu"
     dtype = ("bfloat16" if gpu else "float32") if m.dtype == "auto" else m.dtype
-    mixed = dtype != "float32"  # bf16/fp16 compute under autocast (training.setup.training_precision)
+    mixed = dtype != "float32"  # bf16/fp16 compute under autocast (training.trainer_inputs.training_precision)
     compute = DTYPE_BYTES[dtype]
     sharded = plan.launch in ("zero3", "fsdp2")
     shard = plan.processes if sharded else 1
@@ -222,7 +224,7 @@ def _terms(
             # loaded like the policy, then cast parameter by parameter (the largest one held twice meanwhile)
             reference_at_load = params * (4 if mixed else compute) + mixed * arch.largest_matrix * compute
 
-    # Generation: one call at the last turn, the widest contexts (rollout.py, agent/backends.py)
+    # Generation: one call at the last turn, the widest contexts (rollout.py, policy/transformers_backend.py)
     width = lengths["trajectory"]
     kv_per_token = arch.layers * 2 * arch.kv_heads * arch.head_dim * compute
     fp32_stream = mixed and not plan.lora and plan.launch in ("one-gpu", "ddp")
@@ -363,48 +365,3 @@ def resource_plan(
             "update": trajectories * used["trajectory"] / rate,
         }
     return ResourcePlan(arch, params, hardware, used, plans, policy_tokens, seconds, timed.label, rate, timing)
-
-
-def fitting_elsewhere(
-    recipe, arch: Architecture, hardware: Hardware, lengths: Lengths, timing: Timing
-) -> list[tuple[LaunchPlan, str]]:
-    """Launches that fit when the requested ones do not, each with what it changes: more GPUs of the same memory (a
-    node of 8), else a smaller micro-batch on the widest node (halved until one fits)."""
-    wider = replace(hardware, gpus=max(hardware.gpus, DEFAULT_GPUS))
-    found = [(p, "") for p in resource_plan(recipe, arch, wider, lengths, timing).launches.values() if p.fits]
-    micro = recipe.training.micro_batch_size
-    while not found and micro > 1:
-        micro //= 2
-        smaller = replace(recipe, training=replace(recipe.training, micro_batch_size=micro))
-        found = [
-            (p, f" with training.micro_batch_size={micro}")
-            for p in resource_plan(smaller, arch, wider, lengths, timing).launches.values()
-            if p.fits
-        ]
-    return found
-
-
-def refusal(
-    plan: ResourcePlan, requested: tuple[str, ...], elsewhere: Sequence[tuple[LaunchPlan, str]] = ()
-) -> str | None:
-    """None when a requested launch fits; else one line: the peak, the memory, and what fits (among the planned
-    launches, else `elsewhere`: `fitting_elsewhere`'s)."""
-    asked = [plan.launches[name] for name in requested if name in plan.launches]
-    if any(p.fits for p in asked):
-        return None
-    smallest = min(asked, key=lambda p: p.peak_gib)
-    fitting = [(p, "") for p in plan.launches.values() if p.fits] or list(elsewhere)
-    hw = plan.hardware
-    where = f"{smallest.processes} GPU{'s' if smallest.processes > 1 else ''} of {hw.gpu_gib:g} GiB"
-    needs = (
-        f"cannot run as {smallest.label}: {smallest.problem}"
-        if smallest.problem
-        else f"needs {smallest.peak_gib:.0f} GiB per process as {smallest.label} ({smallest.peak_phase}) on {where}"
-    )
-    advice = (
-        ", or ".join(f"{p.label}{change} ({p.peak_gib:.0f} GiB)" for p, change in fitting)
-        if fitting
-        else "nothing planned; shorten rollout.max_total_tokens, lower rollout.generation_batch_size, or use "
-        "larger GPUs"
-    )
-    return f"the recipe {needs}; fits: {advice}"

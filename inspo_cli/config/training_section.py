@@ -1,18 +1,41 @@
 """The recipe's training section: which algorithm trains the policy and App. B's optimisation settings. Part of the
-typed recipe (`sections.py`, which re-exports it); same conventions."""
+typed recipe (`sections.py`, which re-exports it); same conventions. What each loss type asks of the other fields
+is in `loss_rules.py`, read from the loss types' records (`inspo_cli.registry.LOSS_TYPES`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inspo_cli.config.validation import _fraction, _one_of, _positive, _registered, _require
-from inspo_cli.registry import ALGORITHMS, IMPORT_PATH_HINT, is_sft
+from inspo_cli.config.loss_rules import (
+    GSPO_CLIP,
+    SUMMING_LOSSES,
+    TOKEN_SCALE_CLIP,
+    check_loss,
+    dividing_by,
+    listed,
+    loss_warnings,
+)
+from inspo_cli.config.validation import (
+    _fraction,
+    _positive,
+    _registered,
+    _require,
+    check_choices,
+    choice_field,
+    choices,
+)
+from inspo_cli.registry import ALGORITHMS, IMPORT_PATH_HINT, LEVELS, LOSS_TYPES, is_sft
 
+__all__ = [
+    "GRPO_ONLY",
+    "GSPO_CLIP",
+    "LOSS_TYPES",
+    "SUMMING_LOSSES",
+    "TOKEN_SCALE_CLIP",
+    "TrainingConfig",
+    "loss_warnings",
+]
 MAX_STEPS = 1_000_000  # the paper trains 300 steps, Search-R1's scripts 1,005; more is a typo, not a run
-# every loss_type TRL 1.16's GRPOTrainer computes (tests/test_loss_menu.py checks the list against TRL's help)
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
-IS_LEVELS = ("token", "sequence")
-SCALE_REWARDS = ("group", "batch", "none")
 GRPO_ONLY = (
     "loss_type",
     "importance_sampling_level",
@@ -25,10 +48,7 @@ GRPO_ONLY = (
 )
 MAX_ROUNDS = 100  # dynamic sampling's extra generation rounds per step
 MAX_ITERATIONS = 64  # PPO epochs over one generated batch: veRL's ppo_epochs; more is a typo, not a run
-VLLM_IS_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-GSPO_CLIP = (3e-4, 4e-4)  # GSPO's clip range of the sequence ratio, low and high (GSPO v2 §5.1; TRL's paper index)
-TOKEN_SCALE_CLIP = 0.01  # a clip range this wide was made for one token's ratio, not a sequence's geometric mean
-SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")  # token sums: at sequence level TRL warns they weigh by length
+_NEEDS_LEVEL = "; ".join(f"{name} needs {loss.level}" for name, loss in LOSS_TYPES.items() if loss.level)
 
 
 @dataclass
@@ -77,12 +97,10 @@ class TrainingConfig:
     learning_rate: float = field(
         default=5e-7, metadata={"help": "AdamW's peak learning rate (the paper: 5e-7 for 3B, 3e-7 for 7B)."}
     )
-    lr_scheduler: str = field(
-        default="cosine",
-        metadata={
-            "help": "The learning-rate schedule after a linear warm-up: cosine | linear | constant (the paper: cosine; "
-            "Search-R1's veRL: constant)."
-        },
+    lr_scheduler: str = choice_field(
+        ("cosine", "linear", "constant"),
+        "cosine",
+        "The learning-rate schedule after a linear warm-up: {choices} (the paper: cosine; Search-R1's veRL: constant).",
     )
     warmup_ratio: float = field(
         default=0.1,
@@ -105,25 +123,18 @@ class TrainingConfig:
     loss_type: str = field(
         default="grpo",
         metadata={
-            "help": "grpo | bnpo | dr_grpo | dapo | cispo | sapo | luspo | vespo, TRL's losses. Eq. 2 averages each "
-            "trajectory's tokens, then the trajectories (TRL's grpo; TRL's own default is dapo). Search-R1's veRL "
-            "took one token mean over each micro-batch, which is TRL's bnpo. dr_grpo and dapo remove the length "
-            "bias (Dr. GRPO, DAPO); cispo clips the importance weight itself (MiniMax-M1); sapo gates it softly "
-            "(SAPO); luspo is GSPO scaled by length (with importance_sampling_level sequence); vespo weighs each "
-            "trajectory by a Gamma function of its ratio (VESPO). Their own parameters keep TRL's defaults "
-            "(`inspo recipe check --trl`)."
+            "help": f"How the policy loss weighs tokens and ratios, TRL's loss_type: {LOSS_TYPES.choices()}. Their own "
+            "parameters keep TRL's defaults (`inspo recipe check --trl`); docs/rl-switches.md gives each one's formula."
         },
     )
-    importance_sampling_level: str = field(
-        default="token",
-        metadata={
-            "help": "token | sequence. The importance ratio per token (PPO, GRPO, the paper) or one per trajectory, "
-            "the "
-            "geometric mean of its tokens' ratios. GSPO is sequence with loss_type grpo and GSPO's own clip "
-            "range, clip_epsilon 3e-4 and clip_epsilon_high 4e-4 (GSPO v2, §5.1): a clip range of 0.2 is made "
-            "for one token's ratio, and `inspo recipe check` warns about it. luspo needs sequence; with bnpo, "
-            "dr_grpo, dapo or cispo each trajectory then weighs by its length (TRL warns, and so does the check)."
-        },
+    importance_sampling_level: str = choice_field(
+        LEVELS,
+        "token",
+        "{choices}. The importance ratio per token (PPO, GRPO, the paper) or one per trajectory, the geometric mean of "
+        "its tokens' ratios. GSPO is sequence with loss_type grpo and GSPO's own clip range, clip_epsilon 3e-4 and "
+        "clip_epsilon_high 4e-4 (GSPO v2, §5.1): a clip range of 0.2 is made for one token's ratio, and `inspo "
+        f"recipe check` warns about it. {_NEEDS_LEVEL}; with {listed(list(SUMMING_LOSSES))} each trajectory then "
+        "weighs by its length (TRL warns, and so does the check).",
     )
     clip_epsilon_high: float | None = field(
         default=None,
@@ -134,14 +145,13 @@ class TrainingConfig:
             "(ScaleRL: 5.0)."
         },
     )
-    scale_rewards: str = field(
-        default="group",
-        metadata={
-            "yaml_bool": {True: "group", False: "none"},
-            "help": "group | batch | none. The advantage is the reward minus its group's mean, divided by the standard "
-            "deviation of the group (GRPO, Search-R1's veRL and the paper), of the whole batch, or by nothing "
-            "(Dr. GRPO). A bare YAML true/false means group/none.",
-        },
+    scale_rewards: str = choice_field(
+        ("group", "batch", "none"),
+        "group",
+        yaml_bool={True: "group", False: "none"},
+        help="{choices}. The advantage is the reward minus its group's mean, divided by the standard "
+        "deviation of the group (GRPO, Search-R1's veRL and the paper), of the whole batch, or by nothing "
+        "(Dr. GRPO). A bare YAML true/false means group/none.",
     )
     num_iterations: int = field(
         default=1,
@@ -203,11 +213,12 @@ class TrainingConfig:
         default=0.001,
         metadata={
             "help": "Search-R1's veRL default entropy bonus (actor.entropy_coeff); 0 disables it. TRL subtracts it "
-            "times "
-            "the mean entropy per token whatever the loss_type, where veRL aggregates it as its policy loss: next "
-            "to the policy loss it has the same scale under grpo, bnpo, dapo, cispo, sapo and vespo (means over "
-            "tokens), max_total_tokens / L times that under dr_grpo and about 1 / L of it under luspo, for L "
-            "policy tokens per trajectory (`inspo recipe check` warns; docs/training.md)."
+            "times the mean entropy per token whatever the loss_type, where veRL aggregates it as its policy loss: "
+            "next to the policy loss it has the same scale under "
+            f"{listed(dividing_by('trajectory', 'micro-batch tokens', 'batch tokens'), 'and')} (means over tokens), "
+            f"max_total_tokens / L times that under {listed(dividing_by('max_total_tokens'), 'and')} and about 1 / L "
+            f"of it under {listed(dividing_by('nothing'), 'and')}, for L policy tokens per trajectory (`inspo recipe "
+            "check` warns; docs/rl-switches.md)."
         },
     )
     weight_decay: float = field(
@@ -216,14 +227,13 @@ class TrainingConfig:
     adam_beta2: float = field(
         default=0.999, metadata={"help": "AdamW's beta2: veRL's actor and HF's default; veRL's SFT trainer uses 0.95."}
     )
-    vllm_is_correction: str = field(
-        default="off",
-        metadata={
-            "yaml_bool": {True: "sequence_mask", False: "off"},
-            "help": "off | token_truncate | token_mask | sequence_truncate | sequence_mask. TRL corrects for "
-            "vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the paper "
-            "does. A bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off.",
-        },
+    vllm_is_correction: str = choice_field(
+        ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
+        "off",
+        yaml_bool={True: "sequence_mask", False: "off"},
+        help="{choices}. TRL corrects for "
+        "vLLM/trainer log-prob mismatch by default (sequence_mask, clip 3); neither Search-R1 nor the paper "
+        "does. A bare YAML true/false/on/off means TRL's own default mode, sequence_mask, or off.",
     )
     vllm_is_clip: float = field(
         default=3.0, metadata={"help": "The importance-ratio bound C_max for vllm_is_correction."}
@@ -292,7 +302,7 @@ class TrainingConfig:
                 f"counts trajectories per device and pass, so must be <= mini_batch_trajectories "
                 f"({self.mini_batch_trajectories}); got {self.micro_batch_size}",
             )
-        _one_of(self.lr_scheduler, ("cosine", "linear", "constant"), "lr_scheduler")
+        check_choices(self)
         _require(0 <= self.warmup_ratio < 1, "warmup_ratio", f"must be in [0, 1) (got {self.warmup_ratio})")
         _require(self.kl_beta >= 0, "kl_beta", f"must be >= 0 (got {self.kl_beta}); 0 disables the KL term")
         _require(
@@ -301,51 +311,8 @@ class TrainingConfig:
             f"must be in (0, 1) (got {self.clip_epsilon}); the paper uses 0.2",
         )
         _registered(self.algorithm, ALGORITHMS, "algorithm")
-        _one_of(self.loss_type, LOSS_TYPES, "loss_type")
-        _one_of(self.importance_sampling_level, IS_LEVELS, "importance_sampling_level")
-        _one_of(self.scale_rewards, SCALE_REWARDS, "scale_rewards")
-        _require(
-            self.loss_type != "luspo" or self.importance_sampling_level == "sequence",
-            "importance_sampling_level",
-            "must be sequence with loss_type luspo (a sequence-level loss; got token): set "
-            "training.importance_sampling_level=sequence",
-        )
-        _require(
-            self.loss_type != "vespo" or self.importance_sampling_level == "token",
-            "importance_sampling_level",
-            "must be token with loss_type vespo, which forms its sequence-level weights itself (got sequence)",
-        )
-        _require(
-            self.loss_type != "vespo" or not self.vllm_is_correction.startswith("sequence"),
-            "vllm_is_correction",
-            f"must be off, token_truncate or token_mask with loss_type vespo (TRL's rule; got "
-            f"{self.vllm_is_correction})",
-        )
-        if self.clip_epsilon_high is not None:
-            _require(
-                0 < self.clip_epsilon_high <= 100,
-                "clip_epsilon_high",
-                f"must be in (0, 100] (got {self.clip_epsilon_high}), or null for clip_epsilon; DAPO uses 0.28",
-            )
-            _require(
-                self.loss_type not in ("sapo", "vespo"),
-                "clip_epsilon_high",
-                f"is unused by loss_type {self.loss_type}, which does not clip (its gate has parameters of its "
-                "own); remove it",
-            )
-        if self.loss_type == "cispo":  # TRL caps the importance weight itself at epsilon_high, clip_epsilon when null
-            _require(
-                self.clip_epsilon_high is not None and self.clip_epsilon_high >= 1,
-                "clip_epsilon_high",
-                f"must be set to 1 or more with loss_type cispo, which caps each token's importance weight at it "
-                f"(got {self.clip_epsilon_high}: "
-                + (
-                    f"TRL would take clip_epsilon, {self.clip_epsilon}"
-                    if self.clip_epsilon_high is None
-                    else "a cap below 1"
-                )
-                + ", which scales every token's gradient down); ScaleRL uses 5.0",
-            )
+        _registered(self.loss_type, LOSS_TYPES, "loss_type")
+        check_loss(self, choices(TrainingConfig, "vllm_is_correction"))
         _require(
             1 <= self.num_iterations <= MAX_ITERATIONS,
             "num_iterations",
@@ -371,47 +338,7 @@ class TrainingConfig:
             f"must be between 1 and {MAX_ROUNDS} (got {self.dynamic_sampling_max_rounds}); DAPO's recipe allows "
             "10 batches in all",
         )
-        _one_of(self.vllm_is_correction, VLLM_IS_MODES, "vllm_is_correction")
         _require(
             self.entropy_coef >= 0, "entropy_coef", f"must be >= 0 (got {self.entropy_coef}); 0 disables the bonus"
         )
         _require(self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})")
-
-
-def loss_warnings(training: TrainingConfig, max_completion_tokens: int) -> list[str]:
-    """What a recipe can run but does not measure what its name says, one line each (`inspo recipe check` prints
-    them): TRL's warning for a sequence ratio under a loss that sums tokens, GSPO's ratio at a token's clip range,
-    and an entropy bonus whose strength next to the policy loss depends on the loss_type.
-    `max_completion_tokens`: what TRL's dr_grpo divides by (rollout.max_total_tokens)."""
-    t, lines = training, []
-    sequence = t.importance_sampling_level == "sequence"  # SFT keeps the RL fields at their defaults
-    if sequence and t.loss_type in SUMMING_LOSSES:
-        lines.append(
-            f"training.importance_sampling_level=sequence with loss_type {t.loss_type}: the loss sums "
-            "per-token terms, which weighs each trajectory by its length instead of optimizing the "
-            "per-sequence objective (TRL's own warning); GSPO is loss_type grpo"
-        )
-    widest = max(t.clip_epsilon, t.clip_epsilon_high or t.clip_epsilon)
-    if sequence and t.loss_type not in ("cispo", "sapo") and widest >= TOKEN_SCALE_CLIP:
-        low, high = (f"{bound:.0e}".replace("e-0", "e-") for bound in GSPO_CLIP)
-        lines.append(
-            f"training.importance_sampling_level=sequence clips one ratio per trajectory, the geometric mean "
-            f"of its tokens' ratios, at clip_epsilon {t.clip_epsilon:g}"
-            + (f" / clip_epsilon_high {t.clip_epsilon_high:g}" if t.clip_epsilon_high is not None else "")
-            + f", a range made for one token's ratio; GSPO clips the sequence ratio at {low} / {high} (set "
-            f"training.clip_epsilon={low} training.clip_epsilon_high={high})"
-        )
-    if t.entropy_coef > 0 and t.loss_type in ("dr_grpo", "luspo"):
-        relative = (
-            f"{max_completion_tokens:,} / L times as strong as under grpo ({max_completion_tokens / 1000:.0f}x "
-            f"at L = 1,000 tokens, {max_completion_tokens / 300:.0f}x at 300)"
-            if t.loss_type == "dr_grpo"
-            else "about 1 / L as strong as under grpo (sums each trajectory's tokens)"
-        )
-        lines.append(
-            f"training.entropy_coef {t.entropy_coef:g} with loss_type {t.loss_type}: TRL adds the bonus as a "
-            f"mean over tokens for every loss type, so next to this policy loss it is {relative}, for "
-            "trajectories of L tokens written by the policy; compare loss types with "
-            "training.entropy_coef=0, or say so"
-        )
-    return lines

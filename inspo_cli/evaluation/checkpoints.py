@@ -210,7 +210,7 @@ def _loadable(folder: Path) -> Path:
     if (folder / "config.json").is_file():
         return folder
     if (folder / "adapter_config.json").is_file():
-        from inspo_cli.models import merged_adapter_dir
+        from inspo_cli.policy.models import merged_adapter_dir
 
         return merged_adapter_dir(folder)
     raise InspoError(f"{folder} holds neither a model (config.json) nor a LoRA adapter (adapter_config.json)")

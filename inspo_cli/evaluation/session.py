@@ -36,10 +36,10 @@ def run_evaluation(
 
     import torch
 
-    from inspo_cli.agent import load_backend
     from inspo_cli.agent.tools import recipe_tools
     from inspo_cli.jsonio import atomic_write_jsonl
-    from inspo_cli.models import uses_chat_template
+    from inspo_cli.policy.backends import load_backend
+    from inspo_cli.policy.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from retriever import open_retriever
 

@@ -25,45 +25,47 @@ it is and keeps the parents and whatever was accepted, so training goes on with 
 crashing.
 Parent order, the failures shown and D_B all come from the `random.Random` passed in, so a seeded run
 evolves the same way again (given the same optimizer answers and verification scores).
+The optimizer's prompts and their parsing are in `proposing.py`, the report's rows and outcomes in
+`evolution_report.py`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.call_record import ReplayMissing
+from inspo_cli.instructions.candidate import Candidate, normalize_text
+from inspo_cli.instructions.evolution_report import (
+    ACCEPTED,
+    BELOW_PARENT,
+    CUT_OFF,
+    DUPLICATE,
+    LEAKED,
+    NO_QUESTIONS,
+    NO_ROOM,
+    NOT_IN_TOP_N,
+    TOO_LONG,
+    EvolutionReport,
+    ProposedCandidate,
+)
 from inspo_cli.instructions.leakage import LeakGuard
-from inspo_cli.instructions.lm import Answer, LanguageModel, OptimizerBudgetExhausted, ask, how_it_stopped
-from inspo_cli.instructions.population import Candidate, InstructionPopulation, normalize_text
-from inspo_cli.instructions.proposers import load_proposer
+from inspo_cli.instructions.population import InstructionPopulation
 from inspo_cli.instructions.proposers.base import NoFailures, NothingToPropose, cut_off_block, parse_candidates
-from inspo_cli.instructions.proposers.paraphrase import paraphrase_prompt
+from inspo_cli.instructions.proposing import proposal_prompt
+from inspo_cli.instructions.providers.call_record import ReplayMissing
+from inspo_cli.instructions.providers.language_model import Answer, LanguageModel, ask
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 from inspo_cli.instructions.replay import ReplayBuffer, ReplayQuestion
 from inspo_cli.instructions.sequential import verify_in_chunks
 from inspo_cli.instructions.verification import Verdict, paired_comparison
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig
-
-logger = logging.getLogger(__name__)
-
-# What became of a proposed candidate
-ACCEPTED = "accepted"
-DUPLICATE = "duplicate"  # the same text (ignoring whitespace) as an alive instruction: never verified
-TOO_LONG = "too long"  # over population.max_instruction_chars: never verified
-BELOW_PARENT = "below parent"  # accept=beat_parent: over accept_margin standard errors below its parent on D_B
-NOT_IN_TOP_N = "not in top-n"  # verified, but accept_top_n others of its batch scored higher
-NO_ROOM = "no room"  # good enough, but the population was already full
-CUT_OFF = "cut off"  # the unclosed last block of an answer stopped at optimizer.max_output_tokens: never verified
-LEAKED = "leaked"  # leak_check refuse: holds an answer the optimizer was shown, or a question's words (leakage.py)
-NO_QUESTIONS = "no questions"  # every replay question was shown to the optimizer: nothing left to verify on
 
 
 class Verifier(Protocol):
@@ -74,127 +76,6 @@ class Verifier(Protocol):
     ) -> list[list[float]]:
         """Per instruction, per question (in the order given): the mean reward of `rollouts` rollouts of the policy."""
         ...
-
-
-@dataclass
-class ProposedCandidate:
-    """One instruction the optimizer proposed during an evolution, and what became of it."""
-
-    text: str
-    parent: str  # the parent's instruction id
-    proposer: str
-    round: int  # 1-based verification round
-    verification_score: float | None  # mean reward on D_B; None unverified (duplicate, too long, cut off, verify off)
-    accepted: bool
-    reason: str  # ACCEPTED, DUPLICATE, TOO_LONG, CUT_OFF, LEAKED, NO_QUESTIONS, BELOW_PARENT, NOT_IN_TOP_N or NO_ROOM
-    instruction_id: str | None = None  # its id in the population when accepted
-    parent_score: float | None = None  # the parent's mean reward on the same D_B, in the same verification call
-    # the mean per-question difference (candidate - parent) on D_B and its standard error (verification.py)
-    difference: float | None = None
-    difference_se: float | None = None
-    leak: str | None = None  # why the leakage guard flagged it (leak_check refuse: not admitted; flag: admitted)
-    # verify_sequential only (left out of as_dict otherwise): the D_B questions it was scored on, and the look (chunk
-    # of D_B, 1-based) that decided it out of the looks planned
-    verified_questions: int | None = None
-    decided_at_look: int | None = None
-    looks: int | None = None
-
-
-SEQUENTIAL_ONLY = ("verified_questions", "decided_at_look", "looks")
-
-
-@dataclass
-class EvolutionReport:
-    """What one evolution did and cost, for instructions.jsonl and the run's overhead account."""
-
-    step: int
-    proposer: str
-    parents: list[str]  # ids, best weight first
-    retired: list[str]  # ids of the non-parents retired at the start (Alg. 1 line 17)
-    candidates: list[ProposedCandidate] = field(default_factory=list)
-    rounds: int = 0
-    optimizer_calls: int = 0  # calls that returned an answer
-    truncated_answers: int = 0  # of those, answers stopped before their end (output limit, provider's filter)
-    verification_calls: int = 0
-    verification_rollouts: int = 0  # sum over verifier calls of (candidates + 1 parent) x questions x verify_rollouts
-    wall_s: float = 0.0
-    stop_reason: str = ""  # "population full", "max_verify_rounds reached", "optimizer budget exhausted",
-    # "no failed rollouts to reflect on", ...
-    optimizer_error: str | None = None  # the optimizer's message when it stopped the evolution
-
-    def accepted(self) -> list[ProposedCandidate]:
-        return [c for c in self.candidates if c.accepted]
-
-    def as_dict(self) -> dict[str, Any]:
-        row = {**asdict(self), "wall_s": round(self.wall_s, 3)}
-        row["candidates"] = [
-            {k: v for k, v in c.items() if v is not None or k not in SEQUENTIAL_ONLY} for c in row["candidates"]
-        ]
-        return row
-
-
-# -- proposing ---------------------------------------------------------------------------------------------
-
-
-def proposal_prompt(
-    proposer: str,
-    parent: Candidate,
-    population: InstructionPopulation,
-    buffer: ReplayBuffer,
-    config: PopulationConfig,
-    rng: random.Random,
-) -> str:
-    """The prompt of the proposer registered as `proposer` (`proposers.PROPOSERS`), asking the optimizer for
-    `candidates_per_call` new instructions from `parent`. The reflection proposer raises `NoFailures` when the
-    replay buffer holds no failed rollout."""
-    return load_proposer(proposer)(parent, population, buffer, config, rng)
-
-
-def propose(
-    proposer: str,
-    parent: Candidate,
-    population: InstructionPopulation,
-    buffer: ReplayBuffer,
-    lm: LanguageModel,
-    config: PopulationConfig,
-    rng: random.Random,
-) -> list[str]:
-    """Up to `candidates_per_call` new instructions from one optimizer call, none equal to an alive one (nor the
-    unfinished last block of an answer cut off at the output limit)."""
-    answer = ask(lm, proposal_prompt(proposer, parent, population, buffer, config, rng))
-    return parse_candidates(
-        answer.text,
-        n=config.candidates_per_call,
-        max_chars=config.max_instruction_chars,
-        exclude=[c.text for c in population.alive()],
-        truncated=answer.truncated,
-    )
-
-
-def initial_rewrites(
-    text: str, lm: LanguageModel, n: int, keep: Sequence[str] = (), max_chars: int | None = None
-) -> list[str]:
-    """Up to n distinct rewrites of `text` for the initial population, from one paraphrase-template call.
-
-    Neither the original nor any text in `keep` (the recipe's other instructions) is among them; the caller builds
-    the population as `[*recipe_instructions, *rewrites]`. Fewer than n come back when the optimizer gave fewer
-    usable ones (duplicates, empty blocks, blocks over `max_chars`, or the unfinished last block of an answer cut
-    off at the output limit: logged as a warning, and counted in the optimizer's accounting).
-    """
-    if not text.strip():
-        raise ValueError("the instruction to rewrite is empty")
-    if n <= 0:
-        return []
-    answer = ask(lm, paraphrase_prompt(text, n))
-    if answer.truncated:
-        logger.warning(
-            "the optimizer's answer with the initial rewrites %s (an unfinished last rewrite is dropped)",
-            how_it_stopped(answer),
-        )
-    return parse_candidates(answer.text, n=n, max_chars=max_chars, exclude=[text, *keep], truncated=answer.truncated)
-
-
-# -- evolving ----------------------------------------------------------------------------------------------
 
 
 def evolve(

@@ -56,14 +56,6 @@ def stable_random(seed: int, step: int, key: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def derived_seed(seed: int, *parts) -> int:
-    """A seed in [0, 2**32) for `seed` and `parts` (a process index, a batch number): different inputs give unrelated
-    seeds, where `seed + process` gives run seed 0 on process 1 the stream of run seed 1 on process 0. numpy, which
-    vLLM seeds too, takes nothing at or above 2**32."""
-    text = "\x00".join(str(part) for part in (seed, *parts))
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
-
-
 class StaticInstruction:
     """Search-R1's setting: one fixed instruction for every question (the paper's main baseline)."""
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from inspo_cli.reporting.figures import pyplot, save_png
+
 
 def _children(rows: Sequence[dict]) -> dict[str | None, list[dict]]:
     known = {r["id"] for r in rows}
@@ -61,8 +63,6 @@ def lineage_png(rows: Sequence[dict], path: Path, title: str = "") -> bool:
     ordered = tree_order(rows)
     if not ordered:
         return False
-    from inspo_cli.reporting.figures import pyplot, save_png
-
     plt = pyplot()
     last = max(
         [s for _, r in ordered for s, _ in (r.get("weight_history") or [])] + [r["step_born"] for _, r in ordered] + [1]

@@ -18,6 +18,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import NoReturn
 
 from inspo_cli.errors import InspoError
 from inspo_cli.files import user_file
@@ -181,7 +182,7 @@ def _check(out: Path, location: Path) -> None:
                 )
 
 
-def _refuse_extra(out: Path, relative) -> None:
+def _refuse_extra(out: Path, relative) -> NoReturn:
     raise InspoError(
         f"--out {out} holds {_shown(relative)}, which the report there did not write, and {_REPLACE}; "
         "move it out, or choose another --out"

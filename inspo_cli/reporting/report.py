@@ -28,17 +28,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from inspo_cli.ablation.cost import never_evolved, run_cost
-from inspo_cli.ablation.table import (
-    TARGET_DIFF,
-    cell,
+from inspo_cli.ablation.effects import markdown as decomposition_markdown
+from inspo_cli.ablation.formatting import cell, delta_cell
+from inspo_cli.ablation.table import TARGET_DIFF, summarize
+from inspo_cli.ablation.table_files import (
     comparison_of,
     csv_columns,
     csv_values,
-    delta_cell,
     delta_columns,
     delta_values,
     steps_cell,
-    summarize,
     uncertainty_sections,
 )
 from inspo_cli.errors import InspoError
@@ -321,11 +320,9 @@ def _write(groups: Sequence[Group], table: dict, out: Path, decompositions: Sequ
 
 def _decomposition(decompositions: Sequence[dict], rule_text: str, out: Path, written: list[Path]) -> list[str]:
     """decomposition.md/.json and a figure per variant; the index's section."""
-    from inspo_cli.ablation.effects import markdown
-
     sections: list[str] = []
     for d in decompositions:
-        lines = markdown(d, rule_text)
+        lines = decomposition_markdown(d, rule_text)
         figure = "decomposition-" + re.sub(r"[^A-Za-z0-9._-]+", "-", d["variant"]) + ".png"
         if figures.decomposition(d, out / figure):
             written.append(out / figure)

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspo_cli.ablation.results import RunResult
+from inspo_cli.ablation.directory import ABSENT, AblationDir
+from inspo_cli.ablation.results import RunResult, read_result
+from inspo_cli.config import dump_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.files import not_a_directory
 from inspo_cli.runs import RunDir
@@ -47,9 +49,9 @@ class SeedRun:
 @dataclass
 class Group:
     label: str  # unique in the report: the variant's name, and where two share it, the path that tells them apart
+    source: Path  # the ablation directory it is a variant of, else its first run's directory
     runs: list[SeedRun] = field(default_factory=list)
     bars: list[str] = field(default_factory=list)  # what the variant stands for (ablations)
-    source: Path | None = None  # the ablation directory it is a variant of, else its first run's directory
     name: str = ""  # the variant's own name ("search-r1"), whatever the label
 
     def __post_init__(self):
@@ -143,8 +145,6 @@ def _label_uniquely(groups: Sequence[Group]) -> None:
 
 
 def _ablation_groups(path: Path, rule: str) -> list[Group]:
-    from inspo_cli.ablation.directory import ABSENT, AblationDir
-
     ablation = AblationDir.open(path)
     groups = []
     for variant in ablation.plan.variants:
@@ -177,16 +177,12 @@ def _group_loose(runs: Sequence[RunDir], rule: str) -> list[Group]:
 
 
 def _recipe_without_seed(recipe) -> str:
-    from inspo_cli.config import dump_recipe
-
     recipe = copy.deepcopy(recipe)
     recipe.run.seed, recipe.run.name, recipe.run.output_dir = 0, None, "runs"
     return dump_recipe(recipe)
 
 
 def read_run(run: RunDir, seed: int, rule: str = "best") -> SeedRun:
-    from inspo_cli.ablation.results import read_result
-
     summary = run.summary()
     metrics_file, instructions_file = run.metrics_file, run.instructions_file
     if summary is not None and summary.get("stages"):  # a staged run: curves of training, instructions of evolving

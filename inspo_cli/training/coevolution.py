@@ -26,8 +26,8 @@ from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.evolution import EvolutionReport, Verifier, evolve
 from inspo_cli.instructions.leakage import LeakGuard
-from inspo_cli.instructions.lm import Answer, LanguageModel, ask
 from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.providers.language_model import Answer, LanguageModel, ask
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
 from inspo_cli.instructions.sampling import InstructionSource, stable_random
 from inspo_cli.main_process import broadcast_from_main
@@ -243,8 +243,8 @@ def instruction_source(
     With `record` (the run's optimizer_calls.jsonl), every optimizer call is a line of it; resumed, the calls it
     holds after the lines `saved` counted are answered from it when asked again.
     A missing optimizer API key fails here, before any model loads."""
-    from inspo_cli.instructions.evolution import initial_rewrites
     from inspo_cli.instructions.initial import initial_instructions
+    from inspo_cli.instructions.proposing import initial_rewrites
     from inspo_cli.instructions.sampling import StaticInstruction
 
     texts = initial_instructions(recipe)
@@ -255,7 +255,7 @@ def instruction_source(
     lm: LanguageModel = NoOptimizer("in a run with population.evolve_until 0 and no initial_rewrites")
     warn = _console_warning if accelerator.is_main_process else None
     if config.evolve_until > 0 or config.initial_rewrites:
-        from inspo_cli.instructions.lm import open_optimizer
+        from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
 
         lm = MainProcessLM(
             open_optimizer(recipe.optimizer, record=record)
@@ -310,7 +310,7 @@ def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None
         return []
     from inspo_cli.evaluation.runner import evaluation_questions
     from inspo_cli.metrics import normalize_answer
-    from inspo_cli.training.setup import train_questions
+    from inspo_cli.training.trainer_inputs import train_questions
 
     e = recipe.evaluation
     try:

@@ -27,16 +27,17 @@ from inspo_cli.runs import RunDir
 def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
     from accelerate import PartialState
 
-    from inspo_cli.agent import RolloutEngine, load_backend
+    from inspo_cli.agent import RolloutEngine
     from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.models import default_device, uses_chat_template
+    from inspo_cli.policy.backends import load_backend
+    from inspo_cli.policy.models import default_device, uses_chat_template
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.preflight import check_run
     from inspo_cli.training.run_logger import StepLog
-    from inspo_cli.training.setup import train_questions
     from inspo_cli.training.summary import finish_run
     from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
+    from inspo_cli.training.trainer_inputs import train_questions
 
     state = PartialState()
     check_run("evolve", recipe, state.num_processes, device)
@@ -49,6 +50,8 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
     population, make_coevolution = instruction_source(
         recipe, run.coevolution_file if resume else None, state, record=run.optimizer_calls_file
     )
+    if make_coevolution is None:  # the recipe check refuses such a recipe first
+        raise InspoError("inspo evolve evolves the instruction population: set population.enabled: true")
     t = recipe.training
     # request seeds: each step's torch seeding (below) decides vLLM's samples too, so a resumed run repeats its steps
     backend, tokenizer = load_backend(

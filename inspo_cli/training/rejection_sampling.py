@@ -45,8 +45,8 @@ def sampler_config(recipe: Recipe):
 
 def build_rejection_sampling(ctx):
     """Phase 1 (or its saved result), then a `SearchSFTTrainer` on the kept trajectories."""
-    from inspo_cli.training.setup import train_questions
     from inspo_cli.training.sft import sft_engine, sft_trainer
+    from inspo_cli.training.trainer_inputs import train_questions
 
     recipe, run = ctx.recipe, ctx.run
     instruction = ctx.instructions.best_pick().text
@@ -108,7 +108,7 @@ def sample_phase(recipe: Recipe, run: RunDir, questions, instruction: str, state
         if state.is_main_process:
             atomic_write_json(run.sampling_summary_file, sampling_summary(recipe, batches, run))
         state.wait_for_everyone()
-    kept = []
+    kept: list[dict] = []
     for index, batch in enumerate(batches):
         _, rows = _read_batch(run, index, batch)
         kept.extend(row for row in rows if "completion_ids" in row)
@@ -124,11 +124,11 @@ def _sample(
 ) -> None:
     from transformers import set_seed
 
-    from inspo_cli.agent.backends import load_backend
     from inspo_cli.agent.rollout import RolloutEngine
     from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.instructions.sampling import derived_seed
-    from inspo_cli.models import uses_chat_template
+    from inspo_cli.policy.backends import load_backend
+    from inspo_cli.policy.models import uses_chat_template
+    from inspo_cli.policy.seeds import derived_seed
     from inspo_cli.retrieval import open_from_config
     from inspo_cli.training.reward import trajectory_rewards
 
@@ -225,7 +225,10 @@ def _read_batch(run: RunDir, index: int, batch) -> tuple[dict, list[dict]]:
 def sampling_summary(recipe: Recipe, batches, run: RunDir) -> dict:
     """Phase 1 in numbers: trajectories kept, questions with at least one kept, by question type."""
     types = {q.key: q.metadata.get("type", "all") for batch in batches for q in batch}
-    trajectories, kept, solved, questions = Counter(), Counter(), Counter(), Counter(types.values())
+    trajectories: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    solved: Counter[str] = Counter()
+    questions = Counter(types.values())
     seconds = 0.0
     for index, batch in enumerate(batches):
         header, rows = _read_batch(run, index, batch)

@@ -49,7 +49,7 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     from accelerate import PartialState
     from transformers import PrinterCallback, ProgressCallback
 
-    from inspo_cli.models import default_device, load_tokenizer
+    from inspo_cli.policy.models import default_device, load_tokenizer
     from inspo_cli.registry import ALGORITHMS
     from inspo_cli.training.algorithms import build_trainer
     from inspo_cli.training.coevolution import instruction_source
@@ -138,7 +138,7 @@ def _say_resume_point(checkpoint: Path | None, unusable: str) -> None:
 def _vllm_engine(recipe: Recipe, device: str):
     """What a vLLM-backed run needs before TRL starts its engine: vLLM installed, a mode that works on `device`,
     and (colocated) the engine settings TRL does not pass, as vLLM's environment variables while it starts."""
-    from inspo_cli.agent.vllm_engine import colocated_engine_environment, engine_settings, require_vllm
+    from inspo_cli.policy.vllm_engine import colocated_engine_environment, engine_settings, require_vllm
     from inspo_cli.training.preflight import VLLM_SERVER_ON_CPU
 
     m = recipe.model

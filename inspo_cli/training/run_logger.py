@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.progress import Progress, TaskID
 from transformers import TrainerCallback
 
 from inspo_cli.jsonio import atomic_write_jsonl
@@ -44,8 +45,8 @@ class StepLog:
         self._collapse_reported = False
         self._rewards: list[dict] = []  # {"step", "reward"} of every step so far, for collapse detection
         self._writer = None
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def open(self, done: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -107,7 +108,7 @@ class RunLogger(TrainerCallback):
 
     def __init__(self, log: StepLog, updates_per_step: int):
         self.log, self.updates_per_step = log, updates_per_step
-        self._last_time = None
+        self._last_time = time.perf_counter()  # again when training begins
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

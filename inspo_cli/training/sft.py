@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -32,15 +33,16 @@ from trl import SFTTrainer
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, read_json
+from inspo_cli.policy.generation import Generation
+from inspo_cli.policy.generation_weights import generation_dtype, in_compute_dtype
 from inspo_cli.runs import DAMAGED, RunDir
-from inspo_cli.training.generation_weights import generation_dtype, in_compute_dtype
 
 TOKENS_FILE = "sft_tokens.json"  # in each checkpoint: TRL's running num_tokens, which TRL itself does not save
 
 
 def sft_examples(recipe: Recipe, engine, instruction: str) -> list[dict]:
     """Tokenized examples ({input_ids, completion_mask}) for the recipe's `data.trajectories`."""
-    from inspo_cli.training.setup import train_questions
+    from inspo_cli.training.trainer_inputs import train_questions
 
     questions = train_questions(recipe)
     source = recipe.data.trajectories
@@ -72,7 +74,7 @@ def answer_example(engine, instruction: str, question: str, answer: str) -> dict
 def sft_kwargs(recipe: Recipe, plan, checkpoints_dir, device: str = "cpu") -> dict:
     """Every value the recipe hands to TRL's `SFTConfig`; the rest are TRL's defaults. `plan` is the run's
     `BatchPlan` (`inspo_cli.config.batch_plan`): `batch_size` examples per update."""
-    from inspo_cli.training.setup import shared_kwargs
+    from inspo_cli.training.trainer_inputs import shared_kwargs
 
     t = recipe.training
     return dict(
@@ -106,7 +108,7 @@ def sft_engine(ctx, searching: bool):
     with a retriever when `searching` or when evaluation during training searches."""
     from inspo_cli.agent.rollout import RolloutEngine
     from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.models import uses_chat_template
+    from inspo_cli.policy.models import uses_chat_template
     from inspo_cli.retrieval import open_from_config
 
     recipe = ctx.recipe
@@ -114,7 +116,7 @@ def sft_engine(ctx, searching: bool):
     searching = searching or (ctx.evaluation is not None and r.max_turns > 0)
     retriever = open_from_config(recipe.retriever) if searching else None
     return RolloutEngine(
-        None,
+        _BackendSetByTrainer(),
         retriever,
         ctx.tokenizer,
         r,
@@ -125,13 +127,28 @@ def sft_engine(ctx, searching: bool):
     )
 
 
+class _BackendSetByTrainer:
+    """SFT's engine builds prompts before the trainer's model exists; `SearchSFTTrainer` then gives it a backend."""
+
+    def generate(
+        self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], stop: Sequence[str]
+    ) -> list[Generation]:
+        raise RuntimeError(_NO_MODEL_YET)
+
+    def generating_with(self, model) -> contextlib.AbstractContextManager:
+        raise RuntimeError(_NO_MODEL_YET)
+
+
+_NO_MODEL_YET = "SFT's rollout engine generates only once SearchSFTTrainer has given it the model"
+
+
 def sft_trainer(ctx, engine, examples: list[dict]):
     """A `SearchSFTTrainer` on tokenized examples ({input_ids, completion_mask})."""
     from datasets import Dataset
     from trl import SFTConfig
 
-    from inspo_cli.models import resolve_model_path
-    from inspo_cli.training.setup import lora_config
+    from inspo_cli.policy.models import resolve_model_path
+    from inspo_cli.training.trainer_inputs import lora_config
 
     recipe = ctx.recipe
     args = SFTConfig(**sft_kwargs(recipe, ctx.plan, ctx.run.checkpoints_dir, ctx.device))
@@ -160,7 +177,7 @@ class SearchSFTTrainer(SFTTrainer):
         super().__init__(callbacks=[*(callbacks or []), _Evaluate(self)], **kwargs)
         self._generation_dtype = generation_dtype(self.args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if engine is not None:  # it generates with this trainer's model (swapped in unwrapped while it evaluates)
-            from inspo_cli.agent.backends import TransformersBackend
+            from inspo_cli.policy.transformers_backend import TransformersBackend
 
             r = engine.config
             engine.backend = TransformersBackend(
@@ -192,7 +209,7 @@ class SearchSFTTrainer(SFTTrainer):
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()
-        try:  # from the weights cast once to the compute dtype, outside autocast (training.generation_weights)
+        try:  # from the weights cast once to the compute dtype, outside autocast (policy.generation_weights)
             with (
                 torch.no_grad(),
                 in_compute_dtype(model, self._generation_dtype) as policy,

@@ -14,15 +14,13 @@ It adds these things to GRPOTrainer and nothing else:
 4. **Phase timing**: wall seconds per logged step spent in generation, retrieval, scoring (log-probs of the
    reference/old policy and rewards) and the update (forward, backward, optimizer).
 
-The overridden private methods (`_generate_and_score_completions`, `_calculate_rewards`, `_save_checkpoint`,
-`_get_per_token_logps_and_entropies`) are why trl is pinned exactly; `tests/test_trainer.py` and
-`tests/test_train_command.py` cover them.
+What it changes in TRL's internals, and why: trl_patches.py (`PatchedGRPOTrainer`, which it builds on);
+the trainer's side of dynamic sampling: dynamic_sampling_trainer.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -31,20 +29,21 @@ from pathlib import Path
 import torch
 from accelerate.utils import gather_object
 from transformers import TrainerCallback
-from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
-from inspo_cli.agent.backends import TransformersBackend, VLLMBackend, VLLMServerBackend
 from inspo_cli.agent.rollout import RolloutEngine, Trajectory, summarize
 from inspo_cli.agent.tools import Tool
 from inspo_cli.config import RewardConfig, RolloutConfig
 from inspo_cli.instructions.replay import experiences_from
-from inspo_cli.instructions.sampling import InstructionSource, Pick, derived_seed
+from inspo_cli.instructions.sampling import InstructionSource, Pick
 from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.policy.generation_weights import generation_dtype, in_compute_dtype
+from inspo_cli.policy.transformers_backend import TransformersBackend
+from inspo_cli.policy.vllm_backend import VLLMBackend, VLLMServerBackend
 from inspo_cli.runs import RunDir
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
-from inspo_cli.training.dynamic_sampling import DynamicSampling, Round, informative_groups, pooled
-from inspo_cli.training.generation_weights import generation_dtype, in_compute_dtype
+from inspo_cli.training.dynamic_sampling import Round, informative_groups
+from inspo_cli.training.dynamic_sampling_trainer import DynamicSamplingTrainer
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
@@ -52,25 +51,7 @@ from retriever.search import Retriever
 PHASES = ("generation", "retrieval", "scoring", "update")
 
 
-@contextlib.contextmanager
-def score_only_labelled_positions_on_cpu():
-    """TRL's fused LM head scores only labelled positions (the completion) on Triton devices, but every position,
-    prompt and padding included, elsewhere, to keep tile shapes fixed for compilers. Nothing is compiled on CPU,
-    so score only the completion there too: the LM-head work of a CPU update shrinks to the completion tokens, and
-    the log-probs are the same (each position is computed on its own; tests/test_trainer.py compares them).
-    TRL reads the choice from a module-level function, so it is swapped only while this trainer computes
-    log-probs, and put back after."""
-    from trl.trainer import utils as trl_utils
-
-    original = trl_utils._use_triton
-    trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)
-    try:
-        yield
-    finally:
-        trl_utils._use_triton = original
-
-
-class SearchGRPOTrainer(GRPOTrainer):
+class SearchGRPOTrainer(DynamicSamplingTrainer):
     def __init__(
         self,
         *,
@@ -122,7 +103,7 @@ class SearchGRPOTrainer(GRPOTrainer):
         self._hold_reference_in_compute_dtype()
         self._generation_dtype = generation_dtype(args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
-            from inspo_cli.agent.vllm_engine import reseed_after_colocated_engine
+            from inspo_cli.policy.vllm_engine import reseed_after_colocated_engine
 
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
         self.engine = RolloutEngine(
@@ -141,23 +122,6 @@ class SearchGRPOTrainer(GRPOTrainer):
             if coevolution is None
             else coevolution(PolicyVerifier(self.engine, reward, self._policy_for_generation, self.accelerator))
         )
-
-    def _hold_reference_in_compute_dtype(self) -> None:
-        """TRL builds the KL reference with the policy's loading dtype, which is float32 when the policy keeps fp32
-        master weights under bf16/fp16 autocast (`training.setup.training_precision`). The reference never trains,
-        so in a one-process or DDP launch it is held in the autocast dtype (as verl holds Search-R1's reference in
-        bf16), which halves its memory; it computes under the same autocast either way. ZeRO-3 holds it in bf16
-        itself; FSDP shards it in float32 (computing in bf16): both are left as they are."""
-        dtype = torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
-        if (
-            dtype is None
-            or self.ref_model is None
-            or self.is_deepspeed_enabled
-            or self.is_fsdp_enabled
-            or self.args.cast_lm_head_to_fp32
-        ):
-            return
-        self.ref_model.to(dtype)
 
     def _backend(self, rollout: RolloutConfig, batch_size: int, compile_generation: bool):
         if not self.use_vllm:
@@ -212,15 +176,6 @@ class SearchGRPOTrainer(GRPOTrainer):
             self._mask_truncated(output)
         return Round(output, self._local_informative(len(inputs)) if self.model.training else [])
 
-    def _mask_truncated(self, output: dict) -> None:
-        """`training.mask_truncated_completions`: the truncated trajectories' rows of the loss mask (TRL's tool_mask,
-        which the loss multiplies in) become 0, so they leave the loss and the token count that dapo, cispo and vespo
-        divide by, as TRL's own switch does for its rows; done after TRL measured the completions' lengths, so its
-        length metrics still count them."""
-        rows = torch.tensor(self._truncated, dtype=torch.bool, device=output["tool_mask"].device)
-        output["tool_mask"] = output["tool_mask"].masked_fill(rows.unsqueeze(1), 0)
-        self._count_loss_tokens(output)
-
     def _say_if_emptied(self, output: dict) -> None:
         """A batch `mask_truncated_completions` left no token in the loss (every trajectory cut) trains nothing:
         said and counted (`loss/all_truncated`), never silent. Once per step, on the batch that trains (with dynamic
@@ -238,60 +193,6 @@ class SearchGRPOTrainer(GRPOTrainer):
                 markup=False,
                 highlight=False,
             )
-
-    def _count_loss_tokens(self, output: dict) -> None:
-        """`num_items_in_batch` again after the loss mask or the rows changed: the tokens in the loss over all
-        processes, as TRL counts them (completion mask times tool mask), which dapo, cispo and vespo divide by."""
-        loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
-        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-
-    def _local_informative(self, rows: int) -> list[bool]:
-        """Per group of this process's latest rows: do its rewards differ?"""
-        index, rewards = self.accelerator.process_index, self._round_rewards
-        assert rewards is not None, "rewards are set by _calculate_rewards before they are read"
-        return informative_groups(rewards[index * rows : (index + 1) * rows], self.num_generations)
-
-    def _dynamically_sampled(self, inputs) -> dict:
-        """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further
-        questions (`dynamic_sampling.DynamicSampling`). TRL's metrics of the rounds become one value each
-        (`dynamic_sampling.pooled`): means weighted by the rollouts of each round, so that `reward` stays the mean
-        over every rollout generated; the extremes of minima and maxima; standard deviations over all the rounds."""
-        metrics = self._metrics["train"]
-        before = {key: len(values) for key, values in metrics.items()}
-        sizes: list[int] = []
-
-        def generate(rows):
-            sizes.append(len(rows) * self.accelerator.num_processes)  # TRL's metrics are over every process's rows
-            return self._generate_round(rows)
-
-        sampler = DynamicSampling(
-            self.num_generations, self.dynamic_sampling_rounds, self.processing_class.pad_token_id
-        )
-        output, extra = sampler.fill(inputs, generate, self._further_questions, self._reduce)
-        rounds = {key: values[before.get(key, 0) :] for key, values in metrics.items()}
-        for key, new in rounds.items():
-            if len(new) > 1:
-                del metrics[key][before.get(key, 0) :]
-                metrics[key].append(pooled(key, new, sizes, rounds))
-        self._count_loss_tokens(output)
-        for name, value in extra.items():
-            metrics[name].append(value)
-        metrics["groups/equal_rewards"].append(extra["dynamic_sampling/unfilled"])
-        return output
-
-    def _further_questions(self, count: int, round_: int) -> list[dict]:
-        """`count` training questions at random for dynamic sampling's round `round_` of this step: a stream of its
-        own, seeded by the run seed, the step, the process and the round, so a resumed run draws the same."""
-        generator = random.Random(
-            derived_seed(self.args.seed, "dynamic-sampling", self.step, self.accelerator.process_index, round_)
-        )
-        dataset = self.train_dataset
-        return [dict(dataset[i]) for i in generator.choices(range(len(dataset)), k=count)]
-
-    def _reduce(self, values: list[float], how: str) -> list[float]:
-        gathered = self.accelerator.gather(torch.tensor([values], dtype=torch.float64, device=self.accelerator.device))
-        combined = gathered.sum(dim=0) if how == "sum" else gathered.amax(dim=0)
-        return combined.tolist()
 
     def _rollout(self, prompts: list[str], trainer=None) -> dict:
         """TRL's rollout_func: the questions of this process's generation batch in, token ids and masks out."""
@@ -339,33 +240,6 @@ class SearchGRPOTrainer(GRPOTrainer):
             self.engine.backend.generating_with(policy),
         ):
             yield
-
-    def _sync_vllm_weights(self) -> None:
-        """Push the current weights into vLLM unless they are there already. TRL does this only when it generates,
-        i.e. before the step's updates; verification and evaluation run after them, and would otherwise roll out
-        the previous step's policy. Collective under ZeRO-3 and in server mode: every process calls it."""
-        if self.state.global_step != self._last_loaded_step:
-            self.vllm_generation.sync_weights()
-            self._last_loaded_step = self.state.global_step
-
-    @contextlib.contextmanager
-    def _vllm_awake(self):
-        """`model.vllm_enable_sleep_mode`: TRL puts its colocated engine to sleep (level 2: weights and KV cache
-        freed) and wakes it inside its own `generate`, which a `rollout_func` trainer never calls; its weight sync
-        wakes the weights only. So the KV cache is woken here around every rollout (training's, verification's,
-        evaluation's), and the engine goes back to sleep after it, with its weights marked gone so that the next
-        rollout pushes them again (level 2 discards them)."""
-        generation = self.vllm_generation
-        if not (self.vllm_mode == "colocate" and getattr(generation, "enable_sleep_mode", False)):
-            yield
-            return
-        generation.llm.wake_up(tags=["kv_cache"])
-        try:
-            yield
-        finally:
-            generation.llm.sleep(level=2)
-            generation._llm_weights_sleeping = True
-            self._last_loaded_step = -1  # TRL's tag for "not in vLLM": the next rollout syncs the weights again
 
     def _log_rollout_metrics(self, trajectories: Sequence[Trajectory]) -> None:
         for name, value in summarize(trajectories, [t.name for t in self.engine.tools]).items():
@@ -425,10 +299,6 @@ class SearchGRPOTrainer(GRPOTrainer):
             folder.mkdir(parents=True, exist_ok=True)
             atomic_write_json(RunDir.checkpoint_coevolution(folder), self.coevolution.state_dict())
         super()._save_checkpoint(model, trial)
-
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        with score_only_labelled_positions_on_cpu() if self.compact_cpu_logprobs else contextlib.nullcontext():
-            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
 
     # -- timing --------------------------------------------------------------------------------------------
 

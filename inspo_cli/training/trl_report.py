@@ -19,8 +19,11 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.config.batch_plan import BatchPlan, batch_plan
+from inspo_cli.config.loss_rules import listed
 from inspo_cli.config.paper import paper_value
-from inspo_cli.registry import is_sft
+from inspo_cli.config.training_section import TrainingConfig
+from inspo_cli.config.validation import choices
+from inspo_cli.registry import LOSS_TYPES, is_sft
 from inspo_cli.training.grpo import grpo_kwargs
 
 
@@ -57,7 +60,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
 
     processes = plan.processes
     # a loss that averages per trajectory and then over the micro-batch, with no per-micro-batch token threshold
-    per_sequence_mean = t.loss_type in ("grpo", "sapo", "luspo") and t.top_entropy_quantile == 1.0
+    per_sequence_mean = not LOSS_TYPES[t.loss_type].divides_by_tokens and t.top_entropy_quantile == 1.0
+    per_sequence_losses = [name for name, loss in LOSS_TYPES.items() if not loss.divides_by_tokens]
     per_generation = kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] * processes
     per_update = kwargs["per_device_train_batch_size"] * kwargs["gradient_accumulation_steps"] * processes
     rows = [
@@ -103,8 +107,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
             t.micro_batch_size,
             "per_device_train_batch_size",
             matches=True if t.micro_batch_size == 8 else "equivalent" if per_sequence_mean else False,
-            note="with loss_type grpo, sapo or luspo (and every token's entropy kept) the policy gradient does not "
-            "depend on the micro-batch (memory only)",
+            note=f"with loss_type {listed(per_sequence_losses)} (and every token's entropy kept) the policy "
+            "gradient does not depend on the micro-batch (memory only)",
         ),
         _row(
             "learning rate",
@@ -167,8 +171,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
             "epsilon_high",
             note=f"null: symmetric, 1 + clip_epsilon = {1 + t.clip_epsilon:g}"
             if t.clip_epsilon_high is None
-            else "CISPO's cap of the importance weight"
-            if t.loss_type == "cispo"
+            else f"{t.loss_type.upper()}'s cap of the importance weight"
+            if LOSS_TYPES[t.loss_type].needs_cap
             else "DAPO's clip-higher",
         ),
         _row(
@@ -176,7 +180,8 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
             paper("training.scale_rewards"),
             t.scale_rewards,
             "scale_rewards",
-            note="reward minus the group mean, divided by the std of: group | batch | none",
+            note="reward minus the group mean, divided by the std of: "
+            + " | ".join(choices(TrainingConfig, "scale_rewards")),
         ),
         _row(
             "passes over each batch (Search-R1's ppo_epochs)",

@@ -7,9 +7,10 @@ that makes the world the training and test ground for CPU-scale RL runs, unit te
     write_world(generate_world(seed=0, size="default"), "data/world")    # or: inspo data world --out data/world
 
 Generation is pure standard-library Python driven by one `random.Random(seed)`: the same seed and size give
-byte-identical files. The pieces: `names` (fictional names), `entities` (the fact graph), `passages`
-(Wikipedia-like text plus which passage states which fact), `questions` (four question types with evidence),
-`writer` (files on disk), `sizes` (the presets).
+byte-identical files. The pieces: `flavours` and `names` (fictional names), `entities` (what exists) and
+`fact_graph` (generating it), `templates` and `fillers` (wording), `passages` (Wikipedia-like text plus which passage
+states which fact), `questions` (a module per question type, with evidence), `writer` (files on disk), `sizes` (the
+presets).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from inspo_cli.errors import InspoError
-from inspo_cli.world.entities import Entities, build_entities
+from inspo_cli.world.entities import Entities
+from inspo_cli.world.fact_graph import build_entities
 from inspo_cli.world.passages import render_passages
 from inspo_cli.world.questions import question_types
 from inspo_cli.world.sizes import SPLITS, WORLD_SIZES, WorldSize, resolve_size

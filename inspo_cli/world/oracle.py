@@ -20,10 +20,14 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from inspo_cli.agent.backends import Generation
 from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
+from inspo_cli.policy.generation import Generation
+
+if TYPE_CHECKING:
+    from inspo_cli.agent.rollout import Trajectory
 
 
 def oracle_turns(
@@ -50,7 +54,7 @@ class OraclePolicy:
             for prompt, turns in scripts.items()
         }
         self.lengths = sorted({len(prompt) for prompt in scripts})
-        self.turn = Counter()
+        self.turn: Counter[tuple[int, ...]] = Counter()
 
     def _prompt(self, context: Sequence[int]) -> tuple[int, ...]:
         for n in self.lengths:
@@ -73,7 +77,7 @@ class OraclePolicy:
         return contextlib.nullcontext()  # scripted: no weights
 
 
-def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, object]]:
+def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, Trajectory]]:
     """(question key, trajectory) for every world question whose oracle trajectory is grounded and fits the
     recipe's limits (`rollout.max_turns` >= its hops, `max_total_tokens`)."""
     from inspo_cli.agent.rollout import RolloutEngine
@@ -139,7 +143,8 @@ def grounded(question, trajectory, tokenizer) -> bool:
 def coverage(questions, kept: Sequence[tuple[str, object]]) -> dict[str, tuple[int, int]]:
     """(kept, total) per question type."""
     keys = {key for key, _ in kept}
-    total, good = Counter(), Counter()
+    total: Counter[str] = Counter()
+    good: Counter[str] = Counter()
     for q in questions:
         qtype = q.metadata.get("type", "?")
         total[qtype] += 1

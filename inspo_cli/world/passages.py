@@ -15,14 +15,8 @@ import string
 from collections.abc import Callable
 
 from inspo_cli.world.entities import City, Country, Entities, Organisation, Person
-from inspo_cli.world.templates import (
-    CHRONOLOGY_LINES,
-    CHRONOLOGY_OPENERS,
-    FACT_TEMPLATES,
-    FILLER_WORDS,
-    FILLERS,
-    ORGANISATION_LEADS,
-)
+from inspo_cli.world.fillers import FILLER_WORDS, FILLERS
+from inspo_cli.world.templates import CHRONOLOGY_LINES, CHRONOLOGY_OPENERS, FACT_TEMPLATES, ORGANISATION_LEADS
 from retriever.corpus import Passage
 
 FactIndex = dict[tuple[str, str], list[str]]  # (entity id, fact) -> passage ids, in corpus order

@@ -87,10 +87,11 @@ def sampled(recipe_path: str, model: str | None, seed: int, questions: int = 6) 
     questions, BM25 top 2, the recipe's first instruction."""
     import torch
 
-    from inspo_cli.agent import RolloutEngine, load_backend
+    from inspo_cli.agent import RolloutEngine
     from inspo_cli.benchmarks import load_questions
     from inspo_cli.config import RolloutConfig, load_recipe
-    from inspo_cli.models import uses_chat_template
+    from inspo_cli.policy.backends import load_backend
+    from inspo_cli.policy.models import uses_chat_template
 
     overrides = [f"model.name_or_path={model}"] if model else []
     recipe = load_recipe(recipe_path, overrides)

@@ -4,9 +4,10 @@ one turn per call, and every call is recorded."""
 from __future__ import annotations
 
 from helpers.fake_retrievers import OverlapRetriever
-from inspo_cli.agent import Generation, RolloutEngine
+from inspo_cli.agent import RolloutEngine
 from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.config import RolloutConfig
+from inspo_cli.policy.generation import Generation
 
 
 class ScriptedPolicy:

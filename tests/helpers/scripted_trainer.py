@@ -8,15 +8,15 @@ import contextlib
 from dataclasses import replace
 
 from helpers.fake_retrievers import OverlapRetriever
-from inspo_cli.agent import Generation
 from inspo_cli.benchmarks import Question
 from inspo_cli.config import ModelConfig, Recipe, RewardConfig, RolloutConfig, TrainingConfig
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.instructions.sampling import Pick, StaticInstruction
-from inspo_cli.models import load_tokenizer
+from inspo_cli.policy.generation import Generation
+from inspo_cli.policy.models import load_tokenizer
 from inspo_cli.training.grpo import grpo_config, trainer_switches
-from inspo_cli.training.setup import question_dataset
 from inspo_cli.training.trainer import SearchGRPOTrainer
+from inspo_cli.training.trainer_inputs import question_dataset
 
 QUESTIONS = [
     Question("q1", "Who founded Hokin Works?", ("Ada Vell",), "t"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,6 +16,7 @@ from jinja2.exceptions import TemplateError
 
 from inspo_cli.config import RolloutConfig
 from inspo_cli.metrics import extract_answer
+from inspo_cli.policy.generation import PolicyBackend
 from retriever.search import Retriever, search_each
 
 
@@ -32,12 +33,24 @@ class Prediction:
     tool_calls: dict[str, int] = field(default_factory=dict)  # the agent's calls per tool (agent.tools)
 
 
+class MethodTokenizer(Protocol):
+    """What the methods use of a Hugging Face tokenizer."""
+
+    def apply_chat_template(
+        self, conversation: list[dict[str, str]], *, tokenize: bool, add_generation_prompt: bool
+    ) -> str: ...
+
+    def __call__(self, text: str, *, add_special_tokens: bool) -> Mapping[str, list[int]]: ...
+
+    def decode(self, token_ids: Sequence[int], *, skip_special_tokens: bool) -> str: ...
+
+
 @dataclass
 class MethodContext:
     """What every method needs: the policy backend and its tokenizer, the retriever, and the limits."""
 
-    backend: object  # PolicyBackend
-    tokenizer: object
+    backend: PolicyBackend
+    tokenizer: MethodTokenizer
     retriever: Retriever
     rollout: RolloutConfig
     topk: int = 3

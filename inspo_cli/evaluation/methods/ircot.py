@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction
+from retriever import Passage
 
 IRCOT_INSTRUCTION = (
     "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop reasoning "
@@ -43,8 +44,8 @@ def _answer_after_mark(thought: str) -> str | None:
 
 def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
     n = len(questions)
-    passages = [[] for _ in range(n)]
-    seen = [set() for _ in range(n)]
+    passages: list[list[Passage]] = [[] for _ in range(n)]
+    seen: list[set[str]] = [set() for _ in range(n)]
     thoughts: list[list[str]] = [[] for _ in range(n)]
     queries: list[list[str]] = [[q] for q in questions]
     answers: list[str | None] = [None] * n

@@ -3,9 +3,9 @@ optimizer's answer.
 
 `parse_candidates` is lenient about what LLMs actually return: prose around the tags, a missing closing tag,
 numbering that skips or repeats, code fences; it drops empty and duplicate candidates (and over-long ones when
-given a cap; evolution records those instead, see `evolution.TOO_LONG`). It is strict about one thing: in an answer
-the provider cut off at its output limit (`truncated`), a last block without a closing tag ends where the cut fell,
-mid-sentence, so it is no candidate (`cut_off_block` returns it, for the record). In an answer that ended on its
+given a cap; evolution records those instead, see `evolution_report.TOO_LONG`). It is strict about one thing: in an
+answer the provider cut off at its output limit (`truncated`), a last block without a closing tag ends where the cut
+fell, mid-sentence, so it is no candidate (`cut_off_block` returns it, for the record). In an answer that ended on its
 own, such a block is the model's finished text without its closing tag, and is kept: the local optimizer opens
 `<ins_1>` for its 135M model, which, when it does stop before the limit, has seldom closed the tag.
 """
@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from inspo_cli.instructions.population import normalize_text
+from inspo_cli.instructions.candidate import normalize_text
 
 if TYPE_CHECKING:
     from inspo_cli.config.sections import PopulationConfig

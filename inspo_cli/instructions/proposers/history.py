@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from inspo_cli.instructions.population import normalize_text
+from inspo_cli.instructions.candidate import normalize_text
 from inspo_cli.instructions.proposers.base import _TAG_RULES, _check_n
 
 if TYPE_CHECKING:

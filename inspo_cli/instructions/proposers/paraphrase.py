@@ -2,7 +2,7 @@
 
     paraphrase_prompt(parent.text, n=6)
 
-Also the template that fills the initial population with rewrites (`evolution.initial_rewrites`). The template
+Also the template that fills the initial population with rewrites (`proposing.initial_rewrites`). The template
 is the paper's, word for word; only {Instruction} and the number of candidates (the 6 it prints) are filled.
 """
 

@@ -40,11 +40,17 @@ REFLECTION_TEMPLATE = (
 
 
 class Failure(Protocol):
-    """What the reflection prompt needs from a failed rollout (a replay `Experience` has it)."""
+    """What the reflection prompt needs from a failed rollout (a replay `Experience` has it); read-only, as a frozen
+    dataclass's fields are."""
 
-    question: str
-    response: str
-    golden_answers: Sequence[str]
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def response(self) -> str: ...
+
+    @property
+    def golden_answers(self) -> Sequence[str]: ...
 
 
 def prompt(
