@@ -125,7 +125,7 @@ def main() -> None:
     ours, cb = sides["padded batch (inspo)"], sides["continuous batching"]
     ratio = cb["tokens_per_s"] / ours["tokens_per_s"]
     verdict = f"Continuous batching generates {ratio:.2f}x the padded batch's tokens per second here, so the " + (
-        "transformers backend could gain from it: see docs/training.md."
+        "transformers backend could gain from it: see docs/rollout-schedules.md."
         if ratio > 1.05
         else "transformers backend keeps its padded batch (turn-synchronous); `rollout.schedule: "
         "per-trajectory` is for vLLM."

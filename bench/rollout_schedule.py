@@ -7,7 +7,7 @@ One vLLM engine (`load_backend`, the packaged SmolLM2-135M-Instruct in float32, 
 instruction, temperature 1) rolls out the same world questions under both schedules, alternating. Without request
 seeds: vLLM's V1 model runner, the one its CPU build has, samples seeded requests one by one in Python at every
 token, which would time that loop rather than the schedules (that both schedules sample the same trajectories
-under request seeds is tests/test_vllm_seeds.py's). Settings:
+under request seeds is tests/policy/test_vllm_seeds.py's). Settings:
 
 - plain: 4 turns of at most 48 tokens, in-process BM25 (the demo's), and the same BM25 behind the HTTP retriever
   (`retriever/server.py` on loopback, in a thread of this process);

@@ -31,8 +31,10 @@ from inspo_cli.benchmarks import (
     questions_from_hub_rows,
 )
 from inspo_cli.errors import InspoError
+from inspo_cli.files import iter_lines, open_regular
 from inspo_cli.hub import hub_offline_reason
 from inspo_cli.jsonio import atomic_write_jsonl
+from inspo_cli.qa_files import QA_ARRAY_BYTES
 
 
 def _fetch_plan(names: Iterable[str], splits: Sequence[str] | None) -> list[tuple[str, str]]:
@@ -105,8 +107,6 @@ def count_rows(path: str | os.PathLike) -> int | None:
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
-    from inspo_cli.files import iter_lines, open_regular
-    from inspo_cli.qa_files import QA_ARRAY_BYTES
 
     with open_regular(path, "QA file") as f:  # bounded like any QA file: a line or an array too big is unreadable
         is_array = f.read(4096).lstrip().startswith(b"[")

@@ -17,9 +17,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from inspo_cli.config import Recipe
+from inspo_cli.config.training_section import loss_warnings
 from inspo_cli.files import first_missing, remove_empty_dirs
 from inspo_cli.main_process import broadcast_from_main
+from inspo_cli.policy.models import check_device
+from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
+from inspo_cli.training.evolve import run_evolve
+from inspo_cli.training.preflight import check_run
+from inspo_cli.training.run import run_training
+from inspo_cli.training.stages import run_staged
 
 KINDS = ("train", "evolve")  # train: GRPO with the instruction source; evolve: INSPO with a frozen policy
 
@@ -52,9 +59,6 @@ def run(
         raise ValueError("pass a recipe for a fresh run or resume= for an unfinished one, not both")
     from accelerate import PartialState
 
-    from inspo_cli.policy.models import check_device
-    from inspo_cli.training.preflight import check_run
-
     check_device(device)  # before a run directory exists
     state = PartialState()
     if resume is not None:
@@ -64,9 +68,6 @@ def run(
         assert recipe is not None  # exactly one of recipe and resume, checked above
         check_run(kind, recipe, state.num_processes, device)  # a start that would fail creates nothing
         if kind == "train" and state.is_main_process:  # settings that run but measure something else, as recipe check
-            from inspo_cli.config.training_section import loss_warnings
-            from inspo_cli.progress import err_console
-
             for line in loss_warnings(recipe.training, recipe.rollout.max_total_tokens):
                 err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
         created_root = first_missing(output_dir if output_dir is not None else recipe.run.output_dir)
@@ -98,16 +99,11 @@ def started(run: RunDir) -> bool:
 
 def _run(kind: str, recipe: Recipe, directory: RunDir, resume, device: str | None) -> None:
     if kind == "train" and recipe.population.enabled and recipe.population.stage != "online":
-        from inspo_cli.training.stages import run_staged  # Fig. 3's pre-RL / post-RL: evolve and train chained
-
+        # Fig. 3's pre-RL / post-RL: evolve and train chained
         run_staged(recipe, directory, resume=resume is not None, device=device)
     elif kind == "train":
-        from inspo_cli.training.run import run_training
-
         run_training(recipe, directory, resume=resume is not None, device=device)
     else:
-        from inspo_cli.training.evolve import run_evolve
-
         run_evolve(recipe, directory, resume=resume is not None, device=device)
 
 

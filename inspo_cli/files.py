@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from inspo_cli.errors import InspoError
+from retriever.checked import iter_lines as checked_lines
 
 INSTRUCTION_FILE_BYTES = 8 << 20  # a population's instructions: at most a few hundred of 12,000 characters
 TEXT_FILE_BYTES = 16 << 20  # any other text file read whole (a launcher config, an `extends:` parent): generous
@@ -120,7 +121,6 @@ def iter_lines(
 ) -> Iterator[tuple[int, bytes]]:
     """(line number, line) of a file opened in binary, streamed; a line of more than `max_bytes` is an `InspoError`
     `<path>:<line>: ...; <fix>` before it is held whole (the retriever's reader, which stands alone, with our error)."""
-    from retriever.checked import iter_lines as checked_lines
 
     return checked_lines(f, path, fix, max_bytes, InspoError)
 

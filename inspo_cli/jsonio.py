@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from inspo_cli.errors import InspoError
+from inspo_cli.files import iter_lines, open_regular, read_bytes, user_file
 
 TOO_DEEP = "JSON nested deeper than Python's parser can follow (a file no writer of this toolkit makes)"
 JSON_BYTES = 256 << 20  # a JSON file read back whole: a run's largest, coevolution.json, is a few MB
@@ -200,7 +201,6 @@ def shape_problem(value: Any, shape: Any, at: str = "") -> str | None:
 def read_json(path: str | os.PathLike, shape: Any, fix: str, max_bytes: int = JSON_BYTES) -> Any:
     """A JSON file the toolkit wrote, checked against `shape`; anything else (not a regular file, more than
     `max_bytes`, not JSON, the wrong shape or range) is one `InspoError`: `<path>: <what is wrong>; <fix>`."""
-    from inspo_cli.files import read_bytes
 
     data = read_bytes(path, "file", max_bytes)
     try:
@@ -231,7 +231,6 @@ def iter_rows(
     whole past `files.LINE_BYTES`. With `on_cut_tail`, a last line cut short (a file being appended to when it was
     copied or killed) is left out and `on_cut_tail(message)` says so; anywhere else a bad line is an error. The first
     `skip` rows (lines that are not blank) are passed over unread: what is wrong with them is not this reader's."""
-    from inspo_cli.files import iter_lines, open_regular, user_file
 
     path = Path(path)
     with user_file(path, "file"), open_regular(path, "file") as f:

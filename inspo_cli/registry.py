@@ -48,6 +48,7 @@ from inspo_cli.registry_types import (
     described,
     is_import_path,
 )
+from retriever.kinds import KINDS
 
 __all__ = [
     "ALGORITHMS",
@@ -76,7 +77,6 @@ __all__ = [
 
 
 def _kinds() -> Mapping[str, Strategy]:
-    from retriever.kinds import KINDS
 
     class LiveKinds(Mapping[str, Strategy]):  # retriever.kinds.KINDS as records, read at each use
         def __getitem__(self, name: str) -> Strategy:
@@ -250,8 +250,8 @@ SCHEDULES = Registry(
     },
 )
 
-# every loss_type TRL 1.16's GRPOTrainer computes (tests/test_loss_menu.py checks the names against TRL's help); TRL
-# runs them, so a record says what each does to the gradient, and the config's checks and warnings read that
+# every loss_type TRL 1.16's GRPOTrainer computes (tests/training/test_loss_menu.py checks the names against TRL's
+# help); TRL runs them, so a record says what each does to the gradient, and the config's checks and warnings read that
 LOSS_TYPES = Registry(
     "training.loss_type",
     "loss type",

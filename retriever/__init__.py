@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retriever.client import HTTPRetriever
 from retriever.corpus import Passage
 from retriever.errors import RetrieverError
 from retriever.kinds import KINDS
@@ -80,10 +81,8 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
     text = str(spec)
     kind = check_spec(text)
     if kind == "url":
-        from retriever.client import HTTPRetriever
-
         return HTTPRetriever(text, **options)
-    from retriever.index import open_index
+    from retriever.index import open_index  # numpy and an index kind's library: lazy, as _LAZY above
 
     path = Path(text).expanduser()
     if kind == "index":
@@ -95,7 +94,7 @@ def open_retriever(spec: str | os.PathLike, **options) -> Retriever:
             f"open_retriever({text!r}): option(s) {', '.join(sorted(unknown))} do not apply to "
             "an in-memory BM25 corpus; only n_threads does"
         )
-    from retriever.bm25 import bm25_in_memory
+    from retriever.bm25 import bm25_in_memory  # numpy: lazy, as _LAZY above
 
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, options.get("n_threads"))

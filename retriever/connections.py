@@ -83,8 +83,8 @@ class _Refused(Exception):
 def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol class with `limits` enforced and counted in `stats` (see the module docstring).
 
-    Built on uvicorn internals (`HttpToolsProtocol` and its callbacks); tests/test_server.py exercises every one of
-    them over real sockets, so a uvicorn release that changes them fails the tests rather than the limits."""
+    Built on uvicorn internals (`HttpToolsProtocol` and its callbacks); tests/retrieval/test_server.py exercises every
+    one of them over real sockets, so a uvicorn release that changes them fails the tests rather than the limits."""
     import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 

@@ -15,22 +15,26 @@ A kind module provides these functions (see `retriever.bm25` for a complete one)
     check_options(options: BuildOptions) -> None
         Cheap checks of the build options, before the corpus is read or anything is loaded.
     prepare(options: BuildOptions, progress: Progress) -> object
-        Load what the build needs (an encoder, a Java runtime check ...); the result is handed to the others.
+        Load what the build needs (an encoder, a Java runtime check ...); the result is handed to
+        the others.
     estimate(corpus: Path, passages: int, prepared, options: BuildOptions) -> tuple[int, str]
-        Peak bytes of memory the build needs for about `passages` passages, and how that number is made up.
-    build(corpus: Path, out_dir: Path, prepared, options: BuildOptions, passages: int, progress: Progress)
-            -> tuple[int, dict]
-        Write the index files into `out_dir` (plus `offsets.npy`, see `store.save_offsets`, if hits are read
-        back from the corpus); return the passage count and the kind's own entries for index.json.
+        Peak bytes of memory the build needs for about `passages` passages, and how that number
+        is made up.
+    build(corpus: Path, out_dir: Path, prepared, options: BuildOptions, passages: int,
+          progress: Progress) -> tuple[int, dict]
+        Write the index files into `out_dir` (plus `offsets.npy`, see `store.save_offsets`, if hits
+        are read back from the corpus); return the passage count and the kind's own entries for
+        index.json.
     load(index_dir: Path, meta: dict, options: OpenOptions) -> Retriever
         Open a built index (`meta` is its index.json).
     memory_advice(options: BuildOptions) -> str | None        (optional)
         What to change when the estimate is over the limit; default: "a machine with more memory".
     FILES: tuple[str, ...]                                    (optional)
-        The names `build` writes at the top of `out_dir` (index.json and offsets.npy aside): `inspo index --force`
-        replaces a directory holding nothing else.
+        The names `build` writes at the top of `out_dir` (index.json and offsets.npy aside):
+        `inspo index --force` replaces a directory holding nothing else.
     META_SHAPE: dict                                          (optional)
-        What `load` reads of its own entries in index.json, checked before it runs (`retriever.checked`).
+        What `load` reads of its own entries in index.json, checked before it runs
+        (`retriever.checked`).
 """
 
 from __future__ import annotations

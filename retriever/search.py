@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from retriever.corpus import Passage
+from retriever.errors import QueryRefused
 
 
 @runtime_checkable
@@ -32,7 +33,6 @@ def search_each(retriever: Retriever, queries: Sequence[str], k: int) -> list[li
     """`retriever.search(queries, k)`, with each query the retriever refuses for what it is (`QueryRefused`: longer
     than a server's `--max-query-chars`) answered by the reason instead (a string), and the others searched in one
     more request: what a policy wrote must not stop a search of the rest. Any other failure is raised."""
-    from retriever.errors import QueryRefused
 
     answers: dict[int, list[Passage] | str] = {}
     pending = list(range(len(queries)))

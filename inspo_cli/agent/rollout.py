@@ -31,6 +31,7 @@ from inspo_cli.agent.tools.search import SearchTool
 from inspo_cli.config import RolloutConfig
 from inspo_cli.metrics import extract_answer
 from inspo_cli.policy.generation import PolicyBackend
+from inspo_cli.policy.seeds import derived_seed, request_seeds
 from retriever.search import Retriever
 
 STOP_REASONS = ("answer", "eos", "max_turns", "context")
@@ -197,7 +198,6 @@ class RolloutEngine:
         process's torch generator per batch, then keyed, so that both schedules seed each turn alike."""
         if not getattr(self.backend, "request_seeds", False):
             return lambda row, turn: None
-        from inspo_cli.policy.seeds import derived_seed, request_seeds
 
         (base,) = request_seeds(1)
         return lambda row, turn: derived_seed(base, row, turn)

@@ -58,7 +58,8 @@ def summary_lines(plan: ResourcePlan) -> list[str]:
         f"constants: decode {DECODE_MS:g} ms per step (HF generate, Qwen2.5-3B, batch 8, H100), update at "
         f"{EFFECTIVE_TFLOPS:g} TFLOP/s per GPU, {CUDA_CONTEXT_GIB:g} GiB CUDA context and {FRAGMENTATION:.0%} "
         "allocator reserve per process; override the times with --decode-ms and --update-tokens-per-s",
-        "predicted, not measured: anchored on three GPU measurements and one CPU run (tests/test_resource_plan.py)",
+        "predicted, not measured: anchored on three GPU measurements and one CPU run "
+        "(tests/config/test_resource_plan.py)",
     ]
 
 

@@ -16,7 +16,7 @@ trajectory as long as the recipe allows (`Lengths` narrows it to measured length
 
 What each phase holds follows inspo's code and TRL 1.16's (see `_terms`); Adam's state appears at the first optimizer
 step and stays, so it is counted in every generation and update after the first (the first step's generation runs
-without it). Anchored on measurements in tests/test_resource_plan.py. Whether a plan fits, and what would:
+without it). Anchored on measurements in tests/config/test_resource_plan.py. Whether a plan fits, and what would:
 resource_fit.py.
 """
 

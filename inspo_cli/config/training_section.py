@@ -218,7 +218,7 @@ class TrainingConfig:
             f"{listed(dividing_by('trajectory', 'micro-batch tokens', 'batch tokens'), 'and')} (means over tokens), "
             f"max_total_tokens / L times that under {listed(dividing_by('max_total_tokens'), 'and')} and about 1 / L "
             f"of it under {listed(dividing_by('nothing'), 'and')}, for L policy tokens per trajectory (`inspo recipe "
-            "check` warns; docs/rl-switches.md)."
+            "check` warns; docs/rl-switches.md#the-entropy-bonus-across-loss-types)."
         },
     )
     weight_decay: float = field(

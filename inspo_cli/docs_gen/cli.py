@@ -1,7 +1,7 @@
 """docs/reference/cli.md, generated from the Typer app: every command and sub-command of `inspo` with its help, its
 usage line and a table of its arguments and options, as `inspo COMMAND --help` prints them.
 
-This package is the top layer (above `inspo_cli.cli`), so the app is imported as any module is. tests/test_site.py
+This package is the top layer (above `inspo_cli.cli`), so the app is imported as any module is. tests/docs/test_site.py
 checks that the page's table cells show the help texts unchanged (a `|`, a `<timestamp>` or a `*` in a help text is
 escaped, so the Markdown shows it as written).
 """

@@ -25,9 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from shlex import quote
 
+from inspo_cli.collapse import detect_collapse
 from inspo_cli.config import Recipe
 from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.initial import initial_instructions
+from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.policy.models import merged_adapter_dir
 from inspo_cli.runs import DAMAGED, RunDir, weights_problem
 
 FINAL = RunDir.FINAL  # --checkpoint final
@@ -68,7 +72,6 @@ def paper_choice(run: RunDir, recipe: Recipe) -> str:
 
 def _paper_choice(run: RunDir, recipe: Recipe) -> tuple[str, str]:
     """(App. B's choice, why it is that one)."""
-    from inspo_cli.collapse import detect_collapse
 
     e = recipe.evaluation
     collapse = detect_collapse(run.metrics(), e.collapse_window, e.collapse_drop)
@@ -182,8 +185,6 @@ def _available(steps: dict[int, Path]) -> str:
 
 def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
     """I* of the population saved with the checkpoint, or the static run's instruction."""
-    from inspo_cli.instructions.initial import initial_instructions
-    from inspo_cli.instructions.population import InstructionPopulation
 
     state = RunDir.checkpoint_coevolution(folder)
     if state.is_file():
@@ -210,7 +211,5 @@ def _loadable(folder: Path) -> Path:
     if (folder / "config.json").is_file():
         return folder
     if (folder / "adapter_config.json").is_file():
-        from inspo_cli.policy.models import merged_adapter_dir
-
         return merged_adapter_dir(folder)
     raise InspoError(f"{folder} holds neither a model (config.json) nor a LoRA adapter (adapter_config.json)")

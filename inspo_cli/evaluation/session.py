@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from inspo_cli.agent.tools import recipe_tools
 from inspo_cli.benchmarks import Question
 from inspo_cli.evaluation.methods.base import MethodContext
 from inspo_cli.evaluation.report import write_results
 from inspo_cli.evaluation.runner import evaluate_methods
+from inspo_cli.jsonio import atomic_write_jsonl
+from inspo_cli.policy.backends import load_backend
+from inspo_cli.policy.models import uses_chat_template
+from inspo_cli.retrieval import open_from_config
+from retriever import open_retriever
 
 
 def run_evaluation(
@@ -35,13 +41,6 @@ def run_evaluation(
     from pathlib import Path
 
     import torch
-
-    from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.jsonio import atomic_write_jsonl
-    from inspo_cli.policy.backends import load_backend
-    from inspo_cli.policy.models import uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from retriever import open_retriever
 
     random.seed(seed)
     torch.manual_seed(seed)

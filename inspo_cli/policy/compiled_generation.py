@@ -17,7 +17,7 @@ length stays put.
 
 Nothing about what is sampled changes: the same logits processors and the same draws from the same generator, on
 logits from the same computation (compiled kernels may round differently in the last bits; measured identical ids
-on the tiny model, greedy and seeded sampling, in tests/test_compiled_generation.py).
+on the tiny model, greedy and seeded sampling, in tests/policy/test_compiled_generation.py).
 """
 
 from __future__ import annotations

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inspo_cli.config import ModelConfig
+from inspo_cli.config.architecture import architecture_from_config, published_architecture
 from inspo_cli.envvars import env_path
 from inspo_cli.errors import InspoError
+from inspo_cli.files import read_text
 from inspo_cli.hub import offline_if_unreachable
+from inspo_cli.jsonio import read_json
 from inspo_cli.policy.model_files import ADAPTER_CONFIG, CONFIG_BYTES, model_files_problem
 
 
@@ -124,9 +127,6 @@ def model_architecture(name_or_path: str, _adapters: tuple[str, ...] = ()):
     of a hub id the recipes name. `_adapters`: the adapters followed so far (a loop of them is refused)."""
     import json
 
-    from inspo_cli.config.architecture import architecture_from_config, published_architecture
-    from inspo_cli.files import read_text
-
     packaged = PACKAGED_MODELS.get(name_or_path.lower())
     directory = _packaged_model_dir(packaged) if packaged else Path(name_or_path).expanduser()
     config = directory / "config.json"
@@ -201,7 +201,6 @@ def merged_adapter_dir(adapter_dir: Path, target: Path | None = None) -> Path:
     directory: merged into its base model once and cached as `target` (default `<adapter_dir>/merged`; written to a
     temporary directory, then renamed). The base is `base_model_name_or_path` of adapter_config.json: a hub id, a
     directory or a packaged model's name."""
-    from inspo_cli.jsonio import read_json
 
     target = target or adapter_dir / "merged"
     if (target / "config.json").is_file():

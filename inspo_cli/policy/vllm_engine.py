@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import sys
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -157,9 +158,10 @@ def _shut_down_engine_core(llm_ref) -> None:
     when a finalizer was made before multiprocessing was imported (atexit runs hooks last-registered first): that
     hook then joins the engine core, which waits for requests forever, and the program hangs after it returned,
     its engine processes left spinning once it is killed. Registered when the engine starts, this runs first."""
-    from vllm.v1.engine.core_client import MPClient
-
+    # looked up, not imported: an engine core client exists only if its module was loaded, and importing vLLM while
+    # the interpreter shuts down fails ("can't register atexit after shutdown")
+    core_client = sys.modules.get("vllm.v1.engine.core_client")
     llm = llm_ref()
     client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-    if isinstance(client, MPClient):
+    if core_client is not None and isinstance(client, core_client.MPClient):
         client.shutdown()  # idempotent: a no-op once shut down (its finalizer is detached)

@@ -15,6 +15,7 @@ from inspo_cli.files import not_a_directory
 from inspo_cli.instructions import population, replay
 from inspo_cli.instructions.providers.call_record import RECORD_NAME
 from inspo_cli.jsonio import COUNT, atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_rows, read_json
+from inspo_cli.policy.model_files import model_files_problem
 from inspo_cli.progress import err_console
 from inspo_cli.runs.environment import git_state, package_versions
 from inspo_cli.runs.file_shapes import DAMAGED, INFO_SHAPE, METRICS_ROW_SHAPE, STAGED, SUMMARY_SHAPE, check_tools
@@ -350,6 +351,5 @@ def checkpoint_problem(path: Path) -> str | None:
 def weights_problem(path: Path) -> str | None:
     """Why the model files in `path` cannot be loaded (none, cut short, a damaged config.json or safetensors header,
     not regular files), or None; reads config.json and headers only (`model_files.model_files_problem`)."""
-    from inspo_cli.policy.model_files import model_files_problem
 
     return model_files_problem(path)

@@ -24,13 +24,18 @@ from pathlib import Path
 
 from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.runner import evaluation_questions
 from inspo_cli.instructions.evolution import EvolutionReport, Verifier, evolve
+from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.instructions.leakage import LeakGuard
 from inspo_cli.instructions.population import InstructionPopulation
+from inspo_cli.instructions.proposing import initial_rewrites
 from inspo_cli.instructions.providers.language_model import Answer, LanguageModel, ask
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
-from inspo_cli.instructions.sampling import InstructionSource, stable_random
+from inspo_cli.instructions.sampling import InstructionSource, StaticInstruction, stable_random
 from inspo_cli.main_process import broadcast_from_main
+from inspo_cli.metrics import normalize_answer
+from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
 from inspo_cli.training.reward import rollout_and_score
 
@@ -243,9 +248,6 @@ def instruction_source(
     With `record` (the run's optimizer_calls.jsonl), every optimizer call is a line of it; resumed, the calls it
     holds after the lines `saved` counted are answered from it when asked again.
     A missing optimizer API key fails here, before any model loads."""
-    from inspo_cli.instructions.initial import initial_instructions
-    from inspo_cli.instructions.proposing import initial_rewrites
-    from inspo_cli.instructions.sampling import StaticInstruction
 
     texts = initial_instructions(recipe)
     config = recipe.population
@@ -255,6 +257,7 @@ def instruction_source(
     lm: LanguageModel = NoOptimizer("in a run with population.evolve_until 0 and no initial_rewrites")
     warn = _console_warning if accelerator.is_main_process else None
     if config.evolve_until > 0 or config.initial_rewrites:
+        # looked up per call: tests replace open_optimizer at its module
         from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
 
         lm = MainProcessLM(
@@ -308,9 +311,7 @@ def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None
     the optimizer. None with `population.leak_check: off`, which checks nothing."""
     if recipe.population.evolve_until <= 0 or recipe.population.leak_check == "off":
         return []
-    from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.metrics import normalize_answer
-    from inspo_cli.training.trainer_inputs import train_questions
+    from inspo_cli.training.trainer_inputs import train_questions  # looked up per call: tests replace it
 
     e = recipe.evaluation
     try:
@@ -334,6 +335,5 @@ def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None
 
 
 def _console_warning(line: str) -> None:
-    from inspo_cli.progress import err_console
 
     err_console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -18,26 +18,31 @@ import time
 from collections.abc import Sequence
 from statistics import mean, pstdev
 
+from inspo_cli.agent import RolloutEngine
+from inspo_cli.agent.rollout import summarize
+from inspo_cli.agent.tools import recipe_tools
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.replay import experiences_from
+from inspo_cli.instructions.sampling import stable_random
 from inspo_cli.jsonio import atomic_write_json
+from inspo_cli.metrics import exact_match
+from inspo_cli.policy.backends import load_backend
+from inspo_cli.policy.models import default_device, uses_chat_template
+from inspo_cli.retrieval import open_from_config
 from inspo_cli.runs import RunDir
+from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
+from inspo_cli.training.preflight import check_run
+from inspo_cli.training.reward import rollout_and_score
+from inspo_cli.training.summary import finish_run
+from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
+from inspo_cli.training.trainer_inputs import train_questions
 
 
 def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
     from accelerate import PartialState
 
-    from inspo_cli.agent import RolloutEngine
-    from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.policy.backends import load_backend
-    from inspo_cli.policy.models import default_device, uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
-    from inspo_cli.training.preflight import check_run
-    from inspo_cli.training.run_logger import StepLog
-    from inspo_cli.training.summary import finish_run
-    from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
-    from inspo_cli.training.trainer_inputs import train_questions
+    from inspo_cli.training.run_logger import StepLog  # imports transformers and torch
 
     state = PartialState()
     check_run("evolve", recipe, state.num_processes, device)
@@ -126,12 +131,6 @@ class FrozenPolicyEvolution:
     def step(self, step: int) -> dict:
         """One step: sample questions and their instructions, roll out, score, and let INSPO fold it in; the row."""
         import torch
-
-        from inspo_cli.agent.rollout import summarize
-        from inspo_cli.instructions.replay import experiences_from
-        from inspo_cli.instructions.sampling import stable_random
-        from inspo_cli.metrics import exact_match
-        from inspo_cli.training.reward import rollout_and_score
 
         started = time.perf_counter()
         seed, g, population = self.recipe.run.seed, self.recipe.training.group_size, self.coevolution.population

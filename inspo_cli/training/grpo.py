@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from inspo_cli.agent.tools import recipe_tools
 from inspo_cli.config import Recipe
 from inspo_cli.config.batch_plan import BatchPlan
-from inspo_cli.training.trainer_inputs import shared_kwargs
+from inspo_cli.policy.models import resolve_model_path, uses_chat_template
+from inspo_cli.retrieval import open_from_config
+from inspo_cli.training.trainer_inputs import lora_config, question_dataset, shared_kwargs, train_questions
 
 
 def grpo_kwargs(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: str = "cpu") -> dict:
@@ -73,11 +76,7 @@ def grpo_config(recipe: Recipe, plan: BatchPlan, checkpoints_dir: Path, device: 
 
 def build_grpo(ctx):
     """`SearchGRPOTrainer` for the run in `ctx` (a `training.run.TrainingContext`)."""
-    from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.policy.models import resolve_model_path, uses_chat_template
-    from inspo_cli.retrieval import open_from_config
-    from inspo_cli.training.trainer import SearchGRPOTrainer
-    from inspo_cli.training.trainer_inputs import lora_config, question_dataset, train_questions
+    from inspo_cli.training.trainer import SearchGRPOTrainer  # imports TRL and torch: not at `recipe check`
 
     recipe, plan = ctx.recipe, ctx.plan
     args = grpo_config(recipe, plan, ctx.run.checkpoints_dir, ctx.device)

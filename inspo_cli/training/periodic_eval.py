@@ -19,6 +19,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from inspo_cli.config import EvaluationConfig
+from inspo_cli.evaluation.methods.base import MethodContext
+from inspo_cli.evaluation.report import write_results
+from inspo_cli.evaluation.runner import averages, evaluate_methods, scores_from_rows
+from inspo_cli.jsonio import atomic_write_jsonl
 from inspo_cli.runs import RunDir
 
 
@@ -49,10 +53,6 @@ class PeriodicEvaluation:
         instruction_id: str,
         accelerator=None,
     ) -> dict[str, float]:
-        from inspo_cli.evaluation.methods.base import MethodContext
-        from inspo_cli.evaluation.report import write_results
-        from inspo_cli.evaluation.runner import averages, evaluate_methods, scores_from_rows
-        from inspo_cli.jsonio import atomic_write_jsonl
 
         rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
         mine = {name: questions[rank::world] for name, questions in self.questions.items()}

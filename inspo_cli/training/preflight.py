@@ -12,9 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from inspo_cli.agent.tools import ToolContext, build_tools
 from inspo_cli.config import Recipe
+from inspo_cli.config.batch_plan import batch_plan
 from inspo_cli.errors import InspoError
+from inspo_cli.instructions.initial import initial_instructions
+from inspo_cli.instructions.population import check_initial_texts
+from inspo_cli.instructions.providers.api_keys import read_api_key
+from inspo_cli.policy.models import check_model_location, default_device
 from inspo_cli.runs import RunDir
+from inspo_cli.training.trackers import check_wandb
 
 STAGED_ONE_PROCESS = (
     "population.stage {stage} runs in one process (its evolve stage does); launch it without "
@@ -44,11 +51,6 @@ class _RetrieverNotOpened:
 
 def check_recipe(recipe: Recipe, processes: int = 1) -> None:
     """Refuse in one line what every run of `recipe` on `processes` processes would refuse later."""
-    from inspo_cli.agent.tools import ToolContext, build_tools
-    from inspo_cli.config.batch_plan import batch_plan
-    from inspo_cli.instructions.initial import initial_instructions
-    from inspo_cli.instructions.population import check_initial_texts
-    from inspo_cli.policy.models import check_model_location
 
     batch_plan(recipe, processes)  # the batch divides into micro-batches over the processes
     # the tools' tags and names, built over a retriever not opened yet (a tool may hold on to it; none searches)
@@ -65,8 +67,6 @@ def check_recipe(recipe: Recipe, processes: int = 1) -> None:
 
 def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> None:
     """`check_recipe`, then what `inspo train` (kind "train") or `inspo evolve` ("evolve") needs on this machine."""
-    from inspo_cli.policy.models import default_device
-    from inspo_cli.training.trackers import check_wandb
 
     check_recipe(recipe, processes)
     population = recipe.population
@@ -90,8 +90,6 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
         raise InspoError(VLLM_SLEEP_ON_CPU)
     check_wandb(recipe)  # installed, and a key unless offline
     if population.enabled and (population.evolve_until > 0 or population.initial_rewrites):
-        from inspo_cli.instructions.providers.api_keys import read_api_key
-
         if recipe.optimizer.replay is None:
             read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
         else:

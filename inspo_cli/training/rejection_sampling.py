@@ -28,10 +28,17 @@ import gc
 import time
 from collections import Counter
 
+from inspo_cli.agent.rollout import RolloutEngine
+from inspo_cli.agent.tools import recipe_tools
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, atomic_write_jsonl, read_jsonl
+from inspo_cli.policy.models import uses_chat_template
+from inspo_cli.policy.seeds import derived_seed
+from inspo_cli.retrieval import open_from_config
 from inspo_cli.runs import RunDir
+from inspo_cli.training.reward import trajectory_rewards
+from inspo_cli.training.trainer_inputs import train_questions
 
 
 def sampler_config(recipe: Recipe):
@@ -45,8 +52,7 @@ def sampler_config(recipe: Recipe):
 
 def build_rejection_sampling(ctx):
     """Phase 1 (or its saved result), then a `SearchSFTTrainer` on the kept trajectories."""
-    from inspo_cli.training.sft import sft_engine, sft_trainer
-    from inspo_cli.training.trainer_inputs import train_questions
+    from inspo_cli.training.sft import sft_engine, sft_trainer  # imports TRL and torch: only when it trains
 
     recipe, run = ctx.recipe, ctx.run
     instruction = ctx.instructions.best_pick().text
@@ -124,13 +130,7 @@ def _sample(
 ) -> None:
     from transformers import set_seed
 
-    from inspo_cli.agent.rollout import RolloutEngine
-    from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.policy.backends import load_backend
-    from inspo_cli.policy.models import uses_chat_template
-    from inspo_cli.policy.seeds import derived_seed
-    from inspo_cli.retrieval import open_from_config
-    from inspo_cli.training.reward import trajectory_rewards
+    from inspo_cli.policy.backends import load_backend  # looked up per call: tests replace it at its module
 
     s, r = recipe.sampling, recipe.rollout
     config = sampler_config(recipe)

@@ -25,7 +25,18 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.config.batch_plan import BatchPlan, batch_plan
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.runner import evaluation_questions
+from inspo_cli.policy.models import default_device, load_tokenizer
+from inspo_cli.policy.vllm_engine import colocated_engine_environment, engine_settings, require_vllm
+from inspo_cli.progress import err_console
+from inspo_cli.registry import ALGORITHMS
 from inspo_cli.runs import RunDir
+from inspo_cli.training.algorithms import build_trainer
+from inspo_cli.training.coevolution import instruction_source
+from inspo_cli.training.periodic_eval import PeriodicEvaluation
+from inspo_cli.training.preflight import VLLM_SERVER_ON_CPU
+from inspo_cli.training.summary import finish_run
+from inspo_cli.training.trackers import wandb_run
 
 
 @dataclass
@@ -49,14 +60,9 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
     from accelerate import PartialState
     from transformers import PrinterCallback, ProgressCallback
 
-    from inspo_cli.policy.models import default_device, load_tokenizer
-    from inspo_cli.registry import ALGORITHMS
-    from inspo_cli.training.algorithms import build_trainer
-    from inspo_cli.training.coevolution import instruction_source
+    # both import transformers and torch; this module stays light for preflight and `recipe check`
     from inspo_cli.training.guards import NonFiniteGuard
     from inspo_cli.training.run_logger import RunLogger, StepLog
-    from inspo_cli.training.summary import finish_run
-    from inspo_cli.training.trackers import wandb_run
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn hook
     _quiet_libraries()
@@ -127,7 +133,6 @@ def run_training(recipe: Recipe, run: RunDir, resume: bool = False, device: str 
 
 def _say_resume_point(checkpoint: Path | None, unusable: str) -> None:
     """One line: where the run goes on from, and which newer checkpoints a kill left unusable."""
-    from inspo_cli.progress import err_console
 
     where = f"resuming from {checkpoint.name}" if checkpoint is not None else "resuming before the first checkpoint"
     err_console.print(
@@ -138,8 +143,6 @@ def _say_resume_point(checkpoint: Path | None, unusable: str) -> None:
 def _vllm_engine(recipe: Recipe, device: str):
     """What a vLLM-backed run needs before TRL starts its engine: vLLM installed, a mode that works on `device`,
     and (colocated) the engine settings TRL does not pass, as vLLM's environment variables while it starts."""
-    from inspo_cli.policy.vllm_engine import colocated_engine_environment, engine_settings, require_vllm
-    from inspo_cli.training.preflight import VLLM_SERVER_ON_CPU
 
     m = recipe.model
     if m.backend != "vllm":
@@ -154,8 +157,6 @@ def _vllm_engine(recipe: Recipe, device: str):
 
 def periodic_evaluation(recipe: Recipe, run: RunDir):
     """App. B's evaluation every `training.eval_every` steps, with its questions loaded now (None when off)."""
-    from inspo_cli.evaluation.runner import evaluation_questions
-    from inspo_cli.training.periodic_eval import PeriodicEvaluation
 
     e = recipe.evaluation
     if recipe.training.eval_every <= 0:

@@ -20,7 +20,9 @@ from pathlib import Path
 from rich.progress import Progress, TaskID
 from transformers import TrainerCallback
 
+from inspo_cli.collapse import detect_collapse
 from inspo_cli.jsonio import atomic_write_jsonl
+from inspo_cli.progress import err_console, progress_bar
 from inspo_cli.runs import RunDir
 
 _SKIP = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}
@@ -50,8 +52,6 @@ class StepLog:
 
     def open(self, done: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
-
-        from inspo_cli.progress import err_console, progress_bar
 
         self._writer = SummaryWriter(str(self.run.tensorboard_dir))
         if err_console.is_terminal:  # elsewhere (a CI log) the step lines are the progress
@@ -84,13 +84,11 @@ class StepLog:
             self._progress.stop()
 
     def _print(self, line: str) -> None:
-        from inspo_cli.progress import err_console
 
         (self._progress.console if self._progress is not None else err_console).print(line, markup=False)
 
     def _report_collapse(self) -> None:
         """Say once, as soon as it happens, that the reward collapsed, and which checkpoint App. B would report."""
-        from inspo_cli.collapse import detect_collapse
 
         if self._collapse_reported:
             return

@@ -30,27 +30,31 @@ import torch
 from transformers import TrainerCallback
 from trl import SFTTrainer
 
+from inspo_cli.agent.rollout import RolloutEngine
+from inspo_cli.agent.tools import recipe_tools
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import atomic_write_json, read_json
 from inspo_cli.policy.generation import Generation
 from inspo_cli.policy.generation_weights import generation_dtype, in_compute_dtype
+from inspo_cli.policy.models import resolve_model_path, uses_chat_template
+from inspo_cli.policy.transformers_backend import TransformersBackend
+from inspo_cli.retrieval import open_from_config
 from inspo_cli.runs import DAMAGED, RunDir
+from inspo_cli.training.trainer_inputs import lora_config, shared_kwargs, train_questions
+from inspo_cli.world.oracle import oracle_trajectories
 
 TOKENS_FILE = "sft_tokens.json"  # in each checkpoint: TRL's running num_tokens, which TRL itself does not save
 
 
 def sft_examples(recipe: Recipe, engine, instruction: str) -> list[dict]:
     """Tokenized examples ({input_ids, completion_mask}) for the recipe's `data.trajectories`."""
-    from inspo_cli.training.trainer_inputs import train_questions
 
     questions = train_questions(recipe)
     source = recipe.data.trajectories
     if source == "answers":
         examples = [answer_example(engine, instruction, q.question, q.golden_answers[0]) for q in questions]
     else:
-        from inspo_cli.world.oracle import oracle_trajectories
-
         trajectories = oracle_trajectories(engine, instruction, questions)
         examples = [
             {
@@ -74,7 +78,6 @@ def answer_example(engine, instruction: str, question: str, answer: str) -> dict
 def sft_kwargs(recipe: Recipe, plan, checkpoints_dir, device: str = "cpu") -> dict:
     """Every value the recipe hands to TRL's `SFTConfig`; the rest are TRL's defaults. `plan` is the run's
     `BatchPlan` (`inspo_cli.config.batch_plan`): `batch_size` examples per update."""
-    from inspo_cli.training.trainer_inputs import shared_kwargs
 
     t = recipe.training
     return dict(
@@ -106,10 +109,6 @@ def build_sft(ctx):
 def sft_engine(ctx, searching: bool):
     """The rollout engine SFT builds its prompts with and evaluates through (its backend is set by the trainer);
     with a retriever when `searching` or when evaluation during training searches."""
-    from inspo_cli.agent.rollout import RolloutEngine
-    from inspo_cli.agent.tools import recipe_tools
-    from inspo_cli.policy.models import uses_chat_template
-    from inspo_cli.retrieval import open_from_config
 
     recipe = ctx.recipe
     r = recipe.rollout
@@ -147,9 +146,6 @@ def sft_trainer(ctx, engine, examples: list[dict]):
     from datasets import Dataset
     from trl import SFTConfig
 
-    from inspo_cli.policy.models import resolve_model_path
-    from inspo_cli.training.trainer_inputs import lora_config
-
     recipe = ctx.recipe
     args = SFTConfig(**sft_kwargs(recipe, ctx.plan, ctx.run.checkpoints_dir, ctx.device))
     return SearchSFTTrainer(
@@ -177,8 +173,6 @@ class SearchSFTTrainer(SFTTrainer):
         super().__init__(callbacks=[*(callbacks or []), _Evaluate(self)], **kwargs)
         self._generation_dtype = generation_dtype(self.args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if engine is not None:  # it generates with this trainer's model (swapped in unwrapped while it evaluates)
-            from inspo_cli.policy.transformers_backend import TransformersBackend
-
             r = engine.config
             engine.backend = TransformersBackend(
                 self.model,

@@ -25,7 +25,15 @@ import shutil
 
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.report import read_results
+from inspo_cli.evaluation.runner import averages, evaluation_questions
+from inspo_cli.evaluation.session import run_evaluation
+from inspo_cli.instructions.initial import initial_instructions
+from inspo_cli.registry import ALGORITHMS
 from inspo_cli.runs import RunDir
+from inspo_cli.training.evolve import run_evolve
+from inspo_cli.training.preflight import STAGED_ONE_PROCESS
+from inspo_cli.training.run import run_training
 
 STAGE_PLANS = {"pre-rl": ("evolve", "train"), "post-rl": ("train", "evolve")}
 
@@ -37,10 +45,6 @@ def stage_dirs(run: RunDir, stage: str) -> list[tuple[str, RunDir]]:
 
 def run_staged(recipe: Recipe, run: RunDir, resume: bool = False, device: str | None = None) -> dict:
     from accelerate import PartialState
-
-    from inspo_cli.training.evolve import run_evolve
-    from inspo_cli.training.preflight import STAGED_ONE_PROCESS
-    from inspo_cli.training.run import run_training
 
     if PartialState().num_processes > 1:
         raise InspoError(STAGED_ONE_PROCESS.format(stage=recipe.population.stage))
@@ -95,7 +99,6 @@ def resume_possible(directory: RunDir, kind: str = "train") -> bool:
         return False
     if kind == "evolve":
         return directory.coevolution_file.is_file()
-    from inspo_cli.registry import ALGORITHMS
 
     recipe = directory.recipe()
     if recipe.population.enabled and recipe.population.stage != "online":
@@ -117,7 +120,6 @@ def _read_best(directory: RunDir) -> str:
 
 def _static(recipe: Recipe, instruction: str | None) -> Recipe:
     """The training stage: GRPO with one static instruction (the given one, else the recipe's first)."""
-    from inspo_cli.instructions.initial import initial_instructions
 
     sub = copy.deepcopy(recipe)
     p = sub.population
@@ -138,9 +140,6 @@ def _offline_evolve(recipe: Recipe, policy) -> Recipe:
 
 def _final_evaluation(recipe: Recipe, run: RunDir, trained: RunDir, summary: dict, device) -> dict:
     """The trained policy with the run's best instruction, as an online run's evaluation after its last step."""
-    from inspo_cli.evaluation.report import read_results
-    from inspo_cli.evaluation.runner import averages, evaluation_questions
-    from inspo_cli.evaluation.session import run_evaluation
 
     out = run.evaluation_dir(summary["steps"])
     results = out / "results.json"

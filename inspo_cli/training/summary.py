@@ -14,8 +14,10 @@ numbers).
 
 from __future__ import annotations
 
+from inspo_cli.collapse import detect_collapse
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.checkpoints import paper_choice
 from inspo_cli.jsonio import read_json
 from inspo_cli.runs import RunDir
 
@@ -33,7 +35,7 @@ def finish_run(
 ) -> dict:
     """Plots, summary and the run's closing files (call on the main process only). `processes` and `device`: what
     the run ran on (its last session's, after a resume), for the cost columns (`ablation.cost`)."""
-    from inspo_cli.training.run_logger import plot_curves
+    from inspo_cli.training.run_logger import plot_curves  # imports transformers and torch
 
     plots = plot_curves(run)
     summary = run_summary(
@@ -59,8 +61,6 @@ def run_summary(
     plots: list[str],
     frozen_policy: bool = False,
 ) -> dict:
-    from inspo_cli.collapse import detect_collapse
-    from inspo_cli.evaluation.checkpoints import paper_choice
 
     rows = run.metrics()
 

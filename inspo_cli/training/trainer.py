@@ -40,6 +40,8 @@ from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.policy.generation_weights import generation_dtype, in_compute_dtype
 from inspo_cli.policy.transformers_backend import TransformersBackend
 from inspo_cli.policy.vllm_backend import VLLMBackend, VLLMServerBackend
+from inspo_cli.policy.vllm_engine import reseed_after_colocated_engine
+from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
 from inspo_cli.training.dynamic_sampling import Round, informative_groups
@@ -103,8 +105,6 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         self._hold_reference_in_compute_dtype()
         self._generation_dtype = generation_dtype(args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
-            from inspo_cli.policy.vllm_engine import reseed_after_colocated_engine
-
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)
         self.engine = RolloutEngine(
             self._backend(rollout, generation_batch_size, compile_generation),
@@ -183,8 +183,6 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         emptied = int(output["num_items_in_batch"]) == 0
         self._metrics["train"]["loss/all_truncated"].append(float(emptied))
         if emptied and self.accelerator.is_main_process:
-            from inspo_cli.progress import err_console
-
             err_console.print(
                 f"warning: step {self.step + 1}: every trajectory of the batch was cut by a length "
                 "limit and training.mask_truncated_completions leaves them out of the loss, so this "

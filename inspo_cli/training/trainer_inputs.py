@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from inspo_cli.benchmarks import TRAIN_MIXTURE_NAME, WORLD, load_benchmark, load_questions, load_train_mixture
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
+from inspo_cli.policy.models import resolve_dtype
 
 
 def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_updates: int, save_steps: int) -> dict:
@@ -68,8 +70,6 @@ def training_precision(recipe: Recipe, device: str) -> Precision:
     `model.dtype`, and PEFT keeps the adapters in float32."""
     import torch
 
-    from inspo_cli.policy.models import resolve_dtype
-
     dtype = resolve_dtype(recipe.model.dtype, device)
     mixed = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "no")
     return Precision(dtype if recipe.model.lora or mixed == "no" else torch.float32, mixed)
@@ -92,7 +92,6 @@ def lora_config(recipe: Recipe):
 
 def train_questions(recipe: Recipe):
     """The training questions the recipe names: the bundled world, the paper's NQ+HotpotQA mixture, or a file."""
-    from inspo_cli.benchmarks import TRAIN_MIXTURE_NAME, WORLD, load_benchmark, load_questions, load_train_mixture
 
     d = recipe.data
     if d.train == WORLD:

@@ -1,6 +1,7 @@
 """What we change in TRL, and why: every place this package overrides or patches TRL's (or transformers')
-internals. TRL is pinned exactly (pyproject.toml) because of them; `tests/test_trainer.py`,
-`tests/test_train_command.py`, `tests/test_generation_path.py` and `tests/test_vllm.py` cover them.
+internals. TRL is pinned exactly (pyproject.toml) because of them; `tests/training/test_trainer.py`,
+`tests/commands/test_train_command.py`, `tests/training/test_generation_path.py` and `tests/policy/test_vllm.py`
+cover them.
 
 In `PatchedGRPOTrainer` (here), which `SearchGRPOTrainer` builds on:
 - `_get_per_token_logps_and_entropies` runs under `score_only_labelled_positions_on_cpu`, which swaps TRL's
@@ -34,7 +35,7 @@ def score_only_labelled_positions_on_cpu():
     """TRL's fused LM head scores only labelled positions (the completion) on Triton devices, but every position,
     prompt and padding included, elsewhere, to keep tile shapes fixed for compilers. Nothing is compiled on CPU,
     so score only the completion there too: the LM-head work of a CPU update shrinks to the completion tokens, and
-    the log-probs are the same (each position is computed on its own; tests/test_trainer.py compares them).
+    the log-probs are the same (each position is computed on its own; tests/training/test_trainer.py compares them).
     TRL reads the choice from a module-level function, so it is swapped only while this trainer computes
     log-probs, and put back after."""
     from trl.trainer import utils as trl_utils

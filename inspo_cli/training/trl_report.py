@@ -24,6 +24,7 @@ from inspo_cli.config.paper import paper_value
 from inspo_cli.config.training_section import TrainingConfig
 from inspo_cli.config.validation import choices
 from inspo_cli.registry import LOSS_TYPES, is_sft
+from inspo_cli.runs import RunDir
 from inspo_cli.training.grpo import grpo_kwargs
 
 
@@ -326,7 +327,6 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
     """GRPO: App. B's rows and the GRPOConfig ("grpo_config"). SFT (`training.algorithm: sft` or
     rejection-sampling): the SFTConfig
     ("sft_config"), and no App. B rows (those are the RL runs' settings)."""
-    from inspo_cli.runs import RunDir
 
     checkpoints = RunDir(Path(recipe.run.output_dir) / "<run>").checkpoints_dir
     common = {
@@ -337,7 +337,7 @@ def trl_report(recipe: Recipe, processes: int = 1, device: str = "cpu") -> dict:
     if is_sft(recipe.training.algorithm):
         from trl import SFTConfig
 
-        from inspo_cli.training.sft import sft_kwargs
+        from inspo_cli.training.sft import sft_kwargs  # imports TRL and torch
 
         kwargs = sft_kwargs(recipe, batch_plan(recipe, processes), checkpoints, device)
         return {

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from inspo_cli.agent.rollout import RolloutEngine
 from inspo_cli.errors import InspoError
 from inspo_cli.metrics import normalize_answer
 from inspo_cli.policy.generation import Generation
@@ -80,7 +81,6 @@ class OraclePolicy:
 def oracle_trajectories(engine, instruction: str, questions) -> list[tuple[str, Trajectory]]:
     """(question key, trajectory) for every world question whose oracle trajectory is grounded and fits the
     recipe's limits (`rollout.max_turns` >= its hops, `max_total_tokens`)."""
-    from inspo_cli.agent.rollout import RolloutEngine
 
     missing = [q.key for q in questions if "searches" not in q.metadata or "supporting_ids" not in q.metadata]
     if missing:

@@ -6,7 +6,7 @@ leave the paper's agent (search alone, the Search-R1 protocol) token for token a
 
     PYTHONPATH=<checkout of that commit>:tests python -m helpers.before_after tests/fixtures/rollouts_before_tools.json
 
-and `tests/test_tools_unchanged.py` compares today's engine with it. Recorded again the same way (that commit
+and `tests/agent/test_tools_unchanged.py` compares today's engine with it. Recorded again the same way (that commit
 with today's `retriever/bm25.py`) when BM25's ties at the k-th place came to go by row on every CPU (issue 41's
 session): one scripted search's second passage changed, nothing else. Only APIs both sides have are used here.
 """

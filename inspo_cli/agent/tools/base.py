@@ -3,7 +3,11 @@
     class Echo(Tool):
         name, tag = "echo", "echo"
         description = "Repeats its text."
-        parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        parameters = {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        }
         argument = "text"
 
         def call(self, arguments):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from inspo_cli.evaluation.methods.base import Prediction
 from inspo_cli.registry import METHODS
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ def get_method(name: str) -> Method:
 
 
 def _one_prediction_per_question(args: tuple, predictions: Any) -> str | None:
-    from inspo_cli.evaluation.methods.base import Prediction
 
     questions = args[1]
     ok = (

@@ -1,6 +1,7 @@
 """Which alive instructions parent the next generation (Alg. 1 line 16): one file per rule.
 
-    parents = load_parent_rule(config.parents)(ranked, config)   # ranked: alive candidates, best weight first
+    # ranked: the alive candidates, best weight first
+    parents = load_parent_rule(config.parents)(ranked, config)
 
 `top` is the paper's (the top n_parent by weight); `pareto` is GEPA's (beyond the paper; docs/faithfulness.md). A
 rule is a module with `choose(ranked, config) -> list[Candidate]`, best first, that decides from the candidates'

@@ -14,7 +14,7 @@ from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhaust
 from inspo_cli.main_process import broadcast_from_main
 from inspo_cli.training.coevolution import CoEvolution, MainProcessLM, NoOptimizer, instruction_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ranks(world: int = 2):

@@ -19,7 +19,7 @@ from retriever import build_index, open_retriever, read_index_meta
 from retriever.errors import RetrieverError
 from retriever.kinds import KINDS, Kind, kind_module
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 KIND_FUNCTIONS = ("check_options", "prepare", "estimate", "build", "load")
 
 

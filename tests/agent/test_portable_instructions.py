@@ -52,7 +52,7 @@ def test_the_worked_example_becomes_a_function_calling_example(qwen_tokenizer):
 
 
 def test_the_search_r1_protocol_shows_every_built_in_instruction_byte_for_byte(tiny_tokenizer):
-    """Faithfulness: the paper's protocol is unchanged (tests/test_tools_unchanged.py checks whole rollouts)."""
+    """Faithfulness: the paper's protocol is unchanged (tests/agent/test_tools_unchanged.py checks whole rollouts)."""
     fmt = SearchR1Format(tools("search", "calculator"), tiny_tokenizer, chat=True)
     for instruction in (SEARCH_R1_INSTRUCTION, R1_INSTRUCTION, WORKED_EXAMPLE_INSTRUCTION):
         assert fmt.instruction_for(instruction) == instruction

@@ -17,7 +17,7 @@ from inspo_cli.instructions.leakage import HeldOutInPrompt, LeakGuard
 from inspo_cli.instructions.replay import Experience, ReplayBuffer
 from inspo_cli.training.coevolution import held_out_questions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # make_buffer's failures are q2 ("Capital q2?", answer Oslo) and q1 ("Capital q1?", answer Paris)
 LEAKY = "Beta: plan first, and when asked about capitals answer Oslo."
 ANSWER = f"<ins_1>Alpha: search twice.</ins_1><ins_2>{LEAKY}</ins_2><ins_3>Gamma: verify facts.</ins_3>"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def imported_test_modules(tree: ast.AST) -> list[tuple[int, str]]:
@@ -37,7 +37,7 @@ def imported_test_modules(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def test_no_test_module_imports_another_and_no_helper_imports_a_test_module():
-    test_files = sorted(TESTS.glob("test_*.py"))
+    test_files = sorted(TESTS.rglob("test_*.py"))
     helper_files = sorted((TESTS / "helpers").glob("*.py"))
     assert len(test_files) > 10 and (TESTS / "helpers" / "__init__.py") in helper_files
     # the check itself finds each form, at any depth

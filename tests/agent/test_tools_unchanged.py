@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import before_after
 
-BEFORE = json.loads((Path(__file__).parent / "fixtures/rollouts_before_tools.json").read_text())
+BEFORE = json.loads((Path(__file__).resolve().parents[1] / "fixtures/rollouts_before_tools.json").read_text())
 
 
 def _same(got: list[dict], want: list[dict]) -> None:

@@ -32,7 +32,7 @@ from inspo_cli.registry import (
     TOOLS,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # -- import paths in this process: validated like names, refused in one line ------------------------------
 

@@ -1,7 +1,7 @@
 """The built site: every link inside it lands on a page (and a heading, where it names one), none points at a `.md`
 file, the repository files made pages (docs/hooks/repo_pages.py) are there, and the generated references
-(docs/reference/cli.md, docs/reference/api.md) show what the code says (tests/test_docs.py checks that every
-generated page is current). The site is built once for the module (about 2 s); tests/test_docs.py checks the
+(docs/reference/cli.md, docs/reference/api.md) show what the code says (tests/docs/test_docs.py checks that every
+generated page is current). The site is built once for the module (about 2 s); tests/docs/test_docs.py checks the
 strict build itself."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Page(HTMLParser):

@@ -22,7 +22,7 @@ from inspo_cli.config import RecipeError, load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.registry import TOOLS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

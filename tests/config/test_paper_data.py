@@ -11,7 +11,7 @@ from inspo_cli.config.paper import DATA, PAPER_VALUES, faithfulness_rows, paper_
 from inspo_cli.config.reference import explain, fields
 from inspo_cli.docs_gen.faithfulness import markdown
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_row_and_paper_value_names_real_recipe_keys():

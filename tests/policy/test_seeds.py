@@ -2,7 +2,7 @@
 
 Fast, with a stand-in `vllm` module at the engine's door: `load_backend` seeds the engine from the run seed and the
 process, request seeds come from torch's generator, and after TRL's colocated engine starts the process's generators
-follow the run seed again. tests/test_vllm_seeds.py checks the same against a real vLLM engine."""
+follow the run seed again. tests/policy/test_vllm_seeds.py checks the same against a real vLLM engine."""
 
 from __future__ import annotations
 

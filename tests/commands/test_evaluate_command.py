@@ -188,7 +188,7 @@ def test_method_help_lists_the_registered_methods():
 def test_a_qa_file_of_ones_own_is_a_benchmark_named_by_its_stem(tiny_model_dir, tmp_path):
     """--benchmarks takes a path to a FlashRAG-style file next to built-in names; a stem that is a built-in
     benchmark's name is told apart by its folder."""
-    world_test = (Path(__file__).resolve().parents[1] / "data/world/test.jsonl").read_text().splitlines()
+    world_test = (Path(__file__).resolve().parents[2] / "data/world/test.jsonl").read_text().splitlines()
     mine = tmp_path / "lab" / "my-questions.jsonl"
     mine.parent.mkdir()
     mine.write_text("\n".join(world_test[:2]) + "\n")

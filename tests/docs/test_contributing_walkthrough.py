@@ -17,7 +17,7 @@ import pytest
 
 from inspo_cli.registry import SELECTIONS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # "`path`:" or "`path`, in `TABLE`:", a blank line, then a ```python block: what the docs tell a contributor to write
 DOC_BLOCK = re.compile(
     r"^`(?P<path>[\w./]+\.py)`(?:, in `(?P<table>[A-Z_]+)`)?:\n\n```python\n(?P<code>.*?)```", re.MULTILINE | re.DOTALL

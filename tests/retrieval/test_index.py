@@ -22,7 +22,7 @@ from retriever import Passage, Retriever, build_index, open_index, open_retrieve
 from retriever.bm25 import BM25Builder, make_tokenizer
 from retriever.errors import RetrieverError
 
-WORLD_CORPUS = Path(__file__).resolve().parents[1] / "data" / "world" / "corpus.jsonl"
+WORLD_CORPUS = Path(__file__).resolve().parents[2] / "data" / "world" / "corpus.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ assert "jax" not in sys.modules, "jax left hidden or imported"
 import bm25s.selection
 assert bm25s.selection.JAX_IS_AVAILABLE is False
 """
-    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path / 'site'}:{Path(__file__).resolve().parents[1]}"}
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path / 'site'}:{Path(__file__).resolve().parents[2]}"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not marker.exists()

@@ -2,8 +2,8 @@
 `load_backend` starts it in one process: its engine core in a process of its own, which seeding this process does
 not reach. Sampling at temperature 1 repeats for a repeated run seed and changes with another; rejection sampling's
 phase 1 does the same and a resumed batch samples what the uninterrupted run did. (The colocated training engine,
-which runs in the trainer's process, is checked in tests/test_vllm.py.) Three engine starts, about 40 s each on two
-cores; the sampling itself takes seconds."""
+which runs in the trainer's process, is checked in tests/policy/test_vllm.py.) Three engine starts, about 40 s each on
+two cores; the sampling itself takes seconds."""
 
 from __future__ import annotations
 

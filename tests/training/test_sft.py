@@ -28,7 +28,7 @@ from inspo_cli.policy.models import load_tokenizer
 from inspo_cli.world.oracle import coverage, oracle_trajectories
 from retriever.corpus import Passage
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 RELATION = re.compile(

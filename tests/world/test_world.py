@@ -24,7 +24,7 @@ from retriever.corpus import Passage
 
 SPLITS = ("train", "dev", "test")
 TYPES = {"single_hop": 1, "bridge": 2, "comparison": 2, "temporal": 2}
-COMMITTED_WORLD = Path(__file__).resolve().parents[1] / "data" / "world"
+COMMITTED_WORLD = Path(__file__).resolve().parents[2] / "data" / "world"
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Each strategy's defining property on bandits with known success rates, and what every strategy must keep of the
 population's contract: one draw per question group from the (seed, step, question) generator, the same in every
-process and after a resume from `state_dict`. (The recipe's checks of the new fields: tests/test_config.py.)
+process and after a resume from `state_dict`. (The recipe's checks of the new fields: tests/config/test_config.py.)
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_CODE_LINE = 100  # characters: what a code block shows at 1280 px, beside the integrated table of contents
 RL_SWITCHES = "docs/rl-switches.md"
 # W3C HTML 5.2's elements and the SVG ones Material inlines for its icons. WHATWG's newer `search` is left out on

@@ -25,7 +25,7 @@ from inspo_cli.policy.generation import Generation
 from inspo_cli.policy.models import load_tokenizer
 from inspo_cli.runs import RunDir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 class WorldSearcher:
