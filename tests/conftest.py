@@ -144,3 +144,22 @@ def trained(tmp_path, repo_root, tiny_model_dir, monkeypatch) -> Path:
         json.dumps({"steps": 4, "best_instruction": "Answer.", "best_instruction_id": "i0"})
     )
     return run
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tmp_path_factory) -> Path:
+    """The tiny generated world (157 passages): corpus.jsonl and its QA files, written once per module."""
+    from inspo_cli.world import generate_world, write_world
+
+    out = tmp_path_factory.mktemp("world")
+    write_world(generate_world(seed=0, size="tiny"), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus300(tmp_path_factory) -> Path:
+    """The first 300 passages of the bundled world's corpus, written once per module."""
+    path = tmp_path_factory.mktemp("c300") / "corpus.jsonl"
+    with (REPO_ROOT / "data" / "world" / "corpus.jsonl").open() as f:
+        path.write_text("".join(next(f) for _ in range(300)))
+    return path

@@ -38,7 +38,7 @@ average to its EM; else that benchmark's question-level error is left out (`note
 Why not a bootstrap: resampling seeds and questions cannot estimate this variance without bias (McCullagh 2000,
 "Resampling and exchangeable arrays": no resampling scheme can for a crossed design). On simulated ablations
 (`bench/comparison_calibration.py`) a hierarchical bootstrap's 95% interval covered the truth 86-97% of the time
-with 3-10 seeds (3-16% false positives), this estimator 92-96% (4.5-7%); tests/ablation/test_compare.py holds it there.
+with 3-10 seeds (3-16% false positives), this estimator 92-96% (4.5-7%): test_comparison_statistics.py holds it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What we change in TRL, and why: every place this package overrides or patches TRL's (or transformers')
 internals. TRL is pinned exactly (pyproject.toml) because of them; `tests/training/test_trainer.py`,
-`tests/commands/test_train_command.py`, `tests/training/test_generation_path.py` and `tests/policy/test_vllm.py`
-cover them.
+`tests/commands/test_train_runs.py`, `tests/commands/test_train_inspo_and_resume.py`,
+`tests/training/test_generation_path.py` and `tests/policy/test_vllm.py` cover them.
 
 In `PatchedGRPOTrainer` (here), which `SearchGRPOTrainer` builds on:
 - `_get_per_token_logps_and_entropies` runs under `score_only_labelled_positions_on_cpu`, which swaps TRL's
