@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -163,3 +166,19 @@ def corpus300(tmp_path_factory) -> Path:
     with (REPO_ROOT / "data" / "world" / "corpus.jsonl").open() as f:
         path.write_text("".join(next(f) for _ in range(300)))
     return path
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site as `mkdocs build --strict` writes it, built once for every test that reads it: `.result` (the
+    build's CompletedProcess) and `.site` (its directory)."""
+    site = tmp_path_factory.mktemp("site") / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    return SimpleNamespace(result=result, site=site)

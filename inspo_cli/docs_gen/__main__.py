@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from inspo_cli.docs_gen.pages import DOCS, PAGES, shown, stale, stale_report, write
+from inspo_cli.files import describe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +15,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale page")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the docs folder (default: the checkout's docs/)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except (OSError, UnicodeDecodeError) as error:  # a docs folder that is a file, unwritable, a page not UTF-8
+        print(
+            f"error: {describe(error, 'docs folder', None if isinstance(error, OSError) else args.docs)}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.check:
         paths = stale(args.docs)
         if paths:

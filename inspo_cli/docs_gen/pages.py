@@ -9,6 +9,7 @@ from typing import NamedTuple
 from inspo_cli.config.loader import PROJECT_ROOT
 from inspo_cli.docs_gen import api, cli, faithfulness, layout, metrics, recipe, strategies
 from inspo_cli.docs_gen.markdown import REGENERATE
+from inspo_cli.jsonio import atomic_write_text
 
 DOCS = PROJECT_ROOT / "docs"
 
@@ -39,8 +40,7 @@ def write(docs: Path = DOCS) -> list[str]:
     for page in PAGES:
         file, text = docs / page.path, page.markdown()
         if not file.is_file() or file.read_text(encoding="utf-8") != text:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(text, encoding="utf-8", newline="\n")
+            atomic_write_text(file, text)  # an interrupted run leaves the old page, never half of one
             written.append(page.path)
     return written
 

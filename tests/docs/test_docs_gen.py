@@ -34,6 +34,17 @@ def test_the_command_writes_every_page_and_then_finds_none_stale(generated, caps
     assert "wrote" not in capsys.readouterr().out
 
 
+def test_writing_rewrites_the_stale_pages_alone_and_names_them(generated, tmp_path):
+    docs = tmp_path / "docs"
+    for page in pages.PAGES:
+        (docs / page.path).parent.mkdir(parents=True, exist_ok=True)
+        (docs / page.path).write_text((generated / page.path).read_text(encoding="utf-8"), encoding="utf-8")
+    (docs / "layout.md").write_text("edited by hand\n", encoding="utf-8")
+    assert pages.write(docs) == ["layout.md"]
+    assert (docs / "layout.md").read_text(encoding="utf-8") == (generated / "layout.md").read_text(encoding="utf-8")
+    assert not [p.name for p in docs.rglob("*.tmp")]  # written whole, through a temporary file
+
+
 def test_check_names_each_stale_page_and_the_command_that_fixes_it(generated, tmp_path, capsys):
     docs = tmp_path / "docs"
     for page in pages.PAGES:
@@ -154,3 +165,11 @@ def test_the_faithfulness_table_has_each_row_of_the_data_file_in_its_columns():
 def test_a_cell_shows_tags_and_pipes_as_written_and_leaves_code_spans_code():
     assert cell("put it between <calculate> and </calculate>") == "put it between &lt;calculate> and &lt;/calculate>"
     assert cell("a | b, `<|im_end|>` kept") == "a \\| b, `<\\|im_end\\|>` kept"
+
+
+def test_a_docs_folder_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("not a folder\n", encoding="utf-8")
+    assert main(["--docs", str(tmp_path / "a-file")]) == 1
+    assert main(["--check", "--docs", str(tmp_path / "missing")]) == 1  # every page stale, named on stderr
+    err = capsys.readouterr().err
+    assert err.startswith("error: docs folder ") and "a-file" in err.splitlines()[0] and "Traceback" not in err
