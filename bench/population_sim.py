@@ -30,8 +30,16 @@ alternatives) over `--runs` seeds it reports, with 95% intervals (Wilson for pro
 - worse in: of the accepted candidates, the share weaker than their parent; better out: of the candidates stronger
   than their parent by more than 0.1 logit, the share turned away by verification.
 
+The k study (`--k 1,2,4`, issue 54): each question's `--group-size` G rollouts (default 8, the same for every k,
+so every row spends the same rollouts) split over k instructions (`population.instructions_per_question`), each
+configuration at each k, into bench/results/population_sim_k.json and its own README section. Beside the columns
+above it reports the weights' error, how often and how fast each generation's best instruction comes first by
+weight, and the reward per rollout (population_sim_measures.py defines them). `population.baseline` is not an axis:
+it changes GRPO's advantage, and this simulator has no policy gradient, only the population's rewards.
+
     python bench/population_sim.py                  # every configuration, 100 runs each (about 20 min on 2 cores)
     python bench/population_sim.py --runs 20 --configs paper,ucb,thompson   # a quick look
+    python bench/population_sim.py --runs 32 --k 1,2,4                      # the k study at G 8
 """
 
 from __future__ import annotations
@@ -46,8 +54,11 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 
 from _common import ROOT, machine, update_readme_section
+from population_sim_measures import Measures, summarize, summarize_k, table, table_k
 
 from inspo_cli.config.sections import PopulationConfig
 from inspo_cli.instructions.evolution import BELOW_PARENT, evolve
@@ -55,6 +66,7 @@ from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuesti
 from inspo_cli.jsonio import atomic_write_json
 
 RESULTS = ROOT / "bench/results/population_sim.json"
+RESULTS_K = ROOT / "bench/results/population_sim_k.json"  # --k
 STEPS, QUESTIONS_PER_STEP, ROLLOUTS, POOL = 300, 512, 5, 20_000
 PAPER = dict(
     size=7,
@@ -115,7 +127,10 @@ class World:
         self.strength: dict[str, list[float]] = {}  # instruction text -> s per category
 
     def success(self, text: str, question: int, step: int) -> float:
-        return sigmoid(self.strength[text][self.category[question]] + self.difficulty[question] + step / STEPS)
+        return sigmoid(self.strength[text][self.category[question]] + self.difficulty[question] + self.drift(step))
+
+    def drift(self, step: int) -> float:
+        return step / STEPS
 
     def overall(self, text: str) -> float:
         return statistics.fmean(self.strength[text])
@@ -168,10 +183,24 @@ class RunResult:
     accepted: int
     better_out: int
     better: int
+    # the k study's (population_sim_measures.py)
+    weight_squared_error: float
+    weight_estimates: int
+    generations: int
+    identified: int
+    steps_to_identify: int
+    mean_reward: float
+    rollouts: int
 
 
-def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunResult:
+def simulate(
+    config_name: str, seed: int, shift: float, spread: float, k: int = 1, group_size: int = ROLLOUTS
+) -> RunResult:
+    """One run; `k` instructions per question (`population.instructions_per_question`) share its `group_size`
+    rollouts, so every k spends the same rollouts per step."""
     settings = {**PAPER, **CONFIGS[config_name]}
+    if k != 1:  # at k = 1 the configuration is the paper's as written, whatever the population's default
+        settings["instructions_per_question"] = k
     rng = random.Random(seed)
     world = World(rng)
     base = math.log(0.35 / 0.65)
@@ -188,27 +217,38 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
     buffer = ReplayBuffer(4096)
     optimizer = SyntheticOptimizer(world, rng, config.candidates_per_call, shift, spread)
     verifier = SyntheticVerifier(world, rng)
+    measures = Measures(world)
+    measures.generation_started(population, 0)
     regret, groups = 0.0, 0
     worse_in = accepted = better_out = better = parent_best = evolutions = 0
     for step in range(STEPS):
         questions = rng.sample(range(POOL), QUESTIONS_PER_STEP)
-        picks = population.sample([str(q) for q in questions], step)
-        strongest = [max(world.strength[c.text][k] for c in population.alive()) for k in range(CATEGORIES)]
-        rewards, experiences = [], []
-        for q, pick in zip(questions, picks):
-            p = world.success(pick.text, q, step)
-            outcomes = [float(rng.random() < p) for _ in range(ROLLOUTS)]
-            rewards.append(sum(outcomes) / ROLLOUTS)
-            regret += sigmoid(strongest[world.category[q]] + world.difficulty[q] + step / STEPS) - p
-            experiences.append(Experience(pick.instruction_id, str(q), f"q{q}", ("a",), "", outcomes[0], step + 1))
+        # one key per rollout, a question's group in a row: the population splits it into k blocks
+        picks = population.sample([key for q in questions for key in [str(q)] * group_size], step)
+        strongest = [max(world.strength[c.text][cat] for c in population.alive()) for cat in range(CATEGORIES)]
+        block_picks, rewards, categories, experiences = [], [], [], []
+        for q, block in zip(questions, (picks[i : i + group_size] for i in range(0, len(picks), group_size))):
+            for pick, size in blocks(block):
+                p = world.success(pick.text, q, step)
+                outcomes = [float(rng.random() < p) for _ in range(size)]
+                block_picks.append(pick)
+                rewards.append(sum(outcomes) / size)
+                categories.append(str(world.category[q]))
+                measures.rolled_out(outcomes)
+                best = sigmoid(strongest[world.category[q]] + world.difficulty[q] + world.drift(step))
+                regret += (best - p) * size / group_size
+                experiences.append(Experience(pick.instruction_id, str(q), f"q{q}", ("a",), "", outcomes[0], step + 1))
         groups += len(questions)
-        population.observe(picks, rewards, [str(world.category[q]) for q in questions])
+        population.observe(block_picks, rewards, categories)
         buffer.extend(experiences)
         # the trainer's order at the end of a step (training/coevolution.py): weights, then prune, then evolve
         population.end_step(step + 1)
+        measures.step_ended(population)
         if population.should_prune(step + 1):
+            measures.weights_read(population)
             population.prune(step + 1)
         if population.should_evolve(step + 1):
+            measures.generation_ended()
             evolutions += 1
             strongest_alive = max(population.alive(), key=lambda c: world.overall(c.text))
             parent_best += population.parents()[0].id == strongest_alive.id
@@ -224,6 +264,7 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
                 if gain > 0.1:
                     better += 1
                     better_out += c.reason == BELOW_PARENT
+            measures.generation_started(population, step + 1)
     best = population.best()
     ever = max((population[r["id"]] for r in population.records()), key=lambda c: world.overall(c.text))
     return RunResult(
@@ -236,145 +277,118 @@ def simulate(config_name: str, seed: int, shift: float, spread: float) -> RunRes
         accepted,
         better_out,
         better,
+        measures.squared_error,
+        measures.estimates,
+        measures.generations,
+        measures.identified,
+        measures.steps_to_identify,
+        measures.reward / measures.rollouts,
+        measures.rollouts,
     )
 
 
-def wilson(successes: int, n: int) -> list[float]:
-    if n == 0:
-        return [0.0, 1.0]
-    z, p = 1.959964, successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(centre - half, 0.0), min(centre + half, 1.0)]
+def blocks(picks: list) -> list[tuple]:
+    """A question's picks as (pick, rollouts) blocks: the runs of one instruction in a row."""
+    return [(next(run), 1 + sum(1 for _ in run)) for _, run in groupby(picks, key=attrgetter("instruction_id"))]
 
 
-def mean_interval(values: list[float]) -> tuple[float, list[float]]:
-    mean = statistics.fmean(values)
-    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.inf
-    return mean, [mean - half, mean + half]
-
-
-def summarize(results: list[RunResult]) -> dict:
-    n = len(results)
-    best, evolutions = sum(r.parent_best for r in results), sum(r.evolutions for r in results)
-    ever = sum(r.best_ever for r in results)
-    regret, regret_ci = mean_interval([r.regret for r in results])
-    rate, rate_ci = mean_interval([r.best_rate for r in results])
-    worse, accepted = sum(r.worse_in for r in results), sum(r.accepted for r in results)
-    out, better = sum(r.better_out for r in results), sum(r.better for r in results)
-    return {
-        "runs": n,
-        "p_parent_best": best / evolutions if evolutions else None,
-        "p_parent_best_ci": wilson(best, evolutions),
-        "evolutions": evolutions,
-        "p_best_ever": ever / n,
-        "p_best_ever_ci": wilson(ever, n),
-        "regret": regret,
-        "regret_ci": regret_ci,
-        "best_rate": rate,
-        "best_rate_ci": rate_ci,
-        "worse_in": worse / accepted if accepted else None,
-        "worse_in_ci": wilson(worse, accepted),
-        "accepted": accepted,
-        "better_out": out / better if better else None,
-        "better_out_ci": wilson(out, better),
-        "better": better,
-    }
-
-
-def table(summaries: dict) -> str:
-    rows = [
-        "| configuration | P(parent best) | P(I* best ever) | regret per group | I*'s success rate | worse in | "
-        "better out |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, s in summaries.items():
-
-        def share(key, count):
-            return (
-                "-"
-                if s[key] is None
-                else f"{s[key]:.2f} [{s[key + '_ci'][0]:.2f}, {s[key + '_ci'][1]:.2f}] (of {s[count]})"
-            )
-
-        rows.append(
-            f"| {name} | {share('p_parent_best', 'evolutions')} | "
-            f"{s['p_best_ever']:.2f} [{s['p_best_ever_ci'][0]:.2f}, {s['p_best_ever_ci'][1]:.2f}] | "
-            f"{s['regret']:.4f} [{s['regret_ci'][0]:.4f}, {s['regret_ci'][1]:.4f}] | "
-            f"{s['best_rate']:.3f} [{s['best_rate_ci'][0]:.3f}, {s['best_rate_ci'][1]:.3f}] | "
-            f"{share('worse_in', 'accepted')} | {share('better_out', 'better')} |"
-        )
-    return "\n".join(rows)
+def parse_ks(text: str, group_size: int) -> list[int]:
+    """--k's values: distinct whole numbers >= 1 that divide --group-size (equal rollouts for every instruction)."""
+    try:
+        ks = [int(v) for v in text.split(",")]
+    except ValueError:
+        sys.exit(f"error: --k {text!r}: give whole numbers separated by commas, e.g. 1,2,4")
+    bad = [k for k in ks if k < 1 or group_size % k]
+    if bad or len(set(ks)) != len(ks):
+        sys.exit(f"error: --k {text!r}: each k must be >= 1, listed once, and divide --group-size {group_size}")
+    return ks
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names of CONFIGS")
+    parser.add_argument("--configs", help="comma-separated names of CONFIGS (default: all; with --k: paper)")
     parser.add_argument("--shift", type=float, default=-0.1, help="mean strength change of a candidate (logits)")
     parser.add_argument("--spread", type=float, default=0.2, help="its standard deviation (logits)")
+    parser.add_argument(
+        "--k", help="the k study: instructions per question, comma-separated (e.g. 1,2,4), each with every --configs"
+    )
+    parser.add_argument("--group-size", type=int, default=8, help="the k study's rollouts per question (G)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite bench/README.md's section")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    ks = parse_ks(args.k, args.group_size) if args.k else None
+    names = [n.strip() for n in (args.configs or ("paper" if ks else ",".join(CONFIGS))).split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         sys.exit(f"error: --configs: unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    group_size = args.group_size if ks else ROLLOUTS
+    rows = {(f"{name} k={k}" if ks else name): (name, k) for name in names for k in ks or [1]}
     started = time.monotonic()
     summaries = {}
     with ProcessPoolExecutor(args.workers) as pool:
-        for name in names:
+        for label, (name, k) in rows.items():
             t0 = time.monotonic()
+            n = args.runs
             results = list(
-                pool.map(
-                    simulate, [name] * args.runs, range(args.runs), [args.shift] * args.runs, [args.spread] * args.runs
-                )
+                pool.map(simulate, [name] * n, range(n), [args.shift] * n, [args.spread] * n, [k] * n, [group_size] * n)
             )
-            summaries[name] = summarize(results)
+            summaries[label] = {**summarize(results), **(summarize_k(results) if ks else {})}
             print(
-                f"{name}: {args.runs} runs in {time.monotonic() - t0:.0f} s; P(best ever) "
-                f"{summaries[name]['p_best_ever']:.2f}, regret {summaries[name]['regret']:.4f}",
+                f"{label}: {n} runs in {time.monotonic() - t0:.0f} s; P(best ever) "
+                f"{summaries[label]['p_best_ever']:.2f}, regret {summaries[label]['regret']:.4f}",
                 flush=True,
             )
-    wall = time.monotonic() - started
-    command = shlex.join(["python", "bench/population_sim.py", *argv])
     settings = {
         "paper": PAPER,
         "steps": STEPS,
         "questions_per_step": QUESTIONS_PER_STEP,
-        "rollouts": ROLLOUTS,
+        "rollouts": group_size,
         "runs": args.runs,
         "shift": args.shift,
         "spread": args.spread,
     }
-    earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    configs = {
+        label: {**CONFIGS[name], **({"instructions_per_question": k} if ks else {})}
+        for label, (name, k) in rows.items()
+    }
+    order = [f"{name} k={k}" for name in CONFIGS for k in range(1, group_size + 1)] if ks else list(CONFIGS)
+    save(RESULTS_K if ks else RESULTS, argv, settings, configs, summaries, order, time.monotonic() - started)
+    if not args.no_readme:
+        saved = json.loads((RESULTS_K if ks else RESULTS).read_text())
+        ran = "; ".join(f"`{c}`" for c in saved["commands"])
+        title = "Instructions per question (k), simulated" if ks else "Instruction selection, simulated"
+        update_readme_section(
+            "population_sim_k" if ks else "population_sim",
+            f"## {title}\n\n{ran} — {args.runs} runs per configuration, {saved['wall_s'] / 60:.0f} min in all on "
+            f"{machine()['cpu_cores']} cores.\n\n{(table_k if ks else table)(saved['results'])}\n",
+        )
+
+
+def save(path, argv, settings: dict, configs: dict, summaries: dict, order: list[str], wall: float) -> None:
+    """Write the results (added to the file's earlier configurations when the settings are the same) and print them."""
+    command = shlex.join(["python", "bench/population_sim.py", *argv])
+    earlier = json.loads(path.read_text()) if path.is_file() else {}
     if earlier.get("settings") == settings:  # the same experiment: add these configurations to the earlier ones
         summaries = {**earlier["results"], **summaries}
+        configs = {**earlier.get("configs", {}), **configs}
         commands = [c for c in earlier.get("commands", []) if c != command] + [command]
         wall += earlier.get("wall_s", 0.0)
     else:
         commands = [command]
-    summaries = {name: summaries[name] for name in CONFIGS if name in summaries}
+    summaries = {name: summaries[name] for name in order if name in summaries}
     atomic_write_json(
-        RESULTS,
+        path,
         {
             "commands": commands,
             "machine": machine(),
             "wall_s": round(wall, 1),
             "settings": settings,
-            "configs": {n: CONFIGS[n] for n in summaries},
+            "configs": {n: configs[n] for n in summaries},
             "results": summaries,
         },
     )
-    print(table(summaries))
-    if not args.no_readme:
-        ran = "; ".join(f"`{c}`" for c in commands)
-        update_readme_section(
-            "population_sim",
-            f"## Instruction selection, simulated\n\n{ran} — {args.runs} runs "
-            f"per configuration, {wall / 60:.0f} min in all on "
-            f"{machine()['cpu_cores']} cores.\n\n{table(summaries)}\n",
-        )
+    print((table_k if path == RESULTS_K else table)(summaries))
 
 
 if __name__ == "__main__":

@@ -229,6 +229,19 @@ def resolve(variant: Variant, common: Sequence[str] = ()) -> Recipe:
         raise InspoError(f"variant {variant.name}: {error}") from None
 
 
+def static_reference(recipe: str, common: Sequence[str] = ()) -> Variant:
+    """Search-R1's static-instruction baseline of `recipe`: its population off, and one instruction per question
+    (the only number a static instruction has) where the recipe splits a question over several."""
+    overrides = list(SEARCH_R1[1])
+    try:
+        several = load_recipe(recipe, list(common)).population.instructions_per_question != 1
+    except InspoError:  # the base variant names the error when it is resolved
+        several = False
+    if several:
+        overrides.append("population.instructions_per_question=1")
+    return Variant(SEARCH_R1[0], recipe, overrides, ["search-r1"])
+
+
 class Planner:
     """Collects variants, merging those that resolve to the same recipe (their bars join the first)."""
 
@@ -322,7 +335,7 @@ def plan_axes(
                 )
             )
     if reference:
-        planner.add(Variant(SEARCH_R1[0], recipe, list(SEARCH_R1[1]), ["search-r1"]))
+        planner.add(static_reference(recipe, common))
     return planner.plan(name or f"{Path(recipe).stem}-{'-'.join(a for a, _ in axes) or 'base'}", seeds)
 
 
@@ -340,7 +353,7 @@ def plan_study(recipe: str | Path, study: str, seeds: Sequence[int] = PAPER_SEED
     planner.add(Variant(Path(recipe).stem, str(recipe), bars=["INSPO"]))
     siblings = [Path(recipe).parent / f for f in TABLE1_SIBLINGS if (Path(recipe).parent / f).is_file()]
     if not any(s.name == "search-r1.yaml" for s in siblings):
-        planner.add(Variant(SEARCH_R1[0], str(recipe), list(SEARCH_R1[1]), ["search-r1"]))
+        planner.add(static_reference(str(recipe), common))
     for sibling in siblings:
         planner.add(Variant(sibling.stem, str(sibling), bars=[sibling.stem]))
     return planner.plan(name, seeds)

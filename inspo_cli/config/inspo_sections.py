@@ -95,6 +95,28 @@ class PopulationConfig:
         default=0.1,
         metadata={"help": "selection epsilon-greedy: the chance a group draws uniformly instead of the best weight."},
     )
+    instructions_per_question: int = field(
+        default=1,
+        metadata={
+            "help": "k: the instructions one question's group_size rollouts are split over (the paper: 1, one per "
+            "group). Beyond the paper, k > 1 draws k different instructions by `selection`, without replacement, and "
+            "gives each a block of group_size / k rollouts in a row; each block's mean reward feeds its own "
+            "instruction's weight (eq. 6 counts blocks as groups). With fewer than k instructions alive (after "
+            "pruning), the blocks are the largest divisor of group_size not above that number. Needs enabled: true, "
+            "k <= size and k dividing training.group_size."
+        },
+    )
+    baseline: str = choice_field(
+        {
+            "question": "GRPO's: the mean (and deviation) of all group_size rollouts of the question, TRL's own",
+            "instruction": "per block: a rollout is compared with the question's other rollouts under the same "
+            "instruction, so an instruction's advantage over another is not credited to the policy; blocks of one "
+            "rollout are refused (their advantage would always be 0)",
+        },
+        "question",
+        "With instructions_per_question > 1, the baseline of a rollout's advantage (the same when it is 1): "
+        "{choices}. The deviation is the block's, the batch's or none, as training.scale_rewards says.",
+    )
     weight_window: int = field(
         default=5,
         metadata={
@@ -283,6 +305,7 @@ class PopulationConfig:
             "0 admits candidates scoring at least their parent, 1.645 those not significantly worse",
         )
         self._check_sequential()
+        self._check_instructions_per_question()
         if self.offline_steps is not None:
             _positive(self.offline_steps, "offline_steps", "150")
             _require(
@@ -308,6 +331,22 @@ class PopulationConfig:
                 f"entry {i} has {len(text.strip())} characters, over max_instruction_chars "
                 f"({self.max_instruction_chars}); shorten it or raise population.max_instruction_chars",
             )
+
+    def _check_instructions_per_question(self) -> None:
+        k = self.instructions_per_question
+        _positive(k, "instructions_per_question", "1 (the paper's: one instruction per question group)")
+        _require(
+            k <= self.size,
+            "instructions_per_question",
+            f"is {k}, more than population.size ({self.size}): a question's instructions are all different; "
+            f"lower instructions_per_question or raise size",
+        )
+        _require(
+            k == 1 or self.enabled,
+            "instructions_per_question",
+            f"is {k}, but population.enabled is false and a static instruction is only one; set "
+            "instructions_per_question: 1 or population.enabled: true",
+        )
 
     def _check_sequential(self) -> None:
         _require(

@@ -350,6 +350,7 @@ class Recipe:
                 f"{backend}{'' if backend != 'vllm' else ', ' + self.model.vllm_mode}); or set "
                 f"rollout.schedule={_without(SCHEDULES, 'vllm_engine')}",
             )
+        _check_blocks(self.population, self.training)
         algorithm = self.training.algorithm
         if is_sft(algorithm):
             _require(
@@ -365,6 +366,25 @@ class Recipe:
                 f"algorithm={algorithm} (TRL's SFTTrainer generates with the trained model; "
                 f"got {self.model.backend}); sampling.backend picks rejection sampling's sampler",
             )
+
+
+def _check_blocks(p: PopulationConfig, t: TrainingConfig) -> None:
+    """population.instructions_per_question splits each question's group_size rollouts into equal blocks."""
+    k, g = p.instructions_per_question, t.group_size
+    divisors = [d for d in range(1, g + 1) if g % d == 0 and d <= p.size]
+    _require(
+        g % k == 0,
+        "population.instructions_per_question",
+        f"is {k}, which does not divide training.group_size ({g}) into equal blocks of rollouts; set it to one of "
+        f"{', '.join(map(str, divisors))}",
+    )
+    _require(
+        p.baseline != "instruction" or g // k >= 2,
+        "population.baseline",
+        f"is instruction, but training.group_size {g} / instructions_per_question {k} leaves one rollout per "
+        "instruction, whose advantage against its own mean is always 0; set baseline: question, or a smaller "
+        "instructions_per_question",
+    )
 
 
 def _without(registry, trait: str) -> str:

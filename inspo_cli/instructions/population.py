@@ -3,7 +3,8 @@
 Each candidate instruction I_j carries an importance weight w_j, the moving average of the mean group reward
 it earned over the last `weight_window` steps in which it was used (eq. 6; 0 before its first use). Questions
 draw their instruction from softmax(w / temperature) over the alive candidates (eq. 4), or by another
-`population.selection` strategy (`selection/`). Every `prune_every`
+`population.selection` strategy (`selection/`); with `instructions_per_question` k > 1 a question's group of
+rollouts is split into k blocks, each with a different instruction, and a block counts as a group. Every `prune_every`
 steps the bottom half by weight is dropped (successive halving, never below `n_parent`); every `evolve_every`
 steps before `evolve_until` the top `n_parent` become parents of a new generation (evolution itself, which
 needs the optimizer LM, lives elsewhere and uses `parents`, `keep_only_parents`, `add`, `reset_weights`).
@@ -39,9 +40,9 @@ from inspo_cli.instructions.candidate import (
     normalize_text,
 )
 from inspo_cli.instructions.parents import load_parent_rule
-from inspo_cli.instructions.sampling import Pick, stable_random
+from inspo_cli.instructions.sampling import Pick, question_groups, stable_random
 from inspo_cli.instructions.selection import load_selection
-from inspo_cli.instructions.selection.base import Arm
+from inspo_cli.instructions.selection.base import Arm, draw_distinct
 from inspo_cli.registry import PROPOSERS as REGISTERED_PROPOSERS
 from inspo_cli.registry import is_import_path
 
@@ -173,15 +174,26 @@ class InstructionPopulation:
         selector, alive = self.selector()
         return {c.id: p for c, p in zip(alive, selector.probabilities())}
 
-    def sample(self, keys: Sequence[str], step: int) -> list[Pick]:
-        """One instruction per key; the same key at the same step gets the same pick in every process."""
+    def sample(self, keys: Sequence[str], step: int, group_size: int | None = None) -> list[Pick]:
+        """One instruction per key; the same key at the same step gets the same picks in every process.
+
+        With `instructions_per_question` k = 1 (the paper) every occurrence of a key gets one instruction. With k > 1
+        each run of consecutive equal keys is a question's group (cut into groups of `group_size` rows where given,
+        for a question drawn twice in a row), split into equal blocks of rows in a row, one different instruction per
+        block, drawn without replacement (`selection.base.draw_distinct`; the first block's is the k = 1 pick): k
+        blocks, or with fewer than k instructions alive the largest divisor of the group's length not above their
+        number. A caller that hands over only part of a group (one process's rows) must sample the whole list."""
         selector, alive = self.selector()
-        chosen: dict[str, Pick] = {}
-        for key in keys:
-            if key not in chosen:
-                candidate = alive[selector.draw(stable_random(self.seed, step, key))]
-                chosen[key] = Pick(candidate.id, candidate.text)
-        return [chosen[key] for key in keys]
+        blocks = min(self.config.instructions_per_question, len(alive))
+        drawn: dict[str, list[Pick]] = {}
+        picks: list[Pick] = []
+        for key, length in question_groups(keys, group_size):
+            if key not in drawn:
+                order = draw_distinct(selector, stable_random(self.seed, step, key), blocks)
+                drawn[key] = [Pick(alive[i].id, alive[i].text) for i in order]
+            per_block = length // max(d for d in range(1, blocks + 1) if length % d == 0)
+            picks.extend(drawn[key][row // per_block] for row in range(length))
+        return picks
 
     # -- weights (eq. 6) ---------------------------------------------------------------------------------
 

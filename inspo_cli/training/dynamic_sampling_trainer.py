@@ -10,18 +10,25 @@ import random
 import torch
 
 from inspo_cli.policy.seeds import derived_seed
-from inspo_cli.training.dynamic_sampling import DynamicSampling, informative_groups, pooled
+from inspo_cli.training.dynamic_sampling import DynamicSampling, pooled
+from inspo_cli.training.instruction_blocks import informative_questions
 from inspo_cli.training.trl_patches import PatchedGRPOTrainer
 
 
 class DynamicSamplingTrainer(PatchedGRPOTrainer):
     """Dynamic sampling's steps, for `SearchGRPOTrainer` (which defines `_generate_round` and the settings)."""
 
+    @property
+    def _baseline_rows(self) -> int:
+        """Rows that share an advantage baseline: a question's group, or with `population.baseline: instruction` one
+        instruction's block of it (`instruction_blocks.py`)."""
+        return self._block if self.baseline == "instruction" else self.group_size
+
     def _local_informative(self, rows: int) -> list[bool]:
-        """Per group of this process's latest rows: do its rewards differ?"""
+        """Per group of this process's latest rows: do some of its rewards that share a baseline differ?"""
         index, rewards = self.accelerator.process_index, self._round_rewards
         assert rewards is not None, "rewards are set by _calculate_rewards before they are read"
-        return informative_groups(rewards[index * rows : (index + 1) * rows], self.num_generations)
+        return informative_questions(rewards[index * rows : (index + 1) * rows], self.group_size, self._baseline_rows)
 
     def _dynamically_sampled(self, inputs) -> dict:
         """`training.dynamic_sampling`: the batch of `inputs`, less its groups of equal rewards, filled from further
@@ -36,9 +43,7 @@ class DynamicSamplingTrainer(PatchedGRPOTrainer):
             sizes.append(len(rows) * self.accelerator.num_processes)  # TRL's metrics are over every process's rows
             return self._generate_round(rows)
 
-        sampler = DynamicSampling(
-            self.num_generations, self.dynamic_sampling_rounds, self.processing_class.pad_token_id
-        )
+        sampler = DynamicSampling(self.group_size, self.dynamic_sampling_rounds, self.processing_class.pad_token_id)
         output, extra = sampler.fill(inputs, generate, self._further_questions, self._reduce)
         rounds = {key: values[before.get(key, 0) :] for key, values in metrics.items()}
         for key, new in rounds.items():

@@ -65,6 +65,8 @@ def trainer_switches(recipe: Recipe) -> dict:
         mask_truncated=t.mask_truncated_completions,
         dynamic_sampling_rounds=t.dynamic_sampling_max_rounds if t.dynamic_sampling else 0,
         compile_generation=recipe.model.compile_generation,
+        instructions_per_question=recipe.population.instructions_per_question,
+        baseline=recipe.population.baseline,
     )
 
 

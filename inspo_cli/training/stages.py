@@ -125,6 +125,7 @@ def _static(recipe: Recipe, instruction: str | None) -> Recipe:
     p = sub.population
     p.instructions = [instruction if instruction is not None else initial_instructions(recipe)[0]]
     p.instruction_file, p.enabled, p.stage = None, False, "online"
+    p.instructions_per_question = 1  # one static instruction: nothing to split a question's rollouts over
     return sub
 
 

@@ -17,6 +17,9 @@ In `SearchGRPOTrainer` (trainer.py), the overrides that are the trainer's purpos
 - `_generate_and_score_completions`: an instruction per question group before TRL generates (and dynamic sampling,
   `dynamic_sampling_trainer.py`);
 - `_calculate_rewards`: each group's rewards back to the instruction source and the replay buffer;
+- `num_generations`, set to an instruction block's rows while TRL forms advantages (`population.baseline:
+  instruction`, `instruction_blocks.advantage_groups`): with a `rollout_func`, TRL 1.16 reads it in
+  `_generate_and_score_completions` only to group rewards for the advantages;
 - `_save_checkpoint`: the population written into a checkpoint before HF marks it complete;
 - `training_step` and `log`: the phase timing.
 The rollouts themselves go through TRL's public `rollout_func`.

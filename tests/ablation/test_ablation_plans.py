@@ -10,7 +10,7 @@ import yaml
 from helpers.ablation_recipes import INSPO_3B
 from helpers.cli_helpers import assert_one_line_error, invoke
 
-from inspo_cli.ablation.plan import plan_axes, plan_study
+from inspo_cli.ablation.plan import plan_axes, plan_study, resolve
 from inspo_cli.ablation.stats import seed_band
 from inspo_cli.ablation.sweep import plan_sweep
 from inspo_cli.errors import InspoError
@@ -96,6 +96,17 @@ def test_fig6_and_table1_compare_against_search_r1(repo_root, monkeypatch):
     ]
     demo = plan_study("recipes/demo.yaml", "table1", seeds=[0])  # no trained baselines beside it: the override
     assert [(v.name, v.overrides) for v in demo.variants] == [("demo", []), ("search-r1", ["population.enabled=false"])]
+
+
+def test_the_static_baseline_of_a_recipe_with_several_instructions_per_question_has_one(repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    split = ["population.instructions_per_question=2"]  # a static instruction cannot be split: refused alone
+    for study in ("fig6", "table1"):
+        plan = plan_study("recipes/demo.yaml", study, seeds=[0], common=split)
+        static = plan.variant("search-r1")
+        assert static.overrides == [*split, "population.enabled=false", "population.instructions_per_question=1"]
+        assert resolve(static).population.instructions_per_question == 1
+        assert resolve(plan.variant("demo")).population.instructions_per_question == 2
 
 
 def test_the_selection_study_compares_every_selection_rule_with_the_papers_configuration(repo_root, monkeypatch):

@@ -121,7 +121,7 @@ def test_each_process_reads_its_own_rows_of_the_gathered_rewards():
     informative = [
         SearchGRPOTrainer._local_informative(
             SimpleNamespace(
-                accelerator=SimpleNamespace(process_index=index), _round_rewards=rewards, num_generations=2
+                accelerator=SimpleNamespace(process_index=index), _round_rewards=rewards, group_size=2, _baseline_rows=2
             ),
             4,
         )

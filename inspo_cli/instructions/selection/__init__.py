@@ -2,6 +2,7 @@
 
     selector = load_selection(config.selection)(arms, config, batch)     # once per step, from the population's state
     index = selector.draw(stable_random(seed, step, key))                # once per question group
+    indices = draw_distinct(selector, rng, k)                            # k different ones (base.py)
     selector.probabilities()                                             # what each arm gets, for the plots
 
 `softmax` is the paper's (eq. 4); `ucb`, `thompson` and `epsilon-greedy` come from the bandit and prompt-evolution

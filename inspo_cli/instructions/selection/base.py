@@ -65,6 +65,37 @@ class FixedDistribution:
         return next((i for i, edge in enumerate(self._cumulative) if u < edge), len(self._cumulative) - 1)
 
 
+def draw_distinct(selector: Selector, rng: random.Random, count: int) -> list[int]:
+    """`count` different arms for one question's blocks (`population.instructions_per_question`), from `rng` alone.
+    A selector with a `draw_distinct(rng, count)` of its own decides (Thompson: the best `count` of one posterior
+    draw); any other draws the first arm exactly as `draw` does, then each next one from its `probabilities()` over
+    the arms not yet drawn, renormalised (sampling without replacement). If those arms all have chance 0 (epsilon-greedy
+    at epsilon 0, an arm UCB gives no share), the next is one of them uniformly: a question still gets `count`."""
+    if count == 1:
+        return [selector.draw(rng)]  # the one draw the paper's sampling has always made
+    own = getattr(selector, "draw_distinct", None)
+    if callable(own):
+        return list(own(rng, count))
+    chosen = [selector.draw(rng)]
+    chances = selector.probabilities()
+    while len(chosen) < count:
+        remaining = [i for i in range(len(chances)) if i not in chosen]
+        total = math.fsum(chances[i] for i in remaining)
+        if total > 0:
+            u, running = rng.random() * total, 0.0
+            positive = [i for i in remaining if chances[i] > 0]
+            picked = positive[-1]  # where rounding leaves u at the very top
+            for i in positive:
+                running += chances[i]
+                if u < running:
+                    picked = i
+                    break
+        else:
+            picked = remaining[rng.randrange(len(remaining))]
+        chosen.append(picked)
+    return chosen
+
+
 def best_index(arms: Sequence[Arm]) -> int:
     """The arm of the highest weight; ties go to the older (earlier) one, as the population ranks."""
     return max(range(len(arms)), key=lambda i: (arms[i].weight, -i))

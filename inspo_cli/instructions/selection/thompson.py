@@ -21,8 +21,13 @@ class ThompsonSelector:
         self._posteriors = [(1 + s, 1 + arm.groups - s) for arm, s in zip(arms, successes)]
 
     def draw(self, rng: random.Random) -> int:
+        return self.draw_distinct(rng, 1)[0]
+
+    def draw_distinct(self, rng: random.Random, count: int) -> list[int]:
+        """The `count` instructions of the highest draws from one sample of every posterior (the first is `draw`'s):
+        each of a question's blocks gets an instruction that could be the best."""
         samples = [rng.betavariate(a, b) for a, b in self._posteriors]
-        return max(range(len(samples)), key=lambda i: (samples[i], -i))
+        return sorted(range(len(samples)), key=lambda i: (-samples[i], i))[:count]
 
     def probabilities(self) -> list[float]:
         rng = random.Random(0)  # the same estimate every time, so the plots do not jitter
