@@ -64,6 +64,15 @@ def report(
     device: Annotated[
         str | None, typer.Option(help="--decompose: cpu or cuda for its evaluations (default: cuda when available).")
     ] = None,
+    audit: Annotated[
+        bool,
+        typer.Option(
+            "--audit",
+            help="Audit every INSPO run's evolutions (audit.md, audit.json): each accepted candidate's "
+            "diff to its parent, its verification per question type, and flags for verifier-sensitive "
+            "behaviour in the rollouts before and after (docs/audit.md).",
+        ),
+    ] = False,
 ) -> None:
     """Figures over seeds (Fig. 2, 3/6, 5), Table 1 with differences, p-values and power, instruction lineages and
     App. C's overhead, with index.md."""
@@ -81,12 +90,38 @@ def report(
         out = paths[0] / "report" if single else Path("reports") / time.strftime("%Y%m%d-%H%M%S")
     check_out(out, paths)
     decompositions = _decompose(groups, decompose, options, device) if decompose is not None else []
-    written = write_report(groups, out, **options, decompositions=decompositions)
+    audits = _audit(groups) if audit else []
+    written = write_report(groups, out, **options, decompositions=decompositions, audits=audits)
     console.print(
         f"{len(groups)} variants, {sum(len(g.runs) for g in groups)} runs; {len(written)} files in {out}",
         soft_wrap=True,
     )
     console.print(f"open {out / 'index.md'}", soft_wrap=True)
+
+
+def _audit(groups) -> list:
+    """Every INSPO run's audit, with a table of what it found on the terminal."""
+    from rich.table import Table
+
+    from inspo_cli.reporting.audit import audit_run, is_inspo
+
+    audits = [audit_run(r.run, r.name) for g in groups for r in g.runs if is_inspo(r.run)]
+    if not audits:
+        raise InspoError("--audit: no run with an instruction population among the inputs; audit INSPO runs")
+    table = Table(title="Audit (audit.md)")
+    for column in ("run", "step", "accepted", "flags fired", "not measured"):
+        table.add_column(column)
+    for a in audits:
+        for e in a.evolutions:
+            checks = [*e.flags, *(f for c in e.candidates for f in c.flags)]
+            fired = sorted({f.name for f in checks if f.state == "fired"})
+            unmeasured = sorted({f.name for f in checks if f.state == "too few rollouts"})
+            accepted = ", ".join(f"{c.candidate_id} <- {c.parent_id}" for c in e.candidates) or "none"
+            table.add_row(a.name, str(e.step), accepted, ", ".join(fired) or "none", ", ".join(unmeasured) or "-")
+        if not a.evolutions:
+            table.add_row(a.name, "-", "-", "-", "; ".join(a.notes) or "no evolution")
+    console.print(table)
+    return audits
 
 
 def check_out(out: Path, inputs: list[Path]) -> None:

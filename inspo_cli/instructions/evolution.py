@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -52,6 +52,7 @@ from inspo_cli.instructions.evolution_report import (
     TOO_LONG,
     EvolutionReport,
     ProposedCandidate,
+    by_type,
 )
 from inspo_cli.instructions.leakage import LeakGuard
 from inspo_cli.instructions.population import InstructionPopulation
@@ -87,6 +88,7 @@ def evolve(
     step: int,
     rng: random.Random,
     guard: LeakGuard | None = None,
+    categories: Mapping[str, str] | None = None,
 ) -> EvolutionReport:
     """Alg. 1 lines 17-23: keep the top `n_parent`, refill the population with verified candidates, reset weights."""
     started = time.monotonic()
@@ -99,7 +101,9 @@ def evolve(
     report = EvolutionReport(
         step=step, proposer=config.proposer, parents=[p.id for p in parents], retired=population.keep_only_parents(step)
     )  # P_t <- P_parent
-    evolution = _Evolution(population, buffer, lm, verifier, config, step, rng, report, guard or LeakGuard())
+    evolution = _Evolution(
+        population, buffer, lm, verifier, config, step, rng, report, guard or LeakGuard(), categories or {}
+    )
     report.stop_reason = evolution.refill(parents)
     population.reset_weights()  # W_t <- 0 (line 17); new candidates start at 0 anyway, parents are reset here
     report.wall_s = time.monotonic() - started
@@ -121,7 +125,10 @@ class _Evolution:
     rng: random.Random
     report: EvolutionReport
     guard: LeakGuard
+    categories: Mapping[str, str] = field(default_factory=dict)  # question key -> type (by_type in the report)
     flagged: dict[str, str] = field(default_factory=dict)  # leak_check flag: candidate text -> why, this answer
+    # this batch's verification, per instruction text, per question key: (mean reward, mean EM or None)
+    scored: dict[str, dict[str, tuple[float, float | None]]] = field(default_factory=dict)
 
     def refill(self, parents: Sequence[Candidate]) -> str:
         """Lines 18-22, bounded by `max_verify_rounds` (App. C: "a maximum of 5 rounds of verification
@@ -201,6 +208,9 @@ class _Evolution:
                 verified_questions=c.questions if c and look is not None else None,
                 decided_at_look=look,
                 looks=looks,
+                by_type=None
+                if verdict is None
+                else by_type(self.scored.get(text, {}), self.scored.get(parent.text, {}), self.categories),
             )
         )
 
@@ -239,6 +249,7 @@ class _Evolution:
         candidates' prompt showed (`shown`); None when that leaves none. With verify_sequential, D_B is shuffled
         (its chunks must be alike) and scored chunk by chunk, the decided candidates left out (sequential.py)."""
         config = self.config
+        self.scored = {}
         # D_B, drawn anew each batch
         questions = self.buffer.verification_questions(config.verify_size, self.rng, exclude={q.key for q in shown})
         if not questions:
@@ -271,6 +282,10 @@ class _Evolution:
             )
         self.report.verification_calls += 1
         self.report.verification_rollouts += len(instructions) * len(questions) * rollouts
+        em = getattr(self.verifier, "exact_match", None)  # PolicyVerifier's; a test's verifier may give none
+        em = em if isinstance(em, list) and len(em) == len(table) else [[None] * len(questions)] * len(table)
+        for text, rewards, ems in zip(instructions, table, em):
+            self.scored.setdefault(text, {}).update((q.key, (r, e)) for q, r, e in zip(questions, rewards, ems))
         return table
 
     def admit(self, fresh: Sequence[str], verdicts: Sequence[Verdict], parent: Candidate, round_number: int) -> None:

@@ -10,6 +10,7 @@ rollouts and time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,9 +48,12 @@ class ProposedCandidate:
     verified_questions: int | None = None
     decided_at_look: int | None = None
     looks: int | None = None
+    # verified only (left out of as_dict otherwise): per question type of D_B, the questions and the candidate's and
+    # the parent's mean reward and EM on them (`by_type`; EM None where the verifier gives none)
+    by_type: dict[str, dict[str, Any]] | None = None
 
 
-SEQUENTIAL_ONLY = ("verified_questions", "decided_at_look", "looks")
+SEQUENTIAL_ONLY = ("verified_questions", "decided_at_look", "looks", "by_type")
 
 
 @dataclass
@@ -80,3 +84,30 @@ class EvolutionReport:
             {k: v for k, v in c.items() if v is not None or k not in SEQUENTIAL_ONLY} for c in row["candidates"]
         ]
         return row
+
+
+def by_type(
+    candidate: Mapping[str, tuple[float, float | None]],
+    parent: Mapping[str, tuple[float, float | None]],
+    categories: Mapping[str, str],
+) -> dict[str, dict[str, Any]]:
+    """Per question type (a key missing from `categories`: "unknown"), over the questions both were scored on (by
+    key: (mean reward, mean EM or None)): how many, and each side's mean reward and EM."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(set(candidate) & set(parent)):
+        groups.setdefault(categories.get(key) or "unknown", []).append(key)
+
+    def mean(scores: Mapping[str, tuple[float, float | None]], keys: list[str], i: int) -> float | None:
+        values = [v for k in keys if (v := scores[k][i]) is not None]
+        return None if len(values) < len(keys) else round(sum(values) / len(values), 6)
+
+    return {
+        kind: {
+            "questions": len(keys),
+            "candidate_reward": mean(candidate, keys, 0),
+            "parent_reward": mean(parent, keys, 0),
+            "candidate_em": mean(candidate, keys, 1),
+            "parent_em": mean(parent, keys, 1),
+        }
+        for kind, keys in sorted(groups.items())
+    }

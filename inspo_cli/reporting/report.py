@@ -210,6 +210,7 @@ def write_report(
     reference: str | None = None,
     target_diff: float = TARGET_DIFF,
     decompositions: Sequence[dict] = (),
+    audits: Sequence = (),
 ) -> list[Path]:
     """Write the report as the directory `out`, replacing an earlier report there as a whole (it is built beside
     `out` and renamed into place, so a failure or Ctrl-C leaves the earlier one); the files written. Only a new or
@@ -217,6 +218,10 @@ def write_report(
     table = table1(groups, rule, reference, target_diff)  # first: a bad --reference fails before anything is written
     with replaced_dir(out, "--out", check=check_replaceable) as building:
         written = _write(groups, table, building, decompositions)
+        if audits:  # `inspo report --audit` (reporting.audit): its own page, linked from the index
+            from inspo_cli.reporting.audit_markdown import link_audit
+
+            written += link_audit(audits, building)
         seal(building)  # last: what it lists is all this report wrote
     return [out / path.relative_to(building) for path in written]
 

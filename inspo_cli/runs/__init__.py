@@ -16,12 +16,15 @@ and the run adds
     metrics.jsonl        one row per step (`append_metrics`); tensorboard/ the same scalars; plots/*.png
     instructions.jsonl   every candidate instruction ever (INSPO)
     evolutions.json      every evolution: candidates, verification scores, accepted or why not (INSPO)
+    rollout_traits.jsonl per step and instruction: answer length, searches, format bonus... (`inspo report --audit`)
     coevolution.json     population, replay buffer and evolutions, to resume from: in every checkpoint of
                          `inspo train`, in the run directory itself for `inspo evolve` (whose policy is frozen)
     checkpoints/checkpoint-<update>/   HF Trainer checkpoints; complete once trainer_state.json is written
     checkpoints/final/   the trained policy as a plain model directory (LoRA merged)
     evaluations/step-<N>/  the periodic evaluations during training (App. B)
     best_instruction.txt, summary.json   written last: a run with summary.json is finished
+    distill/             `inspo distill RUN`'s run directory (its own recipe.yaml, checkpoints, summary.json, and
+                         distill.json: the teacher checkpoint and instruction, the student's instruction)
 
 All writes are atomic (`inspo_cli.jsonio`).
 """

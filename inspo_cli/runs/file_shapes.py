@@ -37,6 +37,22 @@ SUMMARY_SHAPE = {
         },
     ),
 }
+# `inspo distill`'s record of what it distilled (inspo_cli.training.distill): the source run, the teacher (its
+# checkpoint, as `inspo evaluate --checkpoint` names it, and the instruction I*) and the student's instruction ("" for
+# none, the bare question; `student_prompt_instruction` is the text its prompts are built from, "{question}" then)
+DISTILL_SHAPE = {
+    "distilled_from": str,
+    "form": str,
+    "keep": str,
+    "teacher_checkpoint": str,
+    "teacher_step": COUNT,
+    "teacher_model": str,
+    "teacher_instruction": str,
+    "teacher_instruction_id": str,
+    "student_instruction": str,
+    "student_instruction_source": str,
+    "student_prompt_instruction": str,
+}
 # Other metrics may be NaN (a diverged loss is a run's to log); a tool's counts per trajectory never are (`check_tools`)
 METRICS_ROW_SHAPE = {"step": COUNT, "update?": COUNT, "*": (float, None)}
 TOOL_COUNTS = ("/calls", "/errors", "/observation_tokens")  # tools/<tool>/...: means per trajectory (rollout.summarize)

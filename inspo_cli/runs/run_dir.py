@@ -18,7 +18,15 @@ from inspo_cli.jsonio import COUNT, atomic_write_json, atomic_write_jsonl, atomi
 from inspo_cli.policy.model_files import model_files_problem
 from inspo_cli.progress import err_console
 from inspo_cli.runs.environment import git_state, package_versions
-from inspo_cli.runs.file_shapes import DAMAGED, INFO_SHAPE, METRICS_ROW_SHAPE, STAGED, SUMMARY_SHAPE, check_tools
+from inspo_cli.runs.file_shapes import (
+    DAMAGED,
+    DISTILL_SHAPE,
+    INFO_SHAPE,
+    METRICS_ROW_SHAPE,
+    STAGED,
+    SUMMARY_SHAPE,
+    check_tools,
+)
 
 
 def _unused_dir(output_dir: Path, name: str) -> Path:
@@ -36,6 +44,7 @@ class RunDir:
     METRICS = "metrics.jsonl"
     INSTRUCTIONS = "instructions.jsonl"
     EVOLUTIONS = "evolutions.json"
+    ROLLOUT_TRAITS = "rollout_traits.jsonl"  # per step and instruction: what the rollouts looked like (audit)
     COEVOLUTION = "coevolution.json"
     OPTIMIZER_CALLS = RECORD_NAME  # every optimizer call: prompt, answer, tokens, hash (call_record.py)
     BEST_INSTRUCTION = "best_instruction.txt"
@@ -47,6 +56,8 @@ class RunDir:
     CHECKPOINT_PREFIX = "checkpoint-"  # HF Trainer's checkpoint-<optimizer update>
     FINAL = "final"
     SAMPLING = "sampling"  # rejection sampling's phase 1 (inspo_cli.training.rejection_sampling)
+    DISTILL = "distill"  # `inspo distill RUN`'s run directory, inside RUN by default (inspo_cli.training.distill)
+    DISTILL_INFO = "distill.json"  # in a distilled run: what was distilled from where (teacher, student, form)
     CHECKPOINT_COMPLETE = "trainer_state.json"  # HF writes it last
 
     def __init__(self, path: str | Path):
@@ -118,6 +129,7 @@ class RunDir:
     metrics_file = property(lambda self: self.path / self.METRICS)
     instructions_file = property(lambda self: self.path / self.INSTRUCTIONS)
     evolutions_file = property(lambda self: self.path / self.EVOLUTIONS)
+    rollout_traits_file = property(lambda self: self.path / self.ROLLOUT_TRAITS)
     coevolution_file = property(lambda self: self.path / self.COEVOLUTION)  # `inspo evolve`'s state
     optimizer_calls_file = property(lambda self: self.path / self.OPTIMIZER_CALLS)
     best_instruction_file = property(lambda self: self.path / self.BEST_INSTRUCTION)
@@ -129,6 +141,8 @@ class RunDir:
     final_dir = property(lambda self: self.checkpoints_dir / self.FINAL)
     sampling_dir = property(lambda self: self.path / self.SAMPLING)
     sampling_summary_file = property(lambda self: self.sampling_dir / self.SUMMARY)  # written last: phase 1 is done
+    distill_dir = property(lambda self: self.path / self.DISTILL)  # where `inspo distill` puts this run's distillation
+    distill_info_file = property(lambda self: self.path / self.DISTILL_INFO)
 
     def relative(self, path: Path) -> str:
         """`path` as the summary records it: relative to the run directory."""
@@ -211,6 +225,12 @@ class RunDir:
 
     def recipe(self) -> Recipe:
         return load_recipe(self.recipe_file, written_by_run=True)
+
+    def distill_info(self) -> dict | None:
+        """distill.json of a run `inspo distill` made (`file_shapes.DISTILL_SHAPE`); None for any other run."""
+        if not self.distill_info_file.exists():
+            return None
+        return read_json(self.distill_info_file, DISTILL_SHAPE, DAMAGED)
 
     def summary(self) -> dict | None:
         """summary.json of a finished run; None while it has none."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from inspo_cli.config import PopulationConfig, Recipe, RewardConfig
@@ -34,7 +34,7 @@ from inspo_cli.instructions.providers.language_model import Answer, LanguageMode
 from inspo_cli.instructions.replay import Experience, ReplayBuffer, ReplayQuestion
 from inspo_cli.instructions.sampling import InstructionSource, StaticInstruction, stable_random
 from inspo_cli.main_process import broadcast_from_main
-from inspo_cli.metrics import normalize_answer
+from inspo_cli.metrics import exact_match, normalize_answer
 from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
 from inspo_cli.training.reward import rollout_and_score
@@ -105,10 +105,12 @@ class PolicyVerifier:
 
     `engine` is the rollout engine over the policy; `generation` a context manager factory that readies the
     policy for generation (the trainer's unwrap-and-no-grad; nothing for a frozen policy); `accelerator`
-    (optional) splits D_B over processes and gathers the per-question rewards back."""
+    (optional) splits D_B over processes and gathers the per-question rewards back. `exact_match` is the last
+    call's table of mean EMs, in the same layout (the reward may hold a format bonus; the audit shows both)."""
 
     def __init__(self, engine, reward: RewardConfig, generation=contextlib.nullcontext, accelerator=None):
         self.engine, self.reward, self.generation, self.accelerator = engine, reward, generation, accelerator
+        self.exact_match: list[list[float]] | None = None
 
     def score(
         self, instructions: Sequence[str], questions: Sequence[ReplayQuestion], rollouts: int = 1
@@ -118,22 +120,30 @@ class PolicyVerifier:
         # one batched rollout for every instruction, question and repetition
         pairs = [(text, questions[j]) for text in instructions for j in mine for _ in range(rollouts)]
         table = [[0.0] * len(questions) for _ in instructions]
+        em_table = [[0.0] * len(questions) for _ in instructions]
         # Every process enters the generation context, also one whose share of D_B is empty: under ZeRO-3 it gathers
         # the sharded weights collectively (and a vLLM weight sync is collective too), so a rank that skipped it
         # would leave the others waiting for ever.
         with self.generation():
-            _, rewards = rollout_and_score(self.engine, [t for t, _ in pairs], [q for _, q in pairs], self.reward)
+            trajectories, rewards = rollout_and_score(
+                self.engine, [t for t, _ in pairs], [q for _, q in pairs], self.reward
+            )
+        em = [exact_match(t.answer, q.golden_answers) for t, (_, q) in zip(trajectories, pairs)]
         for i in range(len(instructions)):
             for n, j in enumerate(mine):
                 first = (i * len(mine) + n) * rollouts
                 table[i][j] = sum(rewards[first : first + rollouts]) / rollouts
+                em_table[i][j] = sum(em[first : first + rollouts]) / rollouts
         if world > 1:  # each question is filled in by exactly one process: the sum is the whole table
             import torch
 
-            summed = self.accelerator.reduce(
-                torch.tensor(table, dtype=torch.float64, device=self.accelerator.device), reduction="sum"
+            table, em_table = (
+                self.accelerator.reduce(
+                    torch.tensor(part, dtype=torch.float64, device=self.accelerator.device), reduction="sum"
+                ).tolist()
+                for part in (table, em_table)
             )
-            table = summed.tolist()
+        self.exact_match = em_table
         return table
 
 
@@ -151,8 +161,10 @@ class CoEvolution:
         reports: Sequence[dict] = (),
         warn: Callable[[str], None] | None = None,
         guard: LeakGuard | None = None,
+        categories: Mapping[str, str] | None = None,
     ):
         self.population, self.config, self.lm, self.verifier, self.seed = population, config, lm, verifier, seed
+        self.categories = categories or {}  # question key -> type, for verification results per type (the audit)
         self.guard = guard or LeakGuard()  # population.leak_check; its held-out questions never reach a prompt
         self.warn = warn  # where a failed evolution is said (the main process's console); None: nowhere
         self.buffer = buffer or ReplayBuffer(config.replay_capacity)
@@ -182,6 +194,7 @@ class CoEvolution:
                 step,
                 stable_random(self.seed, step, "evolve"),
                 self.guard,
+                self.categories,
             )
             self.reports.append(report.as_dict())
             if report.optimizer_error and self.warn is not None:  # else a bad key would only show in evolutions.json
@@ -289,6 +302,7 @@ def instruction_source(
             reports=state.get("evolutions", []),
             warn=warn,
             guard=guard,
+            categories=question_categories(recipe),
         )
     if config.initial_rewrites:  # the recipe's instructions stay; rewrites of the first fill the population
         texts = [
@@ -299,8 +313,29 @@ def instruction_source(
         ]
     population = InstructionPopulation(config, seed=recipe.run.seed, initial_texts=texts)
     return population, functools.partial(
-        CoEvolution, population, config, lm, seed=recipe.run.seed, warn=warn, guard=guard
+        CoEvolution,
+        population,
+        config,
+        lm,
+        seed=recipe.run.seed,
+        warn=warn,
+        guard=guard,
+        categories=question_categories(recipe),
     )
+
+
+def question_categories(recipe: Recipe) -> dict[str, str]:
+    """Each training question's type by its key (`Question.category`), so that an evolution records its verification
+    per question type (`inspo report --audit`); none in a run that never verifies, or when the questions cannot be
+    read here (the evolution then records no types)."""
+    if recipe.population.evolve_until <= 0 or not recipe.population.verify:
+        return {}
+    from inspo_cli.training.trainer_inputs import train_questions  # looked up per call: tests replace it
+
+    try:
+        return {q.key: q.category for q in train_questions(recipe)}
+    except (InspoError, OSError):
+        return {}
 
 
 def held_out_questions(recipe: Recipe, warn: Callable[[str], None] | None = None) -> list[str]:

@@ -1,7 +1,8 @@
 """`inspo evolve`: INSPO's population / prune / evolve / verify loop with a frozen policy (no gradient updates).
 
 Prompt optimisation before or after RL, the paper's pre-policy and post-policy ablations. Each step samples
-`training.batch_size` questions, gives each question group one instruction drawn from the population, rolls out
+`training.batch_size` questions, gives each question group one instruction drawn from the population (or
+`population.instructions_per_question` of them, one per block of its rollouts), rolls out
 `training.group_size` trajectories per question with the fixed policy, and hands the rewards to the same INSPO
 step the trainer uses (`inspo_cli.training.coevolution`), with the same step rows (`StepLog`) and the same
 summary (`inspo_cli.training.summary`). The run directory gets the files of `inspo train` except checkpoints:
@@ -24,7 +25,7 @@ from inspo_cli.agent.tools import recipe_tools
 from inspo_cli.config import Recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.replay import experiences_from
-from inspo_cli.instructions.sampling import stable_random
+from inspo_cli.instructions.sampling import block_rows, stable_random
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.metrics import exact_match
 from inspo_cli.policy.backends import load_backend
@@ -34,6 +35,7 @@ from inspo_cli.runs import RunDir
 from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
 from inspo_cli.training.preflight import check_run
 from inspo_cli.training.reward import rollout_and_score
+from inspo_cli.training.rollout_traits import StepTraits, facts_from_trajectory
 from inspo_cli.training.summary import finish_run
 from inspo_cli.training.trackers import log_step_row, uses_wandb, wandb_run
 from inspo_cli.training.trainer_inputs import train_questions
@@ -121,6 +123,7 @@ class FrozenPolicyEvolution:
             log,
             run,
         )
+        self.traits = StepTraits(run, recipe.reward)  # rollout_traits.jsonl, for `inspo report --audit`
 
     def run_steps(self, first: int, last: int) -> None:
         for step in range(first, last + 1):
@@ -139,18 +142,29 @@ class FrozenPolicyEvolution:
             range(len(self.questions)), min(self.recipe.training.batch_size, len(self.questions))
         )
         batch = [self.questions[i] for i in picked]
-        picks = population.sample([q.key for q in batch], step - 1)
-        grouped = [(pick, q) for pick, q in zip(picks, batch) for _ in range(g)]
+        rows = [q for q in batch for _ in range(g)]  # each question's group of g rollouts in a row, as TRL's
+        picks = population.sample([q.key for q in rows], step - 1, group_size=g)  # k instructions: blocks of rows
+        grouped = list(zip(picks, rows))
+        block = block_rows(picks, g)
         retrieval_before = self.engine.retrieval_seconds
         trajectories, rewards = rollout_and_score(
             self.engine, [p.text for p, _ in grouped], [q for _, q in grouped], self.recipe.reward
         )
         rollout_seconds = time.perf_counter() - started
         retrieval_seconds = self.engine.retrieval_seconds - retrieval_before
-        population.observe(
-            picks, [mean(rewards[i * g : (i + 1) * g]) for i in range(len(batch))], [q.category for q in batch]
+        population.observe(  # eq. 6: each block's mean reward to its own instruction (k = 1: a block is a group)
+            picks[::block],
+            [mean(rewards[i : i + block]) for i in range(0, len(rewards), block)],
+            [q.category for q in rows[::block]],
         )
         golden = [q.golden_answers for _, q in grouped]
+        self.traits.write(
+            step,
+            [
+                facts_from_trajectory(x, p.instruction_id, step, q.question, q.golden_answers, self.recipe.reward)
+                for x, (p, q) in zip(trajectories, grouped)
+            ],
+        )
         self.coevolution.remember(
             experiences_from(
                 [p.instruction_id for p, _ in grouped],

@@ -2,9 +2,10 @@
 
 It adds these things to GRPOTrainer and nothing else:
 1. **Instruction per question group** — before each generation batch it asks an `InstructionSource` for one
-   instruction per question (the static Search-R1 instruction, or INSPO's population), reports each group's
-   mean reward back once rewards are in, and at the end of every step (after its last optimizer update) lets
-   `CoEvolution` fold weights, prune and evolve; the population and replay buffer are saved in checkpoints.
+   instruction per question (the static Search-R1 instruction, or INSPO's population; or k per question, one per
+   block of its rollouts: instruction_blocks.py), reports each group's (block's) mean reward back once rewards
+   are in, and at the end of every step (after its last optimizer update) lets `CoEvolution` fold weights,
+   prune and evolve; the population and replay buffer are saved in checkpoints.
    Every `training.eval_every` steps `PeriodicEvaluation` scores the policy with its best instruction.
 2. **Multi-turn rollouts** through TRL's `rollout_func`: the engine interleaves generation with retrieval
    and returns the observation mask as `env_mask`, which TRL multiplies into the loss mask, so inserted
@@ -43,9 +44,11 @@ from inspo_cli.policy.vllm_backend import VLLMBackend, VLLMServerBackend
 from inspo_cli.policy.vllm_engine import reseed_after_colocated_engine
 from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
+from inspo_cli.training import rollout_traits
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
-from inspo_cli.training.dynamic_sampling import Round, informative_groups
+from inspo_cli.training.dynamic_sampling import Round
 from inspo_cli.training.dynamic_sampling_trainer import DynamicSamplingTrainer
+from inspo_cli.training.instruction_blocks import advantage_groups, informative_questions, sample_blocks
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
 from retriever.search import Retriever
@@ -79,8 +82,15 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         mask_truncated: bool = False,
         dynamic_sampling_rounds: int = 0,
         compile_generation: bool = False,
+        instructions_per_question: int = 1,
+        baseline: str = "question",
     ):
         self.instructions = instructions
+        self.reward_config = reward  # what the rollout audit scores with (`rollout_traits`)
+        self.group_size = args.num_generations  # TRL's num_generations, which `advantage_groups` changes for a while
+        self.instructions_per_question = instructions_per_question  # population.instructions_per_question
+        self.baseline = baseline  # population.baseline: question | instruction
+        self._block = args.num_generations  # rows per instruction block in the latest round (instruction_blocks.py)
         self.mask_truncated = mask_truncated  # training.mask_truncated_completions
         self.dynamic_sampling_rounds = dynamic_sampling_rounds  # 0: off; else training.dynamic_sampling_max_rounds
         self._round_rewards: torch.Tensor | None = None  # the latest generation's rewards, all processes
@@ -156,7 +166,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         else:
             output = self._generate_round(inputs).output
             if self.model.training and self._round_rewards is not None:  # every process's groups of equal rewards
-                informative = informative_groups(self._round_rewards, self.num_generations)
+                informative = informative_questions(self._round_rewards, self.group_size, self._baseline_rows)
                 self._metrics["train"]["groups/equal_rewards"].append(1 - sum(informative) / len(informative))
         if self.mask_truncated and self.model.training:
             self._say_if_emptied(output)
@@ -168,10 +178,17 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
     def _generate_round(self, inputs) -> Round:
         """One rollout of `inputs` (each question group_size times in a row), scored by TRL, with the instruction
         of each question sampled first and its group's rewards reported back (`_calculate_rewards`)."""
-        self._picks = self.instructions.sample([x["qid"] for x in inputs], self.step)
+        keys = [x["qid"] for x in inputs]
+        if self.instructions_per_question == 1:
+            self._picks, self._block = self.instructions.sample(keys, self.step), self.group_size
+        else:  # blocks of a group: sampled over every process's rows (instruction_blocks.py)
+            self._picks, self._block = sample_blocks(
+                self.instructions, keys, self.step, self.group_size, self.accelerator.process_index, gather_object
+            )
         for x, pick in zip(inputs, self._picks):
             x["instruction_id"] = pick.instruction_id
-        output = super()._generate_and_score_completions(inputs)
+        with advantage_groups(self, self._baseline_rows):
+            output = super()._generate_and_score_completions(inputs)
         if self.mask_truncated:  # on every process, cut rows or not: the counts are gathered
             self._mask_truncated(output)
         return Round(output, self._local_informative(len(inputs)) if self.model.training else [])
@@ -207,6 +224,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         self.phase_seconds["retrieval"] += retrieval
         self.phase_seconds["generation"] += seconds - retrieval
         self._log_rollout_metrics(trajectories)
+        rollout_traits.collect_rollouts(self, prompts, trajectories)  # for `inspo report --audit`
         logprobs = [t.logprobs for t in trajectories]
         self._truncated = [t.truncated for t in trajectories]  # masked after TRL has measured the lengths
         return {
@@ -251,11 +269,11 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
             picks = gather_object(list(self._picks))  # every process's picks, in the order rewards were gathered
             categories = gather_object([x.get("category", "") for x in inputs])  # for parents: pareto
             weights = self.reward_weights.to(rewards_per_func.device)
-            rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self.num_generations)
-            unscorable = torch.isnan(rewards_per_func).all(dim=1).view(-1, self.num_generations)
+            rewards = torch.nansum(rewards_per_func * weights.unsqueeze(0), dim=1).view(-1, self._block)
+            unscorable = torch.isnan(rewards_per_func).all(dim=1).view(-1, self._block)
             self._round_rewards = rewards.masked_fill(unscorable, torch.nan).flatten()  # as TRL scores them
-            group_picks = picks[:: self.num_generations]
-            self.instructions.observe(group_picks, rewards.mean(dim=1).tolist(), categories[:: self.num_generations])
+            # eq. 6: each instruction block's mean reward to its own instruction (k = 1: one block per group)
+            self.instructions.observe(picks[:: self._block], rewards.mean(dim=1).tolist(), categories[:: self._block])
             if self.coevolution is not None and self.coevolution.evolving:
                 self._remember(inputs, completions, rewards.flatten().tolist())
         return rewards_per_func
@@ -278,6 +296,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
     def _end_step(self, step: int) -> None:
         """After the step's last optimizer update: fold its rewards into the instruction weights, (INSPO) prune and
         evolve as scheduled, then evaluate when due. Every process does this on the same gathered data."""
+        rollout_traits.write_step(self, step)  # before evolving: the step's rows are the parents' last "before"
         if self.coevolution is None:
             self.instructions.end_step(step)
         else:

@@ -203,6 +203,16 @@ def test_same_seed_same_evolution_and_report_is_json():
         "difference": pytest.approx(0.3 - parent_score),
         "difference_se": 0.0,
         "leak": None,
+        # D_B's questions have no type here, and this verifier gives rewards only (PolicyVerifier gives EM too)
+        "by_type": {
+            "unknown": {
+                "questions": 2,
+                "candidate_reward": 0.3,
+                "parent_reward": parent_score,
+                "candidate_em": None,
+                "parent_em": None,
+            }
+        },
     }
     verified = sum(1 for c in row["candidates"] if c["reason"] != DUPLICATE)
     assert row["verification_rollouts"] == 2 * (verified + row["verification_calls"])  # the parent's rollouts too

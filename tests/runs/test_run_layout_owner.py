@@ -26,6 +26,7 @@ NAMES = [
         "CHECKPOINTS",
         "CHECKPOINT_PREFIX",
         "CHECKPOINT_COMPLETE",
+        "DISTILL_INFO",
     )
 ]
 
