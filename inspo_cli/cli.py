@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from inspo_cli import __version__
-from inspo_cli.commands import ablate, data, env, evaluate, evolve, index, recipe, report, serve, train
+from inspo_cli.commands import ablate, data, distill, env, evaluate, evolve, index, recipe, report, serve, train
 from inspo_cli.console import run_cli
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.command("index")(index.index)
 app.command("serve-retriever")(serve.serve_retriever)
 app.command("train")(train.train)
 app.command("evolve")(evolve.evolve)
+app.command("distill")(distill.distill)
 app.command("evaluate")(evaluate.evaluate)
 app.command("ablate")(ablate.ablate)
 app.command("report")(report.report)

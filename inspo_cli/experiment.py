@@ -4,6 +4,7 @@
     run = experiment.run("train", recipe, recipe_path="recipes/demo.yaml", command=sys.argv)
     run = experiment.run("evolve", resume="runs/inspo-20261122-101500")
     run.summary()
+    run = experiment.distill("runs/inspo-20261122-101500", DistillOptions(keep="all"))   # its I* into its weights
 
 A fresh run gets a new directory (`RunDir.create`); under `accelerate launch` the main process creates it and
 the others wait for its name. `resume=` continues an unfinished run with the recipe stored in it. An interrupt
@@ -19,10 +20,12 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.config.training_section import loss_warnings
 from inspo_cli.files import first_missing, remove_empty_dirs
+from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.main_process import broadcast_from_main
 from inspo_cli.policy.models import check_device
 from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
+from inspo_cli.training.distill_plan import DistillOptions, plan_distillation
 from inspo_cli.training.evolve import run_evolve
 from inspo_cli.training.preflight import check_run
 from inspo_cli.training.run import run_training
@@ -84,6 +87,32 @@ def run(
             remove_empty_dirs(directory.path.parent, created_root)
         raise
     return directory
+
+
+def distill(
+    source: str | Path,
+    options: DistillOptions | None = None,
+    *,
+    out: str | Path | None = None,
+    command: Sequence[str] = (),
+    device: str | None = None,
+    on_start: Callable[[RunDir], None] | None = None,
+) -> RunDir:
+    """`inspo distill`: the run `source`'s evolved instruction distilled into its weights (`training.distill`), a
+    training run of its own in `out` (default `source/distill`). The same call on an unfinished distillation resumes
+    it, and on a finished one returns it as it is (without calling `on_start`)."""
+    plan = plan_distillation(source, out, options)  # every refusal comes before anything is written
+    if plan.status == "done":
+        return plan.out
+    if plan.status == "resume":
+        return run("train", resume=plan.out.path, command=command, device=device, on_start=on_start)
+
+    def record(directory: RunDir) -> None:  # before any model loads, so the trainer's builder finds it
+        atomic_write_json(directory.distill_info_file, plan.info)
+        if on_start is not None:
+            on_start(directory)
+
+    return run("train", plan.recipe, output_dir=plan.out.path.parent, command=command, device=device, on_start=record)
 
 
 def started(run: RunDir) -> bool:

@@ -191,6 +191,13 @@ ALGORITHMS = Registry(
             sft=True,
             progress_before_training=True,
         ),
+        "distill": Strategy(  # made by `inspo distill RUN`, which writes the run's distill.json
+            "inspo_cli.training.distill:build_distill",
+            "context distillation of a run's I* into its weights: SFT on the teacher's trajectories (inspo distill)",
+            "beyond",
+            sft=True,
+            progress_before_training=True,
+        ),
     },
 )
 

@@ -15,6 +15,9 @@ the same seed with S and with I*:
     trained · I*   the run's policy at that step with I*: what Table 1 reports, evaluated again here
     static · S     the static run's policy at its step with S: Table 1's baseline, evaluated again here
     static · I*    the static run's policy with this seed's I*
+    distilled · S  where the run holds `inspo distill`'s student of that policy and I* (`distilled`): its final policy
+                   with the instruction it was taught to answer under (S by default), for the share of the
+                   instruction effect that survives without I* (`survival`)
 
 Every cell is evaluated by the decomposition itself, none is read from Table 1's evaluation: a difference of two
 cells is then one of policy or instruction alone, never also of two evaluations (another backend, batch, limit or
@@ -30,7 +33,8 @@ part over the two orders the two changes can be made in, so the split does not d
 Plans are in seed order, whatever order the runs are given in.
 
 Every evaluation is `inspo evaluate`'s (`evaluation.session.run_evaluation`) with the run's recipe (its benchmarks,
-split, limit, temperature and limits), written into `<run>/decomposition/<cell>-<key>/` with a cell.json saying what
+split, limit, temperature and limits; the distilled cell's with its source run's), written into
+`<run>/decomposition/<cell>-<key>/` (`cells`; the distilled cell into the distilled run's) with a cell.json saying what
 it is; the key is a hash of the model, the instruction and the evaluation settings, so a second report reads them and
 costs nothing, and a cell that another run already evaluated (the initial policy with S is the same for every seed of
 a greedy evaluation) is copied from it rather than evaluated again.
@@ -38,19 +42,19 @@ a greedy evaluation) is copied from it rather than evaluated again.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from inspo_cli.ablation.cells import CELL_FILE, CellSpec, SeedCells, cell_key, model_identity
 from inspo_cli.ablation.compare import RunScores
+from inspo_cli.ablation.distilled import plan_distilled
 from inspo_cli.ablation.results import METHOD, RunResult, read_scores
 from inspo_cli.errors import InspoError
-from inspo_cli.evaluation.checkpoints import checkpoint_steps, run_policy
+from inspo_cli.evaluation.checkpoints import checkpoint_steps
 from inspo_cli.evaluation.report import read_results
 from inspo_cli.evaluation.runner import evaluation_questions
 from inspo_cli.evaluation.session import run_evaluation
@@ -58,93 +62,6 @@ from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.runs import RunDir
 from retriever.index import process_alive
-
-CELLS_DIR = "decomposition"  # in each run directory
-CELL_FILE = "cell.json"
-WEIGHTS = ("initial", "trained", "static")
-INSTRUCTIONS = ("seed", "evolved")
-CELL_TEXT = {
-    ("initial", "seed"): "initial · S",
-    ("initial", "evolved"): "initial · I*",
-    ("trained", "seed"): "trained · S",
-    ("trained", "evolved"): "trained · I*",
-    ("static", "seed"): "static · S",
-    ("static", "evolved"): "static · I*",
-}
-
-
-@dataclass
-class CellSpec:
-    """One evaluation a decomposition needs: which policy with which instruction, for one seed."""
-
-    weights: str
-    instruction: str
-    run: RunDir  # where it is evaluated and cached (the INSPO run; the static run for the static cells)
-    model: str  # the recipe's model (initial), or the policy of `run` as "<run name>@<final or step>"
-    text: str  # the instruction
-    key: str  # hash of model, instruction and evaluation settings
-    scores: RunScores | None = None  # once evaluated and read
-
-    @property
-    def name(self) -> str:
-        return f"{self.weights}-{self.instruction}"
-
-    @property
-    def directory(self) -> Path:
-        return self.run.path / CELLS_DIR / f"{self.name}-{self.key[:12]}"
-
-    @property
-    def cached(self) -> bool:
-        return (self.directory / CELL_FILE).is_file()
-
-    def loadable(self) -> str:
-        """What transformers / vLLM load: the recipe's model, or the run's policy at the step (an adapter merged
-        once, only now that it is evaluated)."""
-        if self.weights == "initial":
-            return self.model
-        which = self.model.rsplit("@", 1)[1]
-        run = self.run
-        return run_policy(run, run.recipe(), None if which == "final" else which).path
-
-
-@dataclass
-class SeedCells:
-    seed: int
-    run: str  # the INSPO run's name
-    step: int
-    static_run: str | None
-    cells: dict[tuple[str, str], CellSpec] = field(default_factory=dict)
-
-
-def _key(model: str, instruction: str, recipe, seed: int) -> str:
-    e = recipe.evaluation
-    settings = {
-        "model": model,
-        "instruction": instruction,
-        "benchmarks": list(e.benchmarks),
-        "split": e.split,
-        "limit": e.limit,
-        "temperature": e.temperature,
-        "rollout": _fields(recipe.rollout),
-        "retriever": _fields(recipe.retriever),
-        "chat_template": recipe.model.chat_template,
-        "dtype": recipe.model.dtype,
-        "backend": recipe.model.backend,
-        "seed": seed if e.temperature > 0 else None,
-    }  # a greedy evaluation does not depend on the seed
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _fields(section) -> dict:
-    from dataclasses import asdict
-
-    return {k: v for k, v in asdict(section).items() if k != "temperature"}  # rollout's temperature is training's
-
-
-def _model_identity(path: str) -> str:
-    """A model path as the key knows it: a local directory by its absolute path, a hub id or packaged name as is."""
-    local = Path(path).expanduser()
-    return str(local.resolve()) if local.exists() else path
 
 
 def _instruction_of(result: RunResult) -> str:
@@ -181,7 +98,8 @@ def plan_cells(
     inspo: Sequence[tuple[RunDir, RunResult]], static: Sequence[tuple[RunDir, RunResult]] = ()
 ) -> list[SeedCells]:
     """Per seed of the INSPO variant (runs with a result), in seed order, the six cells, each to be evaluated; the
-    static cells only for seeds the static variant ran too (paired by seed)."""
+    static cells only for seeds the static variant ran too (paired by seed), the distilled cell only for seeds whose
+    run holds a finished distillation of the policy and I* reported here (`distilled.plan_distilled`)."""
     by_seed = {result.seed: (run, result) for run, result in static}
     plans = []
     for run, result in sorted(inspo, key=lambda pair: pair[1].seed):
@@ -191,9 +109,9 @@ def plan_cells(
         plan = SeedCells(result.seed, run.path.name, result.step, None)
 
         def cell(weights, instruction, where, where_recipe, model, text):
-            identity = _model_identity(model) if weights == "initial" else model
+            identity = model_identity(model) if weights == "initial" else model
             plan.cells[(weights, instruction)] = CellSpec(
-                weights, instruction, where, model, text, _key(identity, text, where_recipe, result.seed)
+                weights, instruction, where, model, text, cell_key(identity, text, where_recipe, result.seed)
             )
 
         initial, trained = recipe.model.name_or_path, _policy(run, result, recipe)
@@ -208,6 +126,7 @@ def plan_cells(
             static_model = _policy(static_run, static_result, static_recipe)
             cell("static", "seed", static_run, static_recipe, static_model, seed_text)
             cell("static", "evolved", static_run, static_recipe, static_model, evolved)
+        plan_distilled(plan, run, result, recipe, seed_text, evolved)
         plans.append(plan)
     return plans
 
@@ -290,7 +209,7 @@ def _publish(building: Path, target: Path) -> None:
 def _evaluate(spec: CellSpec, device: str | None, on_batch: Callable[[int], None]) -> None:
     """One cell with `inspo evaluate`'s machinery, built beside its directory and renamed into place with its
     cell.json, so an interrupted evaluation leaves nothing that reads as cached."""
-    recipe = spec.run.recipe()
+    recipe = (spec.settings or spec.run).recipe()
     recipe.model.name_or_path = spec.loadable()
     e = recipe.evaluation
     questions = evaluation_questions(e.benchmarks, recipe.data, e.split, e.limit)

@@ -13,15 +13,24 @@ Table 1's difference (total vs static) is split into an instruction share and a 
 instruction first (at INSPO's weights) and the weights second gives one split, the other order another whenever the
 two interact; each share is the mean of its part in the two orders (the Shapley value of a two-factor change), so the
 shares add up to the total and do not depend on an order.
+
+Where some seed's run holds a distilled run (`inspo distill`), the decomposition gains the cell distilled · S, two
+effects over the seeds that have it (distilled·S − trained·S, and distilled·S − trained·I*: does the student match
+its teacher without I*), and the share of the instruction effect that survives without I* with Fieller's interval
+(`survival`); the table says for how many seeds it is measured and why not for the others. Without one, the
+decomposition is exactly what it was before distillation existed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from inspo_cli.ablation.compare import Comparison, RunScores, compare, estimate
-from inspo_cli.ablation.decompose import CELL_TEXT, WEIGHTS, SeedCells, read_cells
-from inspo_cli.ablation.formatting import cell, delta_cell
+from inspo_cli.ablation.cells import CELL_TEXT, DISTILLED, DISTILLED_TEXT, WEIGHTS, SeedCells
+from inspo_cli.ablation.compare import Comparison, RunScores, estimate
+from inspo_cli.ablation.decompose import read_cells
+from inspo_cli.ablation.formatting import cell, delta_cell, signed
+from inspo_cli.ablation.survival import against_zero, share
+from inspo_cli.ablation.survival import text as share_text
 
 TI, TS, II, IS, SI, SS = (
     ("trained", "evolved"),
@@ -52,6 +61,19 @@ EFFECTS = (
         {TS: 0.5, SS: -0.5, TI: 0.5, SI: -0.5},
     ),
 )
+# with a distilled run (`inspo distill`) for some seed: over the seeds that have one
+DISTILLED_EFFECTS = (
+    (
+        "distillation | S",
+        "distilled·S − trained·S: what distilling I* into the weights gained without it",
+        {DISTILLED: 1, TS: -1},
+    ),
+    (
+        "distilled vs teacher",
+        "distilled·S − trained·I*: the student without I* against its teacher with it",
+        {DISTILLED: 1, TI: -1},
+    ),
+)
 
 
 def _combined(plan: SeedCells, terms: dict) -> RunScores | None:
@@ -76,18 +98,6 @@ def _combined(plan: SeedCells, terms: dict) -> RunScores | None:
     return RunScores(plan.seed, em, questions)
 
 
-def _zero(runs: list[RunScores]) -> list[RunScores]:
-    """Runs that score 0 everywhere on the same questions: what an effect is tested against."""
-    return [
-        RunScores(
-            r.seed,
-            dict.fromkeys(r.em, 0.0),
-            None if r.questions is None else {b: dict.fromkeys(q, 0.0) for b, q in r.questions.items()},
-        )
-        for r in runs
-    ]
-
-
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values, in the order given: the i-th smallest of m is multiplied by m − i (i from
     0), kept at least the one before it and at most 1; rejecting where the adjusted p < alpha keeps the chance of
@@ -104,17 +114,18 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
     """The cells (mean over seeds with 95% intervals) and the effects (difference, interval, p), over the seeds
     whose cells were all evaluated. Reads the cells; evaluates nothing."""
     read_cells(plans)
+    distilled = any(p.distilled or p.distilled_note for p in plans)  # else exactly as without distillation
     cells: dict[str, dict | None] = {}
-    for key in CELL_TEXT:
+    for key in list(CELL_TEXT) + ([DISTILLED] if distilled else []):
         runs = [score for p in plans if key in p.cells and (score := p.cells[key].scores) is not None]
         cells["·".join(key)] = estimate(runs).as_dict() | {"seeds": [r.seed for r in runs]} if runs else None
     effects = []
-    for name, what, terms in EFFECTS:
+    for name, what, terms in EFFECTS + (DISTILLED_EFFECTS if distilled else ()):
         runs = [r for p in plans if (r := _combined(p, terms)) is not None]
         if not runs:
             effects.append({"effect": name, "what": what, "n": 0})
             continue
-        c: Comparison = compare(runs, _zero(runs))
+        c: Comparison = against_zero(runs)
         c.bounds = (-2.0, 2.0) if name == "interaction" else c.bounds
         effects.append({"effect": name, "what": what, **c.as_dict()})
     tested = [e for e in effects if e.get("p") is not None]
@@ -140,6 +151,35 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
         "effects": effects,
         "per_seed": per_seed,
         "missing": [f"{p.run}: {s.name}" for p in plans for s in p.cells.values() if s.scores is None],
+    } | ({"distilled": _distilled(plans)} if distilled else {})
+
+
+def _distilled(plans: Sequence[SeedCells]) -> dict:
+    """The distilled weights: which seeds they are measured for (and why not for the others), and the share of
+    the instruction effect that survives without I* over those seeds (`survival.share`)."""
+    pairs = [
+        (n, d)
+        for p in plans
+        if (n := _combined(p, {DISTILLED: 1, TS: -1})) is not None and (d := _combined(p, {TI: 1, TS: -1})) is not None
+    ]
+    not_measured = []
+    for p in plans:
+        spec = p.cells.get(DISTILLED)
+        if spec is None:
+            why = p.distilled_note or f"no distilled run (`inspo distill {p.run}` makes one)"
+        elif spec.scores is None:
+            why = "not evaluated yet"
+        elif any(p.cells.get(k) is None or p.cells[k].scores is None for k in (TS, TI)):
+            why = "trained · S or trained · I* not evaluated"
+        else:
+            continue
+        not_measured.append({"seed": p.seed, "run": p.run, "why": why})
+    return {
+        "seeds": [n.seed for n, _ in pairs],
+        "of": len(plans),
+        "runs": [{"seed": p.seed, **p.distilled} for p in plans if p.distilled],
+        "not_measured": not_measured,
+        "share": share([n for n, _ in pairs], [d for _, d in pairs]),
     }
 
 
@@ -170,6 +210,10 @@ def markdown(d: dict, rule_text: str) -> list[str]:
             f"| {labels[weights]} | {cell(d['cells'].get(f'{weights}·seed'))} | "
             f"{cell(d['cells'].get(f'{weights}·evolved'))} |"
         )
+        if weights == "trained" and "distilled" in d:
+            lines.append(f"| distilled weights ({_measured(d)}) | {cell(d['cells'].get('distilled·seed'))} | - |")
+    if "distilled" in d:
+        lines += ["", _distilled_text(d)]
     tested = sum(1 for e in d["effects"] if e.get("p") is not None)
     lines += [
         "",
@@ -185,15 +229,18 @@ def markdown(d: dict, rule_text: str) -> list[str]:
             cells = [e["effect"], e["what"]]  # "instruction | trained": a pipe would split the table's cell
             shown = delta_cell({**e, "p": e.get("p_holm", e.get("p"))})
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {shown} | {e['n']} |")
+    if "distilled" in d:
+        lines += ["", _share_text(d["distilled"])]
+    columns = {**CELL_TEXT, **({DISTILLED: DISTILLED_TEXT} if "distilled" in d else {})}
     lines += [
         "",
         "Per seed (EM, average over benchmarks):",
         "",
-        "| seed | run | step | " + " | ".join(CELL_TEXT.values()) + " |",
-        "|" + "---|" * (3 + len(CELL_TEXT)),
+        "| seed | run | step | " + " | ".join(columns.values()) + " |",
+        "|" + "---|" * (3 + len(columns)),
     ]
     for p in d["per_seed"]:
-        values = [p["cells"].get("·".join(k)) for k in CELL_TEXT]
+        values = [p["cells"].get("·".join(k)) for k in columns]
         lines.append(
             f"| {p['seed']} | {p['run']} | {p['step']} | "
             + " | ".join("-" if v is None else f"{v:.3f}" for v in values)
@@ -202,3 +249,54 @@ def markdown(d: dict, rule_text: str) -> list[str]:
     if d["missing"]:
         lines += ["", "Not evaluated yet (`inspo report --decompose` evaluates them): " + "; ".join(d["missing"])]
     return lines + [""]
+
+
+def _measured(d: dict) -> str:
+    """How many seeds the distilled weights were evaluated for, of how many: "2 of 3 seeds"."""
+    found = d["cells"].get("·".join(DISTILLED))
+    return f"{len(found['seeds']) if found else 0} of {d['distilled']['of']} seeds"
+
+
+def _distilled_text(d: dict) -> str:
+    """What the distilled row is, for how many seeds, and why not for the others."""
+    distilled = d["distilled"]
+    text = (
+        f"Distilled weights: each seed's trained policy after `inspo distill` taught it to answer without I* (its "
+        "weights trained on what it answered with I*, prompted with S), evaluated here with the instruction it was "
+        f"taught under; measured for {_measured(d)}, and the effects and the share that involve it are over those "
+        "seeds only."
+    )
+    other = [r for r in distilled["runs"] if not r["student_is_seed"]]
+    if other:
+        text += (
+            " Taught under another instruction than S (their cell is evaluated with it): "
+            + "; ".join(
+                f"seed {r['seed']} ({r['student_instruction']!r})"
+                if r["student_instruction"]
+                else f"seed {r['seed']} (none)"
+                for r in other
+            )
+            + "."
+        )
+    if distilled["not_measured"]:
+        text += " Not measured: " + "; ".join(f"seed {m['seed']}: {m['why']}" for m in distilled["not_measured"]) + "."
+    return text
+
+
+def _share_text(distilled: dict) -> str:
+    """The share of the instruction effect that survives without I*, with its interval or why it has none."""
+    s = distilled["share"]
+    head = (
+        "Share of the instruction effect that survives without I*, (distilled·S − trained·S) / (trained·I* − "
+        f"trained·S) over the {s['n']} seed{'s' * (s['n'] != 1)} with a distilled run"
+    )
+    if not s["n"]:
+        return head + ": not measured."
+    effect = signed(s["denominator"])
+    if s["denominator_low"] is not None:
+        effect += f" [{signed(s['denominator_low'])}, {signed(s['denominator_high'])}]"
+    return f"{head} (the instruction effect over them: {effect}): **{share_text(s)}**" + (
+        " (Fieller's 95% interval: the ratios the paired test over seeds and questions does not reject)."
+        if s["low"] is not None
+        else "."
+    )

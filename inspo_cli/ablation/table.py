@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from inspo_cli.ablation.cells import CELLS_DIR
 from inspo_cli.ablation.compare import AVERAGE, Comparison, compare, estimate
 from inspo_cli.ablation.cost import cost_line, run_cost, variant_cost
-from inspo_cli.ablation.decompose import CELLS_DIR, Variant, build, choose, has_cells
+from inspo_cli.ablation.decompose import Variant, build, choose, has_cells
 from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
 from inspo_cli.ablation.effects import effects
 from inspo_cli.ablation.formatting import p_text, signed

@@ -105,8 +105,10 @@ def default_checkpoint(run: RunDir) -> str | None:
     return "best"
 
 
-def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPolicy:
-    """The policy `which` names: None (final, else the newest checkpoint), "final", "best" or a training step."""
+def run_policy(run: RunDir, recipe: Recipe, which: str | None = None, merge_adapter: bool = True) -> RunPolicy:
+    """The policy `which` names: None (final, else the newest checkpoint), "final", "best" or a training step.
+    `merge_adapter=False`: a checkpoint holding only a LoRA adapter is given as its folder, unmerged (as a
+    model.name_or_path, `resolve_model_path` merges it into the cache), so nothing is written in the run."""
     steps = checkpoint_steps(run, recipe)
     summary = run.summary()
     if summary is not None and summary.get("frozen_policy"):  # `inspo evolve`: the recipe's model, never trained
@@ -176,7 +178,8 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None) -> RunPoli
     step = int(which)
     folder = steps[step]
     text, instruction_id = _checkpoint_instruction(folder, recipe)
-    return RunPolicy(f"step {step} ({folder.name})", str(_loadable(folder)), text, instruction_id, why)
+    path = _loadable(folder) if merge_adapter else folder
+    return RunPolicy(f"step {step} ({folder.name})", str(path), text, instruction_id, why)
 
 
 def _available(steps: dict[int, Path]) -> str:

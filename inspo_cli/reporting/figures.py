@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from inspo_cli.ablation.stats import seed_band
+from inspo_cli.ablation.survival import text as share_text
 from inspo_cli.reporting.sources import Group
 
 FIG2_PANELS = (
@@ -195,16 +196,21 @@ def bars(table: dict, path: Path) -> bool:
 
 
 def decomposition(d: dict, path: Path) -> bool:
-    """Instruction × weights: EM of the initial and trained policy (and the static baseline's) with the seed
-    instruction S and with the evolved I*; means with 95% whiskers, each seed a point, lines joining the initial
-    and trained policy per instruction (parallel lines: no interaction)."""
+    """Instruction × weights: EM of the initial and trained policy (and the distilled one, and the static
+    baseline's) with the seed instruction S and with the evolved I*; means with 95% whiskers, each seed a point,
+    lines joining the initial and trained policy per instruction (parallel lines: no interaction). With distilled
+    weights, the title's second line is the share of the instruction effect that survives without I*."""
     positions = [("initial", "initial policy"), ("trained", f"trained: {d['variant']}")]
+    if "distilled" in d:
+        found = d["cells"].get("distilled·seed")
+        measured = f"{len(found['seeds']) if found else 0} of {d['distilled']['of']} seeds"
+        positions.append(("distilled", f"distilled: {d['variant']}\n({measured})"))
     if d["static"]:
         positions.append(("static", f"trained: {d['static']}\n(static)"))
     if not any(d["cells"].get(f"{w}·{i}") for w, _ in positions for i in ("seed", "evolved")):
         return False
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(7.2 if "distilled" in d else 6.4, 4.2))
     for offset, (instruction, label, color) in zip(
         (-0.08, 0.08), (("seed", "seed instruction S", "#4C72B0"), ("evolved", "evolved instruction I*", "#DD8452"))
     ):
@@ -237,16 +243,26 @@ def decomposition(d: dict, path: Path) -> bool:
             )
             xs.append(x + offset)
             means.append(c["mean"])
-        joined = [(x, m) for x, m in zip(xs, means) if x < 1.5]  # initial -> trained; the static policy stands apart
+        joined = [(x, m) for x, m in zip(xs, means) if x < 1.5]  # initial -> trained; the others stand apart
         if len(joined) == 2:
             ax.plot(*zip(*joined), color=color, alpha=0.7)
     ax.set_xticks(range(len(positions)), [label for _, label in positions], fontsize=9)
     ax.set_xlim(-0.5, len(positions) - 0.5)
     ax.set_ylabel("EM, average over benchmarks")
-    ax.set_title(f"Instruction × weights: {d['variant']} (points: seeds)", fontsize=11)
+    title = f"Instruction × weights: {d['variant']} (points: seeds)"
+    if "distilled" in d:
+        title += f"\nshare of the instruction effect surviving without I*: {_share(d['distilled']['share'])}"
+    ax.set_title(title, fontsize=11 if "distilled" not in d else 8)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
     return True
+
+
+def _share(s: dict) -> str:
+    """The share that survives, as short as a title's line allows."""
+    if not s["n"]:
+        return "not measured"
+    return share_text(s) if s["defined"] else "undefined (I* − S not distinguishable from 0)"

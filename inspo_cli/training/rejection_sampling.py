@@ -27,6 +27,7 @@ import dataclasses
 import gc
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from inspo_cli.agent.rollout import RolloutEngine
 from inspo_cli.agent.tools import recipe_tools
@@ -92,8 +93,23 @@ def rejection_examples(engine, instruction: str, questions, kept: list[dict]) ->
     return examples
 
 
-def sample_phase(recipe: Recipe, run: RunDir, questions, instruction: str, state, device: str, tokenizer) -> list[dict]:
-    """Run phase 1 where it stopped (or not at all when complete); the kept rows, in question order."""
+def earned_full_reward(reward: float) -> bool:
+    """Rejection sampling's rule: a trajectory is kept when its reward is 1 (exact match by default)."""
+    return reward >= 1
+
+
+def sample_phase(
+    recipe: Recipe,
+    run: RunDir,
+    questions,
+    instruction: str,
+    state,
+    device: str,
+    tokenizer,
+    keep: Callable[[float], bool] = earned_full_reward,
+) -> list[dict]:
+    """Run phase 1 where it stopped (or not at all when complete); the kept rows, in question order. `keep(reward)`
+    says which trajectories are saved with their tokens (context distillation keeps them all)."""
     if not questions:
         raise InspoError(f"data.train={recipe.data.train} has no questions; point it at a non-empty file")
     size = recipe.sampling.batch_size
@@ -109,7 +125,7 @@ def sample_phase(recipe: Recipe, run: RunDir, questions, instruction: str, state
         if todo:
             if state.num_processes > 1 and device != "cpu":
                 device = f"cuda:{state.local_process_index}"
-            _sample(recipe, instruction, batches, todo, run, device, tokenizer, state)
+            _sample(recipe, instruction, batches, todo, run, device, tokenizer, state, keep)
         state.wait_for_everyone()
         if state.is_main_process:
             atomic_write_json(run.sampling_summary_file, sampling_summary(recipe, batches, run))
@@ -126,7 +142,15 @@ def _sampler_name(recipe: Recipe) -> str:
 
 
 def _sample(
-    recipe: Recipe, instruction: str, batches, todo: list[int], run: RunDir, device: str, tokenizer, state
+    recipe: Recipe,
+    instruction: str,
+    batches,
+    todo: list[int],
+    run: RunDir,
+    device: str,
+    tokenizer,
+    state,
+    keep: Callable[[float], bool],
 ) -> None:
     from transformers import set_seed
 
@@ -170,7 +194,8 @@ def _sample(
         trajectories = engine.run([instruction] * len(repeated), [q.question for q in repeated])
         rewards = trajectory_rewards(trajectories, [q.golden_answers for q in repeated], recipe.reward)
         rows = [
-            _row(q, i % s.samples, t, reward) for i, (q, t, reward) in enumerate(zip(repeated, trajectories, rewards))
+            _row(q, i % s.samples, t, reward, keep(reward))
+            for i, (q, t, reward) in enumerate(zip(repeated, trajectories, rewards))
         ]
         atomic_write_jsonl(
             run.sampling_batch_file(index),
@@ -189,7 +214,7 @@ def _sample(
     _free_memory()
 
 
-def _row(question, sample: int, trajectory, reward: float) -> dict:
+def _row(question, sample: int, trajectory, reward: float, kept: bool) -> dict:
     row = {
         "key": question.key,
         "sample": sample,
@@ -200,7 +225,7 @@ def _row(question, sample: int, trajectory, reward: float) -> dict:
         "turns": trajectory.turns,
         "invalid_actions": trajectory.invalid_actions,
     }
-    if reward >= 1:  # kept: what phase 2 trains on
+    if kept:  # what phase 2 trains on
         row.update(completion_ids=trajectory.completion_ids, completion_mask=trajectory.completion_mask)
     return row
 

@@ -11,32 +11,14 @@ import socket
 import numpy as np
 import pytest
 from helpers.cli_helpers import assert_one_line_error, invoke
+from helpers.decomposition import CELLS, SEEDS, Q, fabricate_cells, make_runs, variants
 from helpers.run_dirs import make_run, write_evaluation
 
-from inspo_cli.ablation.decompose import CELL_FILE, Variant, build, choose, has_cells, missing
+from inspo_cli.ablation.decompose import Variant, build, choose, has_cells, missing
 from inspo_cli.ablation.effects import EFFECTS, effects, holm
 from inspo_cli.ablation.results import read_result
 from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.runs import RunDir
-
-Q = 10
-SEEDS = (0, 1, 2)
-
-
-def outcome(first: int, seed: int, shift: int = 0) -> list[float]:
-    """Questions q0..q(first-1) right, then every third question from `shift` (per seed) right too."""
-    return [1.0 if q < first or (q >= first and (q + seed + shift) % 3 == 0) else 0.0 for q in range(Q)]
-
-
-# the per-question EM of each cell, per seed: what the test fabricates and then expects back
-CELLS = {
-    ("initial", "seed"): lambda s: outcome(1, 0),  # the same policy and instruction for every seed
-    ("initial", "evolved"): lambda s: outcome(2, s),
-    ("trained", "seed"): lambda s: outcome(3, s, 1),
-    ("trained", "evolved"): lambda s: outcome(5, s, 2),  # Table 1's cell, evaluated again
-    ("static", "seed"): lambda s: outcome(2, s, 1),  # the static run's Table 1 cell, evaluated again
-    ("static", "evolved"): lambda s: outcome(3, s, 2),
-}
 
 
 @pytest.fixture
@@ -44,51 +26,7 @@ def runs(tmp_path, repo_root, monkeypatch, tiny_model_dir):
     """Three seeds of an INSPO variant and of a static one, each with a final model (the tiny one) and its reported
     evaluation per question; I* differs per seed."""
     monkeypatch.chdir(repo_root)
-    root = tmp_path / "runs"
-    overrides = (
-        f"model.name_or_path={tiny_model_dir}",
-        "evaluation.limit=4",
-        "evaluation.batch_size=4",
-        "rollout.max_turns=1",
-        "rollout.max_tokens_per_turn=8",
-    )
-    made = {}
-    for seed in SEEDS:
-        for variant, population in (("inspo", True), ("static", False)):
-            run = make_run(
-                root, f"{variant}-s{seed}", seed, [0.1, 0.2, 0.3], None, population=population, overrides=overrides
-            )
-            (run / "checkpoints").mkdir()
-            shutil.copytree(tiny_model_dir, run / "checkpoints" / "final")  # its own path: its own cells
-            made[(variant, seed)] = run
-    seed_text = initial_instructions(RunDir(made[("inspo", 0)]).recipe())[0]
-    for seed in SEEDS:
-        write_evaluation(
-            made[("inspo", seed)] / "evaluations/step-3",
-            CELLS[("trained", "evolved")](seed),
-            f"Evolved instruction of seed {seed}: search, then answer. {{question}}",
-        )
-        write_evaluation(made[("static", seed)] / "evaluations/step-3", CELLS[("static", "seed")](seed), seed_text)
-    return made
-
-
-def variants(runs) -> list[Variant]:
-    found = []
-    for name, static in (("inspo", False), ("static", True)):
-        found.append(
-            Variant(
-                name, static, [(RunDir(runs[(name, s)]), read_result(RunDir(runs[(name, s)]), s)[0]) for s in SEEDS]
-            )
-        )
-    return found
-
-
-def fabricate_cells(plans) -> None:
-    for plan in plans:
-        for key, spec in plan.cells.items():
-            if not spec.cached:
-                write_evaluation(spec.directory, CELLS[key](plan.seed), spec.text)
-                (spec.directory / CELL_FILE).write_text(json.dumps({"cell": spec.name}))
+    return make_runs(tmp_path / "runs", tiny_model_dir)
 
 
 def test_every_cell_and_effect_is_the_known_per_question_outcome(runs):
