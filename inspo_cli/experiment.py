@@ -19,6 +19,7 @@ from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.config.training_section import loss_warnings
+from inspo_cli.errors import InspoError
 from inspo_cli.files import first_missing, remove_empty_dirs
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.main_process import broadcast_from_main
@@ -108,6 +109,12 @@ def distill(
         return run("train", resume=plan.out.path, command=command, device=device, on_start=on_start)
 
     def record(directory: RunDir) -> None:  # before any model loads, so the trainer's builder finds it
+        if directory.path != plan.out.path:  # another `inspo distill` created --out since it was planned
+            shutil.rmtree(directory.path)  # made a moment ago, by this call: nothing else is in it
+            raise InspoError(
+                f"--out {plan.out}: another inspo distill started there while this one was starting; let it run, "
+                "or pass --out with a new directory"
+            )
         atomic_write_json(directory.distill_info_file, plan.info)
         if on_start is not None:
             on_start(directory)

@@ -50,7 +50,8 @@ def build_distill(ctx):
             f"data.train={recipe.data.train} earned reward 1 ({run.sampling_summary_file}); distil with --keep all"
         )
     if ctx.state.is_main_process:
-        epochs = recipe.training.steps * recipe.training.batch_size / len(examples)
+        # a batch larger than the examples holds them all once: one epoch a step, not batch / examples
+        epochs = recipe.training.steps * min(recipe.training.batch_size, len(examples)) / len(examples)
         print(
             f"distill: SFT on {len(examples)} teacher trajectories under the student's instruction "
             f"({recipe.training.steps} steps of {recipe.training.batch_size}: {epochs:.2f} epochs)",

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
+from inspo_cli.config.run_sections import MAX_RUN_NAME, RUN_NAME
 from inspo_cli.config.training_section import GRPO_ONLY, TrainingConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.checkpoints import FINAL, checkpoint_steps, default_checkpoint, paper_choice, run_policy
@@ -34,6 +36,20 @@ from inspo_cli.training.distill import FORMS, KEEP
 from inspo_cli.training.trainer_inputs import train_questions
 
 BARE_QUESTION = "{question}"  # --instruction none: the prompt is the question alone (in the chat template if any)
+# Recipe fields the distillation itself sets, each with the option that chooses it: a --set of one would make
+# distill.json describe a teacher, student or directory other than the one trained
+SET_BY_DISTILL = {
+    "training.algorithm": "it is distill",
+    "model.name_or_path": "the teacher's weights: choose them with --step",
+    "sampling.model": "the teacher's weights: choose them with --step",
+    "population.enabled": "the student's instruction: choose it with --instruction",
+    "population.stage": "the student's instruction: choose it with --instruction",
+    "population.instructions": "the student's instruction: choose it with --instruction",
+    "population.instruction_file": "the student's instruction: choose it with --instruction",
+    "population.instructions_per_question": "the student's one instruction: choose it with --instruction",
+    "run.name": "the directory: choose it with --out",
+    "run.output_dir": "the directory: choose it with --out",
+}
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,7 @@ def plan_distillation(source: str | Path, out: str | Path | None = None, options
             "the student another instruction (seed, none, a text or @FILE) or the teacher another --step"
         )
     target = RunDir(Path(out) if out is not None else run.distill_dir)
+    _check_out(run, target)
     info = {
         "distilled_from": str(run.path.resolve()),
         "form": options.form,
@@ -118,6 +135,27 @@ def _check_options(options: DistillOptions) -> None:
             raise InspoError(f"{flag} must be at least 1 (got {value})")
     if options.learning_rate is not None and not options.learning_rate > 0:
         raise InspoError(f"--learning-rate must be > 0 (got {options.learning_rate}), e.g. 1e-5")
+    for override in options.overrides:
+        key = override.split("=", 1)[0].strip()
+        if key in SET_BY_DISTILL:
+            raise InspoError(f"--set {key}: inspo distill sets it ({SET_BY_DISTILL[key]}); leave the --set out")
+
+
+def _check_out(run: RunDir, out: RunDir) -> None:
+    """An --out that names a directory of its own, outside the checkpoints of the run it distils (where the run's
+    checkpoint rotation and readers look)."""
+    name = out.path.name  # the run's name in its recipe: '.', '..' and '/' have none
+    if not (RUN_NAME.match(name) and len(name) <= MAX_RUN_NAME):
+        raise InspoError(
+            f"--out {str(out.path)!r}: the distilled run's directory needs a plain name of at most {MAX_RUN_NAME} "
+            "letters, digits, '.', '_' or '-'; pass --out runs/NAME"
+        )
+    checkpoints = run.checkpoints_dir.resolve()
+    if out.path.resolve().is_relative_to(checkpoints):
+        raise InspoError(
+            f"--out {out}: inside the checkpoints of {run} ({checkpoints}), which the run rotates and reads as its "
+            "own; pass --out outside them (the default is RUN/distill)"
+        )
 
 
 def find_teacher(run: RunDir, recipe: Recipe, step: str | None) -> Teacher:
@@ -135,9 +173,16 @@ def find_teacher(run: RunDir, recipe: Recipe, step: str | None) -> Teacher:
         policy = run_policy(run, recipe, which, merge_adapter=False)
     except InspoError as error:  # `inspo evaluate` calls the same choice --checkpoint; here it is --step
         raise InspoError(str(error).replace("--checkpoint", "--step")) from None
+    if not policy.instruction.strip():
+        raise InspoError(
+            f"run {run}: the teacher's instruction I* at checkpoint {which} is empty ({policy.instruction_id}), "
+            f"so {run.summary_file.name} or the checkpoint's population is damaged; copy the run again from where it "
+            "ran, or pick another --step"
+        )
     if which == FINAL:
         summary = run.finished_summary()
         return Teacher(FINAL, int(summary["steps"]), _absolute(policy.path), policy.instruction, policy.instruction_id)
+    which = str(int(which))  # "04" and "4" are the same teacher, recorded one way
     return Teacher(which, int(which), _absolute(policy.path), policy.instruction, policy.instruction_id)
 
 
@@ -163,6 +208,13 @@ def student_instruction(option: str, recipe: Recipe) -> tuple[str, str, str]:
         return text, "file", text
     if not option.strip():
         raise InspoError("--instruction is empty; pass seed, none, the instruction's text or @FILE")
+    try:
+        option.encode("utf-8")
+    except UnicodeEncodeError as error:  # a byte the shell's locale could not decode: no file could record it
+        raise InspoError(
+            f"--instruction: not valid text (character {error.start} is a lone surrogate, from bytes that are not "
+            "UTF-8); write the instruction in a UTF-8 file and pass --instruction @FILE"
+        ) from None
     return option.strip(), "text", option.strip()
 
 
@@ -183,6 +235,7 @@ def distill_recipe(
         "population.stage": "online",
         "population.instructions": [student],
         "population.instruction_file": None,
+        "population.instructions_per_question": 1,  # one static instruction: nothing to split rollouts over
         "run.name": out.name,
         "run.output_dir": str(out.parent),
     }
@@ -203,6 +256,10 @@ def _status(out: RunDir, recipe: Recipe, info: dict) -> str:
     """What to do with `out`: create it ("new"), or, when `inspo distill` made it with these same settings,
     "resume" or "done"; anything else there is refused."""
     if not out.path.exists():
+        if out.path.is_symlink():
+            raise InspoError(
+                f"--out {out}: a link to {os.readlink(out.path)}, which does not exist; pass --out with a new directory"
+            )
         check_can_create(out.path, "--out")
         return "new"
     if not out.info_file.is_file():

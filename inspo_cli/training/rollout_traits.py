@@ -166,10 +166,36 @@ def trait_rows(facts: Iterable[RolloutFacts]) -> list[dict]:
     return [rows[k] for k in sorted(rows)]
 
 
+# (part, whole): a row's sums that count some of another's rollouts; a part above its whole makes a share above 1
+PARTS = (
+    ("answered", "rollouts"),
+    ("no_search", "rollouts"),
+    ("em", "rollouts"),
+    ("several_answers", "answered"),
+    ("copied", "answered"),
+    ("format_bonus", "reward"),
+)
+
+
 def read_rows(run: RunDir) -> list[dict]:
-    """rollout_traits.jsonl's rows ([] when the run has none); a last line cut short by a kill is left out."""
+    """rollout_traits.jsonl's rows ([] when the run has none); a last line cut short by a kill is left out. A row
+    whose sums contradict each other, or a second row of one step and instruction, is an error naming the line."""
     file = run.rollout_traits_file
-    return list(iter_rows(file, ROW_SHAPE, DAMAGED, on_cut_tail=lambda _: None)) if file.exists() else []
+    if not file.exists():
+        return []
+    seen: set[tuple[int, str]] = set()
+
+    def consistent(row: dict) -> str | None:
+        for part, whole in PARTS:
+            if row[part] > row[whole] + 1e-6:  # reward sums are rounded to 6 places
+                return f'"{part}" ({row[part]}) is more than "{whole}" ({row[whole]}), which counts it'
+        key = (row["step"], row["instruction_id"])
+        if key in seen:
+            return f"a second row of step {key[0]} and instruction {key[1]} (the file holds each once)"
+        seen.add(key)
+        return None
+
+    return list(iter_rows(file, ROW_SHAPE, DAMAGED, on_cut_tail=lambda _: None, check=consistent))
 
 
 class StepTraits:

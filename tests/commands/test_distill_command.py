@@ -18,7 +18,7 @@ from inspo_cli.config.instruction_defaults import WORKED_EXAMPLE_INSTRUCTION
 
 def tree(root: Path) -> list[tuple[str, int]]:
     """Every path under `root` with its modification time: what a refused command must leave as it was."""
-    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
+    return sorted((str(p.relative_to(root)), p.lstat().st_mtime_ns) for p in root.rglob("*"))
 
 
 def refused(tmp_path: Path, *args, fragments=()):
@@ -213,3 +213,55 @@ def test_a_distill_json_with_an_unknown_keep_rule_is_one_line(tmp_path, trained)
     (tmp_path / RunDir.DISTILL_INFO).write_text(json.dumps(info))
     with pytest.raises(InspoError, match=r"keep is 'best', not one of all, correct; distil again"):
         distill_info(RunDir(tmp_path))
+
+
+def test_a_set_of_what_distill_sets_an_out_without_a_place_and_odd_text_are_one_line(tmp_path, trained):
+    """Each would make distill.json describe another teacher, student or directory than the one trained, or write
+    where the source run's checkpoint rotation deletes, or could not be recorded."""
+    for key, value in (
+        ("training.algorithm", "grpo"),
+        ("model.name_or_path", str(trained)),
+        ("population.instructions", '["Guess. {question}"]'),
+        ("run.output_dir", str(tmp_path)),
+    ):
+        refused(tmp_path, trained, "--set", f"{key}={value}", fragments=(f"--set {key}: inspo distill sets it",))
+    for out in (".", "/", "..", tmp_path / "a b"):
+        refused(tmp_path, trained, "--out", out, fragments=("--out", "plain name"))
+    for out in ("checkpoints/distill", "checkpoints/checkpoint-8", "checkpoints/final/d"):
+        refused(tmp_path, trained, "--out", trained / out, fragments=("inside the checkpoints of",))
+    (trained / "distill").symlink_to(tmp_path / "gone")
+    refused(tmp_path, trained, fragments=("a link to", "does not exist"))
+    refused(tmp_path, trained, "--out", tmp_path / "d", "--instruction", "Answer \udcff {question}")
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_run_split_over_several_instructions_and_its_teacher_step_plan_one_way(tmp_path, trained):
+    from inspo_cli.errors import InspoError
+    from inspo_cli.training.distill_plan import DistillOptions, plan_distillation
+
+    split = ["population.instructions_per_question=2", "population.baseline=instruction"]
+    (trained / "recipe.yaml").write_text(dump_recipe(load_recipe(trained / "recipe.yaml", split, written_by_run=True)))
+    plan = plan_distillation(trained, None, DistillOptions(step="04"))  # the student has one static instruction
+    assert plan.recipe.population.instructions_per_question == 1 and plan.info["teacher_checkpoint"] == "4"
+    damaged = {"steps": 4, "best_instruction": " ", "best_instruction_id": "i0"}
+    (trained / "summary.json").write_text(json.dumps(damaged))
+    with pytest.raises(InspoError, match=r"teacher's instruction I\* at checkpoint final is empty"):
+        plan_distillation(trained)
+
+
+def test_a_distillation_that_another_one_started_in_the_same_out_first_is_refused(tmp_path, trained, monkeypatch):
+    from inspo_cli import experiment
+    from inspo_cli.errors import InspoError
+    from inspo_cli.runs import RunDir
+
+    create = RunDir.create.__func__
+
+    def the_other_came_first(cls, recipe, *args, **kwargs):
+        create(cls, recipe, *args, **kwargs)  # the other `inspo distill`, between this one's plan and its start
+        return create(cls, recipe, *args, **kwargs)
+
+    monkeypatch.setattr(RunDir, "create", classmethod(the_other_came_first))
+    monkeypatch.setattr(experiment, "_run", lambda *_: pytest.fail("it trained beside the other, in d-2"))
+    with pytest.raises(InspoError, match="another inspo distill started there"):
+        experiment.distill(trained, out=tmp_path / "d")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("d")] == ["d"]  # its own, not d-2

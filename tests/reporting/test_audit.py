@@ -134,3 +134,46 @@ def test_a_damaged_traits_file_is_one_line_naming_it(runs, tmp_path):
         f.write(b'{"step": 5, "instruction_id": "i\xff"}\n{"step": 6}\n')
     result = invoke("report", run, "--audit", "--out", tmp_path / "report")
     assert_one_line_error(result, "rollout_traits.jsonl")
+
+
+@pytest.mark.parametrize(
+    "damage, fragment",
+    [
+        ({"by_type": [1, 2]}, '"by_type": expected an object or null'),
+        ({"by_type": {"temporal": {"questions": 5}}}, '"temporal": no "candidate_reward"'),
+        ({"by_type": {"temporal": {**TYPE_ROW, "parent_em": 1.5}}}, '"parent_em": expected a finite number in [0, 1]'),
+        ({"verification_score": "high"}, '"verification_score": expected a finite number or null'),
+        ({"difference_se": -0.1}, '"difference_se": expected a finite number >= 0 or null'),
+        ({"instruction_id": 5}, '"instruction_id": expected a string or null'),
+    ],
+)
+def test_a_candidate_the_audit_shows_with_odd_shapes_is_one_line_naming_it(runs, tmp_path, damage, fragment):
+    run = audit_run(runs, rows=before_after())
+    (run / "evolutions.json").write_text(json.dumps([evolution(**damage)]))
+    result = invoke("report", run, "--audit", "--out", tmp_path / "report")
+    assert_one_line_error(result, 'evolutions.json: item 1 -> "candidates" -> item 1 ->', fragment)
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"answered": 31}, '"answered" (31) is more than "rollouts" (30)'),
+        ({"several_answers": 45}, '"several_answers" (45) is more than "answered" (30)'),
+        ({"copied": 31}, '"copied" (31) is more than "answered"'),
+        ({"no_search": 60}, '"no_search" (60) is more than "rollouts"'),
+        ({"format_bonus": 16.0}, '"format_bonus" (16.0) is more than "reward" (15.0)'),
+    ],
+)
+def test_traits_whose_sums_contradict_each_other_are_one_line_not_a_share_above_one(runs, tmp_path, change, fragment):
+    rows = before_after()
+    rows[4] = {**rows[4], **change}  # i1 at step 3: read as a share of several answers above 1, the flag would fire
+    run = audit_run(runs, rows=rows)
+    result = invoke("report", run, "--audit", "--out", tmp_path / "report")
+    assert_one_line_error(result, "rollout_traits.jsonl:5: ", fragment)
+
+
+def test_a_step_and_instruction_twice_in_the_traits_is_one_line(runs, tmp_path):
+    rows = before_after()
+    run = audit_run(runs, rows=rows + rows[4:5])  # counted twice, i1's rollouts would pass the 20 a side
+    result = invoke("report", run, "--audit", "--out", tmp_path / "report")
+    assert_one_line_error(result, "rollout_traits.jsonl:9: a second row of step 3 and instruction i1")

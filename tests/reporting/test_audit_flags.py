@@ -4,7 +4,7 @@ its threshold and on an unchanged run, and says "too few rollouts" (or "not appl
 from __future__ import annotations
 
 import pytest
-from helpers.audit_runs import audit_run, before_after
+from helpers.audit_runs import audit_run, before_after, trait_row
 
 from inspo_cli.reporting.audit import audit_run as audit
 from inspo_cli.reporting.audit_flags import CLEAR, FIRED, FLAGS, NOT_APPLICABLE, TOO_FEW
@@ -106,5 +106,5 @@ def test_a_flag_judges_the_change_not_the_level(runs, flag, before, after):
 
 def test_one_side_short_of_rollouts_is_enough_to_say_too_few(runs):
     rows = [r for r in before_after(after={"searches": 0}) if r["instruction_id"] != "i1"]
-    rows += [{**r, "rollouts": 5, "answered": 5, "no_search": 5} for r in before_after() if r["instruction_id"] == "i1"]
+    rows += [trait_row(r["step"], "i1", rollouts=5) for r in before_after() if r["instruction_id"] == "i1"]
     assert set(states(audit_run(runs, rows=rows)).values()) == {TOO_FEW}  # 60 before, 10 after
