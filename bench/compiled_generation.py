@@ -25,7 +25,7 @@ import statistics
 import time
 
 from _common import ROOT, machine, update_readme_section
-from gpu_checklist import COMMON, QWEN
+from gpu_checks import COMMON, QWEN, carried_tokenizer
 
 from inspo_cli.config import ModelConfig  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
@@ -40,9 +40,14 @@ def load(name: str, device: str):
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    model, tokenizer = load_model(ModelConfig(name_or_path=SMOLLM2, dtype="float32"), device)
     if name == "smollm2-135m":
-        return model, tokenizer
+        return load_model(ModelConfig(name_or_path=SMOLLM2, dtype="float32"), device)
+    from transformers import AutoTokenizer
+
+    # the Qwen shapes need only a tokenizer: a GPU machine has no packaged model, only the carried tokenizer files
+    tokenizer = AutoTokenizer.from_pretrained(carried_tokenizer())
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     torch.manual_seed(0)
     config = Qwen2Config(

@@ -65,3 +65,34 @@ def refusal(
         "larger GPUs"
     )
     return f"the recipe {needs}; fits: {advice}"
+
+
+def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None, str | None]:
+    """For a run in one process on one GPU of `gpu_gib`: (refusal, warning), each one line or None.
+
+    Refused when the one-GPU launch does not fit even with every trajectory one token long: what no length setting
+    changes (the weights, gradients, Adam's state, the KL reference, AdamW's temporaries) is already over the card,
+    so the run would stop at its first optimizer step at the latest (on an H200 the 7B recipe crashed while loading:
+    TRL's `device_map="auto"` had put part of it on the CPU). Warned when it fits only below the recipe's bound
+    (every trajectory as long as `rollout.max_total_tokens` allows): a batch of long trajectories may run out of
+    memory."""
+    hardware = Hardware(1, gpu_gib)
+    planned = resource_plan(recipe, arch, hardware)
+    bound = planned.launches["one-gpu"]
+    if bound.problem is not None or bound.fits:
+        return None, None
+    shortest = resource_plan(recipe, arch, hardware, Lengths(prompt=1, observation=1, trajectory=1))
+    one = shortest.launches["one-gpu"]
+    if not one.fits:
+        lora = "" if recipe.model.lora else "model.lora=true, "
+        return (
+            f"the recipe needs {one.peak_gib:.0f} GiB on {bound.label} ({one.peak_phase}) whatever the trajectories' "
+            f"lengths (weights, gradients, Adam's state, the KL reference: inspo recipe plan) and this GPU has "
+            f"{gpu_gib:.0f} GiB; use {lora}a launch over several GPUs (accelerate launch --config_file "
+            "recipes/accelerate/8gpu-zero3.yaml -m inspo_cli train ...), or a GPU with more memory"
+        ), None
+    return None, (
+        f"at the recipe's length bound (trajectories of {planned.lengths['trajectory']:,} tokens) {bound.label} needs "
+        f"{bound.peak_gib:.0f} GiB ({bound.peak_phase}) on this {gpu_gib:.0f} GiB GPU: a batch of long trajectories "
+        "may run out of memory (inspo recipe plan --trajectory-tokens N says what fits)"
+    )

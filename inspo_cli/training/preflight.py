@@ -84,6 +84,8 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
         if processes > 1:
             raise InspoError("inspo evolve runs in one process; launch it without accelerate")
     on_cpu = (device or default_device()) == "cpu"
+    if kind == "train" and processes == 1 and (device or default_device()).startswith("cuda"):
+        check_one_gpu_fit(recipe)
     if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and on_cpu:
         raise InspoError(VLLM_SERVER_ON_CPU)
     if recipe.model.vllm_enable_sleep_mode and on_cpu:
@@ -94,6 +96,32 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
             read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
         else:
             check_replay_source(Path(recipe.optimizer.replay), "optimizer.replay")
+
+
+def gpu_memory_gib() -> float:
+    """The memory of the GPU this process trains on (torch's current CUDA device), in GiB."""
+    import torch
+
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / 2**30
+
+
+def check_one_gpu_fit(recipe: Recipe) -> None:
+    """`inspo recipe plan`'s arithmetic for this GPU, before anything loads: refuse a recipe that cannot fit it
+    whatever the trajectories' lengths, and warn when it fits only below the recipe's length bound. A model whose
+    shape cannot be read without loading it (a hub id no recipe names, offline) is not checked."""
+    from inspo_cli.config.resource_fit import one_gpu_fit
+    from inspo_cli.progress import err_console
+    from inspo_cli.policy.models import model_architecture
+
+    try:
+        architecture = model_architecture(recipe.model.name_or_path)
+    except InspoError:
+        return
+    refused, warning = one_gpu_fit(recipe, architecture, gpu_memory_gib())
+    if refused:
+        raise InspoError(refused)
+    if warning:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
 
 def check_replay_source(source: Path, given_as: str) -> None:
