@@ -273,6 +273,29 @@ def main() -> None:
     update_readme_section(f"generation_speed{args.tag}", section(result, args.tag))
 
 
+def gpu_rows() -> str:
+    """The GPU rows of the CPU table: bench/results/generation_speed_cuda.json (the generation check of
+    bench/gpu_checklist.py on a lent GPU machine), else a row saying it was not measured."""
+    path = ROOT / "bench/results/generation_speed_cuda.json"
+    if not path.exists():
+        return (
+            "| Qwen2.5-3B on a GPU | bfloat16 | not measured: no GPU was lent to issue 52; `bench/gpu_checklist.py` "
+            "runs this bench first on the next GPU machine | | | | | |\n"
+        )
+    result = json.loads(path.read_text())
+    gpu, repeats = result["machine"]["gpu"], result["setup"]["repeats"]
+    rows = []
+    for r in result["models"]:
+        ms, ratio = r["ms_per_step"], r["ratio_to_plain"]
+        before = f"{ms['c_before']:.1f} ({ratio['c_before']:.2f}x)" if "c_before" in ms else "—"
+        rows.append(
+            f"| {r['model']} on {gpu} (median of {repeats}) | {r['dtype']} | {ms['a']:.1f} | "
+            f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
+            f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def section(result: dict, tag: str) -> str:
     m, s = result["machine"], result["setup"]
     command = "OMP_WAIT_POLICY=PASSIVE python bench/generation_speed.py" + (
@@ -287,12 +310,7 @@ def section(result: dict, tag: str) -> str:
             f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
             f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |"
         )
-    gpu_row = (
-        "| Qwen2.5-3B on a GPU | bfloat16 | not measured: no GPU was lent to issue 52; `bench/gpu_checklist.py` "
-        "runs this bench first on the next GPU machine | | | | | |\n"
-        if s["device"] == "cpu"
-        else ""
-    )
+    gpu_row = gpu_rows() if s["device"] == "cpu" else ""
     before_ratios = (
         ", ".join(
             f"{r['ratio_to_plain']['c_before']:.2f}x ({r['model']})"

@@ -194,6 +194,7 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     result["parameters"] = random_model(name, model_dir, device)
     result["build_seconds"] = round(time.time() - started, 1)
     stop_sampling = None
+    result["generate_calls"] = time_generate_calls()  # shared with the partial writes below
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         stop_sampling = sample_memory(result, out, started)
@@ -221,6 +222,42 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     if final.is_dir():
         result["weights"] = changed_shares(model_dir, final, device)
     atomic_write_json(out, result)
+
+
+def time_generate_calls() -> list[dict]:
+    """From now on, every `generate` call of the transformers backend in this process is timed into the list returned:
+    rows, prompt width, decode steps (the longest generation) and ms per decode step. On an H200 (2026-11-28) the
+    3B step's rollout decoded at about 94 ms per step by its KV cache's growth, against 33 ms for the same batch in
+    bench/generation_speed.py at 400-token prompts: the rate per call and width separates HF's own slowdown at long
+    contexts from anything the rollout adds."""
+    import torch
+
+    from inspo_cli.policy.transformers_backend import TransformersBackend
+
+    calls: list[dict] = []
+    original = TransformersBackend._generate_batch
+    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+    def timed(self, contexts, budgets, stop):
+        synchronize()
+        started = time.perf_counter()
+        results = original(self, contexts, budgets, stop)
+        synchronize()
+        seconds = time.perf_counter() - started
+        steps = max((len(g.token_ids) for g in results), default=0)
+        calls.append(
+            {
+                "rows": len(contexts),
+                "width": max((len(c) for c in contexts), default=0),
+                "steps": steps,
+                "seconds": round(seconds, 3),
+                "ms_per_step": round(1000 * seconds / max(steps, 1), 1),
+            }
+        )
+        return results
+
+    TransformersBackend._generate_batch = timed
+    return calls
 
 
 def sample_memory(result: dict, out: Path, started: float, every: float = 10.0):
@@ -275,20 +312,32 @@ def child_generation(out: Path, quick: bool) -> None:
         if quick
         else ["--models", "qwen2.5-3b", "--device", "cuda", "--new-tokens", "64", "--sweep", "8", "32", "64", "128"]
     )
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench/generation_speed.py"),
-            *shape,
-            "--dtypes",
-            "bfloat16",
-            "--repeats",
-            "2",
-            "--out",
-            str(out),
-        ],
-        check=True,
-    )
+    # the same sides at the 3B step's late-turn contexts (about 2,000 tokens), no sweep: whether plain `generate`
+    # itself slows there as the step's rollout did (about 94 ms per step against 33 at 400 tokens, H200)
+    long = ["--prompt", "200" if quick else "2000", "--new-tokens", "16" if quick else "32", "--sweep"]
+    runs = {"": shape, "long_context": [*shape[: shape.index("--sweep")], *long]}
+    results = {}
+    for key, arguments in runs.items():
+        part = out.with_name(f"{out.stem}{key}.json")
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench/generation_speed.py"),
+                *arguments,
+                "--dtypes",
+                "bfloat16",
+                "--repeats",
+                "2",
+                "--out",
+                str(part),
+            ],
+            check=key == "",  # the long-context run must not cost the main one's results
+        )
+        if part.exists():
+            results[key] = json.loads(part.read_text())
+    main = results.pop("")
+    main.update(results)
+    atomic_write_json(out, main)
 
 
 def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:
