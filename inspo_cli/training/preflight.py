@@ -110,8 +110,8 @@ def check_one_gpu_fit(recipe: Recipe) -> None:
     whatever the trajectories' lengths, and warn when it fits only below the recipe's length bound. A model whose
     shape cannot be read without loading it (a hub id no recipe names, offline) is not checked."""
     from inspo_cli.config.resource_fit import one_gpu_fit
-    from inspo_cli.progress import err_console
     from inspo_cli.policy.models import model_architecture
+    from inspo_cli.progress import err_console
 
     try:
         architecture = model_architecture(recipe.model.name_or_path)
