@@ -19,7 +19,10 @@ from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 from inspo_cli.reporting.audit import NO_TYPES, CandidateAudit, EvolutionAudit, RunAudit
 from inspo_cli.reporting.audit_flags import FLAGS
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+# What can change inline Markdown anywhere in a line (emphasis, code, links, strikethrough, table cells, a heading's
+# closing #s); `_` only where it can open or close emphasis, not inside a word (rollout_traits). Text never starts
+# a line here, so list and quote markers (-, +, 1., >) need nothing, and `<` and `&` become entities.
+_MARKDOWN = re.compile(r"([\\`*\[\]|~#]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
 
 
 def escape(text: str) -> str:

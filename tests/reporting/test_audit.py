@@ -24,11 +24,30 @@ def runs(tmp_path, repo_root, monkeypatch):
 
 def test_the_diff_is_word_by_word_and_shows_tags_as_written():
     assert word_diff("Search first, then answer.", "Search twice first, then answer.") == (
-        r"Search **twice** first, then answer\."
+        "Search **twice** first, then answer."
     )
-    assert word_diff("Answer it.", "Guess it.") == r"~~Answer~~ **Guess** it\."
-    assert word_diff("a <search>", "a\n\n  <search> b") == r"a &lt;search\> **b**"  # whitespace is not a change
-    assert escape("*x* | _y_ `z` [l](u) \udcff") == r"\*x\* \| \_y\_ \`z\` \[l\]\(u\) ?"
+    assert word_diff("Answer it.", "Guess it.") == "~~Answer~~ **Guess** it."
+    assert word_diff("a <search>", "a\n\n  <search> b") == "a &lt;search> **b**"  # whitespace is not a change
+    assert escape("*x* | _y_ `z` [l](u) \udcff") == r"\*x\* \| \_y\_ \`z\` \[l\](u) ?"
+    # prose stays readable as text: no escapes where Markdown would change nothing
+    assert escape("rollout_traits.jsonl of inspo-s0: Doc 1(Title: x) {question}") == (
+        "rollout_traits.jsonl of inspo-s0: Doc 1(Title: x) {question}"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["*x* | _y_ `z` [l](u)", "a*b*c", "__init__ and x_ _y", "~~s~~ ~x~", "<search> q </search> &amp;", "a\\*b", "#1 #"],
+)
+def test_escaped_text_renders_as_written(text):
+    """What a Markdown renderer shows for an escaped text (inline, with strikethrough, as GitHub renders it) is the
+    text itself: no emphasis, code, link, strikethrough or tag comes out of an instruction's own characters."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark").enable("strikethrough").renderInline(escape(text))
+    assert html.unescape(rendered) == text
 
 
 def test_the_report_gets_the_audit_with_diff_types_and_flags(runs, tmp_path):
@@ -38,10 +57,10 @@ def test_the_report_gets_the_audit_with_diff_types_and_flags(runs, tmp_path):
     assert result.exit_code == 0, result.output
     assert "Audit" in result.stdout and "several_answers" in result.stdout  # the terminal's table
     text = (out / "audit.md").read_text()
-    assert r"~~Answer it\. \{question\}~~ **Search first\.**" in text
+    assert "~~Answer it. {question}~~ **Search first.**" in text
     assert "| temporal | 5 | 0.400 → 0.600 | +0.200 | 0.400 → 0.400 | +0.000 |" in text
     assert "| several_answers | share of answers holding several answers | 0.000 | 0.500 | **fired** |" in text
-    assert r"Flags fired: step 2 policy: several\_answers, step 2 i1: several\_answers." in text  # policy: 30/70
+    assert "Flags fired: step 2 policy: several_answers, step 2 i1: several_answers." in text  # policy: 30/70
     assert "1 evolutions in 1 runs, 2 flags fired: [audit.md](audit.md)" in (out / "index.md").read_text()
     (saved,) = json.loads((out / "audit.json").read_text())
     (candidate,) = saved["evolutions"][0]["candidates"]
@@ -122,7 +141,7 @@ def test_odd_text_an_unknown_parent_and_an_unverified_candidate(runs):
     (run / "instructions.jsonl").unlink()
     result = audit(RunDir(run))
     text = audit_markdown([result])
-    assert r"The parent's text is not recorded; the candidate: &lt;search\>\|\*?&lt;/search\>  \`x\`" in text
+    assert r"The parent's text is not recorded; the candidate: &lt;search>\|\*?&lt;/search>  \`x\`" in text
     assert "Not verified (population.verify false)" in text
     assert any("no instructions.jsonl" in note for note in result.notes)
     assert {f.state for f in result.evolutions[0].candidates[0].flags} == {"too few rollouts"}  # i9 never ran
