@@ -16,7 +16,7 @@ from inspo_cli.evaluation.methods.base import MethodContext
 from inspo_cli.evaluation.report import write_results
 from inspo_cli.evaluation.runner import evaluate_methods
 from inspo_cli.jsonio import atomic_write_jsonl
-from inspo_cli.policy.backends import load_backend
+from inspo_cli.policy import backends  # load_backend looked up per call: tests replace it at its module
 from inspo_cli.policy.models import uses_chat_template
 from inspo_cli.retrieval import open_from_config
 from retriever import open_retriever
@@ -46,7 +46,7 @@ def run_evaluation(
     torch.manual_seed(seed)
     rollout = config.rollout
     rollout.temperature = config.evaluation.temperature
-    backend, tokenizer = load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
+    backend, tokenizer = backends.load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
     search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
     ctx = MethodContext(
         backend,

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from inspo_cli.errors import InspoError
 from inspo_cli.runs import RunDir
-from inspo_cli.training.rejection_sampling import earned_full_reward, rejection_examples, sample_phase
-from inspo_cli.training.trainer_inputs import train_questions
+from inspo_cli.training.rejection_sampling import earned_full_reward, sft_on_samples
 
 FORMS = ("off-policy",)
 KEEP = {"all": lambda reward: True, "correct": earned_full_reward}  # which teacher trajectories the student learns
@@ -33,31 +32,19 @@ KEEP = {"all": lambda reward: True, "correct": earned_full_reward}  # which teac
 def build_distill(ctx):
     """Phase 1 (or its saved result) with the teacher's instruction, then a `SearchSFTTrainer` on the kept
     completions under the student's instruction."""
-    from inspo_cli.training.sft import sft_engine, sft_trainer  # imports TRL and torch: only when it trains
-
-    recipe, run = ctx.recipe, ctx.run
-    info = distill_info(run)
-    student = ctx.instructions.best_pick().text  # the derived recipe's one static instruction
-    questions = train_questions(recipe)
-    kept = sample_phase(
-        recipe, run, questions, info["teacher_instruction"], ctx.state, ctx.device, ctx.tokenizer, KEEP[info["keep"]]
-    )
-    engine = sft_engine(ctx, searching=False)
-    examples = rejection_examples(engine, student, questions, kept)
-    if not examples:
-        raise InspoError(
+    info = distill_info(ctx.run)
+    return sft_on_samples(
+        ctx,
+        sampled_under=info["teacher_instruction"],
+        trained_under=ctx.instructions.best_pick().text,  # the derived recipe's one static instruction: the student's
+        keep=KEEP[info["keep"]],
+        what="distill: SFT on {n} teacher trajectories under the student's instruction",
+        nothing_kept=(
             f"distill kept no trajectory: with keep={info['keep']} no sample of the teacher on "
-            f"data.train={recipe.data.train} earned reward 1 ({run.sampling_summary_file}); distil with --keep all"
-        )
-    if ctx.state.is_main_process:
-        # a batch larger than the examples holds them all once: one epoch a step, not batch / examples
-        epochs = recipe.training.steps * min(recipe.training.batch_size, len(examples)) / len(examples)
-        print(
-            f"distill: SFT on {len(examples)} teacher trajectories under the student's instruction "
-            f"({recipe.training.steps} steps of {recipe.training.batch_size}: {epochs:.2f} epochs)",
-            flush=True,
-        )
-    return sft_trainer(ctx, engine, examples)
+            f"data.train={ctx.recipe.data.train} earned reward 1 ({ctx.run.sampling_summary_file}); "
+            "distil with --keep all"
+        ),
+    )
 
 
 def distill_info(run: RunDir) -> dict:

@@ -28,7 +28,7 @@ from inspo_cli.instructions.replay import experiences_from
 from inspo_cli.instructions.sampling import block_rows, stable_random
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.metrics import exact_match
-from inspo_cli.policy.backends import load_backend
+from inspo_cli.policy import backends  # load_backend looked up per call: tests replace it at its module
 from inspo_cli.policy.models import default_device, uses_chat_template
 from inspo_cli.retrieval import open_from_config
 from inspo_cli.runs import RunDir
@@ -61,7 +61,7 @@ def run_evolve(recipe: Recipe, run: RunDir, resume: bool = False, device: str | 
         raise InspoError("inspo evolve evolves the instruction population: set population.enabled: true")
     t = recipe.training
     # request seeds: each step's torch seeding (below) decides vLLM's samples too, so a resumed run repeats its steps
-    backend, tokenizer = load_backend(
+    backend, tokenizer = backends.load_backend(
         recipe.model,
         recipe.rollout,
         batch_size=t.batch_size * t.group_size,

@@ -53,25 +53,44 @@ def sampler_config(recipe: Recipe):
 
 def build_rejection_sampling(ctx):
     """Phase 1 (or its saved result), then a `SearchSFTTrainer` on the kept trajectories."""
+    recipe = ctx.recipe
+    instruction = ctx.instructions.best_pick().text
+    return sft_on_samples(
+        ctx,
+        sampled_under=instruction,
+        trained_under=instruction,
+        keep=earned_full_reward,
+        what="rejection-sampling: SFT on {n} kept trajectories",
+        nothing_kept=(
+            f"rejection sampling kept no trajectory: no sample of {_sampler_name(recipe)} on "
+            f"data.train={recipe.data.train} earned reward 1 ({ctx.run.sampling_summary_file}); "
+            "raise sampling.samples, use a stronger sampling.model, or train with GRPO"
+        ),
+    )
+
+
+def sft_on_samples(
+    ctx, sampled_under: str, trained_under: str, keep: Callable[[float], bool], what: str, nothing_kept: str
+):
+    """Phase 1 sampled with the instruction `sampled_under` (or its saved result), then a `SearchSFTTrainer` on the
+    kept completions, each behind the prompt of `trained_under`: rejection sampling trains under the instruction it
+    sampled with, context distillation (training/distill.py) under the student's. `what` is the progress line's
+    start ({n}: the examples), `nothing_kept` the error when no sample was kept."""
     from inspo_cli.training.sft import sft_engine, sft_trainer  # imports TRL and torch: only when it trains
 
     recipe, run = ctx.recipe, ctx.run
-    instruction = ctx.instructions.best_pick().text
     questions = train_questions(recipe)
-    kept = sample_phase(recipe, run, questions, instruction, ctx.state, ctx.device, ctx.tokenizer)
+    kept = sample_phase(recipe, run, questions, sampled_under, ctx.state, ctx.device, ctx.tokenizer, keep)
     engine = sft_engine(ctx, searching=False)
-    examples = rejection_examples(engine, instruction, questions, kept)
+    examples = rejection_examples(engine, trained_under, questions, kept)
     if not examples:
-        raise InspoError(
-            f"rejection sampling kept no trajectory: no sample of {_sampler_name(recipe)} on "
-            f"data.train={recipe.data.train} earned reward 1 ({run.sampling_summary_file}); "
-            "raise sampling.samples, use a stronger sampling.model, or train with GRPO"
-        )
+        raise InspoError(nothing_kept)
     if ctx.state.is_main_process:
-        epochs = recipe.training.steps * recipe.training.batch_size / len(examples)
+        t = recipe.training
+        # a batch larger than the examples holds them all once: one epoch a step, not batch / examples
+        epochs = t.steps * min(t.batch_size, len(examples)) / len(examples)
         print(
-            f"rejection-sampling: SFT on {len(examples)} kept trajectories ({recipe.training.steps} steps of "
-            f"{recipe.training.batch_size}: {epochs:.2f} epochs)",
+            f"{what.format(n=len(examples))} ({t.steps} steps of {t.batch_size}: {epochs:.2f} epochs)",
             flush=True,
         )
     return sft_trainer(ctx, engine, examples)

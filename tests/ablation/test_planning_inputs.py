@@ -157,14 +157,14 @@ def test_eq4_softmax_is_finite_at_every_positive_temperature():
 
 
 def test_evaluate_checks_the_retriever_before_the_model_loads(repo_root, monkeypatch, tmp_path):
-    import inspo_cli.evaluation.session
+    import inspo_cli.policy.backends
 
     monkeypatch.chdir(repo_root)
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before --retriever was checked")
 
-    monkeypatch.setattr(inspo_cli.evaluation.session, "load_backend", no_model)
+    monkeypatch.setattr(inspo_cli.policy.backends, "load_backend", no_model)
     args = ["evaluate", "--benchmarks", "world", "--model", "smollm2-135m-instruct", "--limit", "1"]
     for retriever, message in (
         (tmp_path / "missing", "does not exist"),
