@@ -226,7 +226,9 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
 
 def time_generate_calls() -> list[dict]:
     """From now on, every `generate` call of the transformers backend in this process is timed into the list returned:
-    rows, prompt width, decode steps (the longest generation) and ms per decode step. On an H200 (2026-11-28) the
+    per batch, rows, prompt width, decode steps (the longest generation) and ms per decode step; per public call, its
+    seconds, which add the sizing of batches to free memory (`torch.cuda.mem_get_info`, which the bench's backends
+    with a fixed batch never call). On an H200 (2026-11-28) the
     3B step's rollout decoded at about 94 ms per step by its KV cache's growth, against 33 ms for the same batch in
     bench/generation_speed.py at 400-token prompts: the rate per call and width separates HF's own slowdown at long
     contexts from anything the rollout adds."""
@@ -257,6 +259,16 @@ def time_generate_calls() -> list[dict]:
         return results
 
     TransformersBackend._generate_batch = timed
+
+    public = TransformersBackend.generate  # the batches above, plus sizing them to free memory (`mem_get_info`)
+
+    def timed_public(self, contexts, max_new_tokens, stop=()):
+        started = time.perf_counter()
+        out = public(self, contexts, max_new_tokens, stop)
+        calls.append({"generate_call_seconds": round(time.perf_counter() - started, 3), "contexts": len(contexts)})
+        return out
+
+    TransformersBackend.generate = timed_public
     return calls
 
 
