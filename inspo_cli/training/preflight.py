@@ -84,7 +84,7 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
         if processes > 1:
             raise InspoError("inspo evolve runs in one process; launch it without accelerate")
     on_cpu = (device or default_device()) == "cpu"
-    if kind == "train" and processes == 1 and (device or default_device()).startswith("cuda"):
+    if kind == "train" and processes == 1 and (device or default_device()).startswith("cuda") and not sharded():
         check_one_gpu_fit(recipe)
     if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and on_cpu:
         raise InspoError(VLLM_SERVER_ON_CPU)
@@ -96,6 +96,15 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
             read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
         else:
             check_replay_source(Path(recipe.optimizer.replay), "optimizer.replay")
+
+
+def sharded() -> bool:
+    """Whether `accelerate launch` started this process under DeepSpeed or FSDP (it says so in the environment): even
+    in one process these can offload weights, gradients and optimizer state to the CPU, which the one-GPU plan does
+    not count, so the plan's refusal does not apply."""
+    import os
+
+    return any(os.environ.get(f"ACCELERATE_USE_{name}", "").lower() == "true" for name in ("DEEPSPEED", "FSDP"))
 
 
 def gpu_memory_gib() -> float:

@@ -60,6 +60,12 @@ def test_check_run_refuses_on_one_cuda_process_only(monkeypatch):
         "train", load_recipe("qwen2.5-7b/search-r1", [*TRANSFORMERS, "training.batch_size=512"]), 8, "cuda"
     )
     preflight.check_run("train", recipe, 1, "cpu")  # host memory is not planned here
+    for sharding in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"):  # one process that may offload to the CPU
+        monkeypatch.setenv(sharding, "true")
+        preflight.check_run("train", recipe, 1, "cuda")
+        monkeypatch.setenv(sharding, "false")
+    with pytest.raises(InspoError, match="needs 165 GiB"):
+        preflight.check_run("train", recipe, 1, "cuda")
 
 
 def test_check_run_warns_without_refusing_and_skips_a_model_it_cannot_read(monkeypatch, capsys):
