@@ -13,6 +13,7 @@ from dataclasses import replace
 from inspo_cli.config.architecture import Architecture
 from inspo_cli.config.resource_plan import (
     DEFAULT_GPUS,
+    GiB,
     Hardware,
     LaunchPlan,
     Lengths,
@@ -67,32 +68,57 @@ def refusal(
     return f"the recipe {needs}; fits: {advice}"
 
 
+# transformers' default optimizer on torch >= 2.8 is fused AdamW, which holds no parameter-sized temporaries: a
+# refusal must not rest on the plan's foreach-AdamW term (the plan's tables still show it, an upper bound)
+_NOT_ALWAYS_HELD = ("AdamW temporaries",)
+
+
+def _peak_without(plan: LaunchPlan, terms: tuple[str, ...]) -> tuple[float, str, dict[str, float]]:
+    """The plan's peak in GiB without `terms`, its phase, and that phase's terms in GiB."""
+    totals = {ph: {k: v / GiB for k, v in t.items() if k not in terms} for ph, t in plan.phases.items()}
+    phase = max(totals, key=lambda ph: sum(totals[ph].values()))
+    return sum(totals[phase].values()), phase, totals[phase]
+
+
 def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None, str | None]:
     """For a run in one process on one GPU of `gpu_gib`: (refusal, warning), each one line or None.
 
     Refused when the one-GPU launch does not fit even with every trajectory one token long: what no length setting
-    changes (the weights, gradients, Adam's state, the KL reference, AdamW's temporaries) is already over the card,
-    so the run would stop at its first optimizer step at the latest (on an H200 the 7B recipe crashed while loading:
-    TRL's `device_map="auto"` had put part of it on the CPU). Warned when it fits only below the recipe's bound
-    (every trajectory as long as `rollout.max_total_tokens` allows): a batch of long trajectories may run out of
-    memory."""
+    changes (weights, gradients, Adam's state, the KL reference, vLLM's share of the card) is already over the card,
+    so the run would stop by its first optimizer step. Warned when it fits only below the recipe's bound (every
+    trajectory as long as `rollout.max_total_tokens` allows): a batch of long trajectories may run out of memory."""
     hardware = Hardware(1, gpu_gib)
     planned = resource_plan(recipe, arch, hardware)
     bound = planned.launches["one-gpu"]
-    if bound.problem is not None or bound.fits:
+    if bound.problem is not None:
         return None, None
+    bound_peak, bound_phase, _ = _peak_without(bound, _NOT_ALWAYS_HELD)
+    if bound_peak <= gpu_gib:
+        return None, None
+    plan_command = f"inspo recipe plan RECIPE --gpus 1 --gpu-memory {gpu_gib:.1f} --launch one-gpu"
     shortest = resource_plan(recipe, arch, hardware, Lengths(prompt=1, observation=1, trajectory=1))
-    one = shortest.launches["one-gpu"]
-    if not one.fits:
-        lora = "" if recipe.model.lora else "model.lora=true, "
+    peak, phase, terms = _peak_without(shortest.launches["one-gpu"], _NOT_ALWAYS_HELD)
+    if peak > gpu_gib:
+        largest = ", ".join(f"{k} {v:.0f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v >= 1)[:200]
+        advice = []
+        if terms.get("vLLM share", 0) >= 1:
+            advice.append(
+                "model.vllm_enable_sleep_mode=true, a lower model.vllm_gpu_memory_utilization or "
+                "model.backend=transformers"
+            )
+        lora = shortest.launches.get("one-gpu+lora")
+        if not recipe.model.lora and lora is not None and _peak_without(lora, _NOT_ALWAYS_HELD)[0] <= gpu_gib:
+            advice.append("model.lora=true")
+        advice.append(
+            "a launch over several GPUs (accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml "
+            "-m inspo_cli train ...)"
+        )
         return (
-            f"the recipe needs {one.peak_gib:.0f} GiB on {bound.label} ({one.peak_phase}) whatever the trajectories' "
-            f"lengths (weights, gradients, Adam's state, the KL reference: inspo recipe plan) and this GPU has "
-            f"{gpu_gib:.0f} GiB; use {lora}a launch over several GPUs (accelerate launch --config_file "
-            "recipes/accelerate/8gpu-zero3.yaml -m inspo_cli train ...), or a GPU with more memory"
+            f"the recipe needs {peak:.1f} GiB on {bound.label} ({phase}: {largest} GiB) whatever the trajectories' "
+            f"lengths and this GPU has {gpu_gib:.1f} GiB; use {', or '.join(advice)} ({plan_command})"
         ), None
     return None, (
         f"at the recipe's length bound (trajectories of {planned.lengths['trajectory']:,} tokens) {bound.label} needs "
-        f"{bound.peak_gib:.0f} GiB ({bound.peak_phase}) on this {gpu_gib:.0f} GiB GPU: a batch of long trajectories "
-        "may run out of memory (inspo recipe plan --trajectory-tokens N says what fits)"
+        f"{bound_peak:.1f} GiB ({bound_phase}) on this {gpu_gib:.1f} GiB GPU: a batch of long trajectories "
+        f"may run out of memory ({plan_command} --trajectory-tokens N says what fits)"
     )

@@ -22,6 +22,7 @@ from inspo_cli.instructions.providers.api_keys import read_api_key
 from inspo_cli.policy.models import check_model_location, default_device
 from inspo_cli.runs import RunDir
 from inspo_cli.training.trackers import check_wandb
+from inspo_cli.training.trainer_inputs import launched_sharded
 
 STAGED_ONE_PROCESS = (
     "population.stage {stage} runs in one process (its evolve stage does); launch it without "
@@ -84,7 +85,8 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
         if processes > 1:
             raise InspoError("inspo evolve runs in one process; launch it without accelerate")
     on_cpu = (device or default_device()) == "cpu"
-    if kind == "train" and processes == 1 and (device or default_device()).startswith("cuda") and not sharded():
+    on_one_gpu = processes == 1 and not on_cpu and not launched_sharded()
+    if kind == "train" and on_one_gpu:
         check_one_gpu_fit(recipe)
     if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and on_cpu:
         raise InspoError(VLLM_SERVER_ON_CPU)
@@ -96,15 +98,6 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
             read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
         else:
             check_replay_source(Path(recipe.optimizer.replay), "optimizer.replay")
-
-
-def sharded() -> bool:
-    """Whether `accelerate launch` started this process under DeepSpeed or FSDP (it says so in the environment): even
-    in one process these can offload weights, gradients and optimizer state to the CPU, which the one-GPU plan does
-    not count, so the plan's refusal does not apply."""
-    import os
-
-    return any(os.environ.get(f"ACCELERATE_USE_{name}", "").lower() == "true" for name in ("DEEPSPEED", "FSDP"))
 
 
 def gpu_memory_gib() -> float:

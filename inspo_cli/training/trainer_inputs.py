@@ -44,9 +44,36 @@ def shared_kwargs(recipe: Recipe, checkpoints_dir: Path, device: str, max_update
         use_cpu=device == "cpu",
         bf16=precision.mixed == "bf16",
         fp16=precision.mixed == "fp16",
-        model_init_kwargs={"dtype": precision.weights},
+        model_init_kwargs={"dtype": precision.weights, **one_gpu_device_map(device)},
         gradient_checkpointing=m.gradient_checkpointing,
     )
+
+
+def launched_sharded() -> bool:
+    """Whether `accelerate launch` started this process under DeepSpeed or FSDP (it says so in the environment): even
+    in one process these shard or offload weights, gradients and optimizer state themselves."""
+    import os
+
+    return any(os.environ.get(f"ACCELERATE_USE_{name}", "").lower() == "true" for name in ("DEEPSPEED", "FSDP"))
+
+
+def one_gpu_device_map(device: str) -> dict:
+    """`device_map` for TRL's model loading in a plain one-process run that sees one GPU: the whole model on it.
+
+    TRL loads with `device_map="auto"` there, which may put part of a model on the CPU or disk; training cannot move
+    such a model ("You can't move a model that has some modules offloaded", seen with Qwen2.5-7B on an H200). Pinned to
+    the GPU, a model that does not fit stops with CUDA's out-of-memory error instead. Several processes (TRL sets
+    `device_map=None`), DeepSpeed, FSDP, several visible GPUs (where "auto" may spread a model on purpose) and CPU are
+    left to TRL's default."""
+    import os
+
+    if not device.startswith("cuda") or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 or launched_sharded():
+        return {}
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() != 1:
+        return {}
+    return {"device_map": {"": torch.cuda.current_device()}}
 
 
 @dataclass(frozen=True)
