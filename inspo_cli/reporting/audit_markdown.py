@@ -20,16 +20,20 @@ from inspo_cli.reporting.audit import NO_TYPES, CandidateAudit, EvolutionAudit, 
 from inspo_cli.reporting.audit_flags import FLAGS
 
 # What can change inline Markdown anywhere in a line (emphasis, code, links, strikethrough, table cells, a heading's
-# closing #s); `_` only where it can open or close emphasis, not inside a word (rollout_traits). Text never starts
-# a line here, so list and quote markers (-, +, 1., >) need nothing, and `<` and `&` become entities.
+# closing #s); `_` only where it can open or close emphasis, not inside a word (rollout_traits). `<` and `&` become
+# entities. Whitespace is collapsed to single spaces, so a text never starts a line of its own (no heading, list,
+# quote or code block comes out of an instruction's line breaks), and what starts the text itself (a list item's
+# content: "- 1. x" would be a nested list) is escaped by _LEADING.
 _MARKDOWN = re.compile(r"([\\`*\[\]|~#]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+_LEADING = re.compile(r"^(?:([-+>=])|(\d+)([.)]))")
 
 
 def escape(text: str) -> str:
-    """Text shown as written in Markdown: its special characters escaped, `<` and `&` as entities, and what UTF-8
-    cannot hold (a lone surrogate read back from JSON) as "?"."""
-    text = text.encode("utf-8", "replace").decode("utf-8").replace("&", "&amp;").replace("<", "&lt;")
-    return _MARKDOWN.sub(r"\\\1", text)
+    """Text shown as written in Markdown, on one line: whitespace collapsed, its special characters escaped, `<` and
+    `&` as entities, and what UTF-8 cannot hold (a lone surrogate read back from JSON) as "?"."""
+    text = " ".join(text.encode("utf-8", "replace").decode("utf-8").split())
+    text = _MARKDOWN.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;"))
+    return _LEADING.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
 
 
 def word_diff(parent: str, candidate: str) -> str:

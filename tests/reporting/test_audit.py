@@ -35,19 +35,43 @@ def test_the_diff_is_word_by_word_and_shows_tags_as_written():
     )
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["*x* | _y_ `z` [l](u)", "a*b*c", "__init__ and x_ _y", "~~s~~ ~x~", "<search> q </search> &amp;", "a\\*b", "#1 #"],
-)
-def test_escaped_text_renders_as_written(text):
-    """What a Markdown renderer shows for an escaped text (inline, with strikethrough, as GitHub renders it) is the
-    text itself: no emphasis, code, link, strikethrough or tag comes out of an instruction's own characters."""
+HOSTILE = [
+    "*x* | _y_ `z` [l](u)",
+    "a*b*c",
+    "__init__ and x_ _y",
+    "~~s~~ ~x~",
+    "<search> q </search> &amp;",
+    "a\\*b",
+    "#1 #",
+    "- a list\n> a quote\n1. ordered\n+ plus",
+    "Answer it.\n---\nThen stop.\n===",
+    "text  \n\n    indented code",
+    "1) first",
+    "> a quote first",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_escaped_text_renders_as_written_in_a_paragraph_a_list_item_and_a_table_cell(text):
+    """What a Markdown renderer shows for an escaped text (CommonMark with tables and strikethrough, as GitHub
+    renders) is the text itself, its whitespace collapsed: no emphasis, code, link, heading, list, quote or tag comes
+    out of an instruction's own characters or line breaks, wherever audit.md puts it."""
     import html
+    import re
 
     from markdown_it import MarkdownIt
 
-    rendered = MarkdownIt("commonmark").enable("strikethrough").renderInline(escape(text))
-    assert html.unescape(rendered) == text
+    md = MarkdownIt("commonmark").enable(["strikethrough", "table"])
+    shown = " ".join(text.split())
+    for document, wrapper in (
+        (f"The candidate: {escape(text)}", r"<p>(.*)</p>"),
+        (f"- {escape(text)}", r"<ul>\s*<li>(.*)</li>\s*</ul>"),
+        (f"| a |\n|---|\n| {escape(text)} |", r"<td>(.*)</td>"),
+    ):
+        rendered = md.render(document).strip()
+        inner = re.search(wrapper, rendered, re.S)
+        assert inner and "<" not in inner[1].replace("&lt;", ""), rendered  # no tag inside: nothing interpreted
+        assert html.unescape(inner[1]).removeprefix("The candidate: ") == shown
 
 
 def test_the_report_gets_the_audit_with_diff_types_and_flags(runs, tmp_path):
@@ -141,7 +165,7 @@ def test_odd_text_an_unknown_parent_and_an_unverified_candidate(runs):
     (run / "instructions.jsonl").unlink()
     result = audit(RunDir(run))
     text = audit_markdown([result])
-    assert r"The parent's text is not recorded; the candidate: &lt;search>\|\*?&lt;/search>  \`x\`" in text
+    assert r"The parent's text is not recorded; the candidate: &lt;search>\|\*?&lt;/search> \`x\`" in text
     assert "Not verified (population.verify false)" in text
     assert any("no instructions.jsonl" in note for note in result.notes)
     assert {f.state for f in result.evolutions[0].candidates[0].flags} == {"too few rollouts"}  # i9 never ran
