@@ -228,9 +228,9 @@ def time_generate_calls() -> list[dict]:
     """From now on, every `generate` call of the transformers backend in this process is timed into the list returned:
     per batch, rows, prompt width, decode steps (the longest generation) and ms per decode step; per public call, its
     seconds, which add the sizing of batches to free memory (`torch.cuda.mem_get_info`, which the bench's backends
-    with a fixed batch never call). On an H200 (2026-11-28) the
-    3B step's rollout decoded at about 94 ms per step by its KV cache's growth, against 33 ms for the same batch in
-    bench/generation_speed.py at 400-token prompts: the rate per call and width separates HF's own slowdown at long
+    with a fixed batch never call). On an H200 (2026-11-28) the 3B step's rollout decoded at about 87 ms per step
+    (each turn's prefill raised the memory peak), against 33 ms for the same batch in bench/generation_speed.py at
+    400-token prompts: the rate per call and width separates HF's own slowdown at long
     contexts from anything the rollout adds."""
     import torch
 
@@ -325,7 +325,7 @@ def child_generation(out: Path, quick: bool) -> None:
         else ["--models", "qwen2.5-3b", "--device", "cuda", "--new-tokens", "64", "--sweep", "8", "32", "64", "128"]
     )
     # the same sides at the 3B step's late-turn contexts (about 2,000 tokens), no sweep: whether plain `generate`
-    # itself slows there as the step's rollout did (about 94 ms per step against 33 at 400 tokens, H200)
+    # itself slows there as the step's rollout did (about 87 ms per step against 33 at 400 tokens, H200)
     long = ["--prompt", "200" if quick else "2000", "--new-tokens", "16" if quick else "32", "--sweep"]
     runs = {"": shape, "long_context": [*shape[: shape.index("--sweep")], *long]}
     results = {}
