@@ -284,16 +284,18 @@ def gpu_rows() -> str:
         )
     result = json.loads(path.read_text())
     gpu, repeats = result["machine"]["gpu"], result["setup"]["repeats"]
-    rows = []
-    for r in result["models"]:
-        ms, ratio = r["ms_per_step"], r["ratio_to_plain"]
-        before = f"{ms['c_before']:.1f} ({ratio['c_before']:.2f}x)" if "c_before" in ms else "—"
-        rows.append(
-            f"| {r['model']} on {gpu} (median of {repeats}) | {r['dtype']} | {ms['a']:.1f} | "
-            f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
-            f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |"
-        )
-    return "\n".join(rows) + "\n"
+    return "\n".join(table_row(r, f"{r['model']} on {gpu} (median of {repeats})") for r in result["models"]) + "\n"
+
+
+def table_row(r: dict, label: str) -> str:
+    """One model's row of the ms-per-step table, `label` in its first cell."""
+    ms, ratio = r["ms_per_step"], r["ratio_to_plain"]
+    before = f"{ms['c_before']:.1f} ({ratio['c_before']:.2f}x)" if "c_before" in ms else "—"
+    return (
+        f"| {label} | {r['dtype']} | {ms['a']:.1f} | "
+        f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
+        f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |"
+    )
 
 
 def section(result: dict, tag: str) -> str:
@@ -301,15 +303,7 @@ def section(result: dict, tag: str) -> str:
     command = "OMP_WAIT_POLICY=PASSIVE python bench/generation_speed.py" + (
         f" --device {s['device']} --tag {tag}" if tag else ""
     )
-    rows = []
-    for r in result["models"]:
-        ms, ratio = r["ms_per_step"], r["ratio_to_plain"]
-        before = f"{ms['c_before']:.1f} ({ratio['c_before']:.2f}x)" if "c_before" in ms else "—"
-        rows.append(
-            f"| {r['model']} ({r['parameters'] / 1e6:.0f}M) | {r['dtype']} | {ms['a']:.1f} | "
-            f"{ms['b']:.1f} ({ratio['b']:.2f}x) | {ms['b_stop']:.1f} ({ratio['b_stop']:.2f}x) | "
-            f"**{ms['c']:.1f} ({ratio['c']:.2f}x)** | {before} | {r['stop_check_share']:+.1%} |"
-        )
+    rows = [table_row(r, f"{r['model']} ({r['parameters'] / 1e6:.0f}M)") for r in result["models"]]
     gpu_row = gpu_rows() if s["device"] == "cpu" else ""
     before_ratios = (
         ", ".join(

@@ -67,7 +67,7 @@ def one_gpu_device_map(device: str) -> dict:
     left to TRL's default."""
     import os
 
-    if not device.startswith("cuda") or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 or launched_sharded():
+    if not device.startswith("cuda") or os.environ.get("WORLD_SIZE", "").strip() not in ("", "1") or launched_sharded():
         return {}
     import torch
 

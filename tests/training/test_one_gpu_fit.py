@@ -117,6 +117,10 @@ def test_a_plain_one_gpu_run_loads_the_whole_model_onto_its_gpu(monkeypatch):
     monkeypatch.delenv("ACCELERATE_USE_FSDP")
     monkeypatch.setenv("WORLD_SIZE", "2")  # DDP: TRL loads with device_map=None itself
     assert one_gpu_device_map("cuda") == {}
+    monkeypatch.setenv("WORLD_SIZE", "two")  # not a count: left to TRL and torch to refuse, no traceback here
+    assert one_gpu_device_map("cuda") == {}
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert one_gpu_device_map("cuda") == {"device_map": {"": 0}}
     monkeypatch.delenv("WORLD_SIZE")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # "auto" may spread a model over both on purpose
     assert one_gpu_device_map("cuda") == {}
