@@ -94,21 +94,28 @@ class AblationDir:
 
     def _continue(self, changed: str | None) -> None:
         existing = self.open(self.path)
-        if not existing.plan.same_as(self.plan):
+        added = self.plan.added_seeds(existing.plan)
+        if not added and not existing.plan.same_as(self.plan):
             raise InspoError(
                 f"{self.path} holds another ablation (its {self.PLAN} plans other variants or seeds); "
-                "pass --out NEW_DIR, or the same arguments as before to continue it"
+                "pass --out NEW_DIR, the same arguments as before to continue it, or its seeds "
+                f"({_seeds(existing.plan.seeds)}) followed by new ones to add seeds"
+            )
+        if added:
+            self._tell(
+                f"added seed{'s' if len(added) > 1 else ''} {_seeds(added)} to {self.path} (planned: "
+                f"{_seeds(existing.plan.seeds)}); the runs of those go on as planned"
             )
         change = self._recipe_change()
         started = [r.name for r in self.plan.runs() if self.run_dir(r).path.exists()]
         if change is not None and changed == "keep":
-            self.notice = (
+            self._tell(
                 f"going on with the recipes planned in {self.recipes_dir}, although variant {change[0]}'s "
                 f"differs now ({change[1]})"
             )
         elif change is not None and changed == "replan" and not started:
             self.write_plan()
-            self.notice = f"re-planned {self.path} with the current recipes (variant {change[0]}: {change[1]})"
+            self._tell(f"re-planned {self.path} with the current recipes (variant {change[0]}: {change[1]})")
             return
         elif change is not None:
             runs = len(self.plan.runs())
@@ -124,6 +131,9 @@ class AblationDir:
                 f"{options}, or --out NEW_DIR for a new ablation"
             )
         atomic_write_json(self.path / self.PLAN, self.plan.as_dict())  # the same runs; descriptions as planned now
+
+    def _tell(self, text: str) -> None:
+        self.notice = f"{self.notice}; {text}" if self.notice else text
 
     def _recipe_change(self) -> tuple[str, str] | None:
         """The first variant whose recipe resolved now differs from its planned recipes/<variant>.yaml, and how."""
@@ -266,3 +276,7 @@ def _difference(planned, now, key: str = "") -> str:
         return text if len(text) <= 60 else text[:60] + "..."
 
     return f"{key or 'recipe'} is {show(now)} now, {show(planned)} planned"
+
+
+def _seeds(seeds) -> str:
+    return ", ".join(str(s) for s in seeds)

@@ -216,6 +216,17 @@ class Plan:
 
         return key(self) == key(other)
 
+    def added_seeds(self, planned: Plan) -> list[int]:
+        """The seeds this plan appends to `planned`'s (same variants, its seeds first, in order), or [] when it is
+        not such an extension. Runs are seed-major, so appended seeds append runs: those planned keep their place."""
+        same_variants = [[v.name, v.recipe, v.overrides] for v in self.variants] == [
+            [v.name, v.recipe, v.overrides] for v in planned.variants
+        ]
+        old, new = list(planned.seeds), list(self.seeds)
+        if not same_variants or len(new) <= len(old) or new[: len(old)] != old:
+            return []
+        return new[len(old) :]
+
 
 def run_name(variant: str, seed: int) -> str:
     return f"{variant}-s{seed}"

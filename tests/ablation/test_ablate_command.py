@@ -103,6 +103,41 @@ def test_print_commands_writes_the_plan_and_one_train_command_per_run(repo_root,
     )
 
 
+def test_seeds_appended_to_a_planned_ablation_add_its_runs(repo_root, monkeypatch, tmp_path):
+    """Seeds appended to a planned ablation's: the runs planned keep their names and order (jobs.json and SLURM
+    tasks in flight find theirs by name), the new seeds' runs follow, and stderr says so. Seeds that drop,
+    reorder or replace the planned ones are another ablation, refused without touching plan.json."""
+    monkeypatch.chdir(repo_root)
+    out = tmp_path / "abl"
+
+    def plan(seeds):
+        return invoke(
+            "ablate", "--recipe", INSPO_3B, "--n-parent", "2", "--seeds", seeds, "--out", out, "--print-commands"
+        )
+
+    first = plan("0,1")
+    assert first.exit_code == 0, first.output
+    before = (out / "plan.json").read_text()
+    for seeds in ("1,0,2", "0,2", "0", "2,3", "5,0,1"):
+        assert_one_line_error(plan(seeds), "holds another ablation", "its seeds (0, 1) followed by new ones")
+        assert (out / "plan.json").read_text() == before, seeds
+    other = ("ablate", "--recipe", INSPO_3B, "--n-parent", "3", "--seeds", "0,1,2", "--out", out, "--print-commands")
+    assert_one_line_error(invoke(*other), "holds another ablation")  # other variants, even with seeds added
+    wider = plan("0,1,2,3")
+    assert wider.exit_code == 0, wider.output
+    assert f"added seeds 2, 3 to {out} (planned: 0, 1)" in " ".join(wider.stderr.split())
+    planned = json.loads((out / "plan.json").read_text())
+    assert planned["seeds"] == [0, 1, 2, 3]
+    names = [r["name"] for r in planned["runs"]]
+    assert names[:4] == [r["name"] for r in json.loads(before)["runs"]]
+    assert names[4:] == ["inspo-s2", "n-parent-2-s2", "inspo-s3", "n-parent-2-s3"]
+    assert wider.stdout.splitlines()[:4] == first.stdout.splitlines()[:4]
+    assert len([line for line in wider.stdout.splitlines() if " train " in line]) == 8
+    again = plan("0,1,2,3")  # now the planned seeds: continued, with nothing added
+    assert again.exit_code == 0 and "added seed" not in again.stderr
+    assert_one_line_error(plan("0,1"), "holds another ablation")  # fewer seeds than planned: another ablation
+
+
 def test_printed_commands_run_as_printed(repo_root, monkeypatch, tmp_path):
     """Issue 29, class 5: the launcher is split by shell rules; an empty one is refused; a cut-off run is resumed
     from its own directory (a new --name would make <name>-2, which --collect never reads), one cut off before its
