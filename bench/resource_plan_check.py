@@ -9,13 +9,18 @@ runs it, for two steps (Adam's state exists from the first optimizer step on, so
 the planner counts): float32 on CPU, the KL reference, gradient checkpointing, BM25 over the bundled world. Measured:
 the kernel's resident-set high-water mark (VmHWM) minus the resident set just before the run (after every import).
 Predicted: the planner's peak for the same recipe on CPU (no CUDA context, no allocator reserve; its host runtime
-constant instead).
+constant instead). glibc's malloc raises its mmap threshold after each large free and then keeps freed tensors in
+its heap, so the resident set would count memory no tensor holds (about 0.2 GiB more here): the measurement runs with
+the threshold fixed at 64 KiB (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), so that freed tensors are returned.
+A thread samples the resident set every 20 ms and records where the training was at the highest sample (the phase
+of the measured peak, to set against the planner's).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -76,6 +81,49 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+class PeakSampler:
+    """Samples the resident set every 20 ms in a thread and keeps, at the highest sample, where the main thread
+    was (its innermost frames): which phase the peak belongs to, to set against the planner's phases."""
+
+    def __init__(self, interval: float = 0.02):
+        import threading
+
+        self.interval, self.peak_kib, self.where, self.step = interval, 0, [], None
+        self.main = threading.main_thread().ident
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import traceback
+
+        while not self.stop.wait(self.interval):
+            rss = status_kib("VmRSS")
+            if rss > self.peak_kib:
+                frame = sys._current_frames().get(self.main)
+                stack = traceback.extract_stack(frame) if frame is not None else []
+                self.peak_kib = rss
+                self.where = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in stack[-12:]]
+                self.step = _trainer_step(frame)
+
+    def __enter__(self) -> PeakSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _trainer_step(frame) -> int | None:
+    """The optimizer steps the trainer has taken (its state.global_step) as seen from the main thread's frames."""
+    while frame is not None:
+        state = getattr(frame.f_locals.get("self"), "state", None)
+        if isinstance(getattr(state, "global_step", None), int):
+            return state.global_step
+        frame = frame.f_back
+    return None
+
+
 def measure(work: Path) -> dict:
     import torch  # noqa: F401  everything the run imports, before the baseline
     import transformers  # noqa: F401
@@ -92,19 +140,20 @@ def measure(work: Path) -> dict:
     recipe = work / "recipe.yaml"
     recipe.write_text(recipe_text(model))
     baseline_kib, hwm_before_kib = status_kib("VmRSS"), status_kib("VmHWM")
-    code = run_cli(
-        [
-            "train",
-            "--recipe",
-            str(recipe),
-            "--output-dir",
-            str(work / "runs"),
-            "--name",
-            "plan-check",
-            "--device",
-            "cpu",
-        ]
-    )
+    with PeakSampler() as sampler:
+        code = run_cli(
+            [
+                "train",
+                "--recipe",
+                str(recipe),
+                "--output-dir",
+                str(work / "runs"),
+                "--name",
+                "plan-check",
+                "--device",
+                "cpu",
+            ]
+        )
     peak_kib = status_kib("VmHWM")
     rows = [json.loads(line) for line in (work / "runs/plan-check/metrics.jsonl").read_text().splitlines()]
     plan = resource_plan(
@@ -125,6 +174,9 @@ def measure(work: Path) -> dict:
             phase: {term: value / GiB for term, value in terms.items() if value}
             for phase, terms in launch.phases.items()
         },
+        "sampled_peak_gib": (sampler.peak_kib - baseline_kib) * 1024 / GiB,
+        "sampled_peak_at": sampler.where,
+        "sampled_peak_optimizer_steps_before": sampler.step,
         "lengths": plan.lengths,
         "ratio": launch.peak_gib / measured,
         "within_tolerance": abs(launch.peak_gib / measured - 1) <= TOLERANCE,
@@ -140,7 +192,8 @@ def section(result: dict) -> str:
         "parameters (float32, KL reference, gradient checkpointing, BM25 over the world; "
         f"{result['machine']['cpu_cores']} CPU cores), against `inspo recipe plan`'s arithmetic for the same "
         'recipe on CPU (`resource_plan(..., Hardware(device="cpu"))`). Measured: the resident-set high-water '
-        "mark minus the resident set before the run, after every import. Results: "
+        "mark minus the resident set before the run, after every import, with glibc's mmap threshold fixed at 64 KiB "
+        "so that freed tensors leave the resident set. Results: "
         "`bench/results/resource_plan_check.json`.",
         "",
         "| | GiB |",
@@ -152,10 +205,22 @@ def section(result: dict) -> str:
     ]
     terms = phases[result["predicted_peak_phase"]]
     lines.append("Predicted terms of that phase: " + ", ".join(f"{k} {v:.2f}" for k, v in terms.items()) + ".")
+    at = result["sampled_peak_at"]
+    lines += [
+        "",
+        f"Measured peak (sampled every 20 ms: {result['sampled_peak_gib']:.2f} GiB) taken after "
+        f"{result['sampled_peak_optimizer_steps_before']} optimizer step(s), in `{at[-1] if at else '?'}` "
+        f"(called from `{' < '.join(f.split()[-1] for f in at[-5:-1][::-1])}`).",
+    ]
     return "\n".join(lines) + "\n"
 
 
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+
+
 def main() -> None:
+    if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()):  # glibc reads them at start: run again with them
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

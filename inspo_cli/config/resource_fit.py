@@ -68,14 +68,9 @@ def refusal(
     return f"the recipe {needs}; fits: {advice}"
 
 
-# transformers' default optimizer on torch >= 2.8 is fused AdamW, which holds no parameter-sized temporaries: a
-# refusal must not rest on the plan's foreach-AdamW term (the plan's tables still show it, an upper bound)
-_NOT_ALWAYS_HELD = ("AdamW temporaries",)
-
-
-def _peak_without(plan: LaunchPlan, terms: tuple[str, ...]) -> tuple[float, str, dict[str, float]]:
-    """The plan's peak in GiB without `terms`, its phase, and that phase's terms in GiB."""
-    totals = {ph: {k: v / GiB for k, v in t.items() if k not in terms} for ph, t in plan.phases.items()}
+def _peak(plan: LaunchPlan) -> tuple[float, str, dict[str, float]]:
+    """The plan's peak in GiB, its phase, and that phase's terms in GiB."""
+    totals = {ph: {k: v / GiB for k, v in t.items()} for ph, t in plan.phases.items()}
     phase = max(totals, key=lambda ph: sum(totals[ph].values()))
     return sum(totals[phase].values()), phase, totals[phase]
 
@@ -92,12 +87,12 @@ def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None,
     bound = planned.launches["one-gpu"]
     if bound.problem is not None:
         return None, None
-    bound_peak, bound_phase, _ = _peak_without(bound, _NOT_ALWAYS_HELD)
+    bound_peak, bound_phase, _ = _peak(bound)
     if bound_peak <= gpu_gib:
         return None, None
     plan_command = f"inspo recipe plan RECIPE --gpus 1 --gpu-memory {gpu_gib:.1f} --launch one-gpu"
     shortest = resource_plan(recipe, arch, hardware, Lengths(prompt=1, observation=1, trajectory=1))
-    peak, phase, terms = _peak_without(shortest.launches["one-gpu"], _NOT_ALWAYS_HELD)
+    peak, phase, terms = _peak(shortest.launches["one-gpu"])
     if peak > gpu_gib:
         largest = ", ".join(f"{k} {v:.0f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v >= 1)[:200]
         advice = []
@@ -107,7 +102,7 @@ def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None,
                 "model.backend=transformers"
             )
         lora = shortest.launches.get("one-gpu+lora")
-        if not recipe.model.lora and lora is not None and _peak_without(lora, _NOT_ALWAYS_HELD)[0] <= gpu_gib:
+        if not recipe.model.lora and lora is not None and _peak(lora)[0] <= gpu_gib:
             advice.append("model.lora=true")
         advice.append(
             "a launch over several GPUs (accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml "

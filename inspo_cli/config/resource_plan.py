@@ -12,7 +12,7 @@ trajectory as long as the recipe allows (`Lengths` narrows it to measured length
   `_hold_reference_in_compute_dtype`);
 - generation: one `generate` call of the transformers backend at the last turn (the widest contexts), or vLLM's share;
 - update: the forward and backward of one micro-batch;
-- optimizer step: AdamW's update, with its temporaries (activations are freed by then).
+- optimizer step: fused AdamW's update, in place (activations are freed by then).
 
 What each phase holds follows inspo's code and TRL 1.16's (see `_terms`); Adam's state appears at the first optimizer
 step and stays, so it is counted in every generation and update after the first (the first step's generation runs
@@ -257,8 +257,12 @@ def _terms(
     activations, other = (with_ckpt, without_ckpt) if m.gradient_checkpointing else (without_ckpt, with_ckpt)
     scored = t.micro_batch_size * lengths["completion"]
     head = min(scored, LM_HEAD_TILE[0]) * LM_HEAD_TILE[1] * compute + scored * arch.hidden * 4
+    embedding = 0.0
     if not plan.lora:
         head += arch.vocab * arch.hidden * 4  # the head's gradient, accumulated in float32
+        # the input embedding's backward makes a dense vocab x hidden gradient before it is added to .grad (or,
+        # tied, to the head's); measured in tests/config/test_optimizer_memory.py
+        embedding = arch.vocab * arch.hidden * 4
     gathered = 0.0
     if plan.launch == "zero3":
         gathered = min(ZERO3_LIVE_PARAMETERS, params) * compute
@@ -284,16 +288,17 @@ def _terms(
             "KL reference": reference,
             "activations": activations,
             "LM head (chunked log-probs)": head,
+            "embedding gradient (dense)": embedding,
             "gathered parameters": gathered,
             "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share,
         },
-        # torch's AdamW (foreach) takes the square root of the second moments into a new float32 tensor list
+        # transformers' default optimizer on torch >= 2.8 (inspo pins 2.13) is fused AdamW, which updates in place:
+        # no parameter-sized temporaries (foreach AdamW would take one float32 copy; tests/config/test_optimizer_memory)
         "optimizer step": {
             "weights": weights,
             "gradients": gradients + buckets,
             "Adam state": adam,
             "KL reference": reference,
-            "AdamW temporaries": trained_shard * 4,
             "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share,
         },
     }
