@@ -12,8 +12,8 @@ Predicted: the planner's peak for the same recipe on CPU (no CUDA context, no al
 constant instead). glibc's malloc raises its mmap threshold after each large free and then keeps freed tensors in
 its heap, so the resident set would count memory no tensor holds (about 0.2 GiB more here): the measurement runs with
 the threshold fixed at 64 KiB (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), so that freed tensors are returned.
-A thread samples the resident set every 20 ms and records where the training was at the highest sample (the phase
-of the measured peak, to set against the planner's).
+A thread samples the resident set every 20 ms and records, at the highest sample, the main thread's innermost frames
+and the steps finished (the phase of the measured peak, to set against the planner's).
 """
 
 from __future__ import annotations
@@ -81,14 +81,22 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def _steps_done(metrics: Path) -> int:
+    """Training steps finished: metrics.jsonl's rows (one per step, written when it ends)."""
+    try:
+        return metrics.read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
 class PeakSampler:
     """Samples the resident set every 20 ms in a thread and keeps, at the highest sample, where the main thread
     was (its innermost frames): which phase the peak belongs to, to set against the planner's phases."""
 
-    def __init__(self, interval: float = 0.02):
+    def __init__(self, metrics: Path, interval: float = 0.02):
         import threading
 
-        self.interval, self.peak_kib, self.where, self.step = interval, 0, [], None
+        self.metrics, self.interval, self.peak_kib, self.where, self.step = metrics, interval, 0, [], 0
         self.main = threading.main_thread().ident
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -103,7 +111,7 @@ class PeakSampler:
                 stack = traceback.extract_stack(frame) if frame is not None else []
                 self.peak_kib = rss
                 self.where = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in stack[-12:]]
-                self.step = _trainer_step(frame)
+                self.step = _steps_done(self.metrics)
 
     def __enter__(self) -> PeakSampler:
         self.thread.start()
@@ -112,16 +120,6 @@ class PeakSampler:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
-
-
-def _trainer_step(frame) -> int | None:
-    """The optimizer steps the trainer has taken (its state.global_step) as seen from the main thread's frames."""
-    while frame is not None:
-        state = getattr(frame.f_locals.get("self"), "state", None)
-        if isinstance(getattr(state, "global_step", None), int):
-            return state.global_step
-        frame = frame.f_back
-    return None
 
 
 def measure(work: Path) -> dict:
@@ -140,7 +138,7 @@ def measure(work: Path) -> dict:
     recipe = work / "recipe.yaml"
     recipe.write_text(recipe_text(model))
     baseline_kib, hwm_before_kib = status_kib("VmRSS"), status_kib("VmHWM")
-    with PeakSampler() as sampler:
+    with PeakSampler(work / "runs/plan-check/metrics.jsonl") as sampler:
         code = run_cli(
             [
                 "train",
@@ -176,7 +174,7 @@ def measure(work: Path) -> dict:
         },
         "sampled_peak_gib": (sampler.peak_kib - baseline_kib) * 1024 / GiB,
         "sampled_peak_at": sampler.where,
-        "sampled_peak_optimizer_steps_before": sampler.step,
+        "sampled_peak_steps_before": sampler.step,
         "lengths": plan.lengths,
         "ratio": launch.peak_gib / measured,
         "within_tolerance": abs(launch.peak_gib / measured - 1) <= TOLERANCE,
@@ -209,7 +207,8 @@ def section(result: dict) -> str:
     lines += [
         "",
         f"Measured peak (sampled every 20 ms: {result['sampled_peak_gib']:.2f} GiB) taken after "
-        f"{result['sampled_peak_optimizer_steps_before']} optimizer step(s), in `{at[-1] if at else '?'}` "
+        f"{result['sampled_peak_steps_before']} training step(s) (one optimizer step each), "
+        f"in `{at[-1] if at else '?'}` "
         f"(called from `{' < '.join(f.split()[-1] for f in at[-5:-1][::-1])}`).",
     ]
     return "\n".join(lines) + "\n"

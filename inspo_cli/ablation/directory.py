@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from inspo_cli.ablation.plan import Plan, PlannedRun, resolve
@@ -96,15 +97,20 @@ class AblationDir:
         existing = self.open(self.path)
         added = self.plan.added_seeds(existing.plan)
         if not added and not existing.plan.same_as(self.plan):
+            same_variants = existing.plan.same_as(replace(self.plan, seeds=existing.plan.seeds))
             raise InspoError(
-                f"{self.path} holds another ablation (its {self.PLAN} plans other variants or seeds); "
-                "pass --out NEW_DIR, the same arguments as before to continue it, or its seeds "
-                f"({_seeds(existing.plan.seeds)}) followed by new ones to add seeds"
+                f"{self.path} holds another ablation (its {self.PLAN} plans "
+                + (
+                    f"seeds {_seeds(existing.plan.seeds)}); pass those to continue it, those followed by new ones "
+                    "to add seeds, or --out NEW_DIR"
+                    if same_variants
+                    else "other variants); pass --out NEW_DIR, or the same arguments as before to continue it"
+                )
             )
         if added:
             self._tell(
                 f"added seed{'s' if len(added) > 1 else ''} {_seeds(added)} to {self.path} (planned: "
-                f"{_seeds(existing.plan.seeds)}); the runs of those go on as planned"
+                f"{_seeds(existing.plan.seeds)})"
             )
         change = self._recipe_change()
         started = [r.name for r in self.plan.runs() if self.run_dir(r).path.exists()]
@@ -279,4 +285,6 @@ def _difference(planned, now, key: str = "") -> str:
 
 
 def _seeds(seeds) -> str:
-    return ", ".join(str(s) for s in seeds)
+    seeds = list(seeds)
+    shown = ", ".join(str(s) for s in seeds[:20])
+    return shown + (f", ... ({len(seeds)} seeds)" if len(seeds) > 20 else "")

@@ -12,7 +12,8 @@ trajectory as long as the recipe allows (`Lengths` narrows it to measured length
   `_hold_reference_in_compute_dtype`);
 - generation: one `generate` call of the transformers backend at the last turn (the widest contexts), or vLLM's share;
 - update: the forward and backward of one micro-batch;
-- optimizer step: fused AdamW's update, in place (activations are freed by then).
+- optimizer step: fused AdamW's update, in place (activations are freed by then); under ZeRO-3, DeepSpeed's float32
+  copy of the gradient partition.
 
 What each phase holds follows inspo's code and TRL 1.16's (see `_terms`); Adam's state appears at the first optimizer
 step and stays, so it is counted in every generation and update after the first (the first step's generation runs
@@ -48,6 +49,7 @@ HOST_RUNTIME_GIB = 0.25  # on CPU: what a run holds beyond tensors (tokenizer, d
 GENERATION_COPY_BYTES = 2
 LM_HEAD_TILE = (4096, 32768)  # TRL 1.16's chunked log-prob kernel: tokens x vocabulary entries per tile
 ZERO3_LIVE_PARAMETERS = 1e9  # DeepSpeed's stage3_max_live_parameters default: gathered at once in the update
+ZERO3_SUB_GROUP = 1e9  # DeepSpeed's sub_group_size default: parameters whose gradients are copied to float32 at once
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # of the free memory an auto-sized generate call fills, here and in inspo_cli.policy.generation_memory
 FREE_SHARE = 0.85
@@ -257,12 +259,14 @@ def _terms(
     activations, other = (with_ckpt, without_ckpt) if m.gradient_checkpointing else (without_ckpt, with_ckpt)
     scored = t.micro_batch_size * lengths["completion"]
     head = min(scored, LM_HEAD_TILE[0]) * LM_HEAD_TILE[1] * compute + scored * arch.hidden * 4
-    embedding = 0.0
+    tied_end = 0.0
     if not plan.lora:
         head += arch.vocab * arch.hidden * 4  # the head's gradient, accumulated in float32
-        # the input embedding's backward makes a dense vocab x hidden gradient before it is added to .grad (or,
-        # tied, to the head's); measured in tests/config/test_optimizer_memory.py
-        embedding = arch.vocab * arch.hidden * 4
+        if arch.tied_embeddings:  # at the backward's end the head's gradient waits for the embedding's dense one and
+            # their sum is a third (tests/config/test_optimizer_memory.py); the activations are freed by then, so
+            # this counts what that moment needs beyond the activations and head counted above
+            grad_bytes = compute if sharded and mixed else 4
+            tied_end = max(0.0, 3 * arch.vocab * arch.hidden * grad_bytes - activations - head)
     gathered = 0.0
     if plan.launch == "zero3":
         gathered = min(ZERO3_LIVE_PARAMETERS, params) * compute
@@ -288,17 +292,22 @@ def _terms(
             "KL reference": reference,
             "activations": activations,
             "LM head (chunked log-probs)": head,
-            "embedding gradient (dense)": embedding,
+            "tied embedding gradients (end of backward)": tied_end,
             "gathered parameters": gathered,
             "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share,
         },
         # transformers' default optimizer on torch >= 2.8 (inspo pins 2.13) is fused AdamW, which updates in place:
-        # no parameter-sized temporaries (foreach AdamW would take one float32 copy; tests/config/test_optimizer_memory)
+        # no parameter-sized temporaries (foreach AdamW would take one float32 copy; test_optimizer_memory.py).
+        # Under ZeRO-3 DeepSpeed wraps it and first copies each sub-group's bf16 gradient partition to float32
+        # (stage3.py `_prepare_fp32_grad_for_sub_group`; sub_group_size 1e9 parameters by default)
         "optimizer step": {
             "weights": weights,
             "gradients": gradients + buckets,
             "Adam state": adam,
             "KL reference": reference,
+            "float32 gradient copy (DeepSpeed)": (
+                min(trained_shard, ZERO3_SUB_GROUP) * 4 if plan.launch == "zero3" and mixed and not plan.lora else 0.0
+            ),
             "vLLM share": 0.0 if m.vllm_enable_sleep_mode else vllm_share,
         },
     }

@@ -119,10 +119,10 @@ def test_seeds_appended_to_a_planned_ablation_add_its_runs(repo_root, monkeypatc
     assert first.exit_code == 0, first.output
     before = (out / "plan.json").read_text()
     for seeds in ("1,0,2", "0,2", "0", "2,3", "5,0,1"):
-        assert_one_line_error(plan(seeds), "holds another ablation", "its seeds (0, 1) followed by new ones")
+        assert_one_line_error(plan(seeds), "plans seeds 0, 1); pass those to continue it, those followed by new")
         assert (out / "plan.json").read_text() == before, seeds
     other = ("ablate", "--recipe", INSPO_3B, "--n-parent", "3", "--seeds", "0,1,2", "--out", out, "--print-commands")
-    assert_one_line_error(invoke(*other), "holds another ablation")  # other variants, even with seeds added
+    assert_one_line_error(invoke(*other), "plans other variants); pass --out NEW_DIR")  # even with seeds added
     wider = plan("0,1,2,3")
     assert wider.exit_code == 0, wider.output
     assert f"added seeds 2, 3 to {out} (planned: 0, 1)" in " ".join(wider.stderr.split())
@@ -135,7 +135,23 @@ def test_seeds_appended_to_a_planned_ablation_add_its_runs(repo_root, monkeypatc
     assert len([line for line in wider.stdout.splitlines() if " train " in line]) == 8
     again = plan("0,1,2,3")  # now the planned seeds: continued, with nothing added
     assert again.exit_code == 0 and "added seed" not in again.stderr
-    assert_one_line_error(plan("0,1"), "holds another ablation")  # fewer seeds than planned: another ablation
+    assert_one_line_error(plan("0,1"), "plans seeds 0, 1, 2, 3); pass those")  # fewer seeds than planned
+
+
+def test_a_sweep_files_seeds_extended_add_runs_and_keep_the_finished_ones(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(repo_root)
+    sweep, out = tmp_path / "sweep.yaml", tmp_path / "abl"
+
+    def plan(seeds):
+        sweep.write_text(f"recipe: recipes/demo.yaml\nseeds: {seeds}\nvariants:\n  a: []\n  b: [training.steps=2]\n")
+        return invoke("ablate", "--sweep", sweep, "--out", out, "--print-commands")
+
+    assert plan("[0]").exit_code == 0
+    (out / "runs/a-s0").mkdir(parents=True)  # a run already there stays, named as before
+    wider = plan("[0, 1]")
+    assert wider.exit_code == 0, wider.output
+    assert "added seed 1" in wider.stderr and (out / "runs/a-s0").is_dir()
+    assert [r["name"] for r in json.loads((out / "plan.json").read_text())["runs"]] == ["a-s0", "b-s0", "a-s1", "b-s1"]
 
 
 def test_printed_commands_run_as_printed(repo_root, monkeypatch, tmp_path):

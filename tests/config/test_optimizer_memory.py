@@ -3,7 +3,8 @@
 
 - transformers' default optimizer, which inspo's GRPO config keeps, is fused AdamW, which updates in place: no
   parameter-sized temporaries (foreach AdamW takes one float32 copy of the parameters);
-- an embedding's backward makes a dense vocab x hidden gradient before adding it to an existing .grad."""
+- at the end of the backward, a tied input embedding and LM head hold three vocab x hidden gradients (the head's,
+  the embedding's dense one and their sum), an untied embedding one."""
 
 from __future__ import annotations
 
@@ -37,11 +38,16 @@ if mode in ("fused", "foreach"):
     opt = torch.optim.AdamW(params, lr=1e-3, fused=mode == "fused", foreach=mode == "foreach")
     opt.step()  # Adam's state exists from here on
     out = {"step_mib": growth(opt.step), "parameters_mib": 40_000_000 * 4 / 2**20}
-else:
+else:  # an input embedding and an LM head over 64 tokens, the head's weight the embedding's (tied) or its own
     embedding = torch.nn.Embedding(40_000, 1_000)  # 153 MiB
+    head = embedding.weight if mode == "tied" else torch.nn.Parameter(torch.randn(40_000, 1_000) * 0.01)
     ids = torch.randint(0, 40_000, (64,))
-    embedding(ids).sum().backward()  # .grad exists from here on
-    out = {"backward_mib": growth(lambda: embedding(ids).sum().backward()), "weight_mib": 40_000_000 * 4 / 2**20}
+
+    def backward():
+        (embedding(ids) @ head.T).logsumexp(-1).sum().backward()
+
+    backward()  # .grad exists from here on, as in a second micro-batch
+    out = {"backward_mib": growth(backward), "weight_mib": 40_000_000 * 4 / 2**20}
 print(json.dumps(out))
 """
 
@@ -62,9 +68,12 @@ def test_fused_adamw_steps_in_place_and_foreach_takes_a_float32_copy():
     assert foreach["step_mib"] == pytest.approx(foreach["parameters_mib"], rel=0.15)
 
 
-def test_an_embeddings_backward_makes_a_dense_gradient_before_accumulating_it():
-    result = measure("embedding")
-    assert result["backward_mib"] == pytest.approx(result["weight_mib"], rel=0.15)
+def test_a_tied_embedding_holds_three_gradients_at_the_end_of_the_backward_an_untied_one_no_more_than_one():
+    """Tied: the head's gradient waits for the embedding's dense one, and their sum is a third (then added to .grad);
+    untied, each gradient is added to its .grad as it comes, so one vocab x hidden gradient at a time."""
+    tied, untied = measure("tied"), measure("untied")
+    assert tied["backward_mib"] == pytest.approx(3 * tied["weight_mib"], rel=0.15)
+    assert untied["backward_mib"] == pytest.approx(untied["weight_mib"], rel=0.25)
 
 
 def test_the_trainer_builds_fused_adamw(repo_root):
@@ -78,3 +87,36 @@ def test_the_trainer_builds_fused_adamw(repo_root):
         recipe = load_recipe(repo_root / f"recipes/{name}.yaml", check_paths=False)
         config = grpo_config(recipe, batch_plan(recipe, 8), repo_root / "runs/x", device="cpu")
         assert str(config.optim) in ("adamw_torch_fused", "OptimizerNames.ADAMW_TORCH_FUSED"), config.optim
+
+
+def test_the_plan_counts_what_was_measured_here():
+    """No temporaries for fused AdamW (DeepSpeed's float32 gradient copy under ZeRO-3), and a tied embedding's three
+    gradients at the backward's end where they outweigh the activations and LM head of its start."""
+    from inspo_cli.config import load_recipe
+    from inspo_cli.config.architecture import published_architecture
+    from inspo_cli.config.resource_plan import Lengths, resource_plan
+
+    arch = published_architecture("Qwen/Qwen2.5-3B")
+    plans = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch).launches
+    step = plans["fsdp2"].phases["optimizer step"]
+    copy = "float32 gradient copy (DeepSpeed)"
+    assert step[copy] == 0 and "activations" not in step  # fused AdamW steps in place
+    assert plans["zero3"].phases["optimizer step"][copy] == arch.parameters() * 4 / 8  # DeepSpeed's float32 copy
+    assert plans["one-gpu"].phases["optimizer step"][copy] == 0
+    # the 3B's tied embedding: at its bound the activations outweigh the three gradients the backward's end holds
+    end = "tied embedding gradients (end of backward)"
+    assert plans["one-gpu"].phases["update"][end] == 0
+    short = resource_plan(
+        load_recipe("qwen2.5-3b/search-r1"), arch, lengths=Lengths(prompt=1, observation=1, trajectory=1)
+    ).launches
+    update = short["one-gpu"].phases["update"]
+    assert update[end] + update["activations"] + update["LM head (chunked log-probs)"] == pytest.approx(
+        3 * arch.vocab * arch.hidden * 4
+    )
+    assert short["one-gpu+lora"].phases["update"][end] == 0  # the embedding is frozen
+    fsdp2 = short["fsdp2"].phases["update"]  # sharded, the gradients are in the compute dtype (bf16)
+    assert fsdp2[end] + fsdp2["activations"] + fsdp2["LM head (chunked log-probs)"] == pytest.approx(
+        3 * arch.vocab * arch.hidden * 2
+    )
+    untied = resource_plan(load_recipe("qwen2.5-7b/search-r1"), published_architecture("Qwen/Qwen2.5-7B")).launches
+    assert all(p.phases["update"][end] == 0 for p in untied.values())

@@ -183,7 +183,7 @@ def test_anchor_cpu_measured_peak_within_20_percent(repo_root, tmp_path):
     assert plan.launches["one-gpu"].peak_gib == pytest.approx(result["measured_peak_growth_gib"], rel=0.20)
     # the same phase: the measured peak was sampled in the backward of the second step, Adam's state held
     assert plan.launches["one-gpu"].peak_phase == "update" == result["predicted_peak_phase"]
-    assert result["sampled_peak_optimizer_steps_before"] == 1
+    assert result["sampled_peak_steps_before"] == 1
     assert "backward" in result["sampled_peak_at"][-1]
 
 
@@ -210,7 +210,7 @@ def test_phases_hold_what_each_launch_holds():
     assert max(p.total("generation") for p in (one, zero3)) <= 80 * GiB
 
 
-def test_activations_follow_the_residual_streams_dtype_and_fused_adamw_takes_no_temporary():
+def test_activations_follow_the_residual_streams_dtype():
     """Over float32 masters (one GPU, DDP) the residual stream is float32; ZeRO-3 and FSDP2 compute in bf16."""
     from inspo_cli.config.resource_plan import activation_bytes
 
@@ -220,15 +220,7 @@ def test_activations_follow_the_residual_streams_dtype_and_fused_adamw_takes_no_
     assert plans["one-gpu"].phases["update"]["activations"] == activation_bytes(arch, tokens, 4, 2, False)[0]
     assert plans["fsdp2"].phases["update"]["activations"] == activation_bytes(arch, tokens, 2, 2, False)[0]
     step = plans["fsdp2"].phases["optimizer step"]
-    assert set(step) == {
-        "weights",
-        "gradients",
-        "Adam state",
-        "KL reference",
-        "vLLM share",
-        "overhead (context, allocator)",
-    }
-    assert plans["fsdp2"].phases["update"]["embedding gradient (dense)"] == arch.vocab * arch.hidden * 4
+    assert "activations" not in step  # freed by then (the step itself: test_optimizer_memory.py)
 
 
 def test_no_kl_no_reference():

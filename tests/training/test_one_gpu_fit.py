@@ -32,7 +32,7 @@ def test_the_shipped_7b_recipe_on_one_h200_is_refused_with_its_largest_terms_and
     """As shipped, vLLM colocated at 0.35 of the card: its share is part of what no length changes."""
     refused, warning = _fit("qwen2.5-7b/search-r1", H200_GIB)
     assert warning is None and "\n" not in refused
-    assert refused.startswith("the recipe needs 190.4 GiB on one GPU (update: Adam state 57, vLLM share 49, weights 28")
+    assert refused.startswith("the recipe needs 188.3 GiB on one GPU (update: Adam state 57, vLLM share 49, weights 28")
     assert "whatever the trajectories' lengths and this GPU has 139.8 GiB" in refused
     for way_out in ("model.vllm_enable_sleep_mode=true", "model.lora=true", "8gpu-zero3.yaml"):
         assert way_out in refused
@@ -42,9 +42,9 @@ def test_the_shipped_7b_recipe_on_one_h200_is_refused_with_its_largest_terms_and
 def test_without_vllm_the_7b_fits_an_h200_only_below_its_bound_and_no_card_of_24_gib():
     """Fused AdamW (transformers' default) holds no temporaries: the 7B's optimizer step is not what refuses it."""
     refused, warning = _fit("qwen2.5-7b/search-r1", H200_GIB, TRANSFORMERS)
-    assert refused is None and "trajectories of 10,240 tokens" in warning and "201.3 GiB (update)" in warning
+    assert refused is None and "trajectories of 10,240 tokens" in warning and "199.2 GiB (update)" in warning
     refused, _ = _fit("qwen2.5-7b/search-r1", 24.0, TRANSFORMERS)
-    assert "needs 139.1 GiB" in refused and "vllm" not in refused and "model.lora=true" in refused
+    assert "needs 136.9 GiB" in refused and "vllm" not in refused and "model.lora=true" in refused
     assert "model.lora=true" not in _fit("qwen2.5-7b/search-r1", 8.0, TRANSFORMERS)[0]  # LoRA needs 16.3 GiB
     refused, _ = _fit("qwen2.5-7b/search-r1", 8.0, (*TRANSFORMERS, "model.lora=true"))
     assert "one GPU + LoRA" in refused and "model.lora=true" not in refused  # not offered twice, nor when too big
@@ -54,17 +54,17 @@ def test_3b_fits_one_h200_at_its_bound_and_is_warned_about_on_an_h100():
     assert _fit("qwen2.5-3b/search-r1", H200_GIB, TRANSFORMERS) == (None, None)
     refused, warning = _fit("qwen2.5-3b/search-r1", H100_GIB, TRANSFORMERS)
     assert refused is None
-    assert "trajectories of 8,192 tokens" in warning and "90.3 GiB (update)" in warning and "79.2 GiB GPU" in warning
-    assert _fit("qwen2.5-7b/sft", H200_GIB)[0] is None  # SFT's optimizer step fits without foreach temporaries
-    assert _fit("qwen2.5-7b/sft", 145.0) == (None, None)  # its 149.7 GiB step counts them: not even a warning
+    assert "trajectories of 8,192 tokens" in warning and "89.1 GiB (update)" in warning and "79.2 GiB GPU" in warning
+    assert _fit("qwen2.5-7b/sft", H200_GIB)[0] is None  # the 7B's SFT fits at its shortest lengths
+    assert _fit("qwen2.5-7b/sft", 145.0) == (None, None)  # and at its bound (140.7 GiB, the update): no warning
 
 
 def test_check_run_refuses_on_one_cuda_process_only(monkeypatch):
     recipe = load_recipe("qwen2.5-7b/search-r1", [])
     monkeypatch.setattr(preflight, "gpu_memory_gib", lambda: H200_GIB)
-    with pytest.raises(InspoError, match="needs 190.4 GiB on one GPU"):
+    with pytest.raises(InspoError, match="needs 188.3 GiB on one GPU"):
         preflight.check_run("train", recipe, 1, "cuda")
-    with pytest.raises(InspoError, match="needs 190.4 GiB"):
+    with pytest.raises(InspoError, match="needs 188.3 GiB"):
         preflight.check_run("train", recipe, 1, "cuda:1")
     # several processes: the launch (ZeRO-3, FSDP2, DDP) decides the memory, `inspo recipe plan --gpus N` plans it
     preflight.check_run(
@@ -75,7 +75,7 @@ def test_check_run_refuses_on_one_cuda_process_only(monkeypatch):
         monkeypatch.setenv(sharding, "true")
         preflight.check_run("train", recipe, 1, "cuda")
         monkeypatch.setenv(sharding, "false")
-    with pytest.raises(InspoError, match="needs 190.4 GiB"):
+    with pytest.raises(InspoError, match="needs 188.3 GiB"):
         preflight.check_run("train", recipe, 1, "cuda")
 
 
@@ -95,7 +95,7 @@ def test_evolve_is_not_planned_as_training(monkeypatch):
     monkeypatch.setattr(preflight, "gpu_memory_gib", lambda: H200_GIB)
     monkeypatch.setattr(preflight, "read_api_key", lambda optimizer: "a key")  # the optimizer's key: not this check
     preflight.check_run("evolve", recipe, 1, "cuda")
-    with pytest.raises(InspoError, match="needs 190.4 GiB"):
+    with pytest.raises(InspoError, match="needs 188.3 GiB"):
         preflight.check_run("train", recipe, 1, "cuda")
 
 
