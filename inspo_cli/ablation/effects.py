@@ -154,6 +154,14 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
     } | ({"distilled": _distilled(plans)} if distilled else {})
 
 
+def _no_distilled_run(plan: SeedCells) -> str:
+    """Why a seed has no distilled run: its I* is S (nothing to distil, `inspo distill` refuses it), else not made."""
+    seed, evolved = plan.cells.get(TS), plan.cells.get(TI)
+    if seed is not None and evolved is not None and seed.text == evolved.text:
+        return "its I* is the seed instruction S: nothing to distil (`inspo distill` refuses it)"
+    return f"no distilled run (`inspo distill {plan.run}` makes one)"
+
+
 def _distilled(plans: Sequence[SeedCells]) -> dict:
     """The distilled weights: which seeds they are measured for (and why not for the others), and the share of
     the instruction effect that survives without I* over those seeds (`survival.share`)."""
@@ -166,7 +174,7 @@ def _distilled(plans: Sequence[SeedCells]) -> dict:
     for p in plans:
         spec = p.cells.get(DISTILLED)
         if spec is None:
-            why = p.distilled_note or f"no distilled run (`inspo distill {p.run}` makes one)"
+            why = p.distilled_note or _no_distilled_run(p)
         elif spec.scores is None:
             why = "not evaluated yet"
         elif any(p.cells.get(k) is None or p.cells[k].scores is None for k in (TS, TI)):

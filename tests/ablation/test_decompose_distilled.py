@@ -259,3 +259,19 @@ def test_report_evaluates_the_distilled_cell_in_the_distilled_run_with_the_sourc
     again = invoke("report", *roots, "--out", str(report), "--decompose", "inspo")
     assert again.exit_code == 0, again.output
     assert "evaluations to run" not in again.output and (cell_file.parent / "results.json").stat().st_mtime_ns == stamp
+
+
+def test_a_seed_whose_i_star_is_s_is_left_out_as_nothing_to_distil_not_as_a_run_to_make(tmp_path):
+    """`inspo distill` refuses such a seed, so the row must not tell the user to run it (seeds 1 and 3 of the world
+    ablation, whose runs ended with S as their best instruction)."""
+    from inspo_cli.ablation.cells import CellSpec, SeedCells
+    from inspo_cli.ablation.effects import TI, TS, _no_distilled_run
+
+    def seed_cells(evolved_text):
+        plan = SeedCells(1, "inspo-s1", 8, "search-r1-s1")
+        for (weights, instruction), text in ((TS, "S"), (TI, evolved_text)):
+            plan.cells[(weights, instruction)] = CellSpec(weights, instruction, RunDir(tmp_path), "m", text, "k")
+        return plan
+
+    assert _no_distilled_run(seed_cells("S")).startswith("its I* is the seed instruction S: nothing to distil")
+    assert _no_distilled_run(seed_cells("I*")) == "no distilled run (`inspo distill inspo-s1` makes one)"
