@@ -7,10 +7,12 @@ a reader never sees one. JSON keeps the key order it is given, so the same data 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import secrets
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +27,18 @@ JSON_BYTES = 256 << 20  # a JSON file read back whole: a run's largest, coevolut
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` so that the file is either the old one or the complete new one."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
     # Created like any new file (0666 less the process's umask, applied by the OS), unlike mkstemp's 0600.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -54,6 +60,11 @@ def dumps_jsonl(rows: Iterable[dict]) -> str:
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     atomic_write_text(path, dumps_jsonl(rows))
+
+
+def atomic_write_jsonl_gz(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    """JSONL, gzip-compressed (no name or time in the header, so the same rows give the same bytes), atomically."""
+    atomic_write_bytes(path, gzip.compress(dumps_jsonl(rows).encode("utf-8"), compresslevel=6, mtime=0))
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
@@ -233,26 +244,36 @@ def iter_rows(
     `skip` rows (lines that are not blank) are passed over unread: what is wrong with them is not this reader's."""
 
     path = Path(path)
-    with user_file(path, "file"), open_regular(path, "file") as f:
-        for lineno, line in iter_lines(f, path, fix):
-            if not line.strip():
-                continue
-            if skip > 0:
-                skip -= 1
-                continue
-            try:
-                row = json.loads(line.decode("utf-8"))
-            except RecursionError:
-                raise InspoError(f"{path}:{lineno}: {TOO_DEEP}; {fix}") from None
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                if on_cut_tail is not None and not line.endswith(b"\n") and not f.read(1):
-                    on_cut_tail(
-                        f"{path}:{lineno}: left out its last line, which is cut short (copied or killed while "
-                        "it was being written); the rows before it are used"
-                    )
-                    return
-                reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
-                raise InspoError(f"{path}:{lineno}: not valid JSON ({reason}); {fix}") from None
-            if (problem := shape_problem(row, shape)) is not None or (check and (problem := check(row))):
-                raise InspoError(f"{path}:{lineno}: {problem}; {fix}")
-            yield row
+    with user_file(path, "file"), open_regular(path, "file") as raw:
+        f = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.endswith(".gz") else raw
+        try:
+            yield from _rows(path, f, shape, fix, on_cut_tail, check, skip)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # a .gz file cut short or damaged
+            what = "cut short" if isinstance(e, EOFError) else "not gzip data, or damaged"
+            raise InspoError(f"{path}: {what}; {fix}") from None
+
+
+def _rows(path: Path, f, shape, fix, on_cut_tail, check, skip) -> Iterator[dict]:
+    """`iter_rows` on an open (and, for .gz, decompressing) binary file."""
+    for lineno, line in iter_lines(f, path, fix):
+        if not line.strip():
+            continue
+        if skip > 0:
+            skip -= 1
+            continue
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except RecursionError:
+            raise InspoError(f"{path}:{lineno}: {TOO_DEEP}; {fix}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            if on_cut_tail is not None and not line.endswith(b"\n") and not f.read(1):
+                on_cut_tail(
+                    f"{path}:{lineno}: left out its last line, which is cut short (copied or killed while "
+                    "it was being written); the rows before it are used"
+                )
+                return
+            reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+            raise InspoError(f"{path}:{lineno}: not valid JSON ({reason}); {fix}") from None
+        if (problem := shape_problem(row, shape)) is not None or (check and (problem := check(row))):
+            raise InspoError(f"{path}:{lineno}: {problem}; {fix}")
+        yield row

@@ -157,8 +157,29 @@ class RunConfig:
         default_factory=list,
         metadata={"help": "Trackers beside the metrics file and TensorBoard, which are always written: wandb."},
     )
+    save_rollouts: str = field(
+        default="2",
+        metadata={
+            "help": "Training rollouts kept for reading (`inspo view`): the first N groups of every step (a group: "
+            "one question's rollouts), all, or 0 for none; written per step to rollouts/step-<step>.jsonl.gz with "
+            "token ids, loss mask, turn texts, searches, reward parts and the instruction. all on a paper recipe "
+            "keeps 2,560 trajectories a step (tens of MB compressed)."
+        },
+    )
+
+    @property
+    def rollout_groups(self) -> int | None:
+        """The groups of a step `save_rollouts` keeps: None for all of them."""
+        return None if self.save_rollouts == "all" else int(self.save_rollouts)
 
     def __post_init__(self) -> None:
+        self.save_rollouts = self.save_rollouts.strip().lower()
+        _require(
+            self.save_rollouts == "all" or re.fullmatch("[0-9]{1,9}", self.save_rollouts) is not None,
+            "save_rollouts",
+            f"must be a number of groups per step (0 for none), or all (got {self.save_rollouts[:40]!r})",
+        )
+        self.save_rollouts = self.save_rollouts if self.save_rollouts == "all" else str(int(self.save_rollouts))
         for tracker in self.report_to:
             _require(
                 tracker in REPORT_TO,

@@ -45,6 +45,7 @@ class RunDir:
     INSTRUCTIONS = "instructions.jsonl"
     EVOLUTIONS = "evolutions.json"
     ROLLOUT_TRAITS = "rollout_traits.jsonl"  # per step and instruction: what the rollouts looked like (audit)
+    ROLLOUTS = "rollouts"  # run.save_rollouts: step-<step>.jsonl.gz, whole trajectories (training/rollout_log.py)
     COEVOLUTION = "coevolution.json"
     OPTIMIZER_CALLS = RECORD_NAME  # every optimizer call: prompt, answer, tokens, hash (call_record.py)
     BEST_INSTRUCTION = "best_instruction.txt"
@@ -130,6 +131,7 @@ class RunDir:
     instructions_file = property(lambda self: self.path / self.INSTRUCTIONS)
     evolutions_file = property(lambda self: self.path / self.EVOLUTIONS)
     rollout_traits_file = property(lambda self: self.path / self.ROLLOUT_TRAITS)
+    rollouts_dir = property(lambda self: self.path / self.ROLLOUTS)
     coevolution_file = property(lambda self: self.path / self.COEVOLUTION)  # `inspo evolve`'s state
     optimizer_calls_file = property(lambda self: self.path / self.OPTIMIZER_CALLS)
     best_instruction_file = property(lambda self: self.path / self.BEST_INSTRUCTION)

@@ -67,6 +67,7 @@ def trainer_switches(recipe: Recipe) -> dict:
         compile_generation=recipe.model.compile_generation,
         instructions_per_question=recipe.population.instructions_per_question,
         baseline=recipe.population.baseline,
+        save_rollouts=recipe.run.rollout_groups,
     )
 
 

@@ -256,6 +256,11 @@ def write_step(trainer, step: int) -> None:
     log.write(step, gather_object(list(log.pending)))
 
 
+def trainer_gold(trainer) -> dict[str, tuple[str, ...]]:
+    """The training set's gold answers by question text."""
+    return _trainer_log(trainer).gold
+
+
 def _trainer_log(trainer) -> StepTraits:
     log = getattr(trainer, "_rollout_traits", None)
     if log is None:

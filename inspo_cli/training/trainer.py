@@ -44,7 +44,7 @@ from inspo_cli.policy.vllm_backend import VLLMBackend, VLLMServerBackend
 from inspo_cli.policy.vllm_engine import reseed_after_colocated_engine
 from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
-from inspo_cli.training import rollout_traits
+from inspo_cli.training import rollout_log, rollout_traits
 from inspo_cli.training.coevolution import CoEvolutionFactory, PolicyVerifier
 from inspo_cli.training.dynamic_sampling import Round
 from inspo_cli.training.dynamic_sampling_trainer import DynamicSamplingTrainer
@@ -84,8 +84,10 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         compile_generation: bool = False,
         instructions_per_question: int = 1,
         baseline: str = "question",
+        save_rollouts: int | None = 0,
     ):
         self.instructions = instructions
+        self.save_rollouts = save_rollouts  # run.save_rollouts: groups kept per step (None: all), rollout_log.py
         self.reward_config = reward  # what the rollout audit scores with (`rollout_traits`)
         self.group_size = args.num_generations  # TRL's num_generations, which `advantage_groups` changes for a while
         self.instructions_per_question = instructions_per_question  # population.instructions_per_question
@@ -179,6 +181,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         """One rollout of `inputs` (each question group_size times in a row), scored by TRL, with the instruction
         of each question sampled first and its group's rewards reported back (`_calculate_rewards`)."""
         keys = [x["qid"] for x in inputs]
+        self._row_qids = keys  # for the rollouts kept (rollout_log.collect_rollouts)
         if self.instructions_per_question == 1:
             self._picks, self._block = self.instructions.sample(keys, self.step), self.group_size
         else:  # blocks of a group: sampled over every process's rows (instruction_blocks.py)
@@ -225,6 +228,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         self.phase_seconds["generation"] += seconds - retrieval
         self._log_rollout_metrics(trajectories)
         rollout_traits.collect_rollouts(self, prompts, trajectories)  # for `inspo report --audit`
+        rollout_log.collect_rollouts(self, prompts, trajectories)  # run.save_rollouts, for `inspo view`
         logprobs = [t.logprobs for t in trajectories]
         self._truncated = [t.truncated for t in trajectories]  # masked after TRL has measured the lengths
         return {
@@ -297,6 +301,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         """After the step's last optimizer update: fold its rewards into the instruction weights, (INSPO) prune and
         evolve as scheduled, then evaluate when due. Every process does this on the same gathered data."""
         rollout_traits.write_step(self, step)  # before evolving: the step's rows are the parents' last "before"
+        rollout_log.write_step(self, step)
         if self.coevolution is None:
             self.instructions.end_step(step)
         else:
