@@ -142,6 +142,7 @@ def prediction_row(method: str, question: Question, prediction: Prediction, scor
         "queries": prediction.queries,
         "retrieved": prediction.retrieved,
         "response": prediction.response,
+        **({"segments": prediction.segments} if prediction.segments is not None else {}),
     }
 
 

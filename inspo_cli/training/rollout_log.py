@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inspo_cli.agent.segments import mask_runs, segments
 from inspo_cli.jsonio import atomic_write_jsonl_gz
 from inspo_cli.metrics import METRICS
 from inspo_cli.runs import RunDir
@@ -37,17 +38,6 @@ STEP_FILE = re.compile(r"^step-(\d{6,})\.jsonl\.gz$")
 
 def step_file_name(step: int) -> str:
     return f"step-{step:06d}.jsonl.gz"
-
-
-def mask_runs(mask: Sequence[int]) -> list[list[int]]:
-    """[[value, length], ...]: the mask's runs of equal values, in order."""
-    runs: list[list[int]] = []
-    for value in mask:
-        if runs and runs[-1][0] == value:
-            runs[-1][1] += 1
-        else:
-            runs.append([int(value), 1])
-    return runs
 
 
 @dataclass
@@ -134,11 +124,6 @@ class RolloutLog:
     def _row(self, step: int, group: int, trajectory, instruction_id: str, question: str, gold, qid: str) -> dict:
         facts = facts_from_trajectory(trajectory, instruction_id, step, question, gold, self.reward)
         runs = mask_runs(trajectory.completion_mask)
-        segments, start = [], 0
-        for value, length in runs:
-            ids = trajectory.completion_ids[start : start + length]
-            segments.append({"by": "policy" if value else "inserted", "text": self._decode(ids)})
-            start += length
         return {
             "step": step,
             "group": group,
@@ -150,7 +135,7 @@ class RolloutLog:
             "prompt_ids": list(trajectory.prompt_ids),
             "completion_ids": list(trajectory.completion_ids),
             "mask": runs,
-            "segments": segments,
+            "segments": segments(trajectory.completion_ids, trajectory.completion_mask, self._decode),
             "searches": list(trajectory.queries),
             "retrieved": [list(ids) for ids in trajectory.retrieved],
             "tool_calls": dict(trajectory.tool_calls),

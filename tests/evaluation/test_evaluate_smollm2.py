@@ -46,6 +46,9 @@ def test_smollm2_agent_searches_the_world(tmp_path, repo_root):
     assert searched, "SmolLM2 made no search with a worked example; the protocol or prompt is broken"
     for row in searched:
         assert "<information>Doc 1(Title: " in row["response"]
+        inserted = [s["text"] for s in row["segments"] if s["by"] == "inserted"]  # passages, corrective messages
+        assert sum("<information>" in text for text in inserted) == len(row["queries"])
+        assert not any("<information>" in s["text"] for s in row["segments"] if s["by"] == "policy")
         assert all(pid in corpus_ids for hits in row["retrieved"] for pid in hits)
     scores = json.loads((out / "results.json").read_text())["scores"]["agent"]["world"]
     assert scores["searches"] == sum(len(r["queries"]) for r in rows) / 4

@@ -122,6 +122,18 @@ def test_agent_runs_the_search_r1_protocol(tiny_tokenizer):
     assert [(p.answer, p.searches, p.stop_reason) for p in predictions] == [("1714", 1, "answer")] * 2
     assert [(p.turns, p.invalid_actions) for p in predictions] == [(2, 0)] * 2  # a search turn, an answer turn
     assert retriever.calls == [2]
+    # predictions.jsonl's segments: the policy's turns and the inserted passages apart, as the loss mask has them
+    for prediction in predictions:
+        by = [s["by"] for s in prediction.segments]
+        assert by == ["policy", "inserted", "policy"], prediction.segments
+        assert "<search> violin of Vell </search>" in prediction.segments[0]["text"]
+        assert prediction.segments[1]["text"].strip().startswith("<information>")
+        assert "<answer> 1714 </answer>" in prediction.segments[2]["text"]
+        assert "".join(s["text"] for s in prediction.segments) == prediction.response
+    rows = []
+    questions = [Question("a", QUESTIONS[0], ("1714",), "world")]
+    evaluate_methods(["agent", "direct"], {"world": questions}, ctx, batch_size=1, on_prediction=rows.append)
+    assert rows[0]["segments"][1]["by"] == "inserted" and "segments" not in rows[1]  # the agent's rows only
 
 
 def test_evaluate_methods_scores_em_f1_subem_and_searches(tiny_tokenizer):

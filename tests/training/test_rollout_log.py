@@ -9,11 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from inspo_cli.agent.segments import mask_runs
 from inspo_cli.config import RewardConfig, load_recipe
 from inspo_cli.errors import InspoError
 from inspo_cli.jsonio import iter_rows
 from inspo_cli.runs import RunDir
-from inspo_cli.training.rollout_log import RolloutLog, mask_runs, step_file_name, step_files
+from inspo_cli.training.rollout_log import RolloutLog, step_file_name, step_files
 
 
 def rows_of(run: RunDir, step: int) -> list[dict]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from inspo_cli.agent import RolloutEngine
+from inspo_cli.agent.segments import segments
 from inspo_cli.evaluation.methods.base import MethodContext, Prediction
 
 
@@ -21,6 +22,10 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
         protocol=ctx.protocol,
     )
     trajectories = engine.run([ctx.instruction] * len(questions), questions)
+
+    def decode(ids: list[int]) -> str:
+        return ctx.tokenizer.decode(ids, skip_special_tokens=False)
+
     ctx.retrieval_seconds += engine.retrieval_seconds
     return [
         Prediction(
@@ -33,6 +38,7 @@ def predict(ctx: MethodContext, questions: Sequence[str]) -> list[Prediction]:
             t.turns,
             t.invalid_actions,
             {tool.name: t.tool_calls.get(tool.name, 0) for tool in engine.tools},
+            segments(t.completion_ids, t.completion_mask, decode),
         )
         for t in trajectories
     ]

@@ -31,6 +31,7 @@ class Prediction:
     turns: int = 0  # the agent's policy turns, and how many of them held no valid action (no tag)
     invalid_actions: int = 0
     tool_calls: dict[str, int] = field(default_factory=dict)  # the agent's calls per tool (agent.tools)
+    segments: list[dict] | None = None  # the agent's completion per run of the loss mask (agent/segments.py)
 
 
 class MethodTokenizer(Protocol):
