@@ -10,6 +10,7 @@ start that would fail leaves nothing behind.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from inspo_cli.agent.tools import ToolContext, build_tools
@@ -88,6 +89,8 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
     on_one_gpu = processes == 1 and not on_cpu and not launched_sharded()
     if kind == "train" and on_one_gpu:
         check_one_gpu_fit(recipe)
+    if kind == "train" and os.environ.get("RANK", "0") == "0":
+        warn_rollouts_size(recipe)
     if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and on_cpu:
         raise InspoError(VLLM_SERVER_ON_CPU)
     if recipe.model.vllm_enable_sleep_mode and on_cpu:
@@ -98,6 +101,33 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
             read_api_key(recipe.optimizer)  # a missing key is refused now, not at the first evolution
         else:
             check_replay_source(Path(recipe.optimizer.replay), "optimizer.replay")
+
+
+ROLLOUT_BYTES_PER_TOKEN = 12  # a kept rollout's token, before compression: its id in JSON and its text
+
+
+def rollouts_size_bytes(recipe: Recipe) -> float:
+    """What `run.save_rollouts: all` keeps over the run at the recipe's bound, before gzip (several-fold smaller):
+    every trajectory of every step at rollout.max_total_tokens, about ROLLOUT_BYTES_PER_TOKEN bytes a token."""
+    t = recipe.training
+    return float(t.steps) * t.batch_size * t.group_size * recipe.rollout.max_total_tokens * ROLLOUT_BYTES_PER_TOKEN
+
+
+def warn_rollouts_size(recipe: Recipe) -> None:
+    """Said once before training: `run.save_rollouts: all` on a run that could keep more than a GB."""
+    from inspo_cli.progress import err_console
+
+    if recipe.run.rollout_groups is not None or (size := rollouts_size_bytes(recipe)) < 1e9:
+        return
+    t = recipe.training
+    err_console.print(
+        f"warning: run.save_rollouts=all keeps every trajectory: {t.batch_size * t.group_size:,} a step of up to "
+        f"{recipe.rollout.max_total_tokens:,} tokens over {t.steps:,} steps, up to {size / 1e9:,.0f} GB before "
+        "compression (gzip shrinks it several-fold); a number of groups per step keeps less (the default, 2)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def gpu_memory_gib() -> float:

@@ -175,3 +175,18 @@ def test_the_recipe_field(value, groups):
 def test_the_recipe_field_refuses_what_is_no_count(value):
     with pytest.raises(InspoError, match="run.save_rollouts: must be a number of groups per step"):
         load_recipe(None, [f"run.save_rollouts={value}"], check_paths=False)
+
+
+def test_keeping_all_rollouts_of_a_paper_run_is_said_with_its_size(capsys, monkeypatch):
+    from inspo_cli.training.preflight import warn_rollouts_size
+
+    paper = load_recipe("qwen2.5-7b/inspo", ["run.save_rollouts=all"], check_paths=False)
+    warn_rollouts_size(paper)
+    said = " ".join(capsys.readouterr().err.split())
+    t = paper.training
+    assert f"{t.batch_size * t.group_size:,} a step of up to {paper.rollout.max_total_tokens:,} tokens" in said
+    expected = t.steps * t.batch_size * t.group_size * paper.rollout.max_total_tokens * 12 / 1e9
+    assert f"up to {expected:,.0f} GB before compression" in said
+    for quiet in (load_recipe("qwen2.5-7b/inspo", check_paths=False), load_recipe("demo", ["run.save_rollouts=all"])):
+        warn_rollouts_size(quiet)  # the default 2 groups; every rollout of the demo's small run
+        assert capsys.readouterr().err == ""
