@@ -63,8 +63,10 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def atomic_write_jsonl_gz(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    """JSONL, gzip-compressed (no name or time in the header, so the same rows give the same bytes), atomically."""
-    atomic_write_bytes(path, gzip.compress(dumps_jsonl(rows).encode("utf-8"), compresslevel=6, mtime=0))
+    """JSONL, gzip-compressed (no name or time in the header, so the same rows give the same bytes), atomically.
+    ASCII-escaped, so that any text (a lone surrogate a model's output could hold) is written and reads back."""
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    atomic_write_bytes(path, gzip.compress(text.encode("ascii"), compresslevel=6, mtime=0))
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:

@@ -162,8 +162,8 @@ class RunConfig:
         metadata={
             "help": "Training rollouts kept for reading (`inspo view`): the first N groups of every step (a group: "
             "one question's rollouts), all, or 0 for none; written per step to rollouts/step-<step>.jsonl.gz with "
-            "token ids, loss mask, turn texts, searches, reward parts and the instruction. all on a paper recipe "
-            "keeps 2,560 trajectories a step (tens of MB compressed)."
+            "token ids, loss mask, turn texts, searches, reward parts and the instruction. all keeps every trajectory "
+            "(2,560 a step on a paper recipe); `inspo train` says what that comes to when it is over a GB."
         },
     )
 

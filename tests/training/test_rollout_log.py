@@ -158,6 +158,10 @@ def test_the_same_rows_give_the_same_bytes_and_damage_is_one_error(tmp_path):
         writer.write_step(step)
     one, two = (run.rollouts_dir / step_file_name(s) for s in (1, 2))
     assert gzip.decompress(one.read_bytes()).replace(b'"step": 1', b'"step": 2') == gzip.decompress(two.read_bytes())
+    writer = log(run)
+    writer.collect([trajectory()], ["i0"], ["a lone surrogate \ud800 and \u00e9"], [("x",)], ["s"])
+    writer.write_step(5)  # any text a policy or a data file holds is written, and reads back as it was
+    assert rows_of(run, 5)[0]["question"] == "a lone surrogate \ud800 and \u00e9"
     one.write_bytes(one.read_bytes()[:-12])  # cut short by a partial copy
     with pytest.raises(InspoError, match="cut short"):
         rows_of(run, 1)
