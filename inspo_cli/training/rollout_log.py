@@ -83,7 +83,7 @@ class RolloutLog:
         numbers: dict[tuple[int, str], int] = {}
         chosen = {}
         for index, key in enumerate(keys):
-            number = numbers.setdefault(tuple(key), len(numbers))
+            number = numbers.setdefault((int(key[0]), str(key[1])), len(numbers))  # a list after a gather
             if self.groups is None or number < self.groups:
                 chosen[index] = number
         return chosen

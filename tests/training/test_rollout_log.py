@@ -52,9 +52,14 @@ def test_a_real_step_keeps_its_first_groups_whole(make_trainer, tmp_path):
         assert row["searches"] and len(row["retrieved"]) == len(row["searches"])
         assert row["stop_reason"] == "answer" and row["reward"] == row["em"] == row["score"]
     assert sorted(r["em"] for r in rows) == [0.0, 1.0]  # one right and one wrong answer per question
+    trainer.model.eval()  # an evaluation's rollouts are not training's
+    trainer._generate_and_score_completions(batch)
+    trainer.model.train()
+    trainer._end_step(2)
+    assert [s for s, _ in step_files(run)] == [1]
     trainer.save_rollouts = 0
     trainer._generate_and_score_completions(batch)
-    trainer._end_step(2)
+    trainer._end_step(3)
     assert [s for s, _ in step_files(run)] == [1]  # 0 keeps nothing
 
 
@@ -131,6 +136,14 @@ def test_several_processes_rows_are_gathered_and_a_group_may_span_two(tmp_path):
     assert [r["qid"] for r in sent] == ["b"]  # process 1 built only its row of the second group
     rows = rows_of(run, 3)
     assert [(r["qid"], r["group"]) for r in rows] == [("a", 0), ("a", 0), ("b", 1), ("b", 1)]
+    # rows of a group stay together in the file whatever order the processes held them in
+    writers = [log(run, groups=2, main=index == 0) for index in range(2)]
+    for writer in writers:
+        collect(writer, ["a", "b"])
+    keys, sent = [list(w.pending.keys) for w in writers], []
+    writers[1].write_step(4, gather_1, process_index=1)
+    writers[0].write_step(4, lambda obj: keys if obj == [keys[0]] else obj + sent, process_index=0)
+    assert [r["group"] for r in rows_of(run, 4)] == [0, 0, 1, 1]
 
 
 def test_a_resumed_run_keeps_each_step_once_and_leaves_other_files_alone(tmp_path):
@@ -146,8 +159,12 @@ def test_a_resumed_run_keeps_each_step_once_and_leaves_other_files_alone(tmp_pat
     assert [s for s, _ in step_files(run)] == [1, 2]  # step 3 of the attempt cut short is gone
     assert {r["qid"] for r in rows_of(run, 2)} == {"b"}
     assert (run.rollouts_dir / "notes.txt").read_text() == "mine"
+    (run.rollouts_dir / step_file_name(9)).mkdir()  # named like a step file, but not one the writer made
+    again = log(run)  # resumed once more from the checkpoint after step 1: its step 2 keeps nothing this time
+    again.write_step(2)
+    assert [s for s, _ in step_files(run)] == [1, 9] and (run.rollouts_dir / step_file_name(9)).is_dir()
     log(run, main=False).write_step(4)  # only the main process writes
-    assert [s for s, _ in step_files(run)] == [1, 2]
+    assert [s for s, _ in step_files(run)] == [1, 9]
 
 
 def test_the_same_rows_give_the_same_bytes_and_damage_is_one_error(tmp_path):
@@ -170,9 +187,10 @@ def test_the_same_rows_give_the_same_bytes_and_damage_is_one_error(tmp_path):
         rows_of(run, 2)
 
 
-@pytest.mark.parametrize("value, groups", [("2", 2), ("all", None), ("ALL", None), ("0", 0), (" 7 ", 7)])
+@pytest.mark.parametrize("value, groups", [("2", 2), ("all", None), ("ALL", None), ("0", 0), (" 007 ", 7)])
 def test_the_recipe_field(value, groups):
-    assert load_recipe(None, [f"run.save_rollouts={value}"], check_paths=False).run.rollout_groups == groups
+    run = load_recipe(None, [f"run.save_rollouts={value}"], check_paths=False).run
+    assert run.rollout_groups == groups and run.save_rollouts == ("all" if groups is None else str(groups))
 
 
 @pytest.mark.parametrize("value", ["-1", "two", "2.5", "1e3", "²", "1234567890", ""])
