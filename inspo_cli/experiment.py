@@ -28,7 +28,7 @@ from inspo_cli.progress import err_console
 from inspo_cli.runs import RunDir
 from inspo_cli.training.distill_plan import DistillOptions, plan_distillation
 from inspo_cli.training.evolve import run_evolve
-from inspo_cli.training.preflight import check_run
+from inspo_cli.training.preflight import check_run, rollouts_size_warning
 from inspo_cli.training.run import run_training
 from inspo_cli.training.stages import run_staged
 
@@ -72,7 +72,8 @@ def run(
         assert recipe is not None  # exactly one of recipe and resume, checked above
         check_run(kind, recipe, state.num_processes, device)  # a start that would fail creates nothing
         if kind == "train" and state.is_main_process:  # settings that run but measure something else, as recipe check
-            for line in loss_warnings(recipe.training, recipe.rollout.max_total_tokens):
+            lines = [*loss_warnings(recipe.training, recipe.rollout.max_total_tokens), rollouts_size_warning(recipe)]
+            for line in filter(None, lines):
                 err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
         created_root = first_missing(output_dir if output_dir is not None else recipe.run.output_dir)
         directory = _create(recipe, recipe_path, command, output_dir, state)

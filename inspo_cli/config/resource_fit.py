@@ -68,11 +68,9 @@ def refusal(
     return f"the recipe {needs}; fits: {advice}"
 
 
-def _peak(plan: LaunchPlan) -> tuple[float, str, dict[str, float]]:
-    """The plan's peak in GiB, its phase, and that phase's terms in GiB."""
-    totals = {ph: {k: v / GiB for k, v in t.items()} for ph, t in plan.phases.items()}
-    phase = max(totals, key=lambda ph: sum(totals[ph].values()))
-    return sum(totals[phase].values()), phase, totals[phase]
+def _terms_gib(plan: LaunchPlan) -> dict[str, float]:
+    """The terms of the plan's peak phase, in GiB."""
+    return {k: v / GiB for k, v in plan.phases[plan.peak_phase].items()}
 
 
 def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None, str | None]:
@@ -85,15 +83,13 @@ def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None,
     hardware = Hardware(1, gpu_gib)
     planned = resource_plan(recipe, arch, hardware)
     bound = planned.launches["one-gpu"]
-    if bound.problem is not None:
-        return None, None
-    bound_peak, bound_phase, _ = _peak(bound)
-    if bound_peak <= gpu_gib:
+    if bound.problem is not None or bound.fits:
         return None, None
     plan_command = f"inspo recipe plan RECIPE --gpus 1 --gpu-memory {gpu_gib:.1f} --launch one-gpu"
     shortest = resource_plan(recipe, arch, hardware, Lengths(prompt=1, observation=1, trajectory=1))
-    peak, phase, terms = _peak(shortest.launches["one-gpu"])
-    if peak > gpu_gib:
+    one = shortest.launches["one-gpu"]
+    if not one.fits:
+        terms = _terms_gib(one)
         largest = ", ".join(f"{k} {v:.0f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v >= 1)[:200]
         advice = []
         if terms.get("vLLM share", 0) >= 1:
@@ -102,18 +98,18 @@ def one_gpu_fit(recipe, arch: Architecture, gpu_gib: float) -> tuple[str | None,
                 "model.backend=transformers"
             )
         lora = shortest.launches.get("one-gpu+lora")
-        if not recipe.model.lora and lora is not None and _peak(lora)[0] <= gpu_gib:
+        if not recipe.model.lora and lora is not None and lora.fits:
             advice.append("model.lora=true")
         advice.append(
             "a launch over several GPUs (accelerate launch --config_file recipes/accelerate/8gpu-zero3.yaml "
             "-m inspo_cli train ...)"
         )
         return (
-            f"the recipe needs {peak:.1f} GiB on {bound.label} ({phase}: {largest} GiB) whatever the trajectories' "
-            f"lengths and this GPU has {gpu_gib:.1f} GiB; use {', or '.join(advice)} ({plan_command})"
+            f"the recipe needs {one.peak_gib:.1f} GiB on {bound.label} ({one.peak_phase}: {largest} GiB) whatever the "
+            f"trajectories' lengths and this GPU has {gpu_gib:.1f} GiB; use {', or '.join(advice)} ({plan_command})"
         ), None
     return None, (
         f"at the recipe's length bound (trajectories of {planned.lengths['trajectory']:,} tokens) {bound.label} needs "
-        f"{bound_peak:.1f} GiB ({bound_phase}) on this {gpu_gib:.1f} GiB GPU: a batch of long trajectories "
+        f"{bound.peak_gib:.1f} GiB ({bound.peak_phase}) on this {gpu_gib:.1f} GiB GPU: a batch of long trajectories "
         f"may run out of memory ({plan_command} --trajectory-tokens N says what fits)"
     )

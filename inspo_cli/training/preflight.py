@@ -10,7 +10,6 @@ start that would fail leaves nothing behind.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from inspo_cli.agent.tools import ToolContext, build_tools
@@ -89,8 +88,6 @@ def check_run(kind: str, recipe: Recipe, processes: int, device: str | None) -> 
     on_one_gpu = processes == 1 and not on_cpu and not launched_sharded()
     if kind == "train" and on_one_gpu:
         check_one_gpu_fit(recipe)
-    if kind == "train" and os.environ.get("RANK", "0") == "0":
-        warn_rollouts_size(recipe)
     if recipe.model.backend == "vllm" and recipe.model.vllm_mode == "server" and on_cpu:
         raise InspoError(VLLM_SERVER_ON_CPU)
     if recipe.model.vllm_enable_sleep_mode and on_cpu:
@@ -113,20 +110,15 @@ def rollouts_size_bytes(recipe: Recipe) -> float:
     return float(t.steps) * t.batch_size * t.group_size * recipe.rollout.max_total_tokens * ROLLOUT_BYTES_PER_TOKEN
 
 
-def warn_rollouts_size(recipe: Recipe) -> None:
-    """Said once before training: `run.save_rollouts: all` on a run that could keep more than a GB."""
-    from inspo_cli.progress import err_console
-
+def rollouts_size_warning(recipe: Recipe) -> str | None:
+    """What `inspo train` says before a run whose `run.save_rollouts: all` could keep more than a GB."""
     if recipe.run.rollout_groups is not None or (size := rollouts_size_bytes(recipe)) < 1e9:
-        return
+        return None
     t = recipe.training
-    err_console.print(
-        f"warning: run.save_rollouts=all keeps every trajectory: {t.batch_size * t.group_size:,} a step of up to "
+    return (
+        f"run.save_rollouts=all keeps every trajectory: {t.batch_size * t.group_size:,} a step of up to "
         f"{recipe.rollout.max_total_tokens:,} tokens over {t.steps:,} steps, up to {size / 1e9:,.0f} GB before "
-        "compression (gzip shrinks it several-fold); a number of groups per step keeps less (the default, 2)",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
+        "compression (gzip shrinks it several-fold); a number of groups per step keeps less (the default, 2)"
     )
 
 

@@ -160,7 +160,7 @@ def step_files(run: RunDir) -> list[tuple[int, Path]]:
     folder = run.rollouts_dir
     if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := STEP_FILE.match(p.name))]
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := STEP_FILE.match(p.name)) and p.is_file()]
     return sorted(found)
 
 

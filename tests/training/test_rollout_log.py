@@ -162,9 +162,9 @@ def test_a_resumed_run_keeps_each_step_once_and_leaves_other_files_alone(tmp_pat
     (run.rollouts_dir / step_file_name(9)).mkdir()  # named like a step file, but not one the writer made
     again = log(run)  # resumed once more from the checkpoint after step 1: its step 2 keeps nothing this time
     again.write_step(2)
-    assert [s for s, _ in step_files(run)] == [1, 9] and (run.rollouts_dir / step_file_name(9)).is_dir()
+    assert [s for s, _ in step_files(run)] == [1] and (run.rollouts_dir / step_file_name(9)).is_dir()
     log(run, main=False).write_step(4)  # only the main process writes
-    assert [s for s, _ in step_files(run)] == [1, 9]
+    assert [s for s, _ in step_files(run)] == [1]
 
 
 def test_the_same_rows_give_the_same_bytes_and_damage_is_one_error(tmp_path):
@@ -199,16 +199,27 @@ def test_the_recipe_field_refuses_what_is_no_count(value):
         load_recipe(None, [f"run.save_rollouts={value}"], check_paths=False)
 
 
-def test_keeping_all_rollouts_of_a_paper_run_is_said_with_its_size(capsys, monkeypatch):
-    from inspo_cli.training.preflight import warn_rollouts_size
+def test_keeping_all_rollouts_of_a_paper_run_is_said_with_its_size():
+    from inspo_cli.training.preflight import rollouts_size_warning
 
     paper = load_recipe("qwen2.5-7b/inspo", ["run.save_rollouts=all"], check_paths=False)
-    warn_rollouts_size(paper)
-    said = " ".join(capsys.readouterr().err.split())
+    said = rollouts_size_warning(paper)
     t = paper.training
     assert f"{t.batch_size * t.group_size:,} a step of up to {paper.rollout.max_total_tokens:,} tokens" in said
     expected = t.steps * t.batch_size * t.group_size * paper.rollout.max_total_tokens * 12 / 1e9
     assert f"up to {expected:,.0f} GB before compression" in said
     for quiet in (load_recipe("qwen2.5-7b/inspo", check_paths=False), load_recipe("demo", ["run.save_rollouts=all"])):
-        warn_rollouts_size(quiet)  # the default 2 groups; every rollout of the demo's small run
-        assert capsys.readouterr().err == ""
+        assert rollouts_size_warning(quiet) is None  # the default 2 groups; every rollout of the demo's small run
+
+
+def test_inspo_train_says_it_once_before_the_run(monkeypatch, tmp_path):
+    """The warning goes with the recipe's other start-up warnings (main process, a new run), before training."""
+    from helpers.cli_helpers import invoke
+
+    trained = []
+    monkeypatch.setattr("inspo_cli.training.preflight.rollouts_size_bytes", lambda recipe: 5e9)
+    monkeypatch.setattr("inspo_cli.experiment._run", lambda *args, **kwargs: trained.append(True))
+    result = invoke("train", "--recipe", "demo", "--set", "run.save_rollouts=all", "--output-dir", tmp_path)
+    said = " ".join(result.stderr.split())
+    assert said.count("warning: run.save_rollouts=all keeps every trajectory") == 1 and "up to 5 GB" in said
+    assert trained == [True]
