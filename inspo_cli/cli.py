@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from inspo_cli import __version__
-from inspo_cli.commands import ablate, data, distill, env, evaluate, evolve, index, recipe, report, serve, train
+from inspo_cli.commands import ablate, data, distill, env, evaluate, evolve, index, recipe, report, serve, train, view
 from inspo_cli.console import run_cli
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ app.command("distill")(distill.distill)
 app.command("evaluate")(evaluate.evaluate)
 app.command("ablate")(ablate.ablate)
 app.command("report")(report.report)
+app.command("view")(view.view)
 app.command("env")(env.env)
 app.add_typer(recipe.app, name="recipe")
 app.add_typer(data.app, name="data")

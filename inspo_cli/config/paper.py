@@ -58,6 +58,12 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def model_size(name: str) -> str | None:
+    """'3b' or '7b' for the paper's Qwen2.5 sizes (from the model name), else None."""
+    match = re.search(r"(?<![\d.])([37])b\b", name.lower())
+    return f"{match.group(1)}b" if match else None
+
+
 def paper_value(key: str, size: str | None = None) -> Any:
     """The paper's value of recipe key `key`, as `--trl` compares it: by model size ("3b", "7b") where it depends on
     it (both, as text, without a size); a value with a note is the value alone."""

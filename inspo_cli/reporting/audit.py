@@ -20,29 +20,12 @@ from pathlib import Path
 from inspo_cli.config import RewardConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.replay import ReplayBuffer
-from inspo_cli.jsonio import COUNT, POSITIVE, UNIT, Range, read_json, shape_problem
+from inspo_cli.jsonio import read_json, shape_problem
 from inspo_cli.reporting.audit_flags import Flag, Thresholds, Traits, flags
 from inspo_cli.runs import DAMAGED, RunDir
+from inspo_cli.runs.file_shapes import EVOLUTIONS_SHAPE
 from inspo_cli.training.rollout_traits import facts_from_experience, read_rows, trait_rows
 
-SCORE = (Range(), None)  # a mean reward or difference; None where it was not measured
-TYPE_SHAPE = {
-    "questions": POSITIVE,
-    "candidate_reward": SCORE,
-    "parent_reward": SCORE,
-    "candidate_em": (UNIT, None),
-    "parent_em": (UNIT, None),
-}  # one question type of a candidate's by_type
-CANDIDATE_SHAPE = {
-    "text": str,
-    "parent": str,
-    "accepted": bool,
-    "instruction_id?": (str, None),
-    **{f"{key}?": SCORE for key in ("verification_score", "parent_score", "difference")},
-    "difference_se?": (Range(0.0), None),
-    "by_type?": ({str: TYPE_SHAPE}, None),
-}  # what the audit reads of a candidate: the rest of it is not shown
-EVOLUTIONS_SHAPE = [{"step": COUNT, "candidates": [CANDIDATE_SHAPE]}]
 NO_TYPES = (
     "verification per question type was not recorded (runs before `inspo report --audit` existed record only the "
     "overall scores, below)"

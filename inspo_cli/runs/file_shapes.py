@@ -53,6 +53,25 @@ DISTILL_SHAPE = {
     "student_instruction_source": str,
     "student_prompt_instruction": str,
 }
+# evolutions.json (`inspo report --audit`, `inspo view`): what is read of each evolution's candidates
+SCORE = (Range(), None)  # a mean reward or difference; None where it was not measured
+TYPE_SHAPE = {
+    "questions": POSITIVE,
+    "candidate_reward": SCORE,
+    "parent_reward": SCORE,
+    "candidate_em": (UNIT, None),
+    "parent_em": (UNIT, None),
+}  # one question type of a candidate's by_type
+CANDIDATE_SHAPE = {
+    "text": str,
+    "parent": str,
+    "accepted": bool,
+    "instruction_id?": (str, None),
+    **{f"{key}?": SCORE for key in ("verification_score", "parent_score", "difference")},
+    "difference_se?": (Range(0.0), None),
+    "by_type?": ({str: TYPE_SHAPE}, None),
+}  # what the audit reads of a candidate: the rest of it is not shown
+EVOLUTIONS_SHAPE = [{"step": COUNT, "candidates": [CANDIDATE_SHAPE]}]
 # Other metrics may be NaN (a diverged loss is a run's to log); a tool's counts per trajectory never are (`check_tools`)
 METRICS_ROW_SHAPE = {"step": COUNT, "update?": COUNT, "*": (float, None)}
 TOOL_COUNTS = ("/calls", "/errors", "/observation_tokens")  # tools/<tool>/...: means per trajectory (rollout.summarize)

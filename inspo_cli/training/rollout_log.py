@@ -2,7 +2,7 @@
 one question's rollouts in one generation round) written whole to `rollouts/step-<step>.jsonl.gz`, one row per
 trajectory:
 
-    step, group, qid, question, golden_answers, instruction_id
+    step, group, qid, question, golden_answers, instruction_id, type (the question's type, "" when unknown)
     prompt          the prompt as the policy saw it (instruction and question), decoded
     prompt_ids, completion_ids
     mask            the completion's loss mask as runs: [[1, n], [0, m], ...] (1: written by the policy and trained
@@ -45,7 +45,7 @@ class _Pending:
     """One process's rollouts of the current step, in generation order: (round, qid) per row, and what a row needs."""
 
     keys: list[tuple[int, str]] = field(default_factory=list)
-    items: list[tuple] = field(default_factory=list)  # (trajectory, instruction id, question, gold, qid)
+    items: list[tuple] = field(default_factory=list)  # (trajectory, instruction id, question, gold, qid, type)
     rounds: int = 0
 
 
@@ -69,12 +69,14 @@ class RolloutLog:
         questions: Sequence[str],
         gold: Sequence[Sequence[str]],
         qids: Sequence[str],
+        types: Sequence[str] | None = None,
     ) -> None:
         if not self.enabled:
             return
         round_index = self.pending.rounds
         self.pending.rounds += 1
-        for item in zip(trajectories, instruction_ids, questions, gold, qids):
+        types = types if types is not None else [""] * len(qids)
+        for item in zip(trajectories, instruction_ids, questions, gold, qids, types):
             self.pending.keys.append((round_index, item[4]))
             self.pending.items.append(item)
 
@@ -121,7 +123,9 @@ class RolloutLog:
             if match and int(match.group(1)) >= step and path.is_file() and not path.is_symlink():
                 path.unlink()
 
-    def _row(self, step: int, group: int, trajectory, instruction_id: str, question: str, gold, qid: str) -> dict:
+    def _row(
+        self, step: int, group: int, trajectory, instruction_id: str, question: str, gold, qid: str, qtype: str = ""
+    ) -> dict:
         facts = facts_from_trajectory(trajectory, instruction_id, step, question, gold, self.reward)
         runs = mask_runs(trajectory.completion_mask)
         return {
@@ -131,6 +135,7 @@ class RolloutLog:
             "question": question,
             "golden_answers": list(facts.golden_answers),
             "instruction_id": instruction_id,
+            "type": str(qtype or ""),
             "prompt": self._decode(trajectory.prompt_ids),
             "prompt_ids": list(trajectory.prompt_ids),
             "completion_ids": list(trajectory.completion_ids),
@@ -178,6 +183,7 @@ def collect_rollouts(trainer, prompts: Sequence[str], trajectories: Sequence) ->
         prompts,
         [gold.get(q, ()) for q in prompts],
         trainer._row_qids,
+        getattr(trainer, "_row_categories", None),
     )
 
 

@@ -182,6 +182,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
         of each question sampled first and its group's rewards reported back (`_calculate_rewards`)."""
         keys = [x["qid"] for x in inputs]
         self._row_qids = keys  # for the rollouts kept (rollout_log.collect_rollouts)
+        self._row_categories = [str(x.get("category") or "") for x in inputs]
         if self.instructions_per_question == 1:
             self._picks, self._block = self.instructions.sample(keys, self.step), self.group_size
         else:  # blocks of a group: sampled over every process's rows (instruction_blocks.py)

@@ -14,25 +14,17 @@ validation runs; on a machine without the requested GPU it is built for the CPU 
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 from inspo_cli.config import Recipe
 from inspo_cli.config.batch_plan import BatchPlan, batch_plan
 from inspo_cli.config.loss_rules import listed
-from inspo_cli.config.paper import paper_value
+from inspo_cli.config.paper import model_size, paper_value
 from inspo_cli.config.training_section import TrainingConfig
 from inspo_cli.config.validation import choices
 from inspo_cli.registry import LOSS_TYPES, is_sft
 from inspo_cli.runs import RunDir
 from inspo_cli.training.grpo import grpo_kwargs
-
-
-def model_size(name: str) -> str | None:
-    """'3b' or '7b' for the paper's Qwen2.5 sizes (from the model name), else None."""
-    match = re.search(r"(?<![\d.])([37])b\b", name.lower())
-    return f"{match.group(1)}b" if match else None
-
 
 _COMPARE = object()
 

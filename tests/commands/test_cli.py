@@ -56,6 +56,7 @@ def test_only_working_commands_are_registered():
         "distill",
         "evaluate",
         "ablate",
+        "view",
         "report",
         "env",
     }

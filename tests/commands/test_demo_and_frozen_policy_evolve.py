@@ -58,6 +58,12 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     # parent and each candidate
     rolled_out = len(verified) + evolution["verification_calls"]
     assert rolled_out <= evolution["verification_rollouts"] <= 8 * rolled_out
+    # the quick start's last command, `inspo view` on this run: its pages show the run's own files (exported here)
+    assert invoke("view", run, "--export", tmp_path / "site").exit_code == 0
+    page = (tmp_path / f"site/run/{run.name}/trajectories/step-1-1.html").read_text()
+    assert page.count('<article class="traj"') == 8  # save_rollouts 2: two questions' groups of 4
+    assert '<span class="policy"' in page and '<span class="inserted"' in page and 'data-type="-"' not in page
+    assert "EM at step 2" in (tmp_path / f"site/run/{run.name}/index.html").read_text()
     assert {r["proposer"] for r in records[1:]} == {"reflection"}
     assert any(r["step_pruned"] for r in records)
     overhead = summary["overhead"]

@@ -36,7 +36,7 @@ def test_a_real_step_keeps_its_first_groups_whole(make_trainer, tmp_path):
     assert {r["qid"] for r in rows} == {batch[0]["qid"]} and {r["question"] for r in rows} == {batch[0]["prompt"]}
     tokenizer = trainer.processing_class
     for row in rows:
-        assert row["step"] == 1 and row["instruction_id"] == "rec"
+        assert row["step"] == 1 and row["instruction_id"] == "rec" and row["type"] == batch[0]["category"] != ""
         assert row["golden_answers"] == batch[0]["golden_answers"]
         assert "Use the search engine wisely." in row["prompt"]
         assert tokenizer.decode(row["prompt_ids"]) == row["prompt"]
