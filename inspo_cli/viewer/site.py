@@ -109,7 +109,7 @@ class Site:
             render = trajectories.step_page if rest[0] == "trajectories" else evaluations.step_page
             return self._html(render(data, rid, title, step, number))
         if rest[0] == "files" and rest[1:2] == [RunDir.PLOTS]:
-            return self._file(contained_file(source.run.plots_dir, rest[2:]))
+            return self._file(contained_file(source.run.path, [RunDir.PLOTS, *rest[2:]]))
         return None
 
     @staticmethod

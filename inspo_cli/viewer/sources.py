@@ -119,8 +119,8 @@ def discover(paths: list[Path]) -> Sources:
 
 
 def contained_file(root: Path, parts: list[str], suffixes: tuple[str, ...] = FIGURE_SUFFIXES) -> Path | None:
-    """The file `root/parts...` when every part is a plain name, no part is a symbolic link, it is a regular file
-    with one of `suffixes`, and it resolves inside `root`; else None (the page answers 404)."""
+    """The file `root/parts...` when every part is a plain name, no part is a symbolic link (even one that points
+    inside), it is a regular file with one of `suffixes`, and it resolves inside `root`; else None (a 404)."""
     if not parts or not all(SAFE_PART.match(p) for p in parts) or not parts[-1].lower().endswith(suffixes):
         return None
     path = root

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import posixpath
 import re
 from pathlib import Path
@@ -108,7 +109,11 @@ def test_pages_of_a_hundred_and_the_pages_that_do_not_exist(tmp_path: Path):
     ):
         assert site.get(missing) is None, missing
     index = html(site, "run/demo/trajectories.html")
-    assert ">250<" in index and "i0 (" in index
+    step_2 = index.split('href="trajectories/step-2-1.html">step 2</a>')[1].split("</tr>")[0]
+    wrong = sum(i % 3 != 0 for i in range(250))  # the fabricated rows: every third is right
+    cells = re.findall(r"<td>([^<]*)</td>", step_2)
+    assert cells[:2] == ["250", "63"] and cells[4] == str(wrong)  # rows, groups (of 4), ..., wrong
+    assert "i0 (84), i1 (84), i4 (82)" in step_2
 
 
 def test_the_lineage_tree_the_diffs_and_the_trajectories_each_instruction_had(run: Path):
@@ -135,6 +140,11 @@ def test_evaluations_and_the_questions_that_flipped(run: Path):
     lost = page.split("Right → wrong (1)")[1]
     assert "q1" in gained and "q4" in gained and "q3" not in gained and "q3" in lost
     assert "<td>1</td><td>2</td><td>1</td>" in page  # right in both, gained, lost
+    rows = (run / "evaluations/step-4/predictions.jsonl").read_text().splitlines()
+    (run / "evaluations/step-4/predictions.jsonl").write_text("\n".join(rows[1:]) + "\n")  # q0 not evaluated
+    page = html(site, "compare/demo~2~demo~4.html")
+    assert "1 questions only in the first, 0 only in the second" in page and "<td>4</td><td>0.250</td>" in page
+    (run / "evaluations/step-4/predictions.jsonl").write_text("\n".join(rows) + "\n")
     predictions = html(site, "run/demo/evals/step-4-1.html")
     assert predictions.count('<article class="pred"') == 5 and "Who founded firm 3?" in predictions
 
@@ -155,10 +165,14 @@ def test_only_the_runs_own_figures_are_served(tmp_path: Path, run: Path):
     outside = tmp_path / "secret.png"
     outside.write_bytes(PNG)
     (run / "plots/link.png").symlink_to(outside)
+    (run / "plots/reward.png").write_bytes(PNG)
+    (run / "plots/alias.png").symlink_to(run / "plots/reward.png")  # inside, but a link: refused all the same
     (run / "plots/notes.txt").write_text("x")
     site = site_of(run)
+    assert site.get("run/demo/files/plots/reward.png").body == PNG
     for path in (
         "run/demo/files/plots/link.png",
+        "run/demo/files/plots/alias.png",
         "run/demo/files/plots/../../../secret.png",
         "run/demo/files/plots/notes.txt",
         "run/demo/files/plots/%2e%2e/secret.png",
@@ -208,7 +222,11 @@ def test_an_ablation_links_every_cell_to_its_run(tmp_path: Path):
     ablation = AblationDir.start(tmp_path / "abl", plan)
     make_view_run(ablation.runs_dir, "inspo-s0", 0)
     make_view_run(ablation.runs_dir, "search-r1-s0", 0, population=False)
-    make_view_run(ablation.runs_dir, "inspo-s1", 1)
+    s1 = make_view_run(ablation.runs_dir, "inspo-s1", 1)
+    scores = {
+        b: {"em": em, "f1": em, "subem": em, "searches": 1.0, "n": 5} for b, em in (("nq", 0.6), ("hotpotqa", 0.2))
+    }
+    (s1 / "evaluations/step-4/results.json").write_text(json.dumps({"scores": {"agent": scores}}))
     (tmp_path / "abl/report").mkdir()
     (tmp_path / "abl/report/bars.png").write_bytes(PNG)
     (tmp_path / "abl/report/index.md").write_text(
@@ -220,6 +238,7 @@ def test_an_ablation_links_every_cell_to_its_run(tmp_path: Path):
     grid = page.split('class="grid"')[1].split("</table>")[0]
     assert grid.count('href="../../run/toy-inspo-s0/index.html"') == 1 and "EM 0.600 (step 4)" in grid
     assert "not started" in grid  # search-r1-s1
+    assert 'href="../../run/toy-inspo-s1/index.html">EM 0.400 (step 4)' in grid  # the mean over benchmarks
     assert 'href="../../run/toy-search-r1-s0/index.html">search-r1-s0</a>' in page
     assert '<img src="files/report/bars.png"' in page and "passwd" not in page.split("<main>")[1].split("bars.png")[1]
     assert "&lt;script&gt;" in page and site.get("ablation/ablation-toy/files/report/bars.png").body == PNG
@@ -237,9 +256,22 @@ def test_what_inspo_view_is_given(tmp_path: Path):
         discover([tmp_path / "nowhere"])
 
 
-def test_a_new_step_file_is_read_again(tmp_path: Path):
+def test_each_file_is_counted_once_and_again_when_it_changes(tmp_path: Path, monkeypatch):
+    import inspo_cli.viewer.data as data
+
     run = make_view_run(tmp_path / "runs", rows_per_step=8)
     site = site_of(run)
+    reads = []
+    original = data.iter_rows
+    monkeypatch.setattr(data, "iter_rows", lambda path, *a, **k: (reads.append(path), original(path, *a, **k))[1])
     assert "of 8 (" in html(site, "run/demo/trajectories/step-1-1.html")
+    html(site, "run/demo/trajectories.html")
+    counted = len(reads)
+    html(site, "run/demo/trajectories.html")
+    html(site, "run/demo/instructions.html")
+    assert len(reads) == counted  # counts come from the cache
+    file = run / "rollouts/step-000001.jsonl.gz"
+    stat = file.stat()
     write_rollouts(run, 1, 120)
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same time (a copy keeping it): the size differs
     assert "of 120 (" in html(site, "run/demo/trajectories/step-1-1.html")
