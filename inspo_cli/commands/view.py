@@ -60,9 +60,11 @@ def view(
     sources = discover(paths)
     site = Site(sources)
     if export is not None:
+        from inspo_cli.files import check_can_create
         from inspo_cli.progress import progress_bar
         from inspo_cli.viewer.export import export_site
 
+        check_can_create(export, "--export")
         _check_export(export, sources)
         with progress_bar(transient=True) as bar:
             task = bar.add_task("exporting pages", total=None)

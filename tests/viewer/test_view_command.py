@@ -96,9 +96,32 @@ def test_export_writes_every_page_and_replaces_only_an_earlier_export(run: Path,
     assert not (run / "site").exists()
 
 
+def test_an_export_cut_short_leaves_the_earlier_one_whole(run: Path, tmp_path: Path, monkeypatch):
+    out = tmp_path / "site"
+    assert invoke("view", run, "--export", out).exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    original, served = Site.get, []
+
+    def interrupted(self, path):
+        if len(served) == 5:
+            raise KeyboardInterrupt
+        served.append(path)
+        return original(self, path)
+
+    monkeypatch.setattr(Site, "get", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        from inspo_cli.viewer.export import export_site
+
+        export_site(Site(discover([run])), out)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "site"]  # no half-written sibling left
+
+
 def test_bad_input_is_one_line(tmp_path: Path, run: Path):
     assert_one_line_error(invoke("view", tmp_path / "nowhere"), "does not exist")
     assert_one_line_error(invoke("view", run, "--port", 70000), "--port is 70000")
+    (tmp_path / "file").write_text("x")
+    assert_one_line_error(invoke("view", run, "--export", tmp_path / "file/site"), "--export", "file/site")
     (tmp_path / "empty").mkdir()
     assert_one_line_error(invoke("view", tmp_path / "empty"), "neither a run")
 
