@@ -103,7 +103,8 @@ def browser_load(urls: list[str]) -> list[float]:
 
 
 def page_of_100(tmp: Path) -> dict:
-    run = make_view_run(tmp / "runs", "thousand", rows_per_step=1000)
+    run = make_view_run(tmp / "runs", "thousand", rows_per_step=8)
+    write_rollouts(run, 4, 1000, filler=True)
     process, base, _ = start([run])
     try:
         urls = [f"{base}run/thousand/trajectories/step-{s}-{p}.html" for s in (1, 2, 3, 4) for p in (1, 5, 10)]
@@ -128,7 +129,7 @@ def page_of_100(tmp: Path) -> dict:
 def hundred_thousand(tmp: Path) -> dict:
     run = make_view_run(tmp / "big", "big", rows_per_step=8)
     t = time.perf_counter()
-    write_rollouts(run, 100, 1000)
+    write_rollouts(run, 100, 1000, filler=True)  # 120 words of passage each
     made = time.perf_counter() - t
     size = sum(p.stat().st_size for p in (run / "rollouts").iterdir())
     process, base, started = start([run])

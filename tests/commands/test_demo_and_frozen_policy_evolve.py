@@ -4,6 +4,7 @@ would and resumes, and two processes call the optimizer once per proposal."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers.cli_helpers import invoke
@@ -58,12 +59,6 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     # parent and each candidate
     rolled_out = len(verified) + evolution["verification_calls"]
     assert rolled_out <= evolution["verification_rollouts"] <= 8 * rolled_out
-    # the quick start's last command, `inspo view` on this run: its pages show the run's own files (exported here)
-    assert invoke("view", run, "--export", tmp_path / "site").exit_code == 0
-    page = (tmp_path / f"site/run/{run.name}/trajectories/step-1-1.html").read_text()
-    assert page.count('<article class="traj"') == 8  # save_rollouts 2: two questions' groups of 4
-    assert '<span class="policy"' in page and '<span class="inserted"' in page and 'data-type="-"' not in page
-    assert "EM at step 2" in (tmp_path / f"site/run/{run.name}/index.html").read_text()
     assert {r["proposer"] for r in records[1:]} == {"reflection"}
     assert any(r["step_pruned"] for r in records)
     overhead = summary["overhead"]
@@ -72,6 +67,38 @@ def test_inspo_train_without_a_recipe_runs_the_demo(tmp_path, repo_root, monkeyp
     )
     assert 0 < overhead["share_of_wall_time"] < 1 and overhead["training_rollouts"] == 2 * 16
     assert (run / "best_instruction.txt").read_text().strip() in {r["text"].strip() for r in records}
+    # the quick start's last command, `inspo view` on this run: its pages show the run's own files (exported here)
+    assert invoke("view", run, "--export", tmp_path / "site").exit_code == 0
+    page = (tmp_path / f"site/run/{run.name}/trajectories/step-1-1.html").read_text()
+    assert page.count('<article class="traj"') == 8  # save_rollouts 2: two questions' groups of 4
+    assert '<span class="policy"' in page and '<span class="inserted"' in page and 'data-type="-"' not in page
+    assert "EM at step 2" in (tmp_path / f"site/run/{run.name}/index.html").read_text()
+    _browse_the_export(tmp_path / "site", run)
+
+
+def _browse_the_export(site: Path, run: Path) -> None:
+    """The exported pages of the real run in headless Chromium, from files (no server): every page of the run loads
+    without a script error, the curves are drawn and the filter hides what the rollout file says is right."""
+    import gzip
+
+    from helpers.browser import chromium, visible
+
+    rows = [
+        json.loads(line) for line in gzip.decompress((run / "rollouts/step-000001.jsonl.gz").read_bytes()).splitlines()
+    ]
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        for name in ("index.html", "trajectories.html", "instructions.html", "evals.html", "evals/step-2-1.html"):
+            page.goto((site / f"run/{run.name}/{name}").as_uri())
+            assert page.locator("h1").count() == 1, name
+        page.goto((site / f"run/{run.name}/index.html").as_uri())
+        assert page.locator("svg.chart").count() >= 3  # reward, EM, searches ...
+        page.goto((site / f"run/{run.name}/trajectories/step-1-1.html").as_uri())
+        page.check("input[name=wrong]")
+        assert len(visible(page, "article.traj")) == sum(r["em"] < 1 for r in rows)
+        assert errors == []
 
 
 @pytest.mark.slow

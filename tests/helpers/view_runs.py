@@ -16,12 +16,29 @@ XSS = MARKUP + "\ud800"  # and a lone surrogate: a policy's broken byte, which r
 TYPES = ("single_hop", "bridge", "comparison")
 
 
-def rollout_row(step: int, index: int, group_size: int = 4, hostile: bool = False) -> dict:
+WORDS = [
+    f"{a}{b}"
+    for a in ("ka", "lo", "mi", "ne", "po", "ru", "si", "ta", "ve", "zo")
+    for b in ("ben", "dor", "fel", "gar", "hin", "lum", "mar", "nok", "rit", "sul", "tam", "wen")
+]
+
+
+def passage(seed: int, words: int = 120) -> str:
+    """Text that compresses like retrieved passages do (not like one sentence repeated): for the benchmark's sizes."""
+    state, out = seed * 2654435761 % 2**32, []
+    for _ in range(words):
+        state = (1103515245 * state + 12345) % 2**31
+        out.append(WORDS[state % len(WORDS)])
+    return " ".join(out)
+
+
+def rollout_row(step: int, index: int, group_size: int = 4, hostile: bool = False, filler: bool = False) -> dict:
     group, k = divmod(index, group_size)
     em = 1.0 if (index % 3 == 0) else 0.0
     answer = "Ada Vell" if em else (XSS if hostile and k == 1 else "Bob")
     policy_1 = f"<think>step {step}</think><search> founder of Hokin Works {index} </search>"
-    observation = '\n<information>Doc 1(Title: "Hokin Works") Hokin Works was founded by Ada Vell.</information>\n'
+    observation = '\n<information>Doc 1(Title: "Hokin Works") Hokin Works was founded by Ada Vell.'
+    observation += (" " + passage(step * 1_000_003 + index) if filler else "") + "</information>\n"
     policy_2 = f"<answer> {answer} </answer>"
     return {
         "step": step,
@@ -56,12 +73,10 @@ def rollout_row(step: int, index: int, group_size: int = 4, hostile: bool = Fals
     }
 
 
-def write_rollouts(run: Path, steps: int, rows_per_step: int, hostile: bool = False) -> None:
+def write_rollouts(run: Path, steps: int, rows_per_step: int, hostile: bool = False, filler: bool = False) -> None:
     for step in range(1, steps + 1):
-        atomic_write_jsonl_gz(
-            run / "rollouts" / step_file_name(step),
-            (rollout_row(step, i, hostile=hostile) for i in range(rows_per_step)),
-        )
+        rows = (rollout_row(step, i, hostile=hostile, filler=filler) for i in range(rows_per_step))
+        atomic_write_jsonl_gz(run / "rollouts" / step_file_name(step), rows)
 
 
 def write_predictions(directory: Path, em: list[float], hostile: bool = False) -> None:

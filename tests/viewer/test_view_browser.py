@@ -1,7 +1,8 @@
 """`inspo view` in a real headless Chromium (Debian's package, driven by Playwright): every page of a fabricated run
 and ablation opens, the filters, the lineage tree and the metric checkboxes do what they say against the run's own
 files, and no markup a policy wrote runs. Screenshots at 1280 px go to $INSPO_VIEW_SCREENSHOTS when it is set
-(`bench/view_screenshots.py` makes docs/images/view/ that way, from a real run).
+(docs/view/'s are `bench/view_screenshots.py`'s, of a real run). The demo's end-to-end test opens the export of a
+real run in the same browser (tests/commands/test_demo_and_frozen_policy_evolve.py).
 
 Skipped where no Chromium or Playwright is installed, unless INSPO_REQUIRE_BROWSER=1 (CI sets it)."""
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from helpers.browser import chromium, visible
 from helpers.view_runs import MARKUP, make_view_run
 
 from inspo_cli.viewer.server import make_app
@@ -24,29 +25,10 @@ from retriever.serving import serve_in_background
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 
-def chromium_path() -> str | None:
-    return next(
-        (p for name in ("chromium", "chromium-headless-shell", "chromium-browser") if (p := shutil.which(name))), None
-    )
-
-
 @pytest.fixture(scope="module")
 def browser():
-    why = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        why = "playwright is not installed (pip install playwright)"
-    if why is None and chromium_path() is None:
-        why = "no Chromium (apt-get install chromium)"
-    if why is not None:
-        if os.environ.get("INSPO_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"INSPO_REQUIRE_BROWSER=1 but {why}")
-        pytest.skip(why)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -67,10 +49,6 @@ def shoot(page, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=False)
-
-
-def visible(page, selector: str) -> list[dict]:
-    return page.eval_on_selector_all(selector, "els => els.filter(e => !e.hidden).map(e => ({...e.dataset}))")
 
 
 def rows_of(run: Path, step: int) -> list[dict]:
