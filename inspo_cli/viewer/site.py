@@ -35,6 +35,7 @@ IMAGE = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 NUMBERED = re.compile(r"^step-(\d{1,12})-(\d{1,9})\.html$")
 COMPARE = re.compile(r"^([^~/]+)~(\d{1,12})~([^~/]+)~(\d{1,12})\.html$")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # not UTF-8: shown as U+FFFD, the replacement character
+FIGURE_BYTES = 64 << 20  # a picture larger than this is not served (a figure of a report is well under 1 MB)
 PAIRS_EVERY_WAY = 24  # up to this many evaluations in all, the export holds every pair; beyond, the usual ones
 
 
@@ -119,7 +120,7 @@ class Site:
 
     @staticmethod
     def _file(path) -> Response | None:
-        if path is None:
+        if path is None or path.stat().st_size > FIGURE_BYTES:  # read whole: a bound on what one request holds
             return None
         return Response(path.read_bytes(), IMAGE[path.suffix.lower()])
 

@@ -168,11 +168,14 @@ def test_only_the_runs_own_figures_are_served(tmp_path: Path, run: Path):
     (run / "plots/reward.png").write_bytes(PNG)
     (run / "plots/alias.png").symlink_to(run / "plots/reward.png")  # inside, but a link: refused all the same
     (run / "plots/notes.txt").write_text("x")
+    with open(run / "plots/huge.png", "wb") as huge:  # sparse: 65 MiB that take no disk
+        huge.truncate(65 << 20)
     site = site_of(run)
     assert site.get("run/demo/files/plots/reward.png").body == PNG
     for path in (
         "run/demo/files/plots/link.png",
         "run/demo/files/plots/alias.png",
+        "run/demo/files/plots/huge.png",
         "run/demo/files/plots/../../../secret.png",
         "run/demo/files/plots/notes.txt",
         "run/demo/files/plots/%2e%2e/secret.png",
