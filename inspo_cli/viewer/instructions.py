@@ -48,13 +48,20 @@ def _fate(row: dict) -> str:
     return f"pruned at step {row['step_pruned']}" if row.get("step_pruned") is not None else "alive at the end"
 
 
-def _used(data: RunData, iid: str) -> Markup:
-    links = []
+def _step_stats(data: RunData) -> list:
+    """(step, counts) of every readable step file, listed and looked up once for the whole page."""
+    found = []
     for step in sorted(data.rollout_steps()):
         try:
-            stats = data.step_stats(step)
+            found.append((step, data.step_stats(step)))
         except InspoError:
             continue
+    return found
+
+
+def _used(steps: list, iid: str) -> Markup:
+    links = []
+    for step, stats in steps:
         if stats.instructions.get(iid):
             first = stats.pages_by_instruction[iid][0]
             links.append(
@@ -84,6 +91,7 @@ def instructions_page(source: RunSource) -> str:
             "instructions.html",
         )
     data, by_id = RunData(run), {r["id"]: r for r in rows}
+    steps = _step_stats(data)
     tree = []
     for depth, row in tree_order(rows):
         state = "pruned" if row.get("step_pruned") is not None else "alive"
@@ -128,7 +136,7 @@ def instructions_page(source: RunSource) -> str:
                 weights=weights or "never weighted",
                 text=pre(row["text"], "instruction"),
                 diff=diff,
-                used=_used(data, row["id"]),
+                used=_used(steps, row["id"]),
             )
         )
     evolution_rows = []
