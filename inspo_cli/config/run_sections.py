@@ -6,11 +6,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from inspo_cli.config.validation import ConfigValueError, _positive, _registered, _require, check_choices, choice_field
+from inspo_cli.config.validation import (
+    ConfigValueError,
+    _one_of,
+    _positive,
+    _registered,
+    _require,
+    check_choices,
+    choice_field,
+)
 from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, is_import_path
 
 MAX_RUN_NAME = 200  # a directory name (at most 255 bytes) with room for "-2" and atomic writes' temporary names
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # run.name, and an ablation's variant names
+EVALUATION_METRICS = ("em", "f1", "subem", "judge")  # evaluation.metrics' names; the first three are always computed
 
 
 @dataclass
@@ -39,6 +48,13 @@ class EvaluationConfig:
     )
     limit: int | None = field(
         default=None, metadata={"help": "Score only the first N questions of each benchmark; null: all of them."}
+    )
+    metrics: list[str] = field(
+        default_factory=lambda: list(EVALUATION_METRICS[:3]),
+        metadata={
+            "help": "The scores of each prediction: em (the paper's, always kept), f1, subem, and judge (the "
+            "recipe's judge section: an LLM's verdict beside EM, with their agreement; not in the paper)."
+        },
     )
     batch_size: int = field(default=32, metadata={"help": "Questions rolled out together in one batch."})
     temperature: float = field(
@@ -84,6 +100,20 @@ class EvaluationConfig:
                         f"{IMPORT_PATH_HINT}",
                     )
                 _registered(name, METHODS, "method")
+        _require(
+            isinstance(self.metrics, list) and all(isinstance(m, str) for m in self.metrics),
+            "metrics",
+            f"must be a list of metric names, e.g. [em, f1, subem, judge] (got {self.metrics!r})",
+        )
+        for name in self.metrics:
+            _one_of(name, EVALUATION_METRICS, "metrics")
+        _require(
+            "em" in self.metrics,
+            "metrics",
+            f"must keep em, the paper's metric every table and comparison is made on (got {self.metrics}); "
+            "add the others beside it, e.g. [em, judge]",
+        )
+        _require(len(set(self.metrics)) == len(self.metrics), "metrics", f"names a metric twice (got {self.metrics})")
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature}); 0 is greedy")
         _positive(self.limit, "limit", "500")
         _positive(self.batch_size, "batch_size", "32")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from inspo_cli.config.agent_sections import AgentConfig, RewardConfig, RolloutConfig
 from inspo_cli.config.inspo_sections import PopulationConfig
+from inspo_cli.config.judge_section import JudgeConfig
 from inspo_cli.config.optimizer_section import OptimizerConfig
 from inspo_cli.config.run_sections import MAX_RUN_NAME, RUN_NAME, EvaluationConfig, RunConfig, SamplingConfig
 from inspo_cli.config.training_section import TrainingConfig
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigValueError",
     "DataConfig",
     "EvaluationConfig",
+    "JudgeConfig",
     "ModelConfig",
     "OptimizerConfig",
     "PopulationConfig",
@@ -321,6 +323,13 @@ class Recipe:
     evaluation: EvaluationConfig = field(
         default_factory=EvaluationConfig,
         metadata={"help": "What `inspo evaluate`, and evaluation during training, runs."},
+    )
+    judge: JudgeConfig = field(
+        default_factory=JudgeConfig,
+        metadata={
+            "help": "The LLM judge that grades answers beside EM when evaluation.metrics names judge (not in the "
+            "paper; docs/evaluation.md)."
+        },
     )
     sampling: SamplingConfig = field(
         default_factory=SamplingConfig,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
@@ -69,7 +70,7 @@ def rich_table(scores: dict, metric: str = "em", title: str | None = None) -> Ta
     return table
 
 
-def markdown(scores: dict, info: dict) -> str:
+def markdown(scores: dict, info: dict, extra: Sequence[str] = ()) -> str:
     lines = [f"# Evaluation: {info.get('model', '')}", ""]
     for key in ("retriever", "split", "limit", "temperature"):
         if info.get(key) is not None:
@@ -84,6 +85,7 @@ def markdown(scores: dict, info: dict) -> str:
             + [""]
         )
     lines += _tool_tables(scores)
+    lines += extra  # the judge beside EM (judging.judge_section), when evaluation.metrics names it
     return "\n".join(lines)
 
 
@@ -123,7 +125,7 @@ def iter_predictions(file: Path, fix: str):
     return iter_rows(file, PREDICTION_SHAPE, fix)
 
 
-def write_results(out_dir: Path, scores: dict, info: dict) -> None:
+def write_results(out_dir: Path, scores: dict, info: dict, extra: Sequence[str] = ()) -> None:
     atomic_write_json(out_dir / "results.json", {**info, "scores": scores, "average": averages(scores)})
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -141,4 +143,4 @@ def write_results(out_dir: Path, scores: dict, info: dict) -> None:
                 ]
             )
     atomic_write_text(out_dir / "results.csv", buffer.getvalue())
-    atomic_write_text(out_dir / "results.md", markdown(scores, info))
+    atomic_write_text(out_dir / "results.md", markdown(scores, info, extra))

@@ -42,6 +42,11 @@ def run_evaluation(
 
     import torch
 
+    judge = None
+    if "judge" in config.evaluation.metrics:  # before the model: a missing key or a damaged cache fails at once
+        from inspo_cli.evaluation.judge import open_judge
+
+        judge = open_judge(config.judge)
     random.seed(seed)
     torch.manual_seed(seed)
     rollout = config.rollout
@@ -77,6 +82,18 @@ def run_evaluation(
         **provenance,
     }
     out_dir = Path(out_dir)
+    extra: list[str] = []
+    if judge is not None:
+        from inspo_cli.evaluation.judging import judge_evaluation, judge_section, write_judge_files
+
+        atomic_write_jsonl(out_dir / "predictions.jsonl", rows)  # the predictions first: judging may be stopped
+        try:
+            info["judge"] = judge_evaluation(judge, rows, scores)
+        finally:
+            if judge.cache is not None:
+                judge.cache.close()
+        write_judge_files(out_dir, rows)
+        extra = judge_section(rows, info["judge"])
     atomic_write_jsonl(out_dir / "predictions.jsonl", rows)
-    write_results(out_dir, scores, info)
+    write_results(out_dir, scores, info, extra)
     return scores
