@@ -139,6 +139,15 @@ def evaluate(
     out: Annotated[Path | None, typer.Option(help="Directory for results (default: evals/<timestamp>).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed for sampling.")] = 0,
     overrides: SetOption = None,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sweep",
+            help="KEY=V1,V2,...: evaluate the same policy and instruction under each value of a retriever field "
+            "(repeat for several; every combination), e.g. --sweep retriever.topk=1,3,5; writes each setting's "
+            "evaluation and sweep.md/.json/.png with paired differences to the recipe's own setting.",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate inference methods on benchmarks: a Table-1 style EM table, plus F1, SubEM and searches."""
     from inspo_cli.config import load_recipe
@@ -165,17 +174,21 @@ def evaluate(
     elif checkpoint is not None:
         raise InspoError("--checkpoint picks a policy of a training run; add --run RUN_DIR")
     trained_model = str(policy.path) if policy is not None else None
-    config = load_recipe(
-        recipe,
-        overrides,
-        flags={
-            "--model": ("model.name_or_path", model if model is not None else trained_model),
-            "--temperature": ("evaluation.temperature", temperature),
-            "--batch-size": ("evaluation.batch_size", batch_size),
-            "--limit": ("evaluation.limit", limit),
-            "--split": ("evaluation.split", split),
-        },
-    )
+    flags = {
+        "--model": ("model.name_or_path", model if model is not None else trained_model),
+        "--temperature": ("evaluation.temperature", temperature),
+        "--batch-size": ("evaluation.batch_size", batch_size),
+        "--limit": ("evaluation.limit", limit),
+        "--split": ("evaluation.split", split),
+    }
+    config = load_recipe(recipe, overrides, flags=flags)
+    swept = None
+    if sweep:
+        from inspo_cli.commands.evaluate_sweep import sweep_configs
+
+        if retriever is not None:
+            raise InspoError("--retriever and --sweep: give the retriever with --set retriever.index=... or sweep it")
+        swept = sweep_configs(recipe, overrides, flags, sweep, config)
     methods = parse_methods(method or config.evaluation.method)
     if instruction is not None:
         agent_instruction = read_instruction(instruction)
@@ -190,6 +203,16 @@ def evaluate(
         source = "--instruction" if instruction is not None else f"instruction {policy.instruction_id}"
         why = f" ({policy.why})" if policy.why else ""
         err_console.print(f"evaluating {run} at {policy.label} with {source}{why}", soft_wrap=True)
+    provenance = {
+        "checkpoint": policy.label if policy else None,
+        "instruction_id": policy.instruction_id if policy and instruction is None else None,
+    }
+    if swept is not None:
+        from inspo_cli.commands.evaluate_sweep import run_sweep
+
+        with output_dir(target, "--out") as out_dir:
+            run_sweep(swept, methods, questions, agent_instruction, device, seed, out_dir, provenance)
+        return
     with output_dir(target, "--out") as out_dir:  # removed again if the evaluation fails before writing
         _run(
             config,
@@ -200,10 +223,7 @@ def evaluate(
             device,
             seed,
             out_dir,
-            {
-                "checkpoint": policy.label if policy else None,
-                "instruction_id": policy.instruction_id if policy and instruction is None else None,
-            },
+            provenance,
         )
 
 

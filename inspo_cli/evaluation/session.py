@@ -22,6 +22,13 @@ from inspo_cli.retrieval import open_from_config
 from retriever import open_retriever
 
 
+def load_policy(config, device: str | None = None, seed: int = 0) -> tuple:
+    """(backend, tokenizer) of the recipe's model, decoding at evaluation.temperature."""
+    rollout = config.rollout
+    rollout.temperature = config.evaluation.temperature
+    return backends.load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
+
+
 def run_evaluation(
     config,
     methods: Sequence[str],
@@ -33,10 +40,12 @@ def run_evaluation(
     device: str | None = None,
     seed: int = 0,
     on_batch: Callable[[int], None] = lambda n: None,
+    loaded: tuple | None = None,
 ) -> dict[str, dict[str, dict]]:
     """Load the recipe's model and retriever, run `methods` over `questions`, and write predictions.jsonl and
     results.json/.csv/.md into `out_dir` (what `inspo evaluate` and `inspo ablate` do); returns the scores.
-    `config` is a Recipe whose evaluation section sets temperature and batch size."""
+    `config` is a Recipe whose evaluation section sets temperature and batch size. `loaded`: (backend, tokenizer)
+    from `load_policy` with the same model, rollout and evaluation settings (a retriever sweep loads it once)."""
     import random
     from pathlib import Path
 
@@ -51,7 +60,7 @@ def run_evaluation(
     torch.manual_seed(seed)
     rollout = config.rollout
     rollout.temperature = config.evaluation.temperature
-    backend, tokenizer = backends.load_backend(config.model, rollout, config.evaluation.batch_size, device, seed=seed)
+    backend, tokenizer = loaded if loaded is not None else load_policy(config, device, seed)
     search = open_retriever(retriever_spec) if retriever_spec else open_from_config(config.retriever)
     ctx = MethodContext(
         backend,

@@ -1,0 +1,139 @@
+"""`inspo evaluate --sweep`: one policy under each retriever setting, compared question by question.
+
+The policy is faked at the `PolicyBackend` seam by a reader that searches once with the question and answers the
+gold only when the passages it was shown hold it, so its EM depends on the real BM25 retriever's top k exactly as
+a retrieval-bound agent's does; the retriever, the agent method and the statistics are the real ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.cli_helpers import assert_one_line_error, invoke
+
+from inspo_cli.benchmarks import WORLD, load_benchmark
+from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.sweep import Setting, paired, parse_sweeps, reference_setting, settings
+
+
+class Reader:
+    """Searches the question, then answers the gold answer if a passage shown holds it, else "unknown"."""
+
+    def __init__(self, tokenizer, questions):
+        self.tokenizer, self.questions = tokenizer, questions
+
+    def generate(self, contexts, max_new_tokens, stop=()):
+        from inspo_cli.policy.generation import Generation
+
+        out = []
+        for context in contexts:
+            text = self.tokenizer.decode(context)
+            q = next(q for q in self.questions if f"Question: {q.question}" in text or q.question in text)
+            shown = text.split(q.question)[-1]
+            if "<information>" not in shown:
+                reply = f"<search> {q.question} </search>"
+            else:
+                found = next((a for a in q.golden_answers if a in shown.split("<information>")[-1]), None)
+                reply = f"<answer> {found or 'unknown'} </answer>"
+            out.append(Generation(self.tokenizer(reply, add_special_tokens=False)["input_ids"], "stop"))
+        return out
+
+
+@pytest.fixture
+def reader(monkeypatch, tiny_model_dir, repo_root):
+    import inspo_cli.policy.backends as backends
+    from inspo_cli.config import ModelConfig
+    from inspo_cli.policy.models import load_tokenizer
+
+    questions = load_benchmark(WORLD, "test", world_dir=repo_root / "data/world", limit=30)
+    loads = []
+
+    def load_backend(model, rollout, batch_size=32, device=None, seed=0, **kw):
+        tokenizer = load_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
+        loads.append(model.name_or_path)
+        return Reader(tokenizer, questions), tokenizer
+
+    monkeypatch.setattr(backends, "load_backend", load_backend)
+    return loads
+
+
+def sweep(tiny_model_dir, out, *args):
+    return invoke(
+        "evaluate", "--benchmarks", "world", "--model", tiny_model_dir, "--method", "agent", "--limit", 30,
+        "--batch-size", 10, "--device", "cpu", "--out", out, "--set", "rollout.max_turns=2", *args,
+    )  # fmt: skip
+
+
+def test_a_top_k_sweep_evaluates_one_policy_under_each_setting(reader, tiny_model_dir, tmp_path):
+    out = tmp_path / "sweep"
+    result = sweep(tiny_model_dir, out, "--sweep", "retriever.topk=1,3,5")
+    assert result.exit_code == 0, result.output
+    assert len(reader) == 1  # the model loaded once for the three settings
+    table = json.loads((out / "sweep.json").read_text())
+    assert table["reference"] == "topk=3"  # the recipe's own (the paper's top 3)
+    rows = {row["setting"]: row for row in table["rows"]}
+    assert set(rows) == {"topk=1", "topk=3", "topk=5"} and rows["topk=3"]["reference"]
+    em = {name: row["average"] for name, row in rows.items()}
+    assert em["topk=1"] <= em["topk=3"] <= em["topk=5"] and em["topk=1"] < em["topk=5"]  # more passages, more found
+    for name in rows:  # each setting's own evaluation, and the table's EM is its EM
+        results = json.loads((out / f"topk-{name[5:]}" / "results.json").read_text())
+        assert results["topk"] == int(name[5:]) and results["sweep"] == {"retriever.topk": name[5:]}
+        assert results["scores"]["agent"]["world"]["em"] == pytest.approx(em[name])
+    low = rows["topk=1"]["average_difference"]
+    assert low["n"] == 30 and low["diff"] == pytest.approx(em["topk=1"] - em["topk=3"])
+    assert low["low"] < low["diff"] < low["high"]
+    assert rows["topk=3"]["average_difference"]["diff"] == 0.0
+    markdown = (out / "sweep.md").read_text()
+    assert "| topk=3 | agent |" in markdown and "| reference | 30 |" in markdown
+    assert json.loads((out / "sweep.json").read_text())["command"].startswith("inspo ")  # as the run was started
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_paired_interval_is_students_t_over_question_differences():
+    from scipy import stats
+
+    reference = {str(i): float(i % 2) for i in range(40)}
+    other = {str(i): float(i % 3 == 0) for i in range(40)}
+    got = paired(reference, other)
+    diffs = [other[k] - reference[k] for k in reference]
+    test = stats.ttest_1samp(diffs, 0.0)
+    low, high = test.confidence_interval(0.95)
+    assert got["diff"] == pytest.approx(sum(diffs) / 40) and got["n"] == 40
+    assert (got["low"], got["high"]) == (pytest.approx(low), pytest.approx(high))
+    assert paired({"a": 1.0}, {"b": 1.0})["n"] == 0  # no question in common: no difference
+    assert paired({"a": 1.0, "b": 0.0}, {"a": 1.0})["low"] is None  # one question: no interval
+
+
+def test_sweeps_combine_and_the_reference_is_the_recipes_own_setting():
+    sweeps = parse_sweeps(["retriever.topk=1,3", "retriever.index=idx/a,idx/b"])
+    combos = settings(sweeps)
+    assert [s.label for s in combos] == ["topk=1 index=idx/a", "topk=1 index=idx/b", "topk=3 index=idx/a",
+                                         "topk=3 index=idx/b"]  # fmt: skip
+    assert reference_setting(combos, {"retriever.topk": "3", "retriever.index": "idx/b"}).label == "topk=3 index=idx/b"
+    assert reference_setting(combos, {"retriever.topk": "7"}) == combos[0]
+    assert Setting((("retriever.index", "../x/y z"),)).folder == "index-..-x-y-z"
+
+
+@pytest.mark.parametrize(
+    "specs, fragment",
+    [
+        (["topk=1,3"], "give a retriever field"),
+        (["model.name_or_path=a,b"], "only retriever fields"),
+        (["retriever.topk=1,,3"], "an empty value"),
+        (["retriever.topk=1,1"], "a value is given twice"),
+        (["retriever.topk=1", "retriever.topk=3"], "names retriever.topk twice"),
+        (["retriever.topk=" + ",".join(map(str, range(1, 66)))], "more than 64"),
+    ],
+)
+def test_bad_sweeps_are_refused(specs, fragment):
+    with pytest.raises(InspoError, match=fragment):
+        parse_sweeps(specs)
+
+
+def test_a_bad_setting_fails_before_the_model_loads(reader, tiny_model_dir, tmp_path, repo_root):
+    result = sweep(tiny_model_dir, tmp_path / "a", "--sweep", "retriever.topk=3,0")
+    assert_one_line_error(result, "--sweep setting topk=0", "retriever.topk: must be between 1 and 100")
+    corpus = repo_root / "data/world/corpus.jsonl"
+    result = sweep(tiny_model_dir, tmp_path / "b", "--sweep", "retriever.topk=3", "--retriever", corpus)
+    assert_one_line_error(result, "--retriever and --sweep")
+    assert reader == [] and not (tmp_path / "a").exists()
