@@ -245,6 +245,7 @@ def _run(config, methods, questions, instruction, retriever_spec, device, seed, 
     err_console.print(f"loading {config.model.name_or_path} and the retriever")
     with progress_bar() as progress:
         task = progress.add_task("evaluating", total=total)
+        judged = progress.add_task("judging", total=total, visible="judge" in config.evaluation.metrics)
         scores = run_evaluation(
             config,
             methods,
@@ -256,6 +257,7 @@ def _run(config, methods, questions, instruction, retriever_spec, device, seed, 
             device=device,
             seed=seed,
             on_batch=lambda n: progress.advance(task, n),
+            on_judged=lambda n: progress.advance(judged, n),
         )
     console.print(rich_table(scores, "em"))
     console.print(rich_table(scores, "searches"))

@@ -33,6 +33,18 @@ def sweep_configs(recipe, overrides: list[str], flags: dict, specs: list[str], c
     return {"sweeps": sweeps, "settings": built, "reference": reference_setting([s for s, _ in built], fields)}
 
 
+def unique_folders(settings) -> dict:
+    """Each setting's folder name, made unique ("-2", "-3") where two settings' names come out the same."""
+    folders: dict = {}
+    for setting in settings:
+        name, n = setting.folder, 1
+        while name in folders.values():
+            n += 1
+            name = f"{setting.folder}-{n}"
+        folders[setting] = name
+    return folders
+
+
 def run_sweep(swept: dict, methods, questions, instruction, device, seed, out_dir, provenance: dict) -> None:
     from inspo_cli.evaluation.report import iter_predictions
     from inspo_cli.evaluation.session import load_policy, run_evaluation
@@ -40,6 +52,7 @@ def run_sweep(swept: dict, methods, questions, instruction, device, seed, out_di
     from inspo_cli.jsonio import atomic_write_json, atomic_write_text
 
     built = swept["settings"]
+    folders = unique_folders([setting for setting, _ in built])
     first = built[0][1]
     err_console.print(f"loading {first.model.name_or_path} once for {len(built)} retriever settings")
     loaded = load_policy(first, device, seed)
@@ -47,8 +60,10 @@ def run_sweep(swept: dict, methods, questions, instruction, device, seed, out_di
     per_setting = len(methods) * sum(len(q) for q in questions.values())
     with progress_bar() as progress:
         task = progress.add_task("evaluating", total=per_setting * len(built))
+        judging = "judge" in first.evaluation.metrics
+        judged = progress.add_task("judging", total=per_setting * len(built), visible=judging)
         for setting, config in built:
-            folder = out_dir / setting.folder
+            folder = out_dir / folders[setting]
             folder.mkdir()
             run_evaluation(
                 config,
@@ -61,12 +76,13 @@ def run_sweep(swept: dict, methods, questions, instruction, device, seed, out_di
                 seed=seed,
                 on_batch=lambda n: progress.advance(task, n),
                 loaded=loaded,
+                on_judged=lambda n: progress.advance(judged, n),
             )
             fix = "evaluate again into a new --out"
             results.append((setting, list(iter_predictions(folder / "predictions.jsonl", fix))))
     table = compare_settings(results, swept["reference"])
     command = "inspo " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    table["folders"] = {setting.label: setting.folder for setting, _ in built}
+    table["folders"] = {setting.label: folders[setting] for setting, _ in built}
     atomic_write_json(out_dir / SWEEP_JSON, {**table, "command": command})
     text = markdown(table, command)
     atomic_write_text(out_dir / SWEEP_MD, text)

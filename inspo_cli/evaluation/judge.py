@@ -59,7 +59,7 @@ Prediction: <<<{prediction}>>>
 
 Reply with one line, exactly "Verdict: correct" or "Verdict: incorrect"."""
 VERDICT = re.compile(r"verdict\s*:\s*[*_\"'`]*\s*(correct|incorrect)\b", re.IGNORECASE)
-MAX_TEXT_CHARS = 300  # of a judge's answer kept in a row or a cache entry (a verdict is two words)
+MAX_TEXT_CHARS = 300  # of a judge's answer kept in a row, its end (the cache keeps it whole: it is parsed again)
 
 # what a prediction written to sway a grader says (the prompt tells the judge to ignore it; the guard keeps it away)
 _TO_THE_GRADER = re.compile(
@@ -102,9 +102,14 @@ def guard(question: str, prediction: str, max_words: int) -> str | None:
     return None
 
 
+def _text(value: str) -> str:
+    """`value` on one line, a lone surrogate (which no UTF-8 request or SQLite text can hold) as U+FFFD."""
+    return " ".join(value.encode("utf-8", "surrogatepass").decode("utf-8", "replace").split())
+
+
 def judge_prompt(question: str, golden_answers: Sequence[str], prediction: str) -> str:
-    gold = "; ".join(" ".join(str(answer).split()) for answer in golden_answers)
-    return PROMPT.format(question=" ".join(question.split()), gold=gold, prediction=" ".join(prediction.split()))
+    gold = "; ".join(_text(str(answer)) for answer in golden_answers)
+    return PROMPT.format(question=_text(question), gold=gold, prediction=_text(prediction))
 
 
 class LocalJudgeClient(LocalTransformersClient):
@@ -201,14 +206,20 @@ class Judge:
         """(key, verdict) as each call ends; failed and over-budget calls give a verdict of None."""
         from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 
+        redact = getattr(self.lm, "_redact", str)  # OptimizerLM's: removes its key from what a server said
+
         def ask(key: str) -> tuple[str, Verdict]:
             try:
-                text = self.lm.complete(prompts[key])[:MAX_TEXT_CHARS]
+                text = _text_kept(self.lm.complete(prompts[key]))
             except OptimizerBudgetExhausted:
                 return key, Verdict(None, "budget")
             except InspoError as error:  # already one line, the key removed
                 said = str(error).replace("optimizer LM call", "judge call").replace("optimizer.", "judge.")
                 self.errors.append(said)
+                return key, Verdict(None, "failed")
+            except Exception as error:  # a judge's failure never stops an evaluation: counted
+                said = " ".join(f"judge call failed: {type(error).__name__}: {error}".split())
+                self.errors.append(redact(said)[:300])
                 return key, Verdict(None, "failed")
             if self.cache is not None:
                 self.cache.put(key, text)
@@ -226,9 +237,15 @@ class Judge:
                 raise
 
 
+def _text_kept(text: str) -> str:
+    """A judge's answer as kept: whole (its verdict may come after its reasoning), a lone surrogate as U+FFFD."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def _verdict(text: str, source: str) -> Verdict:
+    """The verdict read from the whole answer; the row keeps its last `MAX_TEXT_CHARS` (where the verdict is)."""
     score = parse_verdict(text)
-    return Verdict(score, source if score is not None else "unparsed", text)
+    return Verdict(score, source if score is not None else "unparsed", text[-MAX_TEXT_CHARS:])
 
 
 def cache_path(setting: str) -> Path | None:

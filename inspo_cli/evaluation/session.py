@@ -41,11 +41,13 @@ def run_evaluation(
     seed: int = 0,
     on_batch: Callable[[int], None] = lambda n: None,
     loaded: tuple | None = None,
+    on_judged: Callable[[int], None] = lambda n: None,
 ) -> dict[str, dict[str, dict]]:
     """Load the recipe's model and retriever, run `methods` over `questions`, and write predictions.jsonl and
     results.json/.csv/.md into `out_dir` (what `inspo evaluate` and `inspo ablate` do); returns the scores.
     `config` is a Recipe whose evaluation section sets temperature and batch size. `loaded`: (backend, tokenizer)
-    from `load_policy` with the same model, rollout and evaluation settings (a retriever sweep loads it once)."""
+    from `load_policy` with the same model, rollout and evaluation settings (a retriever sweep loads it once).
+    `on_judged(n)`: n more predictions have their verdict, when evaluation.metrics names the judge."""
     import random
     from pathlib import Path
 
@@ -97,7 +99,7 @@ def run_evaluation(
 
         atomic_write_jsonl(out_dir / "predictions.jsonl", rows)  # the predictions first: judging may be stopped
         try:
-            info["judge"] = judge_evaluation(judge, rows, scores)
+            info["judge"] = judge_evaluation(judge, rows, scores, on_judged)
         finally:
             if judge.cache is not None:
                 judge.cache.close()

@@ -308,3 +308,27 @@ def test_inspo_evaluate_with_the_judge_beside_em(serve, tmp_path, monkeypatch, t
     again = evaluate(tmp_path / "again")  # the same predictions: every verdict from the cache
     assert len(server.requests) == 3 and again["judge"]["accounting"]["calls"] == 0
     assert again["scores"]["agent"]["world"]["judge"] == cell["judge"]
+
+
+def test_nothing_a_policy_or_a_judge_writes_stops_the_judging(serve, tmp_path, monkeypatch):
+    """A lone surrogate in a prediction or in the judge's answer, a verdict after long reasoning, and a client that
+    fails in a way nobody foresaw: each is a verdict or a counted failure, never an exception."""
+    reasoning = "Let me compare the two names carefully. " * 20 + "Verdict: correct"
+    server = serve("openai", said("Verdict: correct \ud800"), said(reasoning))
+    judge = make_judge(server, tmp_path, monkeypatch, concurrency=1)
+    verdicts = judge.grade([row("Vell \udc80", id_="a"), row("A. Vell", id_="b")])
+    assert [v.score for v in verdicts] == [1.0, 1.0]  # the verdict after 800 characters of reasoning is read
+    assert verdicts[1].text.endswith("Verdict: correct") and len(verdicts[1].text) == 300
+    assert "\ufffd" in server.requests[0].body["messages"][0]["content"]  # sent as U+FFFD
+    again = make_judge(server, tmp_path, monkeypatch).grade([row("Vell \udc80", id_="a"), row("A. Vell", id_="b")])
+    assert [v.source for v in again] == ["cache", "cache"] and [v.score for v in again] == [1.0, 1.0]
+
+    def broken(prompt):
+        raise RuntimeError(f"the client broke while sending {KEY}")
+
+    judge = make_judge(server, tmp_path, monkeypatch, cache="off")
+    monkeypatch.setattr(judge.lm, "complete", broken)
+    rows = [row("Vell")]
+    report = judge_evaluation(judge, rows, {"agent": {"world": {"em": 0.0, "n": 1}}})
+    assert rows[0]["judge_source"] == "failed" and "RuntimeError" in report["errors"][0]
+    assert KEY not in report["errors"][0] and "[redacted]" in report["errors"][0]

@@ -137,3 +137,10 @@ def test_a_bad_setting_fails_before_the_model_loads(reader, tiny_model_dir, tmp_
     result = sweep(tiny_model_dir, tmp_path / "b", "--sweep", "retriever.topk=3", "--retriever", corpus)
     assert_one_line_error(result, "--retriever and --sweep")
     assert reader == [] and not (tmp_path / "a").exists()
+
+
+def test_settings_whose_folder_names_meet_get_their_own_folders():
+    from inspo_cli.commands.evaluate_sweep import unique_folders
+
+    combos = settings(parse_sweeps(["retriever.index=idx/a b,idx/a-b,idx/a?b"]))
+    assert list(unique_folders(combos).values()) == ["index-idx-a-b", "index-idx-a-b-2", "index-idx-a-b-3"]
