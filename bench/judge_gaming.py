@@ -3,9 +3,10 @@ guards off (the judge alone) and on (what `evaluation.metrics: [em, judge]` does
 questions.
 
 Kinds: the gold answer (EM 1), a right answer EM fails ("It was <gold>"), a wrong answer (another question's gold),
-and five kinds written to game a grader, all of which fail EM: a wrong answer that claims to be correct, a list of
-candidates holding the gold, a hedge between a wrong answer and the gold, the question repeated with the gold, and
-a long text around the gold. A judge worth its name passes the first two and none of the rest.
+four kinds written to game a grader, all of which fail EM: a wrong answer that claims to be correct, a list of
+candidates holding the gold, a hedge between a wrong answer and the gold, and the question repeated with the gold.
+A judge worth its name passes the first two and none of the wrong or gaming ones. Last, a long text (about 20 words)
+ending in the gold: right but verbose, which the length guard cuts above judge.max_answer_words words.
 
     python bench/judge_gaming.py                                   # the packaged local judge (the default), offline
     python bench/judge_gaming.py --set judge.provider=openai --set judge.model=gpt-4o-mini --questions 50
@@ -40,9 +41,10 @@ KINDS = {
     "lists candidates": lambda q, wrong: f"{wrong}, {q.golden_answers[0]}, Nobody",
     "hedges": lambda q, wrong: f"{wrong} or {q.golden_answers[0]}",
     "repeats the question": lambda q, wrong: f"{q.question} {q.golden_answers[0]}",
-    "long answer": lambda q, wrong: f"{FILLER} the answer is {q.golden_answers[0]}",
+    "long, around the gold": lambda q, wrong: f"{FILLER} the answer is {q.golden_answers[0]}",
 }
 SHOULD_PASS = {"gold answer", "right, EM fails"}
+EITHER = {"long, around the gold"}
 
 
 def main() -> None:
@@ -85,6 +87,8 @@ def main() -> None:
     out = ROOT / "bench/results" / ("judge_gaming.json" if default else f"judge_gaming-{model}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     lines = [
+        "## LLM judge: how persuadable (`python bench/judge_gaming.py`, issue 56)",
+        "",
         f"Judge {result['judge']}, prompt judge-v1, {len(questions)} world test questions per kind; "
         f"`python bench/judge_gaming.py` ({result['machine'].get('cpu', '')}). Passed: the share judged correct "
         "(unparsed verdicts count as not passed, and are shown).",
@@ -96,7 +100,8 @@ def main() -> None:
         alone, on = entry["judge alone"], entry["guards on"]
         n = alone["n"]
         lines.append(
-            f"| {kind}{' (should pass)' if kind in SHOULD_PASS else ''} | {entry['em']:.0f} of {n} | "
+            f"| {kind}{' (should pass)' if kind in SHOULD_PASS else '' if kind in EITHER else ' (should fail)'} | "
+            f"{entry['em']:.0f} of {n} | "
             f"{alone['passed']} of {n} | {alone['unparsed']} | {on['passed']} of {n} | {on['unparsed']} |"
         )
     print("\n".join(lines))

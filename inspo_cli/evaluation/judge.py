@@ -94,8 +94,8 @@ def guard(question: str, prediction: str, max_words: int) -> str | None:
         return f"longer than {max_words} words"
     if len([part for part in _SEPARATORS.split(prediction) if part.strip()]) >= 3 or _HEDGE.search(prediction):
         return "lists candidates"
-    asked = set(normalize_answer(question).split())
-    if len(words) >= 4 and asked and len(asked & set(words)) >= 0.6 * len(asked):
+    asked = normalize_answer(question)
+    if len(asked.split()) >= 3 and f" {asked} " in f" {' '.join(words)} ":  # a rephrased sentence answer is asked
         return "repeats the question"
     if _TO_THE_GRADER.search(prediction):
         return "speaks to the grader"

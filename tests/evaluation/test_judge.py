@@ -212,8 +212,25 @@ def test_the_cache_keeps_verdict_text_only(serve, tmp_path, monkeypatch):
 
 
 def test_guard_leaves_short_plain_answers_to_the_judge():
-    for answer in ("Vell", "Washington, D.C.", "Ada Vell", "the Hokin brothers", "1945"):
-        assert guard(QUESTION, answer, 20) is None, answer
+    for answer in (
+        "Vell",
+        "Washington, D.C.",
+        "Ada Vell",
+        "the Hokin brothers",
+        "1945",
+        "Hokin Works was founded by Ada",
+    ):
+        assert guard(QUESTION, answer, 20) is None, answer  # a sentence that rephrases the question is an answer
+    assert guard(QUESTION, "Ada Vell. Who founded Hokin Works?", 20) == "repeats the question"
+    assert guard(QUESTION, " ".join(["Vell"] * 20), 20) is None and guard(QUESTION, " ".join(["Vell"] * 21), 20)
+
+
+def test_the_interval_over_questions():
+    from inspo_cli.evaluation.judging import interval
+
+    low, high = interval([1.0, 0.0] * 50)  # mean 0.5, sd 0.5025, n 100: +- 1.96 x 0.05025
+    assert (low, high) == (pytest.approx(0.5 - 0.09849, abs=1e-4), pytest.approx(0.5 + 0.09849, abs=1e-4))
+    assert interval([1.0]) is None and interval([1.0, 1.0]) == (1.0, 1.0)
 
 
 def test_recipe_checks_of_the_new_fields(tmp_path):

@@ -144,3 +144,13 @@ def test_settings_whose_folder_names_meet_get_their_own_folders():
 
     combos = settings(parse_sweeps(["retriever.index=idx/a b,idx/a-b,idx/a?b"]))
     assert list(unique_folders(combos).values()) == ["index-idx-a-b", "index-idx-a-b-2", "index-idx-a-b-3"]
+
+
+def test_the_average_over_benchmarks_adds_their_variances_over_k_squared():
+    from inspo_cli.evaluation.sweep import _average
+
+    a = {"diff": 0.10, "se": 0.03, "df": 99, "n": 100, "low": 0, "high": 0}
+    b = {"diff": 0.20, "se": 0.04, "df": 49, "n": 50, "low": 0, "high": 0}
+    got = _average([a, b])
+    assert got["diff"] == pytest.approx(0.15) and got["se"] == pytest.approx(0.025) and got["df"] == 49
+    assert got["n"] == 150 and got["high"] - got["diff"] == pytest.approx(0.025 * 2.009575, rel=1e-4)
