@@ -81,11 +81,14 @@ def settings(sweeps: Sequence[tuple[str, list[str]]]) -> list[Setting]:
 
 
 def reference_setting(candidates: Sequence[Setting], recipe_values: dict[str, str]) -> Setting:
-    """The setting the recipe itself has, when the sweep holds it (the paper's top-3 in a paper recipe); else the
-    first."""
-    return next(
-        (s for s in candidates if all(recipe_values.get(key) == value for key, value in s.values)), candidates[0]
-    )
+    """The setting closest to the recipe's own: the first of those that share the most swept values with it (the
+    paper's top 3 in a paper recipe; with an index swept that the recipe names otherwise, its top-k still decides);
+    the first setting when none shares any."""
+
+    def shared(setting: Setting) -> int:
+        return sum(recipe_values.get(key) == value for key, value in setting.values)
+
+    return max(candidates, key=shared)  # max keeps the first of equals
 
 
 def _t(df: float) -> float:

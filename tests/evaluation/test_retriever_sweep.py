@@ -111,6 +111,7 @@ def test_sweeps_combine_and_the_reference_is_the_recipes_own_setting():
                                          "topk=3 index=idx/b"]  # fmt: skip
     assert reference_setting(combos, {"retriever.topk": "3", "retriever.index": "idx/b"}).label == "topk=3 index=idx/b"
     assert reference_setting(combos, {"retriever.topk": "7"}) == combos[0]
+    assert reference_setting(combos, {"retriever.topk": "3", "retriever.index": "None"}).label == "topk=3 index=idx/a"
     assert Setting((("retriever.index", "../x/y z"),)).folder == "index-..-x-y-z"
 
 
