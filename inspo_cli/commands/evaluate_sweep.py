@@ -19,16 +19,21 @@ from inspo_cli.errors import InspoError
 
 def sweep_configs(recipe, overrides: list[str], flags: dict, specs: list[str], config) -> dict:
     """{"sweeps", "settings": [(Setting, Recipe)], "reference"}; every setting's recipe checked now."""
-    from inspo_cli.config import load_recipe
+    from inspo_cli.config import load_recipe, resolve_path
     from inspo_cli.evaluation.sweep import parse_sweeps, reference_setting, settings
+    from retriever import RetrieverError, check_spec
 
     sweeps = parse_sweeps(specs)
     built = []
     for setting in settings(sweeps):
         try:
-            built.append((setting, load_recipe(recipe, [*overrides, *setting.overrides()], flags=flags)))
-        except InspoError as error:
+            config_s = load_recipe(recipe, [*overrides, *setting.overrides()], flags=flags)
+            section = config_s.retriever
+            spec = section.url if section.kind == "http" or section.url else section.index or section.corpus
+            check_spec(resolve_path(spec) or spec, "retriever")  # what a run would open, refused before the model
+        except (InspoError, RetrieverError) as error:
             raise InspoError(f"--sweep setting {setting.label}: {error}") from None
+        built.append((setting, config_s))
     fields = {key: str(getattr(config.retriever, key.split(".", 1)[1], "")) for key, _ in sweeps}
     return {"sweeps": sweeps, "settings": built, "reference": reference_setting([s for s, _ in built], fields)}
 

@@ -137,7 +137,10 @@ def test_a_bad_setting_fails_before_the_model_loads(reader, tiny_model_dir, tmp_
     corpus = repo_root / "data/world/corpus.jsonl"
     result = sweep(tiny_model_dir, tmp_path / "b", "--sweep", "retriever.topk=3", "--retriever", corpus)
     assert_one_line_error(result, "--retriever and --sweep")
-    assert reader == [] and not (tmp_path / "a").exists()
+    (tmp_path / "no-index").mkdir()
+    result = sweep(tiny_model_dir, tmp_path / "c", "--sweep", f"retriever.index={tmp_path / 'no-index'}")
+    assert_one_line_error(result, "--sweep setting index=", "a directory without index.json")
+    assert reader == [] and not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
 def test_settings_whose_folder_names_meet_get_their_own_folders():
