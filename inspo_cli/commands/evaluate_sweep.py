@@ -29,7 +29,9 @@ def sweep_configs(recipe, overrides: list[str], flags: dict, specs: list[str], c
         try:
             config_s = load_recipe(recipe, [*overrides, *setting.overrides()], flags=flags)
             section = config_s.retriever
-            spec = section.url if section.kind == "http" or section.url else section.index or section.corpus
+            spec = str(
+                (section.url if section.kind == "http" or section.url else section.index or section.corpus) or ""
+            )
             check_spec(resolve_path(spec) or spec, "retriever")  # what a run would open, refused before the model
         except (InspoError, RetrieverError) as error:
             raise InspoError(f"--sweep setting {setting.label}: {error}") from None
