@@ -90,8 +90,11 @@ def run_sweep(swept: dict, methods, questions, instruction, device, seed, out_di
     table = compare_settings(results, swept["reference"])
     command = "inspo " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     table["folders"] = {setting.label: folders[setting] for setting, _ in built}
-    atomic_write_json(out_dir / SWEEP_JSON, {**table, "command": command})
     text = markdown(table, command)
+    if "judge" in first.evaluation.metrics:  # the judge's table beside EM's, the same pairing (judged questions)
+        table["judge"] = compare_settings(results, swept["reference"], "judge")
+        text += "\n" + markdown(table["judge"], None, level=2)
+    atomic_write_json(out_dir / SWEEP_JSON, {**table, "command": command})
     atomic_write_text(out_dir / SWEEP_MD, text)
     figure(table, swept["sweeps"], out_dir / SWEEP_PNG)
     console.print(text)

@@ -27,6 +27,7 @@ from inspo_cli.errors import InspoError
 SWEEPABLE = "retriever."  # what --sweep may vary: the retriever only (the policy is never retrained)
 MAX_SETTINGS = 64
 SWEEP_JSON, SWEEP_MD, SWEEP_PNG = "sweep.json", "sweep.md", "sweep.png"
+METRIC_NAMES = {"em": "EM", "judge": "LLM judge: the mean verdict of the judged predictions"}
 
 
 @dataclass(frozen=True)
@@ -168,14 +169,14 @@ def _pct(value: float | None, signed: bool = False) -> str:
     return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
 
 
-def markdown(table: dict, command: str) -> str:
+def markdown(table: dict, command: str | None, level: int = 1) -> str:
+    """The table as Markdown under a heading of `level`, with the command that made it when given."""
     benchmarks = sorted({b for row in table["rows"] for b in row["scores"]})
     header = ["Setting", "Method", *benchmarks, "Avg.", "Avg. - reference [95% CI]", "Questions"]
     lines = [
-        f"# Retriever sweep ({table['metric'].upper()}, %)",
+        f"{'#' * level} Retriever sweep ({METRIC_NAMES.get(table['metric'], table['metric'])}, %)",
         "",
-        f"`{command}`",
-        "",
+        *([f"`{command}`", ""] if command else []),
         f"The same policy and instruction under each retriever setting; the reference is `{table['reference']}`. "
         "Differences are paired by question (the mean of the per-question differences, Student's t).",
         "",

@@ -158,3 +158,21 @@ def test_the_average_over_benchmarks_adds_their_variances_over_k_squared():
     got = _average([a, b])
     assert got["diff"] == pytest.approx(0.15) and got["se"] == pytest.approx(0.025) and got["df"] == 49
     assert got["n"] == 150 and got["high"] - got["diff"] == pytest.approx(0.025 * 2.009575, rel=1e-4)
+
+
+def test_with_the_judge_the_sweep_tables_it_beside_em(reader, tiny_model_dir, tmp_path, serve, monkeypatch):
+    from helpers.fake_providers import KEY, KEY_ENV, Reply, success_body
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server = serve("openai", Reply(body=success_body("openai", "Verdict: incorrect")))
+    judge = [f"judge.base_url={server.base_url}", f"judge.api_key_env={KEY_ENV}", f"judge.cache={tmp_path / 'c.db'}"]
+    args = [a for s in ["evaluation.metrics=[em,judge]", "judge.provider=openai", *judge] for a in ("--set", s)]
+    out = tmp_path / "sweep"
+    result = sweep(tiny_model_dir, out, "--sweep", "retriever.topk=1,3", *args)
+    assert result.exit_code == 0, result.output
+    table = json.loads((out / "sweep.json").read_text())
+    judged = {row["setting"]: row for row in table["judge"]["rows"]}
+    assert {name: row["average"] for name, row in judged.items()} == {"topk=1": 0.0, "topk=3": 0.0}
+    assert judged["topk=1"]["average_difference"]["n"] == 30  # every prediction judged, paired by question
+    text = (out / "sweep.md").read_text()
+    assert "## Retriever sweep (LLM judge" in text and text.count("`inspo ") == 1
