@@ -136,16 +136,26 @@ class VerdictCache:
                 "to another file or to off"
             ) from None
         self._lock = threading.Lock()
+        self.problem: str | None = None  # the first read or write that failed once open: the cache is best-effort
 
     def get(self, key: str) -> str | None:
+        """The cached answer, or None: not cached, or the cache could not be read (a miss, never a stop)."""
         with self._lock:
-            row = self._db.execute("SELECT text FROM verdicts WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT text FROM verdicts WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as error:
+                self.problem = self.problem or f"judge cache {self.path}: {error}"
+                return None
         return None if row is None else str(row[0])
 
     def put(self, key: str, text: str) -> None:
+        """Keep an answer; a full disk or a lock held too long loses the entry, never the verdict."""
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO verdicts (key, text) VALUES (?, ?)", (key, text))
-            self._db.commit()  # each at once: an interrupted evaluation keeps every verdict it was given
+            try:
+                self._db.execute("INSERT OR REPLACE INTO verdicts (key, text) VALUES (?, ?)", (key, text))
+                self._db.commit()  # each at once: an interrupted evaluation keeps every verdict it was given
+            except sqlite3.Error as error:
+                self.problem = self.problem or f"judge cache {self.path}: {error}"
 
     def close(self) -> None:
         self._db.close()

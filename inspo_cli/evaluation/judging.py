@@ -84,6 +84,7 @@ def judge_evaluation(
         "agreement": agreements,
         "errors": judge.errors[:3],
         "failed_calls": len(judge.errors),
+        "cache_problem": None if judge.cache is None else judge.cache.problem,  # verdicts kept, not all cached
     }
 
 
@@ -139,4 +140,6 @@ def judge_section(rows: Sequence[dict], report: dict) -> list[str]:
         )
     if report["errors"]:
         lines += ["", f"{report['failed_calls']} judge calls failed; the first: {report['errors'][0]}"]
+    if report.get("cache_problem"):
+        lines += ["", f"Some verdicts were not cached (judging again will ask for them): {report['cache_problem']}"]
     return [*lines, ""]

@@ -349,3 +349,23 @@ def test_nothing_a_policy_or_a_judge_writes_stops_the_judging(serve, tmp_path, m
     report = judge_evaluation(judge, rows, {"agent": {"world": {"em": 0.0, "n": 1}}})
     assert rows[0]["judge_source"] == "failed" and "RuntimeError" in report["errors"][0]
     assert KEY not in report["errors"][0] and "[redacted]" in report["errors"][0]
+
+
+def test_a_cache_that_fails_once_open_loses_entries_never_verdicts(serve, tmp_path, monkeypatch):
+    """A full disk or a lock another evaluation held too long: the verdicts stand, the problem is said once."""
+    server = serve("openai", said(CORRECT))
+    judge = make_judge(server, tmp_path, monkeypatch)
+
+    class Failing:
+        def execute(self, *args):
+            raise sqlite3.OperationalError("database or disk is full")
+
+        def close(self):
+            pass
+
+    judge.cache._db = Failing()
+    rows = [row("Vell", id_="a"), row("A. Vell", id_="b")]
+    report = judge_evaluation(judge, rows, {"agent": {"world": {"em": 0.0, "n": 2}}})
+    assert [r["judge"] for r in rows] == [1.0, 1.0] and len(server.requests) == 2
+    assert "database or disk is full" in report["cache_problem"] and "verdicts.sqlite" in report["cache_problem"]
+    assert "were not cached" in "\n".join(judge_section(rows, report))
