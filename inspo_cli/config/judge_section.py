@@ -82,8 +82,9 @@ class JudgeConfig:
     cache: str = field(
         default=JUDGE_CACHE_DEFAULT,
         metadata={
+            "yaml_bool": {True: JUDGE_CACHE_DEFAULT, False: JUDGE_CACHE_OFF},  # YAML 1.1 reads a bare on/off as a bool
             "help": "Where verdicts are kept, keyed by judge, prompt version, question, gold answers and "
-            "prediction, so judging again costs nothing: auto ($INSPO_CACHE/judge.sqlite), a file path, or off."
+            "prediction, so judging again costs nothing: auto ($INSPO_CACHE/judge.sqlite), a file path, or off.",
         },
     )
     input_price_per_mtok: float | None = field(

@@ -369,3 +369,11 @@ def test_a_cache_that_fails_once_open_loses_entries_never_verdicts(serve, tmp_pa
     assert [r["judge"] for r in rows] == [1.0, 1.0] and len(server.requests) == 2
     assert "database or disk is full" in report["cache_problem"] and "verdicts.sqlite" in report["cache_problem"]
     assert "were not cached" in "\n".join(judge_section(rows, report))
+
+
+def test_a_bare_off_in_yaml_turns_the_cache_off(tmp_path):
+    """YAML 1.1 reads `off` as false: the cache field takes it as the word the docs give."""
+    from inspo_cli.config import load_recipe
+
+    assert load_recipe("demo", ["judge.cache=off"]).judge.cache == "off"
+    assert load_recipe("demo", ["judge.cache=on"]).judge.cache == "auto"
