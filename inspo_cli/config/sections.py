@@ -326,10 +326,7 @@ class Recipe:
     )
     judge: JudgeConfig = field(
         default_factory=JudgeConfig,
-        metadata={
-            "help": "The LLM judge that grades answers beside EM when evaluation.metrics names judge (not in the "
-            "paper; docs/evaluation.md)."
-        },
+        metadata={"help": "The LLM judge beside EM, when evaluation.metrics names judge (not in the paper)."},
     )
     sampling: SamplingConfig = field(
         default_factory=SamplingConfig,
