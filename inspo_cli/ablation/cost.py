@@ -130,17 +130,19 @@ COST_HEADER = [
 ]
 
 
-def cost_line(variant: str, reference: str, difference: dict | None, cost: dict, reference_cost: dict) -> str:
+def cost_line(
+    variant: str, reference: str, difference: dict | None, cost: dict, reference_cost: dict, metric: str = "EM"
+) -> str:
     """ "inspo vs search-r1: +0.040 EM [+0.010, +0.070] for +3% GPU-hours and $12.00 more of optimizer calls per
     run": a comparison on the average with what it cost."""
     what = cost_sentence(cost, reference_cost)
     if difference is None:
         em = "no difference of averages"
     elif difference.get("p") is None:
-        em = f"{signed(difference['diff'])} EM"
+        em = f"{signed(difference['diff'])} {metric}"
     else:
         em = (
-            f"{signed(difference['diff'])} EM [{signed(difference['low'])}, {signed(difference['high'])}], "
+            f"{signed(difference['diff'])} {metric} [{signed(difference['low'])}, {signed(difference['high'])}], "
             f"{p_text(difference['p'])},"
         )
     return f"{variant} vs {reference}: {em}" + (f" {what}" if what else " (cost unknown)")

@@ -215,8 +215,9 @@ class AblationDir:
     def recipe_file(self, variant: str) -> Path:
         return self.recipes_dir / f"{variant}.yaml"
 
-    def table_file(self, suffix: str) -> Path:
-        return self.path / f"{self.TABLE}.{suffix}"
+    def table_file(self, suffix: str, metric: str = "em") -> Path:
+        """ablation.md/.json/.csv; ablation-<metric>.* for a table of another score than EM (`--metric`)."""
+        return self.path / (f"{self.TABLE}.{suffix}" if metric == "em" else f"{self.TABLE}-{metric}.{suffix}")
 
     def run_dir(self, run: PlannedRun) -> RunDir:
         return RunDir(self.runs_dir / run.name)

@@ -11,7 +11,9 @@ candidate) that has an evaluation or a checkpoint to evaluate (`inspo ablate` ev
 evaluations/step-N); the same candidates as `inspo evaluate --checkpoint best`. "final" is the evaluation
 after the last step whatever happened. A run chained from stages or one with a frozen policy has one policy to
 report, its final one. What a run scored is its policy's ("agent") EM per benchmark in results.json, and per
-question in predictions.jsonl, which the comparisons pair across variants.
+question in predictions.jsonl, which the comparisons pair across variants; or, with `metric`, its F1, SubEM or the
+LLM judge's verdicts (`evaluation.metrics`; a prediction without a parsed verdict counts in neither the cell nor
+the per-question scores, as in results.json).
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ from inspo_cli.runs import RunDir
 
 RULES = ("best", "final")
 METHOD = "agent"  # the trained policy with its best instruction
+# the scores a table can report (`--metric`): the short name in its columns, and what its cells are
+METRICS = {
+    "em": ("EM", "Exact match"),
+    "f1": ("F1", "Token F1"),
+    "subem": ("SubEM", "SubEM (a gold answer inside the prediction)"),
+    "judge": ("judge", "The LLM judge's verdict (1 correct, 0 not; predictions without a parsed verdict left out)"),
+}
+BINARY = ("em", "subem", "judge")  # scores of 0 or 1 per question, whose standard error is binomial
 
 
 @dataclass
@@ -85,20 +95,31 @@ class RunResult:
     last_step: int
     rule: str
     collapse: dict | None
-    em: dict[str, float]  # benchmark -> EM
-    n: dict[str, int]  # benchmark -> questions scored
-    questions: dict[str, dict[str, float]] | None  # benchmark -> {question id: EM}; None without predictions
+    em: dict[str, float]  # benchmark -> the table's metric (EM unless `metric` says otherwise)
+    n: dict[str, int]  # benchmark -> questions scored (with a verdict, for the judge)
+    questions: dict[str, dict[str, float]] | None  # benchmark -> {question id: score}; None without predictions
     file: Path | None = None  # the results.json it was read from
+    metric: str = "em"  # which score `em` holds (METRICS)
 
     def scores(self) -> RunScores:
         return RunScores(self.seed, self.em, self.questions)
 
     def se(self, benchmark: str | None = None) -> float:
-        """The binomial standard error of this run's EM on `benchmark` (None: the average over benchmarks),
-        sqrt(p (1 - p) / n): how much the same policy's score would move on another sample of questions."""
+        """The standard error of this run's score on `benchmark` (None: the average over benchmarks): how much the
+        same policy's score would move on another sample of questions. sqrt(p (1 - p) / n) for a score of 0 or 1
+        per question; for F1, the questions' own variance over n where they were kept, else sqrt(p (1 - p) / n),
+        the most a score in [0, 1] with mean p can have."""
         names = list(self.em) if benchmark is None else [benchmark]
-        variance = sum(self.em[b] * (1 - self.em[b]) / max(self.n[b], 1) for b in names) / len(names) ** 2
+        variance = sum(self._variance(b) / max(self.n[b], 1) for b in names) / len(names) ** 2
         return math.sqrt(variance)
+
+    def _variance(self, benchmark: str) -> float:
+        p = self.em[benchmark]
+        values = list((self.questions or {}).get(benchmark, {}).values())
+        if self.metric in BINARY or not values:
+            return p * (1 - p)
+        mean = sum(values) / len(values)
+        return sum((v - mean) ** 2 for v in values) / len(values)
 
     def average(self) -> float:
         return sum(self.em.values()) / len(self.em)
@@ -112,6 +133,7 @@ class RunResult:
             "rule": self.rule,
             "collapsed": self.collapse is not None,
             "collapse": self.collapse,
+            "metric": self.metric,
             "em": self.em,
             "se": {b: self.se(b) for b in self.em},
             "average": self.average(),
@@ -121,8 +143,12 @@ class RunResult:
         }
 
 
-def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult | None, str | None]:
-    """The run's result under `rule`, or (None, why it has none)."""
+class MissingMetric(InspoError):
+    """An evaluation without the score a table asks for (the judge where evaluation.metrics did not name it)."""
+
+
+def read_result(run: RunDir, seed: int, rule: str = "best", metric: str = "em") -> tuple[RunResult | None, str | None]:
+    """The run's result under `rule`, in `metric` (METRICS), or (None, why it has none)."""
     choice = choose_step(run, rule)
     if choice.step is None or choice.last_step is None:  # the last step is None only with the step
         return None, choice.why
@@ -140,21 +166,45 @@ def read_result(run: RunDir, seed: int, rule: str = "best") -> tuple[RunResult |
             f"evaluates it, or {again}"
         )
     fix = f"copy it again from where the run ran, or delete {quote(str(file.parent))} and evaluate again: {again}"
-    em, n, questions = read_scores(file, fix)
+    try:
+        em, n, questions = read_scores(file, fix, metric)
+    except MissingMetric as e:
+        return None, str(e)
     return RunResult(
-        run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions, file
+        run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions, file, metric
     ), None
 
 
-def read_scores(file: Path, fix: str) -> tuple[dict[str, float], dict[str, int], dict[str, dict[str, float]] | None]:
-    """(EM per benchmark, questions per benchmark, EM per question or None) of the policy ("agent") in an
-    evaluation's results.json and the predictions.jsonl beside it; `fix` says what to do about a damaged one."""
+def read_scores(
+    file: Path, fix: str, metric: str = "em"
+) -> tuple[dict[str, float], dict[str, int], dict[str, dict[str, float]] | None]:
+    """(`metric` per benchmark, questions scored per benchmark, `metric` per question or None) of the policy
+    ("agent") in an evaluation's results.json and the predictions.jsonl beside it; `fix` says what to do about a
+    damaged one. MissingMetric when the evaluation has no such score (or the judge graded none of a cell)."""
     scores = read_results(file, fix)["scores"]
     if METHOD not in scores:
         raise InspoError(f"{file}: no scores of the trained policy (method {METHOD!r}); {fix}")
-    em = {b: float(s["em"]) for b, s in scores[METHOD].items()}
-    n = {b: int(s["n"]) for b, s in scores[METHOD].items()}
-    return em, n, _per_question(file.parent / "predictions.jsonl", set(em), fix)
+    cells = scores[METHOD]
+    lacking = sorted(b for b, s in cells.items() if not isinstance(s.get(metric), (int, float)))
+    if lacking:
+        raise MissingMetric(_missing_text(file, metric, lacking, cells))
+    em = {b: float(s[metric]) for b, s in cells.items()}
+    n = {b: int(s["judge_n"] if metric == "judge" else s["n"]) for b, s in cells.items()}
+    return em, n, _per_question(file.parent / "predictions.jsonl", set(em), fix, metric)
+
+
+def _missing_text(file: Path, metric: str, lacking: list[str], cells: dict) -> str:
+    if metric != "judge":
+        return f"{file}: no {metric} score on {', '.join(lacking)}; evaluate the run again"
+    if any("judge_n" in cells[b] for b in lacking):  # judged, but no verdict parsed on a benchmark
+        return (
+            f"{file}: the judge gave no verdict it could read on {', '.join(lacking)} (see results.md's judge "
+            f"table); judge it again: `inspo evaluate --judge {quote(str(file.parent))}`"
+        )
+    return (
+        f"evaluated without the judge; add its verdicts (no generation): "
+        f"`inspo evaluate --judge {quote(str(file.parent))}`"
+    )
 
 
 def check_same_benchmarks(variant: str, results: list[RunResult]) -> None:
@@ -170,16 +220,24 @@ def check_same_benchmarks(variant: str, results: list[RunResult]) -> None:
             )
 
 
-def _per_question(file: Path, benchmarks: set[str], fix: str) -> dict[str, dict[str, float]] | None:
-    """{benchmark: {question id: EM}} of the policy's predictions; None when they were not kept."""
+def _per_question(file: Path, benchmarks: set[str], fix: str, metric: str = "em") -> dict[str, dict[str, float]] | None:
+    """{benchmark: {question id: `metric`}} of the policy's predictions (those the judge gave a verdict, for the
+    judge); None when they were not kept."""
     if not os.path.lexists(file):  # anything else there (a FIFO, a folder) is refused by iter_predictions
         return None
     found: dict[str, dict[str, float]] = {b: {} for b in benchmarks}
     for row in iter_predictions(file, fix):
         if row["method"] == METHOD and row["benchmark"] in found:
+            value = row.get(metric)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                if metric == "judge" and value is None:  # no verdict parsed: left out, as in the cell
+                    continue
+                return None  # a file from before the metric, or damaged: no per-question scores
+            if not 0.0 <= value <= 1.0:  # NaN fails this too
+                raise InspoError(f"{file}: a prediction's {metric} is {value!r}, not a score in [0, 1]; {fix}")
             questions = found[row["benchmark"]]
             key = str(row["id"])
             if key in questions:  # two questions with one id: keep both, in order
                 key = f"{key}#{len(questions)}"
-            questions[key] = float(row["em"])
+            questions[key] = float(value)
     return found if all(found.values()) else None

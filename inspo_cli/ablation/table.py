@@ -26,7 +26,7 @@ from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
 from inspo_cli.ablation.effects import effects
 from inspo_cli.ablation.formatting import p_text, signed
 from inspo_cli.ablation.plan import SEARCH_R1, PlannedRun, run_name
-from inspo_cli.ablation.results import check_same_benchmarks, read_result
+from inspo_cli.ablation.results import METRICS, check_same_benchmarks, read_result
 from inspo_cli.config import load_recipe
 from inspo_cli.errors import InspoError
 
@@ -38,7 +38,11 @@ RULE_TEXT = {
 
 
 def collect(
-    ablation: AblationDir, rule: str = "best", reference: str | None = None, target_diff: float = TARGET_DIFF
+    ablation: AblationDir,
+    rule: str = "best",
+    reference: str | None = None,
+    target_diff: float = TARGET_DIFF,
+    metric: str = "em",
 ) -> dict:
     plan, failures = ablation.plan, ablation.failures()
     rows, variants = [], []
@@ -46,7 +50,7 @@ def collect(
         results, missing, runs, costs = [], [], [], []
         for seed in plan.seeds:
             run = PlannedRun(run_name(variant.name, seed), variant.name, seed)
-            result, why = read_result(ablation.run_dir(run), seed, rule)
+            result, why = read_result(ablation.run_dir(run), seed, rule, metric)
             if result is None:
                 missing.append({"run": run.name, "seed": seed, "why": _why(ablation, run, failures, why)})
             else:
@@ -67,7 +71,7 @@ def collect(
             }
         )
         variants.append(Variant(variant.name, static, runs))
-    table = {"name": plan.name, "seeds": plan.seeds, **summarize(rows, rule, reference, target_diff)}
+    table = {"name": plan.name, "seeds": plan.seeds, **summarize(rows, rule, reference, target_diff, metric)}
     table["decompositions"] = cached_decompositions(variants, table["reference"])
     return table
 
@@ -113,11 +117,21 @@ def _static(ablation: AblationDir, variant: str) -> bool:
         return False
 
 
-def summarize(rows: list[dict], rule: str, reference: str | None = None, target_diff: float = TARGET_DIFF) -> dict:
+def summarize(
+    rows: list[dict],
+    rule: str,
+    reference: str | None = None,
+    target_diff: float = TARGET_DIFF,
+    metric: str = "em",
+) -> dict:
     """Fill each row ({"variant", "bars", "results": [RunResult], "missing"}) with its estimates and runs, and
-    compare every row with `reference`; returns {"benchmarks", "rows", "rule", "reference", "comparisons", ...}."""
+    compare every row with `reference`; returns {"benchmarks", "rows", "rule", "reference", "comparisons", ...}.
+    `metric` (results.METRICS) is what the results hold; the rows keep it under "em" whatever it is, and
+    "metric"/"metric_label"/"metric_text" name it."""
     benchmarks: list[str] = []
     for row in rows:
+        if any(r.metric != metric for r in row["results"]):  # one table, one score
+            raise ValueError(f"{row['variant']}: results read in another metric than {metric!r}")
         check_same_benchmarks(row["variant"], row["results"])
         for result in row["results"]:
             benchmarks.extend(b for b in result.em if b not in benchmarks)
@@ -152,11 +166,20 @@ def summarize(rows: list[dict], rule: str, reference: str | None = None, target_
         comparisons.append(_comparison(row, base, benchmarks, target_diff))
         if row["cost"] and base["cost"]:
             comparisons[-1]["cost_line"] = cost_line(
-                row["variant"], base["variant"], comparisons[-1]["average"], row["cost"], base["cost"]
+                row["variant"],
+                base["variant"],
+                comparisons[-1]["average"],
+                row["cost"],
+                base["cost"],
+                METRICS[metric][0],
             )
     for row in rows:
         del row["_scores"]
+    label, text = METRICS[metric]
     return {
+        "metric": metric,
+        "metric_label": label,
+        "metric_text": text,
         "benchmarks": benchmarks,
         "rule": rule,
         "rule_text": RULE_TEXT[rule],

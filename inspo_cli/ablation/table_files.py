@@ -1,7 +1,8 @@
 """How the ablation table is written: ablation.md, ablation.json and ablation.csv.
 
 ablation.md holds the table, the differences to the reference with their power, and every run's result;
-ablation.json the table as `table.collect` returns it; ablation.csv one row per variant.
+ablation.json the table as `table.collect` returns it; ablation.csv one row per variant. A table of another score
+than EM (`inspo ablate --metric judge`) is written beside it as ablation-judge.md/.json/.csv.
 
     write_table(ablation, collect(ablation))
 """
@@ -65,6 +66,21 @@ def delta_values(comparison: dict | None, benchmarks: list[str]) -> list[str]:
     return values
 
 
+def label(table: dict) -> str:
+    """The table's score in a column or a sentence: "EM", "F1", "SubEM", "judge"."""
+    return str(table.get("metric_label", "EM"))
+
+
+def se_text(table: dict) -> str:
+    """What the runs' ± is, for the table's score."""
+    if table.get("metric") == "f1":
+        return (
+            "± its standard error over the questions (their F1's variance over n where predictions were kept, else "
+            "sqrt(p(1 − p)/n), the most an F1 of mean p can have)"
+        )
+    return "± its binomial standard error sqrt(p(1 − p)/n) over the questions"
+
+
 def comparison_of(table: dict, variant: str) -> dict | None:
     return next((c for c in table["comparisons"] if c["variant"] == variant), None)
 
@@ -78,8 +94,8 @@ def uncertainty_sections(table: dict) -> list[str]:
         lines += [
             f"## Differences to {reference}",
             "",
-            f"Δ EM = variant − {reference}, the difference of the two rows' means: 95% interval and two-sided "
-            "p-value (t test over seeds and questions; paired by seed where both ran the same seeds, by "
+            f"Δ {label(table)} = variant − {reference}, the difference of the two rows' means: 95% interval and "
+            "two-sided p-value (t test over seeds and questions; paired by seed where both ran the same seeds, by "
             "question where all their runs answered the same questions, else unpaired).",
             "",
             "| " + " | ".join(header) + " |",
@@ -103,11 +119,18 @@ def uncertainty_sections(table: dict) -> list[str]:
         lines += [f"- {c['power_sentence']}." for c in table["comparisons"]]
         lines.append("")
     lines += cost_section(table)
-    header = ["run", "seed", "step used", "reward collapse", *(f"{b} EM ± SE" for b in benchmarks), "avg. ± SE"]
+    header = [
+        "run",
+        "seed",
+        "step used",
+        "reward collapse",
+        *(f"{b} {label(table)} ± SE" for b in benchmarks),
+        "avg. ± SE",
+    ]
     lines += [
         "## Runs",
         "",
-        "Each run's EM at the step used, ± its binomial standard error sqrt(p(1 − p)/n) over the questions.",
+        f"Each run's {label(table)} at the step used, {se_text(table)}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -137,8 +160,8 @@ def markdown(table: dict) -> str:
     lines = [
         f"# Ablation {table['name']}",
         "",
-        f"Exact match at {table['rule_text']}: mean ± 95% interval over seeds and questions (t, "
-        "Welch-Satterthwaite df; n = seeds with a result; one seed: no interval).",
+        f"{table.get('metric_text', 'Exact match')} at {table['rule_text']}: mean ± 95% interval over seeds and "
+        "questions (t, Welch-Satterthwaite df; n = seeds with a result; one seed: no interval).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -170,8 +193,9 @@ def markdown(table: dict) -> str:
 
 
 def write_table(ablation: AblationDir, table: dict) -> None:
-    atomic_write_json(ablation.table_file("json"), table)
-    atomic_write_text(ablation.table_file("md"), markdown(table))
+    metric = table.get("metric", "em")
+    atomic_write_json(ablation.table_file("json", metric), table)
+    atomic_write_text(ablation.table_file("md", metric), markdown(table))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     benchmarks = table["benchmarks"]
@@ -200,4 +224,4 @@ def write_table(ablation: AblationDir, table: dict) -> None:
                 *delta_values(comparison_of(table, row["variant"]), benchmarks),
             ]
         )
-    atomic_write_text(ablation.table_file("csv"), buffer.getvalue())
+    atomic_write_text(ablation.table_file("csv", metric), buffer.getvalue())

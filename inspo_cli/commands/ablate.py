@@ -74,6 +74,7 @@ def ablate(
     checkpoint: opt.Checkpoint = "best",
     reference: opt.Reference = None,
     target_diff: opt.TargetDiff = 0.05,
+    metric: opt.Metric = "em",
     max_variants: opt.MaxVariants = 500,
     replan: opt.Replan = False,
     keep_planned: opt.KeepPlanned = False,
@@ -94,7 +95,7 @@ def run_ablate(options: AblateOptions) -> None:
     from inspo_cli.commands import ablate_cluster as cluster
 
     shown, how = options.table, options.run
-    table = table_options(shown.checkpoint, shown.reference, shown.target_diff)
+    table = table_options(shown.checkpoint, shown.reference, shown.target_diff, shown.metric)
     if shown.status is not None:
         cluster.print_status(AblationDir.open(shown.status), shown.as_json, table["rule"])
         return
@@ -174,9 +175,9 @@ def _checked_launch(options: AblateOptions):
     return slurm
 
 
-def table_options(checkpoint: str, reference: str | None, target_diff: float) -> dict:
+def table_options(checkpoint: str, reference: str | None, target_diff: float, metric: str = "em") -> dict:
     """The table's settings, checked before anything runs."""
-    from inspo_cli.ablation.results import RULES
+    from inspo_cli.ablation.results import METRICS, RULES
 
     if checkpoint not in RULES:
         raise InspoError(
@@ -184,7 +185,9 @@ def table_options(checkpoint: str, reference: str | None, target_diff: float) ->
         )
     if not 0 < target_diff < 1:
         raise InspoError(f"--target-diff {target_diff}: must be an EM difference between 0 and 1, e.g. 0.05")
-    return {"rule": checkpoint, "reference": reference, "target_diff": target_diff}
+    if metric not in METRICS:
+        raise InspoError(f"--metric {metric!r}: choose {', '.join(METRICS)}")
+    return {"rule": checkpoint, "reference": reference, "target_diff": target_diff, "metric": metric}
 
 
 def _make_plan(recipe, axes, study, sweep, seeds, overrides, max_variants):

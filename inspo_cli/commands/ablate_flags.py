@@ -60,7 +60,7 @@ PLANNING_FLAGS = (
     "--replay-optimizer",
     *SLURM_FLAGS,
 )
-TABLE_FLAGS = ("--checkpoint", "--reference", "--target-diff")
+TABLE_FLAGS = ("--checkpoint", "--reference", "--target-diff", "--metric")
 
 
 def given_flags(command: Callable, arguments: dict[str, Any]) -> set[str]:

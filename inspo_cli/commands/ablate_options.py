@@ -229,6 +229,14 @@ Reference = Annotated[
     ),
 ]
 TargetDiff = Annotated[float, _status(help="The EM difference whose needed number of seeds the power lines give.")]
+Metric = Annotated[
+    str,
+    _status(
+        help="The score the table reports: em (the paper's), f1, subem, or judge (the LLM judge's verdicts, "
+        "evaluation.metrics; `inspo evaluate --judge DIR` adds them to an evaluation without). Another score "
+        "than em is written beside the EM table, as ablation-<metric>.md/.json/.csv."
+    ),
+]
 MaxVariants = Annotated[int, _plan(help="The most variants a sweep may plan.")]
 Replan = Annotated[
     bool,
@@ -304,6 +312,7 @@ class StatusAndTable:
     checkpoint: str
     reference: str | None
     target_diff: float
+    metric: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -104,7 +104,7 @@ def finish(ablation, as_json: bool, options: dict) -> None:
         typer.echo(json.dumps(table, indent=2))
     else:
         _print_table(table)
-        console.print(f"table: {ablation.table_file('md')} (and .json, .csv)")
+        console.print(f"table: {ablation.table_file('md', table['metric'])} (and .json, .csv)")
     missing = [m for row in table["rows"] for m in row["missing"]]
     if missing:
         err_console.print(
@@ -118,7 +118,8 @@ def _print_table(table: dict) -> None:
     from inspo_cli.ablation.table_files import comparison_of, steps_cell
 
     shown = Table(
-        title=f"ablation {table['name']}: EM at {table['rule_text']}, mean ± 95% interval over seeds and questions",
+        title=f"ablation {table['name']}: {table['metric_label']} at {table['rule_text']}, mean ± 95% interval "
+        "over seeds and questions",
         title_justify="left",
     )
     for column in (

@@ -148,8 +148,41 @@ def evaluate(
             "evaluation and sweep.md/.json/.png with paired differences to the recipe's own setting.",
         ),
     ] = None,
+    judge: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge",
+            help="Add the LLM judge's verdicts to this evaluation directory from its predictions (no generation): "
+            "the judge of --recipe, else of the run it belongs to, else the packaged local model; --set judge.* "
+            "on top. Judged predictions are cached, so judging again costs nothing.",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate inference methods on benchmarks: a Table-1 style EM table, plus F1, SubEM and searches."""
+    if judge is not None:
+        given = {
+            "--benchmarks": benchmarks,
+            "--method": method,
+            "--model": model,
+            "--instruction": instruction,
+            "--run": run,
+            "--checkpoint": checkpoint,
+            "--retriever": retriever,
+            "--limit": limit,
+            "--split": split,
+            "--batch-size": batch_size,
+            "--temperature": temperature,
+            "--device": device,
+            "--out": out,
+            "--sweep": sweep,
+        }
+        if ignored := [flag for flag, value in given.items() if value]:
+            raise InspoError(
+                f"--judge grades the predictions already in {judge}, with only --recipe and --set (judge.*); "
+                f"drop {', '.join(ignored)}"
+            )
+        _judge_only(judge, recipe, overrides or [])
+        return
     from inspo_cli.config import load_recipe
     from inspo_cli.evaluation.checkpoints import default_checkpoint, run_policy
     from inspo_cli.evaluation.runner import evaluation_questions
@@ -235,6 +268,33 @@ def _out_dir(out: Path | None, run: Path | None) -> Path:
     if target.exists() and any(target.iterdir()):
         raise InspoError(f"--out {target} already holds files; choose a new directory so earlier results are kept")
     return target
+
+
+def _judge_only(directory: Path, recipe: Path | None, overrides: list[str]) -> None:
+    from rich.markdown import Markdown
+
+    from inspo_cli.evaluation.judge import open_judge
+    from inspo_cli.evaluation.rejudge import add_verdicts, judge_recipe, judging, read_evaluation
+
+    config = judge_recipe(directory, recipe, overrides)
+    with judging(directory):  # one judging of a directory at a time
+        evaluation = read_evaluation(directory)  # checked before the judge loads
+        judge = open_judge(config.judge)  # a missing key fails here, before anything is asked
+        rows = len(evaluation[1])
+        err_console.print(
+            f"judging {rows} predictions in {directory} with {config.judge.provider} {config.judge.model}",
+            soft_wrap=True,
+        )
+        with progress_bar() as progress:
+            task = progress.add_task("judging", total=rows)
+            report, section = add_verdicts(directory, judge, lambda n: progress.advance(task, n), evaluation)
+    console.print(Markdown("\n".join(section)))
+    failed = report["failed_calls"]
+    console.print(
+        f"verdicts: {directory}/results.md and predictions.jsonl; where the judge and EM differ: "
+        f"{directory}/judge_disagreements.jsonl" + (f"; {failed} calls failed" if failed else ""),
+        soft_wrap=True,
+    )
 
 
 def _run(config, methods, questions, instruction, retriever_spec, device, seed, out_dir, provenance: dict) -> None:

@@ -28,7 +28,8 @@ def report(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="The report directory (default: <ablation>/report for one ablation, else reports/<timestamp>)."
+            help="The report directory (default: <ablation>/report, or report-<metric> with --metric, for one "
+            "ablation, else reports/<timestamp>)."
         ),
     ] = None,
     checkpoint: Annotated[
@@ -49,6 +50,14 @@ def report(
     target_diff: Annotated[
         float, typer.Option(help="The EM difference whose needed number of seeds the power lines give.")
     ] = 0.05,
+    metric: Annotated[
+        str,
+        typer.Option(
+            help="The score Table 1 and bars.png report: em (the paper's), f1, subem, or judge (the LLM judge's "
+            "verdicts; `inspo evaluate --judge DIR` adds them to an evaluation without); written as "
+            "table1-<metric>.*. Curves and --decompose stay EM."
+        ),
+    ] = "em",
     decompose: Annotated[
         str | None,
         typer.Option(
@@ -81,13 +90,14 @@ def report(
     from inspo_cli.reporting.report import write_report
     from inspo_cli.reporting.sources import load_groups
 
-    options = table_options(checkpoint, reference, target_diff)
+    options = table_options(checkpoint, reference, target_diff, metric)
     if device is not None and decompose is None:
         raise InspoError("--device sets where --decompose evaluates; add --decompose VARIANTS or drop --device")
-    groups = load_groups(paths, options["rule"])
+    groups = load_groups(paths, options["rule"], metric)
     if out is None:
         single = len(paths) == 1 and (paths[0] / AblationDir.PLAN).is_file()
-        out = paths[0] / "report" if single else Path("reports") / time.strftime("%Y%m%d-%H%M%S")
+        name = "report" if metric == "em" else f"report-{metric}"  # beside the EM report, not over it
+        out = paths[0] / name if single else Path("reports") / time.strftime("%Y%m%d-%H%M%S")
     check_out(out, paths)
     decompositions = _decompose(groups, decompose, options, device) if decompose is not None else []
     audits = _audit(groups) if audit else []

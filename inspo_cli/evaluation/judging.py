@@ -61,14 +61,17 @@ def judge_evaluation(
     from inspo_cli.evaluation.judge import PROMPT_VERSION
 
     verdicts = judge.grade(rows, on_graded)
+    cells: dict[tuple[str, str], list[dict]] = {}
     for row, verdict in zip(rows, verdicts, strict=True):
         row["judge"], row["judge_source"] = verdict.score, verdict.source
+        row.pop("judge_text", None)  # an earlier judge's words (`inspo evaluate --judge` judging again)
         if verdict.text is not None:
             row["judge_text"] = verdict.text
+        cells.setdefault((row["method"], row["benchmark"]), []).append(row)
     agreements: dict[str, dict[str, dict]] = {}
     for method, per_benchmark in scores.items():
         for benchmark, cell in per_benchmark.items():
-            mine = [row for row in rows if row["method"] == method and row["benchmark"] == benchmark]
+            mine = cells.get((method, benchmark), [])
             judged = [row["judge"] for row in mine if row["judge"] is not None]
             cell["judge"] = sum(judged) / len(judged) if judged else None
             cell["judge_n"] = len(judged)

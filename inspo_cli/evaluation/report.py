@@ -21,7 +21,20 @@ from inspo_cli.jsonio import POSITIVE, UNIT, NonEmpty, Range, atomic_write_json,
 # figure (searches, calls/<tool> per question, seconds) a count or a time, never negative or NaN, or null
 RESULTS_SHAPE = {
     "scores": NonEmpty(
-        {str: NonEmpty({str: {"em": UNIT, "f1?": UNIT, "subem?": UNIT, "n": POSITIVE, "*": (Range(0.0), None)}})}
+        {
+            str: NonEmpty(
+                {
+                    str: {
+                        "em": UNIT,
+                        "f1?": UNIT,
+                        "subem?": UNIT,
+                        "judge?": (UNIT, None),  # None: the judge read no verdict in the cell
+                        "n": POSITIVE,
+                        "*": (Range(0.0), None),
+                    }
+                }
+            )
+        }
     )
 }
 PREDICTION_SHAPE = {"method": str, "benchmark": str, "id": (str, int), "em": UNIT}

@@ -184,9 +184,9 @@ def bars(table: dict, path: Path) -> bool:
     top = max(max(highs), *(r["average"] for row in rows for r in row["runs"]))
     ax.set_ylim(0, min(1.0, top * 1.45) if top > 0 else 1.0)  # room above for the labels and the legend
     ax.set_xticks(positions, [row["variant"] for row in rows], rotation=20, ha="right")
-    ax.set_ylabel("EM, average over benchmarks")
+    ax.set_ylabel(f"{table.get('metric_label', 'EM')}, average over benchmarks")
     checkpoint = "App. B's checkpoint" if table.get("rule") == "best" else "final checkpoints"
-    ax.set_title(f"EM per variant ({checkpoint})", fontsize=11)
+    ax.set_title(f"{table.get('metric_label', 'EM')} per variant ({checkpoint})", fontsize=11)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right", ncol=2)
     fig.tight_layout()

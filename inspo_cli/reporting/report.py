@@ -8,7 +8,8 @@ fig5_test_em.png            Fig. 5: held-out EM at the periodic evaluations over
 bars.png                    Fig. 3 / 6: EM per variant, its 95% interval and every seed's point
 table1.md, .csv, .tex, .json  Table 1: variants x benchmarks EM and the average, mean ± 95% interval, n, and the
                             difference to the reference (Δ, interval, p); the .md adds one sentence per
-                            comparison, the power lines and every run's EM ± binomial SE at the step used
+                            comparison, the power lines and every run's EM ± binomial SE at the step used;
+                            table1-<metric>.* with --metric f1, subem or judge (bars.png then shows that score)
 overhead.md, .csv           App. C: optimizer calls and tokens, verification vs training rollouts, wall share
 tools.md, .csv              only where some run had a tool besides search: calls per question by tool per
                             variant (and benchmark), calls and errors per trajectory in training (`tools`)
@@ -51,7 +52,11 @@ from inspo_cli.reporting.tools import tool_section
 
 
 def table1(
-    groups: Sequence[Group], rule: str = "best", reference: str | None = None, target_diff: float = TARGET_DIFF
+    groups: Sequence[Group],
+    rule: str = "best",
+    reference: str | None = None,
+    target_diff: float = TARGET_DIFF,
+    metric: str = "em",
 ) -> dict:
     """Table 1's numbers: per group, each seed's result at the step `rule` picks, summarised over seeds and
     questions, and every group compared with `reference` (default: search-r1 when there is one, else the first
@@ -68,7 +73,7 @@ def table1(
         }
         for g in groups
     ]
-    return summarize(rows, rule, reference, target_diff)
+    return summarize(rows, rule, reference, target_diff, metric)
 
 
 def is_static(group: Group) -> bool:
@@ -211,11 +216,12 @@ def write_report(
     target_diff: float = TARGET_DIFF,
     decompositions: Sequence[dict] = (),
     audits: Sequence = (),
+    metric: str = "em",
 ) -> list[Path]:
     """Write the report as the directory `out`, replacing an earlier report there as a whole (it is built beside
     `out` and renamed into place, so a failure or Ctrl-C leaves the earlier one); the files written. Only a new or
     empty `out`, or a report holding nothing but what it wrote (`marker`), is replaced; anything else is refused."""
-    table = table1(groups, rule, reference, target_diff)  # first: a bad --reference fails before anything is written
+    table = table1(groups, rule, reference, target_diff, metric)  # first: a bad --reference fails before writing
     with replaced_dir(out, "--out", check=check_replaceable) as building:
         written = _write(groups, table, building, decompositions)
         if audits:  # `inspo report --audit` (reporting.audit): its own page, linked from the index
@@ -246,6 +252,8 @@ def _write(groups: Sequence[Group], table: dict, out: Path, decompositions: Sequ
             written.append(out / name)
             sections += [f"## {title}", "", f"![{title}]({name})", ""]
 
+    label = table["metric_label"]
+    table_name = "table1" if table["metric"] == "em" else f"table1-{table['metric']}"  # never read as EM
     full = _markdown_table(table) + "\n" + "\n".join(uncertainty_sections(table)) + "\n"
     for suffix, text in (
         ("md", full),
@@ -253,13 +261,13 @@ def _write(groups: Sequence[Group], table: dict, out: Path, decompositions: Sequ
         ("tex", _latex_table(table)),
         ("json", json.dumps(table, indent=2) + "\n"),
     ):
-        atomic_write_text(out / f"table1.{suffix}", text)
-        written.append(out / f"table1.{suffix}")
+        atomic_write_text(out / f"{table_name}.{suffix}", text)
+        written.append(out / f"{table_name}.{suffix}")
     sections += [
-        "## EM (Table 1 layout)",
+        f"## {label} (Table 1 layout)",
         "",
-        f"EM at {table['rule_text']} (its policy with its best instruction, greedy); steps used per seed, "
-        "in seed order.",
+        f"{table['metric_text']} at {table['rule_text']} (its policy with its best instruction, greedy); steps used "
+        "per seed, in seed order.",
         "",
         _markdown_table(table).rstrip(),
         "",
@@ -272,7 +280,7 @@ def _write(groups: Sequence[Group], table: dict, out: Path, decompositions: Sequ
     ] + [""]
     if figures.bars(table, out / "bars.png"):
         written.append(out / "bars.png")
-        sections += ["![Final EM per variant](bars.png)", ""]
+        sections += [f"![Final {label} per variant](bars.png)", ""]
     sections += tool_section(groups, out, written, table["rule_text"])
 
     if decompositions:

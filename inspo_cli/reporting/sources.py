@@ -58,7 +58,7 @@ class Group:
         self.name = self.name or self.label
 
 
-def load_groups(paths: Sequence[str | Path], rule: str = "best") -> list[Group]:
+def load_groups(paths: Sequence[str | Path], rule: str = "best", metric: str = "em") -> list[Group]:
     """Groups of runs with their results under `rule` (`ablation.results`: "best", App. B's, or "final"), each
     with a label no other group has (tables look comparisons up by it). A directory given twice, or inside another
     input (a run of a given ablation), is refused: its runs would be counted twice."""
@@ -84,10 +84,10 @@ def load_groups(paths: Sequence[str | Path], rule: str = "best") -> list[Group]:
     loose: list[RunDir] = []
     for path in given.values():
         if (path / "plan.json").is_file():
-            groups += _ablation_groups(path, rule)
+            groups += _ablation_groups(path, rule, metric)
         else:
             loose.append(RunDir(path))
-    groups = [g for g in [*groups, *_group_loose(loose, rule)] if g.runs]
+    groups = [g for g in [*groups, *_group_loose(loose, rule, metric)] if g.runs]
     if not groups:
         raise InspoError("none of the given directories holds a run that has started; train first")
     _check_runs_once(groups)
@@ -144,19 +144,19 @@ def _label_uniquely(groups: Sequence[Group]) -> None:
             )
 
 
-def _ablation_groups(path: Path, rule: str) -> list[Group]:
+def _ablation_groups(path: Path, rule: str, metric: str = "em") -> list[Group]:
     ablation = AblationDir.open(path)
     groups = []
     for variant in ablation.plan.variants:
         group = Group(variant.name, bars=list(variant.bars), source=path)
         for run in ablation.plan.runs():
             if run.variant == variant.name and ablation.status(run) != ABSENT:
-                group.runs.append(read_run(ablation.run_dir(run), run.seed, rule))
+                group.runs.append(read_run(ablation.run_dir(run), run.seed, rule, metric))
         groups.append(group)
     return groups
 
 
-def _group_loose(runs: Sequence[RunDir], rule: str) -> list[Group]:
+def _group_loose(runs: Sequence[RunDir], rule: str, metric: str = "em") -> list[Group]:
     by_recipe: dict[str, Group] = {}
     for run in runs:
         recipe = run.recipe()
@@ -170,7 +170,7 @@ def _group_loose(runs: Sequence[RunDir], rule: str) -> list[Group]:
                 f"{run} and {next(r.run for r in group.runs if r.seed == seed)} have the same recipe "
                 f"and seed {seed}; pass one of them"
             )
-        group.runs.append(read_run(run, seed, rule))
+        group.runs.append(read_run(run, seed, rule, metric))
     for group in by_recipe.values():
         group.runs.sort(key=lambda r: r.seed)
     return list(by_recipe.values())
@@ -182,7 +182,7 @@ def _recipe_without_seed(recipe) -> str:
     return dump_recipe(recipe)
 
 
-def read_run(run: RunDir, seed: int, rule: str = "best") -> SeedRun:
+def read_run(run: RunDir, seed: int, rule: str = "best", metric: str = "em") -> SeedRun:
     summary = run.summary()
     metrics_file, instructions_file = run.metrics_file, run.instructions_file
     if summary is not None and summary.get("stages"):  # a staged run: curves of training, instructions of evolving
@@ -190,5 +190,5 @@ def read_run(run: RunDir, seed: int, rule: str = "best") -> SeedRun:
         instructions_file = run.path / summary["instruction_source"] / RunDir.INSTRUCTIONS
     metrics = run.metrics(metrics_file)
     instructions = run.instructions(instructions_file)
-    result, why = read_result(run, seed, rule)
+    result, why = read_result(run, seed, rule, metric)
     return SeedRun(run, seed, metrics, summary, instructions, result, why)
