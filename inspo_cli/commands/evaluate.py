@@ -15,65 +15,18 @@ Writes results.json, results.csv, results.md and predictions.jsonl (one row per 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from inspo_cli.commands.evaluate_inputs import out_dir_for as _out_dir
+from inspo_cli.commands.evaluate_inputs import parse_methods, read_instruction
 from inspo_cli.commands.options import DeviceOption, SetOption
 from inspo_cli.console import console, err_console, progress_bar, user_errors
 from inspo_cli.errors import InspoError
-from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, output_dir, read_text
-from inspo_cli.registry import IMPORT_PATH_HINT, METHODS, is_import_path
-
-
-def parse_methods(text: str) -> list[str]:
-    names = (
-        list(METHODS)
-        if text.strip().lower() == "all"
-        else [m.strip() if is_import_path(m) else m.strip().lower() for m in text.split(",") if m.strip()]
-    )
-    unknown = [m for m in names if m not in METHODS and not is_import_path(m)]
-    if unknown or not names:
-        raise InspoError(
-            f"--method {text!r}: unknown method {', '.join(unknown) or '(none)'}; choose from "
-            f"{', '.join(METHODS)} or all (comma-separated), or name your own as {IMPORT_PATH_HINT}"
-        )
-    for name in names:
-        try:
-            METHODS.resolve(name)  # an import path imports now, so a typo fails before any model loads
-        except ValueError as error:
-            raise InspoError(f"--method: {error}") from None
-    return list(dict.fromkeys(names))
-
-
-def read_instruction(value: str) -> str:
-    """--instruction: a text file's contents if VALUE is an existing file, else VALUE itself. VALUE that looks like
-    a path (one line, no spaces around a separator, a file suffix or a separator) but is no file is refused: a
-    mistyped path must not become the instruction."""
-    if not value.strip():
-        raise InspoError("--instruction is empty; pass the instruction's text or a file that holds it")
-    path = Path(value).expanduser()
-    if len(value) < 4096 and "\n" not in value and (path.exists() or _looks_like_path(value)):
-        text = read_text(path, "--instruction file", max_bytes=INSTRUCTION_FILE_BYTES).strip()
-        if not text:
-            raise InspoError(f"--instruction file {path} is empty; write the instruction in it")
-        return text
-    return value
-
-
-def _looks_like_path(value: str) -> bool:
-    """`prompts/nq.txt`, `~/inst.md`, `instruction.txt`: no spaces, and a separator or a file suffix. An instruction
-    is prose (spaces) or has a {question} slot, so it never reads as one."""
-    import re
-
-    value = value.strip()
-    if not value or any(c.isspace() for c in value) or "{" in value:
-        return False
-    return (
-        "/" in value or "\\" in value or value.startswith("~") or re.search(r"\.[A-Za-z0-9]{1,5}$", value) is not None
-    )
+from inspo_cli.files import output_dir
+from inspo_cli.registry import IMPORT_PATH_HINT, METHODS
 
 
 @user_errors
@@ -102,7 +55,11 @@ def evaluate(
         ),
     ] = None,
     run: Annotated[
-        Path | None, typer.Option(help="A training run directory: its policy, best instruction and recipe.")
+        list[Path] | None,
+        typer.Option(
+            help="A training run directory: its policy, best instruction and recipe. With --sweep, repeat it for "
+            "the seeds of one recipe: every run under every setting, the differences paired by run and question."
+        ),
     ] = None,
     checkpoint: Annotated[
         str | None,
@@ -190,14 +147,38 @@ def evaluate(
     from inspo_cli.runs import RunDir
 
     check_device(device)
+    runs = list(run or [])
+    if len(runs) > 1:
+        if not sweep:
+            raise InspoError(
+                f"--run is given {len(runs)} times: several runs are evaluated together only with --sweep (the seeds "
+                "of one recipe under each retriever setting); evaluate the others one at a time"
+            )
+        from inspo_cli.commands.evaluate_sweep import sweep_runs
+
+        if recipe is not None or model is not None or retriever is not None:
+            raise InspoError(
+                "--run names each run's recipe and policy, and --sweep the retriever; drop --recipe, --model "
+                "and --retriever"
+            )
+        flags = {
+            "--temperature": ("evaluation.temperature", temperature),
+            "--batch-size": ("evaluation.batch_size", batch_size),
+            "--limit": ("evaluation.limit", limit),
+            "--split": ("evaluation.split", split),
+        }
+        settings = (benchmarks, method, instruction, flags, list(overrides or []), sweep, out, device, seed)
+        sweep_runs(runs, checkpoint, *settings)
+        return
+    run_dir = runs[0] if runs else None
     if retriever is not None:  # before the model loads (minutes for a 7B), not after
         from retriever import check_spec
 
         check_spec(retriever, "--retriever")
     overrides = list(overrides or [])
     policy = None
-    if run is not None:
-        trained = RunDir.open(run)
+    if run_dir is not None:
+        trained = RunDir.open(run_dir)
         if recipe is not None:
             raise InspoError("--run and --recipe both name a recipe; drop --recipe (the run's own recipe is used)")
         recipe = trained.recipe_file
@@ -231,11 +212,11 @@ def evaluate(
         agent_instruction = config.population.instructions[0]
     names = benchmarks.split(",") if benchmarks else config.evaluation.benchmarks
     questions = evaluation_questions(names, config.data, config.evaluation.split, config.evaluation.limit)
-    target = _out_dir(out, run)
+    target = _out_dir(out, run_dir)
     if policy is not None:
         source = "--instruction" if instruction is not None else f"instruction {policy.instruction_id}"
         why = f" ({policy.why})" if policy.why else ""
-        err_console.print(f"evaluating {run} at {policy.label} with {source}{why}", soft_wrap=True)
+        err_console.print(f"evaluating {run_dir} at {policy.label} with {source}{why}", soft_wrap=True)
     provenance = {
         "checkpoint": policy.label if policy else None,
         "instruction_id": policy.instruction_id if policy and instruction is None else None,
@@ -258,16 +239,6 @@ def evaluate(
             out_dir,
             provenance,
         )
-
-
-def _out_dir(out: Path | None, run: Path | None) -> Path:
-    """The output directory to use (created later, by `output_dir`), refused now if it could not be."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = out if out is not None else (run / f"eval-{stamp}" if run is not None else Path("evals") / stamp)
-    check_can_create(target, "--out")
-    if target.exists() and any(target.iterdir()):
-        raise InspoError(f"--out {target} already holds files; choose a new directory so earlier results are kept")
-    return target
 
 
 def _judge_only(directory: Path, recipe: Path | None, overrides: list[str]) -> None:

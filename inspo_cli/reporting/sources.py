@@ -161,7 +161,7 @@ def _group_loose(runs: Sequence[RunDir], rule: str, metric: str = "em") -> list[
     for run in runs:
         recipe = run.recipe()
         seed = recipe.run.seed
-        key = _recipe_without_seed(recipe)
+        key = recipe_without_seed(recipe)
         if key not in by_recipe:
             by_recipe[key] = Group(re.sub(r"-s\d+$", "", run.path.name), source=run.path)
         group = by_recipe[key]
@@ -176,7 +176,8 @@ def _group_loose(runs: Sequence[RunDir], rule: str, metric: str = "em") -> list[
     return list(by_recipe.values())
 
 
-def _recipe_without_seed(recipe) -> str:
+def recipe_without_seed(recipe) -> str:
+    """The recipe as YAML with its seed, name and output directory blanked: equal for the seeds of one recipe."""
     recipe = copy.deepcopy(recipe)
     recipe.run.seed, recipe.run.name, recipe.run.output_dir = 0, None, "runs"
     return dump_recipe(recipe)

@@ -176,3 +176,141 @@ def test_with_the_judge_the_sweep_tables_it_beside_em(reader, tiny_model_dir, tm
     assert judged["topk=1"]["average_difference"]["n"] == 30  # every prediction judged, paired by question
     text = (out / "sweep.md").read_text()
     assert "## Retriever sweep (LLM judge" in text and text.count("`inspo ") == 1
+
+
+# -- several runs: the seeds of one recipe ------------------------------------------------------------------------
+
+
+class RememberingReader(Reader):
+    """A reader that, being another seed's policy, also knows the answer to every `every`-th question without
+    reading it anywhere."""
+
+    def __init__(self, tokenizer, questions, every):
+        super().__init__(tokenizer, questions)
+        self.known = {q.question: q.golden_answers[0] for i, q in enumerate(questions) if i % every == 0}
+
+    def generate(self, contexts, max_new_tokens, stop=()):
+        out = super().generate(contexts, max_new_tokens, stop)
+        for i, context in enumerate(contexts):
+            text = self.tokenizer.decode(context)
+            known = next((a for q, a in self.known.items() if q in text), None)
+            if known is not None and "<information>" in text:
+                answer = self.tokenizer(f"<answer> {known} </answer>", add_special_tokens=False)["input_ids"]
+                out[i] = type(out[i])(answer, "stop")
+        return out
+
+
+def seed_run(path, repo_root, tiny_model_dir, seed, sets=()):
+    """A finished run of the default recipe and `seed` (static instruction, flat rewards) with its final model."""
+    import shutil
+
+    from inspo_cli.config import dump_recipe, load_recipe
+
+    recipe = load_recipe(None, ["population.enabled=false", f"run.seed={seed}", *sets])
+    path.mkdir(parents=True)
+    (path / "recipe.yaml").write_text(dump_recipe(recipe))
+    (path / "run.json").write_text("{}")
+    (path / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "reward": 0.5}) + "\n" for i in (1, 2)))
+    shutil.copytree(tiny_model_dir, path / "checkpoints/final")
+    (path / "summary.json").write_text(json.dumps({"steps": 2, "best_instruction": "Answer."}))
+    return path
+
+
+@pytest.fixture
+def seeds(monkeypatch, tiny_model_dir, repo_root, tmp_path):
+    """Three runs of one recipe; run s<k>'s policy also knows every (k + 2)-th answer."""
+    import inspo_cli.policy.backends as backends
+    from inspo_cli.config import ModelConfig
+    from inspo_cli.policy.models import load_tokenizer
+
+    questions = load_benchmark(WORLD, "test", world_dir=repo_root / "data/world", limit=30)
+    loads = []
+
+    def load_backend(model, rollout, batch_size=32, device=None, seed=0, **kw):
+        tokenizer = load_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
+        loads.append(model.name_or_path)
+        k = int(model.name_or_path.split("-s")[-1][0])
+        return RememberingReader(tokenizer, questions, k + 2), tokenizer
+
+    monkeypatch.setattr(backends, "load_backend", load_backend)
+    runs = [seed_run(tmp_path / f"demo-s{k}", repo_root, tiny_model_dir, k) for k in range(3)]
+    return runs, loads
+
+
+def sweep_runs(runs, out, *args):
+    run_args = [a for run in runs for a in ("--run", run)]
+    return invoke(
+        "evaluate", *run_args, "--benchmarks", "world", "--method", "agent", "--limit", 30, "--batch-size", 10,
+        "--device", "cpu", "--out", out, "--set", "rollout.max_turns=2", *args,
+    )  # fmt: skip
+
+
+def test_a_sweep_over_the_seeds_of_a_recipe_pairs_by_run_and_question(seeds, tmp_path):
+    from inspo_cli.ablation.compare import RunScores, compare, estimate
+
+    runs, loads = seeds
+    out = tmp_path / "sweep"
+    result = sweep_runs(runs, out, "--sweep", "retriever.topk=1,3")
+    assert result.exit_code == 0, result.output
+    assert len(loads) == 3  # each run's model loaded once for both settings
+    table = json.loads((out / "sweep.json").read_text())
+    assert table["runs"] == 3 and table["reference"] == "topk=3"
+
+    def scores(setting):  # each run's own evaluation under the setting, as written in its folder
+        found = []
+        for index, run in enumerate(runs):
+            rows = [json.loads(line) for line in (out / run.name / setting / "predictions.jsonl").open()]
+            found.append(
+                RunScores(
+                    index, {"world": sum(r["em"] for r in rows) / 30}, {"world": {r["id"]: r["em"] for r in rows}}
+                )
+            )
+        return found
+
+    one, three = scores("topk-1"), scores("topk-3")
+    assert len({s.em["world"] for s in one}) == 3  # the three seeds' policies differ
+    rows = {row["setting"]: row for row in table["rows"]}
+    assert rows["topk=3"]["average"] == pytest.approx(estimate(three).mean)
+    assert rows["topk=3"]["interval"]["low"] == pytest.approx(estimate(three).low)
+    expected = compare(one, three)
+    difference = rows["topk=1"]["average_difference"]
+    assert difference["diff"] == pytest.approx(expected.diff) and difference["diff"] < 0  # fewer passages, less found
+    assert (difference["low"], difference["high"], difference["p"]) == (
+        pytest.approx(expected.low), pytest.approx(expected.high), pytest.approx(expected.p),
+    )  # fmt: skip
+    assert difference["pairing"] == "seed, question"
+    text = (out / "sweep.md").read_text()
+    assert "# Retriever sweep over 3 runs (EM, %)" in text and "| topk=3 | agent |" in text
+    for run in runs:
+        results = json.loads((out / run.name / "topk-1" / "results.json").read_text())
+        assert results["run"] == str(run) and results["checkpoint"] == "final"
+
+
+def test_several_runs_are_checked_before_any_model_loads(seeds, tmp_path, repo_root, tiny_model_dir):
+    runs, loads = seeds
+    other = seed_run(tmp_path / "other-s0", repo_root, tiny_model_dir, 0, ["training.learning_rate=0.5"])
+    sweep = ("--sweep", "retriever.topk=1,3")
+    assert_one_line_error(sweep_runs([runs[0], other], tmp_path / "a", *sweep), "differ in more than their seed")
+    assert_one_line_error(sweep_runs([runs[0], runs[0]], tmp_path / "b", *sweep), "is given twice")
+    assert_one_line_error(sweep_runs(runs[:2], tmp_path / "c"), "only with --sweep")
+    assert_one_line_error(sweep_runs(runs[:2], tmp_path / "d", "--model", tiny_model_dir, *sweep), "drop --recipe")
+    assert_one_line_error(sweep_runs(runs[:2], tmp_path / "e", "--sweep", "retriever.topk=1,0"), "--sweep setting")
+    assert loads == [] and not any((tmp_path / name).exists() for name in "abcde")
+
+
+def test_a_sweep_over_runs_tables_the_judge_beside_em(seeds, tmp_path, serve, monkeypatch):
+    from helpers.fake_providers import KEY, KEY_ENV, Reply, success_body
+
+    runs, _ = seeds
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server = serve("openai", Reply(body=success_body("openai", "Verdict: incorrect")))
+    judge = [f"judge.base_url={server.base_url}", f"judge.api_key_env={KEY_ENV}", f"judge.cache={tmp_path / 'c.db'}"]
+    args = [a for s in ["evaluation.metrics=[em,judge]", "judge.provider=openai", *judge] for a in ("--set", s)]
+    out = tmp_path / "sweep"
+    result = sweep_runs(runs[:2], out, "--sweep", "retriever.topk=1,3", *args)
+    assert result.exit_code == 0, result.output
+    table = json.loads((out / "sweep.json").read_text())
+    assert table["judge"]["metric"] == "judge" and table["judge"]["runs"] == 2
+    assert [row["average"] for row in table["judge"]["rows"]] == [0.0, 0.0]
+    assert [row["average"] for row in table["rows"]] != [0.0, 0.0]  # EM's own table, not the judge's
+    assert "## Retriever sweep over 2 runs (LLM judge" in (out / "sweep.md").read_text()
