@@ -223,9 +223,8 @@ class Judge:
                 text = _text_kept(self.lm.complete(prompts[key]))
             except OptimizerBudgetExhausted:
                 return key, Verdict(None, "budget")
-            except InspoError as error:  # already one line, the key removed
-                said = str(error).replace("optimizer LM call", "judge call").replace("optimizer.", "judge.")
-                self.errors.append(said)
+            except InspoError as error:  # already one line, the key removed, said as the judge's
+                self.errors.append(str(error))
                 return key, Verdict(None, "failed")
             except Exception as error:  # a judge's failure never stops an evaluation: counted
                 said = " ".join(f"judge call failed: {type(error).__name__}: {error}".split())
@@ -235,7 +234,7 @@ class Judge:
                 self.cache.put(key, text)
             return key, _verdict(text, "asked")
 
-        workers = 1 if isinstance(getattr(self.lm, "_client", None), LocalTransformersClient) else self.concurrency
+        workers = self.concurrency if getattr(self.lm, "concurrent", True) else 1  # a local model: one at a time
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(ask, key) for key in prompts]
             try:
@@ -269,40 +268,15 @@ def cache_path(setting: str) -> Path | None:
 
 
 def open_judge(config: JudgeConfig, *, sleep: Callable[[float], None] | None = None) -> Judge:
-    """The judge a recipe's judge section describes: its provider behind the optimizer's retries, budget and prices.
-    A missing key is an error here, before any prediction is made."""
-    import logging
+    """The judge a recipe's judge section describes: its provider behind the optimizer's retries, budget and prices
+    (`open_optimizer`), at temperature 0. A missing key is an error here, before any prediction is made."""
     import time
 
-    from inspo_cli.instructions.providers.api_keys import read_api_key
-    from inspo_cli.instructions.providers.lm_clients import build_client
-    from inspo_cli.instructions.providers.optimizer_lm import OptimizerLM
-    from inspo_cli.instructions.providers.prices import price_for
+    from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
 
     settings = config.as_optimizer()
-    try:
-        key = read_api_key(settings)
-    except InspoError as error:
-        raise InspoError(str(error).replace("optimizer.", "judge.")) from None
-    client = LocalJudgeClient(settings) if settings.provider == "local" else build_client(settings, key)
-    price = price_for(settings)
-    if price is None:
-        logging.getLogger(__name__).warning(
-            "judge %s model %r has no price in inspo's table, so its cost is recorded as null (unknown); set "
-            "judge.input_price_per_mtok and judge.output_price_per_mtok to record it",
-            settings.provider,
-            settings.model,
-        )
-    lm = OptimizerLM(
-        client,
-        max_retries=settings.max_retries,
-        max_calls=settings.max_calls,
-        max_total_tokens=settings.max_total_tokens,
-        secret=key,
-        sleep=sleep or time.sleep,
-        parameters={"temperature": 0.0, "max_output_tokens": settings.max_output_tokens},
-        price=price,
-    )
+    local = LocalJudgeClient(settings) if settings.provider == "local" else None
+    lm = open_optimizer(settings, sleep=sleep or time.sleep, section="judge", client=local)
     identity = json.dumps([settings.provider, settings.model, settings.base_url, settings.max_output_tokens])
     path = cache_path(config.cache)
     return Judge(

@@ -377,3 +377,9 @@ def test_a_bare_off_in_yaml_turns_the_cache_off(tmp_path):
 
     assert load_recipe("demo", ["judge.cache=off"]).judge.cache == "off"
     assert load_recipe("demo", ["judge.cache=on"]).judge.cache == "auto"
+
+
+def test_a_local_judge_is_asked_one_call_at_a_time(serve, tmp_path, monkeypatch):
+    local = open_judge(JudgeConfig(cache="off", concurrency=4))  # the packaged model, not loaded until asked
+    assert not local.lm.concurrent and local.lm.section == "judge"
+    assert make_judge(serve("openai"), tmp_path, monkeypatch).lm.concurrent  # an API: judge.concurrency at once

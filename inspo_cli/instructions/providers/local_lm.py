@@ -32,6 +32,7 @@ class LocalTransformersClient:
 
     provider = "local"
     RESPONSE_PREFIX = "<ins_1>\n"
+    concurrent = False  # one model in this process: calls from several threads would only queue for it
 
     def __init__(self, config: OptimizerConfig):
         self.model = config.model  # a packaged name (smollm2-135m-instruct), a directory or a cached hub id

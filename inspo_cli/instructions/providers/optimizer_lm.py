@@ -75,8 +75,10 @@ class OptimizerLM:
         record: CallRecord | None = None,
         parameters: dict | None = None,
         price: Price | None = None,
+        section: str = "optimizer",
     ):
         self._client = client
+        self.section = section  # the recipe section it stands for: its errors name that section's fields
         self._record = record  # every call, answered or failed, as a line of the run's optimizer_calls.jsonl
         self._parameters = dict(parameters or {})  # what besides the prompt shapes an answer, for the record
         self._price = price  # `prices.py`; None: unknown, so each call's cost is recorded as null
@@ -100,6 +102,15 @@ class OptimizerLM:
         self._input_tokens = self._output_tokens = 0
         self._stop_reasons: dict[str, int] = {}  # answers stopped before their end, by the provider's reason
         self._wall_s = 0.0
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether calls from several threads at once go anywhere faster (an API) or only queue (a local model)."""
+        return bool(getattr(self._client, "concurrent", True))
+
+    def _said(self, text: str) -> str:
+        """A message of the optimizer's as the section this LM stands for says it (`in_section`)."""
+        return in_section(text, self.section)
 
     def __repr__(self) -> str:
         return f"OptimizerLM({self._client.provider}, model={self._client.model!r}, endpoint={self._client.endpoint!r})"
@@ -278,15 +289,19 @@ class OptimizerLM:
         with self._lock:
             if self.max_calls is not None and self._calls >= self.max_calls:
                 raise OptimizerBudgetExhausted(
-                    f"optimizer budget exhausted: {self._calls} calls (optimizer.max_calls); raise it, or set it to "
-                    "null for no limit, to let the optimizer write more instructions"
+                    self._said(
+                        f"optimizer budget exhausted: {self._calls} calls (optimizer.max_calls); raise it, or set it "
+                        "to null for no limit, to let the optimizer write more instructions"
+                    )
                 )
             spent = self._input_tokens + self._output_tokens
             if self.max_total_tokens is not None and spent >= self.max_total_tokens:
                 raise OptimizerBudgetExhausted(
-                    f"optimizer budget exhausted: {spent} of {self.max_total_tokens} tokens "
-                    "(optimizer.max_total_tokens); raise it, or set it to null for no limit, to let the optimizer "
-                    "write more instructions"
+                    self._said(
+                        f"optimizer budget exhausted: {spent} of {self.max_total_tokens} tokens "
+                        "(optimizer.max_total_tokens); raise it, or set it to null for no limit, to let the optimizer "
+                        "write more instructions"
+                    )
                 )
             self._calls += 1
 
@@ -310,7 +325,7 @@ class OptimizerLM:
                 logger.warning(
                     "%s",
                     self._redact(
-                        f"optimizer {self._client.provider} {self._reason(failure)}; retry {attempt} of "
+                        f"{self.section} {self._client.provider} {self._reason(failure)}; retry {attempt} of "
                         f"{self.max_retries} in {delay:.1f} s"
                     ),
                 )
@@ -339,10 +354,22 @@ class OptimizerLM:
             f"optimizer LM call failed: {client.provider} model {client.model!r} at {client.endpoint} "
             f"{self._reason(failure)}{tries}" + (f"; {failure.hint}" if failure.hint else "")
         )
-        return self._redact(" ".join(message.split()))  # one line; the endpoint is the user's, it may hold the key
+        return self._redact(" ".join(self._said(message).split()))  # one line; the endpoint may hold the key
 
 
 MAX_DETAIL_CHARS = 200  # of a server's words in an error or log line
+
+
+def in_section(text: str, section: str) -> str:
+    """An optimizer message said of another recipe section that uses the optimizer's providers (the judge): its
+    fields ("optimizer.max_calls" -> "judge.max_calls") and its calls ("optimizer LM call" -> "judge call")."""
+    if section == "optimizer":
+        return text
+    return (
+        text.replace("optimizer LM call", f"{section} call")
+        .replace("optimizer budget", f"{section} budget")
+        .replace("optimizer.", f"{section}.")
+    )
 
 
 def _nano(cost_usd: float | None) -> int | None:
@@ -356,9 +383,13 @@ def open_optimizer(
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
     record: Path | None = None,
+    section: str = "optimizer",
+    client: ProviderClient | None = None,
 ) -> OptimizerLM:
     """The optimizer LM a recipe's `optimizer:` section describes, ready to `complete(prompt)`; with `record`, every
-    call it makes is a line of that file (`call_record.py`)."""
+    call it makes is a line of that file (`call_record.py`). `section`: the recipe section `config` stands for (the
+    judge's, `JudgeConfig.as_optimizer`), which its errors name; `client`: a transport to use instead of the one
+    the provider names (the judge's own local model)."""
     from inspo_cli.instructions.providers.lm_clients import build_client
     from inspo_cli.instructions.providers.prices import price_for, unpriced_warning
 
@@ -368,17 +399,19 @@ def open_optimizer(
         "thinking_budget": config.thinking_budget,
     }
     price = price_for(config)
-    client: ProviderClient
     if config.replay is not None:  # the record answers: no key, no server, no local model
         key, client = (
             None,
             ReplayClient(Path(config.replay), config.provider, config.model, parameters, price, record=record),
         )  # from a directory of runs, this run's own calls
     else:
-        key = read_api_key(config)
-        client = build_client(config, key)
+        try:
+            key = read_api_key(config)
+        except InspoError as error:
+            raise InspoError(in_section(str(error), section)) from None
+        client = client if client is not None else build_client(config, key)
         if price is None:  # once, as the run starts: it pays for calls whose cost it cannot say
-            logger.warning("%s", unpriced_warning(config))
+            logger.warning("%s", in_section(unpriced_warning(config), section))
     return OptimizerLM(
         client,
         max_retries=config.max_retries,
@@ -390,4 +423,5 @@ def open_optimizer(
         record=None if record is None else CallRecord(record),
         parameters=parameters,
         price=price,
+        section=section,
     )
