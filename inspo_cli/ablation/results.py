@@ -189,7 +189,10 @@ def read_scores(
     if lacking:
         raise MissingMetric(_missing_text(file, metric, lacking, cells))
     em = {b: float(s[metric]) for b, s in cells.items()}
-    n = {b: int(s["judge_n"] if metric == "judge" else s["n"]) for b, s in cells.items()}
+    counted = "judge_n" if metric == "judge" else "n"  # the judge's cell is over the predictions it judged
+    if any(not isinstance(s.get(counted), int) or s[counted] < 1 for s in cells.values()):
+        raise InspoError(f"{file}: a cell with a {metric} score has no count of what it scored ({counted}); {fix}")
+    n = {b: int(s[counted]) for b, s in cells.items()}
     return em, n, _per_question(file.parent / "predictions.jsonl", set(em), fix, metric)
 
 

@@ -130,6 +130,9 @@ def test_f1s_standard_error_is_its_questions_variance():
     assert f1.se() == 0.0  # every question scored 0.5: no spread
     binary = RunResult("r", 0, 4, 4, "best", None, {"world": 0.5}, {"world": 4}, questions, metric="subem")
     assert binary.se() == pytest.approx(0.25)
+    spread = {"world": {"q0": 0.0, "q1": 1.0, "q2": 0.5, "q3": 0.5}}  # variance 0.125 over the 4 questions
+    varied = RunResult("r", 0, 4, 4, "best", None, {"world": 0.5}, {"world": 4}, spread, metric="f1")
+    assert varied.se() == pytest.approx((0.125 / 4) ** 0.5)
     bound = RunResult("r", 0, 4, 4, "best", None, {"world": 0.5}, {"world": 4}, None, metric="f1")
     assert bound.se() == pytest.approx(0.25)  # without predictions: the largest an F1 of mean 0.5 can have
 
@@ -143,3 +146,21 @@ def test_report_with_the_judge_writes_its_own_report(ablation):
     assert "## judge (Table 1 layout)" in index and "The LLM judge's verdict" in index
     assert not (ablation.path / "report").exists()
     assert_one_line_error(invoke("report", ablation.path, "--metric", "EM"), "--metric 'EM'")
+
+
+def test_a_damaged_verdict_is_one_clear_error_not_a_number(ablation):
+    from inspo_cli.errors import InspoError
+
+    directory = ablation.runs_dir / "demo-s0/evaluations/step-4"
+    rows = [json.loads(line) for line in (directory / "predictions.jsonl").open()]
+    rows[0]["judge"] = 4.0
+    (directory / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InspoError, match="a prediction's judge is 4.0, not a score in"):
+        collect(ablation, metric="judge")
+    rows[0]["judge"] = 1.0
+    (directory / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results = json.loads((directory / "results.json").read_text())
+    del results["scores"]["agent"]["world"]["judge_n"]
+    (directory / "results.json").write_text(json.dumps(results))
+    with pytest.raises(InspoError, match="no count of what it scored"):
+        collect(ablation, metric="judge")

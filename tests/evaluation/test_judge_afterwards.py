@@ -140,6 +140,10 @@ def test_bad_input_is_one_line_and_leaves_the_evaluation_as_it_was(serve, tmp_pa
     (damaged / "predictions.jsonl").write_text("\n".join([*lines[:2], json.dumps(row), lines[3]]) + "\n")
     kept = snapshot(damaged)
     assert_one_line_error(invoke("evaluate", "--judge", damaged, *sets(settings)), "line 3 has no question")
+    row = json.loads(lines[2])
+    row["benchmark"] = "nq"
+    (damaged / "predictions.jsonl").write_text("\n".join([*lines[:2], json.dumps(row), lines[3]]) + "\n")
+    assert_one_line_error(invoke("evaluate", "--judge", damaged, *sets(settings)), "line 3", "no score for")
     (damaged / "predictions.jsonl").unlink()
     assert_one_line_error(invoke("evaluate", "--judge", damaged, *sets(settings)), "no predictions.jsonl")
     assert {k: v for k, v in kept.items() if k != "predictions.jsonl"} == snapshot(damaged)
@@ -172,3 +176,16 @@ def test_two_judgings_of_one_directory_at_once_are_refused(serve, tmp_path, monk
         result = invoke("evaluate", "--judge", evaluation, *sets(judge_settings(server, tmp_path)))
     assert_one_line_error(result, "another `inspo evaluate --judge` is judging it now")
     assert snapshot(evaluation) == before and not server.requests
+
+
+def test_judging_again_leaves_no_word_of_the_earlier_judge(serve, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server = serve("openai")
+    config = load_recipe(None, judge_settings(server, tmp_path))
+    rows = [  # judged before with its own words; now a guard decides, which has none
+        {"method": "agent", "benchmark": "world", "id": "q0", "question": QUESTION, "golden_answers": ["Ada Vell"],
+         "prediction": "Ada Vell, Bo Ryn or Cy Tam", "em": 0.0, "judge": 1.0, "judge_text": "Verdict: correct"},
+    ]  # fmt: skip
+    scores = {"agent": {"world": {"em": 0.0, "n": 1}}}
+    judging.judge_evaluation(open_judge(config.judge), rows, scores)
+    assert rows[0]["judge"] == 0.0 and "judge_text" not in rows[0] and not server.requests
