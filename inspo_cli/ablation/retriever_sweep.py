@@ -118,7 +118,7 @@ def markdown(table: dict, command: str | None, level: int = 1) -> str:
             bounds = f" [{_pct(d['low'], True)}, {_pct(d['high'], True)}]" if d["low"] is not None else ""
             difference = _pct(d["diff"], True) + bounds
             p = "-" if d["p"] is None else f"{d['p']:.3f}"
-            pairing = d["pairing"]
+            pairing = d["pairing"].replace("seed", "run")  # a run here is what a seed is in an ablation
         cells = [row["setting"], row["method"], *(_pct(row["scores"].get(b)) for b in benchmarks), average]
         lines.append("| " + " | ".join([*cells, difference, p, pairing]) + " |")
     notes = sorted({note for row in table["rows"] for note in row["average_difference"].get("notes", [])})

@@ -281,6 +281,7 @@ def test_a_sweep_over_the_seeds_of_a_recipe_pairs_by_run_and_question(seeds, tmp
     assert difference["pairing"] == "seed, question"
     text = (out / "sweep.md").read_text()
     assert "# Retriever sweep over 3 runs (EM, %)" in text and "| topk=3 | agent |" in text
+    assert "| run, question |" in text
     for run in runs:
         results = json.loads((out / run.name / "topk-1" / "results.json").read_text())
         assert results["run"] == str(run) and results["checkpoint"] == "final"
