@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from inspo_cli.ablation.compare import AVERAGE, RunScores, compare, estimate
-from inspo_cli.evaluation.sweep import METRIC_NAMES, Setting, question_scores
+from inspo_cli.evaluation.sweep import METRIC_NAMES, Setting, pct, question_scores
 
 NO_DIFFERENCE: dict = {"diff": 0.0, "low": 0.0, "high": 0.0, "p": None, "pairing": "reference", "notes": []}
 
@@ -52,7 +52,7 @@ def compare_over_runs(
             if where != setting or not _shared(runs):
                 continue
             base = cells.get((reference, method), [])
-            benchmarks = _shared(runs)
+            benchmarks, overall = _shared(runs), estimate(runs, AVERAGE)
             row = {
                 "setting": setting.label,
                 "values": dict(setting.values),
@@ -60,8 +60,8 @@ def compare_over_runs(
                 "method": method,
                 "runs": len(runs),
                 "scores": {b: estimate(runs, b).mean for b in benchmarks},
-                "average": estimate(runs, AVERAGE).mean,
-                "interval": estimate(runs, AVERAGE).as_dict(),
+                "average": overall.mean,
+                "interval": overall.as_dict(),
             }
             if setting == reference:
                 row["average_difference"] = {**NO_DIFFERENCE, "n": len(runs)}
@@ -87,12 +87,6 @@ def _shared(runs: Sequence[RunScores]) -> list[str]:
     return sorted(b for b in runs[0].em if all(b in r.em for r in runs)) if runs else []
 
 
-def _pct(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
-
-
 def markdown(table: dict, command: str | None, level: int = 1) -> str:
     """The table as Markdown under a heading of `level`, with the command that made it when given."""
     benchmarks = sorted({b for row in table["rows"] for b in row["scores"]})
@@ -111,15 +105,15 @@ def markdown(table: dict, command: str | None, level: int = 1) -> str:
     ]
     for row in table["rows"]:
         i, d = row["interval"], row["average_difference"]
-        average = _pct(row["average"]) + (f" [{_pct(i['low'])}, {_pct(i['high'])}]" if i["low"] is not None else "")
+        average = pct(row["average"]) + (f" [{pct(i['low'])}, {pct(i['high'])}]" if i["low"] is not None else "")
         if row["reference"]:
             difference, p, pairing = "reference", "-", "-"
         else:
-            bounds = f" [{_pct(d['low'], True)}, {_pct(d['high'], True)}]" if d["low"] is not None else ""
-            difference = _pct(d["diff"], True) + bounds
+            bounds = f" [{pct(d['low'], True)}, {pct(d['high'], True)}]" if d["low"] is not None else ""
+            difference = pct(d["diff"], True) + bounds
             p = "-" if d["p"] is None else f"{d['p']:.3f}"
             pairing = d["pairing"].replace("seed", "run")  # a run here is what a seed is in an ablation
-        cells = [row["setting"], row["method"], *(_pct(row["scores"].get(b)) for b in benchmarks), average]
+        cells = [row["setting"], row["method"], *(pct(row["scores"].get(b)) for b in benchmarks), average]
         lines.append("| " + " | ".join([*cells, difference, p, pairing]) + " |")
     notes = sorted({note for row in table["rows"] for note in row["average_difference"].get("notes", [])})
     if notes:

@@ -163,7 +163,7 @@ def compare_settings(results: Sequence[tuple[Setting, list[dict]]], reference: S
     return {"metric": metric, "reference": reference.label, "rows": table}
 
 
-def _pct(value: float | None, signed: bool = False) -> str:
+def pct(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"
     return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
@@ -185,9 +185,9 @@ def markdown(table: dict, command: str | None, level: int = 1) -> str:
     ]
     for row in table["rows"]:
         d = row["average_difference"]
-        interval = f"{_pct(d['diff'], True)} [{_pct(d['low'], True)}, {_pct(d['high'], True)}]"
+        interval = f"{pct(d['diff'], True)} [{pct(d['low'], True)}, {pct(d['high'], True)}]"
         ci = "reference" if row["reference"] else interval
-        cells = [row["setting"], row["method"], *(_pct(row["scores"].get(b)) for b in benchmarks), _pct(row["average"])]
+        cells = [row["setting"], row["method"], *(pct(row["scores"].get(b)) for b in benchmarks), pct(row["average"])]
         lines.append("| " + " | ".join([*cells, ci, str(d["n"])]) + " |")
     return "\n".join(lines) + "\n"
 

@@ -147,3 +147,11 @@ def retry_after_from_headers(headers: Mapping[str, str] | None) -> str | None:
         except ValueError:
             pass
     return headers.get("retry-after")
+
+
+def in_section(text: str, section: str) -> str:
+    """An optimizer message said of another recipe section that uses the optimizer's providers (the judge): its
+    fields ("optimizer.max_calls" -> "judge.max_calls") and its calls ("optimizer LM call" -> "judge call")."""
+    if section == "optimizer":
+        return text
+    return text.replace("optimizer LM call", f"{section} call").replace("optimizer.", f"{section}.")

@@ -43,7 +43,7 @@ from inspo_cli.instructions.providers.call_record import (
     recorded_hashes,
 )
 from inspo_cli.instructions.providers.language_model import Answer
-from inspo_cli.instructions.providers.lm_errors import AttemptFailed, Completion, ProviderClient
+from inspo_cli.instructions.providers.lm_errors import AttemptFailed, Completion, ProviderClient, in_section
 
 if TYPE_CHECKING:
     from inspo_cli.config import OptimizerConfig
@@ -287,23 +287,20 @@ class OptimizerLM:
 
     def _reserve_call(self) -> None:
         with self._lock:
-            if self.max_calls is not None and self._calls >= self.max_calls:
-                raise OptimizerBudgetExhausted(
-                    self._said(
-                        f"optimizer budget exhausted: {self._calls} calls (optimizer.max_calls); raise it, or set it "
-                        "to null for no limit, to let the optimizer write more instructions"
-                    )
-                )
             spent = self._input_tokens + self._output_tokens
-            if self.max_total_tokens is not None and spent >= self.max_total_tokens:
-                raise OptimizerBudgetExhausted(
-                    self._said(
-                        f"optimizer budget exhausted: {spent} of {self.max_total_tokens} tokens "
-                        "(optimizer.max_total_tokens); raise it, or set it to null for no limit, to let the optimizer "
-                        "write more instructions"
-                    )
-                )
-            self._calls += 1
+            if self.max_calls is not None and self._calls >= self.max_calls:
+                why = f"{self._calls} calls (optimizer.max_calls)"
+            elif self.max_total_tokens is not None and spent >= self.max_total_tokens:
+                why = f"{spent} of {self.max_total_tokens} tokens (optimizer.max_total_tokens)"
+            else:
+                self._calls += 1
+                return
+        raise OptimizerBudgetExhausted(
+            self._said(
+                f"optimizer budget exhausted: {why}; raise it, or set it to null for no limit, to let the optimizer "
+                "write more instructions"
+            )
+        )
 
     def _attempt_with_retries(self, prompt: str) -> Completion:
         attempts = self.max_retries + 1
@@ -358,18 +355,6 @@ class OptimizerLM:
 
 
 MAX_DETAIL_CHARS = 200  # of a server's words in an error or log line
-
-
-def in_section(text: str, section: str) -> str:
-    """An optimizer message said of another recipe section that uses the optimizer's providers (the judge): its
-    fields ("optimizer.max_calls" -> "judge.max_calls") and its calls ("optimizer LM call" -> "judge call")."""
-    if section == "optimizer":
-        return text
-    return (
-        text.replace("optimizer LM call", f"{section} call")
-        .replace("optimizer budget", f"{section} budget")
-        .replace("optimizer.", f"{section}.")
-    )
 
 
 def _nano(cost_usd: float | None) -> int | None:
