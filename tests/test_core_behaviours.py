@@ -149,7 +149,7 @@ def test_a_resume_between_two_evolutions_restores_what_the_second_one_uses(tmp_p
     instruction record, are identical."""
     from helpers.coevolution import BAD, GOOD, Optimizer, evolve_recipe, fake_accelerator, make_loop
 
-    from inspo_cli.instructions.providers import optimizer_lm as lm_module
+    from inspo_cli.instructions.providers import opening as lm_module
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.evolve import FrozenPolicyEvolution
 

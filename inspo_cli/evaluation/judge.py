@@ -272,7 +272,7 @@ def open_judge(config: JudgeConfig, *, sleep: Callable[[float], None] | None = N
     (`open_optimizer`), at temperature 0. A missing key is an error here, before any prediction is made."""
     import time
 
-    from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
+    from inspo_cli.instructions.providers.opening import open_optimizer
 
     settings = config.as_optimizer()
     local = LocalJudgeClient(settings) if settings.provider == "local" else None

@@ -271,7 +271,7 @@ def instruction_source(
     warn = _console_warning if accelerator.is_main_process else None
     if config.evolve_until > 0 or config.initial_rewrites:
         # looked up per call: tests replace open_optimizer at its module
-        from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
+        from inspo_cli.instructions.providers.opening import open_optimizer
 
         lm = MainProcessLM(
             open_optimizer(recipe.optimizer, record=record)

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from inspo_cli.config import OptimizerConfig
-from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
+from inspo_cli.instructions.providers.opening import open_optimizer
 
 KEY = "sk-FAKE-inspo-7c1e9b42d0-KEY"  # distinctive, so any leak is found by a substring search
 KEY_ENV = "INSPO_TEST_OPTIMIZER_KEY"

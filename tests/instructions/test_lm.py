@@ -40,7 +40,8 @@ from inspo_cli.config import OptimizerConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.instructions.providers.api_keys import redact
 from inspo_cli.instructions.providers.lm_errors import RETRY_AFTER_CAP_S, parse_retry_after, retry_after_from_headers
-from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted, open_optimizer
+from inspo_cli.instructions.providers.opening import open_optimizer
+from inspo_cli.instructions.providers.optimizer_lm import OptimizerBudgetExhausted
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from inspo_cli.instructions.evolution import ACCEPTED, CUT_OFF, evolve
 from inspo_cli.instructions.proposers.base import parse_candidates
 from inspo_cli.instructions.proposing import initial_rewrites, propose
 from inspo_cli.instructions.providers.language_model import Answer, ask
-from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
+from inspo_cli.instructions.providers.opening import open_optimizer
 from inspo_cli.training.coevolution import MainProcessLM
 
 # One closed block, then the cut: the second block ends mid-word, as an answer stopped by the limit does.

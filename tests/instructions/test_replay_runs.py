@@ -81,7 +81,7 @@ def test_each_run_of_an_ablation_replays_its_own_record_only(ablation, tmp_path)
 
 def test_a_recipes_optimizer_replay_answers_each_run_from_its_own_record(ablation, tmp_path):
     from inspo_cli.config import OptimizerConfig
-    from inspo_cli.instructions.providers.optimizer_lm import open_optimizer
+    from inspo_cli.instructions.providers.opening import open_optimizer
 
     config = OptimizerConfig(
         provider="openai", model="scripted", temperature=1.0, max_output_tokens=8192, replay=str(ablation)

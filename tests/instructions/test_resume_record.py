@@ -135,7 +135,7 @@ def test_a_resumed_evolve_takes_the_interrupted_evolution_from_the_record(tmp_pa
     """`inspo evolve` cut off after step 4's evolution, before its state was saved, resumes from step 3: step 4's
     optimizer call comes from the record (the optimizer is not asked), step 6's is asked; instructions, evolutions,
     record and accounting are those of an uninterrupted run."""
-    from inspo_cli.instructions.providers import optimizer_lm as lm_module
+    from inspo_cli.instructions.providers import opening as lm_module
     from inspo_cli.training import coevolution as coevolution_module
     from inspo_cli.training.coevolution import PolicyVerifier, instruction_source
     from inspo_cli.training.evolve import FrozenPolicyEvolution

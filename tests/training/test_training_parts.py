@@ -345,7 +345,7 @@ def test_initial_rewrites_keep_every_recipe_instruction_and_fill_the_rest(monkey
     """The recipe's instructions all stay (it used to keep only the first); optimizer rewrites fill the population."""
     from types import SimpleNamespace
 
-    from inspo_cli.instructions.providers import optimizer_lm as lm
+    from inspo_cli.instructions.providers import opening as lm
     from inspo_cli.training.coevolution import instruction_source
 
     class Rewriter:

@@ -1,7 +1,8 @@
 """The optimizer LM: one `LanguageModel` in front of Gemini, Claude, OpenAI-compatible servers and local models.
 
 INSPO asks an LLM for new instructions every few steps (§3.3). Whatever answers, the rest of the code sees only
-`LanguageModel` (language_model.py); this file adds what every provider needs the same way:
+`LanguageModel` (language_model.py); this file adds what every provider needs the same way, and opening.py opens
+one from a recipe:
 
     optimizer = open_optimizer(recipe.optimizer)     # reads the key from $GEMINI_API_KEY (or api_key_env)
     text = optimizer.complete(prompt)                # retries 429/5xx/timeouts, enforces the budget
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inspo_cli.errors import InspoError
-from inspo_cli.instructions.providers.api_keys import read_api_key, redactor, secret_forms
+from inspo_cli.instructions.providers.api_keys import redactor, secret_forms
 from inspo_cli.instructions.providers.call_record import (
     CallRecord,
     ReplayClient,
@@ -46,7 +47,6 @@ from inspo_cli.instructions.providers.language_model import Answer
 from inspo_cli.instructions.providers.lm_errors import AttemptFailed, Completion, ProviderClient, in_section
 
 if TYPE_CHECKING:
-    from inspo_cli.config import OptimizerConfig
     from inspo_cli.instructions.providers.prices import Price
 
 logger = logging.getLogger(__name__)
@@ -360,53 +360,3 @@ MAX_DETAIL_CHARS = 200  # of a server's words in an error or log line
 def _nano(cost_usd: float | None) -> int | None:
     """Dollars as whole billionths (a call's cost is rounded to those, `prices.Price.cost_usd`); None stays None."""
     return None if cost_usd is None else round(cost_usd * 1_000_000_000)
-
-
-def open_optimizer(
-    config: OptimizerConfig,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-    record: Path | None = None,
-    section: str = "optimizer",
-    client: ProviderClient | None = None,
-) -> OptimizerLM:
-    """The optimizer LM a recipe's `optimizer:` section describes, ready to `complete(prompt)`; with `record`, every
-    call it makes is a line of that file (`call_record.py`). `section`: the recipe section `config` stands for (the
-    judge's, `JudgeConfig.as_optimizer`), which its errors name; `client`: a transport to use instead of the one
-    the provider names (the judge's own local model)."""
-    from inspo_cli.instructions.providers.lm_clients import build_client
-    from inspo_cli.instructions.providers.prices import price_for, unpriced_warning
-
-    parameters = {
-        "temperature": config.temperature,
-        "max_output_tokens": config.max_output_tokens,
-        "thinking_budget": config.thinking_budget,
-    }
-    price = price_for(config)
-    if config.replay is not None:  # the record answers: no key, no server, no local model
-        key, client = (
-            None,
-            ReplayClient(Path(config.replay), config.provider, config.model, parameters, price, record=record),
-        )  # from a directory of runs, this run's own calls
-    else:
-        try:
-            key = read_api_key(config)
-        except InspoError as error:
-            raise InspoError(in_section(str(error), section)) from None
-        client = client if client is not None else build_client(config, key)
-        if price is None:  # once, as the run starts: it pays for calls whose cost it cannot say
-            logger.warning("%s", in_section(unpriced_warning(config), section))
-    return OptimizerLM(
-        client,
-        max_retries=config.max_retries,
-        max_calls=config.max_calls,
-        max_total_tokens=config.max_total_tokens,
-        secret=key,
-        sleep=sleep,
-        rng=rng,
-        record=None if record is None else CallRecord(record),
-        parameters=parameters,
-        price=price,
-        section=section,
-    )
