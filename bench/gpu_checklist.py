@@ -3,6 +3,7 @@ shape beside what `inspo recipe plan` predicts for it, precision, and FSDP2 unde
 
     python bench/gpu_checklist.py --out OUT              # on a CUDA machine (at most 8 min: --budget)
     python bench/gpu_checklist.py --out OUT --quick      # the same code on CPU, tiny shapes, fsdp without FSDP
+    python bench/gpu_checklist.py --out OUT --quick --recipe-lengths --checks step-qwen2.5-3b   # its lengths on CPU
     python bench/gpu_checklist.py --readme OUT/gpu_checklist_cuda.json   # here: results and README section
 
 Before anything costly it imports every module the checks need (`NEEDED`) and, if one fails, names every wheel to
@@ -53,6 +54,7 @@ from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
 from gpu_checks import TRAJECTORIES, child_fsdp, child_generation, child_step, launch
+from gpu_timing import against_plain
 
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 
@@ -110,6 +112,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny shapes: the code paths only")
+    parser.add_argument(
+        "--recipe-lengths",
+        action="store_true",
+        help="with --quick: the step keeps the recipe's lengths (5 calls of 500 decode steps; about 80 s on 2 cores)",
+    )
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for all the checks together")
     parser.add_argument("--checks", default="generation,step-qwen2.5-3b,fsdp,step-qwen2.5-7b")
     parser.add_argument("--readme", type=Path, help="a results JSON: copy it to bench/results/, write the section")
@@ -128,7 +135,7 @@ def main() -> None:
         elif args.child == "generation":
             child_generation(args.out, args.quick)
         else:
-            child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick)
+            child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick, args.recipe_lengths)
         return
     missing = missing_imports()
     if missing:
@@ -169,7 +176,8 @@ def main() -> None:
                 "--timeout",
                 str(max(30.0, left / 3)),
             ]
-            + (["--quick"] if args.quick else []),
+            + (["--quick"] if args.quick else [])
+            + (["--recipe-lengths"] if args.recipe_lengths else []),
             ROOT,
             left,
         )
@@ -222,6 +230,11 @@ def summary(results: dict) -> dict:
                 }
             )
             shown[check]["generate_calls"] = entry.get("generate_calls", [])[:12]
+            shown[check]["plain_generate"] = entry.get("plain_generate", [])
+            # from the partial results too: a step cut off by its time limit still reports its calls
+            shown[check]["calls_against_plain"] = against_plain(
+                entry.get("generate_calls", []), entry.get("plain_generate", [])
+            )
             generation = row.get("time/generation")
             if generation and row.get("length/response") is not None:
                 shown[check]["policy_tokens_per_second"] = row["length/response"] * TRAJECTORIES / generation

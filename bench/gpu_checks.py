@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT
+from gpu_timing import plain_reference, sample_memory, time_generate_calls
 
 from inspo_cli.config.architecture import QWEN2_5_CONFIGS  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
@@ -63,7 +64,7 @@ TIMING = (
 )
 
 
-def step_overrides(model_dir: Path, quick: bool) -> list[str]:
+def step_overrides(model_dir: Path, quick: bool, recipe_lengths: bool = False) -> list[str]:
     sets = [
         f"model.name_or_path={model_dir}",
         "model.backend=transformers",
@@ -80,8 +81,9 @@ def step_overrides(model_dir: Path, quick: bool) -> list[str]:
         "training.eval_every=0",
     ]
     if quick:  # CPU: float32 (TRL refuses bf16 autocast there), short turns
+        sets.append("model.dtype=float32")
+    if quick and not recipe_lengths:
         sets += [
-            "model.dtype=float32",
             "rollout.max_tokens_per_turn=8",
             "rollout.max_observation_tokens=32",
             "rollout.max_prompt_tokens=512",
@@ -184,7 +186,7 @@ def changed_shares(initial: Path, final: Path, device: str) -> dict:
     }
 
 
-def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
+def child_step(name: str, work: Path, out: Path, quick: bool, recipe_lengths: bool = False) -> None:
     import torch
 
     device = "cpu" if quick else "cuda"
@@ -193,6 +195,11 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     model_dir = work / f"{name}-random"
     result["parameters"] = random_model(name, model_dir, device)
     result["build_seconds"] = round(time.time() - started, 1)
+    # plain `generate` at the step's shapes first, in this process (gpu_timing.py): each rollout call's reference
+    short = quick and not recipe_lengths
+    widths, steps = ([64, 200], 6) if short else ([400, 2400], 32)
+    dtype = "float32" if quick else "bfloat16"
+    result["plain_generate"] = plain_reference(model_dir, device, dtype, widths, TRAJECTORIES, steps)
     stop_sampling = None
     result["generate_calls"] = time_generate_calls()  # shared with the partial writes below
     if device == "cuda":
@@ -201,9 +208,10 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     runs = work / "runs"
     recipe = ROOT / "recipes" / ("qwen2.5-7b" if name == "qwen2.5-7b" else "qwen2.5-3b") / "search-r1.yaml"
     args = ["train", "--recipe", str(recipe), "--output-dir", str(runs), "--name", name, "--device", device]
-    for value in step_overrides(model_dir, quick):
+    overrides = step_overrides(model_dir, quick, recipe_lengths)
+    for value in overrides:
         args += ["--set", value]
-    result["predicted"] = predicted(recipe, step_overrides(model_dir, quick), device)
+    result["predicted"] = predicted(recipe, overrides, device)
     started = time.time()
     try:
         result["exit_code"] = run_cli(args)
@@ -222,87 +230,6 @@ def child_step(name: str, work: Path, out: Path, quick: bool) -> None:
     if final.is_dir():
         result["weights"] = changed_shares(model_dir, final, device)
     atomic_write_json(out, result)
-
-
-def time_generate_calls() -> list[dict]:
-    """From now on, every `generate` call of the transformers backend in this process is timed into the list returned:
-    per batch, rows, prompt width, decode steps (the longest generation) and ms per decode step; per public call, its
-    seconds, which add the sizing of batches to free memory (`torch.cuda.mem_get_info`, which the bench's backends
-    with a fixed batch never call). On an H200 (2026-11-28) the 3B step's rollout decoded at about 87 ms per step
-    (each turn's prefill raised the memory peak), against 33 ms for the same batch in bench/generation_speed.py at
-    400-token prompts: the rate per call and width separates HF's own slowdown at long
-    contexts from anything the rollout adds."""
-    import torch
-
-    from inspo_cli.policy.transformers_backend import TransformersBackend
-
-    calls: list[dict] = []
-    original = TransformersBackend._generate_batch
-    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-
-    def timed(self, contexts, budgets, stop):
-        synchronize()
-        started = time.perf_counter()
-        results = original(self, contexts, budgets, stop)
-        synchronize()
-        seconds = time.perf_counter() - started
-        steps = max((len(g.token_ids) for g in results), default=0)
-        calls.append(
-            {
-                "rows": len(contexts),
-                "width": max((len(c) for c in contexts), default=0),
-                "steps": steps,
-                "seconds": round(seconds, 3),
-                "ms_per_step": round(1000 * seconds / max(steps, 1), 1),
-            }
-        )
-        return results
-
-    TransformersBackend._generate_batch = timed
-
-    public = TransformersBackend.generate  # the batches above, plus sizing them to free memory (`mem_get_info`)
-
-    def timed_public(self, contexts, max_new_tokens, stop=()):
-        started = time.perf_counter()
-        out = public(self, contexts, max_new_tokens, stop)
-        calls.append({"generate_call_seconds": round(time.perf_counter() - started, 3), "contexts": len(contexts)})
-        return out
-
-    TransformersBackend.generate = timed_public
-    return calls
-
-
-def sample_memory(result: dict, out: Path, started: float, every: float = 10.0):
-    """Every `every` s, the allocator's current and peak GiB, written to `out` beside what `result` held at the
-    start: what a check that runs out of time leaves behind. Returns the function that stops it, which the final
-    write waits for, so the two never write `out` at once."""
-    import threading
-
-    import torch
-
-    partial = {**result, "partial": True, "memory_samples": []}
-    stop = threading.Event()
-
-    def sample():
-        while not stop.wait(every):
-            partial["memory_samples"].append(
-                {
-                    "seconds": round(time.time() - started),
-                    "allocated_gib": torch.cuda.memory_allocated() / 2**30,
-                    "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
-                }
-            )
-            atomic_write_json(out, partial)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-
-    def finish() -> list:
-        stop.set()
-        thread.join()
-        return partial["memory_samples"]
-
-    return finish
 
 
 def launch(argv: list[str], cwd: Path, timeout: float, env: dict | None = None) -> dict:

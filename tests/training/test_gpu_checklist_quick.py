@@ -1,0 +1,76 @@
+"""bench/gpu_checklist.py is what the next lent GPU machine runs first, in a 15-minute lease: a check that crashes
+there loses the lease. Its --quick form runs the same code on CPU; these keep it working as the code changes."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def timing(repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    import gpu_timing
+
+    yield gpu_timing
+    sys.modules.pop("gpu_timing", None)
+
+
+def test_each_rollout_call_is_read_against_plain_generate_of_padded_rows_at_the_nearest_width(timing):
+    reference = [
+        {"width": 400, "padded": False, "decode_ms_per_step": 10.0},
+        {"width": 400, "padded": True, "decode_ms_per_step": 20.0},
+        {"width": 2400, "padded": False, "decode_ms_per_step": 30.0},
+        {"width": 2400, "padded": True, "decode_ms_per_step": 40.0},
+    ]
+    calls = [
+        {"rows": 8, "width": 300, "ms_per_step": 30.0},
+        {"generate_call_seconds": 1.0, "contexts": 8},  # the public call around it: not a batch
+        {"rows": 8, "width": 1500, "ms_per_step": 80.0},
+        {"rows": 8, "width": 2700, "ms_per_step": 80.0},
+    ]
+    rows = timing.against_plain(calls, reference)
+    assert [(r["width"], r["plain_width"], r["plain_ms_per_step"], r["ratio"]) for r in rows] == [
+        (300, 400, 20.0, 1.5),
+        (1500, 2400, 40.0, 2.0),
+        (2700, 2400, 40.0, 2.0),
+    ]
+    assert timing.against_plain(calls, []) == []
+
+
+@pytest.mark.slow
+def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_against_plain(repo_root, tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(repo_root / "bench/gpu_checklist.py"),
+            "--out",
+            str(tmp_path),
+            "--quick",
+            "--checks",
+            "generation,step-qwen2.5-3b",
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((tmp_path / "gpu_checklist_cpu.json").read_text())["checks"]
+    assert results["generation"]["models"][0]["ms_per_step"]["a"] > 0
+    step = results["step-qwen2-tiny"]
+    assert step["exit_code"] == 0 and step["metrics"], step.get("error")
+    plain = step["plain_generate"]
+    assert [(r["width"], r["padded"]) for r in plain] == [(64, False), (64, True), (200, False), (200, True)]
+    assert all(math.isfinite(r["decode_ms_per_step"]) and r["decode_ms_per_step"] > 0 for r in plain)
+    batches = [c for c in step["generate_calls"] if "rows" in c]
+    # a random policy never ends a turn: every call runs the turn's budget (8 tokens with --quick), 5 turns
+    assert len(batches) == 5 and {c["steps"] for c in batches} == {8} and {c["rows"] for c in batches} == {8}
+    assert all(c["shortest"] <= c["width"] for c in batches) and any(c["shortest"] < c["width"] for c in batches)
+    shown = json.loads(done.stdout[done.stdout.rindex("\n{\n") :])  # the summary, printed last
+    against = shown["step-qwen2-tiny"]["calls_against_plain"]
+    assert [r["width"] for r in against] == [c["width"] for c in batches] and all(r["ratio"] > 0 for r in against)
