@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.fake_providers import KEY, KEY_ENV, Reply, success_body
+from helpers.fake_providers import KEY, KEY_ENV, Reply, judge_settings, success_body
 
 from inspo_cli.config import JudgeConfig
 from inspo_cli.errors import InspoError
@@ -284,15 +284,7 @@ def test_inspo_evaluate_with_the_judge_beside_em(serve, tmp_path, monkeypatch, t
     monkeypatch.setattr(backends, "load_backend", load_backend)
     monkeypatch.setenv(KEY_ENV, KEY)
     server = serve("openai", said(CORRECT), said(CORRECT), said("Hmm. " + KEY[:4]))
-    settings = [
-        "evaluation.metrics=[em,f1,judge]",
-        "judge.provider=openai",
-        "judge.model=served-model",
-        f"judge.base_url={server.base_url}",
-        f"judge.api_key_env={KEY_ENV}",
-        f"judge.cache={tmp_path / 'verdicts.sqlite'}",
-        "judge.concurrency=1",
-    ]
+    settings = ["evaluation.metrics=[em,f1,judge]", *judge_settings(server, tmp_path)]
 
     def evaluate(out):
         args = [a for s in settings for a in ("--set", s)]

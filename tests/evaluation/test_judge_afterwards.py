@@ -7,7 +7,7 @@ import json
 
 import pytest
 from helpers.cli_helpers import assert_one_line_error, invoke
-from helpers.fake_providers import KEY, KEY_ENV, Reply, success_body
+from helpers.fake_providers import KEY, KEY_ENV, Reply, judge_settings, success_body
 
 from inspo_cli.ablation.results import read_scores
 from inspo_cli.config import dump_recipe, load_recipe
@@ -51,17 +51,6 @@ def write_evaluation(directory):
     cell = {"em": 0.25, "f1": 0.25, "subem": 0.25, "searches": 1.0, "n": 4, "seconds": 1.0, "retrieval_seconds": 0.1}
     write_results(directory, {"agent": {"world": cell}}, {"model": "tiny", "instruction": "Answer it."})
     return directory
-
-
-def judge_settings(server, tmp_path):
-    return [
-        "judge.provider=openai",
-        "judge.model=served-model",
-        f"judge.base_url={server.base_url}",
-        f"judge.api_key_env={KEY_ENV}",
-        f"judge.cache={tmp_path / 'verdicts.sqlite'}",
-        "judge.concurrency=1",
-    ]
 
 
 def sets(settings):

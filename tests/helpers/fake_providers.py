@@ -222,3 +222,15 @@ class ScriptedOptimizer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+
+def judge_settings(server, tmp_path) -> list[str]:
+    """`--set` values for a judge on the OpenAI-compatible fake `server`, with its own cache under `tmp_path`."""
+    return [
+        "judge.provider=openai",
+        "judge.model=served-model",
+        f"judge.base_url={server.base_url}",
+        f"judge.api_key_env={KEY_ENV}",
+        f"judge.cache={tmp_path / 'verdicts.sqlite'}",
+        "judge.concurrency=1",
+    ]
