@@ -78,7 +78,7 @@ def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int],
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), device_map=device).eval()
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     rng = random.Random(0)
     top = min(model.config.vocab_size, 30_000)
