@@ -30,7 +30,9 @@ which is the longest trajectory the recipe allows, and so its peak memory.
    policy tokens per second, and, from the saved float32 weights against the initial ones, the share of parameters
    the update changed in float32 and the share that still differ once rounded to bfloat16 (what pure-bf16 weights
    would have kept); beside them, `inspo recipe plan`'s prediction for the same recipe on this one device (GiB per
-   phase, seconds).
+   phase, seconds). Before training, in the same process, plain `generate` of the same weights at 400 and 2,400
+   tokens, rows of equal and of padded lengths (bench/gpu_timing.py), beside which the summary sets each of the
+   step's `generate` calls (`calls_against_plain`).
 2. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
@@ -233,6 +235,7 @@ def summary(results: dict) -> dict:
             )
             shown[check]["generate_calls"] = entry.get("generate_calls", [])[:12]
             shown[check]["plain_generate"] = entry.get("plain_generate", [])
+            shown[check]["plain_generate_error"] = entry.get("plain_generate_error")
             # from the partial results too: a step cut off by its time limit still reports its calls
             shown[check]["calls_against_plain"] = against_plain(
                 entry.get("generate_calls", []), entry.get("plain_generate", [])

@@ -74,3 +74,24 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     shown = json.loads(done.stdout[done.stdout.rindex("\n{\n") :])  # the summary, printed last
     against = shown["step-qwen2-tiny"]["calls_against_plain"]
     assert [r["width"] for r in against] == [c["width"] for c in batches] and all(r["ratio"] > 0 for r in against)
+
+
+@pytest.mark.slow
+def test_a_reference_that_fails_costs_the_step_nothing(repo_root, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    monkeypatch.chdir(repo_root)
+    import gpu_checks
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(gpu_checks, "plain_reference", fails)
+    out = tmp_path / "result.json"
+    try:
+        gpu_checks.child_step("qwen2-tiny", tmp_path, out, quick=True)
+    finally:
+        for name in ("gpu_checks", "gpu_timing"):
+            sys.modules.pop(name, None)
+    result = json.loads(out.read_text())
+    assert result["plain_generate"] == [] and result["plain_generate_error"] == "RuntimeError: CUDA out of memory"
+    assert result["exit_code"] == 0 and result["metrics"] and len(result["generate_calls"]) == 10
