@@ -95,3 +95,42 @@ def test_a_reference_that_fails_costs_the_step_nothing(repo_root, tmp_path, monk
     result = json.loads(out.read_text())
     assert result["plain_generate"] == [] and result["plain_generate_error"] == "RuntimeError: CUDA out of memory"
     assert result["exit_code"] == 0 and result["metrics"] and len(result["generate_calls"]) == 10
+
+
+@pytest.fixture
+def carry(repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    import gpu_carry
+
+    yield gpu_carry
+    sys.modules.pop("gpu_carry", None)
+
+
+def test_the_carried_wheels_are_this_environments_versions_for_the_gpu_machines_python(carry):
+    from importlib.metadata import version
+
+    pins = carry.pinned()
+    assert f"transformers=={version('transformers')}" in pins and f"pydantic=={version('pydantic')}" in pins
+    assert len(pins) == len(set(carry.WHEELS))  # one version of each: two stop the whole install there
+    command = carry.download_command(pins, carry.ROOT / ".whl")
+    assert command[command.index("--python-version") + 1] == "3.12" and "--no-deps" in command
+    assert "--only-binary=:all:" in command and command[-len(pins) :] == pins
+    with pytest.raises(SystemExit, match="not-a-package-here is not installed here"):
+        carry.pinned(("not-a-package-here",))
+
+
+def test_the_carried_folders_are_excluded_from_git_once_and_the_rest_of_the_exclude_file_is_kept(carry, tmp_path):
+    (tmp_path / ".git" / "info").mkdir(parents=True)
+    exclude = tmp_path / ".git" / "info" / "exclude"
+    exclude.write_text("# mine\n/.gl/")
+    carry.exclude(tmp_path)
+    carry.exclude(tmp_path)
+    assert exclude.read_text() == "# mine\n/.gl/\n/.whl/\n/.gpu/\n"
+
+
+def test_every_wheel_the_checklist_imports_is_carried_or_in_the_gpu_image(repo_root, carry, monkeypatch):
+    import gpu_checklist
+
+    needed = {wheel.replace("_", "-") for wheel in gpu_checklist.NEEDED.values() if not wheel.startswith("this ")}
+    assert {w.replace("_", "-") for w in (*carry.WHEELS, *carry.IMAGE)} == needed
+    sys.modules.pop("gpu_checklist", None)
