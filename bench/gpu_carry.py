@@ -75,8 +75,12 @@ def download_command(requirements: list[str], dest: Path) -> list[str]:
 
 
 def exclude(root: Path = ROOT) -> None:
-    """The two folders in .git/info/exclude, once: ignored by git, so they travel only when carried."""
-    path = root / ".git" / "info" / "exclude"
+    """The two folders in git's exclude file, once: ignored by git, so they travel only when carried. Git says where
+    that file is (a worktree's `.git` is a file that points elsewhere)."""
+    where = subprocess.run(
+        ["git", "rev-parse", "--git-path", "info/exclude"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    path = root / where
     text = path.read_text() if path.exists() else ""
     missing = [line for line in EXCLUDED if line not in text.splitlines()]
     if missing:
@@ -89,7 +93,9 @@ def size(path: Path) -> int:
 
 
 def tracked_bytes(root: Path = ROOT) -> int:
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout.split(b"\0")
+    """What travels besides the carried folders: tracked files and untracked ones git does not ignore."""
+    listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    names = subprocess.run(listing, cwd=root, capture_output=True, check=True).stdout.split(b"\0")
     return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
 
 
@@ -98,7 +104,8 @@ def main() -> None:
     exclude()
     wheels, tokenizer = ROOT / ".whl", ROOT / ".gpu" / "tokenizer"
     shutil.rmtree(wheels, ignore_errors=True)  # one version of each: two stop the whole install there
-    subprocess.run(download_command(pinned(), wheels), check=True)
+    if subprocess.run(download_command(pinned(), wheels)).returncode != 0:
+        raise SystemExit("gpu_carry: pip could not download the wheels (its lines above say why); nothing to carry yet")
     from transformers import AutoTokenizer
 
     from inspo_cli.policy.models import resolve_model_path
@@ -108,11 +115,11 @@ def main() -> None:
     total = tracked_bytes() + size(wheels) + size(ROOT / ".gpu")
     print(
         f"gpu_carry: {len(list(wheels.glob('*.whl')))} wheels ({size(wheels) / 2**20:.1f} MiB), tokenizer "
-        f"({size(tokenizer) / 2**20:.1f} MiB); with the tracked files {total / 2**20:.1f} MiB of the 64 MiB a run "
+        f"({size(tokenizer) / 2**20:.1f} MiB); with the checkout's files {total / 2**20:.1f} MiB of the 64 MiB a run "
         "carries"
     )
     if total > LIMIT:
-        raise SystemExit("gpu_carry: over the limit; carry fewer files (untracked, unignored files travel too)")
+        raise SystemExit("gpu_carry: over the limit; remove or ignore untracked files, or carry fewer wheels")
     print(f'run: carry [".whl", ".gpu"], command:\n{RUN}')
 
 

@@ -119,13 +119,33 @@ def test_the_carried_wheels_are_this_environments_versions_for_the_gpu_machines_
         carry.pinned(("not-a-package-here",))
 
 
+def git(*args, cwd):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True)
+
+
 def test_the_carried_folders_are_excluded_from_git_once_and_the_rest_of_the_exclude_file_is_kept(carry, tmp_path):
-    (tmp_path / ".git" / "info").mkdir(parents=True)
-    exclude = tmp_path / ".git" / "info" / "exclude"
+    repo = tmp_path / "repo"
+    git("init", "-q", str(repo), cwd=tmp_path)
+    exclude = repo / ".git" / "info" / "exclude"
     exclude.write_text("# mine\n/.gl/")
-    carry.exclude(tmp_path)
-    carry.exclude(tmp_path)
+    carry.exclude(repo)
+    carry.exclude(repo)
     assert exclude.read_text() == "# mine\n/.gl/\n/.whl/\n/.gpu/\n"
+
+
+def test_in_a_git_worktree_whose_dot_git_is_a_file_the_carried_folders_are_ignored_too(carry, tmp_path):
+    repo, tree = tmp_path / "repo", tmp_path / "tree"
+    git("init", "-q", str(repo), cwd=tmp_path)
+    (repo / "f").write_text("x")
+    git("add", "f", cwd=repo)
+    git("commit", "-qm", "f", cwd=repo)
+    git("worktree", "add", "-q", str(tree), cwd=repo)
+    assert (tree / ".git").is_file()
+    carry.exclude(tree)
+    (tree / ".whl").mkdir()
+    (tree / ".whl" / "w.whl").write_text("")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
 
 
 def test_every_wheel_the_checklist_imports_is_carried_or_in_the_gpu_image(repo_root, carry, monkeypatch):
