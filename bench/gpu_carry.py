@@ -2,14 +2,13 @@
 
     python bench/gpu_carry.py            # .whl/ (wheels) and .gpu/tokenizer, then the size check and the run command
 
-The GPU machines have no package index and no hub, and a run carries at most 64 MiB (this checkout's tracked files
-and the carried folders together). Their image (2026-11-28: Python 3.12, torch 2.11.0+cu130 and `IMAGE`) lacks the
-wheels in `WHEELS`; this downloads each at the version
-installed here, so the GPU runs the code the tests ran (binary wheels for CPython 3.12 on manylinux x86-64, no
-dependencies: the list is complete, bench/gpu_checklist.py's import check names anything missing), and saves SmolLM2's
-tokenizer (the packaged model's) where the checks look for it. Both folders are kept out of git through
-.git/info/exclude, so they travel only when `carry` names them. Last it prints the total that would travel and the
-`run` command that installs the wheels and runs the checklist.
+The GPU machines have no package index and no hub, and a run carries at most 64 MiB (this checkout's files and the
+carried folders together). Their image (2026-11-28: Python 3.12, torch 2.11.0+cu130 and `IMAGE`) lacks the wheels in
+`WHEELS`; this downloads each at the version installed here, so the GPU runs the code the tests ran (binary wheels
+for CPython 3.12 on manylinux x86-64, no dependencies: the list is complete, and bench/gpu_checklist.py's import check
+names anything missing), and saves SmolLM2's tokenizer (the packaged model's) where the checks look for it. Both
+folders are kept out of git through its exclude file, so they travel only when `carry` names them. Last it prints
+the total that would travel and the `run` command that installs the wheels and runs the checklist.
 """
 
 from __future__ import annotations
