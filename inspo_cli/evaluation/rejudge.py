@@ -12,8 +12,10 @@ The judge is the recipe's judge section: `--recipe`'s, else the recipe of the ru
 judge/judge_source (as an evaluation with `evaluation.metrics: [..., judge]` writes them), results.json's cells
 their judge score and counts and its "judge" entry the judge, prompt version, accounting and agreement, results.md
 the judge table, and judge_disagreements.jsonl is written beside. Nothing is written until every verdict is in
-(predictions.jsonl first, results.json last, each atomically): a stop part-way leaves the evaluation as it was, and
-the verdicts already given are in the cache, so the next try asks only for the rest.
+(predictions.jsonl first, results.json last, each atomically): a stop part-way, or a prediction left without a
+verdict (a failed call, a spent budget), leaves the evaluation as it was, and the verdicts already given are in the
+cache, so the next try asks only for the rest. What it writes back is checked before the judge is opened: every
+cell has what results.json's writer needs and as many predictions as it scored, and every row's text can be written.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from inspo_cli.errors import InspoError
+from inspo_cli.evaluation.runner import SCORE_FIELDS
 from inspo_cli.files import not_a_directory
+from inspo_cli.jsonio import dumps_jsonl
 
 PREDICTIONS, RESULTS = "predictions.jsonl", "results.json"
 NEEDED: dict[str, type | tuple[type, ...]] = {"question": str, "golden_answers": list, "prediction": (str, type(None))}
+WRITTEN = (*SCORE_FIELDS, "n", "seconds", "retrieval_seconds")  # of each cell, by report.write_results
 
 
 def evaluation_run(directory: Path):
@@ -100,13 +105,33 @@ def read_evaluation(directory: Path) -> tuple[dict, list[dict]]:
                 )
         if not all(isinstance(g, str) for g in row["golden_answers"]):
             raise InspoError(f"{predictions_file}: line {number}'s golden_answers are not all text; {fix}")
+        try:  # as predictions.jsonl is written back: a lone surrogate fails there, after the judge was paid
+            dumps_jsonl([row]).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InspoError(f"{predictions_file}: line {number} holds text that is not valid Unicode; {fix}") from None
     scores = results["scores"]
+    counts: dict[tuple[str, str], int] = {}
     for number, row in enumerate(rows, 1):
         if row["benchmark"] not in scores.get(row["method"], {}):
             raise InspoError(
                 f"{predictions_file}: line {number} is a prediction of {row['method']} on {row['benchmark']}, "
                 f"which {RESULTS} has no score for; {fix}"
             )
+        counts[row["method"], row["benchmark"]] = counts.get((row["method"], row["benchmark"]), 0) + 1
+    for method, per_benchmark in scores.items():
+        for benchmark, cell in per_benchmark.items():
+            # what write_results writes back: a cell without it would fail after predictions.jsonl was rewritten
+            missing = [k for k in WRITTEN if k not in cell or (k in SCORE_FIELDS and cell[k] is None)]
+            if missing:
+                raise InspoError(
+                    f"{results_file}: {method} on {benchmark} has no {', '.join(missing)} (written by an older "
+                    f"inspo or by hand); {fix}"
+                )
+            if counts.get((method, benchmark), 0) != cell["n"]:
+                raise InspoError(
+                    f"{predictions_file}: {counts.get((method, benchmark), 0)} predictions of {method} on "
+                    f"{benchmark}, where {RESULTS} scored {cell['n']}; {fix}"
+                )
     return results, rows
 
 
@@ -132,6 +157,14 @@ def add_verdicts(
     finally:
         if judge.cache is not None:
             judge.cache.close()
+    unanswered = [row for row in rows if row["judge_source"] in ("failed", "budget")]
+    if unanswered:  # the evaluation keeps its earlier verdicts (or none): never a cell scored on part of its rows
+        first = report["errors"][0] if report["errors"] else "the judge's budget (judge.max_calls) was spent"
+        raise InspoError(
+            f"--judge {directory}: {len(unanswered)} of {len(rows)} predictions got no verdict ({first}); nothing "
+            "was written, the evaluation is as it was; the verdicts that came in are cached (judge.cache), so "
+            "running again asks only for the rest"
+        )
     report["added_by"] = "inspo evaluate --judge"  # after the predictions were made, from predictions.jsonl
     atomic_write_jsonl(directory / PREDICTIONS, rows)
     write_judge_files(directory, rows)

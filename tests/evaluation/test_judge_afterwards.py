@@ -178,3 +178,54 @@ def test_judging_again_leaves_no_word_of_the_earlier_judge(serve, tmp_path, monk
     scores = {"agent": {"world": {"em": 0.0, "n": 1}}}
     judging.judge_evaluation(open_judge(config.judge), rows, scores)
     assert rows[0]["judge"] == 0.0 and "judge_text" not in rows[0] and not server.requests
+
+
+def test_a_judging_that_leaves_predictions_without_a_verdict_writes_nothing(serve, tmp_path, monkeypatch):
+    """Judged once; judged again where every call is refused (a wrong key): the earlier verdicts stay, and the
+    command fails, where it used to write the failures over them and score the cell on the guard's verdict alone."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    good = serve("openai", *(said("Verdict: correct") for _ in range(3)))
+    evaluation = write_evaluation(tmp_path / "eval")
+    assert invoke("evaluate", "--judge", evaluation, *sets(judge_settings(good, tmp_path))).exit_code == 0
+    judged = snapshot(evaluation)
+    refused = serve("openai", *(Reply(status=401, body={"error": {"message": "Incorrect API key"}}) for _ in range(9)))
+    result = invoke("evaluate", "--judge", evaluation, *sets(judge_settings(refused, tmp_path / "other")))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "3 of 4 predictions got no verdict" in last and "nothing was written" in last
+    assert KEY not in result.output
+    assert snapshot(evaluation) == judged
+
+
+def test_what_cannot_be_written_back_is_refused_before_the_judge_is_asked(serve, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server = serve("openai")
+    settings = sets(judge_settings(server, tmp_path))
+
+    def changed(name, change):
+        directory = write_evaluation(tmp_path / name)
+        change(directory)
+        return directory, snapshot(directory)
+
+    def without_f1(directory):  # an older results.json: its reader takes it, its writer needs f1
+        results = json.loads((directory / "results.json").read_text())
+        del results["scores"]["agent"]["world"]["f1"]
+        (directory / "results.json").write_text(json.dumps(results))
+
+    def fewer_rows(directory):
+        lines = (directory / "predictions.jsonl").read_text().splitlines(keepends=True)
+        (directory / "predictions.jsonl").write_text("".join(lines[:2]))
+
+    def lone_surrogate(directory):  # valid JSON, but not text predictions.jsonl can be written back as
+        text = (directory / "predictions.jsonl").read_text()
+        (directory / "predictions.jsonl").write_text(text.replace('Bo Ryn"', 'Bo \\ud800Ryn"', 1))
+
+    for name, change, fragments in (
+        ("f1", without_f1, ("results.json: agent on world has no f1",)),
+        ("rows", fewer_rows, ("2 predictions of agent on world", "scored 4")),
+        ("surrogate", lone_surrogate, ("line 4 holds text that is not valid Unicode",)),
+    ):
+        directory, before = changed(name, change)
+        assert_one_line_error(invoke("evaluate", "--judge", directory, *settings), *fragments)
+        assert snapshot(directory) == before
+    assert not server.requests

@@ -283,3 +283,14 @@ def test_restored_accounting_keeps_its_cost_and_an_old_one_is_priced():
     assert lm.accounting()["cost_usd"] is None
     lm.restore(base)  # saved before costs were kept: its tokens at the run's price
     assert lm.accounting()["cost_usd"] == pytest.approx(1.25)
+
+
+def test_an_unpriced_judge_is_warned_of_in_its_own_sections_words():
+    from inspo_cli.instructions.providers.prices import unpriced_warning
+
+    config = OptimizerConfig(provider="openai", model="mine")
+    optimizer, judge = unpriced_warning(config), unpriced_warning(config, "judge")
+    assert optimizer.startswith("warning: optimizer openai model 'mine'") and "optimizer_calls.jsonl" in optimizer
+    assert "set optimizer.input_price_per_mtok and optimizer.output_price_per_mtok" in optimizer
+    assert judge.startswith("warning: judge openai model 'mine'") and "in results.json" in judge
+    assert "set judge.input_price_per_mtok and judge.output_price_per_mtok" in judge and "optimizer" not in judge

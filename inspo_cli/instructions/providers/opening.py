@@ -55,7 +55,7 @@ def open_optimizer(
             raise InspoError(in_section(str(error), section)) from None
         client = client if client is not None else build_client(config, key)
         if price is None:  # once, as the run starts: it pays for calls whose cost it cannot say
-            logger.warning("%s", in_section(unpriced_warning(config), section))
+            logger.warning("%s", unpriced_warning(config, section))
     return OptimizerLM(
         client,
         max_retries=config.max_retries,

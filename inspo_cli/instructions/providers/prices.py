@@ -72,13 +72,15 @@ def table_price(provider: str, model: str) -> Price | None:
     )
 
 
-def unpriced_warning(config: OptimizerConfig) -> str:
-    """The run-start warning for a model whose price nobody gave."""
+def unpriced_warning(config: OptimizerConfig, section: str = "optimizer") -> str:
+    """The run-start warning for a model whose price nobody gave; `section`: the recipe section `config` stands for
+    (the judge's, whose costs go into the evaluation's results.json)."""
+    where = "optimizer_calls.jsonl and the run's summary" if section == "optimizer" else "results.json"
     return (
-        f"warning: optimizer {config.provider} model {config.model!r} has no price in inspo's table "
+        f"warning: {section} {config.provider} model {config.model!r} has no price in inspo's table "
         f"(inspo_cli/instructions/providers/prices.yaml, read {_table()['read']}), so its calls' cost is recorded as "
-        "null (unknown) in optimizer_calls.jsonl and the run's summary; set optimizer.input_price_per_mtok and "
-        "optimizer.output_price_per_mtok (US dollars per million tokens) to record it"
+        f"null (unknown) in {where}; set {section}.input_price_per_mtok and {section}.output_price_per_mtok (US "
+        "dollars per million tokens) to record it"
     )
 
 
