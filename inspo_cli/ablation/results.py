@@ -100,6 +100,7 @@ class RunResult:
     questions: dict[str, dict[str, float]] | None  # benchmark -> {question id: score}; None without predictions
     file: Path | None = None  # the results.json it was read from
     metric: str = "em"  # which score `em` holds (METRICS)
+    judge: str | None = None  # with metric "judge": the judge and prompt version that gave the verdicts
 
     def scores(self) -> RunScores:
         return RunScores(self.seed, self.em, self.questions)
@@ -170,9 +171,33 @@ def read_result(run: RunDir, seed: int, rule: str = "best", metric: str = "em") 
         em, n, questions = read_scores(file, fix, metric)
     except MissingMetric as e:
         return None, str(e)
+    judge = judge_of(file, fix) if metric == "judge" else None
     return RunResult(
-        run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions, file, metric
+        run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions, file, metric, judge
     ), None
+
+
+def judge_of(file: Path, fix: str) -> str:
+    """Who gave an evaluation's verdicts: results.json's judge identity and prompt version, as one string."""
+    entry = read_results(file, fix).get("judge")
+    if not isinstance(entry, dict):
+        return "unknown judge"
+    return f"{entry.get('identity', 'unknown judge')} (prompt {entry.get('prompt_version', '?')})"
+
+
+def check_one_judge(results: list[RunResult]) -> None:
+    """The judge's scores of runs graded by different judges (or prompt versions) are not one measurement: one line
+    naming a run of each and the command that grades it again."""
+    judges: dict[str, RunResult] = {}
+    for result in results:
+        if result.judge is not None:
+            judges.setdefault(result.judge, result)
+    if len(judges) > 1:
+        shown = "; ".join(f"{r.file or r.name}: {judge}" for judge, r in judges.items())
+        raise InspoError(
+            f"the runs were judged by {len(judges)} different judges ({shown}); grade them all with one judge: "
+            "`inspo evaluate --judge DIR --set judge.provider=... --set judge.model=...` for each"
+        )
 
 
 def read_scores(
@@ -186,6 +211,15 @@ def read_scores(
         raise InspoError(f"{file}: no scores of the trained policy (method {METHOD!r}); {fix}")
     cells = scores[METHOD]
     lacking = sorted(b for b, s in cells.items() if not isinstance(s.get(metric), (int, float)))
+    if metric == "judge" and not lacking:  # a failed call or a spent budget: the cell is scored on part of it
+        unanswered = {b: int(s.get("judge_failed") or 0) + int(s.get("judge_budget") or 0) for b, s in cells.items()}
+        if any(unanswered.values()):
+            shown = ", ".join(f"{count} on {b}" for b, count in sorted(unanswered.items()) if count)
+            raise MissingMetric(
+                f"{file}: predictions without a verdict (judge calls failed or over budget: {shown}); judge it "
+                f"again, the verdicts already given come from the cache: `inspo evaluate --judge "
+                f"{quote(str(file.parent))}`"
+            )
     if lacking:
         raise MissingMetric(_missing_text(file, metric, lacking, cells))
     em = {b: float(s[metric]) for b, s in cells.items()}

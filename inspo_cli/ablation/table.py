@@ -26,7 +26,7 @@ from inspo_cli.ablation.directory import ABSENT, PARTIAL, AblationDir
 from inspo_cli.ablation.effects import effects
 from inspo_cli.ablation.formatting import p_text, signed
 from inspo_cli.ablation.plan import SEARCH_R1, PlannedRun, run_name
-from inspo_cli.ablation.results import METRICS, check_same_benchmarks, read_result
+from inspo_cli.ablation.results import METRICS, check_one_judge, check_same_benchmarks, read_result
 from inspo_cli.config import load_recipe
 from inspo_cli.errors import InspoError
 
@@ -128,6 +128,7 @@ def summarize(
     compare every row with `reference`; returns {"benchmarks", "rows", "rule", "reference", "comparisons", ...}.
     `metric` (results.METRICS) is what the results hold; the rows keep it under "em" whatever it is, and
     "metric"/"metric_label"/"metric_text" name it."""
+    check_one_judge([result for row in rows for result in row["results"]])
     benchmarks: list[str] = []
     for row in rows:
         if any(r.metric != metric for r in row["results"]):  # one table, one score

@@ -13,6 +13,7 @@ from inspo_cli.ablation.directory import AblationDir
 from inspo_cli.ablation.plan import plan_axes
 from inspo_cli.ablation.results import RunResult
 from inspo_cli.ablation.table import collect
+from inspo_cli.errors import InspoError
 
 # seed -> per-question (EM, judge verdict or None: no verdict read), 6 questions; the judge passes more than EM
 DEMO = {
@@ -122,6 +123,34 @@ def test_a_cell_the_judge_read_no_verdict_in_is_missing_not_zero(ablation):
     (directory / "results.json").write_text(json.dumps(results))
     (missing,) = collect(ablation, metric="judge")["rows"][0]["missing"]
     assert "no verdict it could read" in missing["why"]
+
+
+def judged_by(ablation, run: str, identity: str, **cell) -> None:
+    directory = ablation.runs_dir / run / "evaluations/step-4"
+    results = json.loads((directory / "results.json").read_text())
+    results["judge"] = {"identity": identity, "prompt_version": "judge-v1"}
+    results["scores"]["agent"]["world"].update(cell)
+    (directory / "results.json").write_text(json.dumps(results))
+
+
+def test_runs_graded_by_different_judges_make_no_table(ablation):
+    for run in ("demo-s0", "demo-s1", "n-parent-2-s0"):
+        judged_by(ablation, run, "openai gpt-4o-mini")
+    judged_by(ablation, "n-parent-2-s1", "local smollm2-135m-instruct")
+    with pytest.raises(InspoError, match="judged by 2 different judges") as error:
+        collect(ablation, metric="judge")
+    assert "gpt-4o-mini (prompt judge-v1)" in str(error.value) and "n-parent-2-s1" in str(error.value)
+    result = invoke("ablate", "--collect", ablation.path, "--metric", "judge")
+    assert_one_line_error(result, "different judges", "inspo evaluate --judge")
+    judged_by(ablation, "n-parent-2-s1", "openai gpt-4o-mini")  # one judge: one table
+    assert collect(ablation, metric="judge")["rows"][1]["missing"] == []
+    assert collect(ablation)["rows"][1]["missing"] == []  # EM never asks who judged
+
+
+def test_a_cell_with_predictions_the_judge_never_answered_is_missing_not_scored_on_the_rest(ablation):
+    judged_by(ablation, "demo-s0", "unknown judge", judge_failed=2)
+    (missing,) = collect(ablation, metric="judge")["rows"][0]["missing"]
+    assert missing["run"] == "demo-s0" and "2 on world" in missing["why"] and "inspo evaluate --judge" in missing["why"]
 
 
 def test_f1s_standard_error_is_its_questions_variance():
