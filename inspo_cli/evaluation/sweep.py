@@ -155,6 +155,7 @@ def compare_settings(results: Sequence[tuple[Setting, list[dict]]], reference: S
                     "reference": setting == reference,
                     "method": method,
                     "scores": means,
+                    "scored": sum(len(q) for q in per_benchmark.values()),  # predictions with a score (a verdict)
                     "average": sum(means.values()) / len(means) if means else None,
                     "difference": diffs,
                     "average_difference": _average(list(diffs.values())),
@@ -172,13 +173,21 @@ def pct(value: float | None, signed: bool = False) -> str:
 def markdown(table: dict, command: str | None, level: int = 1) -> str:
     """The table as Markdown under a heading of `level`, with the command that made it when given."""
     benchmarks = sorted({b for row in table["rows"] for b in row["scores"]})
-    header = ["Setting", "Method", *benchmarks, "Avg.", "Avg. - reference [95% CI]", "Questions"]
+    judge = table["metric"] == "judge"  # a setting's mean is over its own judged predictions, a difference is not
+    header = ["Setting", "Method", *benchmarks, "Avg.", "Avg. - reference [95% CI]", "Questions", *(["Judged"] * judge)]
     lines = [
         f"{'#' * level} Retriever sweep ({METRIC_NAMES.get(table['metric'], table['metric'])}, %)",
         "",
         *([f"`{command}`", ""] if command else []),
         f"The same policy and instruction under each retriever setting; the reference is `{table['reference']}`. "
-        "Differences are paired by question (the mean of the per-question differences, Student's t).",
+        "Differences are paired by question (the mean of the per-question differences, Student's t)."
+        + (
+            " Each setting's judge score is the mean verdict of its own judged predictions (Judged); its difference "
+            "to the reference is over the questions judged under both (Questions), so it can differ from the "
+            "difference of the two averages."
+            if judge
+            else ""
+        ),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -188,7 +197,8 @@ def markdown(table: dict, command: str | None, level: int = 1) -> str:
         interval = f"{pct(d['diff'], True)} [{pct(d['low'], True)}, {pct(d['high'], True)}]"
         ci = "reference" if row["reference"] else interval
         cells = [row["setting"], row["method"], *(pct(row["scores"].get(b)) for b in benchmarks), pct(row["average"])]
-        lines.append("| " + " | ".join([*cells, ci, str(d["n"])]) + " |")
+        judged = [str(row.get("scored", "-"))] if judge else []
+        lines.append("| " + " | ".join([*cells, ci, str(d["n"]), *judged]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -315,3 +315,23 @@ def test_a_sweep_over_runs_tables_the_judge_beside_em(seeds, tmp_path, serve, mo
     assert [row["average"] for row in table["judge"]["rows"]] == [0.0, 0.0]
     assert [row["average"] for row in table["rows"]] != [0.0, 0.0]  # EM's own table, not the judge's
     assert "## Retriever sweep over 2 runs (LLM judge" in (out / "sweep.md").read_text()
+
+
+def test_a_judge_sweep_shows_how_many_predictions_each_average_and_each_difference_is_over():
+    """Each setting's judge mean is over its own judged predictions, its difference over the questions judged under
+    both: 100 beside 50 with a difference of +0 must show why (2 judged, 2 paired), and say so."""
+    from inspo_cli.evaluation.sweep import compare_settings, markdown
+
+    def rows(verdicts):
+        return [{"method": "agent", "benchmark": "world", "id": f"q{i}", "em": 0.0, "judge": v} for i, v in
+                enumerate(verdicts)]  # fmt: skip
+
+    reference, other = Setting((("retriever.topk", "3"),)), Setting((("retriever.topk", "1"),))
+    table = compare_settings([(reference, rows([1.0, 1.0, 0.0, 0.0])), (other, rows([1.0, 1.0, None, None]))],
+                             reference, "judge")  # fmt: skip
+    text = markdown(table, None)
+    assert "| Questions | Judged |" in text and "over the questions judged under both" in text
+    assert "| topk=3 | agent | 50.0 | 50.0 | reference | 4 | 4 |" in text
+    assert "| topk=1 | agent | 100.0 | 100.0 | +0.0 [+0.0, +0.0] | 2 | 2 |" in text
+    em = markdown(compare_settings([(reference, rows([1.0] * 4)), (other, rows([0.0] * 4))], reference), None)
+    assert "Judged" not in em and "judged under both" not in em
