@@ -125,16 +125,31 @@ class VerdictCache:
 
     def __init__(self, path: Path):
         self.path = path
+        elsewhere = "set judge.cache to another file or to off"
+        existed = path.exists()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
+            tables = [name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if existed and tables and "verdicts" not in tables:  # another program's database: not ours to add to
+                self._db.close()
+                raise InspoError(
+                    f"judge cache {path}: a SQLite database inspo did not write (tables {', '.join(tables[:5])}); "
+                    f"{elsewhere}"
+                )
             self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
             self._db.commit()
-        except (sqlite3.Error, OSError) as error:
+        except sqlite3.DatabaseError as error:
+            if existed and "not a database" in str(error):  # a file of the user's, not a damaged cache
+                raise InspoError(
+                    f"judge cache {path}: not a SQLite database; if it is a judge cache of inspo's (damaged), delete "
+                    f"it; if not, {elsewhere}"
+                ) from None
             raise InspoError(
-                f"judge cache {path}: {error}; delete the file (it holds only cached verdicts), or set judge.cache "
-                "to another file or to off"
+                f"judge cache {path}: {error}; delete the file (it holds only cached verdicts), or {elsewhere}"
             ) from None
+        except (sqlite3.Error, OSError) as error:
+            raise InspoError(f"judge cache {path}: {error}; {elsewhere}") from None
         self._lock = threading.Lock()
         self.problem: str | None = None  # the first read or write that failed once open: the cache is best-effort
 

@@ -180,9 +180,22 @@ def test_judging_again_is_answered_from_the_cache(serve, tmp_path, monkeypatch):
 def test_a_damaged_cache_is_one_clear_error(serve, tmp_path, monkeypatch):
     (tmp_path / "verdicts.sqlite").write_bytes(b"not a database at all" * 100)
     server = serve("openai", said(CORRECT))
-    with pytest.raises(InspoError, match=r"judge cache .*verdicts\.sqlite.*delete the file") as error:
+    with pytest.raises(InspoError, match=r"judge cache .*verdicts\.sqlite: not a SQLite database") as error:
         make_judge(server, tmp_path, monkeypatch).grade([row("Vell")])
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and "if it is a judge cache of inspo's (damaged), delete it" in str(error.value)
+
+
+def test_a_database_inspo_did_not_write_is_never_written_into(serve, tmp_path, monkeypatch):
+    import sqlite3
+
+    theirs = tmp_path / "verdicts.sqlite"  # where judge.cache points: somebody's own database
+    with sqlite3.connect(theirs) as db:
+        db.execute("CREATE TABLE experiments (name TEXT)")
+    before = theirs.read_bytes()
+    server = serve("openai", said(CORRECT))
+    with pytest.raises(InspoError, match="a SQLite database inspo did not write .tables experiments.") as error:
+        make_judge(server, tmp_path, monkeypatch)
+    assert "delete" not in str(error.value) and theirs.read_bytes() == before and not server.requests
 
 
 def test_agreement_and_kappa():
