@@ -174,6 +174,11 @@ def _parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
+def override_value(item: str) -> Any:
+    """The value `--set KEY=VALUE` gives its key (YAML: "03" and "3" are both 3)."""
+    return _parse_override(item)[1]
+
+
 def _set_dotted(raw: dict, key: str, value: Any) -> None:
     node = raw
     parts = key.split(".")

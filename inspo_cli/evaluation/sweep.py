@@ -17,11 +17,13 @@ freedom.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from inspo_cli.config.loader import override_value
 from inspo_cli.errors import InspoError
 
 SWEEPABLE = "retriever."  # what --sweep may vary: the retriever only (the policy is never retrained)
@@ -65,8 +67,10 @@ def parse_sweeps(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
             )
         if not all(values):
             raise InspoError(f"--sweep {spec!r:.80}: an empty value; separate the values by commas, e.g. 1,3,5")
-        if len(set(values)) != len(values):
-            raise InspoError(f"--sweep {spec!r:.80}: a value is given twice; give each once")
+        read = [json.dumps(override_value(f"{key}={value}"), sort_keys=True, default=str) for value in values]
+        if len(set(read)) != len(read):  # as the recipe reads them: "3" and "03" are one setting
+            same = " and ".join(repr(v) for v, r in zip(values, read) if read.count(r) > 1)
+            raise InspoError(f"--sweep {spec!r:.80}: {same:.80} are one value as the recipe reads it; give each once")
         if any(key == other for other, _ in sweeps):
             raise InspoError(f"--sweep names {key} twice; give all its values in one --sweep")
         sweeps.append((key, values))

@@ -121,7 +121,9 @@ def test_sweeps_combine_and_the_reference_is_the_recipes_own_setting():
         (["topk=1,3"], "give a retriever field"),
         (["model.name_or_path=a,b"], "only retriever fields"),
         (["retriever.topk=1,,3"], "an empty value"),
-        (["retriever.topk=1,1"], "a value is given twice"),
+        (["retriever.topk=1,1"], "'1' and '1' are one value"),
+        (["retriever.topk=3,1,03"], "'3' and '03' are one value as the recipe reads it"),  # both the integer 3
+        (["retriever.index=a,'a'"], "are one value"),
         (["retriever.topk=1", "retriever.topk=3"], "names retriever.topk twice"),
         (["retriever.topk=" + ",".join(map(str, range(1, 66)))], "more than 64"),
     ],
