@@ -29,7 +29,8 @@ def report(
         Path | None,
         typer.Option(
             help="The report directory (default: <ablation>/report, or report-<metric> with --metric, for one "
-            "ablation, else reports/<timestamp>)."
+            "ablation, else reports/<timestamp>). An earlier report there is replaced whole; one in another "
+            "--metric is refused."
         ),
     ] = None,
     checkpoint: Annotated[
@@ -98,7 +99,7 @@ def report(
         single = len(paths) == 1 and (paths[0] / AblationDir.PLAN).is_file()
         name = "report" if metric == "em" else f"report-{metric}"  # beside the EM report, not over it
         out = paths[0] / name if single else Path("reports") / time.strftime("%Y%m%d-%H%M%S")
-    check_out(out, paths)
+    check_out(out, paths, metric)
     decompositions = _decompose(groups, decompose, options, device) if decompose is not None else []
     audits = _audit(groups) if audit else []
     written = write_report(groups, out, **options, decompositions=decompositions, audits=audits)
@@ -134,14 +135,17 @@ def _audit(groups) -> list:
     return audits
 
 
-def check_out(out: Path, inputs: list[Path]) -> None:
+def check_out(out: Path, inputs: list[Path], metric: str = "em") -> None:
     """The report replaces `out` as a whole: refuse one that holds an input, that lies in an input run (or an
     ablation's runs/ or recipes/), or in the checkout's shipped data/, and anything but a new or empty directory or
-    an earlier report holding only what it wrote (`reporting.marker`), before any work."""
+    an earlier report holding only what it wrote (`reporting.marker`), before any work; and an earlier report in
+    another --metric (a judge report never replaces the EM one)."""
+    import re
+
     from inspo_cli.ablation.directory import AblationDir
     from inspo_cli.config import PROJECT_ROOT
     from inspo_cli.files import check_can_create
-    from inspo_cli.reporting.marker import check_replaceable
+    from inspo_cli.reporting.marker import check_replaceable, report_files
 
     check_can_create(out, "--out")
     target = out.resolve()
@@ -169,6 +173,14 @@ def check_out(out: Path, inputs: list[Path]) -> None:
                     + (f" (or {path / 'report'})" if ablation else "")
                 )
     check_replaceable(out)  # a folder of the user's (an index.md is no proof of a report) is never replaced
+    tables = [name for name in report_files(out) if re.fullmatch(r"table1(-[a-z]+)?\.md", name)]
+    wanted = "table1.md" if metric == "em" else f"table1-{metric}.md"
+    if tables and wanted not in tables:
+        default = "report" if metric == "em" else f"report-{metric}"
+        raise InspoError(
+            f"--out {out} holds a report in another metric ({', '.join(tables)}), which a --metric {metric} report "
+            f"would replace whole; choose another --out (an ablation's default is {default}/ beside it)"
+        )
 
 
 def _decompose(groups, which: str, options: dict, device: str | None) -> list[dict]:

@@ -105,6 +105,14 @@ def _marker(directory: Path, out: Path) -> dict | None:
     return files
 
 
+def report_files(out: Path) -> list[str]:
+    """The files the report in `out` wrote (its marker's list), or [] where `out` holds no marked report."""
+    try:
+        return sorted(_marker(out, out) or {}) if out.is_dir() else []
+    except (OSError, InspoError):
+        return []  # check_replaceable refuses such an out in its own words
+
+
 ATTEMPTS = 5  # reads of an `out` other reports keep replacing, before the early check gives up
 
 

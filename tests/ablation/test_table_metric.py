@@ -175,6 +175,16 @@ def test_report_with_the_judge_writes_its_own_report(ablation):
     assert "## judge (Table 1 layout)" in index and "The LLM judge's verdict" in index
     assert not (ablation.path / "report").exists()
     assert_one_line_error(invoke("report", ablation.path, "--metric", "EM"), "--metric 'EM'")
+    # an explicit --out never lets one metric's report replace another's: the EM report stays whole
+    assert invoke("report", ablation.path).exit_code == 0
+    em_report = ablation.path / "report"
+    before = sorted(p.name for p in em_report.iterdir())
+    refused = invoke("report", ablation.path, "--metric", "judge", "--out", em_report)
+    assert_one_line_error(refused, "holds a report in another metric (table1.md)", "report-judge/")
+    assert sorted(p.name for p in em_report.iterdir()) == before
+    again = invoke("report", ablation.path, "--metric", "judge", "--out", out)  # its own metric: replaced
+    assert again.exit_code == 0, again.output
+    assert_one_line_error(invoke("report", ablation.path, "--out", out), "(table1-judge.md)", "report/")
 
 
 def test_a_damaged_verdict_is_one_clear_error_not_a_number(ablation):
