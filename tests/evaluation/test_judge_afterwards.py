@@ -195,6 +195,10 @@ def test_a_judging_that_leaves_predictions_without_a_verdict_writes_nothing(serv
     assert last.startswith("error: ") and "3 of 4 predictions got no verdict" in last and "nothing was written" in last
     assert KEY not in result.output
     assert snapshot(evaluation) == judged
+    spent = [*judge_settings(good, tmp_path / "third"), "judge.max_calls=1"]  # one call for three predictions
+    result = invoke("evaluate", "--judge", evaluation, *sets(spent))
+    assert result.exit_code == 2 and "2 of 4 predictions got no verdict" in result.stderr.strip().splitlines()[-1]
+    assert snapshot(evaluation) == judged
 
 
 def test_what_cannot_be_written_back_is_refused_before_the_judge_is_asked(serve, tmp_path, monkeypatch):
