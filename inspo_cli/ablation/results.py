@@ -18,6 +18,7 @@ the per-question scores, as in results.json).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -182,7 +183,13 @@ def judge_of(file: Path, fix: str) -> str:
     entry = read_results(file, fix).get("judge")
     if not isinstance(entry, dict):
         return "unknown judge"
-    return f"{entry.get('identity', 'unknown judge')} (prompt {entry.get('prompt_version', '?')})"
+    identity, prompt = entry.get("identity"), entry.get("prompt_version", "?")
+    try:  # evaluation.judge's identity: [provider, model, base_url, max_output_tokens] as JSON
+        provider, model, base_url, tokens = json.loads(identity)
+    except (TypeError, ValueError):
+        return f"{identity or 'unknown judge'} (prompt {prompt})"
+    where = f" at {base_url}" if base_url else ""
+    return f"{provider} {model}{where} (at most {tokens} output tokens, prompt {prompt})"
 
 
 def check_one_judge(results: list[RunResult]) -> None:

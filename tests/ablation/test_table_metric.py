@@ -128,7 +128,7 @@ def test_a_cell_the_judge_read_no_verdict_in_is_missing_not_zero(ablation):
 def judged_by(ablation, run: str, identity: str, **cell) -> None:
     directory = ablation.runs_dir / run / "evaluations/step-4"
     results = json.loads((directory / "results.json").read_text())
-    results["judge"] = {"identity": identity, "prompt_version": "judge-v1"}
+    results["judge"] = {"identity": json.dumps([*identity.split(), None, 16]), "prompt_version": "judge-v1"}
     results["scores"]["agent"]["world"].update(cell)
     (directory / "results.json").write_text(json.dumps(results))
 
@@ -139,7 +139,8 @@ def test_runs_graded_by_different_judges_make_no_table(ablation):
     judged_by(ablation, "n-parent-2-s1", "local smollm2-135m-instruct")
     with pytest.raises(InspoError, match="judged by 2 different judges") as error:
         collect(ablation, metric="judge")
-    assert "gpt-4o-mini (prompt judge-v1)" in str(error.value) and "n-parent-2-s1" in str(error.value)
+    assert "openai gpt-4o-mini (at most 16 output tokens, prompt judge-v1)" in str(error.value)
+    assert "local smollm2-135m-instruct (at most 16" in str(error.value) and "n-parent-2-s1" in str(error.value)
     result = invoke("ablate", "--collect", ablation.path, "--metric", "judge")
     assert_one_line_error(result, "different judges", "inspo evaluate --judge")
     judged_by(ablation, "n-parent-2-s1", "openai gpt-4o-mini")  # one judge: one table
@@ -148,7 +149,7 @@ def test_runs_graded_by_different_judges_make_no_table(ablation):
 
 
 def test_a_cell_with_predictions_the_judge_never_answered_is_missing_not_scored_on_the_rest(ablation):
-    judged_by(ablation, "demo-s0", "unknown judge", judge_failed=2)
+    judged_by(ablation, "demo-s0", "openai gpt-4o-mini", judge_failed=2)
     (missing,) = collect(ablation, metric="judge")["rows"][0]["missing"]
     assert missing["run"] == "demo-s0" and "2 on world" in missing["why"] and "inspo evaluate --judge" in missing["why"]
 
