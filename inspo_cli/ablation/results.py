@@ -185,7 +185,7 @@ def judge_of(file: Path, fix: str) -> str:
         return "unknown judge"
     identity, prompt = entry.get("identity"), entry.get("prompt_version", "?")
     try:  # evaluation.judge's identity: [provider, model, base_url, max_output_tokens] as JSON
-        provider, model, base_url, tokens = json.loads(identity)
+        provider, model, base_url, tokens = json.loads(identity if isinstance(identity, str) else "")
     except (TypeError, ValueError):
         return f"{identity or 'unknown judge'} (prompt {prompt})"
     where = f" at {base_url}" if base_url else ""
