@@ -13,6 +13,7 @@ the others wait for its name. `resume=` continues an unfinished run with the rec
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from inspo_cli.config import Recipe
 from inspo_cli.config.training_section import loss_warnings
 from inspo_cli.errors import InspoError
-from inspo_cli.files import first_missing, remove_empty_dirs
+from inspo_cli.files import first_missing, lock_directory, remove_empty_dirs
 from inspo_cli.jsonio import atomic_write_json
 from inspo_cli.main_process import broadcast_from_main
 from inspo_cli.policy.models import check_device
@@ -77,18 +78,35 @@ def run(
                 err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
         created_root = first_missing(output_dir if output_dir is not None else recipe.run.output_dir)
         directory = _create(recipe, recipe_path, command, output_dir, state)
-    if on_start is not None and state.is_main_process:
-        on_start(directory)
+    lock = broadcast_from_main(state, lambda: _lock(directory))  # every process refuses, none waits at a barrier
     try:
-        _run(kind, recipe, directory, resume, device)
-    except KeyboardInterrupt:
-        raise RunInterrupted(directory) from None
-    except Exception:
-        if resume is None and state.is_main_process and not started(directory):
-            shutil.rmtree(directory.path, ignore_errors=True)  # a failed start leaves nothing behind
-            remove_empty_dirs(directory.path.parent, created_root)
-        raise
+        if on_start is not None and state.is_main_process:
+            on_start(directory)
+        try:
+            _run(kind, recipe, directory, resume, device)
+        except KeyboardInterrupt:
+            raise RunInterrupted(directory) from None
+        except Exception:
+            if resume is None and state.is_main_process and not started(directory):
+                shutil.rmtree(directory.path, ignore_errors=True)  # a failed start leaves nothing behind
+                remove_empty_dirs(directory.path.parent, created_root)
+            raise
+    finally:
+        if lock is not None and state.is_main_process:
+            os.close(lock)
     return directory
+
+
+def _lock(directory: RunDir) -> int:
+    """The run directory held for this process while it runs: a second `inspo train --resume` or `inspo distill` of
+    it at the same time would train over the first (two writers of its checkpoints and metrics)."""
+    fd = lock_directory(directory.path)
+    if fd is None:
+        raise InspoError(
+            f"{directory}: another inspo process (train, evolve or distill) is running in it now; wait for it to "
+            "finish or stop it, then run this again to resume"
+        )
+    return fd
 
 
 def distill(

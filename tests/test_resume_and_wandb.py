@@ -77,6 +77,30 @@ def test_a_run_whose_only_checkpoint_is_cut_short_is_refused_with_the_reason(tmp
     )
 
 
+def test_a_run_another_process_is_running_in_is_not_resumed_over_it(tmp_path, repo_root):
+    """Two `inspo train --resume` (or `inspo distill`, which resumes an unfinished distillation) of one run at once
+    trained over each other: both wrote its checkpoints and metrics, and neither could be resumed afterwards."""
+    from helpers.runs import write_recipe
+
+    from inspo_cli.config import load_recipe
+    from inspo_cli.files import lock_directory
+    from inspo_cli.runs import RunDir
+
+    run = RunDir.create(load_recipe(write_recipe(tmp_path, repo_root, "x")), output_dir=tmp_path / "runs")
+    fake_checkpoint(run.path, 2)
+    before = sorted((p.relative_to(run.path), p.stat().st_size) for p in run.path.rglob("*"))
+    held = lock_directory(run.path)  # the running process's hold on it (another open file, as far as flock goes)
+    try:
+        for command in (("train", "--resume", run.path), ("evolve", "--resume", run.path)):
+            assert_one_line_error(invoke(*command), "another inspo process", "is running in it now")
+    finally:
+        os.close(held)
+    assert sorted((p.relative_to(run.path), p.stat().st_size) for p in run.path.rglob("*")) == before
+    again = lock_directory(run.path)  # released by the refused commands too
+    assert again is not None
+    os.close(again)
+
+
 def test_logged_seconds_add_up_the_steps_a_resumed_run_keeps(tmp_path):
     from inspo_cli.runs import RunDir
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.runner import SCORE_FIELDS
-from inspo_cli.files import not_a_directory
+from inspo_cli.files import lock_directory, not_a_directory
 from inspo_cli.jsonio import dumps_jsonl
 
 PREDICTIONS, RESULTS = "predictions.jsonl", "results.json"
@@ -60,18 +60,14 @@ def judging(directory: Path) -> Iterator[None]:
     """Held while a directory is judged: a second `inspo evaluate --judge` of it at the same time is refused (its
     predictions.jsonl and results.json could otherwise come from two judges). An flock on the directory itself,
     released when the process ends however it ends."""
-    import fcntl
-
     if (problem := not_a_directory(directory, "--judge")) is not None:
         raise InspoError(problem)
-    fd = os.open(directory, os.O_RDONLY)
+    fd = lock_directory(directory)
+    if fd is None:
+        raise InspoError(
+            f"--judge {directory}: another `inspo evaluate --judge` is judging it now; wait for it to finish"
+        )
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InspoError(
-                f"--judge {directory}: another `inspo evaluate --judge` is judging it now; wait for it to finish"
-            ) from None
         yield
     finally:
         os.close(fd)
