@@ -122,6 +122,7 @@ def plan_cells(
         if result.seed in by_seed:
             static_run, static_result = by_seed[result.seed]
             static_recipe = static_run.recipe()
+            _check_same_questions(run, recipe, static_run, static_recipe)
             plan.static_run = static_run.path.name
             static_model = _policy(static_run, static_result, static_recipe)
             cell("static", "seed", static_run, static_recipe, static_model, seed_text)
@@ -129,6 +130,30 @@ def plan_cells(
         plan_distilled(plan, run, result, recipe, seed_text, evolved)
         plans.append(plan)
     return plans
+
+
+EVALUATED_ON = ("benchmarks", "split", "limit", "temperature", "method")  # what makes two cells' questions and scoring
+
+
+def _check_same_questions(run: RunDir, recipe, static_run: RunDir, static_recipe) -> None:
+    """Each cell is evaluated with its own run's recipe; the effects are differences of cells on the same questions,
+    so a static run evaluated otherwise (another benchmark, split, limit, temperature or method) would make the
+    cells and the effects disagree (the effects keep only the benchmarks every cell has). One line naming both."""
+
+    def settings(r) -> dict:
+        values = {name: getattr(r.evaluation, name) for name in EVALUATED_ON}
+        values["benchmarks"] = sorted(values["benchmarks"])
+        return values
+
+    mine, theirs = settings(recipe), settings(static_recipe)
+    differ = [name for name in EVALUATED_ON if mine[name] != theirs[name]]
+    if differ:
+        shown = "; ".join(f"evaluation.{n} {mine[n]!r} against {theirs[n]!r}" for n in differ)
+        raise InspoError(
+            f"--decompose: {run.path.name} and the static run {static_run.path.name} are evaluated on different "
+            f"questions or scoring ({shown}); the cells must share them: evaluate the static variant with the INSPO "
+            "run's evaluation settings, or leave it out of the report"
+        )
 
 
 def missing(plans: Sequence[SeedCells]) -> list[CellSpec]:

@@ -31,6 +31,7 @@ from inspo_cli.ablation.decompose import read_cells
 from inspo_cli.ablation.formatting import cell, delta_cell, signed
 from inspo_cli.ablation.survival import against_zero, share
 from inspo_cli.ablation.survival import text as share_text
+from inspo_cli.errors import InspoError
 
 TI, TS, II, IS, SI, SS = (
     ("trained", "evolved"),
@@ -114,6 +115,14 @@ def effects(plans: Sequence[SeedCells], variant: str, static: str | None) -> dic
     """The cells (mean over seeds with 95% intervals) and the effects (difference, interval, p), over the seeds
     whose cells were all evaluated. Reads the cells; evaluates nothing."""
     read_cells(plans)
+    for plan in plans:  # the cells' means and the effects' differences must be over the same questions
+        evaluated = {"·".join(k): sorted(s.scores.em) for k, s in plan.cells.items() if s.scores is not None}
+        if len({tuple(v) for v in evaluated.values()}) > 1:
+            shown = "; ".join(f"{cell} on {', '.join(v)}" for cell, v in evaluated.items())
+            raise InspoError(
+                f"--decompose: the cells of {plan.run} were evaluated on different benchmarks ({shown}); a "
+                "decomposition compares cells on the same questions: evaluate the runs with one evaluation setting"
+            )
     distilled = any(p.distilled or p.distilled_note for p in plans)  # else exactly as without distillation
     cells: dict[str, dict | None] = {}
     for key in list(CELL_TEXT) + ([DISTILLED] if distilled else []):

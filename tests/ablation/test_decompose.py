@@ -311,3 +311,36 @@ def test_an_evaluation_cut_off_leaves_nothing_that_reads_as_cached_and_its_lefto
     assert not spec.cached
     _clear_leftovers(spec.directory)
     assert not dead.exists() and alive.exists() and elsewhere.exists()
+
+
+def test_a_static_run_evaluated_on_other_questions_is_refused_naming_both(runs, tmp_path):
+    """Each cell is evaluated with its own run's recipe: a static baseline that evaluates another benchmark (or
+    limit) gave cells averaged over other questions than the effects, which keep only the shared benchmarks."""
+    from inspo_cli.config import dump_recipe, load_recipe
+
+    for seed in SEEDS:  # the whole static variant: its seeds are one recipe
+        recipe_file = runs[("static", seed)] / "recipe.yaml"
+        changed = load_recipe(recipe_file, ["evaluation.limit=7"], written_by_run=True)
+        recipe_file.write_text(dump_recipe(changed))
+    roots = [str(runs[(v, s)]) for v in ("inspo", "static") for s in SEEDS]
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo")
+    assert_one_line_error(result, "inspo-s0 and the static run static-s0", "evaluation.limit 4 against 7")
+    assert not (tmp_path / "report").exists()
+
+
+def test_cells_evaluated_on_different_benchmarks_make_no_decomposition(runs):
+    """The effects keep only the benchmarks every cell has and the cells' means were over all of each cell's: the
+    total was +0.200 beside cells whose difference is -0.017. Now it is refused, naming the seed and each cell's."""
+    from inspo_cli.errors import InspoError
+
+    ((_, _, plans),) = build(choose(variants(runs)))
+    fabricate_cells(plans)
+    static_seed = plans[0].cells[("static", "seed")]
+    results = json.loads((static_seed.directory / "results.json").read_text())
+    results["scores"]["agent"]["nq"] = {"em": 0.9, "f1": 0.9, "subem": 0.9, "searches": 1.0, "n": 1}
+    (static_seed.directory / "results.json").write_text(json.dumps(results))
+    with (static_seed.directory / "predictions.jsonl").open("a") as f:
+        f.write(json.dumps({"method": "agent", "benchmark": "nq", "id": "n0", "em": 0.9}) + "\n")
+    with pytest.raises(InspoError, match="cells of inspo-s0 were evaluated on different benchmarks") as error:
+        effects(plans, "inspo", "static")
+    assert "static·seed on nq, world" in str(error.value) and "trained·seed on world" in str(error.value)
