@@ -160,8 +160,14 @@ class SamplingConfig:
         check_choices(self)
         for name, example in (("samples", "5"), ("batch_size", "64"), ("generation_batch_size", "32")):
             _positive(getattr(self, name), name, example)
+        _require(  # each question's samples are listed at once, per batch of questions
+            self.samples <= MAX_SAMPLES,
+            "samples",
+            f"must be at most {MAX_SAMPLES} trajectories per question (got {self.samples}); Search-R1 samples 5",
+        )
 
 
+MAX_SAMPLES = 1024  # sampling.samples: trajectories per question
 REPORT_TO = ("wandb",)  # TRL's `report_to` names; the metrics file and TensorBoard are always written
 
 

@@ -170,7 +170,11 @@ def run_policy(run: RunDir, recipe: Recipe, which: str | None = None, merge_adap
                     f"--checkpoint {which}: {path} cannot be used: {problem}; copy it again from where "
                     "the run ran, or pick another checkpoint"
                 )
-    if not (which.isascii() and which.isdigit()) or int(which) not in steps:  # "²" is a digit to str.isdigit
+    if not (which.isascii() and which.isdigit()):  # "²" is a digit to str.isdigit
+        raise InspoError(
+            f"--checkpoint {which!r}: not a step number{_available(steps)}; use a step number, final or best"
+        )
+    if int(which) not in steps:
         raise InspoError(
             f"--checkpoint {which!r}: run {run} has no checkpoint at that step{_available(steps)}; "
             "use a step number, final or best"

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from inspo_cli.config import Recipe, dump_recipe, load_recipe
-from inspo_cli.config.run_sections import MAX_RUN_NAME, RUN_NAME
+from inspo_cli.config.run_sections import MAX_RUN_NAME, MAX_SAMPLES, RUN_NAME
 from inspo_cli.config.training_section import GRPO_ONLY, TrainingConfig
 from inspo_cli.errors import InspoError
 from inspo_cli.evaluation.checkpoints import FINAL, checkpoint_steps, default_checkpoint, paper_choice, run_policy
@@ -133,6 +133,8 @@ def _check_options(options: DistillOptions) -> None:
     for flag, value in (("--samples", options.samples), ("--steps", options.steps)):
         if value is not None and value < 1:
             raise InspoError(f"{flag} must be at least 1 (got {value})")
+    if options.samples is not None and options.samples > MAX_SAMPLES:
+        raise InspoError(f"--samples must be at most {MAX_SAMPLES} trajectories per question (got {options.samples})")
     if options.learning_rate is not None and not options.learning_rate > 0:
         raise InspoError(f"--learning-rate must be > 0 (got {options.learning_rate}), e.g. 1e-5")
     for override in options.overrides:

@@ -49,7 +49,10 @@ def test_bad_options_are_one_line_and_nothing_is_written(tmp_path, trained):
     refused(tmp_path, trained, "--keep", "best", fragments=("--keep best", "all or correct"))
     refused(tmp_path, trained, "--form", "on-policy", fragments=("--form on-policy", "docs/distill.md"))
     refused(tmp_path, trained, "--step", "7", fragments=("--step '7'", "steps 4"))
+    refused(tmp_path, trained, "--step", " 4", fragments=("--step ' 4': not a step number", "steps 4"))
     refused(tmp_path, trained, "--samples", "0", fragments=("--samples",))
+    refused(tmp_path, trained, "--samples", "999999999999", fragments=("--samples must be at most 1024",))
+    refused(tmp_path, trained, "--set", "sampling.samples=5000", fragments=("sampling.samples: must be at most 1024",))
     refused(tmp_path, trained, "--learning-rate", "0", fragments=("--learning-rate",))
     refused(tmp_path, trained, "--instruction", f"@{tmp_path / 'none.txt'}", fragments=("--instruction",))
     # the teacher's own I* (the finished run's best, "Answer.") as the student's: nothing to distil
