@@ -268,3 +268,13 @@ def test_a_distillation_that_another_one_started_in_the_same_out_first_is_refuse
     with pytest.raises(InspoError, match="another inspo distill started there"):
         experiment.distill(trained, out=tmp_path / "d")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("d")] == ["d"]  # its own, not d-2
+
+
+def test_samples_per_question_are_bounded_in_the_recipe():
+    from inspo_cli.config import load_recipe
+    from inspo_cli.errors import InspoError
+
+    with pytest.raises(InspoError, match="sampling.samples: must be at most 1024 trajectories per question"):
+        load_recipe("recipes/demo.yaml", ["sampling.samples=1025"])
+    assert load_recipe("recipes/demo.yaml", ["sampling.samples=1024"]).sampling.samples == 1024
+

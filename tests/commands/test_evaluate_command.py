@@ -134,6 +134,9 @@ def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_popul
         invoke("evaluate", "--run", run, "--checkpoint", "²", *FAST), "--checkpoint '²'", "use a step number"
     )  # a digit to str.isdigit, not to int()
     assert_one_line_error(
+        invoke("evaluate", "--run", run, "--checkpoint", " 4", *FAST), "--checkpoint ' 4': not a step number"
+    )  # int() reads it as 4: never silently the step it looks like
+    assert_one_line_error(
         invoke("evaluate", "--run", run, "--checkpoint", "final", *FAST), "no final policy yet", "inspo train --resume"
     )
     assert_one_line_error(invoke("evaluate", "--checkpoint", "4", *FAST), "--checkpoint", "--run")
