@@ -277,4 +277,3 @@ def test_samples_per_question_are_bounded_in_the_recipe():
     with pytest.raises(InspoError, match="sampling.samples: must be at most 1024 trajectories per question"):
         load_recipe("recipes/demo.yaml", ["sampling.samples=1025"])
     assert load_recipe("recipes/demo.yaml", ["sampling.samples=1024"]).sampling.samples == 1024
-
