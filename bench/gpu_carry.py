@@ -80,11 +80,12 @@ def exclude(root: Path = ROOT) -> None:
         ["git", "rev-parse", "--git-path", "info/exclude"], cwd=root, capture_output=True, text=True, check=True
     ).stdout.strip()
     path = root / where
-    text = path.read_text() if path.exists() else ""
+    text = path.read_text(errors="surrogateescape") if path.exists() else ""  # git's file: bytes kept as they are
     missing = [line for line in EXCLUDED if line not in text.splitlines()]
     if missing:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(missing) + "\n")
+        ending = "" if text.endswith("\n") or not text else "\n"
+        path.write_text(text + ending + "\n".join(missing) + "\n", errors="surrogateescape")
 
 
 def size(path: Path) -> int:

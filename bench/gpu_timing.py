@@ -120,7 +120,7 @@ def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int],
                     "width": width,
                     "padded": ragged,
                     "steps": steps,
-                    "decode_ms_per_step": round(1000 * (full - first) / (steps - 1), 1),
+                    "decode_ms_per_step": decode_ms(first, full, steps),
                     "prefill_seconds": round(first, 3),
                 }
             )
@@ -128,6 +128,12 @@ def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int],
     if device == "cuda":
         torch.cuda.empty_cache()
     return results
+
+
+def decode_ms(first: float, full: float, steps: int) -> float:
+    """ms per decode step, the prefill left out: a call of `steps` new tokens (`full` s) less a call of 1 (`first` s:
+    the prefill and the first token), over the `steps - 1` steps between."""
+    return round(1000 * (full - first) / (steps - 1), 1)
 
 
 def against_plain(calls: list[dict], reference: list[dict]) -> list[dict]:

@@ -169,25 +169,26 @@ def read_result(run: RunDir, seed: int, rule: str = "best", metric: str = "em") 
         )
     fix = f"copy it again from where the run ran, or delete {quote(str(file.parent))} and evaluate again: {again}"
     try:
-        em, n, questions = read_scores(file, fix, metric)
+        results = read_results(file, fix)  # read once: the scores, and for the judge who gave them
+        em, n, questions = read_scores(file, fix, metric, results)
     except MissingMetric as e:
         return None, str(e)
-    judge = judge_of(file, fix) if metric == "judge" else None
+    judge = judge_of(results) if metric == "judge" else None
     return RunResult(
         run.path.name, seed, choice.step, choice.last_step, rule, choice.collapse, em, n, questions, file, metric, judge
     ), None
 
 
-def judge_of(file: Path, fix: str) -> str:
+def judge_of(results: dict) -> str:
     """Who gave an evaluation's verdicts: results.json's judge identity and prompt version, as one string."""
-    entry = read_results(file, fix).get("judge")
+    entry = results.get("judge")
     if not isinstance(entry, dict):
         return "unknown judge"
     identity, prompt = entry.get("identity"), entry.get("prompt_version", "?")
     try:  # evaluation.judge's identity: [provider, model, base_url, max_output_tokens] as JSON
         provider, model, base_url, tokens = json.loads(identity if isinstance(identity, str) else "")
-    except (TypeError, ValueError):
-        return f"{identity or 'unknown judge'} (prompt {prompt})"
+    except (TypeError, ValueError, RecursionError):  # a damaged entry: shown as it is, compared as it is
+        return f"{str(identity or 'unknown judge')[:200]} (prompt {str(prompt)[:40]})"
     where = f" at {base_url}" if base_url else ""
     return f"{provider} {model}{where} (at most {tokens} output tokens, prompt {prompt})"
 
@@ -208,12 +209,13 @@ def check_one_judge(results: list[RunResult]) -> None:
 
 
 def read_scores(
-    file: Path, fix: str, metric: str = "em"
+    file: Path, fix: str, metric: str = "em", results: dict | None = None
 ) -> tuple[dict[str, float], dict[str, int], dict[str, dict[str, float]] | None]:
     """(`metric` per benchmark, questions scored per benchmark, `metric` per question or None) of the policy
     ("agent") in an evaluation's results.json and the predictions.jsonl beside it; `fix` says what to do about a
-    damaged one. MissingMetric when the evaluation has no such score (or the judge graded none of a cell)."""
-    scores = read_results(file, fix)["scores"]
+    damaged one (`results`: the file as `read_results` read it already). MissingMetric when the evaluation has no
+    such score (or the judge graded none of a cell)."""
+    scores = (results if results is not None else read_results(file, fix))["scores"]
     if METHOD not in scores:
         raise InspoError(f"{file}: no scores of the trained policy (method {METHOD!r}); {fix}")
     cells = scores[METHOD]

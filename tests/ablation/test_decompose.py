@@ -326,6 +326,13 @@ def test_a_static_run_evaluated_on_other_questions_is_refused_naming_both(runs, 
     result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo")
     assert_one_line_error(result, "inspo-s0 and the static run static-s0", "evaluation.limit 4 against 7")
     assert not (tmp_path / "report").exists()
+    for seed in SEEDS:  # the same limit, one more benchmark
+        recipe_file = runs[("static", seed)] / "recipe.yaml"
+        more = ["evaluation.limit=4", "evaluation.benchmarks=[world,nq]"]
+        changed = load_recipe(recipe_file, more, written_by_run=True)
+        recipe_file.write_text(dump_recipe(changed))
+    result = invoke("report", *roots, "--out", str(tmp_path / "report"), "--decompose", "inspo")
+    assert_one_line_error(result, "evaluation.benchmarks ['world'] against ['nq', 'world']")
 
 
 def test_cells_evaluated_on_different_benchmarks_make_no_decomposition(runs):

@@ -204,3 +204,12 @@ def test_a_damaged_verdict_is_one_clear_error_not_a_number(ablation):
     (directory / "results.json").write_text(json.dumps(results))
     with pytest.raises(InspoError, match="no count of what it scored"):
         collect(ablation, metric="judge")
+
+
+def test_a_damaged_judge_entry_is_shown_as_it_is_never_an_exception():
+    from inspo_cli.ablation.results import judge_of
+
+    assert judge_of({}) == "unknown judge"
+    assert judge_of({"judge": {"identity": "[" * 100_000}}) == "[" * 200 + " (prompt ?)"  # nested past recursion
+    assert judge_of({"judge": {"identity": '["openai", "m"]', "prompt_version": "v"}}) == '["openai", "m"] (prompt v)'
+    assert judge_of({"judge": {"identity": 7}}) == "7 (prompt ?)"

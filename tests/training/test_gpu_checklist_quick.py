@@ -12,12 +12,27 @@ import pytest
 
 
 @pytest.fixture
-def timing(repo_root, monkeypatch):
-    monkeypatch.syspath_prepend(str(repo_root / "bench"))
-    import gpu_timing
+def bench(repo_root, monkeypatch):
+    """`bench("gpu_timing")`: a bench/ script imported as a module; every bench module the test imported is dropped
+    after it, so the next test imports them afresh."""
+    import importlib
 
-    yield gpu_timing
-    sys.modules.pop("gpu_timing", None)
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    before = set(sys.modules)
+    yield importlib.import_module
+    for name in set(sys.modules) - before:
+        if str(repo_root / "bench") in str(getattr(sys.modules[name], "__file__", "") or ""):
+            sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def timing(bench):
+    return bench("gpu_timing")
+
+
+@pytest.fixture
+def carry(bench):
+    return bench("gpu_carry")
 
 
 def test_each_rollout_call_is_read_against_plain_generate_of_padded_rows_at_the_nearest_width(timing):
@@ -40,6 +55,11 @@ def test_each_rollout_call_is_read_against_plain_generate_of_padded_rows_at_the_
         (2700, 2400, 40.0, 2.0),
     ]
     assert timing.against_plain(calls, []) == []
+
+
+def test_a_decode_step_is_timed_without_the_prefill(timing):
+    # 1 token: 0.5 s (prefill and first token); 33 tokens: 1.78 s, so 32 decode steps took 1.28 s
+    assert timing.decode_ms(0.5, 1.78, 33) == 40.0
 
 
 @pytest.mark.slow
@@ -77,33 +97,19 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
 
 
 @pytest.mark.slow
-def test_a_reference_that_fails_costs_the_step_nothing(repo_root, tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+def test_a_reference_that_fails_costs_the_step_nothing(bench, repo_root, tmp_path, monkeypatch):
     monkeypatch.chdir(repo_root)
-    import gpu_checks
+    gpu_checks = bench("gpu_checks")
 
     def fails(*args, **kwargs):
         raise RuntimeError("CUDA out of memory")
 
     monkeypatch.setattr(gpu_checks, "plain_reference", fails)
     out = tmp_path / "result.json"
-    try:
-        gpu_checks.child_step("qwen2-tiny", tmp_path, out, quick=True)
-    finally:
-        for name in ("gpu_checks", "gpu_timing"):
-            sys.modules.pop(name, None)
+    gpu_checks.child_step("qwen2-tiny", tmp_path, out, quick=True)
     result = json.loads(out.read_text())
     assert result["plain_generate"] == [] and result["plain_generate_error"] == "RuntimeError: CUDA out of memory"
     assert result["exit_code"] == 0 and result["metrics"] and len(result["generate_calls"]) == 10
-
-
-@pytest.fixture
-def carry(repo_root, monkeypatch):
-    monkeypatch.syspath_prepend(str(repo_root / "bench"))
-    import gpu_carry
-
-    yield gpu_carry
-    sys.modules.pop("gpu_carry", None)
 
 
 def test_the_carried_wheels_are_this_environments_versions_for_the_gpu_machines_python(carry):
@@ -127,10 +133,10 @@ def test_the_carried_folders_are_excluded_from_git_once_and_the_rest_of_the_excl
     repo = tmp_path / "repo"
     git("init", "-q", str(repo), cwd=tmp_path)
     exclude = repo / ".git" / "info" / "exclude"
-    exclude.write_text("# mine\n/.gl/")
+    exclude.write_bytes(b"# mine \xff\n/.gl/")  # not UTF-8: git reads bytes, so its bytes stay as they were
     carry.exclude(repo)
     carry.exclude(repo)
-    assert exclude.read_text() == "# mine\n/.gl/\n/.whl/\n/.gpu/\n"
+    assert exclude.read_bytes() == b"# mine \xff\n/.gl/\n/.whl/\n/.gpu/\n"
 
 
 def test_in_a_git_worktree_whose_dot_git_is_a_file_the_carried_folders_are_ignored_too(carry, tmp_path):
@@ -148,9 +154,8 @@ def test_in_a_git_worktree_whose_dot_git_is_a_file_the_carried_folders_are_ignor
     assert status.stdout == ""
 
 
-def test_every_wheel_the_checklist_imports_is_carried_or_in_the_gpu_image(repo_root, carry, monkeypatch):
-    import gpu_checklist
+def test_every_wheel_the_checklist_imports_is_carried_or_in_the_gpu_image(bench, carry):
+    gpu_checklist = bench("gpu_checklist")
 
     needed = {wheel.replace("_", "-") for wheel in gpu_checklist.NEEDED.values() if not wheel.startswith("this ")}
     assert {w.replace("_", "-") for w in (*carry.WHEELS, *carry.IMAGE)} == needed
-    sys.modules.pop("gpu_checklist", None)
