@@ -50,7 +50,7 @@ EXCLUDED = ("/.whl/", "/.gpu/")
 RUN = (
     "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
     ".whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit; nvidia-smi -L; "
-    "python3 bench/gpu_checklist.py --out $OUT --checks generation,step-qwen2.5-3b"
+    "python3 bench/gpu_checklist.py --out $OUT --checks step-qwen2.5-3b,generation"
 )
 
 

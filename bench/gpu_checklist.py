@@ -32,7 +32,8 @@ which is the longest trajectory the recipe allows, and so its peak memory.
    would have kept); beside them, `inspo recipe plan`'s prediction for the same recipe on this one device (GiB per
    phase, seconds). Before training, in the same process, plain `generate` of the same weights at 400 and 2,400
    tokens, rows of equal and of padded lengths (bench/gpu_timing.py), beside which the summary sets each of the
-   step's `generate` calls (`calls_against_plain`).
+   step's `generate` calls (`calls_against_plain`); and 5 decode steps profiled, of plain `generate` and of the
+   rollout's second call (bench/gpu_profile.py: the GPU's busy share, launches, synchronisations, top kernels).
 2. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
@@ -56,6 +57,7 @@ from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
 from gpu_checks import TRAJECTORIES, child_fsdp, child_generation, child_step, launch
+from gpu_profile import brief
 from gpu_timing import against_plain
 
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
@@ -236,6 +238,7 @@ def summary(results: dict) -> dict:
             shown[check]["generate_calls"] = entry.get("generate_calls", [])[:12]
             shown[check]["plain_generate"] = entry.get("plain_generate", [])
             shown[check]["plain_generate_error"] = entry.get("plain_generate_error")
+            shown[check]["decode_profile"] = {k: brief(v) for k, v in entry.get("decode_profile", {}).items()}
             # from the partial results too: a step cut off by its time limit still reports its calls
             shown[check]["calls_against_plain"] = against_plain(
                 entry.get("generate_calls", []), entry.get("plain_generate", [])

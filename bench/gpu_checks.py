@@ -199,14 +199,17 @@ def child_step(name: str, work: Path, out: Path, quick: bool, recipe_lengths: bo
     short = quick and not recipe_lengths
     widths, steps = ([64, 200], 6) if short else ([400, 2400], 32)
     dtype = "float32" if quick else "bfloat16"
+    # a few decode steps profiled (gpu_profile.py): plain `generate` (padded rows at each width, equal rows at the
+    # widest) and the second of the step's calls, where the time goes; shared with the partial writes below
+    profile = result["decode_profile"] = {}
     try:
-        result["plain_generate"] = plain_reference(model_dir, device, dtype, widths, TRAJECTORIES, steps)
+        result["plain_generate"] = plain_reference(model_dir, device, dtype, widths, TRAJECTORIES, steps, profile)
     except Exception as error:  # a reference that fails must not cost the step
         result["plain_generate"], result["plain_generate_error"] = [], f"{type(error).__name__}: {error}"[:500]
         if device == "cuda":
             torch.cuda.empty_cache()
     stop_sampling = None
-    result["generate_calls"] = time_generate_calls()  # shared with the partial writes below
+    result["generate_calls"] = time_generate_calls(profile)  # shared with the partial writes below
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         stop_sampling = sample_memory(result, out, started)

@@ -18,26 +18,45 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from gpu_profile import DecodeProfile, ProfilingCriterion
+
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 
 
-def time_generate_calls() -> list[dict]:
+def time_generate_calls(profile: dict | None = None, profile_call: int = 1) -> list[dict]:
     """From now on, every `generate` call of the transformers backend in this process is timed into the list returned:
     per batch, rows, prompt width, decode steps (the longest generation) and ms per decode step; per public call, its
     seconds, which add the sizing of batches to free memory (`torch.cuda.mem_get_info`, which the bench's backends
-    with a fixed batch never call)."""
+    with a fixed batch never call). With `profile` (a dict), batch call `profile_call` (0-based; the first with room
+    for the window if that one is too short) also profiles a few of its decode steps (gpu_profile.py) into
+    `profile["rollout"]`, and its timing row says `"profiled": true` (the profiler's own cost is in its figure)."""
     import torch
 
+    from inspo_cli.policy import transformers_backend
     from inspo_cli.policy.transformers_backend import TransformersBackend
 
     calls: list[dict] = []
     original = TransformersBackend._generate_batch
     synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    watching: list[DecodeProfile] = []  # the profile the current batch call steps, if any
+    batch_calls = [0]
 
     def timed(self, contexts, budgets, stop):
+        window = DecodeProfile.within(max(budgets, default=0))
+        wanted = profile is not None and "rollout" not in profile and batch_calls[0] >= profile_call
+        if wanted and window.active >= 2:
+            watching.append(window)
+        batch_calls[0] += 1
         synchronize()
         started = time.perf_counter()
-        results = original(self, contexts, budgets, stop)
+        try:
+            results = original(self, contexts, budgets, stop)
+        finally:
+            if watching:
+                watching.pop()
+                found = window.finish()
+                if found is not None and profile is not None:
+                    profile["rollout"] = {**found, "width": max(len(c) for c in contexts), "rows": len(contexts)}
         synchronize()
         seconds = time.perf_counter() - started
         steps = max((len(g.token_ids) for g in results), default=0)
@@ -50,11 +69,20 @@ def time_generate_calls() -> list[dict]:
                 "steps": steps,
                 "seconds": round(seconds, 3),
                 "ms_per_step": round(1000 * seconds / max(steps, 1), 1),
+                **({"profiled": True} if window.seen else {}),
             }
         )
         return results
 
     TransformersBackend._generate_batch = timed
+    turn_end = transformers_backend._TurnEnd.__call__
+
+    def stepped(self, input_ids, scores, **kwargs):  # once per decode step, as HF calls its stopping criteria
+        if watching:
+            watching[-1].step()
+        return turn_end(self, input_ids, scores, **kwargs)
+
+    transformers_backend._TurnEnd.__call__ = stepped
 
     public = TransformersBackend.generate  # the batches above, plus sizing them to free memory (`mem_get_info`)
 
@@ -68,11 +96,15 @@ def time_generate_calls() -> list[dict]:
     return calls
 
 
-def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int], rows: int, steps: int) -> list[dict]:
+def plain_reference(
+    model_dir: Path, device: str, dtype: str, widths: list[int], rows: int, steps: int, profile: dict | None = None
+) -> list[dict]:
     """ms per decode step of plain `model.generate` (sampling, the KV cache, no stopping criteria) of `model_dir` in
     `dtype`, `rows` rows at each width: all rows that long (an all-ones mask, as bench/generation_speed.py) and rows
     from 60% of it to all of it, left-padded (as the step's rollout). Decode alone: a call of `steps` new tokens less
-    a call of 1 (the prefill and the first token), over `steps - 1`; every call forced to its length."""
+    a call of 1 (the prefill and the first token), over `steps - 1`; every call forced to its length. With `profile`
+    (a dict), one more call of padded rows at each width, and of equal rows at the widest, profiles a few decode
+    steps (gpu_profile.py) into `profile["plain_padded_WIDTH"]` and `profile["plain_equal_WIDTH"]`."""
     import random
 
     import torch
@@ -83,7 +115,7 @@ def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int],
     rng = random.Random(0)
     top = min(model.config.vocab_size, 30_000)
 
-    def seconds(model, ids, mask, new_tokens: int) -> float:
+    def seconds(model, ids, mask, new_tokens: int, criteria=()) -> float:
         synchronize()
         started = time.perf_counter()
         with torch.no_grad():
@@ -97,6 +129,7 @@ def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int],
                 top_p=1.0,
                 temperature=1.0,
                 pad_token_id=0,
+                stopping_criteria=list(criteria),
             )
         synchronize()
         return time.perf_counter() - started
@@ -124,6 +157,15 @@ def plain_reference(model_dir: Path, device: str, dtype: str, widths: list[int],
                     "prefill_seconds": round(first, 3),
                 }
             )
+            if profile is not None and (ragged or width == max(widths)):
+                window = DecodeProfile()
+                try:
+                    seconds(model, ids, mask, window.skip + window.active + 1, [ProfilingCriterion(window)])
+                finally:
+                    found = window.finish()
+                if found is not None:
+                    shape = {"width": width, "rows": rows, "padded": ragged}
+                    profile[f"plain_{'padded' if ragged else 'equal'}_{width}"] = {**found, **shape}
     del model
     if device == "cuda":
         torch.cuda.empty_cache()

@@ -46,6 +46,20 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+@pytest.fixture
+def bench(repo_root, monkeypatch):
+    """`bench("gpu_timing")`: a bench/ script imported as a module; every bench module the test imported is dropped
+    after it, so the next test imports them afresh."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(repo_root / "bench"))
+    before = set(sys.modules)
+    yield importlib.import_module
+    for name in set(sys.modules) - before:
+        if str(repo_root / "bench") in str(getattr(sys.modules[name], "__file__", "") or ""):
+            sys.modules.pop(name, None)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random Llama with a real BPE tokenizer and a chat template (built offline, ~1 s)."""

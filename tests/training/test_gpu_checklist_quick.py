@@ -12,20 +12,6 @@ import pytest
 
 
 @pytest.fixture
-def bench(repo_root, monkeypatch):
-    """`bench("gpu_timing")`: a bench/ script imported as a module; every bench module the test imported is dropped
-    after it, so the next test imports them afresh."""
-    import importlib
-
-    monkeypatch.syspath_prepend(str(repo_root / "bench"))
-    before = set(sys.modules)
-    yield importlib.import_module
-    for name in set(sys.modules) - before:
-        if str(repo_root / "bench") in str(getattr(sys.modules[name], "__file__", "") or ""):
-            sys.modules.pop(name, None)
-
-
-@pytest.fixture
 def timing(bench):
     return bench("gpu_timing")
 
@@ -94,6 +80,12 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     shown = json.loads(done.stdout[done.stdout.rindex("\n{\n") :])  # the summary, printed last
     against = shown["step-qwen2-tiny"]["calls_against_plain"]
     assert [r["width"] for r in against] == [c["width"] for c in batches] and all(r["ratio"] > 0 for r in against)
+    # where a decode step's time goes: plain `generate` (padded rows at each width, equal at the widest), and
+    # the rollout's second call
+    assert set(step["decode_profile"]) == {"plain_padded_64", "plain_padded_200", "plain_equal_200", "rollout"}
+    assert [c.get("profiled", False) for c in batches] == [False, True, False, False, False]
+    profiled = shown["step-qwen2-tiny"]["decode_profile"]["rollout"]
+    assert profiled["steps"] == 5 and profiled["rows"] == 8 and profiled["host_ops_per_step"] > 100
 
 
 @pytest.mark.slow
