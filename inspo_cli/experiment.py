@@ -37,9 +37,12 @@ KINDS = ("train", "evolve")  # train: GRPO with the instruction source; evolve: 
 
 
 class RunInterrupted(Exception):
-    def __init__(self, run: RunDir):
+    """Ctrl-C. `kept`: False when the run had written nothing worth keeping (it was still starting: loading models,
+    say), so its directory was removed as a failed start's is, and a new run is the way on, not a resume."""
+
+    def __init__(self, run: RunDir, kept: bool = True):
         super().__init__(f"interrupted: {run}")
-        self.run = run
+        self.run, self.kept = run, kept
 
 
 def run(
@@ -66,6 +69,7 @@ def run(
 
     check_device(device)  # before a run directory exists
     state = PartialState()
+    created_root = None  # the first folder a fresh run's directory needed made
     if resume is not None:
         directory = RunDir(resume)
         recipe = directory.resumable_recipe()
@@ -80,21 +84,32 @@ def run(
         directory = _create(recipe, recipe_path, command, output_dir, state)
     lock = broadcast_from_main(state, lambda: _lock(directory))  # every process refuses, none waits at a barrier
     try:
-        if on_start is not None and state.is_main_process:
-            on_start(directory)
         try:
+            if on_start is not None and state.is_main_process:
+                on_start(directory)  # inspo distill writes distill.json here
             _run(kind, recipe, directory, resume, device)
         except KeyboardInterrupt:
-            raise RunInterrupted(directory) from None
+            # before anything worth keeping, nothing is kept: a resume of it would find no checkpoint to start from
+            kept = not _discard_unstarted(directory, resume, state, created_root)
+            raise RunInterrupted(directory, kept) from None
         except Exception:
-            if resume is None and state.is_main_process and not started(directory):
-                shutil.rmtree(directory.path, ignore_errors=True)  # a failed start leaves nothing behind
-                remove_empty_dirs(directory.path.parent, created_root)
+            _discard_unstarted(directory, resume, state, created_root)  # a failed start leaves nothing behind
             raise
     finally:
         if lock is not None and state.is_main_process:
             os.close(lock)
     return directory
+
+
+def _discard_unstarted(directory: RunDir, resume, state, created_root) -> bool:
+    """A fresh run that wrote nothing worth keeping removed, with the folders above it this call made; whether it was
+    (only the main process removes; the others say what it does)."""
+    if resume is not None or started(directory):
+        return False
+    if state.is_main_process:
+        shutil.rmtree(directory.path, ignore_errors=True)
+        remove_empty_dirs(directory.path.parent, created_root)
+    return True
 
 
 def _lock(directory: RunDir) -> int:

@@ -108,6 +108,35 @@ def test_a_failed_train_or_evolve_leaves_no_run_directory(args, tmp_path, monkey
     assert list(tmp_path.iterdir()) == []  # neither the run directory nor runs/ that was made for it
 
 
+def test_ctrl_c_before_a_run_wrote_anything_removes_it_and_after_keeps_it_to_resume(tmp_path, monkeypatch):
+    """Ctrl-C while the models load: before, the run directory stayed and the message said `--resume`, which then
+    refused it (no checkpoint); now it goes, as a failed start's does. Ctrl-C after a metrics row keeps it."""
+    from inspo_cli import experiment
+
+    monkeypatch.chdir(tmp_path)
+    wrote = []
+
+    def interrupted(recipe, run, resume, device):
+        if wrote:
+            run.append_metrics({"step": 1, "update": 1, "reward": 0.5})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiment, "run_training", interrupted)
+    train = ("train", "--recipe", "demo", "--output-dir", tmp_path / "runs", "--name", "r", "--device", "cpu")
+    result = invoke(*train)
+    assert result.exit_code == 130 and "Traceback" not in result.output
+    assert "it had written nothing to continue from" in result.stderr and "--resume" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # neither the run directory nor runs/ made for it
+    wrote.append(True)
+    result = invoke(*train)
+    assert result.exit_code == 130 and f"inspo train --resume {tmp_path / 'runs' / 'r'}" in result.stderr
+    assert (tmp_path / "runs/r/metrics.jsonl").read_text().startswith('{"step": 1')
+    wrote.clear()  # a resume interrupted at once never removes what it resumes, even with no metrics row yet
+    (tmp_path / "runs/r/metrics.jsonl").write_text("")
+    result = invoke("train", "--resume", tmp_path / "runs" / "r")
+    assert result.exit_code == 130 and "--resume" in result.stderr and (tmp_path / "runs/r/recipe.yaml").is_file()
+
+
 def test_a_run_that_started_keeps_what_it_wrote(tmp_path):
     from inspo_cli.experiment import started
     from inspo_cli.runs import RunDir

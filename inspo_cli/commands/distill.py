@@ -89,7 +89,10 @@ def distill(
         if out is not None:
             again += f" --out {shlex.quote(str(out))}"
         err_console.print(
-            f"interrupted; continue from the last checkpoint (or sampled batch) of {stop.run} with: {again}",
+            f"interrupted; continue from the last checkpoint (or sampled batch) of {stop.run} with: {again}"
+            if stop.kept
+            else f"interrupted; it had written nothing to continue from, so {stop.run} was removed; start it again: "
+            + again,
             markup=False,
             soft_wrap=True,
         )

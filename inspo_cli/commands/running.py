@@ -1,5 +1,6 @@
 """What `inspo train` and `inspo evolve` share: start (or resume) a run through the run API, say where it is, and
-turn Ctrl-C into the command that continues it (exit code 130)."""
+turn Ctrl-C into the command that continues it, or into "start it again" for a run removed because it had written
+nothing yet (exit code 130)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ def start_run(kind: str, config, recipe_path, resume: Path | None, output_dir: P
             on_start=lambda d: console.print(f"run directory: {d}", soft_wrap=True),
         )
     except experiment.RunInterrupted as stop:
-        err_console.print(
-            f"interrupted; continue from {RESUMES_FROM[kind]} with: inspo {kind} --resume {shlex.quote(str(stop.run))}",
-            markup=False,
-            soft_wrap=True,
+        again = (
+            f"continue from {RESUMES_FROM[kind]} with: inspo {kind} --resume {shlex.quote(str(stop.run))}"
+            if stop.kept
+            else f"it had written nothing to continue from, so {stop.run} was removed; start it again"
         )
+        err_console.print(f"interrupted; {again}", markup=False, soft_wrap=True)
         raise typer.Exit(130) from None

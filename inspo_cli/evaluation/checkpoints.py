@@ -190,6 +190,18 @@ def _available(steps: dict[int, Path]) -> str:
     return f" (checkpoints at steps {', '.join(map(str, steps))})" if steps else " (and no checkpoints)"
 
 
+class PopulationUnknown(InspoError):
+    """A checkpoint of an INSPO run saved without its population, so its I* is unknown. `inspo evaluate` can take
+    the instruction from the user; `inspo distill` needs the teacher's own and says so itself."""
+
+    def __init__(self, folder: Path, state_name: str):
+        self.folder, self.state_name = folder, state_name
+        super().__init__(
+            f"{folder} has no {state_name}, so its instruction population is unknown; evaluate it with --instruction "
+            "TEXT_OR_FILE"
+        )
+
+
 def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
     """I* of the population saved with the checkpoint, or the static run's instruction."""
 
@@ -199,10 +211,7 @@ def _checkpoint_instruction(folder: Path, recipe: Recipe) -> tuple[str, str]:
         best = InstructionPopulation.from_state_dict(recipe.population, saved["population"]).best()
         return best.text, best.id
     if recipe.population.enabled:
-        raise InspoError(
-            f"{folder} has no {state.name}, so its instruction population is unknown; evaluate "
-            "it with --instruction TEXT_OR_FILE"
-        )
+        raise PopulationUnknown(folder, state.name)
     return initial_instructions(recipe)[0], "i0"
 
 

@@ -27,7 +27,14 @@ from inspo_cli.config import Recipe, dump_recipe, load_recipe
 from inspo_cli.config.run_sections import MAX_RUN_NAME, MAX_SAMPLES, RUN_NAME
 from inspo_cli.config.training_section import GRPO_ONLY, TrainingConfig
 from inspo_cli.errors import InspoError
-from inspo_cli.evaluation.checkpoints import FINAL, checkpoint_steps, default_checkpoint, paper_choice, run_policy
+from inspo_cli.evaluation.checkpoints import (
+    FINAL,
+    PopulationUnknown,
+    checkpoint_steps,
+    default_checkpoint,
+    paper_choice,
+    run_policy,
+)
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, check_can_create, read_text
 from inspo_cli.instructions.initial import initial_instructions
 from inspo_cli.registry import is_sft
@@ -173,6 +180,13 @@ def find_teacher(run: RunDir, recipe: Recipe, step: str | None) -> Teacher:
             steps = checkpoint_steps(run, recipe)
             which = FINAL if run.has_final_model() or not steps else str(max(steps))
         policy = run_policy(run, recipe, which, merge_adapter=False)
+    except PopulationUnknown as error:  # `inspo evaluate` may be given an instruction; the teacher's is its own I*
+        known = [str(step) for step, path in checkpoint_steps(run, recipe).items() if _population_saved(path)]
+        raise InspoError(
+            f"{error.folder} has no {error.state_name}, so the teacher's instruction I* at that step is unknown; "
+            + (f"pick a --step whose checkpoint has it ({', '.join(known)}) or " if known else "")
+            + "copy the run again from where it ran"
+        ) from None
     except InspoError as error:  # `inspo evaluate` calls the same choice --checkpoint; here it is --step
         raise InspoError(str(error).replace("--checkpoint", "--step")) from None
     if not policy.instruction.strip():
@@ -186,6 +200,10 @@ def find_teacher(run: RunDir, recipe: Recipe, step: str | None) -> Teacher:
         return Teacher(FINAL, int(summary["steps"]), _absolute(policy.path), policy.instruction, policy.instruction_id)
     which = str(int(which))  # "04" and "4" are the same teacher, recorded one way
     return Teacher(which, int(which), _absolute(policy.path), policy.instruction, policy.instruction_id)
+
+
+def _population_saved(checkpoint: Path) -> bool:
+    return RunDir.checkpoint_coevolution(checkpoint).is_file()
 
 
 def _absolute(model: str) -> str:

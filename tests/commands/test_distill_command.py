@@ -180,6 +180,50 @@ def test_distill_trains_resumes_from_either_phase_and_evaluates(tmp_path, traine
     assert evaluated["instruction"] == WORKED_EXAMPLE_INSTRUCTION
 
 
+def test_a_teacher_checkpoint_without_its_population_names_the_steps_that_have_one(tmp_path, trained):
+    # --instruction chooses the student's instruction: the teacher's I* cannot be given, only found
+    shutil.copytree(trained / "checkpoints/checkpoint-4", trained / "checkpoints/checkpoint-2")
+    (trained / "checkpoints/checkpoint-2/coevolution.json").unlink()
+    result = refused(
+        tmp_path,
+        trained,
+        "--step",
+        "2",
+        fragments=(
+            "checkpoint-2 has no coevolution.json",
+            "teacher's instruction I*",
+            "--step whose checkpoint has it (4)",
+        ),
+    )
+    assert "--instruction" not in result.output
+    (trained / "checkpoints/checkpoint-4/coevolution.json").unlink()
+    result = refused(tmp_path, trained, "--step", "4", fragments=("checkpoint-4 has no", "copy the run again"))
+    assert "--step whose" not in result.output
+
+
+def test_ctrl_c_before_the_distillation_wrote_anything_leaves_no_out_and_it_starts_again(
+    tmp_path, trained, monkeypatch
+):
+    """Ctrl-C while distill.json was written, or while the teacher loaded: before, the --out directory stayed (without
+    distill.json it was refused ever after as not inspo distill's); now it goes, and the same command starts again."""
+    from inspo_cli import experiment
+    from inspo_cli.training.distill_plan import plan_distillation
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    before = [path for path, _ in tree(tmp_path)]  # RUN's own mtime changes: distill/ was made in it and removed
+    for name in ("atomic_write_json", "run_training"):
+        real = getattr(experiment, name)
+        monkeypatch.setattr(experiment, name, interrupted)
+        result = invoke("distill", trained)
+        monkeypatch.setattr(experiment, name, real)
+        assert result.exit_code == 130 and "Traceback" not in result.output, result.output
+        assert f"was removed; start it again: inspo distill {trained}" in result.stderr
+        assert [path for path, _ in tree(tmp_path)] == before
+        assert plan_distillation(trained).status == "new"
+
+
 def test_the_teacher_of_an_unfinished_run_is_its_newest_checkpoint_and_a_lora_one_is_not_merged_into_it(
     tmp_path, trained, tiny_model_dir
 ):

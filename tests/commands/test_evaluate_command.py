@@ -140,6 +140,12 @@ def test_each_checkpoint_is_evaluated_with_the_best_instruction_of_its_own_popul
         invoke("evaluate", "--run", run, "--checkpoint", "final", *FAST), "no final policy yet", "inspo train --resume"
     )
     assert_one_line_error(invoke("evaluate", "--checkpoint", "4", *FAST), "--checkpoint", "--run")
+    (run / "checkpoints/checkpoint-9/coevolution.json").unlink()  # its population lost: I* unknown
+    assert_one_line_error(
+        invoke("evaluate", "--run", run, "--checkpoint", "9", *FAST),
+        "checkpoint-9 has no coevolution.json",
+        "evaluate it with --instruction TEXT_OR_FILE",
+    )
 
 
 @pytest.mark.parametrize(
