@@ -16,18 +16,19 @@ def gpu_profile(bench):
     return bench("gpu_profile")
 
 
-def work(a, b):
-    """One 'decode step' of known ops: an mm, a sum and an item (a host read, a synchronisation on a GPU)."""
-    return torch.mm(a, b).sum().item()
+def decode(window, steps: int) -> dict | None:
+    """`steps` 'decode steps' of known ops, each an mm, a sum and an item (a host read, a synchronisation on a GPU),
+    each followed by `window.step()` as HF calls its stopping criteria; then the profile."""
+    a = torch.ones(8, 8)
+    for _ in range(steps):
+        torch.mm(a, a).sum().item()
+        window.step()
+    return window.finish()
 
 
 def test_a_profile_covers_its_window_of_steps_and_counts_their_ops(gpu_profile):
-    a, b = torch.ones(8, 8), torch.ones(8, 8)
     window = gpu_profile.DecodeProfile(skip=2, active=3)
-    for _ in range(10):
-        work(a, b)
-        window.step()
-    result = window.finish()
+    result = decode(window, 10)
     assert result["steps"] == 3 and result["gpu"] is False and result["gpu_busy_ms_per_step"] is None
     ops = {op["name"]: op["calls"] for op in result["top_host_ops"]}
     assert ops["aten::mm"] == 1.0 and ops["aten::sum"] == 1.0  # per step: 3 steps of one each
@@ -37,12 +38,7 @@ def test_a_profile_covers_its_window_of_steps_and_counts_their_ops(gpu_profile):
 
 
 def test_a_generation_that_ends_inside_the_window_is_summarised_over_the_steps_it_made(gpu_profile):
-    a, b = torch.ones(4, 4), torch.ones(4, 4)
-    window = gpu_profile.DecodeProfile(skip=2, active=10)
-    for _ in range(6):
-        work(a, b)
-        window.step()
-    result = window.finish()
+    result = decode(gpu_profile.DecodeProfile(skip=2, active=10), 6)
     assert result["steps"] == 4
     assert {op["name"]: op["calls"] for op in result["top_host_ops"]}["aten::mm"] == 1.0
 
