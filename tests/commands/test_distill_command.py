@@ -201,6 +201,18 @@ def test_a_teacher_checkpoint_without_its_population_names_the_steps_that_have_o
     assert "--step whose" not in result.output
 
 
+def test_an_out_that_cannot_be_made_is_one_line_before_the_teacher_loads(tmp_path, trained, monkeypatch):
+    import os
+
+    (tmp_path / "file").write_text("")
+    refused(tmp_path, trained, "--out", tmp_path / "file" / "d", fragments=("--out", "a part of the path is a file"))
+    locked = tmp_path / "locked"  # the tests run as root, where permissions do not stop a write: os.access says so
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == locked else real(path, mode))
+    refused(tmp_path, trained, "--out", locked / "d", fragments=(f"--out {locked / 'd'}: permission denied",))
+
+
 def test_ctrl_c_before_the_distillation_wrote_anything_leaves_no_out_and_it_starts_again(
     tmp_path, trained, monkeypatch
 ):
