@@ -191,8 +191,16 @@ def test_search_r1_script_recipes_differ_from_the_matched_baseline_only_in_the_s
     assert (r.max_turns, r.top_p, r.max_prompt_tokens) == (4, 0.95, 2048)
     assert script.model.name_or_path == f"Qwen/Qwen2.5-{size.upper()}"
     same = lambda a, b, **changed: a == replace(b, **changed)  # noqa: E731
+    assert t.loss_type == "bnpo"  # veRL's masked_mean over each micro-batch (core_algos.py, dp_actor.py)
     assert same(
-        t, matched.training, learning_rate=1e-6, lr_scheduler="constant", warmup_ratio=0.285, steps=1004, save_every=100
+        t,
+        matched.training,
+        learning_rate=1e-6,
+        lr_scheduler="constant",
+        warmup_ratio=0.285,
+        steps=1004,
+        save_every=100,
+        loss_type="bnpo",
     )
     assert same(
         r, matched.rollout, max_turns=4, top_p=0.95, max_prompt_tokens=2048, max_total_tokens=r.max_total_tokens
