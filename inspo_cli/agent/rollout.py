@@ -191,7 +191,13 @@ class RolloutEngine:
         return trajectories
 
     def _room(self, trajectory: Trajectory) -> int:
-        return self.config.max_total_tokens - len(trajectory.prompt_ids) - len(trajectory.completion_ids)
+        """Tokens the trajectory may still add: within `max_total_tokens` with its prompt, and within
+        `max_response_tokens` (Search-R1's cut of every response to 4,096) on its own."""
+        completion = len(trajectory.completion_ids)
+        return min(
+            self.config.max_total_tokens - len(trajectory.prompt_ids) - completion,
+            self.config.max_response_tokens - completion,
+        )
 
     def _seed_of(self):
         """Each request's seed by (row, turn) when the backend takes seeds (`request_seeds`): one draw from this

@@ -50,6 +50,14 @@ class RolloutConfig:
             "instead)."
         },
     )
+    max_response_tokens: int = field(
+        default=4096,
+        metadata={
+            "help": "Tokens of the completion (turns and observations): a trajectory that reaches it stops, and "
+            "nothing after is trained on or read for the answer. Search-R1 cuts every response to its "
+            "max_prompt_length, 4,096, the same way (generation.py `_update_right_side`): the paper's value."
+        },
+    )
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the rollouts (the paper: 1.0)."})
     top_p: float = field(
         default=1.0,
@@ -99,6 +107,7 @@ class RolloutConfig:
             ("max_observation_tokens", "500"),
             ("max_prompt_tokens", "4096"),
             ("max_total_tokens", "8192"),
+            ("max_response_tokens", "4096"),
         ):
             _positive(getattr(self, name), name, example)
         _require(

@@ -128,7 +128,8 @@ def plan_lengths(rollout, lengths: Lengths) -> dict[str, int]:
     prompt = min(lengths.prompt or rollout.max_prompt_tokens, rollout.max_prompt_tokens)
     observation = lengths.observation or rollout.max_observation_tokens
     turns = rollout.max_turns + 1  # `max_turns` with search, then one without
-    longest = prompt + turns * rollout.max_tokens_per_turn + rollout.max_turns * observation
+    response = min(turns * rollout.max_tokens_per_turn + rollout.max_turns * observation, rollout.max_response_tokens)
+    longest = prompt + response
     bound = min(rollout.max_total_tokens, longest)
     trajectory = min(lengths.trajectory or bound, rollout.max_total_tokens)
     return {

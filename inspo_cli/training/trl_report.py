@@ -137,6 +137,12 @@ def appendix_b_rows(recipe: Recipe, kwargs: dict, plan: BatchPlan) -> list[dict]
             "engine: rollout.max_observation_tokens",
         ),
         _row(
+            "response tokens (turns and observations)",
+            paper("rollout.max_response_tokens"),
+            r.max_response_tokens,
+            "engine: rollout.max_response_tokens",
+        ),
+        _row(
             "max turns",
             paper("rollout.max_turns"),
             r.max_turns,

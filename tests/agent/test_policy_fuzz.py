@@ -30,6 +30,7 @@ CONFIG = {
     "max_observation_tokens": 96,
     "max_prompt_tokens": 512,
     "max_total_tokens": 8192,
+    "max_response_tokens": 8192,
 }  # room for the hostile turns whole: a cut one is no call
 DEEP = 1000  # past json's recursion limit with the engine's frames on the stack
 

@@ -124,6 +124,29 @@ def test_context_cap_and_per_turn_budgets(tiny_tokenizer):
     assert t.stop_reason == "context"
 
 
+def test_a_response_stops_at_search_r1s_cap_whatever_room_the_context_has(tiny_tokenizer):
+    """Search-R1 keeps the first 4,096 tokens of each response (turns and observations): nothing after is trained on
+    or read for the answer. Here the cap is 100 and the context 2,048."""
+    turns = ["<search> river </search>"] * 6 + ["<answer> 1714 </answer>"]
+    capped, policy, _ = engine_for(tiny_tokenizer, {"Q1": turns}, max_turns=6, max_response_tokens=100)
+    [t] = capped.run(["I."], ["Q1 ?"])
+    assert len(t.completion_ids) == 100 and t.stop_reason == "context" and t.answer is None
+    assert len(t.prompt_ids) + len(t.completion_ids) < 2048  # the context had room: the cap stopped it
+    # each turn's budget is what is left of the cap
+    assert all(
+        b <= 100 - len(c) + len(t.prompt_ids)
+        for call in policy.calls
+        for b, c in zip(call["budgets"], call["contexts"])
+    )
+    free, _, _ = engine_for(tiny_tokenizer, {"Q1": turns}, max_turns=6)
+    [whole] = free.run(["I."], ["Q1 ?"])
+    assert whole.answer == "1714" and len(whole.completion_ids) > 100
+    # the same trajectory cut where Search-R1 cuts it: the same tokens trained on (an observation the cut falls in
+    # keeps its closing tag here, masked either way)
+    written = lambda u, n: [i for i, m in zip(u.completion_ids[:n], u.completion_mask[:n]) if m]  # noqa: E731
+    assert written(t, 100) == written(whole, 100) and t.completion_mask == whole.completion_mask[:100]
+
+
 def test_long_prompts_keep_their_end(tiny_tokenizer):
     engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["<answer> a </answer>"]}, max_prompt_tokens=20)
     [t] = engine.run(["the river " * 50], ["Q1 ?"])

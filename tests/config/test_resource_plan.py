@@ -281,6 +281,18 @@ def test_the_7b_recipe_on_a_node_is_refused_at_its_bound_and_told_the_micro_batc
     assert invoke("recipe", "plan", "qwen2.5-7b/search-r1", "--trajectory-tokens", 6144).exit_code == 0
 
 
+def test_the_bound_is_the_prompt_and_search_r1s_cap_on_the_response():
+    """7 turns of 500 and 6 observations of 500 would make 6,500 response tokens; Search-R1 keeps 4,096 of them."""
+    from inspo_cli.config.resource_plan import plan_lengths
+
+    recipe = load_recipe("recipes/qwen2.5-7b/search-r1.yaml", check_paths=False)
+    assert plan_lengths(recipe.rollout, Lengths())["trajectory"] == 4096 + 4096
+    recipe.rollout.max_response_tokens = 100_000  # no cap: max_total_tokens bounds it
+    assert plan_lengths(recipe.rollout, Lengths())["trajectory"] == 10_240
+    recipe.rollout.max_response_tokens = 1000
+    assert plan_lengths(recipe.rollout, Lengths(prompt=300))["trajectory"] == 1300
+
+
 def test_json_gives_the_same_numbers():
     result = invoke("recipe", "plan", "qwen2.5-3b/search-r1", "--json", "--launch", "fsdp2")
     assert result.exit_code == 0, result.output
