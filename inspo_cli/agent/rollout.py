@@ -127,7 +127,9 @@ class RolloutEngine:
         self.config, self.topk, self.chat, self.protocol = config, topk, chat, protocol
         self.tools = list(tools) if tools is not None else [SearchTool(retriever, topk)]
         self.format = call_format(protocol, self.tools, tokenizer, chat)
-        self.stop_strings = self.format.stop
+        # without search, Search-R1 generates the one turn whole (`rollout.single_turn_stop: eos`): no stop strings
+        self._whole_turn = config.max_turns == 0 and config.single_turn_stop == "eos"
+        self.stop_strings = () if self._whole_turn else self.format.stop
         self._corrective = self._encode_parts(self.format.corrective)
         # what ends a turn at EOS: the tokenizer's special tokens, and the backend's EOS ids (a generation config's
         # several, which need not all be special tokens)
@@ -242,15 +244,19 @@ class RolloutEngine:
     def _after_generation(self, trajectory: Trajectory, generation, search_allowed: bool) -> Call | None:
         """Append a turn's generation and decide what follows: the end, an error or corrective observation (appended
         here), or a tool call, returned for the caller to carry out."""
-        call = self.format.parse(self.tokenizer.decode(generation.token_ids, skip_special_tokens=True))
+        text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        call = self.format.parse(text)
+        # a whole turn (no search, `single_turn_stop: eos`) answers if it holds an answer anywhere, as Search-R1 reads
+        # the last <answer> of its one generation; its EOS stays, as nothing follows it
+        answered = call.kind == "answer" or (self._whole_turn and extract_answer(text) is not None)
         ids, logprobs = generation.token_ids, generation.logprobs
         eos = generation.finish == "eos"
-        if eos and call.kind != "answer" and not self.config.end_at_eos:
+        if eos and not answered and not self._whole_turn and not self.config.end_at_eos:
             ids, logprobs = self._without_final_eos(ids, logprobs)
         trajectory.append(ids, 1, logprobs)
         trajectory.turns += 1
         trajectory.last_turn_cut = generation.finish == "length"
-        if call.kind == "answer":
+        if answered:
             trajectory.stop_reason = "answer"
         elif eos and self.config.end_at_eos:
             trajectory.stop_reason = "eos"  # the policy ended its turn without an answer

@@ -29,6 +29,16 @@ class RolloutConfig:
     max_tokens_per_turn: int = field(
         default=500, metadata={"help": "Tokens the policy may generate in one turn (the paper: 500)."}
     )
+    single_turn_stop: str = choice_field(
+        {
+            "eos": "the paper's: no stop strings, to EOS or max_tokens_per_turn, answered when the text holds an "
+            "<answer>, its last one read, as Search-R1 generates without search (do_search: false)",
+            "tag": "the first </search> or </answer> ends it, as every turn of the search loop",
+        },
+        "eos",
+        "With max_turns 0 (no search: the GRPO-without-search baseline), what ends the one turn: {choices}. "
+        "Ignored when the policy may search.",
+    )
     max_observation_tokens: int = field(
         default=500,
         metadata={
@@ -91,6 +101,7 @@ class RolloutConfig:
     )
 
     def __post_init__(self) -> None:
+        check_choices(self)
         _registered(self.schedule, SCHEDULES, "schedule")
         _require(
             self.generation_batch_size >= 0,

@@ -85,6 +85,40 @@ def test_eos_on_the_last_turn_ends_it_without_an_answer(tiny_tokenizer):
     assert (t.stop_reason, t.answer, t.turns) == ("max_turns", None, 1)
 
 
+def test_without_search_the_one_turn_is_generated_whole_and_its_last_answer_read_as_in_search_r1(tiny_tokenizer):
+    """Search-R1's GRPO-without-search baseline (`do_search: false`) generates each response in one call without stop
+    strings, to EOS or 500 tokens, and reads the last <answer> of it; a <search> in it is only text."""
+    whole = "<search> river </search> <answer> 1707 </answer> no, <answer> 1714 </answer> done<EOS>"
+    engine, policy, retriever = engine_for(tiny_tokenizer, {"Q1": [whole]}, max_turns=0)
+    [t] = engine.run(["I."], ["Q1 ?"])
+    assert policy.calls[0]["stop"] == () and retriever.calls == []
+    assert (t.stop_reason, t.answer, t.turns, t.num_searches) == ("answer", "1714", 1, 0)
+    assert t.completion_ids[-1] == tiny_tokenizer.eos_token_id and t.completion_mask == [1] * len(t.completion_ids)
+    [unanswered] = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>"]}, max_turns=0)[0].run(["I."], ["Q1 ?"])
+    assert (unanswered.stop_reason, unanswered.answer) == ("max_turns", None)
+    assert unanswered.completion_ids[-1] == tiny_tokenizer.eos_token_id  # one generation: its EOS is trained on
+
+    # single_turn_stop: tag, as every turn of the search loop: the first </search> or </answer> ends it
+    tagged, policy, _ = engine_for(
+        tiny_tokenizer, {"Q1": ["<search> river </search>"]}, max_turns=0, single_turn_stop="tag"
+    )
+    [t] = tagged.run(["I."], ["Q1 ?"])
+    assert policy.calls[0]["stop"] == ("</search>", "</answer>") and (t.stop_reason, t.answer) == ("max_turns", None)
+    # with search allowed the setting changes nothing: every turn stops at its tags
+    searching, policy, _ = engine_for(tiny_tokenizer, {"Q1": SEARCH_THEN_ANSWER}, max_turns=1, single_turn_stop="eos")
+    [t] = searching.run(["I."], ["Q1 ?"])
+    assert {call["stop"] for call in policy.calls} == {("</search>", "</answer>")} and t.answer == "1714"
+
+
+def test_the_no_search_baselines_stop_their_turn_as_their_sources_do(repo_root):
+    from inspo_cli.config import load_recipe
+
+    stop = lambda name: load_recipe(repo_root / f"recipes/{name}.yaml", check_paths=False).rollout.single_turn_stop  # noqa: E731
+    assert stop("qwen2.5-3b/grpo-no-search") == stop("qwen2.5-7b/grpo-no-search") == "eos"  # Search-R1's R1
+    # the SFT target ends at </answer> without an EOS: its one turn ends there
+    assert stop("qwen2.5-3b/sft") == stop("qwen2.5-7b/sft") == stop("world-table1/sft") == "tag"
+
+
 def test_end_at_eos_keeps_the_old_behaviour(tiny_tokenizer):
     engine, _, _ = engine_for(tiny_tokenizer, {"Q1": ["I do not know.<EOS>"]}, end_at_eos=True)
     [t] = engine.run(["I."], ["Q1 ?"])

@@ -19,7 +19,9 @@ class ScriptedPolicy:
         self.turns: dict[str, int] = {}
 
     def generate(self, contexts, max_new_tokens, stop=()):
-        self.calls.append({"contexts": [list(c) for c in contexts], "budgets": list(max_new_tokens)})
+        self.calls.append(
+            {"contexts": [list(c) for c in contexts], "budgets": list(max_new_tokens), "stop": tuple(stop)}
+        )
         out = []
         for context, budget in zip(contexts, max_new_tokens):
             text = self.tokenizer.decode(context)

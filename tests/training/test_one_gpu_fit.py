@@ -42,7 +42,8 @@ def test_the_shipped_7b_recipe_on_one_h200_is_refused_with_its_largest_terms_and
 def test_without_vllm_the_7b_fits_an_h200_only_below_its_bound_and_no_card_of_24_gib():
     """Fused AdamW (transformers' default) holds no temporaries: the 7B's optimizer step is not what refuses it."""
     refused, warning = _fit("qwen2.5-7b/search-r1", H200_GIB, TRANSFORMERS)
-    assert refused is None and "trajectories of 10,240 tokens" in warning and "199.2 GiB (update)" in warning
+    # the bound: a 4,096-token prompt and Search-R1's 4,096-token response cap
+    assert refused is None and "trajectories of 8,192 tokens" in warning and "186.7 GiB (update)" in warning
     refused, _ = _fit("qwen2.5-7b/search-r1", 24.0, TRANSFORMERS)
     assert "needs 136.9 GiB" in refused and "vllm" not in refused and "model.lora=true" in refused
     assert "model.lora=true" not in _fit("qwen2.5-7b/search-r1", 8.0, TRANSFORMERS)[0]  # LoRA needs 16.3 GiB
