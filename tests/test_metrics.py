@@ -38,6 +38,12 @@ def test_f1_is_best_over_aliases():
     assert f1_score("paris", ["london"]) == 0.0
 
 
+def test_f1_of_answers_that_normalise_to_nothing_is_squads():
+    """SQuAD: when either side has no tokens after normalisation, F1 is 1 if both have none, else 0."""
+    assert f1_score("The", ["a"]) == 1.0 and f1_score("", [""]) == 1.0
+    assert f1_score("The", ["Paris"]) == 0.0 and f1_score("Paris", ["an"]) == 0.0
+
+
 def test_extract_answer_takes_the_last_complete_tag_of_the_response():
     response = "<think>x</think><answer> first </answer> more <answer>\n final answer \n</answer><answer>unclosed"
     assert extract_answer(response) == "final answer"

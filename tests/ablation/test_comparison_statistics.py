@@ -138,3 +138,39 @@ def test_intervals_stay_within_what_em_can_be():
     assert interval.mean - interval.half_width < 0 and (interval.low, interval.high) == (0.0, 1.0)
     c = compare(wide, narrow)
     assert -1.0 <= c.low < c.high <= 1.0 and c.detectable() is None
+
+
+def _two_benchmarks(nq: list[list[float]], hotpot: list[list[float]]) -> list[RunScores]:
+    return [
+        RunScores(
+            seed,
+            {"nq": float(np.mean(a)), "hotpotqa": float(np.mean(b))},
+            {
+                "nq": {f"n{i}": x for i, x in enumerate(a)},
+                "hotpotqa": {f"h{i}": x for i, x in enumerate(b)},
+            },
+        )
+        for seed, (a, b) in enumerate(zip(nq, hotpot))
+    ]
+
+
+def test_the_average_over_benchmarks_has_the_variance_of_an_average_of_independent_means():
+    """Every seed scores the same on each benchmark (no seed variance), so the Avg. column's variance is that of the
+    mean of k independent benchmark means: the sum of each benchmark's variance over k squared."""
+    nq = [[1, 1, 0, 0, 1, 0, 1, 0], [1, 0, 1, 0, 0, 1, 1, 0], [0, 1, 1, 1, 0, 0, 1, 0]]  # each seed 0.5
+    hotpot = [[1, 0, 0, 1, 0, 0], [0, 1, 0, 0, 0, 1], [1, 0, 1, 0, 0, 0]]  # each seed 1/3
+    runs = _two_benchmarks(nq, hotpot)
+    one = [estimate(runs, benchmark) for benchmark in ("nq", "hotpotqa")]
+    both = estimate(runs)
+    assert both.mean == pytest.approx((0.5 + 1 / 3) / 2)
+    assert both.se**2 == pytest.approx(sum(e.se**2 for e in one) / 4)
+
+
+def test_variants_that_answered_different_questions_count_the_smaller_set():
+    variant = runs_of({seed: [float((seed + i) % 2) for i in range(60)] for seed in range(3)})
+    answers = {f"other{i}": float(i % 3 == 0) for i in range(400)}
+    reference = [
+        RunScores(r.seed, {"world": float(np.mean(list(answers.values())))}, {"world": answers}) for r in variant
+    ]
+    result = compare(variant, reference)
+    assert result.unpaired_questions == ["world"] and result.n_questions == 60

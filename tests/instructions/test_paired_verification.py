@@ -128,3 +128,13 @@ def test_the_paired_comparison_is_the_mean_per_question_difference_and_its_stand
     assert tie.difference == 0 and tie.standard_error == 0 and tie.joins(0.0)
     with pytest.raises(ValueError, match="same non-empty questions"):
         paired_comparison([1.0], [1.0, 0.0])
+
+
+def test_at_margin_0_a_candidate_that_ties_its_parent_joins_whatever_the_float_sums_say():
+    """The same rewards on other questions: the means tie, though the differences sum to -1.4e-17 in floats."""
+    from inspo_cli.instructions.verification import paired_comparison
+
+    comparison = paired_comparison([0.6, 0.2, 0.8, 0.4], [0.2, 0.8, 0.4, 0.6])
+    assert comparison.candidate_score == comparison.parent_score and comparison.difference < 0
+    assert comparison.joins(0.0)
+    assert not paired_comparison([0.5, 0.2, 0.8, 0.4], [0.2, 0.8, 0.4, 0.6]).joins(0.0)  # a real loss does not
