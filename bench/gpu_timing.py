@@ -190,6 +190,7 @@ def against_plain(calls: list[dict], reference: list[dict]) -> list[dict]:
         nearest = min(padded, key=lambda r: abs(r["width"] - call["width"]))
         rows.append(
             {
+                **({"profiled": True} if call.get("profiled") else {}),  # its figure holds the profiler's cost
                 "width": call["width"],
                 "ms_per_step": call["ms_per_step"],
                 "plain_width": nearest["width"],
@@ -222,7 +223,10 @@ def sample_memory(result: dict, out: Path, started: float, every: float = 10.0):
                     "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
                 }
             )
-            atomic_write_json(out, partial)
+            try:
+                atomic_write_json(out, partial)
+            except RuntimeError:  # the step added to a list or dict of it meanwhile: written at the next tick
+                pass
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()

@@ -99,7 +99,13 @@ def main() -> None:
 
     def engine(max_turns: int, chat: bool) -> RolloutEngine:
         backend = TransformersBackend(model, tokenizer, temperature=0.0, batch_size=args.batch)
-        return RolloutEngine(backend, retriever, tokenizer, RolloutConfig(max_turns=max_turns, **limits), chat=chat)
+        return RolloutEngine(
+            backend,
+            retriever,
+            tokenizer,
+            RolloutConfig(max_turns=max_turns, single_turn_stop="tag", **limits),
+            chat=chat,
+        )  # the turn stops at its tags, as the plain side's stop strings do
 
     prompts = [engine(0, True).prompt_ids(SEARCH_R1_INSTRUCTION, q) for q in questions]
     engine_times, plain_times, same = [], [], True

@@ -63,6 +63,7 @@ def recipe_for(model: str, steps: int, max_new: int, max_turns: int, dtype: str 
         retriever=RetrieverConfig(kind="bm25", corpus=str(ROOT / "data/world/corpus.jsonl"), topk=3),
         rollout=RolloutConfig(
             max_turns=max_turns,
+            single_turn_stop="tag",  # with max_turns 0 too, the turn stops at its tags (the stop check measured)
             max_tokens_per_turn=max_new,
             max_observation_tokens=128,
             max_prompt_tokens=512,

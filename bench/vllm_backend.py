@@ -61,7 +61,8 @@ def main() -> None:
 
     config = ModelConfig(name_or_path=args.model, backend="vllm")
     settings = engine_settings(config)
-    rollout = RolloutConfig(max_turns=0, max_tokens_per_turn=args.max_new, temperature=0.0)
+    # the turn stops at its tags (`single_turn_stop: tag`), as the plain LLM.generate side's stop strings do
+    rollout = RolloutConfig(max_turns=0, max_tokens_per_turn=args.max_new, temperature=0.0, single_turn_stop="tag")
     questions = [q.question for q in load_benchmark("world", "test", world_dir=ROOT / "data/world")[: args.questions]]
 
     llm, vllm_start = timed(

@@ -10,8 +10,11 @@ query to the retriever in one request); each gets its observation appended (`<in
 the template's tool message; mask 0). A call a tool cannot carry out (the calculator's `1/0`) or the protocol
 cannot read (function calling's malformed JSON) gets an error observation, counted as an invalid action. A turn
 without a valid action (no call, or EOS before one) gets Search-R1's corrective observation instead and the
-trajectory goes on (`rollout.end_at_eos: true` ends it at EOS instead). A trajectory ends at `<answer>` or when
-its context is full; after `max_turns` turns with search, one last turn is generated without search.
+trajectory goes on (`rollout.end_at_eos: true` ends it at EOS instead). A trajectory ends at `<answer>`, when its
+context is full, or when its completion reaches `rollout.max_response_tokens` (Search-R1 keeps 4,096 tokens of each
+response); after `max_turns` turns with search, one last turn is generated without search. With `max_turns: 0` and
+`rollout.single_turn_stop: eos` (Search-R1's generation without search) that one turn has no stop strings: it runs
+to EOS or its budget, and it answers if it holds an `<answer>` anywhere, the last one read.
 
 Token ids are never re-encoded: the completion is the exact concatenation of the ids the backend sampled (less an
 EOS that the trajectory goes on past) and the ids of the inserted observations, and `completion_mask` marks which

@@ -31,8 +31,9 @@ class RolloutConfig:
     )
     single_turn_stop: str = choice_field(
         {
-            "eos": "the paper's: no stop strings, to EOS or max_tokens_per_turn, answered when the text holds an "
-            "<answer>, its last one read, as Search-R1 generates without search (do_search: false)",
+            "eos": "Search-R1's, which the paper follows: no stop strings, to EOS or max_tokens_per_turn, answered "
+            "when the text holds an <answer>, its last one read, as Search-R1 generates without search "
+            "(do_search: false)",
             "tag": "the first </search> or </answer> ends it, as every turn of the search loop",
         },
         "eos",
@@ -128,6 +129,17 @@ class RolloutConfig:
         )
         _require(self.temperature >= 0, "temperature", f"must be >= 0 (got {self.temperature})")
         _fraction(self.top_p, "top_p", closed=False)
+
+
+def check_sft_turn(rollout: RolloutConfig, algorithm: str) -> None:
+    """SFT's answer targets end at </answer> without an EOS: without search, its turn must end at the tag."""
+    _require(
+        not (algorithm == "sft" and rollout.max_turns == 0 and rollout.single_turn_stop == "eos"),
+        "rollout.single_turn_stop",
+        "is eos, but training.algorithm=sft with rollout.max_turns 0 trains on targets that end at </answer> "
+        "without an EOS, so the model would write on past its answer and the last <answer> would be scored; "
+        "set rollout.single_turn_stop=tag (as the bundled SFT recipes do)",
+    )
 
 
 @dataclass

@@ -30,7 +30,7 @@ from inspo_cli.config.recipe_files import (
     find_recipe,
     resolve_path,
 )
-from inspo_cli.config.sections import Recipe, TrainingConfig
+from inspo_cli.config.sections import Recipe, RolloutConfig, TrainingConfig
 from inspo_cli.config.yamlfile import MAX_BYTES, load_yaml
 from inspo_cli.files import INSTRUCTION_FILE_BYTES, read_text
 from inspo_cli.registry import is_sft
@@ -208,7 +208,14 @@ def _check_whole(path: Path, raw: dict) -> None:
 
 def _upgrade_run_recipe(raw: dict) -> None:
     """A run started before `training.mini_batch_size` (questions per update) became `mini_batch_trajectories`
-    resumes and is evaluated with the schedule it started with: the same number of trajectories per update."""
+    resumes and is evaluated with the schedule it started with: the same number of trajectories per update. One
+    started before `rollout.single_turn_stop` and `rollout.max_response_tokens` (2026-11-29) resumes and is evaluated
+    as it was trained: a turn without search ends at its first tag, and only `max_total_tokens` bounds a trajectory."""
+    rollout = raw.get("rollout")
+    if isinstance(rollout, dict):
+        rollout.setdefault("single_turn_stop", "tag")
+        if "max_response_tokens" not in rollout:
+            rollout["max_response_tokens"] = rollout.get("max_total_tokens", RolloutConfig.max_total_tokens)
     training = raw.get("training")
     if isinstance(training, dict) and "mini_batch_size" in training and "mini_batch_trajectories" not in training:
         trajectories = _in_trajectories(training)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from inspo_cli.config.agent_sections import AgentConfig, RewardConfig, RolloutConfig
+from inspo_cli.config.agent_sections import AgentConfig, RewardConfig, RolloutConfig, check_sft_turn
 from inspo_cli.config.inspo_sections import PopulationConfig
 from inspo_cli.config.judge_section import JudgeConfig
 from inspo_cli.config.optimizer_section import OptimizerConfig
@@ -372,6 +372,7 @@ class Recipe:
                 f"algorithm={algorithm} (TRL's SFTTrainer generates with the trained model; "
                 f"got {self.model.backend}); sampling.backend picks rejection sampling's sampler",
             )
+        check_sft_turn(self.rollout, algorithm)
 
 
 def _check_blocks(p: PopulationConfig, t: TrainingConfig) -> None:

@@ -207,7 +207,8 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
             err_console.print(
                 f"warning: step {self.step + 1}: every trajectory of the batch was cut by a length "
                 "limit and training.mask_truncated_completions leaves them out of the loss, so this "
-                "batch trains nothing; raise rollout.max_total_tokens or rollout.max_tokens_per_turn, "
+                "batch trains nothing; raise rollout.max_total_tokens, rollout.max_response_tokens or "
+                "rollout.max_tokens_per_turn, "
                 "or set training.mask_truncated_completions=false",
                 markup=False,
                 highlight=False,

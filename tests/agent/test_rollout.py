@@ -112,11 +112,19 @@ def test_without_search_the_one_turn_is_generated_whole_and_its_last_answer_read
 
 def test_the_no_search_baselines_stop_their_turn_as_their_sources_do(repo_root):
     from inspo_cli.config import load_recipe
+    from inspo_cli.errors import InspoError
 
     stop = lambda name: load_recipe(repo_root / f"recipes/{name}.yaml", check_paths=False).rollout.single_turn_stop  # noqa: E731
     assert stop("qwen2.5-3b/grpo-no-search") == stop("qwen2.5-7b/grpo-no-search") == "eos"  # Search-R1's R1
     # the SFT target ends at </answer> without an EOS: its one turn ends there
     assert stop("qwen2.5-3b/sft") == stop("qwen2.5-7b/sft") == stop("world-table1/sft") == "tag"
+    # and an SFT recipe of one's own that would run past it is refused
+    with pytest.raises(InspoError, match="rollout.single_turn_stop: is eos, but training.algorithm=sft"):
+        load_recipe(
+            repo_root / "recipes/qwen2.5-3b/grpo-no-search.yaml",
+            ["training.algorithm=sft", "model.backend=transformers"],
+            check_paths=False,
+        )
 
 
 def test_end_at_eos_keeps_the_old_behaviour(tiny_tokenizer):

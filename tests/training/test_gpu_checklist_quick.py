@@ -31,7 +31,7 @@ def test_each_rollout_call_is_read_against_plain_generate_of_padded_rows_at_the_
     calls = [
         {"rows": 8, "width": 300, "ms_per_step": 30.0},
         {"generate_call_seconds": 1.0, "contexts": 8},  # the public call around it: not a batch
-        {"rows": 8, "width": 1500, "ms_per_step": 80.0},
+        {"rows": 8, "width": 1500, "ms_per_step": 80.0, "profiled": True},
         {"rows": 8, "width": 2700, "ms_per_step": 80.0},
     ]
     rows = timing.against_plain(calls, reference)
@@ -40,6 +40,7 @@ def test_each_rollout_call_is_read_against_plain_generate_of_padded_rows_at_the_
         (1500, 2400, 40.0, 2.0),
         (2700, 2400, 40.0, 2.0),
     ]
+    assert [r.get("profiled", False) for r in rows] == [False, True, False]  # its figure holds the profiler's cost
     assert timing.against_plain(calls, []) == []
 
 
@@ -151,3 +152,30 @@ def test_every_wheel_the_checklist_imports_is_carried_or_in_the_gpu_image(bench,
 
     needed = {wheel.replace("_", "-") for wheel in gpu_checklist.NEEDED.values() if not wheel.startswith("this ")}
     assert {w.replace("_", "-") for w in (*carry.WHEELS, *carry.IMAGE)} == needed
+
+
+def test_the_memory_sampler_survives_a_write_that_meets_the_step_changing_its_results(timing, tmp_path, monkeypatch):
+    """The step appends to the lists and dicts the sampler writes; a write that meets one (RuntimeError: changed
+    size during iteration) is skipped, and the next tick writes: the partial results must not stop for good."""
+    import time
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 0)
+    writes, real = [], timing.atomic_write_json
+
+    def flaky(path, data):
+        writes.append(len(writes))
+        if len(writes) == 1:
+            raise RuntimeError("dictionary changed size during iteration")
+        real(path, data)
+
+    monkeypatch.setattr(timing, "atomic_write_json", flaky)
+    out = tmp_path / "result.json"
+    finish = timing.sample_memory({"model": "m"}, out, time.time(), every=0.01)
+    deadline = time.time() + 10
+    while len(writes) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    samples = finish()
+    assert len(writes) >= 3 and out.exists() and len(samples) >= 3

@@ -107,12 +107,13 @@ def test_on_a_gpu_the_busy_share_launches_and_synchronisations_are_per_step(gpu_
         event("aten::_local_scalar_dense", 8, cpu_us=200_000),
         event("cudaLaunchKernel", 800, cpu_us=40_000),
         event("cudaStreamSynchronize", 4, cpu_us=100_000),
+        event("cudaDeviceSynchronize", 1, cpu_us=50),  # the profile's own, as it closes: not the step's
         event("ampere_bf16_gemm", 400, device=True, device_us=100_000),
         event("flash_fwd_splitkv_kernel", 300, device=True, device_us=15_000),
         event("Memcpy DtoH", 4, device=True, device_us=5_000),
         event("ProfilerStep", 4, device=True, device_us=400_000, annotation=True),
     ]
-    result = gpu_profile.summarize(averages, steps=4, seconds=0.4)
+    result = gpu_profile.summarize(averages, steps=4, seconds=0.4, own={"cudaDeviceSynchronize": 1})
     assert result["wall_ms_per_step"] == 100.0 and result["gpu_busy_ms_per_step"] == 30.0
     assert result["gpu_busy_share"] == 0.3 and result["gpu"] is True
     assert result["kernel_launches_per_step"] == 200.0 and result["host_ops_per_step"] == 102.0
@@ -120,7 +121,7 @@ def test_on_a_gpu_the_busy_share_launches_and_synchronisations_are_per_step(gpu_
     assert [k["name"] for k in result["top_kernels"]] == ["ampere_bf16_gemm", "flash_fwd_splitkv_kernel", "Memcpy DtoH"]
     assert result["top_kernels"][0] == {"name": "ampere_bf16_gemm", "calls": 100.0, "us": 25_000.0}
     assert result["top_host_ops"][0]["name"] == "aten::_local_scalar_dense"
-    assert result["host_op_ms_per_step"] == 87.0
+    assert result["host_op_ms_per_step"] == 87.01  # rounded to 0.01 ms
     brief = gpu_profile.brief({**result, "width": 2400, "rows": 8})
     assert brief["gpu_busy_share"] == 0.3 and brief["top_kernels"][0] == "ampere_bf16_gemm: 25000.0 us"
     assert gpu_profile.brief({"error": "x"}) == {"error": "x"}
@@ -149,7 +150,7 @@ def test_the_step_profiles_one_rollout_call_and_its_timing_row_says_so(bench, re
     torch.manual_seed(0)
     backend = TransformersBackend(model, tokenizer, temperature=1.0, batch_size=2)
     contexts = [[5, 6, 7], [5, 6, 7, 8], [9, 10, 11, 12, 13], [9, 10]]
-    generated = backend.generate(contexts, [3, 3, 12, 12])  # batch 0: 3 tokens; batch 1 (longest): 12
+    generated = backend.generate(contexts, [3, 3, 12, 12])  # two batches of 2 rows, by length
     assert all(len(g.token_ids) <= budget for g, budget in zip(generated, [3, 3, 12, 12]))
     rollout = profile["rollout"]
     assert rollout["rows"] == 2 and rollout["width"] == 5 and 1 <= rollout["steps"] <= 5
