@@ -275,3 +275,27 @@ def test_a_seed_whose_i_star_is_s_is_left_out_as_nothing_to_distil_not_as_a_run_
 
     assert _no_distilled_run(seed_cells("S")).startswith("its I* is the seed instruction S: nothing to distil")
     assert _no_distilled_run(seed_cells("I*")) == "no distilled run (`inspo distill inspo-s1` makes one)"
+
+
+def test_the_share_is_undefined_exactly_when_the_instruction_effects_own_interval_includes_zero():
+    """What the table prints beside the share (the instruction effect D and its 95% interval) and whether the share is
+    given must agree, also for effects whose t lies between the one- and two-sided 5% critical values."""
+    import numpy as np
+
+    from inspo_cli.ablation.compare import RunScores
+    from inspo_cli.ablation.survival import share
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0.0, 0.3, (3, 12))
+    seen = set()
+    for scale in np.linspace(0.02, 0.4, 60):
+        table = noise + scale
+        runs = [
+            RunScores(s, {"world": float(row.mean())}, {"world": {f"q{q}": float(x) for q, x in enumerate(row)}})
+            for s, row in enumerate(table)
+        ]
+        found = share(runs, runs)
+        includes_zero = found["denominator_low"] <= 0 <= found["denominator_high"]
+        assert found["defined"] is not includes_zero, (scale, found)
+        seen.add(includes_zero)
+    assert seen == {True, False}  # both sides of the line were crossed

@@ -164,5 +164,28 @@ def test_the_command_line_chooses_the_checkpoint_and_the_reference(ablation, tmp
     assert result.exit_code == 0, result.output
     md = (out / "table1.md").read_text()
     assert "| inspo | 3 | 8, 4, 8 (s1: reward collapse) |" in md and "a difference of 0.1 needs" in md
-    assert json.loads((out / "table1.json").read_text())["comparisons"][0]["power"]["target_diff"] == 0.1
+    power = json.loads((out / "table1.json").read_text())["comparisons"][0]["power"]
+    assert power["target_diff"] == 0.1
+    # the seeds each target needs are the target's own: 0.05 (the default) is within reach of 3 seeds, 0.02 is not
+    assert invoke("report", ablation.path, "--out", tmp_path / "small", "--target-diff", "0.02").exit_code == 0
+    small = json.loads((tmp_path / "small/table1.json").read_text())["comparisons"][0]["power"]
+    assert invoke("report", ablation.path, "--out", tmp_path / "default").exit_code == 0
+    default = json.loads((tmp_path / "default/table1.json").read_text())["comparisons"][0]["power"]
+    print("POWER", small, default)
+    assert default["target_diff"] == 0.05 and small["seeds_needed"] != default["seeds_needed"]
     assert "### Differences to search-r1" in (out / "index.md").read_text()
+
+
+def test_an_evaluation_cell_is_reused_only_for_the_same_limit_and_for_a_sampled_one_the_same_seed(repo_root):
+    """The cache key of an ablation cell: a cell scored on 100 questions is not a cell of 200, and a sampled evaluation
+    (temperature > 0) of another seed is another draw; a greedy one does not depend on the seed."""
+    from inspo_cli.ablation.cells import cell_key
+    from inspo_cli.config import load_recipe
+
+    def key(sets, seed=0):
+        recipe = load_recipe(repo_root / "recipes/demo.yaml", sets, check_paths=False)
+        return cell_key("m", "Answer. {question}", recipe, seed)
+
+    assert key(["evaluation.limit=100"]) != key(["evaluation.limit=200"])
+    assert key(["evaluation.temperature=0"], seed=0) == key(["evaluation.temperature=0"], seed=1)
+    assert key(["evaluation.temperature=0.7"], seed=0) != key(["evaluation.temperature=0.7"], seed=1)

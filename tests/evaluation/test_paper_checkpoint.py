@@ -67,6 +67,40 @@ def test_best_is_the_last_evaluated_step_before_the_collapse_never_a_save_in_bet
     assert choose_step(run, "final").step == 8
 
 
+def test_a_checkpoint_after_the_peak_but_before_the_collapse_is_seen_is_never_the_choice(tmp_path, repo_root):
+    """The reward peaks at step 6 and the collapse is seen at step 8; step 7's save is already past the peak."""
+    run = write_run(
+        tmp_path / "run", repo_root, ["training.eval_every=0", "training.save_every=1"], checkpoints=(5, 6, 7)
+    )
+    assert paper_choice(run, run.recipe()) == "6"
+
+
+def test_without_a_collapse_or_a_final_policy_the_newest_checkpoint_is_the_choice(tmp_path, repo_root):
+    rising = [0.1 * i for i in range(1, 9)]
+    run = write_run(
+        tmp_path / "run",
+        repo_root,
+        ["training.save_every=2"],
+        checkpoints=(2, 4, 6),
+        finished=False,
+        rewards=rising,
+    )
+    assert paper_choice(run, run.recipe()) == "6"
+
+
+def test_steps_are_training_steps_when_a_step_makes_several_updates(tmp_path, repo_root):
+    """The paper's 10 optimizer updates per step: checkpoint-60 holds step 6, and --checkpoint 6 names it."""
+    from inspo_cli.config.batch_plan import batch_plan
+    from inspo_cli.evaluation.checkpoints import checkpoint_steps
+
+    sets = ["training.mini_batch_trajectories=4", "training.micro_batch_size=4"]
+    recipe = load_recipe(repo_root / "recipes/demo.yaml", sets)
+    per_step = batch_plan(recipe).updates_per_step
+    assert per_step > 1
+    run = write_run(tmp_path / "run", repo_root, sets, checkpoints=(2 * per_step, 4 * per_step, 6 * per_step))
+    assert sorted(checkpoint_steps(run, run.recipe())) == [2, 4, 6]
+
+
 def test_without_evaluation_during_training_every_save_is_a_candidate(tmp_path, repo_root):
     run = write_run(
         tmp_path / "run", repo_root, ["training.eval_every=0", "training.save_every=2"], checkpoints=(2, 4, 6)
