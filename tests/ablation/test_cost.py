@@ -129,6 +129,17 @@ def test_the_report_puts_the_cost_table_and_lines_beside_the_differences(runs, t
     assert table["rows"][0]["cost"]["gpu_hours"] == pytest.approx(13.2)
 
 
+def test_a_run_without_a_result_adds_nothing_to_its_variants_cost(runs, tmp_path, repo_root):
+    """A third inspo seed that was never evaluated (40 hours): the table's cost is that of the runs it holds."""
+    unevaluated = make_run(tmp_path / "runs", "inspo-s2", 2, [0.1, 0.3, 0.5], None)
+    set_summary(unevaluated, wall_seconds=3600.0 * 40, compute={"processes": 8, "device": "cuda"})
+    every = [*[runs[(v, s)] for v in ("inspo", "static") for s in (0, 1)], unevaluated]
+    result = invoke("report", *every, "--out", tmp_path / "report", "--reference", "static")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "report" / "table1.md").read_text()
+    assert "| inspo | 2 | 13.200 (GPU-hours) | 2.0 | 4,000 | $12.00 | 10.0% |" in text
+
+
 def test_a_population_that_never_evolved_spent_nothing_on_the_optimizer(runs):
     """Fig. 3's constant population: no evolution, no optimizer, no record."""
     run = runs[("inspo", 0)]

@@ -3,6 +3,7 @@ compare variants question by question. Run directories are written here as train
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -164,6 +165,12 @@ def test_the_command_line_chooses_the_checkpoint_and_the_reference(ablation, tmp
     assert result.exit_code == 0, result.output
     md = (out / "table1.md").read_text()
     assert "| inspo | 3 | 8, 4, 8 (s1: reward collapse) |" in md and "a difference of 0.1 needs" in md
+    # the CSV's steps are the checkpoints reported (step 4 for the seed whose reward collapsed), and the LaTeX
+    # interval is the JSON's, low then high
+    steps = {row["method"]: row["steps"] for row in csv.DictReader((out / "table1.csv").open())}
+    assert steps["inspo"] == "8 4 8"
+    average = json.loads((out / "table1.json").read_text())["comparisons"][0]["average"]
+    assert f"[${average['low']:+.3f}$, ${average['high']:+.3f}$]" in (out / "table1.tex").read_text()
     power = json.loads((out / "table1.json").read_text())["comparisons"][0]["power"]
     assert power["target_diff"] == 0.1
     # the seeds each target needs are the target's own: 0.05 (the default) is within reach of 3 seeds, 0.02 is not
@@ -189,3 +196,18 @@ def test_an_evaluation_cell_is_reused_only_for_the_same_limit_and_for_a_sampled_
     assert key(["evaluation.limit=100"]) != key(["evaluation.limit=200"])
     assert key(["evaluation.temperature=0"], seed=0) == key(["evaluation.temperature=0"], seed=1)
     assert key(["evaluation.temperature=0.7"], seed=0) != key(["evaluation.temperature=0.7"], seed=1)
+
+
+def test_predictions_missing_a_benchmark_give_no_per_question_results_rather_than_a_partial_set(tmp_path):
+    """A predictions.jsonl that lost one benchmark's rows: the cell falls back to seed-level error everywhere, never
+    per-question error computed on the benchmarks that happen to be there."""
+    import json
+
+    from inspo_cli.ablation.results import read_scores
+
+    cell = {"em": 0.75, "f1": 0.75, "subem": 0.75, "searches": 1.0, "n": 4}
+    (tmp_path / "results.json").write_text(json.dumps({"scores": {"agent": {"nq": cell, "hotpotqa": cell}}}))
+    rows = [{"method": "agent", "benchmark": "nq", "id": i, "em": v} for i, v in enumerate([1.0, 0.0, 1.0, 1.0])]
+    (tmp_path / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    em, n, questions = read_scores(tmp_path / "results.json", "fix")
+    assert em == {"nq": 0.75, "hotpotqa": 0.75} and questions is None
