@@ -38,22 +38,23 @@ def time_generate_calls(profile: dict | None = None, profile_call: int = 1) -> l
     calls: list[dict] = []
     original = TransformersBackend._generate_batch
     synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    watching: list[DecodeProfile] = []  # the profile the current batch call steps, if any
-    batch_calls = [0]
+    watching: DecodeProfile | None = None  # the profile the current batch call steps, if any
+    batch_calls = 0
 
     def timed(self, contexts, budgets, stop):
+        nonlocal watching, batch_calls
         window = DecodeProfile.within(max(budgets, default=0))
-        wanted = profile is not None and "rollout" not in profile and batch_calls[0] >= profile_call
+        wanted = profile is not None and "rollout" not in profile and batch_calls >= profile_call
         if wanted and window.active >= 2:
-            watching.append(window)
-        batch_calls[0] += 1
+            watching = window
+        batch_calls += 1
         synchronize()
         started = time.perf_counter()
         try:
             results = original(self, contexts, budgets, stop)
         finally:
-            if watching:
-                watching.pop()
+            if watching is not None:
+                watching = None
                 found = window.finish()
                 if found is not None and profile is not None:
                     profile["rollout"] = {**found, "width": max(len(c) for c in contexts), "rows": len(contexts)}
@@ -78,8 +79,8 @@ def time_generate_calls(profile: dict | None = None, profile_call: int = 1) -> l
     turn_end = transformers_backend._TurnEnd.__call__
 
     def stepped(self, input_ids, scores, **kwargs):  # once per decode step, as HF calls its stopping criteria
-        if watching:
-            watching[-1].step()
+        if watching is not None:
+            watching.step()
         return turn_end(self, input_ids, scores, **kwargs)
 
     transformers_backend._TurnEnd.__call__ = stepped

@@ -178,7 +178,6 @@ def test_the_command_line_chooses_the_checkpoint_and_the_reference(ablation, tmp
     small = json.loads((tmp_path / "small/table1.json").read_text())["comparisons"][0]["power"]
     assert invoke("report", ablation.path, "--out", tmp_path / "default").exit_code == 0
     default = json.loads((tmp_path / "default/table1.json").read_text())["comparisons"][0]["power"]
-    print("POWER", small, default)
     assert default["target_diff"] == 0.05 and small["seeds_needed"] != default["seeds_needed"]
     assert "### Differences to search-r1" in (out / "index.md").read_text()
 

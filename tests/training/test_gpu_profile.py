@@ -174,7 +174,7 @@ def test_a_call_too_short_for_the_window_leaves_it_to_the_next(bench, restored, 
     calls = timing.time_generate_calls(profile, profile_call=0)
     model, tokenizer = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), device="cpu")
     backend = TransformersBackend(model, tokenizer, temperature=0.0, batch_size=4)
-    backend.generate([[5, 6, 7]], [2])
+    backend.generate([[5, 6, 7]], [3])  # one step after the skip: too few to profile
     assert "rollout" not in profile
     backend.generate([[5, 6, 7]], [10])
     assert profile["rollout"]["rows"] == 1
