@@ -4,6 +4,12 @@
     python bench/compiled_generation.py --models qwen2-tiny --reps 2
     python bench/compiled_generation.py --device cuda --models qwen2.5-3b \
         --out bench/results/compiled_generation_cuda.json
+    python bench/compiled_generation.py --device cuda --models qwen2.5-3b --layers 4,8 --out OUT.json
+
+`--layers 4,8` cuts the Qwen shape to those depths at its own width (what the GPU checklist runs: compiling all 36
+layers of the 3B took over 140 s of a lease's 15 minutes on an H200): each depth is measured, and per side the two
+figures are extrapolated to the full depth, a + b x layers, since each layer of a decode step runs the same kernels
+(`at_full_depth`, marked as extrapolated).
 
 Both sides call `model.generate` on the same batch (8 left-padded prompts of about 400 corpus tokens, greedy, 128 new
 tokens forced with `min_new_tokens`), the compiled side with exactly the keyword arguments `TransformersBackend` adds
@@ -36,7 +42,7 @@ SMOLLM2 = "smollm2-135m-instruct"
 OUT = str(ROOT / "bench" / "results" / "compiled_generation.json")
 
 
-def load(name: str, device: str):
+def load(name: str, device: str, layers: int | None = None):
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
@@ -50,8 +56,15 @@ def load(name: str, device: str):
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     torch.manual_seed(0)
+    depth = {"num_hidden_layers": layers, "max_window_layers": layers} if layers else {}
     config = Qwen2Config(
-        **{**QWEN[name], **COMMON, "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        **{
+            **QWEN[name],
+            **COMMON,
+            **depth,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+        }
     )
     return AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval(), tokenizer
 
@@ -93,8 +106,10 @@ def generate(model, tokenizer, contexts, new_tokens: int, compiled) -> tuple[flo
     return time.perf_counter() - started, out[:, width:].tolist()
 
 
-def measure(name: str, device: str, batch: int, length: int, new_tokens: int, reps: int) -> dict:
-    model, tokenizer = load(name, device)
+def measure(
+    name: str, device: str, batch: int, length: int, new_tokens: int, reps: int, layers: int | None = None
+) -> dict:
+    model, tokenizer = load(name, device, layers)
     contexts = prompts(tokenizer, batch, length)
     compiled = decoding_compile_config()
     generate(model, tokenizer, contexts, 4, None)  # warm-up
@@ -116,6 +131,8 @@ def measure(name: str, device: str, batch: int, length: int, new_tokens: int, re
         "model": name,
         "dtype": str(model.dtype).removeprefix("torch."),
         "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
+        "layers": model.config.num_hidden_layers,
+        "full_layers": QWEN[name]["num_hidden_layers"] if name in QWEN else model.config.num_hidden_layers,
         "decode_ms_per_step": {side: round(ms, 2) for side, ms in step_ms.items()},
         "compiled_over_eager": round(step_ms["compiled"] / step_ms["eager"], 3),
         "first_compiled_call_s": round(first_s, 1),
@@ -123,7 +140,7 @@ def measure(name: str, device: str, batch: int, length: int, new_tokens: int, re
         "same_ids": compiled_ids == eager_ids,
         "seconds": {side: {k: [round(x, 3) for x in v] for k, v in t.items()} for side, t in times.items()},
     }
-    if name == "qwen2-tiny":
+    if name == "qwen2-tiny" and layers is None:
         result["shape_changes"] = shape_changes(model, tokenizer, compiled, new_tokens)
     return result
 
@@ -147,6 +164,39 @@ def shape_changes(model, tokenizer, compiled, new_tokens: int) -> list[dict]:
     return rows
 
 
+def at_full_depth(results: list[dict]) -> dict:
+    """Per model measured at two or more depths (`--layers`), each side's decode ms per step extrapolated to the
+    model's full depth through the shallowest and the deepest: a + b x layers (each layer of a decode step is the same
+    kernels; a is what a step costs outside the layers: embedding, head, sampling, the loop)."""
+    out = {}
+    for name in dict.fromkeys(r["model"] for r in results):
+        rows = sorted((r for r in results if r["model"] == name), key=lambda r: r["layers"])
+        low, high = rows[0], rows[-1]
+        if high["layers"] == low["layers"]:
+            continue
+        full = high["full_layers"]
+        sides = {}
+        for side in ("eager", "compiled"):
+            slope = (high["decode_ms_per_step"][side] - low["decode_ms_per_step"][side]) / (
+                high["layers"] - low["layers"]
+            )
+            sides[side] = {
+                "ms_per_layer": round(slope, 3),
+                "ms_outside_layers": round(low["decode_ms_per_step"][side] - slope * low["layers"], 2),
+                "ms_per_step": round(low["decode_ms_per_step"][side] + slope * (full - low["layers"]), 2),
+            }
+        out[name] = {
+            "extrapolated": True,
+            "from_layers": [r["layers"] for r in rows],
+            "layers": full,
+            **sides,
+            "compiled_over_eager": round(sides["compiled"]["ms_per_step"] / sides["eager"]["ms_per_step"], 3)
+            if sides["eager"]["ms_per_step"] > 0
+            else None,
+        }
+    return out
+
+
 def section(report: dict) -> str:
     m = report["machine"]
     lines = [
@@ -164,7 +214,7 @@ def section(report: dict) -> str:
     for r in report["results"]:
         d = r["decode_ms_per_step"]
         lines.append(
-            f"| {r['model']} ({r['params_m']}M, {r['dtype']}) | {d['eager']} | {d['compiled']} | "
+            f"| {r['model']}{depth(r)} ({r['params_m']}M, {r['dtype']}) | {d['eager']} | {d['compiled']} | "
             f"{r['compiled_over_eager']} | {r['first_compiled_call_s']} | {r['same_ids']} |"
         )
     for r in report["results"]:
@@ -181,13 +231,27 @@ def section(report: dict) -> str:
                 f"{compiles}. Dynamo compiles once more at the first change of the batch and of the cache "
                 "length, then reuses one graph with both symbolic.",
             ]
+    for name, x in report.get("at_full_depth", {}).items():
+        lines += [
+            "",
+            f"{name} at its {x['layers']} layers, extrapolated from {', '.join(map(str, x['from_layers']))} (not "
+            f"measured): eager {x['eager']['ms_per_step']} ms per step ({x['eager']['ms_per_layer']} per layer), "
+            f"compiled {x['compiled']['ms_per_step']} ({x['compiled']['ms_per_layer']} per layer), "
+            f"{x['compiled_over_eager']}x.",
+        ]
     lines += ["", report["verdict"]]
     return "\n".join(lines)
 
 
+def depth(r: dict) -> str:
+    """` at 4 of 36 layers` for a shape cut by --layers, else nothing."""
+    return f" at {r['layers']} of {r['full_layers']} layers" if r.get("layers", 0) != r.get("full_layers", 0) else ""
+
+
 def verdict_of(results: list[dict]) -> str:
     each = "; ".join(
-        f"{r['model']} {r['compiled_over_eager']}x eager's time per step after {r['compile_s']} s of compiling"
+        f"{r['model']}{depth(r)} {r['compiled_over_eager']}x eager's time per step after {r['compile_s']} s of "
+        "compiling"
         for r in results
     )
     if all(r["compiled_over_eager"] < 1 for r in results):
@@ -208,12 +272,21 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=400)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--layers", default="", help="comma list: the Qwen shapes cut to these depths, same width")
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
+    names = args.models.split(",")
+    try:
+        depths: list[int | None] = [int(x) for x in args.layers.split(",")] if args.layers else [None]
+    except ValueError:
+        parser.error(f"--layers {args.layers!r}: give whole numbers of layers, e.g. 4,8")
+    if args.layers and (not names or any(n not in QWEN for n in names) or min(d or 0 for d in depths) < 1):
+        parser.error(f"--layers cuts only the Qwen shapes ({', '.join(QWEN)}), to 1 layer or more")
     load_before = round(os.getloadavg()[0], 2)
     results = [
-        measure(name, args.device, args.batch, args.prompt_tokens, args.new_tokens, args.reps)
-        for name in args.models.split(",")
+        measure(name, args.device, args.batch, args.prompt_tokens, args.new_tokens, args.reps, layers)
+        for name in names
+        for layers in depths
     ]
     verdict = verdict_of(results)
     report = {
@@ -225,10 +298,13 @@ def main() -> None:
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "reps": args.reps,
-        "command": "python bench/compiled_generation.py" + (f" --device {args.device}" if args.device != "cpu" else ""),
+        "command": "python bench/compiled_generation.py"
+        + (f" --device {args.device}" if args.device != "cpu" else "")
+        + (f" --models {args.models} --layers {args.layers}" if args.layers else ""),
         "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
         "results": results,
+        "at_full_depth": at_full_depth(results),
         "verdict": verdict,
     }
     atomic_write_json(args.out, report)

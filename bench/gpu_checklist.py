@@ -34,7 +34,11 @@ which is the longest trajectory the recipe allows, and so its peak memory.
    tokens, rows of equal and of padded lengths (bench/gpu_timing.py), beside which the summary sets each of the
    step's `generate` calls (`calls_against_plain`); and 5 decode steps profiled, of plain `generate` and of the
    rollout's second call (bench/gpu_profile.py: the GPU's busy share, launches, synchronisations, top kernels).
-2. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
+2. compiled: bench/compiled_generation.py on the 3B's width cut to 4 and 8 of its 36 layers: decode ms per step of
+   eager and compiled `generate` (`model.compile_generation`: static cache, torch.compile, CUDA graphs), whether
+   both give the same greedy ids, the first compiled call's seconds, and both sides extrapolated to 36 layers
+   (compiling the whole 3B took over 140 s of a lease before its first result).
+3. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
    non-finite guard must stop at update 1 (FSDP2's parameters are DTensors). With --quick it runs the plain
@@ -56,7 +60,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
-from gpu_checks import TRAJECTORIES, child_fsdp, child_generation, child_step, launch
+from gpu_checks import TRAJECTORIES, child_compiled, child_fsdp, child_generation, child_step, launch
 from gpu_profile import brief
 from gpu_timing import against_plain
 
@@ -65,7 +69,7 @@ from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 # seconds; what is left of the budget goes to the next check
 # the 3B step: plain `generate` references (an estimated 20 s), then a rollout of 2,500 decode steps (about 220 s at the
 # H200's 87 ms per step), scoring and the update; cut off at 265 s on 2026-11-28 in its fifth call
-CAPS = {"generation": 210.0, "fsdp": 120.0, "step-qwen2.5-3b": 360.0}
+CAPS = {"generation": 210.0, "compiled": 150.0, "fsdp": 120.0, "step-qwen2.5-3b": 360.0}
 
 
 # Every module the checks import, and the wheel that brings it: the GPU machines have no package index, so what their
@@ -124,7 +128,7 @@ def main() -> None:
         help="with --quick: the step keeps the recipe's lengths (5 calls of 500 decode steps; about 80 s on 2 cores)",
     )
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for all the checks together")
-    parser.add_argument("--checks", default="generation,step-qwen2.5-3b,fsdp,step-qwen2.5-7b")
+    parser.add_argument("--checks", default="generation,step-qwen2.5-3b,compiled,fsdp,step-qwen2.5-7b")
     parser.add_argument("--readme", type=Path, help="a results JSON: copy it to bench/results/, write the section")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -140,6 +144,8 @@ def main() -> None:
             child_fsdp(args.work, args.out, args.quick, args.timeout)
         elif args.child == "generation":
             child_generation(args.out, args.quick)
+        elif args.child == "compiled":
+            child_compiled(args.out, args.quick)
         else:
             child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick, args.recipe_lengths)
         return
@@ -157,7 +163,7 @@ def main() -> None:
     }
     for check in args.checks.split(","):
         if args.quick:
-            check = check if check in ("fsdp", "generation") else "step-qwen2-tiny"
+            check = check if check in ("fsdp", "generation", "compiled") else "step-qwen2-tiny"
             if check in results["checks"]:
                 continue
         left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))
@@ -257,6 +263,19 @@ def summary(results: dict) -> dict:
                 {"long_context": {k: row.get(k) for k in ("model", "ms_per_step", "ratio_to_plain")}}
                 for row in entry.get("long_context", {}).get("models", [])
             ]
+        elif check == "compiled":
+            shown[check] = {
+                "results": [
+                    {
+                        k: row.get(k)
+                        for k in ("model", "layers", "full_layers", "decode_ms_per_step", "compiled_over_eager")
+                        + ("first_compiled_call_s", "compile_s", "same_ids")
+                    }
+                    for row in entry.get("results", [])
+                ],
+                "at_full_depth": entry.get("at_full_depth"),
+                "exit_code": entry.get("process", {}).get("exit_code"),
+            }
         else:
             shown[check] = {
                 k: entry.get(k)

@@ -287,6 +287,18 @@ def child_generation(out: Path, quick: bool) -> None:
     atomic_write_json(out, main)
 
 
+def child_compiled(out: Path, quick: bool) -> None:
+    """bench/compiled_generation.py (`model.compile_generation`: a static cache, torch.compile, CUDA graphs) against
+    eager decoding on the 3B's width cut to 4 and 8 of its 36 layers, extrapolated to 36 (compiling all 36 took over
+    140 s of a lease on an H200 before its first result); with --quick, qwen2-tiny at 1 and 2 layers on CPU."""
+    shape = (
+        ["--models", "qwen2-tiny", "--device", "cpu", "--layers", "1,2", "--new-tokens", "16", "--reps", "1"]
+        if quick
+        else ["--models", "qwen2.5-3b", "--device", "cuda", "--layers", "4,8", "--new-tokens", "64", "--reps", "2"]
+    )
+    subprocess.run([sys.executable, str(ROOT / "bench/compiled_generation.py"), *shape, "--out", str(out)], check=True)
+
+
 def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:
     """Straight run, resume from the first checkpoint, and the guard, under accelerate's FSDP2 config."""
     sys.path.insert(0, str(ROOT / "tests"))

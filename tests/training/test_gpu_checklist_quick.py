@@ -44,6 +44,48 @@ def test_each_rollout_call_is_read_against_plain_generate_of_padded_rows_at_the_
     assert timing.against_plain(calls, []) == []
 
 
+def test_compiled_decoding_at_two_depths_is_extrapolated_per_side_through_the_layers(bench):
+    compiled = bench("compiled_generation")
+
+    def row(model, layers, eager, fast, full=36):
+        return {
+            "model": model,
+            "layers": layers,
+            "full_layers": full,
+            "decode_ms_per_step": {"eager": eager, "compiled": fast},
+        }
+
+    # eager: 5 ms outside the layers + 0.8 per layer; compiled: 1 + 0.1 per layer
+    rows = [row("3b", 8, 11.4, 1.8), row("3b", 4, 8.2, 1.4), row("7b", 4, 9.0, 2.0, full=28)]
+    full = compiled.at_full_depth(rows)
+    assert set(full) == {"3b"}  # one depth says nothing about the slope
+    x = full["3b"]
+    assert x["extrapolated"] and x["layers"] == 36 and x["from_layers"] == [4, 8]
+    assert x["eager"] == {"ms_per_layer": 0.8, "ms_outside_layers": 5.0, "ms_per_step": 33.8}
+    assert x["compiled"] == {"ms_per_layer": 0.1, "ms_outside_layers": 1.0, "ms_per_step": 4.6}
+    assert x["compiled_over_eager"] == round(4.6 / 33.8, 3)
+    assert compiled.depth(rows[0]) == " at 8 of 36 layers" and compiled.depth(row("3b", 36, 1, 1)) == ""
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--layers", "four"], "whole numbers of layers"),
+        (["--layers", "0,4", "--models", "qwen2.5-3b"], "to 1 layer or more"),
+        (["--layers", "4,8", "--models", "smollm2-135m"], "only the Qwen shapes"),
+    ],
+)
+def test_a_bad_layers_option_is_one_line_before_any_model_loads(repo_root, argv, message):
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "bench/compiled_generation.py"), *argv],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_decode_step_is_timed_without_the_prefill(timing):
     # 1 token: 0.5 s (prefill and first token); 33 tokens: 1.78 s, so 32 decode steps took 1.28 s
     assert timing.decode_ms(0.5, 1.78, 33) == 40.0
@@ -59,7 +101,7 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
             str(tmp_path),
             "--quick",
             "--checks",
-            "generation,step-qwen2.5-3b",
+            "generation,step-qwen2.5-3b,compiled",
         ],
         cwd=repo_root,
         capture_output=True,
@@ -87,6 +129,15 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     assert [c.get("profiled", False) for c in batches] == [False, True, False, False, False]
     profiled = shown["step-qwen2-tiny"]["decode_profile"]["rollout"]
     assert profiled["steps"] == 5 and profiled["rows"] == 8 and profiled["host_ops_per_step"] > 100
+    # compiled decoding at two depths of one width, both sides extrapolated to the full depth
+    compiled = shown["compiled"]
+    assert compiled["exit_code"] == 0 and [(r["layers"], r["full_layers"]) for r in compiled["results"]] == [
+        (1, 2),
+        (2, 2),
+    ]
+    assert all(r["same_ids"] and r["decode_ms_per_step"]["compiled"] > 0 for r in compiled["results"])
+    full = compiled["at_full_depth"]["qwen2-tiny"]
+    assert full["extrapolated"] and full["layers"] == 2 and full["from_layers"] == [1, 2]
 
 
 @pytest.mark.slow
