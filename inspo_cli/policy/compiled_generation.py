@@ -11,9 +11,14 @@ The prefill stays eager; only the one-token decode step is compiled. Its shapes 
 length. torch.compile compiles the first shape as it is and, at the first change of either, once more with that
 dimension symbolic (dynamo's automatic dynamic shapes), so a run compiles about three times whatever its batches and
 widths (measured on the tiny Qwen shape: bench/README.md). The cache length is rounded up to a multiple of
-`CACHE_BUCKET` so that CUDA graphs, recorded once per concrete shape, are recorded for few lengths; transformers
-never shrinks a model's static cache (it remembers the longest asked for), so after a rollout's longest turn the
-length stays put.
+`CACHE_BUCKET`, and transformers sizes each call's cache to the longest length asked for so far, so after a rollout's
+longest turn the length stays put.
+
+On a GPU each `generate` call records its CUDA graphs again: transformers 5.24 makes a new static cache for every
+call (`_prepare_static_cache`), whose tensors it marks as static addresses, and a mixed-precision rollout's bf16
+weights are fresh copies (generation_weights.py); CUDA graph trees re-record when a static input's address changes
+(torch/_inductor/cudagraph_trees.py, `check_invariants`). That is one warm-up and one capture per call, against the
+call's hundreds of replayed steps; bench/compiled_generation.py's compiled ms per step includes it.
 
 Nothing about what is sampled changes: the same logits processors and the same draws from the same generator, on
 logits from the same computation (compiled kernels may round differently in the last bits; measured identical ids
