@@ -51,6 +51,7 @@ from inspo_cli.training.dynamic_sampling_trainer import DynamicSamplingTrainer
 from inspo_cli.training.instruction_blocks import advantage_groups, informative_questions, sample_blocks
 from inspo_cli.training.periodic_eval import PeriodicEvaluation
 from inspo_cli.training.reward import followed_protocol, make_reward_func
+from inspo_cli.training.trl_patches import input_grads_hook_once
 from retriever.search import Retriever
 
 PHASES = ("generation", "retrieval", "scoring", "update")
@@ -115,6 +116,7 @@ class SearchGRPOTrainer(DynamicSamplingTrainer):
             callbacks=[*(callbacks or []), _StepEnd(self)],
         )
         self._hold_reference_in_compute_dtype()
+        input_grads_hook_once(self.model)  # TRL toggles gradient checkpointing around every generation
         self._generation_dtype = generation_dtype(args, self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if self.use_vllm and self.vllm_mode == "colocate":  # its engine re-seeded this process with the process index
             reseed_after_colocated_engine(args.seed, self.accelerator.process_index, args.vllm_tensor_parallel_size)

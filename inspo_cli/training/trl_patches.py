@@ -12,6 +12,8 @@ In `PatchedGRPOTrainer` (here), which `SearchGRPOTrainer` builds on:
   `training.mask_truncated_completions` for multi-turn rollouts, whose rows TRL's own switch does not see.
 - `_sync_vllm_weights` and `_vllm_awake` drive TRL's vLLM generation (`_last_loaded_step`,
   `_llm_weights_sleeping`) from outside its `generate`, which a `rollout_func` trainer never calls.
+- `input_grads_hook_once`: each of the policy's transformers models registers its input-embedding hook once, however
+  often TRL turns gradient checkpointing off and on (`enable_input_require_grads`, on the instance).
 
 In `SearchGRPOTrainer` (trainer.py), the overrides that are the trainer's purpose:
 - `_generate_and_score_completions`: an instruction per question group before TRL generates (and dynamic sampling,
@@ -28,6 +30,7 @@ The rollouts themselves go through TRL's public `rollout_func`.
 from __future__ import annotations
 
 import contextlib
+import types
 
 import torch
 from trl import GRPOTrainer
@@ -49,6 +52,26 @@ def score_only_labelled_positions_on_cpu():
         yield
     finally:
         trl_utils._use_triton = original
+
+
+def _enable_input_require_grads_once(self) -> None:
+    self.disable_input_require_grads()  # the hooks this model registered before (transformers keeps their handles)
+    type(self).enable_input_require_grads(self)
+
+
+def input_grads_hook_once(model) -> None:
+    """transformers 5.24's `gradient_checkpointing_enable` registers a forward hook on the input embeddings
+    (`enable_input_require_grads`) every time it runs, and `gradient_checkpointing_disable` removes them only for its
+    own adapters. TRL turns checkpointing off and on around each generation (`unwrap_model_for_generation`) and each
+    log-prob pass (`disable_gradient_checkpointing`), so a run with `model.gradient_checkpointing` gained two hooks a
+    step without end, each called at every forward, decode steps included (about 0.2 us a hook on 2 CPU cores: 0.12
+    ms a forward after 300 steps). Here each transformers model in `model` removes the hooks it registered before
+    registering again: one hook, always. Bound to the instance (`types.MethodType`), so a deep copy's is the copy's."""
+    from transformers import PreTrainedModel
+
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and "enable_input_require_grads" not in vars(module):
+            module.enable_input_require_grads = types.MethodType(_enable_input_require_grads_once, module)
 
 
 class PatchedGRPOTrainer(GRPOTrainer):

@@ -252,3 +252,48 @@ def test_the_rollout_engine_gives_the_same_trajectories_whatever_the_rows_per_ca
         ]
 
     assert run(_greedy(model, tokenizer, batch_size=cap)) == run(_greedy(model, tokenizer, batch_size=64))
+
+
+# -- gradient checkpointing toggled around every generation ------------------------------------------------------
+
+
+def _require_grads_hooks(model) -> list[str]:
+    hooks = model.get_input_embeddings()._forward_hooks.values()
+    return [h.__name__ for h in hooks if h.__name__ == "make_inputs_require_grads"]
+
+
+def test_a_checkpointed_run_keeps_one_input_embedding_hook_however_often_trl_toggles_checkpointing(
+    tmp_path, tiny_model_dir
+):
+    """TRL turns gradient checkpointing off and on around each generation and each log-prob pass; transformers 5.24
+    added an input-embedding hook at every turn-on and never removed it (9 after 4 steps of this run)."""
+    recipe = tiny_recipe(tiny_model_dir, steps=3, learning_rate=1e-6)
+    recipe = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, gradient_checkpointing=True))
+    trainer = _trainer(tmp_path, recipe)
+    during = []
+    generate = trainer.engine.backend.generate
+
+    def watching(contexts, budgets, stop=()):
+        during.append((trainer.model.is_activation_checkpointing, len(_require_grads_hooks(trainer.model))))
+        return generate(contexts, budgets, stop)
+
+    trainer.engine.backend.generate = watching
+    trainer.train()
+    assert len(during) == 3 * recipe.rollout.max_turns + 3  # each step's turns and its closing call
+    assert all(not checkpointing and hooks == 1 for checkpointing, hooks in during)
+    assert trainer.model.is_activation_checkpointing and _require_grads_hooks(trainer.model) == [
+        "make_inputs_require_grads"
+    ]
+
+
+def test_a_deep_copy_registers_its_hook_on_its_own_embeddings(tiny_model_dir):
+    import copy
+
+    from inspo_cli.training.trl_patches import input_grads_hook_once
+
+    model, _ = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), device="cpu")
+    input_grads_hook_once(model)
+    twin = copy.deepcopy(model)
+    for _ in range(3):
+        twin.enable_input_require_grads()
+    assert _require_grads_hooks(twin) == ["make_inputs_require_grads"] and _require_grads_hooks(model) == []
