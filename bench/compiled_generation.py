@@ -283,12 +283,7 @@ def main() -> None:
     if args.layers and (not names or any(n not in QWEN for n in names) or min(d or 0 for d in depths) < 1):
         parser.error(f"--layers cuts only the Qwen shapes ({', '.join(QWEN)}), to 1 layer or more")
     load_before = round(os.getloadavg()[0], 2)
-    results = [
-        measure(name, args.device, args.batch, args.prompt_tokens, args.new_tokens, args.reps, layers)
-        for name in names
-        for layers in depths
-    ]
-    verdict = verdict_of(results)
+    results: list[dict] = []
     report = {
         "benchmark": "compiled_generation",
         "machine": machine(("torch", "transformers")),
@@ -302,11 +297,23 @@ def main() -> None:
         + (f" --device {args.device}" if args.device != "cpu" else "")
         + (f" --models {args.models} --layers {args.layers}" if args.layers else ""),
         "load_before": load_before,
-        "load_after": round(os.getloadavg()[0], 2),
+        "partial": True,  # written after each model: a run cut off by a time limit keeps what it measured
         "results": results,
-        "at_full_depth": at_full_depth(results),
-        "verdict": verdict,
     }
+    for name in names:
+        for layers in depths:
+            results.append(
+                measure(name, args.device, args.batch, args.prompt_tokens, args.new_tokens, args.reps, layers)
+            )
+            atomic_write_json(args.out, report)
+    del report["partial"]
+    report.update(
+        {
+            "load_after": round(os.getloadavg()[0], 2),
+            "at_full_depth": at_full_depth(results),
+            "verdict": verdict_of(results),
+        }
+    )
     atomic_write_json(args.out, report)
     if args.out == OUT:
         update_readme_section("compiled-generation", section(report))

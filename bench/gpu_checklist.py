@@ -274,6 +274,7 @@ def summary(results: dict) -> dict:
                     for row in entry.get("results", [])
                 ],
                 "at_full_depth": entry.get("at_full_depth"),
+                "partial": entry.get("partial", False),  # cut off by its time limit after these depths
                 "exit_code": entry.get("process", {}).get("exit_code"),
             }
         else:

@@ -67,6 +67,31 @@ def test_compiled_decoding_at_two_depths_is_extrapolated_per_side_through_the_la
     assert compiled.depth(rows[0]) == " at 8 of 36 layers" and compiled.depth(row("3b", 36, 1, 1)) == ""
 
 
+def test_a_compiled_check_cut_off_after_one_depth_keeps_that_depth(bench, tmp_path, monkeypatch):
+    compiled = bench("compiled_generation")
+    done = []
+
+    def measure(name, device, batch, length, new_tokens, reps, layers):
+        if done:
+            raise TimeoutError("the check's time limit")
+        done.append(layers)
+        return {
+            "model": name,
+            "layers": layers,
+            "full_layers": 36,
+            "decode_ms_per_step": {"eager": 9.0, "compiled": 2.0},
+        }
+
+    monkeypatch.setattr(compiled, "measure", measure)
+    out = tmp_path / "compiled.json"
+    argv = ["compiled_generation.py", "--models", "qwen2.5-3b", "--layers", "4,8", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(TimeoutError):
+        compiled.main()
+    kept = json.loads(out.read_text())
+    assert kept["partial"] and [r["layers"] for r in kept["results"]] == [4] and "at_full_depth" not in kept
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -131,10 +156,15 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     assert profiled["steps"] == 5 and profiled["rows"] == 8 and profiled["host_ops_per_step"] > 100
     # compiled decoding at two depths of one width, both sides extrapolated to the full depth
     compiled = shown["compiled"]
-    assert compiled["exit_code"] == 0 and [(r["layers"], r["full_layers"]) for r in compiled["results"]] == [
-        (1, 2),
-        (2, 2),
-    ]
+    assert (
+        compiled["exit_code"] == 0
+        and not compiled["partial"]
+        and [(r["layers"], r["full_layers"]) for r in compiled["results"]]
+        == [
+            (1, 2),
+            (2, 2),
+        ]
+    )
     assert all(r["same_ids"] and r["decode_ms_per_step"]["compiled"] > 0 for r in compiled["results"])
     full = compiled["at_full_depth"]["qwen2-tiny"]
     assert full["extrapolated"] and full["layers"] == 2 and full["from_layers"] == [1, 2]
