@@ -282,6 +282,9 @@ def main() -> None:
         parser.error(f"--layers {args.layers!r}: give whole numbers of layers, e.g. 4,8")
     if args.layers and (not names or any(n not in QWEN for n in names) or min(d or 0 for d in depths) < 1):
         parser.error(f"--layers cuts only the Qwen shapes ({', '.join(QWEN)}), to 1 layer or more")
+    deepest = min((QWEN[n]["num_hidden_layers"] for n in names if n in QWEN), default=0)
+    if args.layers and max(d or 0 for d in depths) > deepest:
+        parser.error(f"--layers {args.layers}: at most {deepest}, the layers the shapes have")
     load_before = round(os.getloadavg()[0], 2)
     results: list[dict] = []
     report = {

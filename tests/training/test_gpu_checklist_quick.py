@@ -98,6 +98,8 @@ def test_a_compiled_check_cut_off_after_one_depth_keeps_that_depth(bench, tmp_pa
         (["--layers", "four"], "whole numbers of layers"),
         (["--layers", "0,4", "--models", "qwen2.5-3b"], "to 1 layer or more"),
         (["--layers", "4,8", "--models", "smollm2-135m"], "only the Qwen shapes"),
+        (["--layers", "4,37", "--models", "qwen2.5-3b"], "at most 36"),
+        (["--layers", "4,", "--models", "qwen2.5-3b"], "whole numbers of layers"),
     ],
 )
 def test_a_bad_layers_option_is_one_line_before_any_model_loads(repo_root, argv, message):
