@@ -4,12 +4,13 @@
     python bench/compiled_generation.py --models qwen2-tiny --reps 2
     python bench/compiled_generation.py --device cuda --models qwen2.5-3b \
         --out bench/results/compiled_generation_cuda.json
-    python bench/compiled_generation.py --device cuda --models qwen2.5-3b --layers 4,8 --out OUT.json
+    python bench/compiled_generation.py --device cuda --models qwen2.5-3b --layers 2,4,8 --out OUT.json
 
-`--layers 4,8` cuts the Qwen shape to those depths at its own width (what the GPU checklist runs: compiling all 36
-layers of the 3B took over 140 s of a lease's 15 minutes on an H200): each depth is measured, and per side the two
-figures are extrapolated to the full depth, a + b x layers, since each layer of a decode step runs the same kernels
-(`at_full_depth`, marked as extrapolated).
+`--layers 2,4,8` cuts the Qwen shape to those depths at its own width (what the GPU checklist runs: loading the 3B
+and its first compiled call took over 140 s of a lease's 15 minutes on an H200): each depth is measured, and per side
+a least-squares line through them is extrapolated to the full depth, a + b x layers, since each layer of a decode
+step runs the same kernels (`at_full_depth`, marked as extrapolated, with its worst residual). A depth after the
+first compiles from warm caches, so its `compile_s` is not a fresh compile's.
 
 Both sides call `model.generate` on the same batch (8 left-padded prompts of about 400 corpus tokens, greedy, 128 new
 tokens forced with `min_new_tokens`), the compiled side with exactly the keyword arguments `TransformersBackend` adds
@@ -166,28 +167,35 @@ def shape_changes(model, tokenizer, compiled, new_tokens: int) -> list[dict]:
 
 def at_full_depth(results: list[dict]) -> dict:
     """Per model measured at two or more depths (`--layers`), each side's decode ms per step extrapolated to the
-    model's full depth through the shallowest and the deepest: a + b x layers (each layer of a decode step is the same
-    kernels; a is what a step costs outside the layers: embedding, head, sampling, the loop)."""
+    model's full depth by a least-squares line through every depth, a + b x layers (each layer of a decode step is the
+    same kernels; a is what a step costs outside the layers: embedding, head, sampling, the loop), with the largest
+    distance of a measured point from the line (`worst_residual_ms`), and `slope_below_zero` where noise outweighed the
+    layers' cost (then the extrapolation says nothing)."""
     out = {}
     for name in dict.fromkeys(r["model"] for r in results):
         rows = sorted((r for r in results if r["model"] == name), key=lambda r: r["layers"])
-        low, high = rows[0], rows[-1]
-        if high["layers"] == low["layers"]:
+        xs = [r["layers"] for r in rows]
+        if len(set(xs)) < 2:
             continue
-        full = high["full_layers"]
+        full = rows[-1]["full_layers"]
+        mean_x = sum(xs) / len(xs)
+        spread = sum((x - mean_x) ** 2 for x in xs)
         sides = {}
         for side in ("eager", "compiled"):
-            slope = (high["decode_ms_per_step"][side] - low["decode_ms_per_step"][side]) / (
-                high["layers"] - low["layers"]
-            )
+            ys = [r["decode_ms_per_step"][side] for r in rows]
+            mean_y = sum(ys) / len(ys)
+            slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+            outside = mean_y - slope * mean_x
             sides[side] = {
                 "ms_per_layer": round(slope, 3),
-                "ms_outside_layers": round(low["decode_ms_per_step"][side] - slope * low["layers"], 2),
-                "ms_per_step": round(low["decode_ms_per_step"][side] + slope * (full - low["layers"]), 2),
+                "ms_outside_layers": round(outside, 2),
+                "ms_per_step": round(outside + slope * full, 2),
+                "worst_residual_ms": round(max(abs(y - outside - slope * x) for x, y in zip(xs, ys)), 3),
+                "slope_below_zero": slope < 0,
             }
         out[name] = {
             "extrapolated": True,
-            "from_layers": [r["layers"] for r in rows],
+            "from_layers": xs,
             "layers": full,
             **sides,
             "compiled_over_eager": round(sides["compiled"]["ms_per_step"] / sides["eager"]["ms_per_step"], 3)
@@ -235,9 +243,16 @@ def section(report: dict) -> str:
         lines += [
             "",
             f"{name} at its {x['layers']} layers, extrapolated from {', '.join(map(str, x['from_layers']))} (not "
-            f"measured): eager {x['eager']['ms_per_step']} ms per step ({x['eager']['ms_per_layer']} per layer), "
-            f"compiled {x['compiled']['ms_per_step']} ({x['compiled']['ms_per_layer']} per layer), "
-            f"{x['compiled_over_eager']}x.",
+            f"measured): eager {x['eager']['ms_per_step']} ms per step ({x['eager']['ms_per_layer']} per layer, "
+            f"worst residual {x['eager']['worst_residual_ms']}), compiled {x['compiled']['ms_per_step']} "
+            f"({x['compiled']['ms_per_layer']} per layer, worst residual {x['compiled']['worst_residual_ms']}), "
+            f"{x['compiled_over_eager']}x"
+            + (
+                " (a slope below zero: noise outweighs the layers)"
+                if any(x[s]["slope_below_zero"] for s in ("eager", "compiled"))
+                else ""
+            )
+            + ".",
         ]
     lines += ["", report["verdict"]]
     return "\n".join(lines)
@@ -298,7 +313,8 @@ def main() -> None:
         "reps": args.reps,
         "command": "python bench/compiled_generation.py"
         + (f" --device {args.device}" if args.device != "cpu" else "")
-        + (f" --models {args.models} --layers {args.layers}" if args.layers else ""),
+        + (f" --models {args.models} --layers {args.layers}" if args.layers else "")
+        + (f" --new-tokens {args.new_tokens} --reps {args.reps}" if args.layers else ""),
         "load_before": load_before,
         "partial": True,  # written after each model: a run cut off by a time limit keeps what it measured
         "results": results,

@@ -34,10 +34,11 @@ which is the longest trajectory the recipe allows, and so its peak memory.
    tokens, rows of equal and of padded lengths (bench/gpu_timing.py), beside which the summary sets each of the
    step's `generate` calls (`calls_against_plain`); and 5 decode steps profiled, of plain `generate` and of the
    rollout's second call (bench/gpu_profile.py: the GPU's busy share, launches, synchronisations, top kernels).
-2. compiled: bench/compiled_generation.py on the 3B's width cut to 4 and 8 of its 36 layers: decode ms per step of
+2. compiled: bench/compiled_generation.py on the 3B's width cut to 2, 4 and 8 of its 36 layers: decode ms per step of
    eager and compiled `generate` (`model.compile_generation`: static cache, torch.compile, CUDA graphs), whether
-   both give the same greedy ids, the first compiled call's seconds, and both sides extrapolated to 36 layers
-   (compiling the whole 3B took over 140 s of a lease before its first result).
+   both gave the same greedy ids, the first compiled call's seconds, and both sides extrapolated to 36 layers by a
+   least-squares line (loading the whole 3B and its first compiled call took over 140 s of a lease). Without Triton
+   or a C compiler on the machine it records why and ends.
 3. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
@@ -274,6 +275,7 @@ def summary(results: dict) -> dict:
                     for row in entry.get("results", [])
                 ],
                 "at_full_depth": entry.get("at_full_depth"),
+                "error": entry.get("error"),
                 "partial": entry.get("partial", False),  # cut off by its time limit after these depths
                 "exit_code": entry.get("process", {}).get("exit_code"),
             }

@@ -14,11 +14,14 @@ widths (measured on the tiny Qwen shape: bench/README.md). The cache length is r
 `CACHE_BUCKET`, and transformers sizes each call's cache to the longest length asked for so far, so after a rollout's
 longest turn the length stays put.
 
-On a GPU each `generate` call records its CUDA graphs again: transformers 5.24 makes a new static cache for every
+On a GPU a `generate` call may record its CUDA graphs again: transformers 5.24 makes a new static cache for every
 call (`_prepare_static_cache`), whose tensors it marks as static addresses, and a mixed-precision rollout's bf16
-weights are fresh copies (generation_weights.py); CUDA graph trees re-record when a static input's address changes
-(torch/_inductor/cudagraph_trees.py, `check_invariants`). That is one warm-up and one capture per call, against the
-call's hundreds of replayed steps; bench/compiled_generation.py's compiled ms per step includes it.
+weights are fresh copies (generation_weights.py); CUDA graph trees re-record (a capture; the warm-up only the first
+time) whenever a static input's address changed, which the caching allocator may or may not avoid by handing back the
+same blocks (torch/_inductor/cudagraph_trees.py, `check_invariants`). bench/compiled_generation.py's compiled ms per
+step includes it. Torch 2.13 does not count these re-records toward `cudagraph_unexpected_rerecord_limit` (128, after
+which a function runs without CUDA graphs for good); older releases may (pytorch#182531, May 2026), which a run of
+more than 128 calls would show as graphs skipped: not measured on a GPU.
 
 Nothing about what is sampled changes: the same logits processors and the same draws from the same generator, on
 logits from the same computation (compiled kernels may round differently in the last bits; measured identical ids

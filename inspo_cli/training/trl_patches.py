@@ -30,7 +30,6 @@ The rollouts themselves go through TRL's public `rollout_func`.
 from __future__ import annotations
 
 import contextlib
-import types
 
 import torch
 from trl import GRPOTrainer
@@ -54,9 +53,17 @@ def score_only_labelled_positions_on_cpu():
         trl_utils._use_triton = original
 
 
-def _enable_input_require_grads_once(self) -> None:
-    self.disable_input_require_grads()  # the hooks this model registered before (transformers keeps their handles)
-    type(self).enable_input_require_grads(self)
+class _InputGradsHookOnce:
+    """A model's `enable_input_require_grads` that removes the hooks the model registered before (transformers keeps
+    their handles) and registers again. An object holding its model, not a bound function, so that a deep copy or a
+    pickled copy of the model calls it on itself."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self) -> None:
+        self.model.disable_input_require_grads()
+        type(self.model).enable_input_require_grads(self.model)
 
 
 def input_grads_hook_once(model) -> None:
@@ -66,12 +73,12 @@ def input_grads_hook_once(model) -> None:
     log-prob pass (`disable_gradient_checkpointing`), so a run with `model.gradient_checkpointing` gained two hooks a
     step without end, each called at every forward, decode steps included (about 0.2 us a hook on 2 CPU cores: 0.12
     ms a forward after 300 steps). Here each transformers model in `model` removes the hooks it registered before
-    registering again: one hook, always. Bound to the instance (`types.MethodType`), so a deep copy's is the copy's."""
+    registering again: one hook, always."""
     from transformers import PreTrainedModel
 
     for module in model.modules():
         if isinstance(module, PreTrainedModel) and "enable_input_require_grads" not in vars(module):
-            module.enable_input_require_grads = types.MethodType(_enable_input_require_grads_once, module)
+            module.enable_input_require_grads = _InputGradsHookOnce(module)
 
 
 class PatchedGRPOTrainer(GRPOTrainer):
