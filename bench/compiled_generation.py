@@ -165,6 +165,49 @@ def shape_changes(model, tokenizer, compiled, new_tokens: int) -> list[dict]:
     return rows
 
 
+def many_calls(name: str, device: str, batch: int, length: int, layers: int | None, calls: int) -> dict:
+    """`calls` compiled `generate` calls of 16 tokens in a row, as a training run makes them (a rollout makes one a
+    turn): how many CUDA graph recordings they cost and whether torch gave up on CUDA graphs along the way
+    (`cudagraph_skips`: after `cudagraph_unexpected_rerecord_limit` re-records, 128, in releases that count the
+    re-records a new static cache causes; see inspo_cli/policy/compiled_generation.py), with the median seconds of
+    the first and the last 10 calls. Recordings are counted through torch's private `CUDAGraphTreeManager`
+    (None where it has no `record_function`); on CPU there are no CUDA graphs and both counts stay 0."""
+    import torch._dynamo.utils
+    from torch._inductor import cudagraph_trees
+
+    model, tokenizer = load(name, device, layers)
+    contexts = prompts(tokenizer, batch, length)
+    compiled = decoding_compile_config()
+    manager = getattr(cudagraph_trees, "CUDAGraphTreeManager", None)
+    original = getattr(manager, "record_function", None)
+    recordings = [0]
+
+    def counted(self, *args, **kwargs):
+        recordings[0] += 1
+        return original(self, *args, **kwargs)
+
+    if original is not None:
+        manager.record_function = counted
+    counters = torch._dynamo.utils.counters["inductor"]
+    skips_before = counters["cudagraph_skips"]
+    seconds = []
+    try:
+        for _ in range(calls):
+            seconds.append(generate(model, tokenizer, contexts, 16, compiled)[0])
+    finally:
+        if original is not None:
+            manager.record_function = original
+    return {
+        "model": name,
+        "layers": model.config.num_hidden_layers,
+        "calls": calls,
+        "recordings": recordings[0] if original is not None else None,
+        "cudagraph_skips": counters["cudagraph_skips"] - skips_before,
+        "first_10_median_s": round(statistics.median(seconds[:10]), 4),
+        "last_10_median_s": round(statistics.median(seconds[-10:]), 4),
+    }
+
+
 def at_full_depth(results: list[dict]) -> dict:
     """Per model measured at two or more depths (`--layers`), each side's decode ms per step extrapolated to the
     model's full depth by a least-squares line through every depth, a + b x layers (each layer of a decode step is the
@@ -254,6 +297,15 @@ def section(report: dict) -> str:
             )
             + ".",
         ]
+    calls = report.get("many_calls")
+    if calls:
+        lines += [
+            "",
+            f"{calls['calls']} compiled calls of 16 tokens in a row ({calls['model']}, {calls['layers']} layers): "
+            f"{calls['recordings']} CUDA graph recordings, {calls['cudagraph_skips']} times torch gave up on CUDA "
+            f"graphs; median {calls['first_10_median_s']} s a call over the first 10, {calls['last_10_median_s']} s "
+            "over the last 10.",
+        ]
     lines += ["", report["verdict"]]
     return "\n".join(lines)
 
@@ -288,8 +340,13 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--layers", default="", help="comma list: the Qwen shapes cut to these depths, same width")
+    parser.add_argument(
+        "--calls", type=int, default=0, help="then this many compiled calls in a row at the shallowest depth"
+    )
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
+    if args.calls < 0 or (args.calls and args.calls < 10):
+        parser.error(f"--calls {args.calls}: 0 (none) or at least 10, the calls each median is taken over")
     names = args.models.split(",")
     try:
         depths: list[int | None] = [int(x) for x in args.layers.split(",")] if args.layers else [None]
@@ -325,6 +382,9 @@ def main() -> None:
                 measure(name, args.device, args.batch, args.prompt_tokens, args.new_tokens, args.reps, layers)
             )
             atomic_write_json(args.out, report)
+    if args.calls:
+        shallowest = min(depths, key=lambda d: d or 0)
+        report["many_calls"] = many_calls(names[0], args.device, args.batch, args.prompt_tokens, shallowest, args.calls)
     del report["partial"]
     report.update(
         {

@@ -37,8 +37,9 @@ which is the longest trajectory the recipe allows, and so its peak memory.
 2. compiled: bench/compiled_generation.py on the 3B's width cut to 2, 4 and 8 of its 36 layers: decode ms per step of
    eager and compiled `generate` (`model.compile_generation`: static cache, torch.compile, CUDA graphs), whether
    both gave the same greedy ids, the first compiled call's seconds, and both sides extrapolated to 36 layers by a
-   least-squares line (loading the whole 3B and its first compiled call took over 140 s of a lease). Without Triton
-   or a C compiler on the machine it records why and ends.
+   least-squares line (loading the whole 3B and its first compiled call took over 140 s of a lease); then 140
+   compiled calls in a row: CUDA graph recordings, and whether torch gave up on CUDA graphs past its re-record limit.
+   Without Triton or a C compiler on the machine it records why and ends.
 3. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
@@ -275,6 +276,7 @@ def summary(results: dict) -> dict:
                     for row in entry.get("results", [])
                 ],
                 "at_full_depth": entry.get("at_full_depth"),
+                "many_calls": entry.get("many_calls"),
                 "error": entry.get("error"),
                 "partial": entry.get("partial", False),  # cut off by its time limit after these depths
                 "exit_code": entry.get("process", {}).get("exit_code"),

@@ -290,7 +290,8 @@ def child_generation(out: Path, quick: bool) -> None:
 def child_compiled(out: Path, quick: bool) -> None:
     """bench/compiled_generation.py (`model.compile_generation`: a static cache, torch.compile, CUDA graphs) against
     eager decoding on the 3B's width cut to 2, 4 and 8 of its 36 layers, extrapolated to 36 (loading the 3B and its
-    first compiled call took over 140 s of a lease on an H200); with --quick, qwen2-tiny at 1 and 2 layers on CPU.
+    first compiled call took over 140 s of a lease on an H200), then 140 compiled calls in a row at 2 layers: whether
+    torch still replays CUDA graphs after 128 re-records; with --quick, qwen2-tiny at 1 and 2 layers on CPU.
     Run in this process, so that the checklist's time limit, which kills this process, stops it too. On CUDA,
     Inductor needs Triton and a C compiler (Triton builds its launchers): without them the check says so and ends."""
     import runpy
@@ -309,6 +310,7 @@ def child_compiled(out: Path, quick: bool) -> None:
         if quick
         else ["--models", "qwen2.5-3b", "--device", "cuda", "--layers", "2,4,8", "--new-tokens", "128", "--reps", "3"]
     )
+    shape += ["--calls", "10" if quick else "140"]  # past the 128 re-records some torch releases allow
     saved = sys.argv
     sys.argv = ["compiled_generation.py", *shape, "--out", str(out)]
     try:

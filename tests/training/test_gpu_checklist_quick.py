@@ -100,6 +100,46 @@ def test_a_compiled_check_cut_off_after_one_depth_keeps_that_depth(bench, tmp_pa
     assert kept["partial"] and [r["layers"] for r in kept["results"]] == [4] and "at_full_depth" not in kept
 
 
+def test_many_calls_count_the_cuda_graph_recordings_and_the_times_torch_gave_up(bench, monkeypatch):
+    """A GPU measurement (no CUDA graphs on CPU): torch's recorder and skip counter stood in for, the rest real."""
+    from types import SimpleNamespace
+
+    import torch._dynamo.utils
+    from torch._inductor import cudagraph_trees
+
+    compiled = bench("compiled_generation")
+    model = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=2))
+    monkeypatch.setattr(compiled, "load", lambda name, device, layers: (model, None))
+    monkeypatch.setattr(compiled, "prompts", lambda tokenizer, batch, length: [[1]])
+    monkeypatch.setattr(compiled, "decoding_compile_config", lambda: None)
+    monkeypatch.setattr(cudagraph_trees.CUDAGraphTreeManager, "record_function", lambda self, *a, **k: None)
+    real_recorder = cudagraph_trees.CUDAGraphTreeManager.record_function
+    counters = torch._dynamo.utils.counters["inductor"]
+    calls = []
+
+    def generate(model, tokenizer, contexts, new_tokens, config):
+        calls.append(new_tokens)
+        if len(calls) <= 12:  # a recording each of the first 12 calls, then torch gives up: eager from there
+            cudagraph_trees.CUDAGraphTreeManager.record_function(object())
+        else:
+            counters["cudagraph_skips"] += 1
+        return (0.01 if len(calls) <= 12 else 0.05), []
+
+    monkeypatch.setattr(compiled, "generate", generate)
+    counters["cudagraph_skips"] += 5  # skips before the calls are not theirs
+    found = compiled.many_calls("qwen2.5-3b", "cuda", 8, 400, 2, 20)
+    assert found == {
+        "model": "qwen2.5-3b",
+        "layers": 2,
+        "calls": 20,
+        "recordings": 12,
+        "cudagraph_skips": 8,
+        "first_10_median_s": 0.01,
+        "last_10_median_s": 0.05,
+    }
+    assert calls == [16] * 20 and cudagraph_trees.CUDAGraphTreeManager.record_function is real_recorder
+
+
 def test_without_a_c_compiler_the_compiled_check_says_so_and_loads_nothing(bench, tmp_path, monkeypatch):
     gpu_checks = bench("gpu_checks")
     monkeypatch.setattr(gpu_checks.shutil, "which", lambda name: None)
@@ -117,6 +157,7 @@ def test_without_a_c_compiler_the_compiled_check_says_so_and_loads_nothing(bench
         (["--layers", "4,8", "--models", "smollm2-135m"], "only the Qwen shapes"),
         (["--layers", "4,37", "--models", "qwen2.5-3b"], "at most 36"),
         (["--layers", "4,", "--models", "qwen2.5-3b"], "whole numbers of layers"),
+        (["--calls", "3"], "at least 10"),
     ],
 )
 def test_a_bad_layers_option_is_one_line_before_any_model_loads(repo_root, argv, message):
@@ -186,6 +227,8 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     )
     # whether both sides gave the same greedy ids is recorded (random weights may tie logits: not asserted here)
     assert all(isinstance(r["same_ids"], bool) and r["decode_ms_per_step"]["compiled"] > 0 for r in compiled["results"])
+    calls = compiled["many_calls"]  # no CUDA graphs on CPU: the counts are there, and 0
+    assert calls["calls"] == 10 and calls["layers"] == 1 and calls["cudagraph_skips"] == 0 and calls["recordings"] == 0
     full = compiled["at_full_depth"]["qwen2-tiny"]
     assert full["extrapolated"] and full["layers"] == 2 and full["from_layers"] == [1, 2]
 
