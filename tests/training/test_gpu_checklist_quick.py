@@ -140,6 +140,33 @@ def test_many_calls_count_the_cuda_graph_recordings_and_the_times_torch_gave_up(
     assert calls == [16] * 20 and cudagraph_trees.CUDAGraphTreeManager.record_function is real_recorder
 
 
+def test_layers_up_to_the_shapes_own_depth_are_measured(bench, tmp_path, monkeypatch):
+    compiled = bench("compiled_generation")
+    asked = []
+
+    def measure(name, device, batch, length, new_tokens, reps, layers):
+        asked.append(layers)
+        return {
+            "model": name,
+            "layers": layers,
+            "full_layers": 36,
+            "decode_ms_per_step": {"eager": 9.0 + layers, "compiled": 2.0},
+            "compiled_over_eager": 0.2,
+            "compile_s": 1.0,
+            "first_compiled_call_s": 2.0,
+            "params_m": 3.0,
+            "dtype": "bfloat16",
+            "same_ids": True,
+        }
+
+    monkeypatch.setattr(compiled, "measure", measure)
+    out = tmp_path / "compiled.json"
+    argv = ["compiled_generation.py", "--models", "qwen2.5-3b", "--layers", "1,36", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    compiled.main()
+    assert asked == [1, 36] and "partial" not in json.loads(out.read_text())
+
+
 def test_without_a_c_compiler_the_compiled_check_says_so_and_loads_nothing(bench, tmp_path, monkeypatch):
     gpu_checks = bench("gpu_checks")
     monkeypatch.setattr(gpu_checks.shutil, "which", lambda name: None)
