@@ -167,7 +167,8 @@ def shape_changes(model, tokenizer, compiled, new_tokens: int) -> list[dict]:
 
 def many_calls(name: str, device: str, batch: int, length: int, layers: int | None, calls: int) -> dict:
     """`calls` compiled `generate` calls of 16 tokens in a row, as a training run makes them (a rollout makes one a
-    turn): how many CUDA graph recordings they cost and whether torch gave up on CUDA graphs along the way
+    turn), on the model loaded again once every depth is measured (a check cut off meanwhile keeps the depths): how
+    many CUDA graph recordings they cost and whether torch gave up on CUDA graphs along the way
     (`cudagraph_skips`: after `cudagraph_unexpected_rerecord_limit` re-records, 128, in releases that count the
     re-records a new static cache causes; see inspo_cli/policy/compiled_generation.py), with the median seconds of
     the first and the last 10 calls. Recordings are counted through torch's private `CUDAGraphTreeManager`
@@ -180,10 +181,11 @@ def many_calls(name: str, device: str, batch: int, length: int, layers: int | No
     compiled = decoding_compile_config()
     manager = getattr(cudagraph_trees, "CUDAGraphTreeManager", None)
     original = getattr(manager, "record_function", None)
-    recordings = [0]
+    recordings = 0
 
     def counted(self, *args, **kwargs):
-        recordings[0] += 1
+        nonlocal recordings
+        recordings += 1
         return original(self, *args, **kwargs)
 
     if original is not None:
@@ -201,7 +203,7 @@ def many_calls(name: str, device: str, batch: int, length: int, layers: int | No
         "model": name,
         "layers": model.config.num_hidden_layers,
         "calls": calls,
-        "recordings": recordings[0] if original is not None else None,
+        "recordings": recordings if original is not None else None,
         "cudagraph_skips": counters["cudagraph_skips"] - skips_before,
         "first_10_median_s": round(statistics.median(seconds[:10]), 4),
         "last_10_median_s": round(statistics.median(seconds[-10:]), 4),
@@ -221,14 +223,10 @@ def at_full_depth(results: list[dict]) -> dict:
         if len(set(xs)) < 2:
             continue
         full = rows[-1]["full_layers"]
-        mean_x = sum(xs) / len(xs)
-        spread = sum((x - mean_x) ** 2 for x in xs)
         sides = {}
         for side in ("eager", "compiled"):
             ys = [r["decode_ms_per_step"][side] for r in rows]
-            mean_y = sum(ys) / len(ys)
-            slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
-            outside = mean_y - slope * mean_x
+            slope, outside = statistics.linear_regression(xs, ys)
             sides[side] = {
                 "ms_per_layer": round(slope, 3),
                 "ms_outside_layers": round(outside, 2),
@@ -352,11 +350,12 @@ def main() -> None:
         depths: list[int | None] = [int(x) for x in args.layers.split(",")] if args.layers else [None]
     except ValueError:
         parser.error(f"--layers {args.layers!r}: give whole numbers of layers, e.g. 4,8")
-    if args.layers and (not names or any(n not in QWEN for n in names) or min(d or 0 for d in depths) < 1):
-        parser.error(f"--layers cuts only the Qwen shapes ({', '.join(QWEN)}), to 1 layer or more")
-    deepest = min((QWEN[n]["num_hidden_layers"] for n in names if n in QWEN), default=0)
-    if args.layers and max(d or 0 for d in depths) > deepest:
-        parser.error(f"--layers {args.layers}: at most {deepest}, the layers the shapes have")
+    if args.layers:
+        if any(n not in QWEN for n in names) or min(depths) < 1:
+            parser.error(f"--layers cuts only the Qwen shapes ({', '.join(QWEN)}), to 1 layer or more")
+        deepest = min(QWEN[n]["num_hidden_layers"] for n in names)
+        if max(depths) > deepest:
+            parser.error(f"--layers {args.layers}: at most {deepest}, the layers the shapes have")
     load_before = round(os.getloadavg()[0], 2)
     results: list[dict] = []
     report = {

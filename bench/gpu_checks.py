@@ -92,19 +92,28 @@ def step_overrides(model_dir: Path, quick: bool, recipe_lengths: bool = False) -
     return sets
 
 
-def run_cli(args: list[str]) -> int:
-    """`inspo ARGS` in this process, as the console script runs it; its exit code."""
+def run_as_main(argv: list[str], module: str | None = None, path: Path | None = None) -> int:
+    """`module` (by name) or the script at `path` run in this process as `python` runs it, with `argv` as its
+    sys.argv; its exit code. In this process, so that a check's time limit, which kills it, stops the run too."""
     import runpy
 
     saved = sys.argv
-    sys.argv = ["inspo", *args]
+    sys.argv = argv
     try:
-        runpy.run_module("inspo_cli", run_name="__main__")
+        if module is not None:
+            runpy.run_module(module, run_name="__main__")
+        else:
+            runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     finally:
         sys.argv = saved
     return 0
+
+
+def run_cli(args: list[str]) -> int:
+    """`inspo ARGS` in this process, as the console script runs it; its exit code."""
+    return run_as_main(["inspo", *args], module="inspo_cli")
 
 
 def carried_tokenizer() -> Path:
@@ -292,10 +301,8 @@ def child_compiled(out: Path, quick: bool) -> None:
     eager decoding on the 3B's width cut to 2, 4 and 8 of its 36 layers, extrapolated to 36 (loading the 3B and its
     first compiled call took over 140 s of a lease on an H200), then 140 compiled calls in a row at 2 layers: whether
     torch still replays CUDA graphs after 128 re-records; with --quick, qwen2-tiny at 1 and 2 layers on CPU.
-    Run in this process, so that the checklist's time limit, which kills this process, stops it too. On CUDA,
-    Inductor needs Triton and a C compiler (Triton builds its launchers): without them the check says so and ends."""
-    import runpy
-
+    On CUDA, Inductor needs Triton and a C compiler (Triton builds its launchers): without them the check says so
+    and ends."""
     if not quick:
         missing = [] if shutil.which("cc") or shutil.which("gcc") else ["a C compiler (cc, gcc)"]
         try:
@@ -311,12 +318,10 @@ def child_compiled(out: Path, quick: bool) -> None:
         else ["--models", "qwen2.5-3b", "--device", "cuda", "--layers", "2,4,8", "--new-tokens", "128", "--reps", "3"]
     )
     shape += ["--calls", "10" if quick else "140"]  # past the 128 re-records some torch releases allow
-    saved = sys.argv
-    sys.argv = ["compiled_generation.py", *shape, "--out", str(out)]
-    try:
-        runpy.run_path(str(ROOT / "bench/compiled_generation.py"), run_name="__main__")
-    finally:
-        sys.argv = saved
+    script = ROOT / "bench/compiled_generation.py"
+    code = run_as_main([script.name, *shape, "--out", str(out)], path=script)
+    if code:
+        sys.exit(code)
 
 
 def child_fsdp(work: Path, out: Path, quick: bool, timeout: float) -> None:

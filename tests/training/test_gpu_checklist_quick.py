@@ -170,10 +170,51 @@ def test_layers_up_to_the_shapes_own_depth_are_measured(bench, tmp_path, monkeyp
 def test_without_a_c_compiler_the_compiled_check_says_so_and_loads_nothing(bench, tmp_path, monkeypatch):
     gpu_checks = bench("gpu_checks")
     monkeypatch.setattr(gpu_checks.shutil, "which", lambda name: None)
-    monkeypatch.setattr("runpy.run_path", None)  # reached, the check would fail: it must end before
+    monkeypatch.setattr(gpu_checks, "run_as_main", None)  # reached, the check would fail: it must end before
     out = tmp_path / "compiled.json"
     gpu_checks.child_compiled(out, quick=False)
     assert json.loads(out.read_text())["error"].startswith("compiled decoding on CUDA needs a C compiler (cc, gcc)")
+
+
+def test_with_gcc_alone_and_triton_the_compiled_check_runs_the_gpu_measurement(bench, tmp_path, monkeypatch):
+    import types
+
+    gpu_checks = bench("gpu_checks")
+    monkeypatch.setattr(gpu_checks.shutil, "which", lambda name: "/usr/bin/gcc" if name == "gcc" else None)
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    ran = []
+    monkeypatch.setattr(gpu_checks, "run_as_main", lambda argv, path: ran.append((argv, path.name)) or 0)
+    out = tmp_path / "compiled.json"
+    gpu_checks.child_compiled(out, quick=False)
+    ((argv, script),) = ran
+    assert script == "compiled_generation.py" and not out.exists()
+    options = dict(zip(argv[1::2], argv[2::2]))
+    assert options == {
+        "--models": "qwen2.5-3b",
+        "--device": "cuda",
+        "--layers": "2,4,8",
+        "--new-tokens": "128",
+        "--reps": "3",
+        "--calls": "140",
+        "--out": str(out),
+    }
+
+
+def test_a_compiled_measurement_that_fails_fails_the_check(bench, tmp_path, monkeypatch):
+    gpu_checks = bench("gpu_checks")
+    monkeypatch.setattr(gpu_checks, "run_as_main", lambda argv, path: 2)  # its option parser refused, say
+    with pytest.raises(SystemExit) as exit_:
+        gpu_checks.child_compiled(tmp_path / "compiled.json", quick=True)
+    assert exit_.value.code == 2
+
+
+def test_a_script_run_as_main_gives_its_exit_code_and_puts_argv_back(bench, tmp_path):
+    gpu_checks = bench("gpu_checks")
+    script = tmp_path / "s.py"
+    script.write_text("import sys\nsys.exit(3 if sys.argv[1:] == ['--x'] else 0)\n")
+    before = list(sys.argv)
+    assert gpu_checks.run_as_main(["s.py", "--x"], path=script) == 3
+    assert gpu_checks.run_as_main(["s.py"], path=script) == 0 and sys.argv == before
 
 
 @pytest.mark.parametrize(
@@ -182,6 +223,7 @@ def test_without_a_c_compiler_the_compiled_check_says_so_and_loads_nothing(bench
         (["--layers", "four"], "whole numbers of layers"),
         (["--layers", "0,4", "--models", "qwen2.5-3b"], "to 1 layer or more"),
         (["--layers", "4,8", "--models", "smollm2-135m"], "only the Qwen shapes"),
+        (["--layers", "4,8", "--models", "qwen2.5-3b,smollm2-135m"], "only the Qwen shapes"),
         (["--layers", "4,37", "--models", "qwen2.5-3b"], "at most 36"),
         (["--layers", "4,", "--models", "qwen2.5-3b"], "whole numbers of layers"),
         (["--calls", "3"], "at least 10"),
