@@ -50,7 +50,7 @@ EXCLUDED = ("/.whl/", "/.gpu/")
 RUN = (
     "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
     ".whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit; nvidia-smi -L; "
-    "python3 bench/gpu_checklist.py --out $OUT --checks step-qwen2.5-3b,compiled --budget 510"
+    "python3 bench/gpu_checklist.py --out $OUT --checks sdpa,step-qwen2.5-3b,compiled --budget 510"
 )
 TIMEOUT_S = 580  # the run's limit: the install, then the checklist's 510 s budget (a command may run 600 s)
 

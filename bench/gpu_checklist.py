@@ -15,10 +15,14 @@ it cannot decode are dropped; a random policy's text is noise either way). A ran
 so every trajectory runs the recipe's full length: 4 turns of 500 tokens, each followed by the corrective message,
 which is the longest trajectory the recipe allows, and so its peak memory.
 
-0. generation: bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): ms per decode step of
+0. sdpa: bench/sdpa_shapes.py: whether attention costs more at a shape it has not met, with torch's default
+   backends (cuDNN first on sm90 under torch 2.11) and as the backend now decodes (`decoding_attention`, no cuDNN):
+   attention alone at the 3B's decode shapes, and plain `generate` of its width at 4 layers, first calls and repeats.
+   A minute at most, before anything else: it says whether the rollouts' 87 ms per step was cuDNN's builds.
+1. generation: bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): ms per decode step of
    plain `generate`, the backend, a rollout in the trainer's context and the same context before issue 52's fix,
    and tokens/s of the backend at 8 to 128 rows per call.
-1. step-<model>: `inspo train` (in this process, as the CLI runs it) on recipes/qwen2.5-<size>b/search-r1.yaml with
+2. step-<model>: `inspo train` (in this process, as the CLI runs it) on recipes/qwen2.5-<size>b/search-r1.yaml with
    the transformers backend and, since no index or hub data can be carried, BM25 over the bundled world's questions
    and corpus; the recipe's micro-batch (8 trajectories per pass), lengths, gradient checkpointing, bf16 autocast
    over float32 master weights, KL reference, learning rate 5e-7. One micro-batch instead of the paper's 2,560
@@ -34,13 +38,13 @@ which is the longest trajectory the recipe allows, and so its peak memory.
    tokens, rows of equal and of padded lengths (bench/gpu_timing.py), beside which the summary sets each of the
    step's `generate` calls (`calls_against_plain`); and 5 decode steps profiled, of plain `generate` and of the
    rollout's second call (bench/gpu_profile.py: the GPU's busy share, launches, synchronisations, top kernels).
-2. compiled: bench/compiled_generation.py on the 3B's width cut to 2, 4 and 8 of its 36 layers: decode ms per step of
+3. compiled: bench/compiled_generation.py on the 3B's width cut to 2, 4 and 8 of its 36 layers: decode ms per step of
    eager and compiled `generate` (`model.compile_generation`: static cache, torch.compile, CUDA graphs), whether
    both gave the same greedy ids, the first compiled call's seconds, and both sides extrapolated to 36 layers by a
    least-squares line (loading the whole 3B and its first compiled call took over 140 s of a lease); then 140
    compiled calls in a row: CUDA graph recordings, and whether torch gave up on CUDA graphs past its re-record limit.
    Without Triton or a C compiler on the machine it records why and ends.
-3. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
+4. fsdp: `accelerate launch --config_file recipes/accelerate/8gpu-fsdp.yaml --num_processes 1 -m inspo_cli train`
    on a tiny random Llama in bfloat16: two steps with a checkpoint each; a copy cut back to its first checkpoint
    resumed (every metric but timings must equal the straight run's); and a learning rate of 1e39 that the
    non-finite guard must stop at update 1 (FSDP2's parameters are DTensors). With --quick it runs the plain
@@ -62,7 +66,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
-from gpu_checks import TRAJECTORIES, child_compiled, child_fsdp, child_generation, child_step, launch
+from gpu_checks import TRAJECTORIES, child_compiled, child_fsdp, child_generation, child_step, launch, run_as_main
 from gpu_profile import brief
 from gpu_timing import against_plain
 
@@ -71,7 +75,7 @@ from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 # seconds; what is left of the budget goes to the next check
 # the 3B step: plain `generate` references (an estimated 20 s), then a rollout of 2,500 decode steps (about 220 s at the
 # H200's 87 ms per step), scoring and the update; cut off at 265 s on 2026-11-28 in its fifth call
-CAPS = {"generation": 210.0, "compiled": 150.0, "fsdp": 120.0, "step-qwen2.5-3b": 360.0}
+CAPS = {"sdpa": 90.0, "generation": 210.0, "compiled": 150.0, "fsdp": 120.0, "step-qwen2.5-3b": 360.0}
 
 
 # Every module the checks import, and the wheel that brings it: the GPU machines have no package index, so what their
@@ -130,7 +134,7 @@ def main() -> None:
         help="with --quick: the step keeps the recipe's lengths (5 calls of 500 decode steps; about 80 s on 2 cores)",
     )
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for all the checks together")
-    parser.add_argument("--checks", default="generation,step-qwen2.5-3b,compiled,fsdp,step-qwen2.5-7b")
+    parser.add_argument("--checks", default="sdpa,generation,step-qwen2.5-3b,compiled,fsdp,step-qwen2.5-7b")
     parser.add_argument("--readme", type=Path, help="a results JSON: copy it to bench/results/, write the section")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -148,6 +152,10 @@ def main() -> None:
             child_generation(args.out, args.quick)
         elif args.child == "compiled":
             child_compiled(args.out, args.quick)
+        elif args.child == "sdpa":
+            script = ROOT / "bench/sdpa_shapes.py"
+            device = ["--device", "cpu", "--quick"] if args.quick else ["--device", "cuda"]
+            sys.exit(run_as_main([script.name, *device, "--out", str(args.out)], path=script))
         else:
             child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick, args.recipe_lengths)
         return
@@ -165,7 +173,7 @@ def main() -> None:
     }
     for check in args.checks.split(","):
         if args.quick:
-            check = check if check in ("fsdp", "generation", "compiled") else "step-qwen2-tiny"
+            check = check if check in ("fsdp", "generation", "compiled", "sdpa") else "step-qwen2-tiny"
             if check in results["checks"]:
                 continue
         left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))
@@ -265,6 +273,14 @@ def summary(results: dict) -> dict:
                 {"long_context": {k: row.get(k) for k in ("model", "ms_per_step", "ratio_to_plain")}}
                 for row in entry.get("long_context", {}).get("models", [])
             ]
+        elif check == "sdpa":
+            shown[check] = {
+                **{k: entry.get(k) for k in ("cudnn_version", "capability", "TORCH_CUDNN_SDPA_DEPRIORITIZED")},
+                "summary": entry.get("summary"),
+                "attention": {k: v for k, v in entry.get("attention", {}).items() if isinstance(v, dict)},
+                "generate": entry.get("generate"),
+                "exit_code": entry.get("process", {}).get("exit_code"),
+            }
         elif check == "compiled":
             shown[check] = {
                 "results": [

@@ -59,3 +59,31 @@ def stop_token_ids(tokenizer, model_eos) -> set[int]:
             continue
         ids.update(value if isinstance(value, (list, tuple)) else [value])
     return ids
+
+
+@contextlib.contextmanager
+def decoding_attention(device):
+    """Inside the block, on a CUDA `device`, PyTorch's SDPA may not choose cuDNN attention; flash, memory-efficient
+    and math attention stay as they were. Elsewhere, or with cuDNN attention already off, nothing changes.
+
+    Why: torch 2.11's CUDA wheels (cuDNN 9.19) put cuDNN attention first on H100/H200 (`check_prefer_cudnn_attention`
+    in sdp_utils.cpp; `TORCH_CUDNN_SDPA_DEPRIORITIZED` reverts it), and cuDNN builds an execution graph for each new
+    shape, the key length included (torch's own warning: "may trigger excessive recompilation"). Decoding with a KV
+    cache meets a new key length at every step. On an H200 (2026-11-28) a first `generate` call decoded at 98 ms per
+    step and repeats of the same shapes at 31-39; the 3B step's rollout, whose widths never repeat, at about 87. That
+    cuDNN's builds are the cost is read from those figures and torch's code, not yet measured: bench/sdpa_shapes.py
+    measures it on the next GPU. Flash attention (rows of equal length: no mask) and memory-efficient attention (a
+    padding mask) build nothing per shape. Any of them computes the same attention; only the rounding of bf16 sums may
+    differ, as between any two kernels."""
+    import torch
+
+    cuda = torch.backends.cuda
+    others = cuda.flash_sdp_enabled() or cuda.mem_efficient_sdp_enabled() or cuda.math_sdp_enabled()
+    if torch.device(device).type != "cuda" or not cuda.cudnn_sdp_enabled() or not others:
+        yield
+        return
+    cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        cuda.enable_cudnn_sdp(True)

@@ -3,7 +3,8 @@
 Rows finish independently: a stopping criterion (`_TurnEnd`) marks each row the moment its turn ends. It does not
 report log-probs: TRL recomputes them for the transformers path. Seeds: it samples from this process's torch
 generator, which its caller seeds. `model.compile_generation` compiles its decoding step (compiled_generation.py);
-`rollout.generation_batch_size` sizes its calls (generation_memory.py).
+`rollout.generation_batch_size` sizes its calls (generation_memory.py). On CUDA it decodes without cuDNN attention
+(`generation.decoding_attention`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from inspo_cli.policy import generation_memory
 from inspo_cli.policy.compiled_generation import decoding_compile_config, static_cache_kwargs
-from inspo_cli.policy.generation import Generation, Sampling, stop_token_ids
+from inspo_cli.policy.generation import Generation, Sampling, decoding_attention, stop_token_ids
 
 
 class _TurnEnd:
@@ -167,7 +168,7 @@ class TransformersBackend(Sampling):
         # inference tensors, and the training forward after them fails ("Inference tensors do not track version
         # counter"; seen on an H200 with recipes/accelerate/8gpu-fsdp.yaml)
         compiled = static_cache_kwargs(self.compile_config, width, max(budgets)) if self.compile_config else {}
-        with torch.no_grad():
+        with torch.no_grad(), decoding_attention(device):
             sequences = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention.to(device),

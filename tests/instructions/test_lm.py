@@ -323,3 +323,26 @@ def test_importing_the_layer_loads_no_sdk():
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"
+
+
+def test_the_local_model_writes_without_cudnn_attention_on_a_gpu(tiny_model_dir, monkeypatch):
+    """On CUDA, cuDNN attention builds a graph for each key length it meets: every decode step of every answer."""
+    import torch
+
+    from inspo_cli.policy import generation
+
+    real = generation.decoding_attention
+    monkeypatch.setattr(generation, "decoding_attention", lambda device: real("cuda"))  # as on a GPU
+    lm = open_optimizer(
+        OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0, max_output_tokens=4)
+    )
+    lm.complete_with_usage("Improve the instruction.")  # loads the model
+    seen = []
+    model = lm._client._loaded[0]
+    hook = model.register_forward_pre_hook(lambda module, args: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
+    try:
+        answer = lm.complete_with_usage("Improve the instruction.")
+    finally:
+        hook.remove()
+    assert len(seen) == answer.output_tokens >= 1 and not any(seen)
+    assert torch.backends.cuda.cudnn_sdp_enabled()

@@ -218,3 +218,74 @@ def test_a_turn_ends_at_the_models_own_eos_ids_as_well_as_the_tokenizers():
     assert stop_token_ids(tokenizer, [1, 2]) == {1, 2, 3}
     assert stop_token_ids(tokenizer, 7) == {3, 7}
     assert stop_token_ids(tokenizer, None) == {3}
+
+
+@pytest.fixture
+def sdpa_flags():
+    """The four CUDA SDPA switches as they were, put back after the test (they are process-wide)."""
+    cuda = torch.backends.cuda
+    names = ("cudnn", "flash", "mem_efficient", "math")
+    before = {name: getattr(cuda, f"{name}_sdp_enabled")() for name in names}
+
+    def flags():
+        return {name: getattr(cuda, f"{name}_sdp_enabled")() for name in names}
+
+    yield flags
+    for name, on in before.items():
+        getattr(cuda, f"enable_{name}_sdp")(on)
+
+
+def test_decoding_on_cuda_turns_only_cudnn_attention_off_and_back_on(sdpa_flags):
+    from inspo_cli.policy.generation import decoding_attention
+
+    everything = {"cudnn": True, "flash": True, "mem_efficient": True, "math": True}
+    assert sdpa_flags() == everything
+    with decoding_attention(torch.device("cuda")):
+        assert sdpa_flags() == {**everything, "cudnn": False}
+        with decoding_attention("cuda:0"):  # nested: the outer block puts it back, once
+            assert sdpa_flags()["cudnn"] is False
+        assert sdpa_flags()["cudnn"] is False
+    assert sdpa_flags() == everything
+    with decoding_attention(torch.device("cpu")):  # CPU attention has no cuDNN: nothing to change
+        assert sdpa_flags() == everything
+    torch.backends.cuda.enable_flash_sdp(False)  # the user's own choices stay
+    with decoding_attention("cuda"):
+        assert sdpa_flags() == {**everything, "cudnn": False, "flash": False}
+    assert sdpa_flags() == {**everything, "flash": False}
+    others = ("flash", "mem_efficient", "math")
+    for only in others:
+        for name in others:
+            getattr(torch.backends.cuda, f"enable_{name}_sdp")(name == only)
+        with decoding_attention("cuda"):  # any one other attention is enough
+            assert sdpa_flags() == {"cudnn": False, **{name: name == only for name in others}}
+    torch.backends.cuda.enable_math_sdp(False)
+    with decoding_attention("cuda"):  # cuDNN is the only attention left: turning it off would leave none
+        assert sdpa_flags() == {"cudnn": True, "flash": False, "mem_efficient": False, "math": False}
+
+
+def test_every_forward_of_a_generate_call_on_cuda_runs_without_cudnn_attention(tiny, monkeypatch, sdpa_flags):
+    from inspo_cli.policy import transformers_backend
+
+    model, tokenizer = tiny
+    real = transformers_backend.decoding_attention
+    monkeypatch.setattr(transformers_backend, "decoding_attention", lambda device: real("cuda"))  # as on a GPU
+    seen, fail_at = [], [None]
+
+    def record(module, args, kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        if len(seen) == fail_at[0]:
+            raise RuntimeError("out of memory")
+
+    hook = model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        generations = greedy(tiny).generate(contexts(tokenizer), [6, 6, 6])
+        assert [len(g.token_ids) for g in generations] == [6, 6, 6]
+        assert len(seen) == 6 and not any(seen)  # the prefill and every decode step
+        assert sdpa_flags()["cudnn"] is True
+        seen.clear()
+        fail_at[0] = 3
+        with pytest.raises(RuntimeError, match="out of memory"):
+            greedy(tiny).generate(contexts(tokenizer), [6, 6, 6])
+        assert sdpa_flags()["cudnn"] is True  # put back whatever happens inside
+    finally:
+        hook.remove()

@@ -255,7 +255,7 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
             str(tmp_path),
             "--quick",
             "--checks",
-            "generation,step-qwen2.5-3b,compiled",
+            "sdpa,generation,step-qwen2.5-3b,compiled",
         ],
         cwd=repo_root,
         capture_output=True,
@@ -296,6 +296,13 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     )
     # whether both sides gave the same greedy ids is recorded (random weights may tie logits: not asserted here)
     assert all(isinstance(r["same_ids"], bool) and r["decode_ms_per_step"]["compiled"] > 0 for r in compiled["results"])
+    # attention at new shapes against repeated ones, with torch's default backends and without cuDNN: on CPU both
+    # sides are the same attention, so only the shape of the figures is checked
+    sdpa = shown["sdpa"]
+    assert sdpa["exit_code"] == 0 and sdpa["capability"] is None
+    assert set(sdpa["attention"]) == {"padded_rows", "equal_rows"}
+    assert [(r["width"], r["padded"]) for r in sdpa["generate"]] == [(64, True), (43, False), (100, True), (79, False)]
+    assert set(sdpa["summary"]["generate"]) == {"64_padded", "43_equal", "100_padded", "79_equal"}
     calls = compiled["many_calls"]  # no CUDA graphs on CPU: the counts are there, and 0
     assert calls["calls"] == 10 and calls["layers"] == 1 and calls["cudagraph_skips"] == 0 and calls["recordings"] == 0
     full = compiled["at_full_depth"]["qwen2-tiny"]
@@ -392,3 +399,34 @@ def test_the_memory_sampler_survives_a_write_that_meets_the_step_changing_its_re
         time.sleep(0.01)
     samples = finish()
     assert len(writes) >= 3 and out.exists() and len(samples) >= 3
+
+
+def test_the_sdpa_check_reads_a_new_shapes_cost_over_a_repeats_per_side(bench):
+    shapes = bench("sdpa_shapes")
+
+    def side(new, repeated, backend="X"):
+        return {"backend": backend, "new_ms_per_step": new, "repeated_ms_per_step": repeated}
+
+    result = {
+        "attention": {
+            "padded_rows": {"default": side(60.0, 2.0, "CUDNN_ATTENTION"), "without_cudnn": side(2.2, 2.0)},
+            "rows": 8,
+        },
+        "generate": [
+            {"width": 400, "padded": True, "default": side(90.0, 36.0), "without_cudnn": side(33.0, 33.0)},
+            {"width": 379, "padded": False, "default": side(0, 30.0), "without_cudnn": side(30.0, 30.0)},
+        ],
+    }
+    read = shapes.summary(result)
+    assert read["attention"] == {
+        "padded_rows": {
+            "default": 30.0,
+            "without_cudnn": 1.1,
+            "backends": ["CUDNN_ATTENTION", "X"],
+            "without_over_default_new": 0.04,
+        }
+    }
+    assert read["generate"]["400_padded"] == {"default": 2.5, "without_cudnn": 1.0, "without_over_default_new": 0.37}
+    # a figure that is missing or 0 gives no ratio, never a division by it
+    assert read["generate"]["379_equal"] == {"default": None, "without_cudnn": 1.0, "without_over_default_new": None}
+    assert shapes.summary({}) == {"attention": {}, "generate": {}}

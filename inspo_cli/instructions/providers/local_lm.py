@@ -47,6 +47,7 @@ class LocalTransformersClient:
     def attempt(self, prompt: str) -> Completion:
         import torch
 
+        from inspo_cli.policy.generation import decoding_attention
         from inspo_cli.policy.models import uses_chat_template
 
         model, tokenizer = self._load()
@@ -60,7 +61,7 @@ class LocalTransformersClient:
         encoded = encoded.to(model.device)
         greedy = self._temperature == 0
         sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self._temperature}
-        with torch.no_grad():
+        with torch.no_grad(), decoding_attention(model.device):  # on a GPU: no cuDNN graph per new length
             output = model.generate(
                 **encoded, max_new_tokens=self._max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
             )

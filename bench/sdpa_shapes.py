@@ -1,0 +1,184 @@
+"""Does attention cost more at a shape it has not seen? cuDNN attention against the rest, at decoding's shapes.
+
+    python bench/sdpa_shapes.py --device cuda --out OUT.json     # what the GPU checklist's `sdpa` check runs
+    python bench/sdpa_shapes.py --device cpu --quick --out OUT.json   # the code paths on CPU, tiny shapes
+
+Why (issue 52): on an H200 the 3B step's rollout decoded at about 87 ms per step against 31-39 for `generate` calls
+that repeat shapes already run, and the first such call decoded at 98. torch 2.11's CUDA wheels (cuDNN 9.19) put cuDNN
+attention first on sm90 and sm100, and cuDNN builds an execution graph per shape, key length included; decoding with
+a KV cache meets a new key length at every step, and a rollout's widths never repeat. `TransformersBackend` now
+decodes without cuDNN attention on CUDA (`decoding_attention`). This measures whether that was the cost:
+
+1. attention alone (`attention`): `scaled_dot_product_attention` at one decode step of the 3B (8 rows, 16 heads,
+   head dim 128, bf16; one query against L keys), called once per layer (36) per step, for 32 steps of new key
+   lengths L = 401.. and then the same 32 again; with a padding mask and heads repeated (transformers' call for
+   left-padded rows) and without a mask, 2 key heads (`enable_gqa`, rows of equal length). Per side (torch's
+   default backends, and inside `decoding_attention`): the backend torch picks and ms per step, new and repeated.
+2. `generate` (`generate`): plain `model.generate` of the 3B's width cut to 4 layers (the build is per step, not per
+   layer), 8 rows, 32 new tokens, at widths 400, 1,000 and 2,000, padded and equal rows; per width each side's
+   first call and its repeat, the sides interleaved. ms per step, prefill included.
+
+`summary` reads them: a new shape's cost over a repeated one per side. Writes `--out` only; the GPU checklist keeps it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import time
+from pathlib import Path
+
+from _common import machine
+from compiled_generation import generate, load, prompts
+from gpu_checks import QWEN
+
+from inspo_cli.jsonio import atomic_write_json  # noqa: E402
+from inspo_cli.policy.generation import decoding_attention  # noqa: E402
+
+SIDES = ("default", "without_cudnn")
+
+
+def side_context(side: str, device: str):
+    return decoding_attention(device) if side == "without_cudnn" else contextlib.nullcontext()
+
+
+def backend_name(query, key, value, mask, gqa: bool) -> str:
+    """The SDPA backend torch would pick for these inputs now."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    try:
+        return SDPBackend(torch._fused_sdp_choice(query, key, value, mask, 0.0, False, enable_gqa=gqa)).name
+    except Exception as error:  # a private function: its signature may change
+        return f"unknown ({type(error).__name__})"
+
+
+def attention(device: str, quick: bool) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    shape = QWEN["qwen2-tiny" if quick else "qwen2.5-3b"]
+    rows, heads, kv_heads = 8, shape["num_attention_heads"], shape["num_key_value_heads"]
+    dim = shape["hidden_size"] // heads
+    layers, steps, start = (2, 4, 65) if quick else (shape["num_hidden_layers"], 32, 401)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    generator = torch.Generator().manual_seed(0)
+
+    def inputs(length: int, masked: bool):
+        query = torch.randn(rows, heads, 1, dim, generator=generator).to(device, dtype)
+        key, value = (torch.randn(rows, kv_heads, length, dim, generator=generator).to(device, dtype) for _ in "kv")
+        if not masked:
+            return query, key, value, None
+        key, value = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (key, value))
+        mask = torch.ones(rows, 1, 1, length, dtype=torch.bool)
+        for row in range(rows):
+            mask[row, ..., : 3 * row] = False  # left padding, as in a rollout
+        return query, key, value, mask.to(device)
+
+    out: dict = {}
+    for variant, masked in (("padded_rows", True), ("equal_rows", False)):
+        lengths = range(start, start + steps)
+        tensors = {length: inputs(length, masked) for length in lengths}
+        warm = inputs(start - 1, masked)  # a length outside those timed: the kernels load before any timing
+        out[variant] = {}
+        for side in SIDES:  # flash and memory-efficient attention keep nothing per shape: the order is fair
+            with side_context(side, device):
+                picked = backend_name(*tensors[start], not masked)
+                F.scaled_dot_product_attention(*warm[:3], attn_mask=warm[3], enable_gqa=not masked)
+                timings = {}
+                for label in ("new", "repeated"):
+                    per_step = []
+                    for length in lengths:
+                        query, key, value, mask = tensors[length]
+                        synchronize()
+                        began = time.perf_counter()
+                        for _ in range(layers):
+                            F.scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=not masked)
+                        synchronize()
+                        per_step.append(1000 * (time.perf_counter() - began))
+                    timings[f"{label}_ms_per_step"] = round(statistics.median(per_step), 3)
+            out[variant][side] = {"backend": picked, **timings}
+    return {"rows": rows, "heads": heads, "head_dim": dim, "calls_per_step": layers, "steps": steps, **out}
+
+
+def generate_calls(device: str, quick: bool) -> list[dict]:
+    name, layers = ("qwen2-tiny", None) if quick else ("qwen2.5-3b", 4)
+    model, tokenizer = load(name, device, layers)
+    widths, new_tokens = ([64, 100], 8) if quick else ([400, 1000, 2000], 32)
+    for side in SIDES:  # kernels loaded, at a width outside those timed
+        with side_context(side, device):
+            generate(model, tokenizer, prompts(tokenizer, 8, widths[0] // 2), 2, None)
+    results = []
+    for width in widths:
+        for padded in (True, False):
+            contexts = prompts(tokenizer, 8, width)  # rows of `width` down to `width` - 21 tokens
+            if not padded:
+                contexts = [c[: width - 21] for c in contexts]  # a mask of ones: no mask, 2 key heads (GQA)
+            seconds: dict[str, dict] = {side: {} for side in SIDES}
+            for label in ("new", "repeated"):
+                for side in SIDES:  # the other side's call builds nothing this side uses: interleaving is fair
+                    with side_context(side, device):
+                        took, _ = generate(model, tokenizer, contexts, new_tokens, None)
+                    seconds[side][f"{label}_ms_per_step"] = round(1000 * took / new_tokens, 2)
+            results.append({"width": max(len(c) for c in contexts), "padded": padded, **seconds})
+    return results
+
+
+def summary(result: dict) -> dict:
+    """Per side, a first call's (new shapes') ms per step over a repeat's, for attention and for `generate`; and
+    what a new shape costs without cuDNN against with it. The cuDNN builds are the cost if the default side's ratios
+    are well above 1 and the other side's near 1."""
+
+    def ratio(a, b):
+        return round(a / b, 2) if a and b else None
+
+    read: dict = {"attention": {}, "generate": {}}
+    for variant, sides in result.get("attention", {}).items():
+        if isinstance(sides, dict):  # beside the shape: rows, heads, head_dim, ...
+            read["attention"][variant] = {
+                **{side: ratio(sides[side]["new_ms_per_step"], sides[side]["repeated_ms_per_step"]) for side in SIDES},
+                "backends": [sides[side]["backend"] for side in SIDES],
+                "without_over_default_new": ratio(
+                    sides["without_cudnn"]["new_ms_per_step"], sides["default"]["new_ms_per_step"]
+                ),
+            }
+    for row in result.get("generate", []):
+        key = f"{row['width']}_{'padded' if row['padded'] else 'equal'}"
+        read["generate"][key] = {
+            **{side: ratio(row[side]["new_ms_per_step"], row[side]["repeated_ms_per_step"]) for side in SIDES},
+            "without_over_default_new": ratio(
+                row["without_cudnn"]["new_ms_per_step"], row["default"]["new_ms_per_step"]
+            ),
+        }
+    return read
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quick", action="store_true", help="the tiny Qwen shape: the code paths only")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    import os
+
+    import torch
+
+    result: dict = {
+        "machine": machine(("torch", "transformers")),
+        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "capability": list(torch.cuda.get_device_capability()) if args.device == "cuda" else None,
+        "TORCH_CUDNN_SDPA_DEPRIORITIZED": os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
+    }
+    for part, measure in (("attention", attention), ("generate", generate_calls)):
+        print(f"sdpa_shapes: {part}", flush=True)
+        result[part] = measure(args.device, args.quick)
+        result["summary"] = summary(result)
+        atomic_write_json(args.out, result)  # after each part: a check cut off keeps the first
+    print(json.dumps(result["summary"], indent=1), flush=True)
+
+
+if __name__ == "__main__":
+    main()
