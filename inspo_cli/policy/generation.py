@@ -68,13 +68,13 @@ def decoding_attention(device):
 
     Why: torch 2.11's CUDA wheels (cuDNN 9.19) put cuDNN attention first on H100/H200 (`check_prefer_cudnn_attention`
     in sdp_utils.cpp; `TORCH_CUDNN_SDPA_DEPRIORITIZED` reverts it), and cuDNN builds an execution graph for each new
-    shape, the key length included (torch's own warning: "may trigger excessive recompilation"). Decoding with a KV
-    cache meets a new key length at every step. On an H200 (2026-11-28) a first `generate` call decoded at 98 ms per
-    step and repeats of the same shapes at 31-39; the 3B step's rollout, whose widths never repeat, at about 87. That
-    cuDNN's builds are the cost is read from those figures and torch's code, not yet measured: bench/sdpa_shapes.py
-    measures it on the next GPU. Flash attention (rows of equal length: no mask) and memory-efficient attention (a
-    padding mask) build nothing per shape. Any of them computes the same attention; only the rounding of bf16 sums may
-    differ, as between any two kernels."""
+    shape, the key length included (the 2.11 binary's own warning: "may trigger excessive recompilation"; its opt-in
+    way around, pytorch#155958, takes no attention mask). Decoding with a KV cache meets a new key length at every
+    step. On an H200 (2026-11-28) a first `generate` call decoded at 98 ms per step and repeats of the same shapes at
+    31-39; the 3B step's rollout, whose widths never repeat, at about 87. That cuDNN's builds are the cost is read from
+    those figures and torch's code, not yet measured: bench/sdpa_shapes.py measures it on the next GPU. Flash
+    attention (rows of equal length: no mask) and memory-efficient attention (a padding mask) build nothing per shape.
+    Any of them computes the same attention; only the rounding of bf16 sums may differ, as between any two kernels."""
     import torch
 
     cuda = torch.backends.cuda
