@@ -13,10 +13,11 @@ step runs the same kernels (`at_full_depth`, marked as extrapolated, with its wo
 first compiles from warm caches, so its `compile_s` is not a fresh compile's.
 
 Both sides call `model.generate` on the same batch (8 left-padded prompts of about 400 corpus tokens, greedy, 128 new
-tokens forced with `min_new_tokens`), the compiled side with exactly the keyword arguments `TransformersBackend` adds
-for it (`static_cache_kwargs`). Decode ms per step = (time for 128 tokens - time for 1 token) / 127, so the prefill
-is not counted. The compiled side's first call (which compiles) is timed apart; then the sides alternate, `--reps`
-times each, and the medians are compared. Whether both sides produced the same ids is recorded. Last, on the tiny
+tokens forced with `min_new_tokens`), as the backend decodes (without cuDNN attention on CUDA: `decoding_attention`),
+the compiled side with exactly the keyword arguments `TransformersBackend` adds for it (`static_cache_kwargs`).
+Decode ms per step = (time for 128 tokens - time for 1 token) / 127, so the prefill is not counted. The compiled
+side's first call (which compiles) is timed apart; then the sides alternate, `--reps` times each, and the medians are
+compared. Whether both sides produced the same ids is recorded. Last, on the tiny
 Qwen, calls of other batch sizes and widths show how many compiles a run pays for (dynamo's automatic dynamic
 shapes). The Qwen shapes have random weights and SmolLM2's tokenizer.
 
@@ -26,6 +27,7 @@ Writes bench/results/compiled_generation.json and the "Compiled decoding" sectio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +39,7 @@ from gpu_checks import COMMON, QWEN, carried_tokenizer
 from inspo_cli.config import ModelConfig  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 from inspo_cli.policy.compiled_generation import decoding_compile_config, static_cache_kwargs  # noqa: E402
+from inspo_cli.policy.generation import decoding_attention  # noqa: E402
 from inspo_cli.policy.models import load_model  # noqa: E402
 
 SMOLLM2 = "smollm2-135m-instruct"
@@ -79,8 +82,9 @@ def prompts(tokenizer, batch: int, length: int) -> list[list[int]]:
     return [ids[row * 50 : row * 50 + length - 3 * row] for row in range(batch)]
 
 
-def generate(model, tokenizer, contexts, new_tokens: int, compiled) -> tuple[float, list[list[int]]]:
-    """Seconds for one greedy `generate` of exactly `new_tokens`, and the ids it generated."""
+def generate(model, tokenizer, contexts, new_tokens: int, compiled, as_backend=True) -> tuple[float, list[list[int]]]:
+    """Seconds for one greedy `generate` of exactly `new_tokens`, and the ids it generated; `as_backend`: with the
+    attention `TransformersBackend` decodes with, else torch's defaults as they stand."""
     import torch
 
     width = max(len(c) for c in contexts)
@@ -93,7 +97,8 @@ def generate(model, tokenizer, contexts, new_tokens: int, compiled) -> tuple[flo
     synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
     synchronize()
     started = time.perf_counter()
-    with torch.no_grad():
+    attention = decoding_attention(model.device) if as_backend else contextlib.nullcontext()
+    with torch.no_grad(), attention:
         out = model.generate(
             input_ids=ids.to(model.device),
             attention_mask=mask.to(model.device),

@@ -18,7 +18,7 @@ which is the longest trajectory the recipe allows, and so its peak memory.
 0. sdpa: bench/sdpa_shapes.py: whether attention costs more at a shape it has not met, with torch's default
    backends (cuDNN first on sm90 under torch 2.11) and as the backend now decodes (`decoding_attention`, no cuDNN):
    attention alone at the 3B's decode shapes, and plain `generate` of its width at 4 layers, first calls and repeats.
-   A minute at most, before anything else: it says whether the rollouts' 87 ms per step was cuDNN's builds.
+   90 s at most (about 40 expected), before anything else: whether the rollouts' 87 ms per step was cuDNN's builds.
 1. generation: bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): ms per decode step of
    plain `generate`, the backend, a rollout in the trainer's context and the same context before issue 52's fix,
    and tokens/s of the backend at 8 to 128 rows per call.

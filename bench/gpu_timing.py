@@ -182,7 +182,9 @@ def decode_ms(first: float, full: float, steps: int) -> float:
 def against_plain(calls: list[dict], reference: list[dict]) -> list[dict]:
     """Each timed batch of the step beside plain `generate`'s padded rate at the nearest width measured (its prefill,
     one of 500 steps, is left in the call's figure): the ratio above 1 is what the rollout, or the step's shapes,
-    cost beyond plain `generate`."""
+    cost beyond plain `generate`. Plain `generate` keeps torch's default attention while the rollout decodes without
+    cuDNN attention on CUDA (`decoding_attention`): there a ratio well below 1 is what cuDNN's builds per new shape
+    cost plain `generate` (bench/sdpa_shapes.py)."""
     padded = [r for r in reference if r["padded"]]
     rows = []
     for call in calls:

@@ -55,52 +55,68 @@ def backend_name(query, key, value, mask, gqa: bool) -> str:
         return f"unknown ({type(error).__name__})"
 
 
+def order(index: int) -> tuple[str, ...]:
+    """The sides in turn, the first alternating (A B, B A): what runs first in a pass pays no warm-up for the other."""
+    return SIDES if index % 2 == 0 else SIDES[::-1]
+
+
 def attention(device: str, quick: bool) -> dict:
     import torch
     import torch.nn.functional as F
 
     shape = QWEN["qwen2-tiny" if quick else "qwen2.5-3b"]
     rows, heads, kv_heads = 8, shape["num_attention_heads"], shape["num_key_value_heads"]
-    dim = shape["hidden_size"] // heads
+    dim, group = shape["hidden_size"] // heads, heads // kv_heads
     layers, steps, start = (2, 4, 65) if quick else (shape["num_hidden_layers"], 32, 401)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     generator = torch.Generator().manual_seed(0)
 
     def inputs(length: int, masked: bool):
-        query = torch.randn(rows, heads, 1, dim, generator=generator).to(device, dtype)
-        key, value = (torch.randn(rows, kv_heads, length, dim, generator=generator).to(device, dtype) for _ in "kv")
-        if not masked:
-            return query, key, value, None
-        key, value = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (key, value))
-        mask = torch.ones(rows, 1, 1, length, dtype=torch.bool)
-        for row in range(rows):
-            mask[row, ..., : 3 * row] = False  # left padding, as in a rollout
-        return query, key, value, mask.to(device)
+        """transformers 5.24's SDPA call at one decode step (integrations/sdpa_attention.py): rows of equal length
+        give no mask and `enable_gqa`; under a padding mask the query's heads are grouped by key head (`pack_gqa`:
+        rows x key heads x group x dim) against the key heads as they are."""
+        query = torch.randn(rows, kv_heads, group, dim, generator=generator) if masked else None
+        if query is None:
+            query = torch.randn(rows, heads, 1, dim, generator=generator)
+        key, value = (torch.randn(rows, kv_heads, length, dim, generator=generator) for _ in "kv")
+        mask = None
+        if masked:
+            mask = torch.ones(rows, 1, 1, length, dtype=torch.bool)
+            for row in range(rows):
+                mask[row, ..., : 3 * row] = False  # left padding, as in a rollout
+            mask = mask.to(device)
+        return query.to(device, dtype), key.to(device, dtype), value.to(device, dtype), mask
+
+    def step(tensors, masked: bool) -> float:
+        """ms for one decode step's attention: one call per layer."""
+        query, key, value, mask = tensors
+        synchronize()
+        began = time.perf_counter()
+        for _ in range(layers):
+            F.scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=not masked)
+        synchronize()
+        return 1000 * (time.perf_counter() - began)
 
     out: dict = {}
     for variant, masked in (("padded_rows", True), ("equal_rows", False)):
         lengths = range(start, start + steps)
         tensors = {length: inputs(length, masked) for length in lengths}
-        warm = inputs(start - 1, masked)  # a length outside those timed: the kernels load before any timing
-        out[variant] = {}
-        for side in SIDES:  # flash and memory-efficient attention keep nothing per shape: the order is fair
+        warm = inputs(start - 1, masked)  # a length outside those timed: kernels loaded before any timing
+        out[variant] = {side: {} for side in SIDES}
+        for side in SIDES:
             with side_context(side, device):
-                picked = backend_name(*tensors[start], not masked)
-                F.scaled_dot_product_attention(*warm[:3], attn_mask=warm[3], enable_gqa=not masked)
-                timings = {}
-                for label in ("new", "repeated"):
-                    per_step = []
-                    for length in lengths:
-                        query, key, value, mask = tensors[length]
-                        synchronize()
-                        began = time.perf_counter()
-                        for _ in range(layers):
-                            F.scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=not masked)
-                        synchronize()
-                        per_step.append(1000 * (time.perf_counter() - began))
-                    timings[f"{label}_ms_per_step"] = round(statistics.median(per_step), 3)
-            out[variant][side] = {"backend": picked, **timings}
+                step(warm, masked)
+                out[variant][side]["backend"] = backend_name(*tensors[start], not masked)
+                out[variant][side]["cudnn_enabled"] = torch.backends.cuda.cudnn_sdp_enabled()
+        for label in ("new", "repeated"):
+            per_step: dict[str, list[float]] = {side: [] for side in SIDES}
+            for index, length in enumerate(lengths):
+                for side in order(index):
+                    with side_context(side, device):
+                        per_step[side].append(step(tensors[length], masked))
+            for side in SIDES:
+                out[variant][side][f"{label}_ms_per_step"] = round(statistics.median(per_step[side]), 3)
     return {"rows": rows, "heads": heads, "head_dim": dim, "calls_per_step": layers, "steps": steps, **out}
 
 
@@ -108,23 +124,32 @@ def generate_calls(device: str, quick: bool) -> list[dict]:
     name, layers = ("qwen2-tiny", None) if quick else ("qwen2.5-3b", 4)
     model, tokenizer = load(name, device, layers)
     widths, new_tokens = ([64, 100], 8) if quick else ([400, 1000, 2000], 32)
-    for side in SIDES:  # kernels loaded, at a width outside those timed
+    for side in SIDES:  # kernels loaded, on 4 rows (other shapes than those timed), padded and equal rows
         with side_context(side, device):
-            generate(model, tokenizer, prompts(tokenizer, 8, widths[0] // 2), 2, None)
+            warm = prompts(tokenizer, 4, widths[0])
+            generate(model, tokenizer, warm, 2, None, as_backend=False)
+            generate(model, tokenizer, [c[: len(warm[-1])] for c in warm], 2, None, as_backend=False)
     results = []
-    for width in widths:
+    for index, width in enumerate(widths):
         for padded in (True, False):
             contexts = prompts(tokenizer, 8, width)  # rows of `width` down to `width` - 21 tokens
             if not padded:
                 contexts = [c[: width - 21] for c in contexts]  # a mask of ones: no mask, 2 key heads (GQA)
             seconds: dict[str, dict] = {side: {} for side in SIDES}
-            for label in ("new", "repeated"):
-                for side in SIDES:  # the other side's call builds nothing this side uses: interleaving is fair
+            for label, sides in (("new", order(index)), ("repeated", order(index + 1))):
+                for side in sides:  # a call of one side builds nothing the other uses
                     with side_context(side, device):
-                        took, _ = generate(model, tokenizer, contexts, new_tokens, None)
+                        took, _ = generate(model, tokenizer, contexts, new_tokens, None, as_backend=False)
+                        seconds[side]["cudnn_enabled"] = torch_cudnn_enabled()
                     seconds[side][f"{label}_ms_per_step"] = round(1000 * took / new_tokens, 2)
             results.append({"width": max(len(c) for c in contexts), "padded": padded, **seconds})
     return results
+
+
+def torch_cudnn_enabled() -> bool:
+    import torch
+
+    return torch.backends.cuda.cudnn_sdp_enabled()
 
 
 def summary(result: dict) -> dict:

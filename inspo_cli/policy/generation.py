@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -61,29 +62,44 @@ def stop_token_ids(tokenizer, model_eos) -> set[int]:
     return ids
 
 
+_cudnn_off = {"blocks": 0, "restore": False}  # the decoding blocks open now, and whether the last to close turns it on
+_cudnn_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def decoding_attention(device):
     """Inside the block, on a CUDA `device`, PyTorch's SDPA may not choose cuDNN attention; flash, memory-efficient
-    and math attention stay as they were. Elsewhere, or with cuDNN attention already off, nothing changes.
+    and math attention stay as they were. Elsewhere, with cuDNN attention already off, or with neither
+    memory-efficient nor math attention on (flash attention takes no padding mask), nothing changes. The switch is
+    process-wide: blocks open at once, in any threads, share it, and the last to close puts it back.
 
     Why: torch 2.11's CUDA wheels (cuDNN 9.19) put cuDNN attention first on H100/H200 (`check_prefer_cudnn_attention`
     in sdp_utils.cpp; `TORCH_CUDNN_SDPA_DEPRIORITIZED` reverts it), and cuDNN builds an execution graph for each new
     shape, the key length included (the 2.11 binary's own warning: "may trigger excessive recompilation"; its opt-in
     way around, pytorch#155958, takes no attention mask). Decoding with a KV cache meets a new key length at every
     step. On an H200 (2026-11-28) a first `generate` call decoded at 98 ms per step and repeats of the same shapes at
-    31-39; the 3B step's rollout, whose widths never repeat, at about 87. That cuDNN's builds are the cost is read from
+    31-39; the 3B step's rollout, whose widths never repeat, at 80-100. That cuDNN's builds are the cost is read from
     those figures and torch's code, not yet measured: bench/sdpa_shapes.py measures it on the next GPU. Flash
     attention (rows of equal length: no mask) and memory-efficient attention (a padding mask) build nothing per shape.
-    Any of them computes the same attention; only the rounding of bf16 sums may differ, as between any two kernels."""
+    Any of them computes the same attention; only the rounding of bf16 sums may differ, as between any two kernels.
+    A decoding step compiled inside the block (`model.compile_generation`) keeps the attention it was traced with."""
     import torch
 
-    cuda = torch.backends.cuda
-    others = cuda.flash_sdp_enabled() or cuda.mem_efficient_sdp_enabled() or cuda.math_sdp_enabled()
-    if torch.device(device).type != "cuda" or not cuda.cudnn_sdp_enabled() or not others:
+    if torch.device(device).type != "cuda":
         yield
         return
-    cuda.enable_cudnn_sdp(False)
+    cuda = torch.backends.cuda
+    with _cudnn_lock:
+        if _cudnn_off["blocks"] == 0:
+            masked = cuda.mem_efficient_sdp_enabled() or cuda.math_sdp_enabled()
+            _cudnn_off["restore"] = cuda.cudnn_sdp_enabled() and masked
+            if _cudnn_off["restore"]:
+                cuda.enable_cudnn_sdp(False)
+        _cudnn_off["blocks"] += 1
     try:
         yield
     finally:
-        cuda.enable_cudnn_sdp(True)
+        with _cudnn_lock:
+            _cudnn_off["blocks"] -= 1
+            if _cudnn_off["blocks"] == 0 and _cudnn_off["restore"]:
+                cuda.enable_cudnn_sdp(True)

@@ -331,8 +331,13 @@ def test_the_local_model_writes_without_cudnn_attention_on_a_gpu(tiny_model_dir,
 
     from inspo_cli.policy import generation
 
-    real = generation.decoding_attention
-    monkeypatch.setattr(generation, "decoding_attention", lambda device: real("cuda"))  # as on a GPU
+    real, devices = generation.decoding_attention, []
+
+    def as_on_a_gpu(device):
+        devices.append(device)
+        return real("cuda")
+
+    monkeypatch.setattr(generation, "decoding_attention", as_on_a_gpu)
     lm = open_optimizer(
         OptimizerConfig(provider="local", model=str(tiny_model_dir), temperature=0.0, max_output_tokens=4)
     )
@@ -345,4 +350,5 @@ def test_the_local_model_writes_without_cudnn_attention_on_a_gpu(tiny_model_dir,
     finally:
         hook.remove()
     assert len(seen) == answer.output_tokens >= 1 and not any(seen)
+    assert devices == [model.device, model.device]  # one block per answer, on the model's own device
     assert torch.backends.cuda.cudnn_sdp_enabled()

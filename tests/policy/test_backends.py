@@ -253,22 +253,45 @@ def test_decoding_on_cuda_turns_only_cudnn_attention_off_and_back_on(sdpa_flags)
         assert sdpa_flags() == {**everything, "cudnn": False, "flash": False}
     assert sdpa_flags() == {**everything, "flash": False}
     others = ("flash", "mem_efficient", "math")
-    for only in others:
+    for only, turned_off in (("mem_efficient", True), ("math", True), ("flash", False)):
         for name in others:
             getattr(torch.backends.cuda, f"enable_{name}_sdp")(name == only)
-        with decoding_attention("cuda"):  # any one other attention is enough
-            assert sdpa_flags() == {"cudnn": False, **{name: name == only for name in others}}
-    torch.backends.cuda.enable_math_sdp(False)
+        # memory-efficient or math attention takes a padding mask; flash attention alone does not: cuDNN stays
+        with decoding_attention("cuda"):
+            assert sdpa_flags() == {"cudnn": not turned_off, **{name: name == only for name in others}}
+        assert sdpa_flags()["cudnn"] is True
+    torch.backends.cuda.enable_flash_sdp(False)
     with decoding_attention("cuda"):  # cuDNN is the only attention left: turning it off would leave none
         assert sdpa_flags() == {"cudnn": True, "flash": False, "mem_efficient": False, "math": False}
+
+
+def test_blocks_open_at_once_in_several_threads_share_the_switch_and_the_last_to_close_restores_it(sdpa_flags):
+    from inspo_cli.policy.generation import decoding_attention
+
+    first, second = decoding_attention("cuda"), decoding_attention("cuda")
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first thread's rollout ends while the second's still decodes
+    assert sdpa_flags()["cudnn"] is False
+    second.__exit__(None, None, None)
+    assert sdpa_flags()["cudnn"] is True
+    torch.backends.cuda.enable_cudnn_sdp(False)  # the user's own choice: no block turns it on
+    with decoding_attention("cuda"):
+        pass
+    assert sdpa_flags()["cudnn"] is False
 
 
 def test_every_forward_of_a_generate_call_on_cuda_runs_without_cudnn_attention(tiny, monkeypatch, sdpa_flags):
     from inspo_cli.policy import transformers_backend
 
     model, tokenizer = tiny
-    real = transformers_backend.decoding_attention
-    monkeypatch.setattr(transformers_backend, "decoding_attention", lambda device: real("cuda"))  # as on a GPU
+    real, devices = transformers_backend.decoding_attention, []
+
+    def as_on_a_gpu(device):
+        devices.append(device)
+        return real("cuda")
+
+    monkeypatch.setattr(transformers_backend, "decoding_attention", as_on_a_gpu)
     seen, fail_at = [], [None]
 
     def record(module, args, kwargs):
@@ -281,6 +304,7 @@ def test_every_forward_of_a_generate_call_on_cuda_runs_without_cudnn_attention(t
         generations = greedy(tiny).generate(contexts(tokenizer), [6, 6, 6])
         assert [len(g.token_ids) for g in generations] == [6, 6, 6]
         assert len(seen) == 6 and not any(seen)  # the prefill and every decode step
+        assert devices == [model.device]  # the device the model decodes on, not that of the ids handed in
         assert sdpa_flags()["cudnn"] is True
         seen.clear()
         fail_at[0] = 3

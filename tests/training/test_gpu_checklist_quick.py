@@ -301,6 +301,10 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     sdpa = shown["sdpa"]
     assert sdpa["exit_code"] == 0 and sdpa["capability"] is None
     assert set(sdpa["attention"]) == {"padded_rows", "equal_rows"}
+    sides = [
+        row[side] for row in [*sdpa["attention"].values(), *sdpa["generate"]] for side in ("default", "without_cudnn")
+    ]
+    assert all(isinstance(side["cudnn_enabled"], bool) for side in sides)  # on a GPU: whether each side was as named
     assert [(r["width"], r["padded"]) for r in sdpa["generate"]] == [(64, True), (43, False), (100, True), (79, False)]
     assert set(sdpa["summary"]["generate"]) == {"64_padded", "43_equal", "100_padded", "79_equal"}
     calls = compiled["many_calls"]  # no CUDA graphs on CPU: the counts are there, and 0
