@@ -17,7 +17,8 @@ which is the longest trajectory the recipe allows, and so its peak memory.
 
 0. sdpa: bench/sdpa_shapes.py: whether attention costs more at a shape it has not met, with torch's default
    backends (cuDNN first on sm90 under torch 2.11) and as the backend now decodes (`decoding_attention`, no cuDNN):
-   attention alone at the 3B's decode shapes, and plain `generate` of its width at 4 layers, first calls and repeats.
+   attention alone at the 3B's decode shapes, plain `generate` of its width at 4 layers, and one layer's attention
+   forward and backward at training shapes (which keep torch's defaults): first calls and repeats, and host memory.
    90 s at most (about 40 expected), before anything else: whether the rollouts' 87 ms per step was cuDNN's builds.
 1. generation: bench/generation_speed.py on the 3B architecture in bf16 (mixed precision): ms per decode step of
    plain `generate`, the backend, a rollout in the trainer's context and the same context before issue 52's fix,
@@ -278,6 +279,7 @@ def summary(results: dict) -> dict:
                 **{k: entry.get(k) for k in ("cudnn_version", "capability", "TORCH_CUDNN_SDPA_DEPRIORITIZED")},
                 "summary": entry.get("summary"),
                 "attention": {k: v for k, v in entry.get("attention", {}).items() if isinstance(v, dict)},
+                "training": {k: v for k, v in entry.get("training", {}).items() if isinstance(v, dict)},
                 "generate": entry.get("generate"),
                 "exit_code": entry.get("process", {}).get("exit_code"),
             }

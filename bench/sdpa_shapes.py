@@ -10,13 +10,18 @@ a KV cache meets a new key length at every step, and a rollout's widths never re
 decodes without cuDNN attention on CUDA (`decoding_attention`). This measures whether that was the cost:
 
 1. attention alone (`attention`): `scaled_dot_product_attention` at one decode step of the 3B (8 rows, 16 heads,
-   head dim 128, bf16; one query against L keys), called once per layer (36) per step, for 32 steps of new key
-   lengths L = 401.. and then the same 32 again; with a padding mask and heads repeated (transformers' call for
-   left-padded rows) and without a mask, 2 key heads (`enable_gqa`, rows of equal length). Per side (torch's
-   default backends, and inside `decoding_attention`): the backend torch picks and ms per step, new and repeated.
+   head dim 128, bf16; one query against L keys) as transformers 5.24 calls it, once per layer (36) per step, for 32
+   steps of new key lengths L = 401.. and then the same 32 again; under a padding mask (the query's heads grouped by
+   key head, `pack_gqa`) and without one (rows of equal length: `enable_gqa`). Per side (torch's default backends,
+   and inside `decoding_attention`): the backend torch picks, ms per step new and repeated, and the process's
+   resident memory gained over the new lengths (what a cache of built graphs holds on the host).
 2. `generate` (`generate`): plain `model.generate` of the 3B's width cut to 4 layers (the build is per step, not per
    layer), 8 rows, 32 new tokens, at widths 400, 1,000 and 2,000, padded and equal rows; per width each side's
-   first call and its repeat, the sides interleaved. ms per step, prefill included.
+   first call and its repeat, the sides alternating which goes first. ms per step, prefill included.
+3. training shapes (`training`): one layer's attention forward and backward over 8 rows of L = 1,501..1,508 tokens
+   (new, then again), causal, under a padding mask (heads repeated, as transformers does for a query longer than 1)
+   and without one: what the update's and the log-prob passes' forwards, which keep torch's defaults, pay for each
+   new padded width, and the host memory each new width keeps (its `*_ms_per_step`: one layer's forward and backward).
 
 `summary` reads them: a new shape's cost over a repeated one per side. Writes `--out` only; the GPU checklist keeps it.
 """
@@ -104,6 +109,7 @@ def attention(device: str, quick: bool) -> dict:
         tensors = {length: inputs(length, masked) for length in lengths}
         warm = inputs(start - 1, masked)  # a length outside those timed: kernels loaded before any timing
         out[variant] = {side: {} for side in SIDES}
+        gained = dict.fromkeys(SIDES, 0.0)
         for side in SIDES:
             with side_context(side, device):
                 step(warm, masked)
@@ -114,9 +120,14 @@ def attention(device: str, quick: bool) -> dict:
             for index, length in enumerate(lengths):
                 for side in order(index):
                     with side_context(side, device):
+                        before = rss_mib()
                         per_step[side].append(step(tensors[length], masked))
+                        if label == "new":
+                            gained[side] += rss_mib() - before
             for side in SIDES:
                 out[variant][side][f"{label}_ms_per_step"] = round(statistics.median(per_step[side]), 3)
+        for side in SIDES:
+            out[variant][side]["rss_mib_gained_new"] = round(gained[side], 1)
     return {"rows": rows, "heads": heads, "head_dim": dim, "calls_per_step": layers, "steps": steps, **out}
 
 
@@ -146,6 +157,79 @@ def generate_calls(device: str, quick: bool) -> list[dict]:
     return results
 
 
+def rss_mib() -> float:
+    """This process's resident memory (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return 0.0
+
+
+def training(device: str, quick: bool) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    shape = QWEN["qwen2-tiny" if quick else "qwen2.5-3b"]
+    rows, heads, kv_heads = (2 if quick else 8), shape["num_attention_heads"], shape["num_key_value_heads"]
+    dim = shape["hidden_size"] // heads
+    lengths = range(33, 37) if quick else range(1501, 1509)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    generator = torch.Generator().manual_seed(0)
+
+    def inputs(length: int, masked: bool):
+        key_heads = heads if masked else kv_heads  # repeat_kv under a mask; `enable_gqa` without
+        query = torch.randn(rows, heads, length, dim, generator=generator)
+        key, value = (torch.randn(rows, key_heads, length, dim, generator=generator) for _ in "kv")
+        mask = None
+        if masked:
+            mask = torch.ones(length, length, dtype=torch.bool).tril().expand(rows, 1, length, length).clone()
+            for row in range(rows):
+                mask[row, ..., : 7 * row] = False  # left padding
+                mask[row, :, : 7 * row, 7 * row] = True  # padded queries see one key: no row of -inf
+            mask = mask.to(device)
+        leaves = [t.to(device, dtype).requires_grad_() for t in (query, key, value)]
+        return (*leaves, mask)
+
+    def step(tensors, masked: bool) -> float:
+        query, key, value, mask = tensors
+        synchronize()
+        began = time.perf_counter()
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, is_causal=not masked, enable_gqa=not masked
+        )
+        out.float().sum().backward()
+        synchronize()
+        for t in (query, key, value):
+            t.grad = None
+        return 1000 * (time.perf_counter() - began)
+
+    out: dict = {}
+    for variant, masked in (("padded_rows", True), ("equal_rows", False)):
+        tensors = {length: inputs(length, masked) for length in lengths}
+        warm = inputs(lengths[0] - 1, masked)
+        out[variant] = {side: {"rss_mib_gained_new": 0.0} for side in SIDES}
+        for side in SIDES:
+            with side_context(side, device):
+                step(warm, masked)
+                out[variant][side]["cudnn_enabled"] = torch_cudnn_enabled()
+        for label in ("new", "repeated"):
+            per_call: dict[str, list[float]] = {side: [] for side in SIDES}
+            for index, length in enumerate(lengths):
+                for side in order(index):
+                    with side_context(side, device):
+                        before = rss_mib()
+                        per_call[side].append(step(tensors[length], masked))
+                        if label == "new":
+                            out[variant][side]["rss_mib_gained_new"] += rss_mib() - before
+            for side in SIDES:
+                out[variant][side][f"{label}_ms_per_step"] = round(statistics.median(per_call[side]), 3)
+        for side in SIDES:
+            out[variant][side]["rss_mib_gained_new"] = round(out[variant][side]["rss_mib_gained_new"], 1)
+    return {"rows": rows, "heads": heads, "head_dim": dim, "lengths": [lengths[0], lengths[-1]], **out}
+
+
 def torch_cudnn_enabled() -> bool:
     import torch
 
@@ -160,16 +244,22 @@ def summary(result: dict) -> dict:
     def ratio(a, b):
         return round(a / b, 2) if a and b else None
 
-    read: dict = {"attention": {}, "generate": {}}
-    for variant, sides in result.get("attention", {}).items():
-        if isinstance(sides, dict):  # beside the shape: rows, heads, head_dim, ...
-            read["attention"][variant] = {
-                **{side: ratio(sides[side]["new_ms_per_step"], sides[side]["repeated_ms_per_step"]) for side in SIDES},
-                "backends": [sides[side]["backend"] for side in SIDES],
-                "without_over_default_new": ratio(
-                    sides["without_cudnn"]["new_ms_per_step"], sides["default"]["new_ms_per_step"]
-                ),
-            }
+    read: dict = {"attention": {}, "generate": {}, "training": {}}
+    for part in ("attention", "training"):
+        for variant, sides in result.get(part, {}).items():
+            if isinstance(sides, dict):  # beside the shape: rows, heads, head_dim, ...
+                read[part][variant] = {
+                    **{
+                        side: ratio(sides[side]["new_ms_per_step"], sides[side]["repeated_ms_per_step"])
+                        for side in SIDES
+                    },
+                    "without_over_default_new": ratio(
+                        sides["without_cudnn"]["new_ms_per_step"], sides["default"]["new_ms_per_step"]
+                    ),
+                    "rss_mib_gained_new": [sides[side].get("rss_mib_gained_new") for side in SIDES],
+                }
+                if part == "attention":
+                    read[part][variant]["backends"] = [sides[side]["backend"] for side in SIDES]
     for row in result.get("generate", []):
         key = f"{row['width']}_{'padded' if row['padded'] else 'equal'}"
         read["generate"][key] = {
@@ -197,7 +287,7 @@ def main() -> None:
         "capability": list(torch.cuda.get_device_capability()) if args.device == "cuda" else None,
         "TORCH_CUDNN_SDPA_DEPRIORITIZED": os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
     }
-    for part, measure in (("attention", attention), ("generate", generate_calls)):
+    for part, measure in (("attention", attention), ("generate", generate_calls), ("training", training)):
         print(f"sdpa_shapes: {part}", flush=True)
         result[part] = measure(args.device, args.quick)
         result["summary"] = summary(result)

@@ -300,10 +300,9 @@ def test_the_quick_checklist_runs_generation_and_the_step_and_times_each_call_ag
     # sides are the same attention, so only the shape of the figures is checked
     sdpa = shown["sdpa"]
     assert sdpa["exit_code"] == 0 and sdpa["capability"] is None
-    assert set(sdpa["attention"]) == {"padded_rows", "equal_rows"}
-    sides = [
-        row[side] for row in [*sdpa["attention"].values(), *sdpa["generate"]] for side in ("default", "without_cudnn")
-    ]
+    assert set(sdpa["attention"]) == set(sdpa["training"]) == {"padded_rows", "equal_rows"}
+    rows = [*sdpa["attention"].values(), *sdpa["training"].values(), *sdpa["generate"]]
+    sides = [row[side] for row in rows for side in ("default", "without_cudnn")]
     assert all(isinstance(side["cudnn_enabled"], bool) for side in sides)  # on a GPU: whether each side was as named
     assert [(r["width"], r["padded"]) for r in sdpa["generate"]] == [(64, True), (43, False), (100, True), (79, False)]
     assert set(sdpa["summary"]["generate"]) == {"64_padded", "43_equal", "100_padded", "79_equal"}
@@ -408,14 +407,18 @@ def test_the_memory_sampler_survives_a_write_that_meets_the_step_changing_its_re
 def test_the_sdpa_check_reads_a_new_shapes_cost_over_a_repeats_per_side(bench):
     shapes = bench("sdpa_shapes")
 
-    def side(new, repeated, backend="X"):
-        return {"backend": backend, "new_ms_per_step": new, "repeated_ms_per_step": repeated}
+    def side(new, repeated, backend="X", rss=None):
+        return {"backend": backend, "new_ms_per_step": new, "repeated_ms_per_step": repeated, "rss_mib_gained_new": rss}
 
     result = {
         "attention": {
-            "padded_rows": {"default": side(60.0, 2.0, "CUDNN_ATTENTION"), "without_cudnn": side(2.2, 2.0)},
+            "padded_rows": {
+                "default": side(60.0, 2.0, "CUDNN_ATTENTION", 12.5),
+                "without_cudnn": side(2.2, 2.0, rss=0.1),
+            },
             "rows": 8,
         },
+        "training": {"equal_rows": {"default": side(150.0, 50.0), "without_cudnn": side(60.0, 60.0)}, "heads": 16},
         "generate": [
             {"width": 400, "padded": True, "default": side(90.0, 36.0), "without_cudnn": side(33.0, 33.0)},
             {"width": 379, "padded": False, "default": side(0, 30.0), "without_cudnn": side(30.0, 30.0)},
@@ -426,11 +429,21 @@ def test_the_sdpa_check_reads_a_new_shapes_cost_over_a_repeats_per_side(bench):
         "padded_rows": {
             "default": 30.0,
             "without_cudnn": 1.1,
-            "backends": ["CUDNN_ATTENTION", "X"],
             "without_over_default_new": 0.04,
+            "rss_mib_gained_new": [12.5, 0.1],
+            "backends": ["CUDNN_ATTENTION", "X"],
+        }
+    }
+    # the update's attention: no backend is named (it is left to torch), the same ratios
+    assert read["training"] == {
+        "equal_rows": {
+            "default": 3.0,
+            "without_cudnn": 1.0,
+            "without_over_default_new": 0.4,
+            "rss_mib_gained_new": [None, None],
         }
     }
     assert read["generate"]["400_padded"] == {"default": 2.5, "without_cudnn": 1.0, "without_over_default_new": 0.37}
     # a figure that is missing or 0 gives no ratio, never a division by it
     assert read["generate"]["379_equal"] == {"default": None, "without_cudnn": 1.0, "without_over_default_new": None}
-    assert shapes.summary({}) == {"attention": {}, "generate": {}}
+    assert shapes.summary({}) == {"attention": {}, "generate": {}, "training": {}}
