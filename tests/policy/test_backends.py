@@ -304,7 +304,19 @@ def test_every_forward_of_a_generate_call_on_cuda_runs_without_cudnn_attention(t
         generations = greedy(tiny).generate(contexts(tokenizer), [6, 6, 6])
         assert [len(g.token_ids) for g in generations] == [6, 6, 6]
         assert len(seen) == 6 and not any(seen)  # the prefill and every decode step
-        assert devices == [model.device]  # the device the model decodes on, not that of the ids handed in
+        assert devices == [model.device]
+        devices.clear()
+
+        class Reporting:  # the model, reporting the device it holds its weights on by index as a GPU's model does
+            device = torch.device("cpu", 0)
+
+            def __getattr__(self, name):
+                return getattr(model, name)
+
+        backend = TransformersBackend(Reporting(), tokenizer, temperature=0.0)
+        backend.generate(contexts(tokenizer), [2, 2, 2])
+        assert devices == [torch.device("cpu", 0)]  # the model's device, not that of the ids built on the host
+        seen.clear()
         assert sdpa_flags()["cudnn"] is True
         seen.clear()
         fail_at[0] = 3
