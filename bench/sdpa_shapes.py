@@ -65,6 +65,31 @@ def order(index: int) -> tuple[str, ...]:
     return SIDES if index % 2 == 0 else SIDES[::-1]
 
 
+def time_sides(lengths, tensors: dict, warm, step, device: str) -> dict:
+    """Per side: `step(tensors[length])` at each of `lengths` met for the first time, then again (ms, median), the
+    sides alternating which goes first at each length; whether cuDNN attention was on (after a warm-up step on `warm`,
+    a shape outside those timed); and the resident memory gained over the first pass."""
+    out = {side: {"rss_mib_gained_new": 0.0} for side in SIDES}
+    for side in SIDES:
+        with side_context(side, device):
+            step(warm)
+            out[side]["cudnn_enabled"] = torch_cudnn_enabled()
+    for label in ("new", "repeated"):
+        times: dict[str, list[float]] = {side: [] for side in SIDES}
+        for index, length in enumerate(lengths):
+            for side in order(index):
+                with side_context(side, device):
+                    before = rss_mib()
+                    times[side].append(step(tensors[length]))
+                    if label == "new":
+                        out[side]["rss_mib_gained_new"] += rss_mib() - before
+        for side in SIDES:
+            out[side][f"{label}_ms_per_step"] = round(statistics.median(times[side]), 3)
+    for side in SIDES:
+        out[side]["rss_mib_gained_new"] = round(out[side]["rss_mib_gained_new"], 1)
+    return out
+
+
 def attention(device: str, quick: bool) -> dict:
     import torch
     import torch.nn.functional as F
@@ -81,9 +106,7 @@ def attention(device: str, quick: bool) -> dict:
         """transformers 5.24's SDPA call at one decode step (integrations/sdpa_attention.py): rows of equal length
         give no mask and `enable_gqa`; under a padding mask the query's heads are grouped by key head (`pack_gqa`:
         rows x key heads x group x dim) against the key heads as they are."""
-        query = torch.randn(rows, kv_heads, group, dim, generator=generator) if masked else None
-        if query is None:
-            query = torch.randn(rows, heads, 1, dim, generator=generator)
+        query = torch.randn(*((rows, kv_heads, group, dim) if masked else (rows, heads, 1, dim)), generator=generator)
         key, value = (torch.randn(rows, kv_heads, length, dim, generator=generator) for _ in "kv")
         mask = None
         if masked:
@@ -104,30 +127,14 @@ def attention(device: str, quick: bool) -> dict:
         return 1000 * (time.perf_counter() - began)
 
     out: dict = {}
+    lengths = range(start, start + steps)
     for variant, masked in (("padded_rows", True), ("equal_rows", False)):
-        lengths = range(start, start + steps)
         tensors = {length: inputs(length, masked) for length in lengths}
         warm = inputs(start - 1, masked)  # a length outside those timed: kernels loaded before any timing
-        out[variant] = {side: {} for side in SIDES}
-        gained = dict.fromkeys(SIDES, 0.0)
+        out[variant] = time_sides(lengths, tensors, warm, lambda t, masked=masked: step(t, masked), device)
         for side in SIDES:
             with side_context(side, device):
-                step(warm, masked)
                 out[variant][side]["backend"] = backend_name(*tensors[start], not masked)
-                out[variant][side]["cudnn_enabled"] = torch.backends.cuda.cudnn_sdp_enabled()
-        for label in ("new", "repeated"):
-            per_step: dict[str, list[float]] = {side: [] for side in SIDES}
-            for index, length in enumerate(lengths):
-                for side in order(index):
-                    with side_context(side, device):
-                        before = rss_mib()
-                        per_step[side].append(step(tensors[length], masked))
-                        if label == "new":
-                            gained[side] += rss_mib() - before
-            for side in SIDES:
-                out[variant][side][f"{label}_ms_per_step"] = round(statistics.median(per_step[side]), 3)
-        for side in SIDES:
-            out[variant][side]["rss_mib_gained_new"] = round(gained[side], 1)
     return {"rows": rows, "heads": heads, "head_dim": dim, "calls_per_step": layers, "steps": steps, **out}
 
 
@@ -209,24 +216,7 @@ def training(device: str, quick: bool) -> dict:
     for variant, masked in (("padded_rows", True), ("equal_rows", False)):
         tensors = {length: inputs(length, masked) for length in lengths}
         warm = inputs(lengths[0] - 1, masked)
-        out[variant] = {side: {"rss_mib_gained_new": 0.0} for side in SIDES}
-        for side in SIDES:
-            with side_context(side, device):
-                step(warm, masked)
-                out[variant][side]["cudnn_enabled"] = torch_cudnn_enabled()
-        for label in ("new", "repeated"):
-            per_call: dict[str, list[float]] = {side: [] for side in SIDES}
-            for index, length in enumerate(lengths):
-                for side in order(index):
-                    with side_context(side, device):
-                        before = rss_mib()
-                        per_call[side].append(step(tensors[length], masked))
-                        if label == "new":
-                            out[variant][side]["rss_mib_gained_new"] += rss_mib() - before
-            for side in SIDES:
-                out[variant][side][f"{label}_ms_per_step"] = round(statistics.median(per_call[side]), 3)
-        for side in SIDES:
-            out[variant][side]["rss_mib_gained_new"] = round(out[variant][side]["rss_mib_gained_new"], 1)
+        out[variant] = time_sides(lengths, tensors, warm, lambda t, masked=masked: step(t, masked), device)
     return {"rows": rows, "heads": heads, "head_dim": dim, "lengths": [lengths[0], lengths[-1]], **out}
 
 

@@ -447,3 +447,41 @@ def test_the_sdpa_check_reads_a_new_shapes_cost_over_a_repeats_per_side(bench):
     # a figure that is missing or 0 gives no ratio, never a division by it
     assert read["generate"]["379_equal"] == {"default": None, "without_cudnn": 1.0, "without_over_default_new": None}
     assert shapes.summary({}) == {"attention": {}, "generate": {}, "training": {}}
+
+
+def test_the_sdpa_check_times_each_side_at_new_lengths_then_again_alternating_which_goes_first(bench, monkeypatch):
+    import torch
+
+    shapes = bench("sdpa_shapes")
+    calls, seen = [], set()
+    # each shape met keeps 2 MiB (a built graph), and every call 0.5 more (the rest of the process)
+    monkeypatch.setattr(shapes, "rss_mib", lambda: 2.0 * len(seen) + 0.5 * len(calls))
+
+    def step(length):  # cuDNN on: 10 ms at a length this side has not met (403: 40), 1 after; without: 3 ms always
+        side = "default" if torch.backends.cuda.cudnn_sdp_enabled() else "without_cudnn"
+        calls.append((side, length))
+        first = (side, length) not in seen
+        seen.add((side, length))
+        return ((40.0 if length == 403 else 10.0) if first else 1.0) if side == "default" else 3.0
+
+    lengths = [401, 402, 403]
+    out = shapes.time_sides(lengths, {n: n for n in lengths}, 400, step, "cuda")  # "cuda": the switch as on a GPU
+    assert out["default"] == {
+        "rss_mib_gained_new": 7.5,  # over the 3 new lengths only: 3 x (2 + 0.5)
+        "cudnn_enabled": True,
+        "new_ms_per_step": 10.0,  # the median: one slow build does not move it
+        "repeated_ms_per_step": 1.0,
+    }
+    assert out["without_cudnn"] == {
+        "rss_mib_gained_new": 7.5,
+        "cudnn_enabled": False,
+        "new_ms_per_step": 3.0,
+        "repeated_ms_per_step": 3.0,
+    }
+    d, w = "default", "without_cudnn"
+    assert calls == [
+        (d, 400), (w, 400),  # the warm-up, at a length outside those timed
+        (d, 401), (w, 401), (w, 402), (d, 402), (d, 403), (w, 403),  # new: the first side alternates
+        (d, 401), (w, 401), (w, 402), (d, 402), (d, 403), (w, 403),  # and again
+    ]  # fmt: skip
+    assert torch.backends.cuda.cudnn_sdp_enabled()
