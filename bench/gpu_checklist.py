@@ -164,6 +164,9 @@ def main() -> None:
     if missing:
         print("gpu_checklist: cannot import, carry these wheels and run again: " + "; ".join(missing), flush=True)
         sys.exit(2)
+    if not args.quick and not cuda_present():
+        print("gpu_checklist: no CUDA device here; on a CPU run it with --quick", flush=True)
+        sys.exit(2)
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
     results_file = args.out / f"gpu_checklist_{'cpu' if args.quick else 'cuda'}.json"
@@ -180,6 +183,7 @@ def main() -> None:
         left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))
         if left < 60:
             results["skipped"][check] = f"{left:.0f} s of the budget left"
+            print(f"[{time.time() - started:6.0f} s] {check}: skipped, {results['skipped'][check]}", flush=True)
             continue
         with_work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu-checklist-{check}"
         shutil.rmtree(with_work, ignore_errors=True)
@@ -213,7 +217,14 @@ def main() -> None:
         )
         atomic_write_json(results_file, results)
         shutil.rmtree(with_work, ignore_errors=True)
+    atomic_write_json(results_file, results)  # also when every check was skipped
     print(json.dumps(summary(results), indent=1), flush=True)
+
+
+def cuda_present() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def summary(results: dict) -> dict:
@@ -304,6 +315,8 @@ def summary(results: dict) -> dict:
                 k: entry.get(k)
                 for k in ("checkpoints", "resume_same_metrics", "guard_stopped", "guard_saved_nothing_after")
             }
+    if results.get("skipped"):
+        shown["skipped"] = results["skipped"]
     return shown
 
 

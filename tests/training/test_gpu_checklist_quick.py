@@ -485,3 +485,32 @@ def test_the_sdpa_check_times_each_side_at_new_lengths_then_again_alternating_wh
         (d, 401), (w, 401), (w, 402), (d, 402), (d, 403), (w, 403),  # and again
     ]  # fmt: skip
     assert torch.backends.cuda.cudnn_sdp_enabled()
+
+
+def test_without_cuda_the_full_checklist_is_one_line_that_names_quick(bench, tmp_path, monkeypatch, capsys):
+    checklist = bench("gpu_checklist")
+    monkeypatch.setattr(checklist, "missing_imports", lambda: [])
+    monkeypatch.setattr(checklist, "cuda_present", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["gpu_checklist.py", "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as stop:
+        checklist.main()
+    assert stop.value.code == 2
+    assert capsys.readouterr().out.strip() == "gpu_checklist: no CUDA device here; on a CPU run it with --quick"
+    assert not (tmp_path / "out").exists()
+
+
+def test_checks_the_budget_cannot_hold_are_said_skipped_and_the_results_file_still_written(
+    bench, tmp_path, monkeypatch, capsys
+):
+    checklist = bench("gpu_checklist")
+    monkeypatch.setattr(checklist, "missing_imports", lambda: [])
+    monkeypatch.setattr(checklist, "cuda_present", lambda: True)
+    monkeypatch.setattr(checklist, "launch", lambda *a, **k: pytest.fail("nothing fits a 50 s budget"))
+    argv = ["gpu_checklist.py", "--out", str(tmp_path), "--checks", "sdpa,compiled", "--budget", "50"]
+    monkeypatch.setattr(sys, "argv", argv)
+    checklist.main()
+    out = capsys.readouterr().out
+    assert "sdpa: skipped, " in out and "s of the budget left" in out and "compiled: skipped" in out
+    written = json.loads((tmp_path / "gpu_checklist_cuda.json").read_text())
+    assert written["checks"] == {} and set(written["skipped"]) == {"sdpa", "compiled"}
+    assert set(checklist.summary(written)["skipped"]) == {"sdpa", "compiled"}
