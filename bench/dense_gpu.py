@@ -286,7 +286,7 @@ loaded encoder (corpus streaming, encoding, faiss flat fp16 add and write all co
         for r in result["encoding"].values():
             lines.append(
                 f"| {r['shape']} | {r['device']} | {r['dtype']} | {r['batch']} | {r['passages']:,} | "
-                f"{r['passages_per_s']:,.0f} | {r['wiki18_hours']:.1f} h |"
+                f"{r['passages_per_s']:,.0f} | {r['wiki18_hours']:g} h |"
             )
         if result.get("encoding_note"):
             lines.append(f"\n{result['encoding_note']}")

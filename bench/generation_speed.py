@@ -283,8 +283,26 @@ def gpu_rows() -> str:
             "runs this bench first on the next GPU machine | | | | | |\n"
         )
     result = json.loads(path.read_text())
-    gpu, repeats = result["machine"]["gpu"], result["setup"]["repeats"]
-    return "\n".join(table_row(r, f"{r['model']} on {gpu} (median of {repeats})") for r in result["models"]) + "\n"
+    gpu, new_tokens = result["machine"]["gpu"], result["setup"]["new_tokens"]
+    return (
+        "\n".join(
+            table_row(r, f"{r['model']} on {gpu} ({new_tokens} new tokens; {medians_of(r)})") for r in result["models"]
+        )
+        + "\n"
+    )
+
+
+def medians_of(r: dict) -> str:
+    """How many samples each median of a row is over: the sides timed in every trainer run, (a), (b) and (b+stop),
+    have twice as many in a mixed-precision row (two runs: the fixed one and the one before) as (c) and (c-before)."""
+    counts = {key: len(values) for key, values in r.get("samples", {}).items()}
+    if not counts:
+        return "medians"
+    if len(set(counts.values())) == 1:
+        return f"median of {next(iter(counts.values()))}"
+    every_run = "/".join(f"({k.replace('_', '+')})" for k in ("a", "b", "b_stop") if k in counts)
+    per_run = "/".join(f"({k.replace('_', '-')})" for k in ("c", "c_before") if k in counts)
+    return f"medians of {counts.get('a')} for {every_run}, of {counts.get('c')} for {per_run}"
 
 
 def table_row(r: dict, label: str) -> str:
@@ -339,11 +357,13 @@ def section(result: dict, tag: str) -> str:
 `{command}` — machine: {m["cpu_cores"]} CPU cores ({m["cpu"]}), GPU: {m["gpu"]}; torch {m["packages"].get("torch")},
 transformers {m["packages"].get("transformers")}, trl {m["packages"].get("trl")}.
 
-ms per decode step (median of {s["repeats"]}, sides interleaved), batch {s["batch"]}, {s["prompt_tokens"]}-token
-prompts, {s["new_tokens"]} new tokens, random weights; in brackets the ratio to plain `generate` (a) of the same
-weights in the compute dtype. (b) the backend alone, (b+stop) with the stop strings `</search>`, `</answer>`,
-(c) the backend inside the trainer's rollout context mid-`train()`, (c-before) that context generating through
-accelerate's autocast wrapper over the float32 masters, as every mixed-precision rollout did before issue 52.
+ms per decode step (median of {s["repeats"]} per trainer run, sides interleaved; (a), (b) and (b+stop) are timed in
+each run, so a mixed-precision row's median of them is over {2 * s["repeats"]}), batch {s["batch"]},
+{s["prompt_tokens"]}-token prompts, {s["new_tokens"]} new tokens, random weights; in brackets the ratio to plain
+`generate` (a) of the same weights in the compute dtype. (b) the backend alone, (b+stop) with the stop strings
+`</search>`, `</answer>`, (c) the backend inside the trainer's rollout context mid-`train()`, (c-before) that context
+generating through accelerate's autocast wrapper over the float32 masters, as every mixed-precision rollout did
+before issue 52.
 Goal: (c)/(a) <= 1.1, stop check <= 5% of decode time.
 
 | model | compute dtype | (a) plain | (b) backend | (b+stop) | (c) trainer rollout | (c-before) | stop check |
@@ -352,8 +372,9 @@ Goal: (c)/(a) <= 1.1, stop check <= 5% of decode time.
 {gpu_row}
 On 2 CPU cores a side's run-to-run spread is about 10-15% (a stop check below zero is that noise), so the CPU
 ratios say "no measurable overhead", not more. The mixed-precision rows show what issue 52 fixed: generating through
-the autocast wrapper cost {before_ratios} on this machine, 3.2x on an H100 (109 against 35 ms per step before the fix,
-Qwen2.5-3B, batch 8); now each rollout casts the masters once and generates as plain `generate` of bf16 weights.
+the autocast wrapper cost {before_ratios} on this machine, 3.2x on an H100 (109.4 against 34.7 ms per
+step before the fix, Qwen2.5-3B, batch 8, one run each: the figures issue 52 was filed with; no results file), 1.29x
+on an H200 (the row above); now each rollout casts the masters once and generates as plain `generate` of bf16 weights.
 {sweep_text}"""
 
 

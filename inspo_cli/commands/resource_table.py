@@ -56,7 +56,8 @@ def summary_lines(plan: ResourcePlan) -> list[str]:
         f"({plan.timing.decode_ms:g} ms per decode step), update {_seconds(plan.seconds['update'])} "
         f"({plan.update_tokens_per_s:,.0f} tokens/s per GPU)",
         f"constants: decode {DECODE_MS:g} ms per step (plain HF generate, Qwen2.5-3B, batch 8, H100; the rollout of "
-        "a real 3B step decoded at about 87 on an H200, not yet explained), update at "
+        "a real 3B step decoded at 80-120 on an H200: likely cuDNN attention's builds per shape, which decoding now "
+        "avoids; not yet measured), update at "
         f"{EFFECTIVE_TFLOPS:g} TFLOP/s per GPU, {CUDA_CONTEXT_GIB:g} GiB CUDA context and {FRAGMENTATION:.0%} "
         "allocator reserve per process; override the times with --decode-ms and --update-tokens-per-s",
         "predicted, not measured: memory anchored on four GPU measurements and one CPU run "

@@ -3,8 +3,9 @@
 With `model.dtype: bfloat16` (or float16) the trainer keeps float32 master weights and accelerate wraps the policy's
 `forward` in autocast (`training.trainer_inputs.training_precision`); TRL's unwrapping for generation keeps that
 wrapper. Under it every decode step re-casts every weight (autocast keeps no cast cache under no_grad): on an H100,
-Qwen2.5-3B at batch 8 decoded at 109 ms per step against 35 ms for plain `generate` of the same weights (the GPU
-checklist, 2026-11-28), and `bench/generation_speed.py` measures the same on CPU. So around each rollout every floating
+Qwen2.5-3B at batch 8 decoded at 109 ms per step against 35 ms for plain `generate` of the same weights (as issue 52
+reported it, 2026-11-28; 46.7 against 36.2 on an H200, bench/README.md), and `bench/generation_speed.py`
+measures the same on CPU. So around each rollout every floating
 weight held in another dtype is cast once into the compute dtype (bf16 matmuls rounded them to it anyway), and the
 model's own forward runs without the wrapper: what `generate` of bf16 weights does, and what Search-R1's vLLM does with
 the weights synced from its float32 FSDP masters. The casts are freed when the rollout ends, so an update's memory is

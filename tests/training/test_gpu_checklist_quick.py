@@ -514,3 +514,13 @@ def test_checks_the_budget_cannot_hold_are_said_skipped_and_the_results_file_sti
     written = json.loads((tmp_path / "gpu_checklist_cuda.json").read_text())
     assert written["checks"] == {} and set(written["skipped"]) == {"sdpa", "compiled"}
     assert set(checklist.summary(written)["skipped"]) == {"sdpa", "compiled"}
+
+
+def test_a_generation_speed_row_says_how_many_samples_each_median_is_over(bench):
+    speed = bench("generation_speed")
+    mixed = {"samples": {"a": [1, 2, 3, 4], "b": [1] * 4, "b_stop": [1] * 4, "c": [1, 2], "c_before": [1, 2]}}
+    assert speed.medians_of(mixed) == "medians of 4 for (a)/(b)/(b+stop), of 2 for (c)/(c-before)"
+    assert speed.medians_of({"samples": {"a": [1, 2, 3], "b": [1] * 3, "b_stop": [1] * 3, "c": [1] * 3}}) == (
+        "median of 3"
+    )
+    assert speed.medians_of({}) == "medians"
