@@ -61,8 +61,8 @@ class OptimizerConfig:
         metadata={
             "help": "The optimizer's output limit in tokens, thinking included (Gemini and Claude count it here); an "
             "answer cut at this limit loses its unfinished last candidate. Default: 16384 for gemini "
-            "(thinking_budget 8192 leaves >= 8192 for six candidates of ~2,000 characters, the paper's length, "
-            "and their analysis: ~3k tokens; docs/faithfulness.md), 8192 for the others."
+            "(thinking_budget 8192 leaves >= 8192 for six candidates of ~1,550 characters, the paper's length "
+            "(App. F), and their analysis: ~2.8k tokens; docs/faithfulness.md), 8192 for the others."
         },
     )
     thinking_budget: int | None = field(

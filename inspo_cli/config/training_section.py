@@ -243,7 +243,7 @@ class TrainingConfig:
         default=0,
         metadata={
             "help": "Keep only the newest N checkpoints (TRL's save_total_limit); 0 keeps every one, as Search-R1's "
-            "veRL does. A 135M model's checkpoint (weights, AdamW state) is 1.6 GB, a 3B model's about 30 GB."
+            "veRL does. A 135M model's checkpoint (weights, AdamW state) is 1.6 GB, a 3B model's about 37 GB."
         },
     )
     eval_every: int = field(
