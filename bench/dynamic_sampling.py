@@ -116,15 +116,15 @@ def section(result: dict) -> str:
     for side in result["runs"]:
         rows = side["steps"]
 
-        def cell(key):
+        def cell(key, spec="g"):
             value = mean(rows, key)
-            return "—" if value is None else f"{value:g}"
+            return "—" if value is None else format(value, spec)
 
         lines.append(
             f"| {'on' if side['dynamic_sampling'] else 'off'} | {cell('groups/equal_rewards')} | "
             f"{cell('dynamic_sampling/equal_generated')} | {cell('dynamic_sampling/extra_rollouts')} | "
             f"{cell('dynamic_sampling/rounds')} | {cell('dynamic_sampling/unfilled')} | {cell('reward')} | "
-            f"{cell('em')} | {cell('seconds')} | {side['wall_seconds']:g} |"
+            f"{cell('em')} | {cell('seconds', '.1f')} | {side['wall_seconds']:g} |"
         )
     off, on = result["runs"]
     lines += [

@@ -106,7 +106,7 @@ def markdown(report: dict) -> str:
         lines.append(
             f"| {label} | "
             + " | ".join(f"{m[f'{w}@{k}']:.3f}" for w in ("hit", "all") for k in KS)
-            + f" | {report['build_seconds'][name]:.1f} s |"
+            + f" | {report['build_seconds'][name]:g} s |"
         )
     types = sorted(q["bm25"]["hit@3_by_type"])
     lines += [

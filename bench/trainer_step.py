@@ -42,6 +42,7 @@ from inspo_cli.policy.models import load_tokenizer, resolve_model_path  # noqa: 
 from inspo_cli.training.grpo import grpo_config  # noqa: E402
 from inspo_cli.training.trainer_inputs import question_dataset  # noqa: E402
 
+STEPS = 4  # steps per run by default, the first a warm-up
 PHASES = ("generation", "retrieval", "scoring", "update")
 
 
@@ -146,7 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--steps", type=int, default=4, help="steps per run (the first is a warm-up)")
+    parser.add_argument("--steps", type=int, default=STEPS, help="steps per run (the first is a warm-up)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per trainer, alternating")
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--dtype", default="float32", help="policy precision (bfloat16 on GPUs)")
@@ -213,9 +214,12 @@ def main() -> None:
 def write_section(result: dict, tag: str = "") -> None:
     m, s, o = result["machine"], result["setup"], result["overhead"]
     title = "Trainer step" + (f" ({s['device']}, {s.get('dtype', 'float32')})" if tag else "")
-    command = "python bench/trainer_step.py" + (
-        f" --device {s['device']} --dtype {s.get('dtype')} --skip-phases --tag {tag}" if tag else ""
+    command = (
+        "python bench/trainer_step.py"
+        + (f" --device {s['device']} --dtype {s.get('dtype')} --skip-phases --tag {tag}" if tag else "")
+        + (f" --steps {s['steps_per_run']}" if s.get("steps_per_run", STEPS) != STEPS else "")
     )
+    shipped = len(o["steps"].get("plain_as_shipped", []))
     text = (
         f"""
 ## {title}
@@ -235,7 +239,9 @@ Search off, same single-turn batch ({s["trajectories_per_step"]} trajectories of
 | ratio | **{o["ratio"]:.3f}x** (target <= 1.1x) | |
 """
         + (
-            f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too) | \
+            f"""| plain TRL as shipped (its CPU LM head scores prompt and padding positions too{
+                f"; median of {shipped} steps" if shipped != len(o["steps"]["ours"]) else ""
+            }) | \
 {o["median_step_seconds"]["plain_as_shipped"]:.2f} s | {o["mean_new_tokens"]["plain_as_shipped"]:.1f} |
 """
             if "plain_as_shipped" in o["median_step_seconds"]

@@ -147,11 +147,13 @@ def main() -> None:
         f"| {load} | {v['vllm']:,.0f} | {v['transformers']:,.0f} | {v['vllm'] / v['transformers']:.2f}x |"
         for load, v in versus.items()
     )
+    reps = f" --reps {args.reps}" if args.reps != 5 else ""  # the command that gives these figures
     update_readme_section(
         "vllm_backend",
         f"""## vLLM backend
 
-`python bench/vllm_backend.py` — {args.model} with {engine_name} ({settings.dtype}, eager: {settings.enforce_eager}), \
+`python bench/vllm_backend.py{reps}` — {args.model} with {engine_name} ({settings.dtype}, \
+eager: {settings.enforce_eager}), \
 {len(questions)} bundled-world questions under Search-R1's instruction, greedy, at most {args.max_new} new tokens, \
 search off, median of {args.reps} alternating repetitions; machine: {m["cpu"]}, GPU: {m["gpu"]}.
 

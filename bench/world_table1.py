@@ -247,7 +247,8 @@ def main() -> None:
         f"## Table 1 on the world (`{command}`)\n\n"
         f"EM on the first {args.limit} test questions of the bundled world, greedy, by question type; every "
         f"row starts from the shipped warm start and has the demo's limits (one search turn, 128-token "
-        f"observations, BM25 top 3); trained rows: 8 updates (32 questions' worth), seed(s) {args.seeds}"
+        "observations, BM25 top 3); trained rows: 8 updates (the RL rows 32 questions' worth; SFT 64 examples, "
+        f"rejection sampling 8 trajectories an update over those it kept), seed(s) {args.seeds}"
         f"{' (mean ± sd)' if len(seeds) > 1 else ''}. Recipes: recipes/world-table1/ "
         "(INSPO: recipes/demo.yaml). "
         f"{hours:.1f} h on {report['machine']['cpu_cores']} CPU cores.\n\n" + table(rows) + notes_text(notes)
