@@ -197,13 +197,15 @@ def plan(
 
     if gpus < 1:
         raise InspoError(f"--gpus {gpus}: give at least 1")
-    for name, value in (
-        ("--gpu-memory", gpu_memory),
-        ("--decode-ms", decode_ms),
-        ("--update-tokens-per-s", update_tokens_per_s),
+    for name, value, most in (
+        ("--gpu-memory", gpu_memory, 1e5),
+        ("--decode-ms", decode_ms, 1e6),
+        ("--update-tokens-per-s", update_tokens_per_s, 1e12),
     ):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InspoError(f"{name} {value}: give a positive finite number")
+        if value is not None and value > most:  # beyond any hardware: a typo, and past it the figures overflow
+            raise InspoError(f"{name} {value:g}: give at most {most:g}")
     for name, count in (
         ("--prompt-tokens", prompt_tokens),
         ("--observation-tokens", observation_tokens),
@@ -214,6 +216,12 @@ def plan(
     if launch is not None and launch not in LAUNCHES:
         raise InspoError(f"--launch {launch}: use one of {', '.join(LAUNCHES)} (or leave it out for all)")
     resolved = load_recipe(recipe, overrides or [])
+    prompt = min(prompt_tokens or resolved.rollout.max_prompt_tokens, resolved.rollout.max_prompt_tokens)
+    if trajectory_tokens is not None and trajectory_tokens <= prompt:
+        raise InspoError(
+            f"--trajectory-tokens {trajectory_tokens}: not longer than the prompt ({prompt} tokens); give at least "
+            f"{prompt + 1}, or a shorter --prompt-tokens"
+        )
     architecture = model_architecture(resolved.model.name_or_path)
     requested = (launch,) if launch else LAUNCHES
     lengths = Lengths(prompt_tokens, observation_tokens, trajectory_tokens)

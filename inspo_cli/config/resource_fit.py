@@ -42,6 +42,16 @@ def fitting_elsewhere(
     return found
 
 
+# What can still lower the peak once no launch fits at a micro-batch of 1, by the phase the peak is in
+NOTHING_FITS = {
+    "generation": "shorten rollout.max_total_tokens, lower rollout.generation_batch_size (transformers backend) or "
+    "model.vllm_gpu_memory_utilization (vLLM), or use larger GPUs",
+    "update": "shorten rollout.max_total_tokens, or use larger GPUs",
+    "load": "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones",
+    "optimizer step": "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones",
+}
+
+
 def refusal(
     plan: ResourcePlan, requested: tuple[str, ...], elsewhere: Sequence[tuple[LaunchPlan, str]] = ()
 ) -> str | None:
@@ -62,8 +72,7 @@ def refusal(
     advice = (
         ", or ".join(f"{p.label}{change} ({p.peak_gib:.0f} GiB)" for p, change in fitting)
         if fitting
-        else "nothing planned; shorten rollout.max_total_tokens, lower rollout.generation_batch_size, or use "
-        "larger GPUs"
+        else f"nothing planned; {NOTHING_FITS.get(smallest.peak_phase, NOTHING_FITS['load'])}"
     )
     return f"the recipe {needs}; fits: {advice}"
 

@@ -147,6 +147,8 @@ def generation_rows(recipe, processes: int) -> tuple[int, bool]:
     `rollout.generation_batch_size` caps the process's share of the step; 0 or "auto" (or a recipe without the
     field) takes the share, or on a GPU as many rows as fit (`inspo_cli.policy.generation_memory`)."""
     share = batch_plan(recipe, processes).generation_batch_per_process
+    if getattr(recipe.model, "backend", "transformers") != "transformers":
+        return share, False  # vLLM schedules the whole share itself, within its own memory share; the field is unread
     chosen = getattr(recipe.rollout, "generation_batch_size", "auto")
     if chosen in (None, "auto", 0):
         return share, True
@@ -364,7 +366,9 @@ def resource_plan(
     t = recipe.training
     per_step = t.batch_size * t.group_size
     rl = not is_sft(t.algorithm)
-    policy_tokens = per_step * used["turns"] * used["turn"] * rl  # an upper bound: every turn at its limit
+    # an upper bound: every turn at its limit, within the trajectory's room after its prompt (the response cap)
+    decode_steps = min(used["turns"] * used["turn"], used["completion"])
+    policy_tokens = per_step * decode_steps * rl
     params = arch.parameters()
     rate = timing.update_tokens_per_s or EFFECTIVE_TFLOPS * 1e12 / flops_per_token(recipe, params)
     possible = sorted(
@@ -376,7 +380,7 @@ def resource_plan(
         trajectories = per_step // timed.processes
         calls = math.ceil(trajectories / timed.generation_batch)
         seconds = {
-            "generation": rl * calls * used["turns"] * used["turn"] * timing.decode_ms / 1000,
+            "generation": rl * calls * decode_steps * timing.decode_ms / 1000,
             "update": trajectories * used["trajectory"] / rate,
         }
     return ResourcePlan(arch, params, hardware, used, plans, policy_tokens, seconds, timed.label, rate, timing)

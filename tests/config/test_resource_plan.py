@@ -302,6 +302,42 @@ def test_json_gives_the_same_numbers():
     assert data["model"]["parameters"] == 3_085_938_688 and data["refusal"] is None
 
 
+def test_vllm_generates_the_whole_share_whatever_generation_batch_size_says():
+    """The field is the transformers backend's; vLLM never reads it, so it changes neither its batch nor its time."""
+    arch = published_architecture("Qwen/Qwen2.5-3B")
+    shipped = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch)
+    capped = resource_plan(load_recipe("qwen2.5-3b/search-r1", ["rollout.generation_batch_size=8"]), arch)
+    assert capped.launches["zero3"].generation_batch == shipped.launches["zero3"].generation_batch == 320
+    assert capped.seconds == shipped.seconds
+
+
+def test_the_response_cap_bounds_the_decode_steps_and_policy_tokens():
+    arch = published_architecture("Qwen/Qwen2.5-3B")
+    timing = Timing(10.0, 1000.0)
+    capped = resource_plan(
+        load_recipe("qwen2.5-3b/search-r1", ["rollout.max_response_tokens=600"]), arch, timing=timing
+    )
+    assert capped.lengths["completion"] == 600
+    assert capped.policy_tokens_per_step == 512 * 5 * 600  # not 5 turns of 500
+    assert capped.seconds["generation"] == pytest.approx(600 * 10.0 / 1000)
+    narrowed = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch, Hardware(), Lengths(trajectory=4200), timing)
+    assert narrowed.policy_tokens_per_step == 512 * 5 * 104
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--trajectory-tokens", "4096"], "--trajectory-tokens 4096: not longer than the prompt (4096 tokens)"),
+        (["--prompt-tokens", "100", "--trajectory-tokens", "50"], "give at least 101"),
+        (["--gpu-memory", "1e308"], "--gpu-memory 1e+308: give at most 100000"),
+        (["--decode-ms", "1e308"], "--decode-ms 1e+308: give at most 1e+06"),
+        (["--update-tokens-per-s", "1e300"], "give at most 1e+12"),
+    ],
+)
+def test_lengths_that_contradict_the_prompt_and_values_past_any_hardware_are_refused(args, fragment):
+    assert_one_line_error(invoke("recipe", "plan", "qwen2.5-3b/search-r1", *args), fragment)
+
+
 @pytest.mark.parametrize("name", sorted(bundled_recipes()))
 def test_every_shipped_recipe_gets_a_plan(name):
     result = invoke("recipe", "plan", name)
@@ -397,3 +433,24 @@ def test_a_zero_dimension_is_no_model(tmp_path):
     )
     with pytest.raises(InspoError, match="layers 0 is no model's size"):
         model_architecture(str(tmp_path))
+
+
+def test_when_nothing_fits_the_advice_is_for_the_phase_the_peak_is_in():
+    arch = published_architecture("Qwen/Qwen2.5-3B")
+    plan = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch, Hardware(2, 0.5))
+    line = refusal(plan, ("zero3",))
+    assert plan.launches["zero3"].peak_phase == "update" and line.endswith(
+        "fits: nothing planned; shorten rollout.max_total_tokens, or use larger GPUs"
+    )
+    recipe = load_recipe("qwen2.5-3b/search-r1", ["model.backend=transformers", "rollout.generation_batch_size=320"])
+    generating = resource_plan(recipe, arch, Hardware(8, 80))
+    assert generating.launches["zero3"].peak_phase == "generation"
+    assert "lower rollout.generation_batch_size (transformers backend)" in refusal(generating, ("zero3",))
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-3b/sft", "qwen2.5-3b/rejection-sampling"])
+def test_a_recipe_that_does_not_generate_while_training_shows_no_generation_figures(name):
+    out = invoke("recipe", "plan", name).stdout
+    assert "no generation while training" in out and "policy tokens per step" not in out
+    assert "generation batch per process" not in out and "update " in out
+    assert "policy tokens per step: at most 6,400,000" in invoke("recipe", "plan", "qwen2.5-3b/search-r1").stdout
