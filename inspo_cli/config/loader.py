@@ -108,8 +108,11 @@ def _read_yaml(path: Path, text: str | None = None) -> dict:
         line = f" line {mark.line + 1}:" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise RecipeError(f"{path}:{line} invalid YAML ({problem}); fix the syntax") from None
-    if data is None:
-        return {}
+    if data is None:  # a 0-byte file (cut short by a crash or a failed copy) would silently be every default
+        raise RecipeError(
+            f"{path}: the recipe is empty; write its sections (data:, model:, ...), or `extends: <a bundled recipe>` "
+            "to start from one (`inspo recipe list`)"
+        )
     if not isinstance(data, dict):
         raise RecipeError(
             f"{path}: the top level must be a mapping of sections (data:, model:, ...), got {type(data).__name__}"

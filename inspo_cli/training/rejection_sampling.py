@@ -44,10 +44,15 @@ from inspo_cli.training.trainer_inputs import train_questions
 
 def sampler_config(recipe: Recipe):
     """The model section phase 1 samples with: the recipe's model, renamed to `sampling.model` and on
-    `sampling.backend` (no LoRA: the sampler is not trained)."""
+    `sampling.backend` (no LoRA: the sampler is not trained; `model.compile_generation` only where the sampler is the
+    transformers backend: vLLM compiles its own engine, and the setting still holds for the run's evaluations)."""
     s = recipe.sampling
     return dataclasses.replace(
-        recipe.model, name_or_path=s.model.strip() or recipe.model.name_or_path, backend=s.backend, lora=False
+        recipe.model,
+        name_or_path=s.model.strip() or recipe.model.name_or_path,
+        backend=s.backend,
+        lora=False,
+        compile_generation=recipe.model.compile_generation and s.backend == "transformers",
     )
 
 

@@ -253,6 +253,10 @@ def test_missing_and_malformed_recipe_files(tmp_path):
     assert "invalid YAML" in error_of(broken)
     listing = write(tmp_path, "- a\n- b\n", "list.yaml")
     assert "top level must be a mapping" in error_of(listing)
+    for text in ("", "# only a comment\n", "\n\n"):  # cut to nothing: not silently every default (a 3B run)
+        empty = write(tmp_path, text, "empty.yaml")
+        assert error_of(empty).startswith(f"{empty}: the recipe is empty; write its sections")
+    assert load_recipe(write(tmp_path, "{}\n", "braces.yaml")).model.name_or_path  # written empty on purpose
 
 
 def test_extends_deep_merges_and_detects_cycles(tmp_path, minimal):

@@ -253,3 +253,18 @@ def test_a_sampler_that_never_answers_right_stops_the_run_with_what_to_change(tm
     assert_one_line_error(result, "kept no trajectory", "sampling.samples")
     summary = json.loads((tmp_path / "runs/none/sampling/summary.json").read_text())
     assert (summary["trajectories"], summary["kept"]) == (8, 0)
+
+
+@pytest.mark.parametrize("backend, compiled", [("transformers", True), ("vllm", False)])
+def test_the_sampler_compiles_its_decoding_only_on_the_transformers_backend(backend, compiled):
+    """`model.compile_generation` is the transformers backend's; a vLLM sampler (which compiles its own engine) gets
+    it off instead of refusing mid-run, and the model section keeps it for the run's evaluations."""
+    from inspo_cli.config import load_recipe
+    from inspo_cli.training.rejection_sampling import sampler_config
+
+    recipe = load_recipe(
+        "world-table1/rejection-sampling", ["model.compile_generation=true", f"sampling.backend={backend}"]
+    )
+    sampler = sampler_config(recipe)
+    assert (sampler.backend, sampler.compile_generation) == (backend, compiled)
+    assert recipe.model.compile_generation and not sampler.lora
