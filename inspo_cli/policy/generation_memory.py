@@ -40,13 +40,17 @@ def free_device_bytes(device) -> int | None:
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
 
-def rows_that_fit(widths: Sequence[int], budgets: Sequence[int], per_token: int, room: int) -> int:
+def rows_that_fit(
+    widths: Sequence[int], budgets: Sequence[int], per_token: int, room: int, row_tokens=lambda tokens: tokens
+) -> int:
     """How many of the rows (sorted by context width, shortest first) one call can take: a padded batch of n rows
-    holds n x (the n-th width + the largest budget) tokens. Always the first row, so a rollout advances."""
+    holds n x (the n-th width + the largest budget) tokens, or what `row_tokens` makes of that (a static cache's
+    length: rounded up to its bucket, and never shorter than the model's earlier static caches). Always the first
+    row, so a rollout advances."""
     n, longest_budget = 0, 0
     for width, budget in zip(widths, budgets):
         longest_budget = max(longest_budget, budget)
-        if n and (n + 1) * (width + longest_budget) * per_token > room:
+        if n and (n + 1) * row_tokens(width + longest_budget) * per_token > room:
             break
         n += 1
     return n

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Sequence
 
 from inspo_cli.policy import generation_memory
-from inspo_cli.policy.compiled_generation import decoding_compile_config, static_cache_kwargs
+from inspo_cli.policy.compiled_generation import cache_length, decoding_compile_config, static_cache_kwargs
 from inspo_cli.policy.generation import Generation, Sampling, decoding_attention, stop_token_ids
 
 
@@ -141,8 +141,18 @@ class TransformersBackend(Sampling):
             [max_new_tokens[i] for i in rows],
             generation_memory.bytes_per_token(self.model.config, element_bytes),
             int(room * generation_memory.FREE_SHARE),
+            self._cache_tokens,
         )
         return rows[:n]
+
+    def _cache_tokens(self, tokens: int) -> int:
+        """The KV cache one row of `tokens` holds: as many tokens eagerly; compiled, its static cache's length, which
+        transformers never lets shrink below the model's earlier static caches (`_prepare_static_cache`: a later
+        short call gets the longest earlier call's cache)."""
+        if self.compile_config is None:
+            return tokens
+        earlier = getattr(self.model, "_previous_max_cache_length", 0)
+        return max(cache_length(tokens, 0), earlier if isinstance(earlier, int) else 0)
 
     def _generate_batch(self, contexts, budgets, stop) -> list[Generation]:
         import torch

@@ -299,3 +299,25 @@ def test_a_copy_registers_its_hook_on_its_own_embeddings(tiny_model_dir, how):
     for _ in range(3):
         twin.enable_input_require_grads()
     assert _require_grads_hooks(twin) == ["make_inputs_require_grads"] and _require_grads_hooks(model) == []
+
+
+def test_compiled_rows_are_sized_by_the_static_cache_transformers_will_allocate(tiny_model_dir, monkeypatch):
+    """transformers' static cache is rounded up to the backend's bucket and never shorter than the model's earlier
+    static caches (`_prepare_static_cache`), so a short call after a long one holds the long one's cache per row."""
+    from inspo_cli.policy.compiled_generation import CACHE_BUCKET
+
+    model, tokenizer = load_model(ModelConfig(name_or_path=str(tiny_model_dir), dtype="float32"), device="cpu")
+    eager = TransformersBackend(model, tokenizer, fit_memory=True)
+    compiled = TransformersBackend(model, tokenizer, fit_memory=True, compile_generation=True)
+    assert eager._cache_tokens(28) == 28 and compiled._cache_tokens(28) == CACHE_BUCKET
+    model._previous_max_cache_length = 4 * CACHE_BUCKET  # a call at a width of about 900 before this one
+    assert compiled._cache_tokens(28) == 4 * CACHE_BUCKET and eager._cache_tokens(28) == 28
+    assert compiled._cache_tokens(5 * CACHE_BUCKET - 3) == 5 * CACHE_BUCKET
+    per_token = generation_memory.bytes_per_token(model.config, 4)
+    room = 3 * 4 * CACHE_BUCKET * per_token  # three rows of the earlier cache, thirty of this call's own width
+    monkeypatch.setattr(
+        generation_memory, "free_device_bytes", lambda device: int(room / generation_memory.FREE_SHARE) + 1
+    )
+    rows = list(range(10))
+    assert compiled._next_batch(rows, [[1] * 20] * 10, [8] * 10) == rows[:3]
+    assert eager._next_batch(rows, [[1] * 20] * 10, [8] * 10) == rows
