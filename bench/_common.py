@@ -55,3 +55,19 @@ def update_readme_section(name: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     atomic_write_text(readme, text)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a batch, a repeat count, a token count)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give at least 1")
+    return value
+
+
+SMOLLM2 = "smollm2-135m"  # the bench name of SmolLM2-135M's architecture; the others are gpu_checks.QWEN's

@@ -33,7 +33,7 @@ import os
 import statistics
 import time
 
-from _common import ROOT, machine, update_readme_section
+from _common import ROOT, SMOLLM2, machine, positive_int, update_readme_section
 from gpu_checks import COMMON, QWEN, carried_tokenizer
 
 from inspo_cli.config import ModelConfig  # noqa: E402
@@ -42,7 +42,7 @@ from inspo_cli.policy.compiled_generation import decoding_compile_config, static
 from inspo_cli.policy.generation import decoding_attention  # noqa: E402
 from inspo_cli.policy.models import load_model  # noqa: E402
 
-SMOLLM2 = "smollm2-135m-instruct"
+SMOLLM2_MODEL = "smollm2-135m-instruct"  # the packaged model the smollm2-135m shape loads
 OUT = str(ROOT / "bench" / "results" / "compiled_generation.json")
 
 
@@ -50,8 +50,8 @@ def load(name: str, device: str, layers: int | None = None):
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    if name == "smollm2-135m":
-        return load_model(ModelConfig(name_or_path=SMOLLM2, dtype="float32"), device)
+    if name == SMOLLM2:
+        return load_model(ModelConfig(name_or_path=SMOLLM2_MODEL, dtype="float32"), device)
     from transformers import AutoTokenizer
 
     # the Qwen shapes need only a tokenizer: a GPU machine has no packaged model, only the carried tokenizer files
@@ -336,12 +336,12 @@ def main() -> None:
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="smollm2-135m,qwen2-tiny")
+    parser.add_argument("--models", default=f"{SMOLLM2},qwen2-tiny")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--prompt-tokens", type=int, default=400)
-    parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--batch", type=positive_int, default=8)
+    parser.add_argument("--prompt-tokens", type=positive_int, default=400)
+    parser.add_argument("--new-tokens", type=positive_int, default=128)
+    parser.add_argument("--reps", type=positive_int, default=3)
     parser.add_argument("--layers", default="", help="comma list: the Qwen shapes cut to these depths, same width")
     parser.add_argument(
         "--calls", type=int, default=0, help="then this many compiled calls in a row at the shallowest depth"
@@ -351,6 +351,8 @@ def main() -> None:
     if args.calls < 0 or (args.calls and args.calls < 10):
         parser.error(f"--calls {args.calls}: 0 (none) or at least 10, the calls each median is taken over")
     names = args.models.split(",")
+    if unknown := [n for n in names if n not in QWEN and n != SMOLLM2]:
+        parser.error(f"--models: no shape named {', '.join(unknown)}; use {SMOLLM2} or {', '.join(QWEN)}")
     try:
         depths: list[int | None] = [int(x) for x in args.layers.split(",")] if args.layers else [None]
     except ValueError:

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, update_readme_section
+from _common import ROOT, SMOLLM2, machine, positive_int, update_readme_section
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -222,23 +222,27 @@ def batch_sweep(model, tokenizer, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--models", nargs="+", default=["smollm2-135m", "qwen2-tiny"])
+    parser.add_argument("--models", nargs="+", default=[SMOLLM2, "qwen2-tiny"])
     parser.add_argument(
         "--dtypes",
         nargs="+",
         default=None,
         help="compute dtypes, each a run (default: float32 bfloat16 on CPU, bfloat16 on CUDA)",
     )
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--prompt", type=int, default=400)
-    parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--sweep", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32, 64])
-    parser.add_argument("--sweep-shape", type=int, nargs=2, default=[64, 32], metavar=("PROMPT", "NEW"))
+    parser.add_argument("--batch", type=positive_int, default=8)
+    parser.add_argument("--prompt", type=positive_int, default=400)
+    parser.add_argument("--new-tokens", type=positive_int, default=128)
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--sweep", type=positive_int, nargs="*", default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--sweep-shape", type=positive_int, nargs=2, default=[64, 32], metavar=("PROMPT", "NEW"))
     parser.add_argument("--tag", default="")
     parser.add_argument("--out", type=Path, help="write the results here instead (bench/gpu_checklist.py), no README")
     parser.add_argument("--readme", type=Path, help="a results JSON: write its README section only")
     args = parser.parse_args()
+    from gpu_checks import QWEN
+
+    if unknown := [n for n in args.models if n not in QWEN and n != SMOLLM2]:
+        parser.error(f"--models: no shape named {', '.join(unknown)}; use {SMOLLM2} or {', '.join(QWEN)}")
     if args.readme:
         update_readme_section(f"generation_speed{args.tag}", section(json.loads(args.readme.read_text()), args.tag))
         return

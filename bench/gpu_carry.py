@@ -104,9 +104,16 @@ def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     exclude()
     wheels, tokenizer = ROOT / ".whl", ROOT / ".gpu" / "tokenizer"
+    fresh = ROOT / ".gpu" / "wheels.partial"  # beside the wheels there are (kept until this set is complete); ignored
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.parent.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(download_command(pinned(), fresh)).returncode != 0:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise SystemExit(
+            "gpu_carry: pip could not download the wheels (its lines above say why); .whl/ is left as it was"
+        )
     shutil.rmtree(wheels, ignore_errors=True)  # one version of each: two stop the whole install there
-    if subprocess.run(download_command(pinned(), wheels)).returncode != 0:
-        raise SystemExit("gpu_carry: pip could not download the wheels (its lines above say why); nothing to carry yet")
+    fresh.rename(wheels)
     from transformers import AutoTokenizer
 
     from inspo_cli.policy.models import resolve_model_path

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -67,7 +68,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT, machine, update_readme_section
-from gpu_checks import TRAJECTORIES, child_compiled, child_fsdp, child_generation, child_step, launch, run_as_main
+from gpu_checks import QWEN, TRAJECTORIES, child_compiled, child_fsdp, child_generation, child_step, launch, run_as_main
 from gpu_profile import brief
 from gpu_timing import against_plain
 
@@ -76,6 +77,7 @@ from inspo_cli.jsonio import atomic_write_json  # noqa: E402
 # seconds; what is left of the budget goes to the next check
 # the 3B step: plain `generate` references (an estimated 20 s), then a rollout of 2,500 decode steps (about 220 s at the
 # H200's 87 ms per step), scoring and the update; cut off at 265 s on 2026-11-28 in its fifth call
+CHECKS = ("sdpa", "generation", "compiled", "fsdp")  # and step-<a gpu_checks.QWEN shape>
 CAPS = {"sdpa": 90.0, "generation": 210.0, "compiled": 150.0, "fsdp": 120.0, "step-qwen2.5-3b": 360.0}
 
 
@@ -142,7 +144,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.readme:
-        results = json.loads(args.readme.read_text())
+        try:
+            results = json.loads(args.readme.read_text())
+        except (OSError, ValueError) as error:
+            parser.error(f"--readme {args.readme}: cannot read its results ({type(error).__name__}: {error})")
+        if not isinstance(results, dict) or not isinstance(results.get("checks"), dict):
+            parser.error(f"--readme {args.readme}: not a checklist's results (no 'checks' mapping)")
         atomic_write_json(ROOT / "bench/results" / args.readme.name, results)
         update_readme_section("gpu-checklist", section(results))
         return
@@ -160,6 +167,13 @@ def main() -> None:
         else:
             child_step(args.child.removeprefix("step-"), args.work, args.out, args.quick, args.recipe_lengths)
         return
+    if args.out is None:
+        parser.error("--out DIR is needed: where the results are written")
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        parser.error(f"--budget {args.budget}: give a positive number of seconds")
+    if unknown := [c for c in args.checks.split(",") if c not in CHECKS and c.removeprefix("step-") not in QWEN]:
+        steps = ", ".join(f"step-{name}" for name in QWEN)
+        parser.error(f"--checks: no check named {', '.join(map(repr, unknown))}; use {', '.join(CHECKS)} or {steps}")
     missing = missing_imports()
     if missing:
         print("gpu_checklist: cannot import, carry these wheels and run again: " + "; ".join(missing), flush=True)
@@ -182,7 +196,7 @@ def main() -> None:
                 continue
         left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))
         if left < 60:
-            results["skipped"][check] = f"{left:.0f} s of the budget left"
+            results["skipped"][check] = f"{max(left, 0):.0f} s of the budget left"
             print(f"[{time.time() - started:6.0f} s] {check}: skipped, {results['skipped'][check]}", flush=True)
             continue
         with_work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu-checklist-{check}"

@@ -112,7 +112,7 @@ def plain_reference(
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), device_map=device).eval()
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
     rng = random.Random(0)
     top = min(model.config.vocab_size, 30_000)
 
@@ -168,7 +168,7 @@ def plain_reference(
                     shape = {"width": width, "rows": rows, "padded": ragged}
                     profile[f"plain_{'padded' if ragged else 'equal'}_{width}"] = {**found, **shape}
     del model
-    if device == "cuda":
+    if str(device).startswith("cuda"):
         torch.cuda.empty_cache()
     return results
 

@@ -99,7 +99,7 @@ def attention(device: str, quick: bool) -> dict:
     dim, group = shape["hidden_size"] // heads, heads // kv_heads
     layers, steps, start = (2, 4, 65) if quick else (shape["num_hidden_layers"], 32, 401)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    synchronize = synchronizer(device)
     generator = torch.Generator().manual_seed(0)
 
     def inputs(length: int, masked: bool):
@@ -182,7 +182,7 @@ def training(device: str, quick: bool) -> dict:
     dim = shape["hidden_size"] // heads
     lengths = range(33, 37) if quick else range(1501, 1509)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    synchronize = synchronizer(device)
     generator = torch.Generator().manual_seed(0)
 
     def inputs(length: int, masked: bool):
@@ -261,6 +261,14 @@ def summary(result: dict) -> dict:
     return read
 
 
+def synchronizer(device: str):
+    """What waits for the device's queued work before a clock is read: CUDA's for any CUDA device (cuda, cuda:N),
+    nothing on CPU."""
+    import torch
+
+    return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -271,10 +279,16 @@ def main() -> None:
 
     import torch
 
+    try:
+        kind = torch.device(args.device).type
+    except (RuntimeError, ValueError):
+        parser.error(f"--device {args.device!r}: give cpu, cuda or cuda:N")
+    if kind == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: no CUDA device here; use cpu (with --quick)")
     result: dict = {
         "machine": machine(("torch", "transformers")),
         "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "capability": list(torch.cuda.get_device_capability()) if args.device == "cuda" else None,
+        "capability": list(torch.cuda.get_device_capability(args.device)) if kind == "cuda" else None,
         "TORCH_CUDNN_SDPA_DEPRIORITIZED": os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
     }
     for part, measure in (("attention", attention), ("generate", generate_calls), ("training", training)):

@@ -524,3 +524,56 @@ def test_a_generation_speed_row_says_how_many_samples_each_median_is_over(bench)
         "median of 3"
     )
     assert speed.medians_of({}) == "medians"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--quick"], "--out DIR is needed"),
+        (["--quick", "--out", "OUT", "--budget", "nan"], "--budget nan: give a positive number of seconds"),
+        (["--quick", "--out", "OUT", "--checks", "sdpa,typo"], "--checks: no check named 'typo'; use sdpa"),
+        (["--out", "OUT", "--checks", "step-qwen2.5-3bx"], "no check named 'step-qwen2.5-3bx'"),
+        (["--readme", "missing.json"], "--readme missing.json: cannot read its results (FileNotFoundError"),
+    ],
+)
+def test_the_checklists_options_are_checked_before_anything_runs(bench, tmp_path, monkeypatch, capsys, argv, message):
+    checklist = bench("gpu_checklist")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(checklist, "launch", lambda *a, **k: pytest.fail("nothing may run"))
+    monkeypatch.setattr(sys, "argv", ["gpu_checklist.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        checklist.main()
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_a_failed_download_leaves_the_wheels_there_were(carry, tmp_path, monkeypatch):
+    wheels = tmp_path / ".whl"
+    wheels.mkdir()
+    (wheels / "kept-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    monkeypatch.setattr(carry, "ROOT", tmp_path)
+    monkeypatch.setattr(carry, "exclude", lambda root=None: None)
+    monkeypatch.setattr(carry, "pinned", lambda: ["transformers==0"])
+
+    def failing(command, *a, **k):
+        partial = tmp_path / ".gpu" / "wheels.partial"
+        assert str(partial) in command  # downloaded aside, not into .whl/
+        partial.mkdir(parents=True, exist_ok=True)
+        (partial / "half.whl").write_bytes(b"")
+        return subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(carry.subprocess, "run", failing)
+    monkeypatch.setattr(sys, "argv", ["gpu_carry.py"])
+    with pytest.raises(SystemExit, match=r"\.whl/ is left as it was"):
+        carry.main()
+    assert [p.name for p in wheels.iterdir()] == ["kept-1.0-py3-none-any.whl"]
+    assert not (tmp_path / ".gpu" / "wheels.partial").exists()
+
+
+def test_a_cuda_device_with_an_index_is_synchronised_like_cuda(bench):
+    """`--device cuda:0` must time with CUDA synchronisation too, or the figures are kernel launches only."""
+    import torch
+
+    shapes = bench("sdpa_shapes")
+    assert shapes.synchronizer("cuda:0") is shapes.synchronizer("cuda") is torch.cuda.synchronize
+    assert shapes.synchronizer("cpu") is not torch.cuda.synchronize
