@@ -145,6 +145,13 @@ def explain_field(
         typer.echo(explain(field))
 
 
+# TRL fields TRL computes from others (shown with how, not as defaults)
+DERIVED_BY_TRL = {
+    "generation_batch_size": "derived by TRL: per-device batch x processes x steps_per_generation (the trajectories "
+    "of a step; the transformers backend's rows per call are rollout.generation_batch_size)",
+}
+
+
 @app.command("plan")
 @user_errors
 def plan(
@@ -301,7 +308,11 @@ def _print_trl(resolved, processes: int, device: str | None, as_json: bool) -> N
         ("SFTConfig", report["sft_config"]) if "sft_config" in report else ("GRPOConfig", report["grpo_config"])
     )
     lines = [f"{key}: {json.dumps(config[key])}" for key in sorted(config) if key in set_by_inspo]
-    lines += [f"{key}: {json.dumps(config[key])}  # TRL default" for key in sorted(config) if key not in set_by_inspo]
+    lines += [
+        f"{key}: {json.dumps(config[key])}  # " + (DERIVED_BY_TRL[key] if key in DERIVED_BY_TRL else "TRL default")
+        for key in sorted(config)
+        if key not in set_by_inspo
+    ]
     console.print(f"\n[bold]TRL {name}[/] (set by the recipe first, then TRL's defaults):", soft_wrap=True)
     typer.echo("\n".join(lines))
     if report["population"] is not None:

@@ -90,6 +90,7 @@ def test_recipe_check_trl_shows_what_trl_receives_next_to_app_b(repo_root):
     text = invoke("recipe", "check", recipe, "--trl")
     assert text.exit_code == 0, text.output
     assert "learning_rate: 5e-07" in text.stdout and "adam_beta1: 0.9  # TRL default" in text.stdout
+    assert "generation_batch_size: 2560  # derived by TRL: per-device batch x processes" in text.stdout
     assert "INSPO population" in text.stdout and "differs" not in text.stdout and "equivalent" not in text.stdout
     assert "training steps: 3000 optimizer updates, 10 per step" in text.stdout  # Search-R1's schedule
     assert "optimizer updates per step (Search-R1 code): 512 x 5 / 256; 3000 in all" in text.stdout
