@@ -94,7 +94,7 @@ def generate(model, tokenizer, contexts, new_tokens: int, compiled, as_backend=T
         ids[row, width - len(context) :] = torch.tensor(context)
         mask[row, width - len(context) :] = 1
     extra = static_cache_kwargs(compiled, width, new_tokens) if compiled is not None else {}
-    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    synchronize = (lambda: torch.cuda.synchronize(model.device)) if model.device.type == "cuda" else (lambda: None)
     synchronize()
     started = time.perf_counter()
     attention = decoding_attention(model.device) if as_backend else contextlib.nullcontext()

@@ -296,6 +296,16 @@ def gpu_rows() -> str:
     )
 
 
+def gpu_before_text() -> str:
+    """What generating through the autocast wrapper cost on the GPU row's machine, from its results, if any."""
+    path = ROOT / "bench/results/generation_speed_cuda.json"
+    if not path.exists():
+        return ""
+    result = json.loads(path.read_text())
+    costs = [f"{r['ratio_to_plain']['c_before']:.2f}x" for r in result["models"] if "c_before" in r["ratio_to_plain"]]
+    return f", {', '.join(costs)} on {result['machine']['gpu']} (the row above)" if costs else ""
+
+
 def medians_of(r: dict) -> str:
     """How many samples each median of a row is over: the sides timed in every trainer run, (a), (b) and (b+stop),
     have twice as many in a mixed-precision row (two runs: the fixed one and the one before) as (c) and (c-before)."""
@@ -327,6 +337,7 @@ def section(result: dict, tag: str) -> str:
     )
     rows = [table_row(r, f"{r['model']} ({r['parameters'] / 1e6:.0f}M)") for r in result["models"]]
     gpu_row = gpu_rows() if s["device"] == "cpu" else ""
+    gpu_before = gpu_before_text() if s["device"] == "cpu" else ""
     before_ratios = (
         ", ".join(
             f"{r['ratio_to_plain']['c_before']:.2f}x ({r['model']})"
@@ -377,8 +388,8 @@ Goal: (c)/(a) <= 1.1, stop check <= 5% of decode time.
 On 2 CPU cores a side's run-to-run spread is about 10-15% (a stop check below zero is that noise), so the CPU
 ratios say "no measurable overhead", not more. The mixed-precision rows show what issue 52 fixed: generating through
 the autocast wrapper cost {before_ratios} on this machine, 3.2x on an H100 (109.4 against 34.7 ms per
-step before the fix, Qwen2.5-3B, batch 8, one run each: the figures issue 52 was filed with; no results file), 1.29x
-on an H200 (the row above); now each rollout casts the masters once and generates as plain `generate` of bf16 weights.
+step before the fix, Qwen2.5-3B, batch 8, one run each: the figures issue 52 was filed with; no results
+file){gpu_before}; now each rollout casts the masters once and generates as plain `generate` of bf16 weights.
 {sweep_text}"""
 
 

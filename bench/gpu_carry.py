@@ -46,7 +46,7 @@ WHEELS = (
 # what the checklist imports (gpu_checklist.NEEDED) that the image had on 2026-11-28 (H100 and H200)
 IMAGE = ("torch", "accelerate", "rich", "pyyaml", "safetensors", "huggingface-hub", "peft")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-EXCLUDED = ("/.whl/", "/.gpu/")
+EXCLUDED = ("/.whl/", "/.gpu/", "/.whl.partial/", "/.whl.old/")
 RUN = (
     "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
     ".whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit; nvidia-smi -L; "
@@ -100,20 +100,28 @@ def tracked_bytes(root: Path = ROOT) -> int:
     return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
 
 
+def swap_in(fresh: Path, wheels: Path, old: Path) -> None:
+    """`fresh` becomes `wheels`; the set there was is deleted only once the new one is in place (one version of each
+    wheel: two stop the whole install there)."""
+    shutil.rmtree(old, ignore_errors=True)
+    if wheels.exists():
+        wheels.rename(old)
+    fresh.rename(wheels)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     exclude()
     wheels, tokenizer = ROOT / ".whl", ROOT / ".gpu" / "tokenizer"
-    fresh = ROOT / ".gpu" / "wheels.partial"  # beside the wheels there are (kept until this set is complete); ignored
+    fresh, old = wheels.with_name(".whl.partial"), wheels.with_name(".whl.old")  # beside it: one filesystem
     shutil.rmtree(fresh, ignore_errors=True)
-    fresh.parent.mkdir(parents=True, exist_ok=True)
     if subprocess.run(download_command(pinned(), fresh)).returncode != 0:
         shutil.rmtree(fresh, ignore_errors=True)
         raise SystemExit(
             "gpu_carry: pip could not download the wheels (its lines above say why); .whl/ is left as it was"
         )
-    shutil.rmtree(wheels, ignore_errors=True)  # one version of each: two stop the whole install there
-    fresh.rename(wheels)
+    swap_in(fresh, wheels, old)
     from transformers import AutoTokenizer
 
     from inspo_cli.policy.models import resolve_model_path

@@ -171,7 +171,7 @@ def main() -> None:
         parser.error("--out DIR is needed: where the results are written")
     if not (math.isfinite(args.budget) and args.budget > 0):
         parser.error(f"--budget {args.budget}: give a positive number of seconds")
-    if unknown := [c for c in args.checks.split(",") if c not in CHECKS and c.removeprefix("step-") not in QWEN]:
+    if unknown := [c for c in args.checks.split(",") if c not in CHECKS and not (c[:5] == "step-" and c[5:] in QWEN)]:
         steps = ", ".join(f"step-{name}" for name in QWEN)
         parser.error(f"--checks: no check named {', '.join(map(repr, unknown))}; use {', '.join(CHECKS)} or {steps}")
     missing = missing_imports()

@@ -112,7 +112,8 @@ def plain_reference(
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), device_map=device).eval()
-    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    where = model.device
+    synchronize = (lambda: torch.cuda.synchronize(where)) if where.type == "cuda" else (lambda: None)
     rng = random.Random(0)
     top = min(model.config.vocab_size, 30_000)
 

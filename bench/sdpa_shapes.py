@@ -266,7 +266,10 @@ def synchronizer(device: str):
     nothing on CPU."""
     import torch
 
-    return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    chosen = torch.device(device)
+    if chosen.type != "cuda":
+        return lambda: None
+    return lambda: torch.cuda.synchronize(chosen)  # the device timed, not the current one (cuda:0)
 
 
 def main() -> None:
@@ -285,6 +288,8 @@ def main() -> None:
         parser.error(f"--device {args.device!r}: give cpu, cuda or cuda:N")
     if kind == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: no CUDA device here; use cpu (with --quick)")
+    if kind == "cuda" and (torch.device(args.device).index or 0) >= torch.cuda.device_count():
+        parser.error(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     result: dict = {
         "machine": machine(("torch", "transformers")),
         "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,

@@ -213,6 +213,8 @@ def plan(
             raise InspoError(f"{name} {value}: give a positive finite number")
         if value is not None and value > most:  # beyond any hardware: a typo, and past it the figures overflow
             raise InspoError(f"{name} {value:g}: give at most {most:g}")
+    if update_tokens_per_s is not None and update_tokens_per_s < 1:  # a step's seconds would overflow
+        raise InspoError(f"--update-tokens-per-s {update_tokens_per_s:g}: give at least 1 token per second")
     for name, count in (
         ("--prompt-tokens", prompt_tokens),
         ("--observation-tokens", observation_tokens),

@@ -53,8 +53,13 @@ def summary_lines(plan: ResourcePlan) -> list[str]:
             [
                 "generation batch per process: "
                 + ", ".join(f"{p.label} {p.generation_batch}" for p in plan.launches.values() if p.problem is None),
-                f"policy tokens per step: at most {plan.policy_tokens_per_step:,} (every trajectory's every turn at "
-                "its limit)",
+                f"policy tokens per step: at most {plan.policy_tokens_per_step:,} ("
+                + (
+                    "every trajectory's every turn at its limit)"
+                    if lengths.get("decode_steps", 0) >= lengths["turns"] * lengths["turn"]
+                    else f"every trajectory decoding {lengths['decode_steps']:,} tokens: the response cap, or the "
+                    "trajectory's room after its prompt)"
+                ),
                 f"time per step on {plan.timed}: generation {_seconds(plan.seconds['generation'])} "
                 f"({plan.timing.decode_ms:g} ms per decode step), update {_seconds(plan.seconds['update'])} "
                 f"({plan.update_tokens_per_s:,.0f} tokens/s per GPU)",

@@ -50,6 +50,9 @@ NOTHING_FITS = {
     "load": "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones",
     "optimizer step": "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones",
 }
+NOTHING_ELSE = (  # the launch asked for cannot run at all (its problem is named before this)
+    "shorten rollout.max_total_tokens, lower rollout.generation_batch_size, or use more or larger GPUs"
+)
 
 
 def refusal(
@@ -72,7 +75,7 @@ def refusal(
     advice = (
         ", or ".join(f"{p.label}{change} ({p.peak_gib:.0f} GiB)" for p, change in fitting)
         if fitting
-        else f"nothing planned; {NOTHING_FITS.get(smallest.peak_phase, NOTHING_FITS['load'])}"
+        else f"nothing planned; {NOTHING_FITS.get(smallest.peak_phase if smallest.phases else '', NOTHING_ELSE)}"
     )
     return f"the recipe {needs}; fits: {advice}"
 

@@ -142,6 +142,14 @@ def plan_lengths(rollout, lengths: Lengths) -> dict[str, int]:
     }
 
 
+def plan_decode_steps(rollout, used: dict[str, int], lengths: Lengths) -> int:
+    """An upper bound on one trajectory's decode steps: every turn at its limit, within the response cap and the
+    trajectory's room after its prompt. The prompt counts only where the user gave its length: the recipe's longest
+    prompt is the wide side for memory, but a shorter one leaves more room to decode."""
+    prompt = used["prompt"] if lengths.prompt else 1
+    return max(1, min(used["turns"] * used["turn"], rollout.max_response_tokens, used["trajectory"] - prompt))
+
+
 def generation_rows(recipe, processes: int) -> tuple[int, bool]:
     """(the trajectories one generate call may hold per process, whether memory may lower it): a positive
     `rollout.generation_batch_size` caps the process's share of the step; 0 or "auto" (or a recipe without the
@@ -366,8 +374,7 @@ def resource_plan(
     t = recipe.training
     per_step = t.batch_size * t.group_size
     rl = not is_sft(t.algorithm)
-    # an upper bound: every turn at its limit, within the trajectory's room after its prompt (the response cap)
-    decode_steps = min(used["turns"] * used["turn"], used["completion"])
+    decode_steps = used["decode_steps"] = plan_decode_steps(recipe.rollout, used, lengths)
     policy_tokens = per_step * decode_steps * rl
     params = arch.parameters()
     rate = timing.update_tokens_per_s or EFFECTIVE_TFLOPS * 1e12 / flops_per_token(recipe, params)

@@ -321,7 +321,11 @@ def test_the_response_cap_bounds_the_decode_steps_and_policy_tokens():
     assert capped.policy_tokens_per_step == 512 * 5 * 600  # not 5 turns of 500
     assert capped.seconds["generation"] == pytest.approx(600 * 10.0 / 1000)
     narrowed = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch, Hardware(), Lengths(trajectory=4200), timing)
-    assert narrowed.policy_tokens_per_step == 512 * 5 * 104
+    assert narrowed.policy_tokens_per_step == 512 * 5 * 5 * 500  # a short prompt leaves every turn its room
+    given = resource_plan(load_recipe("qwen2.5-3b/search-r1"), arch, Hardware(), Lengths(4096, None, 4200), timing)
+    assert given.policy_tokens_per_step == 512 * 5 * 104  # the prompt's length given: 104 tokens of room
+    out = invoke("recipe", "plan", "qwen2.5-3b/search-r1", "--prompt-tokens", "4096", "--trajectory-tokens", "4200")
+    assert "at most 266,240 (every trajectory decoding 104 tokens: the response cap" in out.stdout
 
 
 @pytest.mark.parametrize(
@@ -332,6 +336,7 @@ def test_the_response_cap_bounds_the_decode_steps_and_policy_tokens():
         (["--gpu-memory", "1e308"], "--gpu-memory 1e+308: give at most 100000"),
         (["--decode-ms", "1e308"], "--decode-ms 1e+308: give at most 1e+06"),
         (["--update-tokens-per-s", "1e300"], "give at most 1e+12"),
+        (["--update-tokens-per-s", "1e-306"], "--update-tokens-per-s 1e-306: give at least 1 token per second"),
     ],
 )
 def test_lengths_that_contradict_the_prompt_and_values_past_any_hardware_are_refused(args, fragment):
@@ -454,3 +459,11 @@ def test_a_recipe_that_does_not_generate_while_training_shows_no_generation_figu
     assert "no generation while training" in out and "policy tokens per step" not in out
     assert "generation batch per process" not in out and "update " in out
     assert "policy tokens per step: at most 6,400,000" in invoke("recipe", "plan", "qwen2.5-3b/search-r1").stdout
+
+
+def test_a_launch_that_cannot_run_is_refused_in_one_line_when_nothing_fits():
+    result = invoke("recipe", "plan", "qwen2.5-3b/search-r1", "--launch", "ddp", "--gpus", "3", "--gpu-memory", "1")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "cannot run as DDP over 3 GPUs" in result.stderr
+    assert "nothing planned; shorten rollout.max_total_tokens" in result.stderr

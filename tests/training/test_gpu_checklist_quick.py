@@ -352,7 +352,7 @@ def test_the_carried_folders_are_excluded_from_git_once_and_the_rest_of_the_excl
     exclude.write_bytes(b"# mine \xff\n/.gl/")  # not UTF-8: git reads bytes, so its bytes stay as they were
     carry.exclude(repo)
     carry.exclude(repo)
-    assert exclude.read_bytes() == b"# mine \xff\n/.gl/\n/.whl/\n/.gpu/\n"
+    assert exclude.read_bytes() == b"# mine \xff\n/.gl/\n/.whl/\n/.gpu/\n/.whl.partial/\n/.whl.old/\n"
 
 
 def test_in_a_git_worktree_whose_dot_git_is_a_file_the_carried_folders_are_ignored_too(carry, tmp_path):
@@ -533,6 +533,7 @@ def test_a_generation_speed_row_says_how_many_samples_each_median_is_over(bench)
         (["--quick", "--out", "OUT", "--budget", "nan"], "--budget nan: give a positive number of seconds"),
         (["--quick", "--out", "OUT", "--checks", "sdpa,typo"], "--checks: no check named 'typo'; use sdpa"),
         (["--out", "OUT", "--checks", "step-qwen2.5-3bx"], "no check named 'step-qwen2.5-3bx'"),
+        (["--out", "OUT", "--checks", "qwen2.5-3b"], "no check named 'qwen2.5-3b'"),
         (["--readme", "missing.json"], "--readme missing.json: cannot read its results (FileNotFoundError"),
     ],
 )
@@ -556,7 +557,7 @@ def test_a_failed_download_leaves_the_wheels_there_were(carry, tmp_path, monkeyp
     monkeypatch.setattr(carry, "pinned", lambda: ["transformers==0"])
 
     def failing(command, *a, **k):
-        partial = tmp_path / ".gpu" / "wheels.partial"
+        partial = tmp_path / ".whl.partial"
         assert str(partial) in command  # downloaded aside, not into .whl/
         partial.mkdir(parents=True, exist_ok=True)
         (partial / "half.whl").write_bytes(b"")
@@ -567,13 +568,23 @@ def test_a_failed_download_leaves_the_wheels_there_were(carry, tmp_path, monkeyp
     with pytest.raises(SystemExit, match=r"\.whl/ is left as it was"):
         carry.main()
     assert [p.name for p in wheels.iterdir()] == ["kept-1.0-py3-none-any.whl"]
-    assert not (tmp_path / ".gpu" / "wheels.partial").exists()
+    assert not (tmp_path / ".whl.partial").exists()
+    fresh = tmp_path / ".whl.partial"
+    fresh.mkdir()
+    (fresh / "new-2.0-py3-none-any.whl").write_bytes(b"wheel")
+    carry.swap_in(fresh, wheels, tmp_path / ".whl.old")
+    assert [p.name for p in wheels.iterdir()] == ["new-2.0-py3-none-any.whl"]  # one version of each, the new one
+    assert not fresh.exists() and not (tmp_path / ".whl.old").exists()
 
 
-def test_a_cuda_device_with_an_index_is_synchronised_like_cuda(bench):
+def test_a_cuda_device_with_an_index_is_synchronised_like_cuda(bench, monkeypatch):
     """`--device cuda:0` must time with CUDA synchronisation too, or the figures are kernel launches only."""
     import torch
 
     shapes = bench("sdpa_shapes")
-    assert shapes.synchronizer("cuda:0") is shapes.synchronizer("cuda") is torch.cuda.synchronize
-    assert shapes.synchronizer("cpu") is not torch.cuda.synchronize
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(device))
+    shapes.synchronizer("cuda:1")()
+    shapes.synchronizer("cuda")()
+    shapes.synchronizer("cpu")()
+    assert waited == [torch.device("cuda:1"), torch.device("cuda")]  # the device timed, not the current one
