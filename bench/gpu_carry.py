@@ -106,7 +106,12 @@ def swap_in(fresh: Path, wheels: Path, old: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
     if wheels.exists():
         wheels.rename(old)
-    fresh.rename(wheels)
+    try:
+        fresh.rename(wheels)
+    except OSError:
+        if old.exists():
+            old.rename(wheels)  # the set there was, back in its place
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

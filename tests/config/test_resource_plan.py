@@ -459,7 +459,9 @@ def test_a_recipe_that_does_not_generate_while_training_shows_no_generation_figu
     assert "no generation while training" in out and "policy tokens per step" not in out
     assert "generation batch per process" not in out and "update " in out
     some_cannot_run = invoke("recipe", "plan", "qwen2.5-3b/search-r1", "--gpus", "3").stdout  # DDP over 3 cannot
-    assert "cannot run this recipe" in some_cannot_run and "policy tokens per step: at most 6,400,000" in some_cannot_run
+    assert (
+        "cannot run this recipe" in some_cannot_run and "policy tokens per step: at most 6,400,000" in some_cannot_run
+    )
 
 
 def test_a_launch_that_cannot_run_is_refused_in_one_line_when_nothing_fits():

@@ -531,6 +531,7 @@ def test_a_generation_speed_row_says_how_many_samples_each_median_is_over(bench)
     [
         (["--quick"], "--out DIR is needed"),
         (["--quick", "--out", "OUT", "--budget", "nan"], "--budget nan: give a positive number of seconds"),
+        (["--quick", "--out", "OUT", "--budget", "inf"], "--budget inf: give a positive number of seconds"),
         (["--quick", "--out", "OUT", "--checks", "sdpa,typo"], "--checks: no check named 'typo'; use sdpa"),
         (["--out", "OUT", "--checks", "step-qwen2.5-3bx"], "no check named 'step-qwen2.5-3bx'"),
         (["--out", "OUT", "--checks", "qwen2.5-3b"], "no check named 'qwen2.5-3b'"),
@@ -575,6 +576,19 @@ def test_a_failed_download_leaves_the_wheels_there_were(carry, tmp_path, monkeyp
     carry.swap_in(fresh, wheels, tmp_path / ".whl.old")
     assert [p.name for p in wheels.iterdir()] == ["new-2.0-py3-none-any.whl"]  # one version of each, the new one
     assert not fresh.exists() and not (tmp_path / ".whl.old").exists()
+    fresh.mkdir()
+    (fresh / "newer-3.0-py3-none-any.whl").write_bytes(b"wheel")
+    rename = type(fresh).rename
+
+    def failing_rename(self, target):
+        if self == fresh:
+            raise OSError(18, "Invalid cross-device link")
+        return rename(self, target)
+
+    monkeypatch.setattr(type(fresh), "rename", failing_rename)
+    with pytest.raises(OSError):
+        carry.swap_in(fresh, wheels, tmp_path / ".whl.old")
+    assert [p.name for p in wheels.iterdir()] == ["new-2.0-py3-none-any.whl"]  # the set there was, kept
 
 
 def test_a_cuda_device_with_an_index_is_synchronised_like_cuda(bench, monkeypatch):
