@@ -70,4 +70,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def synchronizer(device):
+    """What waits for the device's queued work before a clock is read: CUDA's for any CUDA device (cuda, cuda:N),
+    synchronising that device (not the current one), nothing on CPU."""
+    import torch
+
+    chosen = torch.device(device)
+    if chosen.type != "cuda":
+        return lambda: None
+    return lambda: torch.cuda.synchronize(chosen)
+
+
 SMOLLM2 = "smollm2-135m"  # the bench name of SmolLM2-135M's architecture; the others are gpu_checks.QWEN's

@@ -33,8 +33,8 @@ import os
 import statistics
 import time
 
-from _common import ROOT, SMOLLM2, machine, positive_int, update_readme_section
-from gpu_checks import COMMON, QWEN, carried_tokenizer
+from _common import ROOT, SMOLLM2, machine, positive_int, synchronizer, update_readme_section
+from gpu_checks import COMMON, QWEN, carried_tokenizer, shape_error
 
 from inspo_cli.config import ModelConfig  # noqa: E402
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
@@ -94,7 +94,7 @@ def generate(model, tokenizer, contexts, new_tokens: int, compiled, as_backend=T
         ids[row, width - len(context) :] = torch.tensor(context)
         mask[row, width - len(context) :] = 1
     extra = static_cache_kwargs(compiled, width, new_tokens) if compiled is not None else {}
-    synchronize = (lambda: torch.cuda.synchronize(model.device)) if model.device.type == "cuda" else (lambda: None)
+    synchronize = synchronizer(model.device)
     synchronize()
     started = time.perf_counter()
     attention = decoding_attention(model.device) if as_backend else contextlib.nullcontext()
@@ -351,8 +351,8 @@ def main() -> None:
     if args.calls < 0 or (args.calls and args.calls < 10):
         parser.error(f"--calls {args.calls}: 0 (none) or at least 10, the calls each median is taken over")
     names = args.models.split(",")
-    if unknown := [n for n in names if n not in QWEN and n != SMOLLM2]:
-        parser.error(f"--models: no shape named {', '.join(unknown)}; use {SMOLLM2} or {', '.join(QWEN)}")
+    if error := shape_error(names):
+        parser.error(error)
     try:
         depths: list[int | None] = [int(x) for x in args.layers.split(",")] if args.layers else [None]
     except ValueError:

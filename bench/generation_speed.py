@@ -239,10 +239,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the results here instead (bench/gpu_checklist.py), no README")
     parser.add_argument("--readme", type=Path, help="a results JSON: write its README section only")
     args = parser.parse_args()
-    from gpu_checks import QWEN
+    from gpu_checks import shape_error
 
-    if unknown := [n for n in args.models if n not in QWEN and n != SMOLLM2]:
-        parser.error(f"--models: no shape named {', '.join(unknown)}; use {SMOLLM2} or {', '.join(QWEN)}")
+    if error := shape_error(args.models):
+        parser.error(error)
     if args.readme:
         update_readme_section(f"generation_speed{args.tag}", section(json.loads(args.readme.read_text()), args.tag))
         return

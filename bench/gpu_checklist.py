@@ -191,7 +191,7 @@ def main() -> None:
     }
     for check in args.checks.split(","):
         if args.quick:
-            check = check if check in ("fsdp", "generation", "compiled", "sdpa") else "step-qwen2-tiny"
+            check = check if check in CHECKS else "step-qwen2-tiny"
             if check in results["checks"]:
                 continue
         left = min(args.budget - (time.time() - started), CAPS.get(check, args.budget))

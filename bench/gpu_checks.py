@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, SMOLLM2
 from gpu_timing import plain_reference, sample_memory, time_generate_calls
 
 from inspo_cli.config.architecture import QWEN2_5_CONFIGS  # noqa: E402
@@ -62,6 +62,12 @@ TIMING = (
     "time/evolution",
     "time/evaluation",
 )
+
+
+def shape_error(names) -> str | None:
+    """The `--models` error for names that are no bench shape (SmolLM2's or one of `QWEN`), else None."""
+    unknown = [n for n in names if n not in QWEN and n != SMOLLM2]
+    return f"--models: no shape named {', '.join(unknown)}; use {SMOLLM2} or {', '.join(QWEN)}" if unknown else None
 
 
 def step_overrides(model_dir: Path, quick: bool, recipe_lengths: bool = False) -> list[str]:

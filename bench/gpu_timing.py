@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from _common import synchronizer
 from gpu_profile import DecodeProfile, ProfilingCriterion
 
 from inspo_cli.jsonio import atomic_write_json  # noqa: E402
@@ -113,7 +114,7 @@ def plain_reference(
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), device_map=device).eval()
     where = model.device
-    synchronize = (lambda: torch.cuda.synchronize(where)) if where.type == "cuda" else (lambda: None)
+    synchronize = synchronizer(where)
     rng = random.Random(0)
     top = min(model.config.vocab_size, 30_000)
 
@@ -169,7 +170,7 @@ def plain_reference(
                     shape = {"width": width, "rows": rows, "padded": ragged}
                     profile[f"plain_{'padded' if ragged else 'equal'}_{width}"] = {**found, **shape}
     del model
-    if str(device).startswith("cuda"):
+    if where.type == "cuda":
         torch.cuda.empty_cache()
     return results
 

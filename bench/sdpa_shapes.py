@@ -35,7 +35,7 @@ import statistics
 import time
 from pathlib import Path
 
-from _common import machine
+from _common import machine, synchronizer
 from compiled_generation import generate, load, prompts
 from gpu_checks import QWEN
 
@@ -259,17 +259,6 @@ def summary(result: dict) -> dict:
             ),
         }
     return read
-
-
-def synchronizer(device: str):
-    """What waits for the device's queued work before a clock is read: CUDA's for any CUDA device (cuda, cuda:N),
-    nothing on CPU."""
-    import torch
-
-    chosen = torch.device(device)
-    if chosen.type != "cuda":
-        return lambda: None
-    return lambda: torch.cuda.synchronize(chosen)  # the device timed, not the current one (cuda:0)
 
 
 def main() -> None:

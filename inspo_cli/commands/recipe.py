@@ -199,7 +199,7 @@ def plan(
     step and its time, from the model's config alone: nothing is loaded, nothing is downloaded."""
     from inspo_cli.commands.resource_table import launch_table, plan_json, summary_lines
     from inspo_cli.config.resource_fit import fitting_elsewhere, refusal
-    from inspo_cli.config.resource_plan import LAUNCHES, Hardware, Lengths, Timing, resource_plan
+    from inspo_cli.config.resource_plan import LAUNCHES, Hardware, Lengths, Timing, plan_lengths, resource_plan
     from inspo_cli.policy.models import model_architecture
 
     if gpus < 1:
@@ -225,7 +225,8 @@ def plan(
     if launch is not None and launch not in LAUNCHES:
         raise InspoError(f"--launch {launch}: use one of {', '.join(LAUNCHES)} (or leave it out for all)")
     resolved = load_recipe(recipe, overrides or [])
-    prompt = min(prompt_tokens or resolved.rollout.max_prompt_tokens, resolved.rollout.max_prompt_tokens)
+    lengths = Lengths(prompt_tokens, observation_tokens, trajectory_tokens)
+    prompt = plan_lengths(resolved.rollout, lengths)["prompt"]
     if trajectory_tokens is not None and trajectory_tokens <= prompt:
         raise InspoError(
             f"--trajectory-tokens {trajectory_tokens}: not longer than the prompt ({prompt} tokens); give at least "
@@ -233,7 +234,6 @@ def plan(
         )
     architecture = model_architecture(resolved.model.name_or_path)
     requested = (launch,) if launch else LAUNCHES
-    lengths = Lengths(prompt_tokens, observation_tokens, trajectory_tokens)
     timing = Timing(decode_ms, update_tokens_per_s)
     hardware = Hardware(gpus, gpu_memory)
     result = resource_plan(resolved, architecture, hardware, lengths, timing)

@@ -49,29 +49,7 @@ def summary_lines(plan: ResourcePlan) -> list[str]:
         f"lengths: prompt {lengths['prompt']}, {lengths['turns']} turns of {lengths['turn']}, observations "
         f"{lengths['observation']}, trajectory {lengths['trajectory']} tokens (an upper bound unless narrowed with "
         "--prompt-tokens / --observation-tokens / --trajectory-tokens)",
-        *(
-            [
-                "generation batch per process: "
-                + ", ".join(f"{p.label} {p.generation_batch}" for p in plan.launches.values() if p.problem is None),
-                f"policy tokens per step: at most {plan.policy_tokens_per_step:,} ("
-                + (
-                    "every trajectory's every turn at its limit)"
-                    if lengths.get("decode_steps", 0) >= lengths["turns"] * lengths["turn"]
-                    else f"every trajectory decoding {lengths['decode_steps']:,} tokens: the response cap, or the "
-                    "trajectory's room after its prompt)"
-                ),
-                f"time per step on {plan.timed}: generation {_seconds(plan.seconds['generation'])} "
-                f"({plan.timing.decode_ms:g} ms per decode step), update {_seconds(plan.seconds['update'])} "
-                f"({plan.update_tokens_per_s:,.0f} tokens/s per GPU)",
-            ]
-            if _generates(plan)
-            else [
-                "no generation while training (SFT, or rejection sampling's updates; its sampling phase, which "
-                "generates with sampling.generation_batch_size, is not planned here)",
-                f"time per step on {plan.timed}: update {_seconds(plan.seconds['update'])} "
-                f"({plan.update_tokens_per_s:,.0f} tokens/s per GPU)",
-            ]
-        ),
+        *_step_lines(plan),
         f"constants: decode {DECODE_MS:g} ms per step (plain HF generate, Qwen2.5-3B, batch 8, H100; the rollout of "
         "a real 3B step decoded at 80-120 on an H200: likely cuDNN attention's builds per shape, which decoding now "
         "avoids; not yet measured), update at "
@@ -82,9 +60,33 @@ def summary_lines(plan: ResourcePlan) -> list[str]:
     ]
 
 
-def _generates(plan: ResourcePlan) -> bool:
-    """Whether the planned training generates (GRPO), as the plan's phases say."""
-    return any("generation" in p.phases for p in plan.launches.values())
+def _step_lines(plan: ResourcePlan) -> list[str]:
+    """A step's generation batch, policy tokens and time; for training that does not generate (SFT, rejection
+    sampling's updates: no plan has a generation phase), its update time alone."""
+    lengths, update = (
+        plan.lengths,
+        f"update {_seconds(plan.seconds['update'])} ({plan.update_tokens_per_s:,.0f} tokens/s per GPU)",
+    )
+    if not any("generation" in p.phases for p in plan.launches.values()):
+        return [
+            "no generation while training (SFT, or rejection sampling's updates; its sampling phase, which generates "
+            "with sampling.generation_batch_size, is not planned here)",
+            f"time per step on {plan.timed}: {update}",
+        ]
+    capped = lengths["decode_steps"] < lengths["turns"] * lengths["turn"]
+    return [
+        "generation batch per process: "
+        + ", ".join(f"{p.label} {p.generation_batch}" for p in plan.launches.values() if p.problem is None),
+        f"policy tokens per step: at most {plan.policy_tokens_per_step:,} ("
+        + (
+            f"every trajectory decoding {lengths['decode_steps']:,} tokens: the response cap, or the trajectory's "
+            "room after its prompt)"
+            if capped
+            else "every trajectory's every turn at its limit)"
+        ),
+        f"time per step on {plan.timed}: generation {_seconds(plan.seconds['generation'])} "
+        f"({plan.timing.decode_ms:g} ms per decode step), {update}",
+    ]
 
 
 def _seconds(value: float) -> str:

@@ -42,14 +42,14 @@ def fitting_elsewhere(
     return found
 
 
-# What can still lower the peak once no launch fits at a micro-batch of 1, by the phase the peak is in
+# What can still lower the peak once no launch fits at a micro-batch of 1, by the phase the peak is in (the load
+# and the optimizer step: weights and optimizer state, which only sharding or memory changes)
 NOTHING_FITS = {
     "generation": "shorten rollout.max_total_tokens, lower rollout.generation_batch_size (transformers backend) or "
     "model.vllm_gpu_memory_utilization (vLLM), or use larger GPUs",
     "update": "shorten rollout.max_total_tokens, or use larger GPUs",
-    "load": "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones",
-    "optimizer step": "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones",
 }
+WEIGHTS_BOUND = "use more GPUs (ZeRO-3, FSDP2 shard the weights and optimizer) or larger ones"
 NOTHING_ELSE = (  # the launch asked for cannot run at all (its problem is named before this)
     "shorten rollout.max_total_tokens, lower rollout.generation_batch_size, or use more or larger GPUs"
 )
@@ -75,7 +75,8 @@ def refusal(
     advice = (
         ", or ".join(f"{p.label}{change} ({p.peak_gib:.0f} GiB)" for p, change in fitting)
         if fitting
-        else f"nothing planned; {NOTHING_FITS.get(smallest.peak_phase if smallest.phases else '', NOTHING_ELSE)}"
+        else "nothing planned; "
+        + (NOTHING_FITS.get(smallest.peak_phase, WEIGHTS_BOUND) if smallest.problem is None else NOTHING_ELSE)
     )
     return f"the recipe {needs}; fits: {advice}"
 

@@ -43,6 +43,14 @@ def cache_length(width: int, max_new_tokens: int) -> int:
     return -(-needed // CACHE_BUCKET) * CACHE_BUCKET
 
 
+def allocated_cache_length(model, tokens: int) -> int:
+    """The static cache `generate` allocates per row for a batch of `tokens` (prompt and new tokens): its bucket, and
+    never shorter than the model's earlier static caches (transformers' `_prepare_static_cache` keeps the longest
+    length it was asked for, so a short call after a long one gets the long one's cache)."""
+    earlier = getattr(model, "_previous_max_cache_length", 0)
+    return max(cache_length(tokens, 0), earlier if isinstance(earlier, int) else 0)
+
+
 def decoding_compile_config():
     """transformers' default compile settings (reduce-overhead: CUDA graphs on a GPU), on every device. Raises
     dynamo's process-wide recompile limit to `RECOMPILE_LIMIT` if it is lower."""

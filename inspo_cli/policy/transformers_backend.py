@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Sequence
 
 from inspo_cli.policy import generation_memory
-from inspo_cli.policy.compiled_generation import cache_length, decoding_compile_config, static_cache_kwargs
+from inspo_cli.policy.compiled_generation import allocated_cache_length, decoding_compile_config, static_cache_kwargs
 from inspo_cli.policy.generation import Generation, Sampling, decoding_attention, stop_token_ids
 
 
@@ -146,13 +146,9 @@ class TransformersBackend(Sampling):
         return rows[:n]
 
     def _cache_tokens(self, tokens: int) -> int:
-        """The KV cache one row of `tokens` holds: as many tokens eagerly; compiled, its static cache's length, which
-        transformers never lets shrink below the model's earlier static caches (`_prepare_static_cache`: a later
-        short call gets the longest earlier call's cache)."""
-        if self.compile_config is None:
-            return tokens
-        earlier = getattr(self.model, "_previous_max_cache_length", 0)
-        return max(cache_length(tokens, 0), earlier if isinstance(earlier, int) else 0)
+        """The KV cache one row of `tokens` holds: as many tokens eagerly; compiled, the static cache transformers
+        allocates for them."""
+        return tokens if self.compile_config is None else allocated_cache_length(self.model, tokens)
 
     def _generate_batch(self, contexts, budgets, stop) -> list[Generation]:
         import torch

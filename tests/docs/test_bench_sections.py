@@ -45,3 +45,23 @@ def test_dynamic_sampling_seconds_per_step_are_not_shown_finer_than_they_were_st
     sampling = bench("dynamic_sampling")
     text = sampling.section(json.loads((repo_root / "bench/results/dynamic_sampling.json").read_text()))
     assert "| 42.0 | 421.4 |" in text and "41.987" not in text
+
+
+def test_the_generation_speed_section_reads_the_gpu_rows_autocast_cost_from_its_results(bench, repo_root):
+    speed = bench("generation_speed")
+    gpu = json.loads((repo_root / "bench/results/generation_speed_cuda.json").read_text())
+    ratio = gpu["models"][0]["ratio_to_plain"]["c_before"]
+    text = speed.section(json.loads((repo_root / "bench/results/generation_speed.json").read_text()), "")
+    assert f"{ratio:.2f}x on {gpu['machine']['gpu']} (the row above)" in text
+
+
+def test_a_count_option_takes_whole_numbers_of_at_least_one(bench):
+    import argparse
+
+    import pytest
+
+    common = bench("_common")
+    assert common.positive_int("1") == 1 and common.positive_int("64") == 64
+    for bad in ("0", "-2", "2.5", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            common.positive_int(bad)

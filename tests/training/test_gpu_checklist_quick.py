@@ -595,10 +595,26 @@ def test_a_cuda_device_with_an_index_is_synchronised_like_cuda(bench, monkeypatc
     """`--device cuda:0` must time with CUDA synchronisation too, or the figures are kernel launches only."""
     import torch
 
-    shapes = bench("sdpa_shapes")
+    common = bench("_common")  # the one synchronizer sdpa_shapes, gpu_timing and compiled_generation time with
     waited = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(device))
-    shapes.synchronizer("cuda:1")()
-    shapes.synchronizer("cuda")()
-    shapes.synchronizer("cpu")()
+    common.synchronizer("cuda:1")()
+    common.synchronizer("cuda")()
+    common.synchronizer("cpu")()
     assert waited == [torch.device("cuda:1"), torch.device("cuda")]  # the device timed, not the current one
+
+
+def test_quick_runs_each_named_check_and_any_step_as_the_tiny_step_once(bench, tmp_path, monkeypatch):
+    checklist = bench("gpu_checklist")
+    launched = []
+
+    def fake_launch(argv, cwd, timeout, env=None):
+        launched.append(argv[argv.index("--child") + 1])
+        return {"exit_code": 0, "output_tail": ""}
+
+    monkeypatch.setattr(checklist, "missing_imports", lambda: [])
+    monkeypatch.setattr(checklist, "launch", fake_launch)
+    argv = ["gpu_checklist.py", "--quick", "--out", str(tmp_path), "--checks", "sdpa,step-qwen2.5-3b,step-qwen2.5-7b"]
+    monkeypatch.setattr(sys, "argv", argv)
+    checklist.main()
+    assert launched == ["sdpa", "step-qwen2-tiny"]
