@@ -61,9 +61,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -199,9 +199,8 @@ def main() -> None:
             results["skipped"][check] = f"{max(left, 0):.0f} s of the budget left"
             print(f"[{time.time() - started:6.0f} s] {check}: skipped, {results['skipped'][check]}", flush=True)
             continue
-        with_work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu-checklist-{check}"
-        shutil.rmtree(with_work, ignore_errors=True)
-        with_work.mkdir(parents=True)
+        # a folder of its own (under TMPDIR): two checklists at once, or a test beside one, never share or delete it
+        with_work = Path(tempfile.mkdtemp(prefix=f"gpu-checklist-{check}-"))
         out = with_work / "result.json"
         print(f"[{time.time() - started:6.0f} s] {check}: up to {left:.0f} s", flush=True)
         run = launch(

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -606,15 +607,25 @@ def test_a_cuda_device_with_an_index_is_synchronised_like_cuda(bench, monkeypatc
 
 def test_quick_runs_each_named_check_and_any_step_as_the_tiny_step_once(bench, tmp_path, monkeypatch):
     checklist = bench("gpu_checklist")
-    launched = []
+    launched, works = [], []
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # TMPDIR, as tempfile read it
+    running = tmp_path / "gpu-checklist-sdpa"  # another checklist's check, running now
+    running.mkdir()
+    (running / "result.json").write_text("{}")
 
     def fake_launch(argv, cwd, timeout, env=None):
         launched.append(argv[argv.index("--child") + 1])
+        works.append(argv[argv.index("--work") + 1])
         return {"exit_code": 0, "output_tail": ""}
 
     monkeypatch.setattr(checklist, "missing_imports", lambda: [])
     monkeypatch.setattr(checklist, "launch", fake_launch)
-    argv = ["gpu_checklist.py", "--quick", "--out", str(tmp_path), "--checks", "sdpa,step-qwen2.5-3b,step-qwen2.5-7b"]
+    out = tmp_path / "out"
+    argv = ["gpu_checklist.py", "--quick", "--out", str(out), "--checks", "sdpa,step-qwen2.5-3b,step-qwen2.5-7b"]
     monkeypatch.setattr(sys, "argv", argv)
     checklist.main()
     assert launched == ["sdpa", "step-qwen2-tiny"]
+    assert (running / "result.json").exists() and str(running) not in works  # its folder is its own, left alone
+    assert all(w.startswith(str(tmp_path)) and not Path(w).exists() for w in works)  # under TMPDIR, removed after
